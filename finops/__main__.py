@@ -1,0 +1,5 @@
+import sys
+
+from finops.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""``python -m finops``: a thin command-line face over the package.
+
+Subcommands are discovered from the modules of :mod:`finops.commands`. Each
+module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. Exit codes: 0 ok, 1 bad input, 2 usage.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from finops import commands
+from finops.errors import InputError
+
+
+def command_modules():
+    mods = []
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        mods.append(importlib.import_module(f"finops.commands.{info.name}"))
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m finops",
+                                     description="FinOps analytics for LLM inference fleets.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for mod in command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

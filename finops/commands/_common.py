@@ -1,0 +1,60 @@
+"""Arguments shared by several subcommands."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime, timezone
+
+from finops.filters import Filters
+
+DEFAULT_DB = "data/finops.duckdb"
+
+
+def default_db() -> str:
+    """The store path: ``$FINOPS_DB`` or ``data/finops.duckdb``."""
+    return os.environ.get("FINOPS_DB") or DEFAULT_DB
+
+
+def add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=None,
+                        help="DuckDB store (default: $FINOPS_DB or data/finops.duckdb)")
+
+
+def db_path(args) -> str:
+    return args.db or default_db()
+
+
+def parse_time(text: str) -> datetime:
+    """ISO date or datetime; naive values are taken as UTC; returned naive UTC."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date/time: {text!r}") from None
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return tuple(v for v in (s.strip() for s in text.split(",")) if v)
+
+
+def add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", type=parse_time, help="start, inclusive (ISO, UTC)")
+    parser.add_argument("--until", type=parse_time, help="end, exclusive (ISO, UTC)")
+    parser.add_argument("--tenant", type=_csv_list, default=(), help="tenants, comma-separated")
+    parser.add_argument("--model", dest="models", type=_csv_list, default=(),
+                        help="models, comma-separated")
+    parser.add_argument("--sla-tier", type=_csv_list, default=(), help="SLA tiers, comma-separated")
+
+
+def filters_from(args) -> Filters:
+    return Filters(since=args.since, until=args.until, tenants=tuple(args.tenant),
+                   models=tuple(args.models), sla_tiers=tuple(args.sla_tier))
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str, allow_nan=False)
+    sys.stdout.write("\n")

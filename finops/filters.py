@@ -1,0 +1,45 @@
+"""Filters shared by the sidebar, the CLI and every analysis.
+
+``Filters.where()`` returns a ``(sql, params)`` pair: values are always bound
+parameters, only fixed column names enter the SQL text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Filters:
+    since: datetime | None = None      # inclusive, UTC
+    until: datetime | None = None      # exclusive, UTC
+    tenants: tuple[str, ...] = field(default_factory=tuple)
+    models: tuple[str, ...] = field(default_factory=tuple)
+    sla_tiers: tuple[str, ...] = field(default_factory=tuple)
+
+    def where(self, ts_col: str = "ts", prefix: str = "") -> tuple[str, list]:
+        """SQL condition (never empty: ``TRUE`` when unfiltered) and its parameters.
+
+        ``prefix`` qualifies the columns, e.g. ``"r."``.
+        """
+        parts: list[str] = []
+        params: list = []
+        if self.since is not None:
+            parts.append(f"{prefix}{ts_col} >= ?")
+            params.append(self.since)
+        if self.until is not None:
+            parts.append(f"{prefix}{ts_col} < ?")
+            params.append(self.until)
+        for col, values in (("tenant", self.tenants), ("model", self.models),
+                            ("sla_tier", self.sla_tiers)):
+            if values:
+                parts.append(f"{prefix}{col} IN ({', '.join('?' for _ in values)})")
+                params.extend(values)
+        return (" AND ".join(parts) if parts else "TRUE"), params
+
+    def shifted_back(self) -> "Filters":
+        """The previous period of equal length (for period-over-period deltas)."""
+        if self.since is None or self.until is None:
+            raise ValueError("a previous period needs both since and until")
+        span = self.until - self.since
+        return replace(self, since=self.since - span, until=self.since)
