@@ -37,7 +37,7 @@ class Filters:
                 params.extend(values)
         return (" AND ".join(parts) if parts else "TRUE"), params
 
-    def shifted_back(self) -> "Filters":
+    def shifted_back(self) -> Filters:
         """The previous period of equal length (for period-over-period deltas)."""
         if self.since is None or self.until is None:
             raise ValueError("a previous period needs both since and until")

@@ -5,7 +5,7 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from finops.filters import Filters
 
@@ -33,7 +33,7 @@ def parse_time(text: str) -> datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO date/time: {text!r}") from None
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return value
 
 

@@ -1,0 +1,124 @@
+"""The log formats of the foundation: canonical, generic and the seed gateway's text log.
+
+Each is one :class:`~finops.ingest.base.Adapter` in the table; later formats
+register the same way in their own modules (listed in ``finops.ingest.__init__``).
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow as pa
+
+from finops import schema
+from finops.errors import InputError
+from finops.ingest.base import Adapter, IngestOptions, Probe, Source, register
+from finops.ingest.tabular import mapped_source, rows_to_parquet
+
+TABULAR = ("csv", "jsonl", "json", "parquet")
+
+
+# ---------------------------------------------------------------- canonical
+
+def _sniff_canonical(p: Probe) -> float:
+    if p.kind not in TABULAR:
+        return 0.0
+    cols = set(p.columns)
+    if not {"ts", "model"} <= cols:
+        return 0.0
+    known = len(cols & set(schema.NAMES))
+    return 0.9 if known >= 3 else 0.0
+
+
+register(Adapter(
+    name="canonical", label="finops canonical schema",
+    source_tool="finops (this project), our gateway's JSONL log",
+    export_hint="columns named as in finops/schema.py; CSV, JSON Lines or Parquet",
+    sniff=_sniff_canonical,
+    read=lambda con, p, o: mapped_source(con, p, o),
+    example="tests/data/canonical_sample.csv",
+))
+
+
+# ---------------------------------------------------------------- generic
+
+def _read_generic(con, p: Probe, options: IngestOptions) -> Source:
+    if not options.mapping and not options.tenant_field:
+        raise InputError("the generic format needs a column mapping, e.g. "
+                         "--map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens",
+                         file=p.name)
+    return mapped_source(con, p, options)
+
+
+register(Adapter(
+    name="generic", label="any CSV / JSON Lines / Parquet with a column mapping",
+    source_tool="anything tabular",
+    export_hint="--format generic --map ts=COL,model=COL,input_tokens=COL,... [--model M] [--tenant T]",
+    sniff=lambda p: 0.0,        # never guessed: chosen with --format generic or a mapping
+    read=_read_generic,
+    example="tests/data/azure_conv_excerpt.csv",
+))
+
+
+# ---------------------------------------------------------------- gateway-log
+
+# 2026-11-29 10:00:00,123 [ROUTE] target=slow len=63 route_ms=0.01 queue_ms=812.3 ...
+ROUTE_LINE = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)\s+\[ROUTE\]\s+(?P<kv>.*)$")
+KV = re.compile(r"(\w+)=(\S+)")
+GATEWAY_FIELDS = {  # log key -> canonical column
+    "target": "model", "len": "prompt_chars", "route_ms": "route_ms", "queue_ms": "queue_ms",
+    "service_ms": "service_ms", "total_ms": "total_ms",
+}
+
+
+def _sniff_gateway(p: Probe) -> float:
+    if p.kind != "text":
+        return 0.0
+    hits = sum(1 for ln in p.lines[:200] if "[ROUTE]" in ln and ROUTE_LINE.match(ln.strip()))
+    return 0.95 if hits else 0.0
+
+
+def _gateway_rows(p: Probe):
+    import gzip
+    opener = gzip.open if p.head[:2] == b"\x1f\x8b" else open
+    with opener(p.path, "rt", encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if "[ROUTE]" not in line:
+                continue            # other log lines (server start-up, access log) are not requests
+            m = ROUTE_LINE.match(line.strip())
+            row = {"_row": lineno, "raw_line": line.rstrip("\n")}
+            if not m:
+                row["ts"] = None
+                yield row
+                continue
+            kv = dict(KV.findall(m.group("kv")))
+            row["ts"] = m.group("ts")
+            for key, canon in GATEWAY_FIELDS.items():
+                row[canon] = kv.pop(key, None)
+            row["route"] = row["model"]
+            # the seed logs a *relative* cost (fast 1, slow 8): kept in attrs, priced from the book
+            extra = {("relative_cost" if k == "cost" else ("slow_inject" if k == "inject" else k)): v
+                     for k, v in kv.items()}
+            row["attrs"] = json.dumps(extra)
+            yield row
+
+
+def _read_gateway(con, p: Probe, options: IngestOptions) -> Source:
+    cols = {"_row": pa.int64(), "raw_line": pa.string(), "ts": pa.string(), "model": pa.string(),
+            "route": pa.string(), "prompt_chars": pa.string(), "route_ms": pa.string(),
+            "queue_ms": pa.string(), "service_ms": pa.string(), "total_ms": pa.string(), "attrs": pa.string()}
+    path, cleanup = rows_to_parquet(_gateway_rows(p), cols)
+    tenant = options.tenant or "default"
+    sql = ("SELECT _row, md5(raw_line) AS _hash, ts, model, route, prompt_chars, route_ms, queue_ms, "
+           "service_ms, total_ms, 'ok' AS status, ? AS tenant, attrs FROM read_parquet(?)")
+    return Source(sql, [tenant, path], cleanup=cleanup)
+
+
+register(Adapter(
+    name="gateway-log", label="the seed dual-model gateway's [ROUTE] text log",
+    source_tool="the gateway of the course text, section 3.2 (uvicorn + logging)",
+    export_hint="save the gateway's stdout/stderr: lines like "
+                "'2026-11-29 10:00:00,123 [ROUTE] target=slow len=63 route_ms=0.01 queue_ms=812.3 ...'",
+    sniff=_sniff_gateway, read=_read_gateway,
+    example="tests/data/seed_gateway_injected.log",
+))

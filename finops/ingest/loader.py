@@ -1,0 +1,373 @@
+"""Load one file into the store: detect, read, cast, validate, de-duplicate, insert, roll up.
+
+A load is one transaction. Bad rows are rejected with their row number, field and
+reason while good rows load (``strict`` fails the whole batch instead). A file
+that cannot be read at all (empty, binary, truncated, unknown format) raises
+:class:`~finops.errors.InputError` and leaves the store as it was. Rows whose
+``request_id`` is already stored are skipped, so loading a file twice adds nothing.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from finops import schema, store
+from finops.errors import InputError
+from finops.ingest.base import ADAPTERS, IngestOptions, Probe, Source, adapter_named, probe
+
+MAX_REJECTS_KEPT = 10_000
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class IngestResult:
+    file: str
+    format: str
+    batch_id: int | None
+    rows_read: int
+    rows_ingested: int
+    rows_rejected: int
+    duplicates_skipped: int
+    rejects: list[dict] = field(default_factory=list)   # {row, field, reason}
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "format": self.format, "batch_id": self.batch_id,
+                "rows_read": self.rows_read, "rows_ingested": self.rows_ingested,
+                "rows_rejected": self.rows_rejected, "duplicates_skipped": self.duplicates_skipped,
+                "rejects": self.rejects}
+
+
+# ---------------------------------------------------------------- detection
+
+def detect(p: Probe, forced: str | None = None, mapped: bool = False):
+    """Pick the adapter for a probed file, or raise with the candidates."""
+    if p.kind == "empty":
+        raise InputError("the file is empty", file=p.name)
+    if p.kind == "binary":
+        raise InputError("the file is binary, not CSV, JSON(L), Parquet or log text", file=p.name)
+    if forced:
+        return adapter_named(forced)
+    if mapped:
+        return adapter_named("generic")
+    scored = sorted(((a.sniff(p), a) for a in ADAPTERS), key=lambda t: -t[0])
+    scored = [(s, a) for s, a in scored if s > 0]
+    if not scored:
+        raise InputError("no known log format recognised; supported formats: "
+                         + ", ".join(a.name for a in ADAPTERS)
+                         + ". For any other CSV/JSONL/Parquet use --format generic with --map", file=p.name)
+    top = [a for s, a in scored if s == scored[0][0]]
+    if len(top) > 1:
+        raise InputError("the file matches several formats: " + ", ".join(a.name for a in top)
+                         + "; pick one with --format", file=p.name)
+    return scored[0][1]
+
+
+# ---------------------------------------------------------------- casting & validation
+
+def _ts_expr(x: str, src_type: str) -> str:
+    t = src_type.upper()
+    if t.startswith("TIMESTAMP WITH TIME ZONE"):
+        return f"timezone('UTC', {x})"
+    if t.startswith("TIMESTAMP") or t == "DATE":
+        return f"CAST({x} AS TIMESTAMP)"
+    if t in ("BIGINT", "INTEGER", "DOUBLE", "FLOAT", "HUGEINT", "UBIGINT", "DECIMAL") or t.startswith("DECIMAL"):
+        return f"finops_epoch(CAST({x} AS DOUBLE))"
+    s = f"trim(CAST({x} AS VARCHAR))"
+    return (f"CASE WHEN {s} = '' THEN NULL "
+            f"WHEN regexp_full_match({s}, '\\d+(\\.\\d+)?') THEN finops_epoch(CAST({s} AS DOUBLE)) "
+            f"ELSE timezone('UTC', TRY_CAST(regexp_replace(replace({s}, ',', '.'), '(\\.\\d{{6}})\\d+', '\\1') "
+            f"AS TIMESTAMPTZ)) END")
+
+
+def _typed_expr(name: str, x: str, src_type: str) -> str:
+    target = schema.TYPES[name]
+    t = src_type.upper()
+    if name == "ts":
+        return _ts_expr(x, src_type)
+    if name == "status":
+        return f"nullif(lower(trim(CAST({x} AS VARCHAR))), '')"
+    if target == "VARCHAR":
+        return f"nullif(trim(CAST({x} AS VARCHAR)), '')"
+    if target == "JSON":
+        if t == "JSON":
+            return x
+        if t == "VARCHAR":
+            return f"CASE WHEN json_valid({x}) THEN CAST({x} AS JSON) ELSE to_json({x}) END"
+        return f"to_json({x})"
+    if target == "BOOLEAN":
+        if t == "BOOLEAN":
+            return x
+        if t == "VARCHAR":
+            return (f"CASE lower(trim({x})) WHEN 'true' THEN true WHEN 't' THEN true WHEN '1' THEN true "
+                    f"WHEN 'yes' THEN true WHEN 'y' THEN true WHEN 'false' THEN false WHEN 'f' THEN false "
+                    f"WHEN '0' THEN false WHEN 'no' THEN false WHEN 'n' THEN false END")
+        return f"(TRY_CAST({x} AS DOUBLE) <> 0)"
+    if t == target:
+        return x
+    if target in ("BIGINT", "INTEGER"):
+        d = f"TRY_CAST(nullif(trim(CAST({x} AS VARCHAR)), '') AS DOUBLE)" if t == "VARCHAR" else f"TRY_CAST({x} AS DOUBLE)"
+        return f"CASE WHEN {d} = floor({d}) THEN TRY_CAST({d} AS {target}) END"
+    if t == "VARCHAR":
+        return f"TRY_CAST(nullif(trim({x}), '') AS {target})"
+    return f"TRY_CAST({x} AS {target})"
+
+
+def _checks(name: str, raw: str, typed: str) -> list[str]:
+    """SQL expressions yielding a reason string (or NULL) for one column."""
+    target = schema.TYPES[name]
+    out = [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
+           f"THEN '{name}: cannot read ' || left(CAST({raw} AS VARCHAR), 60) || ' as {target.lower()}' END"]
+    if name in schema.MS_COLUMNS or name in schema.TOKEN_COLUMNS or name == "prompt_chars" or name == "cost_usd":
+        out.append(f"CASE WHEN {typed} < 0 THEN '{name}: negative value ' || CAST({typed} AS VARCHAR) END")
+    if name in schema.UNIT_INTERVAL_COLUMNS:
+        out.append(f"CASE WHEN {typed} < 0 OR {typed} > 1 THEN '{name}: ' || CAST({typed} AS VARCHAR) "
+                   f"|| ' is outside [0, 1]' END")
+    if name == "status":
+        allowed = ", ".join(f"'{s}'" for s in schema.STATUSES)
+        out.append(f"CASE WHEN {typed} IS NOT NULL AND lower({typed}) NOT IN ({allowed}) "
+                   f"THEN 'status: ' || {typed} || ' is not one of {'/'.join(schema.STATUSES)}' END")
+    return out
+
+
+def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    # seconds, milliseconds or microseconds since the epoch, told apart by magnitude
+    con.execute("""CREATE OR REPLACE TEMP MACRO finops_epoch(v) AS
+        CASE WHEN v IS NULL THEN NULL
+             WHEN abs(v) < 1e11 THEN make_timestamp(CAST(v * 1e6 AS BIGINT))
+             WHEN abs(v) < 1e14 THEN make_timestamp(CAST(v * 1e3 AS BIGINT))
+             ELSE make_timestamp(CAST(v AS BIGINT)) END""")
+
+
+def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list) -> str:
+    """Wrap an adapter's SELECT: typed canonical columns, ``_row``, ``_hash``, ``_reject``."""
+    described = con.execute(f"DESCRIBE {source_sql}", params).fetchall()
+    src_types = {r[0]: r[1] for r in described}
+    typed, checks = [], []
+    for name in schema.NAMES:
+        if name in src_types:
+            x = f"s.{name}"
+            expr = _typed_expr(name, x, src_types[name])
+            typed.append(f"{expr} AS {name}")
+            checks.extend(_checks(name, x, expr))
+        else:
+            typed.append(f"CAST(NULL AS {schema.TYPES[name]}) AS {name}")
+    # required fields and defaults are checked on the typed columns
+    ts_raw = "s.ts" if "ts" in src_types else "NULL"
+    model_expr = next(t for t in typed if t.endswith(" AS model"))[: -len(" AS model")]
+    checks.append(f"CASE WHEN {ts_raw} IS NULL THEN 'ts: missing' END")
+    checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
+    if "_shape" in src_types:
+        checks.insert(0, "s._shape")
+    reasons = "[" + ", ".join(checks) + "]"
+    hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
+    return (f"SELECT s._row AS _row, {hash_expr} AS _hash, {', '.join(typed)}, "
+            f"array_to_string(list_filter({reasons}, lambda r: r IS NOT NULL), '; ') AS _reject "
+            f"FROM ({source_sql}) s")
+
+
+# ---------------------------------------------------------------- files
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _check_truncated(p: Probe) -> None:
+    """A text file that ends mid-line, on a line that does not parse, was cut short."""
+    if p.kind not in ("csv", "jsonl"):
+        return
+    opener = gzip.open if p.head[:2] == b"\x1f\x8b" else open
+    try:
+        with opener(p.path, "rb") as fh:
+            if opener is open:
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(max(0, size - 65536))
+                tail = fh.read()
+            else:
+                tail = b""
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    tail = (tail + chunk)[-65536:]
+    except (OSError, EOFError) as exc:
+        raise InputError(f"the file is truncated or corrupt ({exc})", file=p.name) from None
+    if not tail or tail.endswith(b"\n"):
+        return
+    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
+    if p.kind == "jsonl":
+        try:
+            json.loads(last)
+            return
+        except json.JSONDecodeError:
+            raise InputError("the file is truncated: its last line is not complete JSON", file=p.name) from None
+    import csv
+    import io
+    try:
+        fields = next(csv.reader(io.StringIO(last), strict=True))
+    except (csv.Error, StopIteration):
+        fields = []
+    if last.count('"') % 2 == 1 or len(fields) < len(p.columns):
+        raise InputError(f"the file is truncated: its last line has {len(fields)} of {len(p.columns)} fields",
+                         file=p.name)
+
+
+def expand(path: Path, workdir: Path) -> list[tuple[Path, str]]:
+    """A zip becomes its members (extracted to ``workdir``); anything else is itself."""
+    if zipfile.is_zipfile(path):
+        out = []
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.is_dir() or info.filename.startswith("__MACOSX/"):
+                    continue
+                target = workdir / f"{len(out):04d}_{Path(info.filename).name}"
+                with zf.open(info) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                out.append((target, f"{path.name}:{info.filename}"))
+        if not out:
+            raise InputError("the zip archive holds no files", file=path.name)
+        return out
+    return [(path, path.name)]
+
+
+# ---------------------------------------------------------------- the load
+
+def ingest_path(con: duckdb.DuckDBPyConnection, path: str | Path, options: IngestOptions | None = None,
+                progress: Progress | None = None) -> list[IngestResult]:
+    """Load one file (a zip: each member) into the store. One batch per file."""
+    options = options or IngestOptions()
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file", file=str(path))
+    with tempfile.TemporaryDirectory(prefix="finops-") as tmp:
+        members = expand(path, Path(tmp))
+        label = options.file_label or path.name
+        results = []
+        for member, name in members:
+            shown = name if len(members) > 1 else label
+            results.append(_ingest_one(con, member, shown, options, progress))
+        return results
+
+
+def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Progress | None) -> IngestResult:
+    def step(fraction: float, what: str) -> None:
+        if progress:
+            progress(fraction, f"{name}: {what}")
+
+    step(0.0, "reading")
+    p = probe(path, name)
+    adapter = detect(p, options.format, bool(options.mapping or options.tenant_field))
+    _check_truncated(p)
+    sha = file_sha256(path)
+    opts_json = options.as_json()
+
+    prior = con.execute("SELECT rows_read, rows_rejected FROM batches WHERE sha256 = ? AND format = ? "
+                        "AND options = ? ORDER BY batch_id LIMIT 1", [sha, adapter.name, opts_json]).fetchall()
+    prior = prior[0] if prior else None
+    if prior is not None:
+        # the same bytes, read the same way, are already stored: nothing new can come of them
+        read, rejected = prior
+        step(1.0, "already loaded")
+        return IngestResult(name, adapter.name, None, read, 0, rejected, read - rejected, [])
+
+    _install_macros(con)
+    source = adapter.read(con, p, options)
+    try:
+        con.execute("BEGIN")
+        try:
+            result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=name) from None
+    finally:
+        if source.cleanup:
+            source.cleanup()
+    step(1.0, f"{result.rows_ingested:,} rows ingested")
+    return result
+
+
+def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
+    step(0.1, "validating")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {validated_sql(con, source.sql, source.params)}",
+                source.params)
+    rows_read, rows_rejected = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE _reject <> '') FROM _stage").fetchall()[0]
+    rejects = [{"row": r, "field": reason.split(":", 1)[0], "reason": reason}
+               for r, reason in con.execute(
+                   "SELECT _row, _reject FROM _stage WHERE _reject <> '' ORDER BY _row LIMIT ?",
+                   [MAX_REJECTS_KEPT]).fetchall()]
+    if rows_read == 0:
+        raise InputError("the file holds no rows", file=name)
+    if options.strict and rows_rejected:
+        first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
+        raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
+
+    step(0.4, "removing duplicates")
+    batch_id = con.execute("SELECT coalesce(max(batch_id), 0) + 1 FROM batches").fetchall()[0][0]
+    cols = ", ".join(schema.NAMES)
+    # rows with no id get a content hash plus their occurrence number among identical rows
+    ids = ("SELECT * REPLACE (coalesce(request_id, _hash || '-' || "
+           "row_number() OVER (PARTITION BY _hash ORDER BY _row)) AS request_id) "
+           "FROM _stage WHERE _reject = '' AND request_id IS NULL")
+    with_ids = "SELECT * FROM _stage WHERE _reject = '' AND request_id IS NOT NULL"
+    n_without = con.execute("SELECT count(*) FROM _stage WHERE _reject = '' AND request_id IS NULL").fetchall()[0][0]
+    if n_without and con.execute("SELECT count(*) FROM _stage WHERE _reject = '' AND request_id IS NULL "
+                                 "AND _hash IS NULL").fetchall()[0][0]:
+        raise InputError("rows have neither request_id nor a content hash (adapter bug)", file=name)
+    valid = f"({with_ids}) UNION ALL ({ids})" if n_without else with_ids
+    # within one file the first row of an id wins; the rest are duplicates
+    dup_in_file = con.execute(f"SELECT count(*) - count(DISTINCT request_id) FROM ({valid})").fetchall()[0][0]
+    if dup_in_file:
+        valid = f"SELECT * FROM ({valid}) QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY _row) = 1"
+    has_rows = con.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchall()[0][0]
+    anti = "WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = v.request_id)" if has_rows else ""
+    tenant = "coalesce(v.tenant, 'default')"
+    step(0.5, "inserting")
+    # column order must follow the table: build the select list in schema order
+    select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
+    con.execute(f"INSERT INTO requests ({cols}, batch_id) SELECT {select_list}, ? FROM ({valid}) v {anti}",
+                [batch_id])
+    ingested = con.execute("SELECT count(*), min(ts), max(ts) FROM requests WHERE batch_id = ?",
+                           [batch_id]).fetchall()[0]
+    n_ingested, min_ts, max_ts = ingested
+    step(0.8, "updating hourly rollups")
+    con.execute(f"INSERT INTO rollup_hourly {store.rollup_select_sql('requests', 'batch_id = ?')}", [batch_id])
+    duplicates = rows_read - rows_rejected - n_ingested
+    con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [batch_id, name, sha, fmt, opts_json, rows_read, n_ingested, rows_rejected, duplicates,
+                 datetime.now(UTC).replace(tzinfo=None), min_ts, max_ts])
+    con.execute("DROP TABLE _stage")
+    return IngestResult(name, fmt, batch_id, rows_read, n_ingested, rows_rejected, duplicates, rejects)
+
+
+def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt: str = "canonical") -> IngestResult:
+    """Load an in-memory table (pandas DataFrame or Arrow) of canonical columns, idempotently."""
+    _install_macros(con)
+    con.register("_frame_in", frame)
+    try:
+        cols = [c for c in frame.columns if c in schema.NAMES] if hasattr(frame, "columns") else list(schema.NAMES)
+        src = f"SELECT row_number() OVER () AS _row, {', '.join(cols)} FROM _frame_in"
+        con.execute("BEGIN")
+        try:
+            result = _load(con, fmt, Source(src), name, "", "{}", IngestOptions(), lambda f, w: None)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.unregister("_frame_in")
+    return result

@@ -1,0 +1,132 @@
+"""Reading tabular files (CSV, JSONL, JSON arrays, Parquet) as SQL, and mapping their columns.
+
+Shared by the ``canonical`` and ``generic`` adapters and by every preset of
+``generic``: one mapping mechanism, many formats.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from finops import schema
+from finops.errors import InputError
+from finops.ingest.base import IngestOptions, Probe, Source, quote_ident
+
+
+def _sql_str(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe) -> tuple[str, list, list[str]]:
+    """``(sql, params, source_columns)``: the file as rows with a 1-based ``_row``.
+
+    CSV rows are numbered by their line in the file (the header is line 1). JSON
+    Lines rows by their line. Parquet rows by their position (1 = first row).
+    """
+    path = str(p.path)
+    if p.kind == "parquet":
+        sql = "SELECT file_row_number + 1 AS _row, * EXCLUDE (file_row_number) FROM read_parquet(?, file_row_number = true)"
+        return sql, [path], list(p.columns)
+    if p.kind == "csv":
+        cols = list(p.columns)
+        if len(set(cols)) != len(cols):
+            raise InputError("the CSV header repeats a column name", file=p.name, row=1)
+        spec = ", ".join(f"{_sql_str(c)}: 'VARCHAR'" for c in cols + ["_extra"])
+        sql = (f"SELECT ordinality + 1 AS _row, * EXCLUDE (ordinality) FROM read_csv(?, auto_detect = false, "
+               f"delim = {_sql_str(p.delimiter)}, quote = '\"', escape = '\"', header = false, skip = 1, "
+               f"columns = {{{spec}}}, null_padding = true, strict_mode = false, compression = 'auto') "
+               f"WITH ORDINALITY")
+        return sql, [path], cols
+    if p.kind in ("jsonl", "json"):
+        fmt = "newline_delimited" if p.kind == "jsonl" else "array"
+        sql = f"SELECT ordinality AS _row, * EXCLUDE (ordinality) FROM read_json(?, format = '{fmt}', compression = 'auto') WITH ORDINALITY"
+        try:
+            cols = [r[0] for r in con.execute(f"DESCRIBE {sql}", [path]).fetchall() if r[0] != "_row"]
+        except duckdb.Error as exc:
+            raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file=p.name) from None
+        return sql, [path], cols
+    raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
+
+
+def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
+                  preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None) -> Source:
+    """Map a tabular file onto canonical columns.
+
+    ``preset`` (canonical -> source column) is applied first, then the user's
+    ``options.mapping``; a source column named like a canonical one maps to it
+    unless mapped elsewhere. ``exprs`` gives SQL expressions over the source
+    columns for canonical columns that need a computation (a preset's unit
+    conversions). Every unmapped column is kept in ``attrs``.
+    """
+    sql, params, cols = relation_sql(con, p)
+    mapping = dict(preset or {})
+    mapping.update(options.mapping)
+    if options.tenant_field:
+        mapping["tenant"] = options.tenant_field
+    for canon, src in mapping.items():
+        if canon not in schema.NAMES:
+            raise InputError(f"--map names {canon!r}, which is not a canonical column; "
+                             f"canonical columns: {', '.join(schema.NAMES)}", file=p.name, field=canon)
+        if src not in cols:
+            raise InputError(f"--map {canon}={src}: the file has no column {src!r}; its columns: "
+                             f"{', '.join(cols)}", file=p.name, field=src)
+    for name in schema.NAMES:
+        if name not in mapping and name in cols and name not in mapping.values():
+            mapping[name] = name
+    exprs = dict(exprs or {})
+    used = set(mapping.values()) | {c for _, uses in exprs.values() for c in uses}
+    select = ["_row"]
+    for name in schema.NAMES:
+        if name == "attrs":
+            continue
+        expr = exprs[name][0] if name in exprs else (quote_ident(mapping[name]) if name in mapping else None)
+        const = {"model": options.model, "tenant": options.tenant}.get(name)
+        if const is not None:
+            expr = f"coalesce(CAST({expr} AS VARCHAR), {_sql_str(const)})" if expr else _sql_str(const)
+        if expr:
+            select.append(f"{expr} AS {name}")
+    rest = [c for c in cols if c not in used and c != "attrs"]
+    packed = f"to_json(struct_pack({', '.join(f'{quote_ident(c)} := {quote_ident(c)}' for c in rest)}))" if rest else None
+    own = quote_ident(mapping.get("attrs", "attrs")) if ("attrs" in cols or "attrs" in mapping) else None
+    if own and packed:
+        select.append(f"json_merge_patch(CAST({own} AS JSON), {packed}) AS attrs")
+    elif own or packed:
+        select.append(f"{own or packed} AS attrs")
+    has_ids = "request_id" in mapping or "request_id" in exprs
+    # a content hash (plus the constants given) for rows without an id; CASE keeps it lazy
+    content = ", ".join(f"{quote_ident(c)} := {quote_ident(c)}" for c in cols)
+    consts = _sql_str(f"{options.model or ''}|{options.tenant or ''}")
+    select_id = next((s for s in select if s.endswith(" AS request_id")), None)
+    id_col = select_id[: -len(" AS request_id")] if select_id else "NULL"
+    select.append(f"CASE WHEN {id_col} IS NULL THEN md5(CAST(struct_pack({content}) AS VARCHAR) || {consts}) END AS _hash")
+    if p.kind == "csv":
+        select.append("CASE WHEN _extra IS NOT NULL THEN 'fields: the row has more fields than the header' END AS _shape")
+    body = f"SELECT {', '.join(select)} FROM ({sql})"
+    return Source(body, params, has_ids=has_ids)
+
+
+def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
+    """Write Python-parsed rows to a temporary Parquet file in chunks (constant memory).
+
+    Returns ``(path, cleanup)``. For adapters that must parse in Python.
+    """
+    tmp = tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False)
+    tmp.close()
+    sch = pa.schema([(k, v) for k, v in columns.items()])
+    writer = pq.ParquetWriter(tmp.name, sch)
+    buf: list[dict] = []
+    try:
+        for row in rows:
+            buf.append(row)
+            if len(buf) >= chunk:
+                writer.write_table(pa.Table.from_pylist(buf, schema=sch))
+                buf = []
+        writer.write_table(pa.Table.from_pylist(buf, schema=sch))
+    finally:
+        writer.close()
+    return tmp.name, lambda: Path(tmp.name).unlink(missing_ok=True)

@@ -1,0 +1,184 @@
+"""The request store: one DuckDB file holding requests, load batches, hourly rollups and the price book.
+
+Tables
+------
+``requests``       the canonical columns (finops.schema) plus ``batch_id``.
+                   No PRIMARY KEY: a key index makes bulk loads several times slower
+                   (bench/ingest.py measures it); uniqueness of ``request_id`` is kept
+                   by the loader, which inserts only keys not stored yet.
+``batches``        one row per load: file, sha256, format, row counts, time.
+``rollup_hourly``  hour x model x tenant x route x sla_tier x status x batch_id sums,
+                   written at each load, so spend views never scan raw rows.
+``prices``         the price book (seeded from data/prices.csv; editable).
+``budgets``        monthly budget per tenant.
+``settings``       small key/value pairs (e.g. readiness ticks).
+
+One connection per process; callers take ``con.cursor()`` per thread.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from finops import schema
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB = ROOT / "data" / "finops.duckdb"
+
+# Rollup measures: name -> SQL aggregate over canonical rows. Table-driven so the
+# rollup written at load time and the on-the-fly one over raw rows are the same code.
+# "busy_ms" is the self-hosted allocation weight: a request's time on a slot.
+BUSY_MS_SQL = "coalesce(service_ms, prefill_ms + decode_ms, total_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0), 0)"
+ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
+    ("requests", "BIGINT", "count(*)"),
+    ("input_tokens", "BIGINT", "coalesce(sum(input_tokens), 0)"),
+    ("output_tokens", "BIGINT", "coalesce(sum(output_tokens), 0)"),
+    ("cached_input_tokens", "BIGINT", "coalesce(sum(cached_input_tokens), 0)"),
+    ("recorded_requests", "BIGINT", "count(cost_usd)"),
+    ("recorded_cost_usd", "DOUBLE", "coalesce(sum(cost_usd), 0)"),
+    # tokens of rows whose cost is not recorded and that are not cache hits: priced from the book
+    ("priced_requests", "BIGINT", "count(*) FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false))"),
+    ("priced_uncached_input_tokens", "BIGINT",
+     "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) "
+     "FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false)), 0)"),
+    ("priced_cached_input_tokens", "BIGINT",
+     "coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false)), 0)"),
+    ("priced_output_tokens", "BIGINT",
+     "coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false)), 0)"),
+    ("cache_hits", "BIGINT", "count(*) FILTER (WHERE cache_hit)"),
+    ("cache_uncached_input_tokens", "BIGINT",
+     "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) FILTER (WHERE cache_hit), 0)"),
+    ("cache_cached_input_tokens", "BIGINT", "coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cache_hit), 0)"),
+    ("cache_output_tokens", "BIGINT", "coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cache_hit), 0)"),
+    ("escalations", "BIGINT", "count(*) FILTER (WHERE escalated)"),
+    ("cascade_requests", "BIGINT", "count(*) FILTER (WHERE escalated IS NOT NULL AND strategy = 'cascade')"),
+    ("errors", "BIGINT", "count(*) FILTER (WHERE status IS NOT NULL AND status <> 'ok')"),
+    ("busy_ms", "DOUBLE", f"coalesce(sum({BUSY_MS_SQL}) FILTER (WHERE NOT coalesce(cache_hit, false)), 0)"),
+    ("total_ms_sum", "DOUBLE", "coalesce(sum(total_ms), 0)"),
+    ("total_ms_count", "BIGINT", "count(total_ms)"),
+)
+ROLLUP_DIMS: tuple[str, ...] = ("model", "tenant", "route", "sla_tier", "status")
+
+
+def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True) -> str:
+    """SELECT producing rollup rows from canonical rows in ``source``."""
+    dims = ", ".join(f"coalesce({d}, '')" + f" AS {d}" for d in ROLLUP_DIMS)
+    measures = ", ".join(f"{expr} AS {name}" for name, _, expr in ROLLUP_MEASURES)
+    batch = ", batch_id" if with_batch else ""
+    group = ", ".join(str(i) for i in range(1, len(ROLLUP_DIMS) + 2 + (1 if with_batch else 0)))
+    return (f"SELECT date_trunc('hour', ts) AS hour, {dims}{batch}, {measures} "
+            f"FROM {source} WHERE {where} GROUP BY {group}")
+
+
+PRICE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("model", "VARCHAR"), ("provider", "VARCHAR"), ("publisher", "VARCHAR"), ("kind", "VARCHAR"),
+    ("size_class", "VARCHAR"), ("input_usd_per_1m", "DOUBLE"), ("output_usd_per_1m", "DOUBLE"),
+    ("cached_input_usd_per_1m", "DOUBLE"), ("request_usd", "DOUBLE"), ("gpu_hour_usd", "DOUBLE"),
+    ("gpus_per_replica", "INTEGER"), ("replicas", "INTEGER"), ("slots_per_replica", "INTEGER"),
+    ("price_as_of", "DATE"), ("source", "VARCHAR"),
+)
+PRICES_CSV = ROOT / "data" / "prices.csv"
+
+
+def _ddl() -> list[str]:
+    rollup_cols = ",\n  ".join(
+        ["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in ROLLUP_DIMS] + ["batch_id BIGINT"]
+        + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
+    price_cols = ", ".join(f"{n} {t}" for n, t in PRICE_COLUMNS)
+    return [
+        schema.create_table_sql("requests", extra=",\n  batch_id BIGINT"),
+        """CREATE TABLE IF NOT EXISTS batches (
+  batch_id BIGINT, file_name VARCHAR, sha256 VARCHAR, format VARCHAR, options VARCHAR,
+  rows_read BIGINT, rows_ingested BIGINT, rows_rejected BIGINT, rows_duplicate BIGINT,
+  loaded_at TIMESTAMP, min_ts TIMESTAMP, max_ts TIMESTAMP)""",
+        f"CREATE TABLE IF NOT EXISTS rollup_hourly (\n  {rollup_cols}\n)",
+        f"CREATE TABLE IF NOT EXISTS prices ({price_cols})",
+        "CREATE TABLE IF NOT EXISTS budgets (tenant VARCHAR, month DATE, budget_usd DOUBLE)",
+        "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
+    ]
+
+
+def resolve_path(path: str | os.PathLike | None = None) -> str:
+    """The store path: the argument, else ``$FINOPS_DB``, else data/finops.duckdb."""
+    if path is None:
+        path = os.environ.get("FINOPS_DB") or DEFAULT_DB
+    return str(path)
+
+
+def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
+            memory_limit: str | None = "2GB") -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a store and make sure its tables exist."""
+    path = resolve_path(path)
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(path, read_only=read_only)
+    if memory_limit:
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute("SET TimeZone = 'UTC'")
+    if not read_only:
+        for stmt in _ddl():
+            con.execute(stmt)
+        if con.execute("SELECT count(*) FROM prices").fetchall()[0][0] == 0:
+            load_price_book(con, PRICES_CSV)
+    return con
+
+
+def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike) -> int:
+    """Replace the price book with a CSV of PRICE_COLUMNS. Returns rows loaded."""
+    cols = ", ".join(f"'{n}': '{t}'" for n, t in PRICE_COLUMNS)
+    con.execute("BEGIN")
+    try:
+        con.execute("DELETE FROM prices")
+        con.execute(f"INSERT INTO prices SELECT * FROM read_csv(?, header=true, columns={{{cols}}})",
+                    [str(csv_path)])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return con.execute("SELECT count(*) FROM prices").fetchall()[0][0]
+
+
+def row_count(con: duckdb.DuckDBPyConnection) -> int:
+    return con.execute("SELECT count(*) FROM requests").fetchall()[0][0]
+
+
+def time_span(con: duckdb.DuckDBPyConnection):
+    """(first ts, last ts) in the store, or (None, None) when empty. Read from the batches table."""
+    return tuple(con.execute("SELECT min(min_ts), max(max_ts) FROM batches").fetchall()[0])
+
+
+def distinct_values(con: duckdb.DuckDBPyConnection, column: str) -> list[str]:
+    """Distinct non-empty values of a rollup dimension (model, tenant, route, sla_tier, status)."""
+    if column not in ROLLUP_DIMS:
+        raise ValueError(f"not a rollup dimension: {column}")
+    rows = con.execute(f"SELECT DISTINCT {column} FROM rollup_hourly WHERE {column} <> '' ORDER BY 1").fetchall()
+    return [r[0] for r in rows]
+
+
+def field_coverage(con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: list | None = None) -> dict[str, int]:
+    """Non-null count of every canonical column among the rows matching ``where``."""
+    exprs = ", ".join(f"count({n}) AS {n}" for n in schema.NAMES)
+    row = con.execute(f"SELECT {exprs} FROM requests WHERE {where}", params or []).fetchall()[0]
+    return dict(zip(schema.NAMES, row, strict=True))
+
+
+def batches(con: duckdb.DuckDBPyConnection):
+    """The loaded batches, newest first, as a DataFrame."""
+    return con.execute("SELECT * FROM batches ORDER BY batch_id DESC").df()
+
+
+def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
+    """Delete one batch's rows, rollups and record in one transaction. Returns rows deleted."""
+    con.execute("BEGIN")
+    try:
+        n = con.execute("SELECT count(*) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0]
+        con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])
+        con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
+        con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return n
