@@ -1,0 +1,64 @@
+"""python -m finops ingest PATH... --db PATH [--format F] [--map ...] [--model M] [--tenant T] [--strict] [--json]"""
+from __future__ import annotations
+
+import sys
+
+from finops import store
+from finops.commands._common import add_db, db_path, parse_time, print_json
+from finops.errors import InputError
+from finops.ingest import ADAPTERS, IngestOptions, ingest_path
+
+NAME = "ingest"
+HELP = "Load log files (CSV, JSON Lines, Parquet, log text; gzip or zip) into the store."
+
+
+def parse_mapping(text: str | None) -> dict[str, str]:
+    """``ts=TIMESTAMP,input_tokens=ContextTokens`` -> {"ts": "TIMESTAMP", ...}."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise InputError(f"--map entries look like canonical=SourceColumn, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def add_arguments(p) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files to load")
+    add_db(p)
+    p.add_argument("--format", choices=[a.name for a in ADAPTERS], help="skip detection and use this format")
+    p.add_argument("--map", dest="mapping", help="column mapping canonical=source,... (implies --format generic)")
+    p.add_argument("--model", help="model name for rows whose source has none")
+    p.add_argument("--tenant", help="tenant for rows whose source has none")
+    p.add_argument("--tenant-field", help="source field that counts as tenant")
+    p.add_argument("--start", type=parse_time, help="start time for traces with relative timestamps (ISO, UTC)")
+    p.add_argument("--strict", action="store_true", help="fail the whole file on any bad row")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args) -> int:
+    options = IngestOptions(format=args.format, mapping=parse_mapping(args.mapping), model=args.model,
+                            tenant=args.tenant, tenant_field=args.tenant_field, start=args.start,
+                            strict=args.strict)
+    con = store.connect(db_path(args))
+    results = []
+    for path in args.paths:
+        results.extend(ingest_path(con, path, options))
+    total = {k: sum(getattr(r, k) for r in results)
+             for k in ("rows_read", "rows_ingested", "rows_rejected", "duplicates_skipped")}
+    rejects = [dict(r_, file=r.file) for r in results for r_ in r.rejects][:50]
+    if args.json:
+        print_json(total | {"rejects": rejects, "files": [r.as_dict() | {"rejects": r.rejects[:20]}
+                                                          for r in results]})
+        return 0
+    for r in results:
+        print(f"{r.file} [{r.format}]: {r.rows_read:,} read, {r.rows_ingested:,} ingested, "
+              f"{r.rows_rejected:,} rejected, {r.duplicates_skipped:,} duplicates skipped")
+    for rej in rejects[:10]:
+        print(f"  rejected {rej['file']} row {rej['row']}: {rej['reason']}", file=sys.stderr)
+    if total["rows_rejected"] > 10:
+        print(f"  ... {total['rows_rejected'] - 10:,} more rejected rows (use --json to see up to 50)",
+              file=sys.stderr)
+    return 0

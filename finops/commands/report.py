@@ -1,0 +1,38 @@
+"""python -m finops report --db PATH --by model[,tenant,...] [filters] [--json|--csv]"""
+from __future__ import annotations
+
+import sys
+
+from finops import spend, store
+from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
+
+NAME = "report"
+HELP = "Spend, tokens, $ per 1M tokens and error rate per group."
+
+
+def add_arguments(p) -> None:
+    add_db(p)
+    p.add_argument("--by", default="model",
+                   help=f"comma-separated groups from: {', '.join(spend.GROUPABLE)} (default model)")
+    add_filters(p)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="a JSON list of objects")
+    out.add_argument("--csv", action="store_true", help="CSV on stdout")
+    p.add_argument("--no-idle", action="store_true", help="leave out idle self-hosted capacity")
+
+
+def run(args) -> int:
+    con = store.connect(db_path(args))
+    by = [b.strip() for b in args.by.split(",") if b.strip()]
+    frame = spend.report(con, filters_from(args), by, include_idle=False if args.no_idle else None)
+    cols = [*by, "requests", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd",
+            "cost_per_1m_tokens", "error_rate"]
+    frame = frame[cols]
+    if args.json:
+        print_json(records(frame))
+    elif args.csv:
+        from finops.exports import safe_csv
+        sys.stdout.write(safe_csv(frame))
+    else:
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.4f}"))
+    return 0
