@@ -52,7 +52,7 @@ class Probe:
     """What detection sees of a file: its name, container, first bytes and shape."""
     path: Path
     name: str
-    container: str              # parquet | text
+    container: str              # parquet | gzip | text
     head: bytes                 # first bytes (decompressed)
     kind: str                   # parquet | jsonl | json | csv | text | empty | binary
     columns: list[str] = field(default_factory=list)    # header / first-object keys
@@ -124,18 +124,24 @@ def probe(path: Path, name: str | None = None) -> Probe:
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic == b"PAR1":
-        cols = [d[0] for d in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{_q(path)}')").fetchall()]
+        try:
+            cols = [d[0] for d in duckdb.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()]
+        except duckdb.Error as exc:
+            raise InputError(f"the Parquet file is truncated or corrupt ({str(exc).splitlines()[0]})",
+                             file=name) from None
         return Probe(path, name, "parquet", magic, "parquet", columns=cols)
-    opener = gzip.open if magic[:2] == b"\x1f\x8b" else open
+    gz = magic[:2] == b"\x1f\x8b"
+    container = "gzip" if gz else "text"
+    opener = gzip.open if gz else open
     try:
         with opener(path, "rb") as fh:
             head = fh.read(HEAD_BYTES)
     except (OSError, EOFError) as exc:
-        raise InputError(f"cannot decompress: {exc}", file=name) from None
+        raise InputError(f"the file is truncated or corrupt, cannot decompress it ({exc})", file=name) from None
     if not head.strip():
-        return Probe(path, name, "text", head, "empty")
+        return Probe(path, name, container, head, "empty")
     if _looks_binary(head):
-        return Probe(path, name, "text", head, "binary")
+        return Probe(path, name, container, head, "binary")
     text = head.decode("utf-8", errors="ignore").lstrip("\ufeff")
     lines = text.splitlines()
     if len(head) == HEAD_BYTES and lines:
@@ -146,25 +152,20 @@ def probe(path: Path, name: str | None = None) -> Probe:
         try:
             rec = json.loads(first)
             if isinstance(rec, dict):
-                return Probe(path, name, "text", head, "jsonl", columns=list(rec), first_record=rec, lines=lines)
+                return Probe(path, name, container, head, "jsonl", columns=list(rec), first_record=rec, lines=lines)
         except json.JSONDecodeError:
             pass
-        return Probe(path, name, "text", head, "json", lines=lines)
+        return Probe(path, name, container, head, "json", lines=lines)
     if stripped.startswith("["):
-        return Probe(path, name, "text", head, "json", lines=lines)
+        return Probe(path, name, container, head, "json", lines=lines)
     if lines:
         # the delimiter that splits the header into the most named fields
         best = max((len(next(csv.reader(io.StringIO(lines[0]), delimiter=d))), d) for d in ",\t;|")
         header = next(csv.reader(io.StringIO(lines[0]), delimiter=best[1]))
         if best[0] >= 2 and all(h.strip() for h in header) and "[" not in lines[0]:
-            return Probe(path, name, "text", head, "csv", columns=[h.strip() for h in header], lines=lines,
+            return Probe(path, name, container, head, "csv", columns=[h.strip() for h in header], lines=lines,
                          delimiter=best[1])
-    return Probe(path, name, "text", head, "text", lines=lines)
-
-
-def _q(path) -> str:
-    """A file path as a SQL string literal body (single quotes doubled)."""
-    return str(path).replace("'", "''")
+    return Probe(path, name, container, head, "text", lines=lines)
 
 
 def quote_ident(name: str) -> str:

@@ -80,7 +80,7 @@ def _sniff_gateway(p: Probe) -> float:
 
 def _gateway_rows(p: Probe):
     import gzip
-    opener = gzip.open if p.head[:2] == b"\x1f\x8b" else open
+    opener = gzip.open if p.container == "gzip" else open
     with opener(p.path, "rt", encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, start=1):
             if "[ROUTE]" not in line:

@@ -189,7 +189,7 @@ def _check_truncated(p: Probe) -> None:
     """A text file that ends mid-line, on a line that does not parse, was cut short."""
     if p.kind not in ("csv", "jsonl"):
         return
-    opener = gzip.open if p.head[:2] == b"\x1f\x8b" else open
+    opener = gzip.open if p.container == "gzip" else open
     try:
         with opener(p.path, "rb") as fh:
             if opener is open:

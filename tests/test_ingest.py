@@ -1,0 +1,194 @@
+"""Ingestion: adapters, idempotence, rejects, bad files, quoting."""
+import csv
+import gzip
+import json
+import shutil
+import zipfile
+
+import pytest
+
+from conftest import DATA
+from finops import store
+from finops.errors import InputError
+from finops.ingest import IngestOptions, ingest_path, probe
+from finops.ingest.loader import detect
+
+AZURE_MAP = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def _csv_sums(path):
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return len(rows), sum(int(r["ContextTokens"]) for r in rows), sum(int(r["GeneratedTokens"]) for r in rows)
+
+
+def test_azure_conversation_trace_loads_once_through_generic(con):
+    opts = IngestOptions(mapping=AZURE_MAP, model="azure-conv")
+    [first] = ingest_path(con, DATA / "azure_conv.csv", opts)
+    assert (first.format, first.rows_ingested, first.rows_rejected) == ("generic", 19_366, 0)
+    [again] = ingest_path(con, DATA / "azure_conv.csv", opts)
+    assert (again.rows_ingested, again.duplicates_skipped) == (0, 19_366)
+    n, ctx, gen = _csv_sums(DATA / "azure_conv.csv")
+    got = con.execute("SELECT count(*), sum(input_tokens), sum(output_tokens) FROM requests").fetchall()[0]
+    assert got == (n, ctx, gen) == (19_366, ctx, gen)
+    # 7 fractional digits are read (to the microsecond), as UTC
+    first_ts = con.execute("SELECT min(ts) FROM requests").fetchall()[0][0]
+    assert first_ts.isoformat() == "2023-11-16T18:15:46.680590"
+    # the rollups agree with the raw rows
+    assert con.execute("SELECT sum(requests), sum(input_tokens) FROM rollup_hourly").fetchall()[0] == (n, ctx)
+
+
+def test_changed_copy_adds_only_new_rows(con, tmp_path):
+    """Not the same bytes, so the row-level anti-join decides: only the new row goes in."""
+    src = (DATA / "azure_code_excerpt.csv").read_text().splitlines()
+    a = tmp_path / "a.csv"
+    a.write_text("\n".join(src[:101]) + "\n")
+    b = tmp_path / "b.csv"
+    b.write_text("\n".join(src[:101] + ["2023-11-16 20:00:00.0000000,10,20"]) + "\n")
+    opts = IngestOptions(mapping=AZURE_MAP, model="azure-code")
+    assert ingest_path(con, a, opts)[0].rows_ingested == 100
+    r = ingest_path(con, b, opts)[0]
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (101, 1, 100)
+
+
+def test_identical_rows_in_one_file_are_two_requests(con, tmp_path):
+    f = tmp_path / "twins.csv"
+    f.write_text("ts,model,input_tokens,output_tokens\n"
+                 "2026-01-01 00:00:00,m,5,6\n2026-01-01 00:00:00,m,5,6\n2026-01-01 00:00:01,m,5,6\n")
+    assert ingest_path(con, f)[0].rows_ingested == 3
+    assert ingest_path(con, f)[0].rows_ingested == 0
+    f2 = tmp_path / "twins_and_one.csv"     # other bytes: the row-level path must give the same ids
+    f2.write_text(f.read_text() + "2026-01-01 00:00:00,m,5,6\n")
+    r = ingest_path(con, f2)[0]
+    assert (r.rows_ingested, r.duplicates_skipped) == (1, 3)
+
+
+BAD = ("ts,model,tenant,input_tokens,queue_ms,confidence,status\n"
+       "2026-01-01 00:00:00,a,t1,10,5,0.5,ok\n"          # line 2: good
+       "yesterday,b,t1,1,1,0.1,ok\n"                     # line 3: bad ts
+       "2026-01-01 00:00:02,c,t1,-3,1,0.2,ok\n"          # line 4: negative tokens
+       "2026-01-01 00:00:03,,t1,1,1,0.2,ok\n"            # line 5: no model
+       "2026-01-01 00:00:04,e,t1,1,1,1.5,ok\n"           # line 6: confidence out of range
+       "2026-01-01 00:00:05,f,t1,1,1,0.2,sideways\n"     # line 7: unknown status
+       "2026-01-01 00:00:06,g,t1,1,1,0.2,OK,extra\n"     # line 8: too many fields
+       "2026-01-01 00:00:07,h,t1,7,1,0.9,Error\n")       # line 9: good (status case-folded)
+
+
+def test_bad_rows_are_rejected_with_row_and_field(con, tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text(BAD)
+    r = ingest_path(con, f)[0]
+    assert (r.format, r.rows_read, r.rows_ingested, r.rows_rejected) == ("canonical", 8, 2, 6)
+    by_row = {x["row"]: x for x in r.rejects}
+    assert sorted(by_row) == [3, 4, 5, 6, 7, 8]
+    assert by_row[3]["field"] == "ts" and "yesterday" in by_row[3]["reason"]
+    assert by_row[4]["field"] == "input_tokens" and "negative" in by_row[4]["reason"]
+    assert by_row[5]["field"] == "model"
+    assert by_row[6]["field"] == "confidence"
+    assert by_row[7]["field"] == "status"
+    assert "more fields" in by_row[8]["reason"]
+    assert sorted(x[0] for x in con.execute("SELECT status FROM requests").fetchall()) == ["error", "ok"]
+
+
+def test_strict_changes_nothing(con, tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text(BAD)
+    before = con.execute("SELECT count(*) FROM batches").fetchall()
+    with pytest.raises(InputError, match=r"6 bad rows, nothing loaded.*row 3"):
+        ingest_path(con, f, IngestOptions(strict=True))
+    assert store.row_count(con) == 0
+    assert con.execute("SELECT count(*) FROM batches").fetchall() == before
+    assert con.execute("SELECT count(*) FROM rollup_hourly").fetchall()[0][0] == 0
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("empty.csv", b"", "empty"),
+    ("blank.jsonl", b"\n\n  \n", "empty"),
+    ("image.csv", bytes(range(256)) * 40, "binary"),
+    ("cut.csv", b"ts,model,input_tokens\n2026-01-01 00:00:00,a,10\n2026-01-01 00:00:01,b", "truncated"),
+    ("cut.jsonl", b'{"ts": "2026-01-01 00:00:00", "model": "a", "tenant": "x"}\n{"ts": "2026-01-0', "truncated"),
+    ("cut.csv.gz", gzip.compress(b"ts,model,tenant\n2026-01-01 00:00:00,a,b\n" * 50)[:-30], "truncated|corrupt"),
+    ("notes.txt", b"just some words\nwithout any structure\n", "no known log format"),
+])
+def test_unreadable_files_get_a_clear_message_and_change_nothing(con, tmp_path, name, content, message):
+    f = tmp_path / name
+    f.write_bytes(content)
+    ingest_path(con, DATA / "azure_code_excerpt.csv", IngestOptions(mapping=AZURE_MAP, model="m"))
+    before = store.row_count(con), con.execute("SELECT count(*) FROM batches").fetchall()[0][0]
+    with pytest.raises(InputError, match=message) as err:
+        ingest_path(con, f)
+    assert name in str(err.value)
+    assert (store.row_count(con), con.execute("SELECT count(*) FROM batches").fetchall()[0][0]) == before
+
+
+def test_truncated_parquet_is_refused(con, tmp_path):
+    good = tmp_path / "good.parquet"
+    con.execute(f"COPY (SELECT TIMESTAMP '2026-01-01' + INTERVAL (i) SECOND AS ts, 'm' AS model, 't' AS tenant, "
+                f"i AS input_tokens FROM range(1000) r(i)) TO '{good}' (FORMAT parquet)")
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[:-200])
+    with pytest.raises(InputError, match="cut.parquet"):
+        ingest_path(con, cut)
+    assert store.row_count(con) == 0
+    assert ingest_path(con, good)[0].rows_ingested == 1000
+
+
+def test_gzip_and_zip_and_jsonl(con, tmp_path):
+    rows = [{"request_id": f"q{i}", "ts": f"2026-01-01T00:00:{i:02d}Z", "model": "gpt-4o-mini", "tenant": "t",
+             "input_tokens": i, "output_tokens": 2 * i, "queue_ms": 1.5, "extra_field": {"k": i}} for i in range(10)]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    r = ingest_path(con, tmp_path / "a.jsonl.gz")[0]
+    assert (r.format, r.rows_ingested) == ("canonical", 10)
+    attrs = json.loads(con.execute("SELECT attrs FROM requests WHERE request_id = 'q3'").fetchall()[0][0])
+    assert attrs == {"extra_field": {"k": 3}}     # unmapped fields are kept, not dropped
+    with zipfile.ZipFile(tmp_path / "b.zip", "w") as zf:
+        zf.writestr("logs/a.jsonl", text)
+        zf.writestr("logs/b.csv", "request_id,ts,model,tenant\nz1,2026-01-01 01:00:00,gpt-4o,t\n")
+    results = ingest_path(con, tmp_path / "b.zip")
+    assert [(x.rows_ingested, x.duplicates_skipped) for x in results] == [(0, 10), (1, 0)]
+
+
+def test_gateway_log_detected_and_read():
+    con = store.connect(":memory:")
+    p = probe(DATA / "seed_gateway_injected.log")
+    assert detect(p).name == "gateway-log"
+    r = ingest_path(con, DATA / "seed_gateway_injected.log")[0]
+    lines = [ln for ln in (DATA / "seed_gateway_injected.log").read_text().splitlines() if "[ROUTE]" in ln]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (len(lines), len(lines), 0)
+    first = lines[0]
+    kv = dict(part.split("=", 1) for part in first.split("[ROUTE]")[1].split())
+    got = con.execute("SELECT model, route, prompt_chars, queue_ms, service_ms, total_ms, attrs FROM requests "
+                      "ORDER BY ts, request_id").fetchall()
+    assert any(g[0] == kv["target"] and g[2] == int(kv["len"]) and g[3] == float(kv["queue_ms"])
+               and g[5] == float(kv["total_ms"]) for g in got)
+    assert "relative_cost" in json.loads(got[0][6])
+
+
+def test_delete_batch(con):
+    opts = IngestOptions(mapping=AZURE_MAP, model="m")
+    [r] = ingest_path(con, DATA / "azure_code_excerpt.csv", opts)
+    assert store.delete_batch(con, r.batch_id) == 500
+    assert store.row_count(con) == 0
+    assert con.execute("SELECT count(*) FROM rollup_hourly").fetchall()[0][0] == 0
+    assert ingest_path(con, DATA / "azure_code_excerpt.csv", opts)[0].rows_ingested == 500
+
+
+def test_mapping_errors_name_the_field(con):
+    with pytest.raises(InputError, match="no column 'Nope'"):
+        ingest_path(con, DATA / "azure_code_excerpt.csv", IngestOptions(mapping={"ts": "Nope"}))
+    with pytest.raises(InputError, match="not a canonical column"):
+        ingest_path(con, DATA / "azure_code_excerpt.csv", IngestOptions(mapping={"when": "TIMESTAMP"}))
+
+
+def test_copy_is_not_needed_for_paths_with_quotes(con, tmp_path):
+    odd = tmp_path / "it's a log.csv"
+    shutil.copy(DATA / "azure_code_excerpt.csv", odd)
+    assert ingest_path(con, odd, IngestOptions(mapping=AZURE_MAP, model="m"))[0].rows_ingested == 500

@@ -1,0 +1,105 @@
+"""Cost maths against hand-worked values: token pricing, GPU-hour allocation, the idle line, repricing."""
+from datetime import datetime
+
+import pandas as pd
+import pytest
+
+from finops import pricing, spend, store
+from finops.filters import Filters
+from finops.ingest import ingest_frame
+
+
+def _frame(rows):
+    return pd.DataFrame(rows, columns=["request_id", "ts", "tenant", "model", "input_tokens", "output_tokens",
+                                       "cached_input_tokens", "service_ms", "cost_usd", "cache_hit", "status"])
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    book = pricing.price_book(c)
+    own = pd.DataFrame([
+        # self-hosted: 2 replicas x 1 GPU x $2/GPU-hour = $4 per hour; 1 slot per replica
+        dict(model="gpu-model", provider="self", publisher="x", kind="self_hosted", size_class="large",
+             gpu_hour_usd=2.0, gpus_per_replica=1, replicas=2, slots_per_replica=1),
+        dict(model="api-model", provider="api", publisher="x", kind="api", size_class="small",
+             input_usd_per_1m=1.0, output_usd_per_1m=4.0, cached_input_usd_per_1m=0.25, request_usd=0.001),
+    ])
+    pricing.save_price_book(c, pd.concat([book[~book.model.isin(own.model)], own], ignore_index=True))
+    t = datetime(2026, 3, 2, 10, 0)
+    ingest_frame(c, _frame([
+        # hour 10: tenant a busy 1.8e6 ms, tenant b 0.9e6 ms on gpu-model
+        ("g1", t.replace(minute=5), "a", "gpu-model", 100, 10, 0, 1.8e6, None, False, "ok"),
+        ("g2", t.replace(minute=6), "b", "gpu-model", 100, 10, 0, 0.9e6, None, False, "ok"),
+        # api-model: 1M input of which 200k cached, 500k output -> 0.8 + 0.05 + 2.0 + 0.001 = 2.851
+        ("a1", t.replace(minute=7), "a", "api-model", 1_000_000, 500_000, 200_000, 50.0, None, False, "ok"),
+        # a recorded cost wins over the book
+        ("a2", t.replace(minute=8), "b", "api-model", 1_000_000, 0, 0, 50.0, 0.5, False, "error"),
+        # a cache hit costs nothing but saves what it would have cost: 1000*1/1e6 + 100*4/1e6 + 0.001
+        ("a3", t.replace(minute=9), "b", "api-model", 1000, 100, 0, None, None, True, "ok"),
+        # hour 11: nothing; hour 12: one gpu request -> the fleet is paid for hours 10, 11 and 12
+        ("g3", t.replace(hour=12), "a", "gpu-model", 1, 1, 0, 0.72e6, None, False, "ok"),
+    ]))
+    yield c
+    c.close()
+
+
+def test_token_cost_by_hand():
+    assert pricing.token_cost_usd(1_000_000, 200_000, 500_000, input_usd_per_1m=1.0, output_usd_per_1m=4.0,
+                                  cached_input_usd_per_1m=0.25, request_usd=0.001) == pytest.approx(2.851)
+
+
+def test_gpu_hour_allocation_and_idle_line(con):
+    f = Filters(models=("gpu-model",))
+    rep = spend.report(con, f, by=["hour", "tenant"]).set_index(["hour", "tenant"])["cost_usd"]
+    h10, h11, h12 = (pd.Timestamp(2026, 3, 2, h) for h in (10, 11, 12))
+    # hour 10: capacity 2 x 3.6e6 ms; busy 2.7e6 -> utilisation 0.375 -> $1.50 allocated, $2.50 idle
+    assert rep[(h10, "a")] == pytest.approx(1.0)       # 1.8 / 2.7 of $1.50
+    assert rep[(h10, "b")] == pytest.approx(0.5)
+    assert rep[(h10, spend.IDLE_TENANT)] == pytest.approx(2.5)
+    assert rep[(h11, spend.IDLE_TENANT)] == pytest.approx(4.0)   # paid, unused
+    assert rep[(h12, "a")] == pytest.approx(0.4)       # 0.72e6 / 7.2e6 = 0.1 of $4
+    assert rep[(h12, spend.IDLE_TENANT)] == pytest.approx(3.6)
+    assert rep.sum() == pytest.approx(12.0)            # 3 hours x $4: nothing lost, nothing doubled
+    util = pricing.fleet_utilization(con).query("model == 'gpu-model'").set_index("hour")
+    assert util.loc[h10, "utilization"] == pytest.approx(0.375)
+    assert util.loc[h11, "utilization"] == 0.0
+    assert util["idle_usd"].sum() == pytest.approx(2.5 + 4.0 + 3.6)
+
+
+def test_tenant_filter_keeps_the_fleet_share_and_drops_idle(con):
+    rep = spend.report(con, Filters(tenants=("b",), models=("gpu-model",)), by=["tenant"])
+    assert list(rep.tenant) == ["b"] and rep.cost_usd.iloc[0] == pytest.approx(0.5)
+
+
+def test_api_pricing_recorded_cost_and_cache(con):
+    rep = spend.report(con, Filters(models=("api-model",)), by=["tenant"]).set_index("tenant")
+    assert rep.loc["a", "cost_usd"] == pytest.approx(2.851)
+    assert rep.loc["b", "cost_usd"] == pytest.approx(0.5)          # recorded, plus the free cache hit
+    assert rep.loc["b", "cache_saved_usd"] == pytest.approx(0.001 + 0.0004 + 0.001)
+    assert rep.loc["b", "error_rate"] == pytest.approx(0.5)
+    assert rep.loc["a", "cost_per_1m_tokens"] == pytest.approx(2.851 / 1.5)
+
+
+def test_editing_the_book_reprices_without_reingesting(con):
+    book = pricing.price_book(con)
+    book.loc[book.model == "api-model", "output_usd_per_1m"] = 8.0
+    pricing.save_price_book(con, book)
+    rep = spend.report(con, Filters(models=("api-model",), tenants=("a",)), by=[])
+    assert rep.cost_usd.iloc[0] == pytest.approx(2.851 + 2.0)
+
+
+def test_bad_price_book_is_refused_and_kept(con):
+    from finops.errors import InputError
+    book = pricing.price_book(con)
+    bad = book.copy()
+    bad.loc[0, "kind"] = "free"
+    with pytest.raises(InputError, match="kind"):
+        pricing.save_price_book(con, bad)
+    assert len(pricing.price_book(con)) == len(book)
+
+
+def test_unpriced_models_are_listed(con):
+    ingest_frame(con, _frame([("z1", datetime(2026, 3, 2, 10), "a", "mystery-model", 5, 5, 0, 1.0, None, False,
+                               "ok")]))
+    assert pricing.unpriced_models(con) == ["mystery-model"]
