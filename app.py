@@ -1,0 +1,70 @@
+"""finops dashboard: the only router. Navigation, the shared sidebar filters, nothing else."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from finops import demo, store
+from finops.ui_support import filters_for
+from pages._shared import connection, query, store_path
+
+st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
+
+# (file, title, icon): one line per page; files that are not written yet are skipped.
+PAGES = [
+    ("pages/overview.py", "Overview", ":material/dashboard:"),
+    ("pages/cost.py", "Cost", ":material/payments:"),
+    ("pages/budgets.py", "Budgets", ":material/savings:"),
+    ("pages/routing.py", "Routing", ":material/alt_route:"),
+    ("pages/latency.py", "Latency", ":material/speed:"),
+    ("pages/capacity.py", "Capacity", ":material/dns:"),
+    ("pages/cascade.py", "Cascade", ":material/stacks:"),
+    ("pages/data.py", "Data", ":material/upload_file:"),
+]
+ROOT = Path(__file__).resolve().parent
+
+
+def _first_start() -> None:
+    """Build the sample fleet the first time the default store is opened empty."""
+    path = store_path()
+    auto = os.environ.get("FINOPS_DEMO", "1" if path == str(store.DEFAULT_DB) else "0") == "1"
+    if not auto or store.row_count(connection().cursor()) > 0:
+        return
+    bar = st.progress(0.0, text="First start: building the sample fleet store")
+    demo.build_demo(connection().cursor(), progress=lambda f, what: bar.progress(min(f, 1.0), text=what))
+    bar.empty()
+
+
+def _sidebar():
+    con = connection().cursor()
+    lo, hi = store.time_span(con)
+    rows = store.row_count(con)
+    with st.sidebar:
+        st.caption(f"Store: `{store_path()}`  \n{rows:,} requests"
+                   + (f", {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC" if lo else " (empty)"))
+        first = lo.date() if lo else None
+        last = hi.date() if hi else None
+        c1, c2 = st.columns(2)
+        start = c1.date_input("From", value=first, min_value=first, max_value=last, key="from",
+                              bind="query-params", disabled=lo is None)
+        end = c2.date_input("To", value=last, min_value=first, max_value=last, key="to",
+                            bind="query-params", disabled=lo is None)
+        if start and end and start > end:
+            st.warning("'From' is after 'To': showing the single day 'From'.")
+            end = start
+        tenants = st.multiselect("Tenants", query("finops.store.distinct_values", "tenant"), key="tenant",
+                                 bind="query-params", placeholder="all tenants")
+        models = st.multiselect("Models", query("finops.store.distinct_values", "model"), key="model",
+                                bind="query-params", placeholder="all models")
+        tiers = st.multiselect("SLA tiers", query("finops.store.distinct_values", "sla_tier"), key="tier",
+                               bind="query-params", placeholder="all tiers")
+    st.session_state["_filters"] = filters_for(start, end, tenants, models, tiers)
+
+
+_first_start()
+_sidebar()
+pages = [st.Page(str(ROOT / f), title=t, icon=i, default=(n == 0))
+         for n, (f, t, i) in enumerate(p for p in PAGES if (ROOT / p[0]).exists())]
+st.navigation(pages).run()

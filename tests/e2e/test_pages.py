@@ -1,0 +1,50 @@
+"""Every page of a running server loads without an exception on screen; screenshots for people."""
+import re
+
+import pytest
+from browser import exceptions_on, shoot, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+
+def _page_slugs():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_app_pages", Path(__file__).resolve().parents[2] / "app.py")
+    # read the PAGES table without running Streamlit: parse the literal
+    import ast
+    tree = ast.parse(Path(spec.origin).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES":
+            pages = ast.literal_eval(node.value)
+    root = Path(spec.origin).parent
+    return [Path(f).stem for f, _, _ in pages if (root / f).exists()]
+
+
+@pytest.mark.parametrize("slug", _page_slugs())
+def test_page_loads_without_exception(server, page, slug):
+    page.goto(f"{server}/{'' if slug == 'overview' else slug}")
+    wait_ready(page)
+    shoot(page, slug)
+    assert exceptions_on(page) == []
+    assert page.locator("h1").count() >= 1
+
+
+def test_filter_goes_to_url_and_back(server, page):
+    page.goto(server + "/")
+    wait_ready(page)
+    page.get_by_text("all tenants").first.click()
+    option = page.locator("[role='option']").first
+    tenant = option.inner_text().strip()
+    option.click()
+    page.keyboard.press("Escape")
+    wait_ready(page)
+    assert re.search(r"[?&]tenant=", page.url), page.url
+    url = page.url
+    page.goto("about:blank")
+    page.goto(url)
+    wait_ready(page)
+    chips = page.locator("[data-testid='stMultiSelect'] [data-baseweb='tag']").all_inner_texts()
+    assert any(tenant in c for c in chips), chips
+    assert exceptions_on(page) == []
