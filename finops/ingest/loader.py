@@ -83,10 +83,13 @@ def _ts_expr(x: str, src_type: str) -> str:
     if t in ("BIGINT", "INTEGER", "DOUBLE", "FLOAT", "HUGEINT", "UBIGINT", "DECIMAL") or t.startswith("DECIMAL"):
         return f"finops_epoch(CAST({x} AS DOUBLE))"
     s = f"trim(CAST({x} AS VARCHAR))"
-    return (f"CASE WHEN {s} = '' THEN NULL "
+    # the common ISO forms parse in one cast; epochs, comma decimals ("10:00:00,123") and
+    # more than 6 fractional digits take the slower path, only for the rows that need it
+    return (f"coalesce(timezone('UTC', TRY_CAST({s} AS TIMESTAMPTZ)), "
+            f"CASE WHEN {s} = '' THEN NULL "
             f"WHEN regexp_full_match({s}, '\\d+(\\.\\d+)?') THEN finops_epoch(CAST({s} AS DOUBLE)) "
             f"ELSE timezone('UTC', TRY_CAST(regexp_replace(replace({s}, ',', '.'), '(\\.\\d{{6}})\\d+', '\\1') "
-            f"AS TIMESTAMPTZ)) END")
+            f"AS TIMESTAMPTZ)) END)")
 
 
 def _typed_expr(name: str, x: str, src_type: str) -> str:
@@ -122,10 +125,10 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
     return f"TRY_CAST({x} AS {target})"
 
 
-def _checks(name: str, raw: str, typed: str) -> list[str]:
+def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     """SQL expressions yielding a reason string (or NULL) for one column."""
     target = schema.TYPES[name]
-    out = [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
+    out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
            f"THEN '{name}: cannot read ' || left(CAST({raw} AS VARCHAR), 60) || ' as {target.lower()}' END"]
     if name in schema.MS_COLUMNS or name in schema.TOKEN_COLUMNS or name == "prompt_chars" or name == "cost_usd":
         out.append(f"CASE WHEN {typed} < 0 THEN '{name}: negative value ' || CAST({typed} AS VARCHAR) END")
@@ -158,7 +161,7 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list)
             x = f"s.{name}"
             expr = _typed_expr(name, x, src_types[name])
             typed.append(f"{expr} AS {name}")
-            checks.extend(_checks(name, x, expr))
+            checks.extend(_checks(name, x, expr, src_types[name]))
         else:
             typed.append(f"CAST(NULL AS {schema.TYPES[name]}) AS {name}")
     # required fields and defaults are checked on the typed columns
@@ -168,10 +171,10 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list)
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
     if "_shape" in src_types:
         checks.insert(0, "s._shape")
-    reasons = "[" + ", ".join(checks) + "]"
+    reasons = ", ".join(checks)
     hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
     return (f"SELECT s._row AS _row, {hash_expr} AS _hash, {', '.join(typed)}, "
-            f"array_to_string(list_filter({reasons}, lambda r: r IS NOT NULL), '; ') AS _reject "
+            f"concat_ws('; ', {reasons}) AS _reject "
             f"FROM ({source_sql}) s")
 
 

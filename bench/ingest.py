@@ -1,0 +1,144 @@
+"""Ingestion and report benchmarks (issue 2). Prints ratios against baselines measured in the same run.
+
+Targets:
+  * loading a 10M-row canonical Parquet file <= 1.5x a bare CREATE TABLE AS SELECT * FROM read_parquet;
+    peak memory of the loading process < 2 GB;
+  * loading a 1M-row canonical JSONL <= 2x a bare read_json;
+  * report --by model,tenant over 10M rows >= 10x faster than pandas on a DataFrame already in memory.
+
+Usage: python bench/ingest.py [--rows 10000000] [--jsonl-rows 1000000] [--workdir /tmp/finops-bench]
+Each load runs in a fresh subprocess so that its peak RSS can be read.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GEN_SQL = """
+SELECT 'r' || i AS request_id,
+       TIMESTAMP '2026-11-01' + to_milliseconds(i * 120) AS ts,
+       'tenant-' || (hash(i) % 12) AS tenant,
+       ['premium', 'standard', 'batch'][1 + (hash(i * 7) % 3)::INT] AS sla_tier,
+       ['llama-3.1-8b', 'llama-3.1-70b', 'gpt-4o-mini', 'gpt-4o'][1 + (hash(i * 3) % 4)::INT] AS model,
+       'fast' AS route, 'cost' AS strategy, (hash(i) % 7 = 0) AS cache_hit, false AS escalated,
+       'cloud' AS site, 'r' || (i % 4) AS replica,
+       (50 + hash(i * 5) % 3000)::BIGINT AS input_tokens, (10 + hash(i * 11) % 600)::BIGINT AS output_tokens,
+       0::BIGINT AS cached_input_tokens, NULL::INTEGER AS prompt_chars,
+       0.5 AS route_ms, (hash(i * 13) % 1000) / 10.0 AS queue_ms, 120.0 AS prefill_ms,
+       (hash(i * 17) % 5000)::DOUBLE AS decode_ms, NULL::DOUBLE AS service_ms, NULL::DOUBLE AS ttft_ms,
+       (hash(i * 19) % 6000)::DOUBLE AS total_ms,
+       CASE WHEN hash(i) % 200 = 0 THEN 'error' ELSE 'ok' END AS status, NULL::VARCHAR AS error_type,
+       NULL::DOUBLE AS cost_usd, NULL::DOUBLE AS confidence, NULL::DOUBLE AS quality, NULL::JSON AS attrs
+FROM range({n}) t(i)"""
+
+CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+import duckdb
+mode, src, db = sys.argv[1], sys.argv[2], sys.argv[3]
+t = time.perf_counter()
+if mode == "bare-parquet":
+    con = duckdb.connect(db); con.execute("SET memory_limit = '2GB'")
+    con.execute("CREATE TABLE t AS SELECT * FROM read_parquet(?)", [src])
+elif mode == "bare-json":
+    con = duckdb.connect(db); con.execute("SET memory_limit = '2GB'")
+    con.execute("CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited')", [src])
+else:
+    from finops import store
+    from finops.ingest import ingest_path
+    con = store.connect(db)
+    r = ingest_path(con, src)[0]
+    assert r.rows_rejected == 0, r.rejects[:3]
+con.close()
+print(json.dumps({{"s": time.perf_counter() - t,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def run_child(mode: str, src: Path, db: Path) -> dict:
+    for p in (db, Path(str(db) + ".wal")):
+        p.unlink(missing_ok=True)
+    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(src), str(db)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def best_of(k: int, mode: str, src: Path, db: Path) -> dict:
+    runs = [run_child(mode, src, db) for _ in range(k)]
+    return min(runs, key=lambda r: r["s"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--jsonl-rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--workdir", default="/tmp/finops-bench")
+    a = ap.parse_args()
+    work = Path(a.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    import duckdb
+
+    pq = work / f"canonical_{a.rows}.parquet"
+    js = work / f"canonical_{a.jsonl_rows}.jsonl"
+    gen = duckdb.connect()
+    if not pq.exists():
+        gen.execute(f"COPY ({GEN_SQL.format(n=a.rows)}) TO '{pq}' (FORMAT parquet)")
+    if not js.exists():
+        gen.execute(f"COPY ({GEN_SQL.format(n=a.jsonl_rows)}) TO '{js}' (FORMAT json)")
+    gen.close()
+
+    print(f"== Parquet, {a.rows:,} canonical rows ({pq.stat().st_size / 1e6:,.0f} MB)")
+    bare = best_of(a.repeat, "bare-parquet", pq, work / "bare.duckdb")
+    ours = best_of(a.repeat, "finops", pq, work / "finops.duckdb")
+    print(f"bare CTAS read_parquet: {bare['s']:.2f} s, peak {bare['peak_mb']:,.0f} MB")
+    print(f"finops ingest:          {ours['s']:.2f} s, peak {ours['peak_mb']:,.0f} MB")
+    print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 1.5x); peak memory "
+          f"{ours['peak_mb']:,.0f} MB (target < 2,048 MB)")
+
+    print(f"\n== JSON Lines, {a.jsonl_rows:,} canonical rows ({js.stat().st_size / 1e6:,.0f} MB)")
+    bare = best_of(a.repeat, "bare-json", js, work / "bare_json.duckdb")
+    ours = best_of(a.repeat, "finops", js, work / "finops_json.duckdb")
+    print(f"bare CTAS read_json: {bare['s']:.2f} s;  finops ingest: {ours['s']:.2f} s")
+    print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 2x)")
+
+    print(f"\n== report --by model,tenant over {a.rows:,} rows")
+    from finops import spend, store
+    from finops.filters import Filters
+    con = store.connect(str(work / "finops.duckdb"))
+    t = time.perf_counter()
+    rep = spend.report(con, Filters(), ["model", "tenant"])
+    ours_s = time.perf_counter() - t
+    df = con.execute("SELECT model, tenant, input_tokens, output_tokens, cached_input_tokens, status, cost_usd "
+                     "FROM requests").df()
+    prices = con.execute("SELECT model, input_usd_per_1m, output_usd_per_1m FROM prices").df()
+    t = time.perf_counter()
+    # the same aggregation in pandas (token-priced part only: already less work than ours)
+    m = df.merge(prices, on="model", how="left")
+    m["cost"] = m["cost_usd"].fillna((m.input_tokens * m.input_usd_per_1m.fillna(0)
+                                      + m.output_tokens * m.output_usd_per_1m.fillna(0)) / 1e6)
+    m["err"] = m.status != "ok"
+    g = m.groupby(["model", "tenant"]).agg(requests=("model", "size"), input_tokens=("input_tokens", "sum"),
+                                           output_tokens=("output_tokens", "sum"), cost_usd=("cost", "sum"),
+                                           errors=("err", "sum"))
+    pandas_s = time.perf_counter() - t
+    print(f"finops report (rollups): {ours_s * 1000:.1f} ms for {len(rep)} groups; pandas in memory: "
+          f"{pandas_s * 1000:.1f} ms for {len(g)} groups")
+    print(f"speed-up = {pandas_s / ours_s:.1f}x (target >= 10x)")
+    con.close()
+    if "--keep" not in sys.argv:
+        shutil.rmtree(work / "unused", ignore_errors=True)
+    print(f"\n(peak RSS of this driver process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()
