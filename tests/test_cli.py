@@ -1,0 +1,123 @@
+"""The CLI: exit codes, JSON shapes, quoting, and report totals recomputed independently from raw rows."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import DATA, ROOT
+from finops import store
+from finops.cli import build_parser, main
+
+BAD_TENANT = "o'brien\"; DROP TABLE requests; --"
+
+
+def cli(*args, db=None):
+    cmd = [sys.executable, "-m", "finops", *args] + (["--db", str(db)] if db else [])
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_every_command_and_option_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert len(sub.choices) >= 3
+    for name, p in sub.choices.items():
+        assert p.description, name
+        for action in p._actions:
+            if action.dest != "help":
+                assert action.help, f"{name} {action.dest} has no help text"
+
+
+def test_usage_error_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["report", "--by"])
+    assert e.value.code == 2
+
+
+def test_tenant_with_sql_in_its_name_round_trips(tmp_path):
+    db = tmp_path / "s.duckdb"
+    r = cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map",
+            "ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens", "--model", "gpt-4o",
+            "--tenant", BAD_TENANT, "--json", db=db)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert {k: out[k] for k in ("rows_read", "rows_ingested", "rows_rejected", "duplicates_skipped")} == {
+        "rows_read": 500, "rows_ingested": 500, "rows_rejected": 0, "duplicates_skipped": 0}
+    r = cli("report", "--by", "model,tenant", "--tenant", BAD_TENANT, "--json", db=db)
+    assert r.returncode == 0, r.stderr
+    [row] = json.loads(r.stdout)
+    assert row["tenant"] == BAD_TENANT and row["requests"] == 500
+    assert set(row) == {"model", "tenant", "requests", "input_tokens", "output_tokens", "cached_input_tokens",
+                        "cost_usd", "cost_per_1m_tokens", "error_rate"}
+
+
+def test_bad_file_exits_1_and_leaves_store(tmp_path):
+    db = tmp_path / "s.duckdb"
+    cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map", "ts=TIMESTAMP", "--model", "m", db=db)
+    bad = tmp_path / "cut.jsonl"
+    bad.write_text('{"ts": "2026-01-01 00:00:00", "model": "a", "tenant": "x"}\n{"ts": "2026-')
+    r = cli("ingest", str(bad), db=db)
+    assert r.returncode == 1 and "cut.jsonl" in r.stderr and "truncated" in r.stderr
+    assert "Traceback" not in r.stderr
+    con = store.connect(str(db), read_only=True)
+    assert store.row_count(con) == 500
+    con.close()
+
+
+def _independent_costs(con) -> pd.DataFrame:
+    """Per (model, tenant) cost from raw rows and the price book, in pandas, without finops' SQL."""
+    raw = con.execute("SELECT * FROM requests").df()
+    prices = con.execute("SELECT * FROM prices").df().set_index("model")
+    raw["hour"] = raw["ts"].dt.floor("h")
+    cost = pd.Series(0.0, index=raw.index)
+    api = raw["model"].map(prices["kind"]).fillna("api") == "api"
+    p = prices.reindex(raw["model"]).reset_index(drop=True)
+    p.index = raw.index
+    inp, cached, out = (raw[c].fillna(0).astype(float) for c in ("input_tokens", "cached_input_tokens",
+                                                                   "output_tokens"))
+    token = ((inp - cached).clip(lower=0) * p["input_usd_per_1m"].fillna(0)
+             + cached * p["cached_input_usd_per_1m"].fillna(p["input_usd_per_1m"]).fillna(0)
+             + out * p["output_usd_per_1m"].fillna(0)) / 1e6 + p["request_usd"].fillna(0)
+    hit = raw["cache_hit"].fillna(False).astype(bool)
+    recorded = raw["cost_usd"]
+    cost[api] = np.where(recorded[api].notna(), recorded[api], np.where(hit[api], 0.0, token[api]))
+    # self-hosted: allocate utilisation x fleet cost by busy time; idle is the rest of every paid hour
+    busy = raw["service_ms"].fillna(raw["prefill_ms"] + raw["decode_ms"]).fillna(
+        raw["total_ms"] - raw["queue_ms"].fillna(0) - raw["route_ms"].fillna(0)).fillna(0)
+    busy[hit] = 0.0
+    raw["busy"] = busy
+    idle_rows = []
+    hours = pd.date_range(raw["hour"].min(), raw["hour"].max(), freq="h")
+    for model, pr in prices[prices["kind"] == "self_hosted"].iterrows():
+        mine = raw["model"] == model
+        if not mine.any():
+            continue
+        fleet = pr.replicas * pr.gpus_per_replica * pr.gpu_hour_usd
+        capacity = pr.replicas * pr.slots_per_replica * 3.6e6
+        per_hour = raw[mine].groupby("hour")["busy"].sum().reindex(hours, fill_value=0.0)
+        util = (per_hour / capacity).clip(upper=1.0)
+        allocated = fleet * util
+        share = raw.loc[mine, "busy"] / raw.loc[mine, "hour"].map(per_hour)
+        cost[mine] = (raw.loc[mine, "cost_usd"].fillna(0)
+                      + share.fillna(0) * raw.loc[mine, "hour"].map(allocated))
+        idle_rows.append({"model": model, "tenant": "(idle capacity)", "cost_usd": float((fleet - allocated).sum())})
+    raw["cost"] = cost
+    got = raw.groupby(["model", "tenant"]).agg(requests=("model", "size"), cost_usd=("cost", "sum"),
+                                               input_tokens=("input_tokens", "sum")).reset_index()
+    return pd.concat([got, pd.DataFrame(idle_rows)], ignore_index=True)
+
+
+def test_demo_report_matches_an_independent_recomputation(demo_db):
+    r = cli("report", "--by", "model,tenant", "--json", db=demo_db)
+    assert r.returncode == 0, r.stderr
+    rep = pd.DataFrame(json.loads(r.stdout))
+    con = store.connect(demo_db, read_only=True)
+    ref = _independent_costs(con)
+    con.close()
+    merged = rep.merge(ref, on=["model", "tenant"], how="outer", suffixes=("", "_ref"), indicator=True)
+    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"]
+    assert rep["requests"].sum() == ref["requests"].sum() > 0
+    np.testing.assert_allclose(merged["cost_usd"], merged["cost_usd_ref"], rtol=1e-9, atol=1e-6)
+    assert len(rep["model"].unique()) >= 4 and len(rep["tenant"].unique()) >= 7   # 6+ tenants and the idle line
