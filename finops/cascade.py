@@ -174,10 +174,10 @@ def _vector(name: str, values, n: int | None = None) -> np.ndarray:
         raise InputError(f"expected one value per query, got an array of shape {arr.shape}", field=name)
     if n is not None and arr.size != n:
         raise InputError(f"has {arr.size} values but confidence has {n}", field=name)
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        raise InputError(f"value {arr[bad[0]]!r} at position {bad[0]} is not a finite number", field=name)
-    return arr + 0.0  # turns -0.0 into 0.0 so equal confidences group together
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise InputError(f"value {arr[bad]!r} at position {bad} is not a finite number", field=name)
+    return arr
 
 
 def _cost(name: str, cost, n: int) -> float | np.ndarray:
@@ -190,14 +190,14 @@ def _cost(name: str, cost, n: int) -> float | np.ndarray:
             raise InputError(f"must be a finite cost >= 0, got {value!r}", field=name)
         return value
     arr = _vector(name, cost, n)
-    neg = np.flatnonzero(arr < 0)
-    if neg.size:
-        raise InputError(f"cost {arr[neg[0]]!r} at position {neg[0]} is negative", field=name)
+    if (arr < 0).any():
+        neg = int(np.flatnonzero(arr < 0)[0])
+        raise InputError(f"cost {arr[neg]!r} at position {neg} is negative", field=name)
     return arr
 
 
 def _validate(confidence, small_quality, large_quality, cost_small, cost_large):
-    conf = _vector("confidence", confidence)
+    conf = _vector("confidence", confidence) + 0.0  # a copy, with -0.0 turned into 0.0 (they group together)
     n = conf.size
     if n == 0:
         raise InputError("no queries: the sweep needs at least one row", field="confidence")
@@ -242,7 +242,7 @@ def _group_by_confidence(conf: np.ndarray, weights: list[np.ndarray], method: st
         return np.asarray(uniques)[order], counts, sums
     if method != "sort":
         raise ValueError(f"unknown method {method!r}: use 'auto', 'sort' or 'hash'")
-    order = np.argsort(conf, kind="stable")
+    order = np.argsort(conf)  # stability is not needed: equal values are summed together
     c = conf[order]
     starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
     counts = np.diff(np.append(starts, n))
@@ -277,8 +277,13 @@ def sweep(confidence, small_quality, large_quality, cost_small, cost_large, *,
     fall from one row to the next).
 
     >>> curve = sweep([0.9, 0.7, 0.5, 0.3], [1, 0, 1, 0], [1, 1, 0, 1], 1.0, 8.0)
-    >>> curve.round(4).to_string(index=False)
-    ' threshold  escalation_rate  avg_cost  avg_quality\\n       0.3             0.00       1.0         0.50\\n       0.5             0.25       3.0         0.75\\n       0.7             0.50       5.0         0.50\\n       0.9             0.75       7.0         0.75\\n       0.9             1.00       9.0         0.75'
+    >>> print(curve.round(4).to_string(index=False))
+     threshold  escalation_rate  avg_cost  avg_quality
+           0.3             0.00       1.0         0.50
+           0.5             0.25       3.0         0.75
+           0.7             0.50       5.0         0.50
+           0.9             0.75       7.0         0.75
+           0.9             1.00       9.0         0.75
     >>> float(curve.threshold.iloc[-1]) > 0.9   # just above the max: escalate all
     True
     """
@@ -297,8 +302,9 @@ def sweep(confidence, small_quality, large_quality, cost_small, cost_large, *,
     else:
         avg_cost = (small_total + np.concatenate(([0.0], np.cumsum(sums[1])))) / n
     avg_quality = (qs.sum() + gain) / n
+    # copy=False: the arrays are fresh, so keep them as they are (no 2-D block copy at 10M rows)
     return pd.DataFrame({"threshold": thresholds, "escalation_rate": rate,
-                         "avg_cost": avg_cost, "avg_quality": avg_quality})
+                         "avg_cost": avg_cost, "avg_quality": avg_quality}, copy=False)
 
 
 def sweep_reference(confidence, small_quality, large_quality, cost_small, cost_large,
@@ -515,19 +521,21 @@ def call_performance_threshold(rates, pgr_values, target: float) -> float | None
 
     for the first j with ``p_j >= target``. RouteLLM's ``np.interp`` gives the
     same on a monotone curve. ``None`` if the curve never reaches the target.
+    A PGR within 1e-12 of the target counts as reaching it: qualities like
+    986/1319 hit a 50% target exactly, and rounding must not skip that point.
 
     >>> call_performance_threshold([0, .25, .5], [0, 1, 0], 0.5)
     0.125
     """
     r = np.asarray(rates, dtype=float)
     p = np.asarray(pgr_values, dtype=float)
-    hit = np.flatnonzero(p >= target)
+    hit = np.flatnonzero(p >= target - QUALITY_TOLERANCE)
     if hit.size == 0:
         return None
     j = int(hit[0])
     if j == 0:
         return float(r[0])
-    frac = (target - p[j - 1]) / (p[j] - p[j - 1])
+    frac = min(1.0, max(0.0, (target - p[j - 1]) / (p[j] - p[j - 1])))
     return float(r[j - 1] + frac * (r[j] - r[j - 1]))
 
 
@@ -772,3 +780,15 @@ def routellm_confidence(responses: Iterable[str]) -> np.ndarray:
     brevity = 1.0 - np.minimum(f["chars"].to_numpy(), CONFIDENCE_LENGTH_CAP_CHARS) / CONFIDENCE_LENGTH_CAP_CHARS
     score = 0.5 * f["final_answer"].to_numpy() + 0.2 * (~f["hedged"].to_numpy()) + 0.3 * brevity
     return np.round(score.astype(float), 4)
+
+
+def load_parametric_csv(path: str | Path) -> pd.DataFrame:
+    """Read a hand-made tau table (columns ``threshold, escalation_rate, avg_quality``)
+    for :func:`parametric_curve`, which validates the values."""
+    path = Path(path)
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None

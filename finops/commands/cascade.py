@@ -1,0 +1,99 @@
+"""``python -m finops cascade``: cost-quality curve, frontier and cheapest tau of a cascade."""
+from __future__ import annotations
+
+import argparse
+
+from finops import cascade
+from finops.commands._common import print_json
+from finops.errors import InputError
+
+NAME = "cascade"
+MAX_TEXT_ROWS = 25
+HELP = ("Sweep a small->large cascade's confidence threshold over an eval CSV (or a tau table): "
+        "curve, Pareto frontier, cheapest tau meeting a quality floor, APGR/CPT.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="eval CSV, one row per query (or a tau table with --parametric)")
+    parser.add_argument("--map", dest="mapping", metavar="KEY=COL,...",
+                        help="columns for confidence, small_quality, large_quality and optional per-query "
+                             "cost_small, cost_large (default: columns with those names)")
+    parser.add_argument("--cost-small", type=float,
+                        help="flat cost of one small-model call (any unit, e.g. USD per query)")
+    parser.add_argument("--cost-large", type=float,
+                        help="flat cost of one large-model call, same unit as --cost-small")
+    parser.add_argument("--quality-floor", type=float,
+                        help="minimum average quality (0-1 for correctness); picks the cheapest tau meeting it")
+    parser.add_argument("--parametric", action="store_true",
+                        help="FILE is a tau table with columns threshold, escalation_rate (0-1), avg_quality")
+    parser.add_argument("--seed-table", action="store_true",
+                        help="use the seed's tau table (0.95/60%%/96%%, 0.80/30%%/93%%, 0.65/12%%/88%%); "
+                             "costs default to 1 and 8 USD per 1,000 queries")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON with keys curve, frontier, choice, metrics")
+
+
+def _flat_cost(value: float | None, column: object, name: str) -> float | object:
+    if value is not None and column is not None:
+        raise InputError(f"give either --{name.replace('_', '-')} or a {name} column in --map, not both",
+                         field=name)
+    if value is None and column is None:
+        raise InputError(f"needs --{name.replace('_', '-')} (flat cost per call) or a per-query {name} "
+                         "column in --map", field=name)
+    return column if column is not None else value
+
+
+def build_report(args) -> cascade.CascadeReport:
+    """The same library calls the cascade page makes."""
+    if args.seed_table or args.parametric:
+        if args.seed_table:
+            table = cascade.seed_table()
+            cs = cascade.SEED_COST_SMALL_PER_1K_USD if args.cost_small is None else args.cost_small
+            cl = cascade.SEED_COST_LARGE_PER_1K_USD if args.cost_large is None else args.cost_large
+        else:
+            if not args.file:
+                raise InputError("--parametric needs FILE, a tau table CSV")
+            table = cascade.load_parametric_csv(args.file)
+            cs = _flat_cost(args.cost_small, None, "cost_small")
+            cl = _flat_cost(args.cost_large, None, "cost_large")
+        return cascade.analyse_curve(cascade.parametric_curve(table, cs, cl), quality_floor=args.quality_floor)
+    if not args.file:
+        raise InputError("needs FILE (an eval CSV), or --seed-table")
+    data = cascade.load_eval_csv(args.file, args.mapping)
+    cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
+    cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")
+    return cascade.analyse(data.confidence, data.small_quality, data.large_quality, cs, cl,
+                           quality_floor=args.quality_floor)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def run(args) -> int:
+    report = build_report(args)
+    if args.json:
+        print_json(report.to_json_dict())
+        return 0
+    m = report.metrics
+    print(f"{len(report.curve)} thresholds, {len(report.frontier)} on the Pareto frontier, "
+          f"{len(report.hull)} on its convex hull")
+    print(f"APGR {_fmt(m.apgr, '.3f')}   CPT(50%) {_fmt(m.cpt50, '.1%')}   CPT(80%) {_fmt(m.cpt80, '.1%')}"
+          + (f"   ({m.note})" if m.note else ""))
+    if report.quality_floor is not None:
+        c = report.choice
+        print(f"quality floor {report.quality_floor:g}: " + (
+            "no threshold meets it" if c is None else
+            f"tau {c.threshold:.6g}, escalate {c.escalation_rate:.1%}, cost {c.avg_cost:.6g}, "
+            f"quality {c.avg_quality:.4f}"))
+    long = len(report.frontier) > MAX_TEXT_ROWS
+    table = cascade.marginal_table(report.hull if long else report.curve)
+    print("\nconvex-hull points (the frontier is long; --json has all of it)" if long else "\nfrontier")
+    print(f"{'tau':>10} {'escalate':>9} {'avg cost':>12} {'quality':>8} {'$/point':>10}")
+    for row in table.itertuples(index=False):
+        marginal = "-" if row.marginal_cost_per_point != row.marginal_cost_per_point else \
+            f"{row.marginal_cost_per_point:.4g}"
+        print(f"{row.threshold:>10.4g} {row.escalation_rate:>9.1%} {row.avg_cost:>12.6g} "
+              f"{row.avg_quality:>8.4f} {marginal:>10}")
+    return 0

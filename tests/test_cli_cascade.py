@@ -1,0 +1,149 @@
+"""``python -m finops cascade`` and ``python -m finops edge``: JSON shape, exit codes, help."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from finops.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+GSM8K = str(Path(__file__).resolve().parent / "data" / "routellm_gsm8k_cascade.csv")
+MAP = "confidence=confidence,small_quality=mixtral_correct,large_quality=gpt4_correct"
+POINT_KEYS = {"threshold", "escalation_rate", "avg_cost", "avg_quality"}
+
+
+def _no_nan(text: str):
+    def bad(const):
+        raise AssertionError(f"JSON contains {const}")
+    return json.loads(text, parse_constant=bad)
+
+
+def run_json(capsys, *argv):
+    assert main([*argv, "--json"]) == 0
+    return _no_nan(capsys.readouterr().out)
+
+
+def test_cascade_json_has_exactly_four_keys(capsys):
+    out = run_json(capsys, "cascade", GSM8K, "--map", MAP, "--cost-small", "1", "--cost-large", "8",
+                   "--quality-floor", "0.8")
+    assert set(out) == {"curve", "frontier", "choice", "metrics"}
+    assert len(out["curve"]) == 644                      # 643 distinct confidences + escalate-all
+    assert all(set(p) == POINT_KEYS for p in out["curve"] + out["frontier"])
+    assert set(out["choice"]) == POINT_KEYS and out["choice"]["avg_quality"] >= 0.8
+    assert set(out["metrics"]) == {"apgr", "cpt50", "cpt80"}
+    assert out["metrics"]["apgr"] == pytest.approx(0.648, abs=5e-4)
+    assert out["curve"][0]["escalation_rate"] == 0 and out["curve"][-1]["escalation_rate"] == 1
+
+
+def test_cascade_json_choice_null_when_floor_unreachable(capsys):
+    out = run_json(capsys, "cascade", GSM8K, "--map", MAP, "--cost-small", "1", "--cost-large", "8",
+                   "--quality-floor", "0.95")
+    assert out["choice"] is None
+
+
+def test_cascade_json_per_query_costs(capsys):
+    out = run_json(capsys, "cascade", GSM8K, "--map",
+                   MAP + ",cost_small=mixtral_cost_usd_est,cost_large=gpt4_cost_usd_est")
+    assert out["curve"][0]["avg_cost"] < out["curve"][-1]["avg_cost"] < 0.01     # USD per query
+    assert out["choice"] is None                                               # no floor given
+
+
+def test_cascade_seed_table_json(capsys):
+    out = run_json(capsys, "cascade", "--seed-table", "--quality-floor", "0.9")
+    assert [round(p["avg_cost"], 6) for p in out["curve"]] == [1.96, 3.4, 5.8]
+    assert out["choice"]["threshold"] == 0.8 and out["choice"]["avg_cost"] == pytest.approx(3.4)
+    assert out["metrics"] == {"apgr": None, "cpt50": None, "cpt80": None}   # the table has no ends
+
+
+def test_cascade_parametric_file(tmp_path, capsys):
+    f = tmp_path / "tau.csv"
+    f.write_text("threshold,escalation_rate,avg_quality\n0.0,0,0.8\n0.8,0.3,0.93\n1.01,1,0.96\n")
+    out = run_json(capsys, "cascade", str(f), "--parametric", "--cost-small", "1", "--cost-large", "8")
+    assert out["metrics"]["cpt50"] == pytest.approx(0.3 * (0.08 / 0.13))
+
+
+def test_cascade_text_output(capsys):
+    assert main(["cascade", "--seed-table", "--quality-floor", "0.9"]) == 0
+    text = capsys.readouterr().out
+    assert "tau 0.8, escalate 30.0%, cost 3.4" in text and "0.288" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["cascade", GSM8K, "--cost-small", "1", "--cost-large", "8"], "column 'small_quality'"),
+    (["cascade", GSM8K, "--map", MAP, "--cost-small", "1"], "needs --cost-large"),
+    (["cascade", GSM8K, "--map", MAP + ",cost_small=mixtral_cost_usd_est", "--cost-small", "1",
+      "--cost-large", "8"], "not both"),
+    (["cascade", GSM8K, "--map", MAP, "--cost-small", "-1", "--cost-large", "8"], "cost >= 0"),
+    (["cascade", GSM8K, "--map", MAP, "--cost-small", "nan", "--cost-large", "8"], "cost >= 0"),
+    (["cascade", GSM8K, "--map", MAP, "--cost-small", "1", "--cost-large", "8", "--quality-floor", "inf"],
+     "quality floor"),
+    (["cascade", "missing.csv", "--cost-small", "1", "--cost-large", "8"], "file missing.csv: no such file"),
+    (["cascade", "--cost-small", "1", "--cost-large", "8"], "needs FILE"),
+    (["edge", "--rtt-ms", "-5"], "field rtt_ms"),
+    (["edge", "--delta-q", "nan"], "field quality_gain"),
+])
+def test_bad_input_exits_1_with_a_clear_message(capsys, argv, message):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_cascade_bad_cell_names_file_row_field(tmp_path, capsys):
+    f = tmp_path / "eval.csv"
+    f.write_text("confidence,small_quality,large_quality\n0.9,1,1\n0.4,1,oops\n")
+    assert main(["cascade", str(f), "--cost-small", "1", "--cost-large", "8"]) == 1
+    err = capsys.readouterr().err
+    assert f"file {f}, row 2, field large_quality: 'oops'" in err
+
+
+def test_edge_json_defaults_are_the_seed(capsys):
+    out = run_json(capsys, "edge")
+    assert set(out) == {"inputs", "decision", "break_even", "curve", "policies"}
+    assert out["decision"]["escalate"] is True
+    assert out["decision"]["benefit_usd"] == pytest.approx(0.075)
+    assert out["decision"]["cost_usd"] == pytest.approx(0.04)
+    assert out["break_even"]["rtt_ms"] == pytest.approx(523.33, abs=0.01)
+    assert out["policies"] is None
+    flips = [a["rtt_ms"] for a, b in zip(out["curve"], out["curve"][1:], strict=False) if a["escalate"] != b["escalate"]]
+    assert flips == [500.0]                                   # 50 ms steps: 500 pays, 550 does not
+
+
+def test_edge_json_rtt_1500_and_alias(capsys):
+    out = run_json(capsys, "edge", "--rtt-ms", "1500", "--value-per-point", "0.5")
+    assert out["decision"]["escalate"] is False and out["decision"]["cost_usd"] > 0.13
+
+
+def test_edge_json_with_jitter_and_samples(tmp_path, capsys):
+    out = run_json(capsys, "edge", "--rtt-dist", "lognormal", "--rtt-ms", "400", "--jitter-ms", "300",
+                   "--samples", "20000")
+    pol = out["policies"]
+    assert set(pol) == {"share_pays", "n_samples", "never", "always", "when_it_pays"}
+    assert pol["n_samples"] == 20000 and 0.6 < pol["share_pays"] < 0.9
+    assert pol["when_it_pays"]["net_benefit_usd"] >= pol["always"]["net_benefit_usd"]
+    f = tmp_path / "rtt.csv"
+    f.write_text("rtt_ms\n80\n2000\n")
+    out = run_json(capsys, "edge", "--rtt-samples", str(f))
+    assert out["policies"]["share_pays"] == 0.5
+
+
+def test_every_option_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name in ("cascade", "edge"):
+        p = sub.choices[name]
+        assert p.description
+        for action in p._actions:
+            if action.dest != "help":
+                assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+
+
+def test_python_dash_m_runs_verbatim():
+    res = subprocess.run([sys.executable, "-m", "finops", "cascade", GSM8K, "--map", MAP, "--cost-small", "1",
+                          "--cost-large", "8", "--quality-floor", "0.8", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert set(_no_nan(res.stdout)) == {"curve", "frontier", "choice", "metrics"}
