@@ -1,0 +1,31 @@
+"""python -m finops latency --db PATH --by model[,tenant,...] [filters] [--json]"""
+from __future__ import annotations
+
+from finops import latency, store
+from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
+
+NAME = "latency"
+HELP = ("Requests and exact P50/P95/P99 of total_ms, ttft_ms, queue_ms and service_ms per group "
+        "(null where the logs lack a field; cache hits excluded).")
+
+
+def add_arguments(p) -> None:
+    add_db(p)
+    p.add_argument("--by", default="model",
+                   help=f"comma-separated groups from: {', '.join(latency.GROUPS + tuple(latency.TIME_GRAINS))} "
+                        "(default model)")
+    add_filters(p)
+    p.add_argument("--json", action="store_true", help="a JSON list of objects")
+
+
+def run(args) -> int:
+    con = store.connect(db_path(args))
+    by = [b.strip() for b in args.by.split(",") if b.strip()]
+    frame = latency.percentiles(con, filters_from(args), by=by)
+    if args.json:
+        print_json(records(frame))
+    elif frame.empty:
+        print("no requests match these filters")
+    else:
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.1f}", na_rep="—"))
+    return 0

@@ -1,0 +1,231 @@
+"""finops.routing: shares, cache savings, cascade costs, misrouting and what-if replay, by hand."""
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+
+from conftest import DATA
+from finops import routing, spend, store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.ingest import IngestOptions, ingest_frame, ingest_path
+
+T0 = datetime(2026, 3, 2, 10, 0)
+SMALL, LARGE, SELF = "gpt-4o-mini", "gpt-4o", "llama-3.1-8b"
+PRICE = {SMALL: (0.15, 0.075, 0.60), LARGE: (2.50, 1.25, 10.0)}   # in, cached in, out per 1M
+
+
+def _frame(seed: int = 5) -> pd.DataFrame:
+    """Two hours of traffic: small/large API models, a small self-hosted model, a cascade with
+    escalations (two rows each), cache hits and quality labels, three SLA tiers."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    n = 600
+    for i in range(n):
+        tier = ["premium", "standard", "batch"][i % 3]
+        ts = T0 + timedelta(seconds=float(rng.uniform(0, 7200)))
+        inp = int(rng.integers(10, 3000))
+        out = int(rng.integers(5, 600))
+        cached = int(inp // 4) if i % 5 == 0 else 0
+        base = {"ts": ts, "tenant": f"t{i % 4}", "sla_tier": tier, "input_tokens": inp, "output_tokens": out,
+                "cached_input_tokens": cached, "prompt_chars": inp * 4, "status": "ok", "queue_ms": 0.0,
+                "route_ms": 1.0}
+        if i % 10 == 0:        # semantic cache hit named after the model that would have served
+            rows.append({**base, "request_id": f"c{i}", "model": LARGE, "route": "cache", "cache_hit": True,
+                         "total_ms": 5.0})
+            continue
+        if tier == "standard":  # cost-first cascade: small first, escalate some
+            esc = i % 4 == 1
+            small = {**base, "request_id": f"s{i}", "model": SMALL, "route": "cascade", "strategy": "cascade",
+                     "escalated": esc, "total_ms": 50 + 0.1 * inp + 20 * out, "quality": 0.0 if esc else 1.0}
+            rows.append(small)
+            if esc:
+                rows.append({**base, "request_id": f"l{i}", "model": LARGE, "route": "cascade",
+                             "strategy": "cascade", "escalated": False, "total_ms": 100 + 0.2 * inp + 40 * out,
+                             "quality": 1.0, "attrs": f'{{"parent_id": "s{i}"}}'})
+        elif tier == "premium":
+            rows.append({**base, "request_id": f"p{i}", "model": LARGE, "route": "slow", "strategy": "latency",
+                         "total_ms": 100 + 0.2 * inp + 40 * out})
+        else:
+            rows.append({**base, "request_id": f"b{i}", "model": SELF, "route": "fast", "strategy": "cost",
+                         "service_ms": 30 + 0.05 * inp + 10 * out, "total_ms": 31 + 0.05 * inp + 10 * out})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    con = store.connect(":memory:")
+    df = _frame()
+    ingest_frame(con, df, name="routing fixture")
+    return con, df
+
+
+def _book_cost(df: pd.DataFrame, model: str) -> pd.Series:
+    pin, pcached, pout = PRICE[model]
+    return ((df.input_tokens - df.cached_input_tokens) * pin + df.cached_input_tokens * pcached
+            + df.output_tokens * pout) / 1e6
+
+
+def _fleet_price(con, df) -> float:
+    """llama-3.1-8b: 4 replicas x 1 GPU x $0.80 every hour of the store's span, over its served tokens."""
+    hours = 2
+    served = df[(df.model == SELF) & ~df.cache_hit.fillna(False).astype(bool)]
+    return 4 * 1 * 0.80 * hours / (served.input_tokens + served.output_tokens).sum() * 1e6
+
+
+def test_mix_shares_add_up_and_match_counts(fleet):
+    con, df = fleet
+    m = routing.mix(con, Filters(), dim="route")
+    assert_allclose(m.request_share.sum(), 1.0) and assert_allclose(m.spend_share.sum(), 1.0)
+    counts = df.groupby("route").size()
+    assert m.set_index("series")["requests"].to_dict() == counts.to_dict()
+    per_tier = routing.mix(con, Filters(), dim="model", grain="hour", split="sla_tier")
+    sums = per_tier.groupby(["period", "sla_tier"])["request_share"].sum()
+    assert_allclose(sums.to_numpy(), 1.0)
+    with pytest.raises(InputError):
+        routing.mix(con, Filters(), dim="tenant; drop table requests")
+
+
+def test_effective_price_of_a_self_hosted_model_is_fleet_cost_over_served_tokens(fleet):
+    con, df = fleet
+    p = routing.effective_prices(con, Filters()).set_index("model")
+    assert_allclose(p.loc[SELF, "input_usd_per_1m"], _fleet_price(con, df), rtol=1e-9)
+    assert p.loc[SELF, "output_usd_per_1m"] == p.loc[SELF, "input_usd_per_1m"]
+    assert p.loc[LARGE, "output_usd_per_1m"] == 10.0 and p.loc[LARGE, "basis"] == "price book"
+
+
+def test_cache_savings_priced_on_the_model_that_would_have_served(fleet):
+    con, df = fleet
+    c = routing.cache_savings(con, Filters()).set_index("model")
+    hits = df[df.cache_hit.fillna(False).astype(bool)]
+    assert c.loc[LARGE, "cache_hits"] == len(hits)
+    assert_allclose(c.loc[LARGE, "saved_usd"], _book_cost(hits, LARGE).sum(), rtol=1e-9)
+    assert_allclose(c.loc[LARGE, "hit_rate"], len(hits) / (df.model == LARGE).sum())
+    assert c.loc[SMALL, "cache_hits"] == 0 and c.loc[SMALL, "saved_usd"] == 0
+
+
+def test_cascade_escalation_rate_and_rejected_attempt_cost(fleet):
+    con, df = fleet
+    s = routing.cascade_summary(con, Filters())
+    casc = df[df.strategy == "cascade"]
+    attempts = casc[casc.escalated == True]  # noqa: E712
+    assert s.escalations == len(attempts)
+    assert_allclose(s.escalation_rate, len(attempts) / (len(casc) - len(attempts)))
+    assert_allclose(s.rejected_attempts_usd, _book_cost(attempts, SMALL).sum(), rtol=1e-9)
+    assert_allclose(s.cascade_spend_usd, _book_cost(casc[casc.model == SMALL], SMALL).sum()
+                    + _book_cost(casc[casc.model == LARGE], LARGE).sum(), rtol=1e-9)
+    q = s.quality.set_index(["model", "escalated"])
+    assert q.loc[(SMALL, True), "mean_quality"] == 0.0 and q.loc[(SMALL, False), "labelled"] > 0
+    assert_allclose(s.over_time.escalation_rate.dropna().iloc[0], s.escalation_rate)
+
+
+def test_whatif_all_small_and_all_large_by_hand(fleet):
+    con, df = fleet
+    served = df[~df.cache_hit.fillna(False).astype(bool)]
+    requests = served[served.escalated.fillna(False) == False]  # noqa: E712  attempts fold into their request
+    eff = _fleet_price(con, df)
+    actual = (_book_cost(served[served.model == SMALL], SMALL).sum()
+              + _book_cost(served[served.model == LARGE], LARGE).sum()
+              + (served[served.model == SELF].input_tokens + served[served.model == SELF].output_tokens).sum()
+              * eff / 1e6)
+    w = routing.whatif(con, Filters(), "all-small", small_model=SMALL, large_model=LARGE)
+    assert_allclose(w.actual_usd, actual, rtol=1e-9)
+    assert_allclose(w.counterfactual_usd, _book_cost(requests, SMALL).sum(), rtol=1e-9)
+    assert w.requests == len(requests)
+    w = routing.whatif(con, Filters(), "all-large", small_model=SMALL, large_model=LARGE)
+    assert_allclose(w.counterfactual_usd, _book_cost(requests, LARGE).sum(), rtol=1e-9)
+    assert_allclose(w.delta_pct, (w.counterfactual_usd / w.actual_usd - 1) * 100)
+    # the billed spend of the same rows: the spend report without idle capacity
+    billed = spend.report(con, Filters(), by=(), include_idle=False)["cost_usd"].iloc[0]
+    assert_allclose(w.billed_usd, billed)
+    assert any("effective $ per 1M tokens" in a for a in w.assumptions)
+
+
+def test_whatif_threshold_is_the_seed_rule(fleet):
+    con, df = fleet
+    served = df[~df.cache_hit.fillna(False).astype(bool)]
+    requests = served[served.escalated.fillna(False) == False]  # noqa: E712
+    w = routing.whatif(con, Filters(), "threshold", small_model=SMALL, large_model=LARGE,
+                       threshold=1000, length="input_tokens")
+    long_ = requests[requests.input_tokens > 1000]
+    short = requests[requests.input_tokens <= 1000]
+    assert_allclose(w.counterfactual_usd, _book_cost(long_, LARGE).sum() + _book_cost(short, SMALL).sum(), rtol=1e-9)
+    bm = w.by_model.set_index("model")
+    assert bm.loc[LARGE, "counterfactual_calls"] == len(long_)
+
+
+def test_whatif_per_tier_actual_changes_nothing_and_cascade_is_expected_cost(fleet):
+    con, df = fleet
+    same = routing.whatif(con, Filters(), "per-tier", small_model=SMALL, large_model=LARGE,
+                          tier_strategies={"premium": "actual", "standard": "actual", "batch": "actual"})
+    assert_allclose(same.counterfactual_usd, same.actual_usd, rtol=1e-12)
+    served = df[~df.cache_hit.fillna(False).astype(bool)]
+    batch = served[served.sla_tier == "batch"]
+    w = routing.whatif(con, Filters(), "per-tier", small_model=SMALL, large_model=LARGE,
+                       tier_strategies=(("batch", "cascade"),), escalation_rate=0.25)
+    tiers = w.by_tier.set_index("sla_tier")
+    expected = _book_cost(batch, SMALL).sum() + 0.25 * _book_cost(batch, LARGE).sum()
+    assert_allclose(tiers.loc["batch", "counterfactual_usd"], expected, rtol=1e-9)
+    assert_allclose(tiers.loc["premium", "counterfactual_usd"], tiers.loc["premium", "actual_usd"])
+    assert w.escalation_rate == 0.25
+
+
+def test_whatif_latency_first_picks_the_faster_model(fleet):
+    con, _ = fleet
+    w = routing.whatif(con, Filters(), "per-tier", small_model=SMALL, large_model=LARGE,
+                       tier_strategies={"premium": "latency-first"})
+    # the small model is faster per token in this fixture (20 vs 40 ms per output token)
+    bm = w.by_model.set_index("model")
+    assert bm.loc[SMALL, "counterfactual_calls"] > bm.loc[SMALL, "actual_calls"]
+    assert w.counterfactual_mean_ms < w.actual_mean_ms
+
+
+def test_latency_rates_recover_a_linear_model(fleet):
+    con, _ = fleet
+    r = routing.latency_rates(con, Filters()).set_index("model")
+    # premium rows on the large model: total = 100 + 0.2 in + 40 out, route 1 ms
+    assert_allclose(r.loc[LARGE, ["ms_per_input_token", "ms_per_output_token"]].to_numpy(float),
+                    [0.2, 40.0], rtol=1e-6)
+    assert_allclose(r.loc[SELF, "ms_per_output_token"], 10.0, rtol=1e-6)
+
+
+def test_misrouting_by_threshold(fleet):
+    con, df = fleet
+    m = routing.misrouting(con, Filters(), threshold=500, length="input_tokens", small_model=SMALL,
+                           large_model=LARGE)
+    served = df[~df.cache_hit.fillna(False).astype(bool) & (df.escalated.fillna(False) == False)]  # noqa: E712
+    short_large = served[(served.model == LARGE) & (served.input_tokens <= 500)]
+    long_small = served[(served.model.isin([SMALL, SELF])) & (served.input_tokens > 500)]
+    s = m.summary.set_index(["kind", "model"])
+    assert s.loc[("short prompt on a large model", LARGE), "requests"] == len(short_large)
+    assert s["requests"].xs("long prompt on a small model").sum() == len(long_small)
+    assert_allclose(s.loc[("short prompt on a large model", LARGE), "on_right_size_usd"],
+                    _book_cost(short_large, SMALL).sum(), rtol=1e-9)
+    assert m.by_length["requests"].sum() == len(served)
+
+
+def test_gateway_log_routing_uses_characters_and_request_prices():
+    """The seed's log has no tokens: its threshold is LEN_THRESHOLD characters, priced per request."""
+    con = store.connect(":memory:")
+    for name in ("seed_gateway_injected.log", "seed_gateway_verbatim.log"):
+        ingest_path(con, DATA / name, IngestOptions(format="gateway-log"))
+    assert routing.length_field(con, Filters()) == "prompt_chars"
+    w = routing.whatif(con, Filters(), "threshold")
+    assert (w.small_model, w.large_model) == ("fast", "slow")
+    assert_allclose([w.actual_usd, w.counterfactual_usd], [8 * 0.001 + 8 * 0.008] * 2)  # the rule as logged
+    w = routing.whatif(con, Filters(), "all-small")
+    assert_allclose(w.counterfactual_usd, 16 * 0.001) and w.counterfactual_mean_ms is None
+    assert routing.misrouting(con, Filters()).candidates == 0
+
+
+def test_empty_store(empty_db):
+    con = store.connect(empty_db)
+    assert routing.mix(con, Filters()).empty
+    assert routing.cache_savings(con, Filters()).empty
+    assert routing.cascade_summary(con, Filters()).escalation_rate is None
+    with pytest.raises(InputError):
+        routing.whatif(con, Filters(), "all-small")
+    assert routing.whatif(con, Filters(), "all-small", small_model=SMALL, large_model=LARGE) is None
+    assert routing.misrouting(con, Filters()).candidates == 0
