@@ -1,0 +1,187 @@
+"""finops.alerts: every rule has a case where it fires and one where it does not."""
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+
+from finops import alerts, store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.ingest import ingest_frame
+
+T0 = datetime(2026, 4, 6, 0, 0)
+_ids = iter(range(10**9))
+
+
+def _rows(n, start, minutes=60.0, **cols):
+    """``n`` requests spread evenly over ``minutes`` from ``start``; other columns constant or arrays."""
+    ts = [start + timedelta(minutes=minutes * i / n) for i in range(n)]
+    base = {"request_id": [f"r{next(_ids)}" for _ in range(n)], "ts": ts, "model": "gpt-4o", "tenant": "acme",
+            "sla_tier": "premium", "status": "ok", "total_ms": 500.0, "queue_ms": 0.0}
+    base.update(cols)
+    return pd.DataFrame(base)
+
+
+def _store(*frames):
+    con = store.connect(":memory:")
+    ingest_frame(con, pd.concat(frames, ignore_index=True))
+    return con
+
+
+def _fired(con, rule, f=None):
+    a = alerts.open_alerts(con, f)
+    return a[a.rule == rule]
+
+
+# ---------------------------------------------------------------- error rate
+
+def test_error_rate_fires_above_one_percent():
+    status = ["error"] * 3 + ["ok"] * 97
+    con = _store(_rows(100, T0, status=status))
+    a = _fired(con, "error_rate")
+    assert len(a) == 1
+    row = a.iloc[0]
+    assert (row.model, row.tenant, row.severity) == ("gpt-4o", "acme", "critical")
+    assert_allclose(row.value, 0.03) and row.threshold == 0.01
+    assert row.window_start == pd.Timestamp(T0) and row.window_end == pd.Timestamp(T0 + timedelta(hours=1))
+    assert "3 of 100 requests failed" in row.message and "3.0%" in row.message
+
+
+def test_error_rate_does_not_fire_at_one_percent_or_on_few_requests():
+    con = _store(_rows(100, T0, status=["error"] + ["ok"] * 99),              # exactly 1 %: not above
+                 _rows(10, T0 + timedelta(hours=1), status=["error"] * 5 + ["ok"] * 5))  # too few to judge
+    assert _fired(con, "error_rate").empty
+
+
+def test_error_rate_per_tenant_and_merged_over_adjacent_hours():
+    bad = ["error"] * 5 + ["ok"] * 95
+    con = _store(_rows(100, T0, status=bad), _rows(100, T0 + timedelta(hours=1), status=bad),
+                 _rows(100, T0, tenant="quiet"))
+    a = _fired(con, "error_rate")
+    assert len(a) == 1 and a.iloc[0].tenant == "acme"
+    assert a.iloc[0].window_end - a.iloc[0].window_start == pd.Timedelta(hours=2)
+
+
+# ---------------------------------------------------------------- P99 vs SLA
+
+def test_p99_over_sla_fires_when_p99_exceeds_one_and_a_half_times_the_tier_sla():
+    slow = np.r_[np.full(95, 800.0), np.full(5, 4000.0)]      # P99 4000 ms > 1.5 x 2000 ms
+    con = _store(_rows(100, T0, total_ms=slow))
+    a = _fired(con, "p99_over_sla")
+    assert len(a) == 1
+    assert_allclose(a.iloc[0].value, np.percentile(slow, 99) / 2000.0)
+    assert "premium SLA 2,000 ms" in a.iloc[0].message
+
+
+def test_p99_over_sla_does_not_fire_within_the_band_or_for_a_looser_tier():
+    ok = np.r_[np.full(95, 800.0), np.full(5, 2900.0)]         # P99 2900 ms < 3000 ms
+    con = _store(_rows(100, T0, total_ms=ok),
+                 _rows(100, T0, total_ms=np.full(100, 9000.0), sla_tier="batch", tenant="nightly"))  # SLA 60 s
+    assert _fired(con, "p99_over_sla").empty
+
+
+def test_p99_sla_is_configurable_in_the_store():
+    con = _store(_rows(100, T0, total_ms=np.full(100, 4000.0)))
+    assert len(_fired(con, "p99_over_sla")) == 1
+    alerts.save_sla_targets(con, {"premium": 5000})
+    assert _fired(con, "p99_over_sla").empty
+    assert alerts.sla_targets(con)["premium"] == 5000 and alerts.configured(con)
+    with pytest.raises(InputError):
+        alerts.save_sla_targets(con, {"premium": -1})
+
+
+# ---------------------------------------------------------------- GPU utilisation
+# llama-3.1-8b in the price book: 4 replicas x 16 slots -> 230.4e6 slot-ms per hour
+
+CAPACITY_MS = 4 * 16 * 3.6e6
+
+
+def _gpu_hours(utils):
+    frames = [_rows(64, T0 + timedelta(hours=h), model="llama-3.1-8b", service_ms=u * CAPACITY_MS / 64,
+                    total_ms=1000.0) for h, u in enumerate(utils)]
+    return _store(*frames)
+
+
+def test_gpu_high_fires_when_sustained():
+    con = _gpu_hours([0.5, 0.95, 0.97, 0.5])
+    a = _fired(con, "gpu_util_high")
+    assert len(a) == 1 and a.iloc[0].tenant == alerts.FLEET
+    assert_allclose(a.iloc[0].value, 0.97)
+    assert a.iloc[0].window_start == pd.Timestamp(T0 + timedelta(hours=1))
+    assert a.iloc[0].window_end == pd.Timestamp(T0 + timedelta(hours=3))
+
+
+def test_gpu_high_does_not_fire_for_one_hour():
+    con = _gpu_hours([0.5, 0.95, 0.5, 0.95])
+    assert _fired(con, "gpu_util_high").empty
+
+
+def test_gpu_low_fires_after_six_quiet_hours_and_not_before():
+    con = _gpu_hours([0.1] * 6 + [0.5])
+    a = _fired(con, "gpu_util_low")
+    assert len(a) == 1 and a.iloc[0].severity == "info"
+    assert_allclose(a.iloc[0].value, 0.1)
+    con = _gpu_hours([0.1] * 5 + [0.5, 0.1])
+    assert _fired(con, "gpu_util_low").empty
+
+
+# ---------------------------------------------------------------- queue length
+
+def _queue_windows(mean_queue_ms):
+    frames = [_rows(1000, T0 + timedelta(minutes=15 * i), minutes=15.0, queue_ms=q)
+              for i, q in enumerate(mean_queue_ms)]
+    return _store(*frames)
+
+
+def test_queue_length_is_littles_law():
+    con = _queue_windows([1000.0, 2000.0])
+    q = alerts.queue_length(con, Filters())
+    assert_allclose(q.queue_length, [1000 / 900 * 1.0, 1000 / 900 * 2.0])
+
+
+def test_queue_growing_fires_after_three_rises():
+    con = _queue_windows([500.0, 1000.0, 2000.0, 3000.0, 500.0])
+    a = _fired(con, "queue_growing")
+    assert len(a) == 1
+    assert_allclose(a.iloc[0].value, 1000 / 900 * 3.0)
+    assert a.iloc[0].window_start == pd.Timestamp(T0 + timedelta(minutes=45))
+    assert "3 rises in a row" in a.iloc[0].message
+
+
+def test_queue_does_not_fire_when_flat_falling_or_short():
+    assert _fired(_queue_windows([3000.0] * 5), "queue_growing").empty
+    assert _fired(_queue_windows([4000.0, 3000.0, 2000.0, 1000.0]), "queue_growing").empty
+    assert _fired(_queue_windows([0.0, 100.0, 200.0, 300.0]), "queue_growing").empty   # rising but < 1 waiting
+
+
+# ---------------------------------------------------------------- rules as data
+
+def test_rules_are_configurable_and_can_be_disabled():
+    con = _store(_rows(100, T0, status=["error"] * 3 + ["ok"] * 97))
+    assert len(_fired(con, "error_rate")) == 1
+    changed = [r if r.name != "error_rate" else alerts.AlertRule(**{**r.__dict__, "threshold": 0.05})
+               for r in alerts.rules(con)]
+    alerts.save_rules(con, changed)
+    assert _fired(con, "error_rate").empty
+    assert alerts.get_setting(con, "alerts.rules") == {"error_rate": {"threshold": 0.05}}
+    frame = alerts.rules_frame(con)
+    frame.loc[frame.name == "error_rate", ["threshold", "enabled"]] = [0.01, False]
+    alerts.save_rules(con, frame)
+    assert _fired(con, "error_rate").empty
+    frame.loc[frame.name == "error_rate", "enabled"] = True
+    alerts.save_rules(con, frame)
+    assert len(_fired(con, "error_rate")) == 1
+    frame.loc[frame.name == "error_rate", "window"] = "fortnight"
+    with pytest.raises(InputError):
+        alerts.save_rules(con, frame)
+
+
+def test_every_rule_has_an_evaluator():
+    assert {r.name for r in alerts.DEFAULT_RULES} == set(alerts.EVALUATORS)
+
+
+def test_empty_store_has_no_alerts(empty_db):
+    a = alerts.open_alerts(store.connect(empty_db), Filters())
+    assert a.empty and list(a.columns) == alerts.ALERT_COLUMNS
