@@ -2,6 +2,7 @@
 
 Importing this package registers every adapter (``formats`` and any later modules).
 """
+import finops.ingest.ecosystem  # noqa: F401  (LiteLLM, Langfuse, OTel, vLLM, LLMPerf, Azure, Mooncake)
 from finops.ingest import formats  # noqa: F401  (registers the adapters)
 from finops.ingest.base import ADAPTERS, IngestOptions, adapter_named, probe
 from finops.ingest.loader import IngestResult, detect, ingest_frame, ingest_path

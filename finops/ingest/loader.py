@@ -270,7 +270,8 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
 
     step(0.0, "reading")
     p = probe(path, name)
-    adapter = detect(p, options.format, bool(options.mapping or options.tenant_field))
+    # a column mapping implies generic; --tenant-field alone does not (every format may take one)
+    adapter = detect(p, options.format, bool(options.mapping))
     _check_truncated(p)
     sha = file_sha256(path)
     opts_json = options.as_json()

@@ -127,6 +127,9 @@ def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk
                 writer.write_table(pa.Table.from_pylist(buf, schema=sch))
                 buf = []
         writer.write_table(pa.Table.from_pylist(buf, schema=sch))
-    finally:
+    except BaseException:
         writer.close()
+        Path(tmp.name).unlink(missing_ok=True)     # a parser that raises leaves no temporary file
+        raise
+    writer.close()
     return tmp.name, lambda: Path(tmp.name).unlink(missing_ok=True)

@@ -1,0 +1,745 @@
+"""Log formats of the ecosystem: LiteLLM, Langfuse, OpenTelemetry GenAI, vLLM and LLMPerf
+benchmarks, and the public Azure and Mooncake traces.
+
+Each is one :class:`~finops.ingest.base.Adapter` in the table, recognised from the
+file's content by its sniff function. Tabular formats (LiteLLM, Azure) are read as
+SQL through :func:`~finops.ingest.tabular.mapped_source`; nested ones are parsed in
+Python a record at a time and written to a temporary Parquet file in chunks
+(:func:`~finops.ingest.tabular.rows_to_parquet`). Every source field without a
+canonical home is kept in ``attrs``.
+
+Detection scores (higher wins; a tie is refused with the candidates):
+
+=============  =====  ==========================================================
+format         score  recognised by
+=============  =====  ==========================================================
+otel           0.99   a ``resourceSpans`` key and ``gen_ai.`` attributes (0.6 without)
+vllm-bench     0.99   ``model_id``, ``num_prompts``, ``request_rate``/``duration`` and ``ttfts``/``input_lens`` (0.9 without)
+llmperf        0.99   objects with ``ttft_s`` and ``end_to_end_latency_s`` (a summary: 0.9, refused with advice)
+mooncake       0.99   JSON Lines with ``timestamp``, ``input_length``, ``output_length``, ``hash_ids`` (0.8 without hash_ids)
+litellm        0.97   ``request_id``, ``startTime``, ``spend`` and one of ``call_type``/``prompt_tokens``/``api_key``
+langfuse       0.97   ``traceId``, ``startTime``, ``type`` and usage/model/level fields (a traces file: 0.6, refused with advice)
+azure-trace    0.95   a CSV header of exactly ``TIMESTAMP, ContextTokens, GeneratedTokens`` (0.9 with more columns)
+=============  =====  ==========================================================
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from finops import benchruns
+from finops.errors import InputError
+from finops.ingest import formats  # noqa: F401  (the foundation's formats are listed first)
+from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
+from finops.ingest.tabular import mapped_source, relation_sql, rows_to_parquet
+
+TABULAR = ("csv", "jsonl", "json", "parquet")
+KEY = re.compile(r'"([^"\\]{1,100})"\s*:')
+
+# the canonical columns a Python-parsed adapter writes (raw: the loader casts and validates)
+ROW_COLUMNS: dict[str, pa.DataType] = {
+    "_row": pa.int64(), "_hash": pa.string(), "request_id": pa.string(), "ts": pa.string(),
+    "tenant": pa.string(), "model": pa.string(), "cache_hit": pa.bool_(), "input_tokens": pa.int64(),
+    "output_tokens": pa.int64(), "cached_input_tokens": pa.int64(), "queue_ms": pa.float64(),
+    "ttft_ms": pa.float64(), "total_ms": pa.float64(), "status": pa.string(), "error_type": pa.string(),
+    "cost_usd": pa.float64(), "attrs": pa.string(),
+}
+
+
+# ---------------------------------------------------------------- shared helpers
+
+def head_keys(p: Probe) -> set[str]:
+    """Field names visible in the first bytes: the header (CSV) or every JSON key in the head."""
+    keys = set(p.columns)
+    if p.kind in ("json", "jsonl"):
+        keys |= set(KEY.findall(p.head.decode("utf-8", errors="ignore")))
+    return keys
+
+
+def _open_text(p: Probe):
+    return gzip.open(p.path, "rt", encoding="utf-8", errors="replace") if p.container == "gzip" \
+        else open(p.path, encoding="utf-8", errors="replace")
+
+
+def _load_whole(p: Probe):
+    try:
+        with _open_text(p) as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc}", file=p.name) from None
+
+
+def _unpage(doc) -> list:
+    """A JSON document's records: an array, or an API page ``{"data": [...], ...}``, or one object."""
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
+        return doc["data"]
+    return [doc]
+
+
+def iter_records(p: Probe) -> Iterator[tuple[int, dict]]:
+    """``(row, record)`` for each record of a JSON Lines, JSON or CSV file, streaming where the shape allows.
+
+    JSON Lines stream one line at a time (a line may itself be an API page of
+    records). A single JSON document (an array or a page) is read whole. CSV rows
+    stream; cells holding JSON objects or arrays are parsed.
+    """
+    if p.kind == "jsonl":
+        with _open_text(p) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"not valid JSON ({exc.msg})", file=p.name, row=lineno) from None
+                for rec in _unpage(doc):
+                    yield lineno, rec
+    elif p.kind == "json":
+        for i, rec in enumerate(_unpage(_load_whole(p)), start=1):
+            yield i, rec
+    elif p.kind == "csv":
+        with _open_text(p) as fh:
+            reader = csv.DictReader(fh, delimiter=p.delimiter)
+            for rec in reader:
+                yield reader.line_num, {k: _cell(v) for k, v in rec.items() if k is not None}
+    else:
+        raise InputError(f"expected JSON, JSON Lines or CSV, found {p.kind}", file=p.name)
+
+
+def _cell(v: str | None):
+    if v is None or v == "":
+        return None
+    s = v.strip()
+    if s[:1] in "{[":
+        try:
+            return json.loads(s)
+        except json.JSONDecodeError:
+            return v
+    return v
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _int(v) -> int | None:
+    f = _num(v)
+    return int(f) if f is not None and f == int(f) else None
+
+
+def _time(v) -> datetime | None:
+    if v in (None, ""):
+        return None
+    try:
+        t = datetime.fromisoformat(str(v).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t
+
+
+def _ms_between(a, b) -> float | None:
+    ta, tb = _time(a), _time(b)
+    if ta is None or tb is None or (ta.tzinfo is None) != (tb.tzinfo is None):
+        return None
+    return (tb - ta).total_seconds() * 1000.0
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(sep=" ")
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, default=str, separators=(",", ":"))
+
+
+def _pick(field: str, *sources: dict | None):
+    """The first value of ``field`` in the given dicts (top level, then each one's ``metadata``)."""
+    for src in sources:
+        if isinstance(src, dict) and src.get(field) not in (None, ""):
+            return src[field]
+    for src in sources:
+        meta = src.get("metadata") if isinstance(src, dict) else None
+        if isinstance(meta, dict) and meta.get(field) not in (None, ""):
+            return meta[field]
+    return None
+
+
+def _with_hash(rows: Iterator[dict]) -> Iterator[dict]:
+    """Rows without an id get a content hash (the loader numbers identical ones)."""
+    for row in rows:
+        if row.get("request_id") is None and row.get("_hash") is None:
+            row["_hash"] = hashlib.md5(_json({k: v for k, v in row.items() if k != "_row"}).encode()).hexdigest()
+        yield row
+
+
+def _python_source(rows: Iterator[dict], after: Callable[[], None] | None = None) -> Source:
+    path, cleanup = rows_to_parquet(_with_hash(rows), ROW_COLUMNS)
+
+    def done() -> None:
+        cleanup()
+        if after:
+            after()
+
+    cols = ", ".join(ROW_COLUMNS)
+    return Source(f"SELECT {cols} FROM read_parquet(?)", [path], cleanup=done)
+
+
+def _need_model(p: Probe, options: IngestOptions, what: str) -> None:
+    if not options.model and "model" not in options.mapping:
+        raise InputError(f"{what} names no model: give the model that served it with --model", file=p.name)
+
+
+# ---------------------------------------------------------------- litellm
+
+LITELLM_JSON_TEXT = ("metadata", "request_tags", "messages", "response", "proxy_server_request")
+# canonical column <- LiteLLM_SpendLogs column (schema.prisma of BerriAI/litellm)
+LITELLM_PRESET = {"request_id": "request_id", "ts": "startTime", "cost_usd": "spend",
+                  "input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
+                  "cache_hit": "cache_hit", "tenant": "team_id"}
+LITELLM_CACHED_PATHS = ("$.additional_usage_values.cache_read_input_tokens",
+                        "$.additional_usage_values.prompt_tokens_details.cached_tokens",
+                        "$.usage_object.prompt_tokens_details.cached_tokens")
+
+
+def _sniff_litellm(p: Probe) -> float:
+    if p.kind not in TABULAR:
+        return 0.0
+    keys = head_keys(p)
+    if {"request_id", "startTime", "spend"} <= keys and keys & {"call_type", "prompt_tokens", "api_key"}:
+        return 0.97
+    return 0.0
+
+
+def _as_table(p: Probe) -> tuple[Probe, Callable[[], None] | None]:
+    """A JSON document that is an API page (``{"data": [...]}``) becomes a temporary JSON Lines file."""
+    first = p.head.lstrip()[:1]
+    paged = (p.kind == "json" and first == b"{") or (p.kind == "jsonl" and "data" in p.columns)
+    if not paged:
+        return p, None
+    import tempfile
+    tmp = tempfile.NamedTemporaryFile("w", prefix="finops-", suffix=".jsonl", delete=False, encoding="utf-8")
+    with tmp:
+        for _, rec in iter_records(p):
+            tmp.write(json.dumps(rec) + "\n")
+    flat = probe(Path(tmp.name), p.name)
+    return flat, lambda: Path(tmp.name).unlink(missing_ok=True)
+
+
+def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
+    p, unlink = _as_table(p)
+    sql, params, cols = relation_sql(con, p)
+    types = {r[0]: r[1].upper() for r in con.execute(f"DESCRIBE {sql}", params).fetchall()}
+
+    def col(name: str) -> str:
+        return '"' + name + '"'
+
+    def ts(name: str) -> str:
+        return f"TRY_CAST(nullif(trim(CAST({col(name)} AS VARCHAR)), '') AS TIMESTAMPTZ)"
+
+    def as_json(name: str) -> str:
+        if types.get(name) == "VARCHAR":
+            return f"CASE WHEN json_valid({col(name)}) THEN CAST({col(name)} AS JSON) END"
+        return f"to_json({col(name)})"
+
+    preset = {k: v for k, v in LITELLM_PRESET.items() if v in cols}
+    exprs: dict[str, tuple[str, list[str]]] = {}
+    if "model" in cols or "model_group" in cols:
+        parts = [f"nullif(trim(CAST({col(c)} AS VARCHAR)), '')" for c in ("model", "model_group") if c in cols]
+        exprs["model"] = (f"coalesce({', '.join(parts)})", [])    # model_group stays in attrs too
+    if {"startTime", "completionStartTime"} <= set(cols):
+        exprs["ttft_ms"] = (f"date_diff('microsecond', {ts('startTime')}, {ts('completionStartTime')}) / 1000.0",
+                            ["completionStartTime"])
+    ends = []
+    if "request_duration_ms" in cols:
+        ends.append(f"TRY_CAST(nullif(trim(CAST({col('request_duration_ms')} AS VARCHAR)), '') AS DOUBLE)")
+    if {"startTime", "endTime"} <= set(cols):
+        ends.append(f"date_diff('microsecond', {ts('startTime')}, {ts('endTime')}) / 1000.0")
+    if ends:
+        exprs["total_ms"] = (f"coalesce({', '.join(ends)})", [c for c in ("request_duration_ms", "endTime") if c in cols])
+    if "status" in cols:
+        s = f"lower(trim(CAST({col('status')} AS VARCHAR)))"
+        exprs["status"] = (f"CASE {s} WHEN 'success' THEN 'ok' WHEN 'failure' THEN 'error' ELSE nullif({s}, '') END",
+                           ["status"])
+    if "metadata" in cols:
+        m = as_json("metadata")
+        paths = "[" + ", ".join(f"'{x}'" for x in LITELLM_CACHED_PATHS) + "]"
+        exprs["cached_input_tokens"] = (
+            f"list_reduce(list_transform(json_extract_string({m}, {paths}), lambda v: TRY_CAST(v AS BIGINT)), "
+            f"lambda a, b: coalesce(a, b))", [])
+        err = f"json_extract_string({m}, '$.error_information.error_class')"
+        exprs["error_type"] = (f"nullif({err}, '')", [])
+    source = mapped_source(con, p, options, preset=preset, exprs=exprs)
+    text_cols = [c for c in LITELLM_JSON_TEXT if c in cols and types.get(c) == "VARCHAR"]
+    if text_cols:
+        # JSON columns exported as text (CSV): kept in attrs as JSON, not as strings
+        patch = ", ".join(f"'{c}', CASE WHEN json_valid(attrs->>'{c}') THEN json(attrs->>'{c}') "
+                          f"ELSE attrs->'{c}' END" for c in text_cols)
+        source.sql = f"SELECT * REPLACE (json_merge_patch(attrs, json_object({patch})) AS attrs) FROM ({source.sql})"
+    if unlink:
+        source.cleanup = unlink
+    return source
+
+
+register(Adapter(
+    name="litellm", label="LiteLLM proxy spend logs (LiteLLM_SpendLogs)",
+    source_tool="LiteLLM proxy",
+    export_hint="the LiteLLM_SpendLogs table as CSV (psql \\copy ... CSV HEADER), or the JSON of GET /spend/logs; "
+                "tenant = team_id unless --tenant-field user|end_user|<column>",
+    sniff=_sniff_litellm, read=_read_litellm,
+    example="tests/data/litellm_spendlogs.csv",
+))
+
+
+# ---------------------------------------------------------------- langfuse
+
+LANGFUSE_MODEL_CALLS = ("GENERATION", "EMBEDDING")
+LANGFUSE_MAPPED = {"id", "startTime", "endTime", "completionStartTime", "model", "usageDetails", "costDetails",
+                   "level", "calculatedTotalCost"}
+LANGFUSE_TRACE_FIELDS = {"userId": "userId", "sessionId": "sessionId", "tags": "tags", "name": "traceName",
+                         "release": "release", "metadata": "traceMetadata"}
+
+
+def _sniff_langfuse(p: Probe) -> float:
+    if p.kind not in TABULAR:
+        return 0.0
+    keys = head_keys(p)
+    if {"traceId", "startTime", "type"} <= keys and keys & {"usageDetails", "usage", "model", "level"}:
+        return 0.97
+    if {"id", "timestamp", "userId", "sessionId"} <= keys and "traceId" not in keys and "startTime" not in keys:
+        return 0.6     # a traces export: refused with advice in the reader
+    return 0.0
+
+
+def langfuse_traces_path(path: Path) -> Path | None:
+    """The traces file beside an observations/generations export: the same name with
+    ``observations`` (or ``generations``) replaced by ``traces``, as .json or .jsonl."""
+    for word in ("observations", "generations"):
+        if word in path.name:
+            stem = path.name.split(word)[0] + "traces"
+            for suffix in (".json", ".jsonl", ".json.gz", ".jsonl.gz"):
+                if (path.parent / (stem + suffix)).is_file():
+                    return path.parent / (stem + suffix)
+    return None
+
+
+def _langfuse_usage(obs: dict) -> tuple[int | None, int | None, int | None]:
+    """(input incl. cached, output, cached read) from ``usageDetails`` (else the older ``usage``).
+
+    Langfuse counts every usage type whose name contains ``input`` as input and
+    ``output`` as output; its ``input`` type excludes cached tokens, which have their
+    own types (``input_cached_tokens``, ``cache_read_input_tokens``, ``input_cache_read``).
+    """
+    usage = obs.get("usageDetails") or {}
+    if not isinstance(usage, dict) or not usage:
+        old = obs.get("usage") if isinstance(obs.get("usage"), dict) else {}
+        usage = {k: old[k] for k in ("input", "output") if old.get(k) is not None}
+    ins = [v for k, v in usage.items() if "input" in k and _num(v) is not None]
+    outs = [v for k, v in usage.items() if "output" in k and _num(v) is not None]
+    cached = [v for k, v in usage.items() if "input" in k and ("cache_read" in k or "cached" in k)
+              and _num(v) is not None]
+    def total(vs: list) -> int | None:
+        return int(sum(_num(v) for v in vs)) if vs else None
+    return total(ins), total(outs), total(cached)
+
+
+def _langfuse_cost(obs: dict) -> float | None:
+    cost = obs.get("costDetails")
+    if isinstance(cost, dict) and cost:
+        if _num(cost.get("total")) is not None:
+            return _num(cost["total"])
+        vals = [_num(v) for v in cost.values() if _num(v) is not None]
+        if vals:
+            return sum(vals)
+    return _num(obs.get("calculatedTotalCost"))
+
+
+def _read_langfuse(con, p: Probe, options: IngestOptions) -> Source:
+    keys = head_keys(p)
+    if "traceId" not in keys and "startTime" not in keys:
+        raise InputError("this is a Langfuse traces export: load the observations export instead; a traces "
+                         "file beside it (same name with 'traces' for 'observations') is joined for "
+                         "userId, sessionId and tags", file=p.name)
+    tpath = langfuse_traces_path(p.path)
+    traces: dict[str, dict] = {}
+    if tpath is not None:
+        for _, t in iter_records(probe(tpath)):
+            if isinstance(t, dict) and t.get("id"):
+                traces[t["id"]] = t
+
+    def rows():
+        for row, obs in iter_records(p):
+            if not isinstance(obs, dict) or str(obs.get("type", "GENERATION")).upper() not in LANGFUSE_MODEL_CALLS:
+                continue        # spans, events, tools, agents: not model calls
+            trace = traces.get(obs.get("traceId")) or {}
+            inp, out, cached = _langfuse_usage(obs)
+            ttft = _ms_between(obs.get("startTime"), obs.get("completionStartTime"))
+            if ttft is None and _num(obs.get("timeToFirstToken")) is not None:
+                ttft = _num(obs["timeToFirstToken"]) * 1000.0
+            error = str(obs.get("level", "")).upper() == "ERROR"
+            tenant = _pick(options.tenant_field, obs, trace) if options.tenant_field else \
+                _pick("userId", obs, trace)
+            attrs = {k: v for k, v in obs.items() if k not in LANGFUSE_MAPPED}
+            attrs.update({name: trace[k] for k, name in LANGFUSE_TRACE_FIELDS.items() if trace.get(k) is not None})
+            start = _time(obs.get("startTime"))
+            yield {
+                "_row": row, "request_id": obs.get("id"),
+                "ts": _iso(start) if start else obs.get("startTime"),
+                "tenant": str(tenant) if tenant is not None else options.tenant,
+                "model": obs.get("model") or options.model,
+                "input_tokens": inp, "output_tokens": out, "cached_input_tokens": cached,
+                "ttft_ms": ttft, "total_ms": _ms_between(obs.get("startTime"), obs.get("endTime")),
+                "status": "error" if error else "ok",
+                "error_type": (obs.get("statusMessage") or "error")[:200] if error else None,
+                "cost_usd": _langfuse_cost(obs), "attrs": _json(attrs),
+            }
+    return _python_source(rows())
+
+
+register(Adapter(
+    name="langfuse", label="Langfuse observations (generations), joined to their traces",
+    source_tool="Langfuse",
+    export_hint="GET /api/public/observations (JSON pages, or one page per line) or the UI's CSV export; "
+                "put the GET /api/public/traces JSON beside it as *traces.json to add userId (the tenant), "
+                "sessionId and tags",
+    sniff=_sniff_langfuse, read=_read_langfuse,
+    example="tests/data/langfuse_observations.json",
+))
+
+
+# ---------------------------------------------------------------- otel
+
+# operations that are model calls; agent and tool spans wrap them and would count usage twice
+OTEL_MODEL_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings", "completion"}
+OTEL_NOT_MODEL_CALLS = {"execute_tool", "invoke_agent", "create_agent"}
+OTEL_MAPPED = {"gen_ai.request.model", "gen_ai.response.model", "gen_ai.usage.input_tokens",
+               "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
+               "gen_ai.usage.cache_read_input_tokens", "error.type"}
+
+
+def _sniff_otel(p: Probe) -> float:
+    if p.kind not in ("json", "jsonl") or "resourceSpans" not in head_keys(p):
+        return 0.0
+    return 0.99 if b'"gen_ai.' in p.head else 0.6
+
+
+def otlp_value(v: dict | None):
+    """An OTLP JSON ``AnyValue`` as a Python value (int64 arrive as strings in OTLP JSON)."""
+    if not isinstance(v, dict):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "doubleValue" in v:
+        return float(v["doubleValue"])
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "arrayValue" in v:
+        return [otlp_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return otlp_attrs((v["kvlistValue"] or {}).get("values", []))
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def otlp_attrs(kvs: list | None) -> dict:
+    return {kv.get("key"): otlp_value(kv.get("value")) for kv in (kvs or []) if isinstance(kv, dict)}
+
+
+def _ns(v) -> int | None:
+    """Nanoseconds since the epoch: an int64, as a JSON string or number (never through float)."""
+    try:
+        return int(str(v).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _ns_time(ns) -> datetime | None:
+    n = _ns(ns)
+    if n is None:
+        return None
+    return datetime(1970, 1, 1) + timedelta(microseconds=n // 1000)
+
+
+def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
+    def rows():
+        found = 0
+        for row, doc in iter_records(p):
+            for rs in doc.get("resourceSpans") or []:
+                resource = otlp_attrs((rs.get("resource") or {}).get("attributes"))
+                for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
+                    scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+                    for span in ss.get("spans") or []:
+                        a = otlp_attrs(span.get("attributes"))
+                        op = a.get("gen_ai.operation.name")
+                        model = a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
+                        if op in OTEL_NOT_MODEL_CALLS or not (op in OTEL_MODEL_OPERATIONS or model):
+                            continue
+                        found += 1
+                        status = span.get("status") or {}
+                        code = status.get("code")
+                        error = code in (2, "STATUS_CODE_ERROR") or bool(a.get("error.type"))
+                        tenant = None
+                        if options.tenant_field:
+                            tenant = a.get(options.tenant_field, resource.get(options.tenant_field))
+                        start, end = _ns_time(span.get("startTimeUnixNano")), _ns_time(span.get("endTimeUnixNano"))
+                        s_ns, e_ns = _ns(span.get("startTimeUnixNano")), _ns(span.get("endTimeUnixNano"))
+                        cached = a.get("gen_ai.usage.cache_read.input_tokens",
+                                       a.get("gen_ai.usage.cache_read_input_tokens"))
+                        attrs = {"span_name": span.get("name"), "trace_id": span.get("traceId"),
+                                 "span_id": span.get("spanId"), "parent_span_id": span.get("parentSpanId") or None,
+                                 "span_kind": span.get("kind"), "scope": scope.get("name"),
+                                 "status_message": status.get("message") or None,
+                                 **{k: v for k, v in a.items() if k not in OTEL_MAPPED},
+                                 "resource": resource}
+                        yield {
+                            "_row": row, "request_id": f"{span.get('traceId')}:{span.get('spanId')}",
+                            "ts": _iso(start) if start else None,
+                            "tenant": str(tenant) if tenant is not None else options.tenant,
+                            "model": model or options.model,
+                            "input_tokens": _int(a.get("gen_ai.usage.input_tokens")),
+                            "output_tokens": _int(a.get("gen_ai.usage.output_tokens")),
+                            "cached_input_tokens": _int(cached),
+                            "total_ms": (e_ns - s_ns) / 1e6 if s_ns is not None and e_ns is not None and end else None,
+                            "status": "error" if error else "ok",
+                            "error_type": (a.get("error.type") or status.get("message") or "error")[:200]
+                            if error else None,
+                            "attrs": _json(attrs),
+                        }
+        if not found:
+            raise InputError("no GenAI model-call spans (spans with gen_ai.request.model or "
+                             "gen_ai.operation.name chat/text_completion/embeddings/generate_content)", file=p.name)
+    return _python_source(rows())
+
+
+register(Adapter(
+    name="otel", label="OpenTelemetry GenAI spans (OTLP JSON)",
+    source_tool="OpenTelemetry SDK / Collector with GenAI instrumentation",
+    export_hint="the Collector's file exporter (format: json) or an SDK's OTLP file exporter: one JSON "
+                "TracesData per line; name the tenant attribute with --tenant-field (span or resource)",
+    sniff=_sniff_otel, read=_read_otel,
+    example="tests/data/otel_genai_spans.jsonl",
+))
+
+
+# ---------------------------------------------------------------- benchmark runs: vllm-bench, llmperf
+
+def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun) -> Source:
+    """Canonical rows of a benchmark run; the run is stored once its load has committed."""
+    if run.started_at is None:
+        raise InputError("the run's start time is unknown: give it with --start", file=p.name)
+    if not (run.model or options.model):
+        raise InputError("the run names no model: give it with --model", file=p.name)
+
+    def rows():
+        for r in run.requests.to_dict("records"):
+            r = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            extra = {"run_id": run.run_id, "provider": run.provider, "mean_itl_ms": r["mean_itl_ms"],
+                     "offset_s": r["offset_s"], **(r["attrs"] or {})}
+            tenant = None
+            if options.tenant_field:
+                tenant = _pick(options.tenant_field, r["attrs"],
+                               {"provider": run.provider, "model": run.model}, run.metadata)
+            yield {
+                "_row": r["index"] + 1, "request_id": f"{run.run_id}:{r['index']}",
+                "ts": _iso(run.started_at + timedelta(seconds=r["offset_s"])),
+                "tenant": str(tenant) if tenant is not None else options.tenant,
+                "model": run.model or options.model,
+                "input_tokens": _int(r["input_tokens"]), "output_tokens": _int(r["output_tokens"]),
+                "queue_ms": r["queue_ms"], "ttft_ms": r["ttft_ms"], "total_ms": r["total_ms"],
+                "status": "ok" if r["ok"] else "error", "error_type": r["error"],
+                "attrs": _json(extra),
+            }
+
+    def store_run_if_loaded() -> None:
+        loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                             [run.sha256, run.source_format]).fetchall()[0][0]
+        if loaded:
+            benchruns.record_run(con, run)
+    return _python_source(rows(), after=store_run_if_loaded)
+
+
+def _sniff_vllm(p: Probe) -> float:
+    if p.kind not in ("json", "jsonl"):
+        return 0.0
+    keys = head_keys(p)
+    if {"model_id", "num_prompts"} <= keys and keys & {"request_rate", "duration"}:
+        return 0.99 if keys & {"ttfts", "input_lens"} else 0.9
+    return 0.0
+
+
+def _read_vllm(con, p: Probe, options: IngestOptions) -> Source:
+    run = benchruns.read_vllm_bench(p.path, p.name, start=options.start)
+    return _bench_source(con, p, options, run)
+
+
+register(Adapter(
+    name="vllm-bench", label="vllm bench serve result (per-request, --save-detailed)",
+    source_tool="vLLM (vllm bench serve)",
+    export_hint="vllm bench serve ... --save-result --save-detailed [--result-dir DIR]: the result JSON; "
+                "the run is kept on the benchmark runs list",
+    sniff=_sniff_vllm, read=_read_vllm,
+    example="tests/data/vllm_bench_serve_detailed.json",
+))
+
+
+def _sniff_llmperf(p: Probe) -> float:
+    if p.kind not in ("json", "jsonl"):
+        return 0.0
+    keys = head_keys(p)
+    if {"ttft_s", "end_to_end_latency_s"} <= keys and keys & {"number_input_tokens", "error_code"}:
+        return 0.99
+    if "num_concurrent_requests" in keys and any(k.startswith("results_ttft_s") for k in keys):
+        return 0.9      # a summary: refused with advice in the reader
+    return 0.0
+
+
+def _read_llmperf(con, p: Probe, options: IngestOptions) -> Source:
+    run = benchruns.read_llmperf(p.path, Path(p.name.split(":")[-1]).name, start=options.start,
+                                 model=options.model)
+    run.file_name = p.name
+    return _bench_source(con, p, options, run)
+
+
+register(Adapter(
+    name="llmperf", label="LLMPerf per-request results (with the run's summary beside them)",
+    source_tool="LLMPerf (ray-project/llmperf token_benchmark_ray.py)",
+    export_hint="--results-dir DIR writes <run>_individual_responses.json and <run>_summary.json: load the "
+                "first, keep the second beside it (or use --start and --model)",
+    sniff=_sniff_llmperf, read=_read_llmperf,
+    example="tests/data/llmperf/individual/fireworks_70b.json",
+))
+
+
+# ---------------------------------------------------------------- azure-trace
+
+AZURE_COLUMNS = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
+AZURE_PRESET = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
+
+
+def _sniff_azure(p: Probe) -> float:
+    if p.kind != "csv":
+        return 0.0
+    cols = set(p.columns)
+    if cols == AZURE_COLUMNS:
+        return 0.95
+    return 0.9 if AZURE_COLUMNS <= cols else 0.0
+
+
+def _read_azure(con, p: Probe, options: IngestOptions) -> Source:
+    _need_model(p, options, "the Azure LLM inference trace")
+    return mapped_source(con, p, options, preset=AZURE_PRESET)
+
+
+register(Adapter(
+    name="azure-trace", label="Azure LLM inference trace (a preset of generic)",
+    source_tool="Azure Public Dataset (AzureLLMInferenceTrace_code/conv, 2023)",
+    export_hint="download AzureLLMInferenceTrace_*.csv as is; give --model (the trace names none)",
+    sniff=_sniff_azure, read=_read_azure,
+    example="tests/data/azure_conv.csv",
+))
+
+
+# ---------------------------------------------------------------- mooncake
+
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+def prefix_cached_tokens(input_length: int, hash_ids: list, seen: set) -> tuple[int, int]:
+    """``(cached_input_tokens, k)`` for one Mooncake request, then records its blocks as seen.
+
+    ``k`` is the length of the longest leading run of ``hash_ids`` that all appeared in
+    earlier requests (a prefix cache can only reuse a prefix), and
+    ``cached_input_tokens = min(input_length, 512 * k)`` (the last block may be partial).
+
+    >>> seen = set()
+    >>> prefix_cached_tokens(1000, [1, 2], seen), prefix_cached_tokens(1500, [1, 2, 3], seen)
+    ((0, 0), (1024, 2))
+    >>> prefix_cached_tokens(700, [1, 9, 2], seen)
+    (512, 1)
+    >>> prefix_cached_tokens(700, [1, 2], seen)
+    (700, 2)
+    """
+    k = 0
+    for h in hash_ids:
+        if h not in seen:
+            break
+        k += 1
+    seen.update(hash_ids)
+    return min(int(input_length), MOONCAKE_BLOCK_TOKENS * k), k
+
+
+def _sniff_mooncake(p: Probe) -> float:
+    if p.kind != "jsonl":
+        return 0.0
+    cols = set(p.columns)
+    if {"timestamp", "input_length", "output_length"} <= cols:
+        return 0.99 if "hash_ids" in cols else 0.8
+    return 0.0
+
+
+def _read_mooncake(con, p: Probe, options: IngestOptions) -> Source:
+    _need_model(p, options, "the Mooncake trace")
+    if options.start is None:
+        raise InputError("Mooncake timestamps are milliseconds from the trace's start: give the start "
+                         "with --start ISO (e.g. --start 2025-01-01T00:00:00)", file=p.name)
+    if options.tenant_field and options.tenant_field not in p.columns:
+        raise InputError(f"--tenant-field {options.tenant_field}: the trace has no such field; its fields: "
+                         f"{', '.join(p.columns)}", file=p.name, field=options.tenant_field)
+    consts = f"|{options.model or ''}|{options.tenant or ''}".encode()
+
+    def rows():
+        seen: set = set()
+        with _open_text(p) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"not valid JSON ({exc.msg})", file=p.name, row=lineno) from None
+                hashes = rec.get("hash_ids")
+                length = _int(rec.get("input_length"))
+                cached, k = (prefix_cached_tokens(length, hashes, seen) if isinstance(hashes, list)
+                             and length is not None else (None, None))
+                offset = _num(rec.get("timestamp"))
+                tenant = rec.get(options.tenant_field) if options.tenant_field else None
+                attrs = {"timestamp_ms": rec.get("timestamp"), "prefix_blocks_reused": k,
+                         **{f: v for f, v in rec.items() if f not in ("timestamp", "input_length", "output_length")}}
+                yield {
+                    "_row": lineno, "_hash": hashlib.md5(line.strip().encode() + consts).hexdigest(),
+                    "ts": _iso(options.start + timedelta(milliseconds=offset)) if offset is not None else None,
+                    "tenant": str(tenant) if tenant is not None else options.tenant, "model": options.model,
+                    "input_tokens": length, "output_tokens": _int(rec.get("output_length")),
+                    "cached_input_tokens": cached, "status": "ok", "attrs": _json(attrs),
+                }
+    return _python_source(rows())
+
+
+register(Adapter(
+    name="mooncake", label="Mooncake trace (Kimi, FAST'25): relative times and prefix-block hashes",
+    source_tool="Mooncake (kvcache-ai/Mooncake FAST25-release traces)",
+    export_hint="the trace's JSON Lines as is, with --start ISO (times are ms from the start) and --model; "
+                "cached_input_tokens = min(input_length, 512 x reused leading blocks)",
+    sniff=_sniff_mooncake, read=_read_mooncake,
+    example="tests/data/mooncake_conversation_head300.jsonl",
+))
+
+__all__ = ["head_keys", "iter_records", "langfuse_traces_path", "otlp_attrs", "otlp_value",
+           "prefix_cached_tokens"]

@@ -1,0 +1,389 @@
+"""The ecosystem's log formats: detection, mapping, idempotence, benchmark runs, derived fields."""
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from conftest import DATA
+from finops import benchruns, store
+from finops.errors import InputError
+from finops.ingest import ADAPTERS, IngestOptions, ingest_path, probe
+from finops.ingest.loader import detect
+
+START = datetime(2025, 1, 1)
+LLMPERF = DATA / "llmperf" / "individual"
+
+# file -> (adapter detected, options to load it, rows ingested)
+FILES = {
+    "canonical_sample.csv": ("canonical", IngestOptions(), 4),
+    "seed_gateway_injected.log": ("gateway-log", IngestOptions(), 8),
+    "litellm_spendlogs.csv": ("litellm", IngestOptions(), 8),
+    "litellm_spend_logs.json": ("litellm", IngestOptions(), 5),
+    "langfuse_observations.json": ("langfuse", IngestOptions(), 5),
+    "langfuse_generations.csv": ("langfuse", IngestOptions(), 4),
+    "otel_genai_spans.jsonl": ("otel", IngestOptions(tenant_field="tenant.id"), 5),
+    "vllm_bench_serve_detailed.json": ("vllm-bench", IngestOptions(), 10),
+    "llmperf/individual/fireworks_70b.json": ("llmperf", IngestOptions(), 150),
+    "llmperf/individual/lepton_7b.json": ("llmperf", IngestOptions(), 150),
+    "llmperf/individual/bedrock_13b.json": ("llmperf", IngestOptions(), 150),
+    "llmperf/individual/together_13b.json": ("llmperf", IngestOptions(), 150),
+    "llmperf_individual_only/perplexity_70b.json": ("llmperf", IngestOptions(start=START), 150),
+    "azure_conv.csv": ("azure-trace", IngestOptions(model="azure-conv"), 19_366),
+    "azure_code_excerpt.csv": ("azure-trace", IngestOptions(model="azure-code"), 500),
+    "mooncake_conversation_head300.jsonl": ("mooncake", IngestOptions(model="kimi", start=START), 300),
+    "mooncake_conversation_rows1337_1346.jsonl": ("mooncake", IngestOptions(model="kimi", start=START), 10),
+}
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def _rows(con, sql, params=None):
+    return con.execute(sql, params or []).fetchall()
+
+
+# ---------------------------------------------------------------- detection
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_detection_picks_the_right_adapter_with_a_unique_top_score(name):
+    p = probe(DATA / name)
+    assert detect(p).name == FILES[name][0]
+    scores = sorted((a.sniff(p) for a in ADAPTERS), reverse=True)
+    assert scores[0] > scores[1], f"{name}: the top score ties"
+
+
+def test_other_data_files_are_refused_or_advised():
+    # the summary and the traces exports are recognised, and loading them says what to load instead
+    con = store.connect(":memory:")
+    assert detect(probe(DATA / "llmperf/summary/fireworks_70b.json")).name == "llmperf"
+    with pytest.raises(InputError, match="summary file: load the individual responses"):
+        ingest_path(con, DATA / "llmperf/summary/fireworks_70b.json")
+    assert detect(probe(DATA / "langfuse_traces.json")).name == "langfuse"
+    with pytest.raises(InputError, match="traces export: load the observations"):
+        ingest_path(con, DATA / "langfuse_traces.json")
+    assert store.row_count(con) == 0
+
+
+def test_a_mapping_still_means_generic_and_tenant_field_does_not():
+    assert detect(probe(DATA / "azure_code_excerpt.csv"), mapped=True).name == "generic"
+    con = store.connect(":memory:")
+    [r] = ingest_path(con, DATA / "litellm_spendlogs.csv", IngestOptions(tenant_field="user"))
+    assert r.format == "litellm"
+    assert sorted(t for (t,) in _rows(con, "SELECT DISTINCT tenant FROM requests")) == ["alice", "bob", "carol", "dave"]
+
+
+def test_a_file_matching_two_formats_is_refused_with_the_candidates(tmp_path):
+    both = tmp_path / "hybrid.jsonl"
+    both.write_text(json.dumps({"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1],
+                                "resourceSpans": [], "note": "gen_ai.request.model"}) + "\n")
+    with pytest.raises(InputError, match=r"several formats: (otel, mooncake|mooncake, otel).*--format"):
+        detect(probe(both))
+    assert detect(probe(both), forced="mooncake").name == "mooncake"
+
+
+def test_an_unknown_format_is_refused_with_the_list(tmp_path):
+    f = tmp_path / "other.jsonl"
+    f.write_text('{"a": 1, "b": 2}\n')
+    with pytest.raises(InputError, match="no known log format") as err:
+        detect(probe(f))
+    for name in ("litellm", "langfuse", "otel", "vllm-bench", "llmperf", "azure-trace", "mooncake"):
+        assert name in str(err.value)
+
+
+# ---------------------------------------------------------------- every format loads, once
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_format_loads_and_reloading_adds_nothing(con, name):
+    fmt, opts, n = FILES[name]
+    [first] = ingest_path(con, DATA / name, opts)
+    assert (first.format, first.rows_ingested, first.rows_rejected) == (fmt, n, 0)
+    [again] = ingest_path(con, DATA / name, opts)
+    assert again.rows_ingested == 0
+    assert store.row_count(con) == n
+
+
+@pytest.mark.parametrize("name,extra", [
+    ("litellm_spendlogs.csv", None),
+    ("mooncake_conversation_rows1337_1346.jsonl", '{"timestamp": 999000, "input_length": 600, '
+                                                  '"output_length": 9, "hash_ids": [0, 99999990]}'),
+])
+def test_a_grown_copy_adds_only_the_new_rows(con, tmp_path, name, extra):
+    """Other bytes, so the row keys decide: the old rows are skipped, the new one goes in."""
+    fmt, opts, n = FILES[name]
+    lines = (DATA / name).read_text().splitlines()
+    if extra is None:       # a LiteLLM row with a new request_id
+        extra = lines[1].replace("chatcmpl-0001a7c1e9f0b5d2", "chatcmpl-9999a7c1e9f0b5d2")
+    grown = tmp_path / name.replace("/", "_")
+    grown.write_text("\n".join(lines + [extra]) + "\n")
+    ingest_path(con, DATA / name, opts)
+    [r] = ingest_path(con, grown, opts)
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (n + 1, 1, n)
+
+
+# ---------------------------------------------------------------- litellm
+
+def test_litellm_fields_map_onto_the_canonical_schema(con):
+    ingest_path(con, DATA / "litellm_spendlogs.csv")
+    got = {r[0]: r[1:] for r in _rows(con, "SELECT request_id, ts, tenant, model, input_tokens, output_tokens, "
+                                           "cached_input_tokens, ttft_ms, total_ms, status, error_type, cost_usd, "
+                                           "cache_hit FROM requests")}
+    # startTime 09:00:00.000, completionStartTime +412 ms, endTime +2310 ms; cached from metadata
+    assert got["chatcmpl-0001a7c1e9f0b5d2"] == (datetime(2024, 11, 12, 9, 0), "team-search", "gpt-4o-mini-2024-07-18",
+                                                1250, 180, 1024, 412.0, 2310.0, "ok", None, 0.0002955, False)
+    # status failure -> error, its class from metadata.error_information; no completionStartTime -> no TTFT
+    assert got["chatcmpl-0004a7c1e9f0b5d2"][8:11] == ("error", "RateLimitError", 0.0)
+    assert got["chatcmpl-0004a7c1e9f0b5d2"][6] is None
+    assert got["chatcmpl-0005a7c1e9f0b5d2"][-1] is True           # cache_hit "True"
+    assert got["chatcmpl-0007a7c1e9f0b5d2"][1] == "default"       # no team_id
+    attrs = json.loads(_rows(con, "SELECT attrs FROM requests WHERE request_id = 'chatcmpl-0006a7c1e9f0b5d2'")[0][0])
+    assert attrs["request_tags"] == ["prod", "rag"]              # JSON text kept as JSON
+    assert attrs["metadata"]["additional_usage_values"]["cache_read_input_tokens"] == 2048
+    assert (attrs["custom_llm_provider"], attrs["end_user"], attrs["model_group"]) == ("anthropic", "cust-004",
+                                                                                         "claude-sonnet")
+
+
+def test_litellm_json_and_csv_agree(con):
+    ingest_path(con, DATA / "litellm_spendlogs.csv")
+    ingest_path(con, DATA / "litellm_spend_logs.json")
+    cols = "ts, tenant, model, input_tokens, output_tokens, cached_input_tokens, ttft_ms, total_ms, status, " \
+           "error_type, cost_usd, cache_hit"
+    csv_rows = _rows(con, f"SELECT {cols} FROM requests WHERE request_id LIKE '%a7c1%' ORDER BY ts LIMIT 5")
+    json_rows = _rows(con, f"SELECT {cols} FROM requests WHERE request_id LIKE '%b8d2%' ORDER BY ts")
+    assert csv_rows == json_rows
+
+
+# ---------------------------------------------------------------- langfuse
+
+def test_langfuse_usage_cost_and_trace_fields(con):
+    ingest_path(con, DATA / "langfuse_observations.json")
+    got = {r[0]: r[1:] for r in _rows(con, "SELECT request_id, tenant, model, input_tokens, output_tokens, "
+                                           "cached_input_tokens, ttft_ms, total_ms, status, error_type, cost_usd "
+                                           "FROM requests")}
+    # spans and events are not model calls: 5 of the 7 observations load
+    assert sorted(got) == ["obs-002", "obs-003", "obs-004", "obs-005", "obs-006"]
+    # OpenAI via Langfuse: input 226 + input_cached_tokens 1024 = 1250 prompt tokens, 1024 cached
+    assert got["obs-002"] == ("user-17", "gpt-4o-mini-2024-07-18", 1250, 180, 1024, 420.0, 2100.0, "ok", None,
+                              0.0002187)
+    # Anthropic: input 1052 + cache_read 2048 + cache_creation 0 = 3100
+    assert got["obs-004"][2:5] == (3100, 260, 2048)
+    assert got["obs-005"][7:9] == ("error", "RateLimitError: Rate limit reached for gpt-4o")
+    assert got["obs-006"][1:4] == ("text-embedding-3-small", 512, None)
+    attrs = json.loads(_rows(con, "SELECT attrs FROM requests WHERE request_id = 'obs-004'")[0][0])
+    assert (attrs["userId"], attrs["sessionId"], attrs["tags"]) == ("user-42", "sess-b", ["prod"])
+
+
+def test_langfuse_csv_matches_the_api_json_and_takes_a_tenant_field(con):
+    ingest_path(con, DATA / "langfuse_generations.csv", IngestOptions(tenant_field="tenant"))
+    got = _rows(con, "SELECT request_id, tenant, input_tokens, cached_input_tokens, cost_usd FROM requests "
+                     "ORDER BY request_id")
+    assert got == [("obs-002", "acme", 1250, 1024, 0.0002187), ("obs-003", "acme", 2410, None, 0.011145),
+                   ("obs-004", "acme", 3100, 2048, 0.0076704), ("obs-005", "globex", 0, None, None)]
+
+
+# ---------------------------------------------------------------- otel
+
+def test_otel_genai_spans(con):
+    ingest_path(con, DATA / "otel_genai_spans.jsonl", IngestOptions(tenant_field="tenant.id"))
+    got = _rows(con, "SELECT request_id, ts, tenant, model, input_tokens, output_tokens, cached_input_tokens, "
+                     "total_ms, status, error_type FROM requests ORDER BY ts")
+    # the HTTP server span and the execute_tool span are not model calls
+    assert [g[3] for g in got] == ["gpt-4o-mini-2024-07-18", "gpt-4o-2024-08-06", "gpt-4o",
+                                   "text-embedding-3-small", "claude-3-5-sonnet-20241022"]
+    assert got[0] == ("5b8efff798038103d269b633813fc60c:e457b5a2e4d86bd1", datetime(2025, 3, 4, 14, 0, 0, 40000),
+                      "acme", "gpt-4o-mini-2024-07-18", 1250, 180, 1024, 2310.0, "ok", None)
+    assert got[2][2:] == ("globex", "gpt-4o", None, None, None, 1503.0, "error", "RateLimitError")
+    attrs = json.loads(_rows(con, "SELECT attrs FROM requests WHERE model = 'gpt-4o'")[0][0])
+    assert attrs["resource"]["service.name"] == "search-api"
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["status_message"].startswith("Error code: 429")
+
+
+def test_otel_without_a_tenant_field_uses_the_constant(con):
+    ingest_path(con, DATA / "otel_genai_spans.jsonl", IngestOptions(tenant="platform"))
+    assert _rows(con, "SELECT DISTINCT tenant FROM requests") == [("platform",)]
+
+
+# ---------------------------------------------------------------- vllm bench
+
+def test_vllm_bench_requests_and_run(con):
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    [r] = ingest_path(con, DATA / "vllm_bench_serve_detailed.json")
+    runs = benchruns.benchmark_runs(con)
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    assert (run.source_format, run.model, run.request_rate_per_s, run.max_concurrency, run.num_prompts,
+            run.completed, run.failed) == ("vllm-bench", "meta-llama/Llama-3.1-8B-Instruct", 4.0, 8, 10, 9, 1)
+    # the file's date is the run's end: start = 14:05:00 - duration
+    assert run.started_at == datetime(2025, 3, 4, 14, 5) - timedelta(seconds=doc["duration"])
+    # our percentiles over successful requests agree with vLLM's own
+    assert_allclose([run.ttft_ms_p99, run.ttft_ms_mean], [doc["p99_ttft_ms"], doc["mean_ttft_ms"]], rtol=1e-9)
+    reqs = benchruns.benchmark_requests(con, run.run_id)
+    assert len(reqs) == 10
+    failed = reqs[reqs.status == "error"]
+    assert len(failed) == 1 and failed.ttft_ms.isna().all() and failed.total_ms.isna().all()
+    assert "ServerDisconnectedError" in failed.error_type.iloc[0]
+    t0 = min(doc["start_times"])
+    offsets = (reqs.ts - reqs.ts.min()).dt.total_seconds().to_numpy()
+    assert_allclose(offsets, [s - t0 for s in doc["start_times"]], atol=1e-6)
+
+
+def test_vllm_bench_without_details_is_refused(con, tmp_path):
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    for k in ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors"):
+        doc.pop(k)
+    f = tmp_path / "summary_only.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="--save-detailed"):
+        ingest_path(con, f)
+    assert benchruns.benchmark_runs(con).empty
+
+
+def test_a_deleted_batch_hides_its_run(con):
+    [r] = ingest_path(con, DATA / "vllm_bench_serve_detailed.json")
+    assert len(benchruns.benchmark_runs(con)) == 1
+    store.delete_batch(con, r.batch_id)
+    assert benchruns.benchmark_runs(con).empty
+
+
+# ---------------------------------------------------------------- llmperf
+
+def test_llmperf_loads_with_provider_and_model_and_null_error_latencies(con):
+    for name in ("fireworks_70b", "lepton_7b", "bedrock_13b", "together_13b"):
+        ingest_path(con, LLMPERF / f"{name}.json")
+    got = _rows(con, "SELECT attrs->>'provider', model, count(*), count(*) FILTER (WHERE status = 'error'), "
+                     "count(ttft_ms), count(total_ms) FROM requests GROUP BY ALL ORDER BY 1")
+    assert got == [("bedrock", "meta.llama2-13b-chat-v1", 150, 97, 53, 53),
+                   ("fireworks", "accounts/fireworks/models/llama-v2-70b-chat", 150, 0, 150, 150),
+                   ("lepton", "llama2-7b", 150, 130, 20, 20),
+                   ("together", "together_ai/togethercomputer/llama-2-13b-chat", 150, 1, 149, 149)]
+    # lepton's 429s recorded ttft 0: none of them reach the latency columns
+    assert _rows(con, "SELECT min(ttft_ms) > 0 FROM requests WHERE attrs->>'provider' = 'lepton'") == [(True,)]
+    assert _rows(con, "SELECT DISTINCT error_type FROM requests WHERE attrs->>'provider' = 'lepton' "
+                      "AND status = 'error'") == [("429",)]
+    runs = benchruns.benchmark_runs(con).set_index("provider")
+    assert runs.loc["bedrock", "max_concurrency"] == 5 and runs.loc["bedrock", "failed"] == 97
+
+
+def test_llmperf_ttft_percentiles_per_provider_match_numpy_on_the_raw_json(con):
+    for path in sorted(LLMPERF.glob("*.json")):
+        ingest_path(con, path)
+    for path in sorted(LLMPERF.glob("*.json")):
+        raw = json.loads(path.read_text())
+        ok_ttft_ms = np.array([r["ttft_s"] for r in raw if r["error_code"] is None]) * 1000
+        provider = path.stem.split("_")[0]
+        stored = np.array([v for (v,) in _rows(con, "SELECT ttft_ms FROM requests WHERE attrs->>'provider' = ? "
+                                                    "AND ttft_ms IS NOT NULL", [provider])])
+        qs = [25, 50, 75, 90, 95, 99]
+        assert_allclose(np.percentile(stored, qs), np.percentile(ok_ttft_ms, qs), rtol=1e-12)
+        # and with LLMPerf's own summary (pandas quantiles over the same successful requests)
+        summary = json.loads((DATA / "llmperf/summary" / path.name).read_text())
+        assert_allclose(np.percentile(stored, qs) / 1000,
+                        [summary[f"results_ttft_s_quantiles_p{q}"] for q in qs], rtol=1e-9)
+
+
+def test_llmperf_times_replay_the_closed_loop_ending_at_the_summary_timestamp(con):
+    ingest_path(con, LLMPERF / "fireworks_70b.json")
+    summary = json.loads((DATA / "llmperf/summary/fireworks_70b.json").read_text())
+    reqs = benchruns.benchmark_requests(con, benchruns.benchmark_runs(con).run_id.iloc[0])
+    ends = reqs.ts + reqs.total_ms.apply(lambda ms: timedelta(milliseconds=ms))
+    assert abs((ends.max() - datetime.fromtimestamp(summary["timestamp"], UTC).replace(tzinfo=None)).total_seconds()) < 1e-3
+    # at no moment are more than num_concurrent_requests (5) in flight (times to the ms: a client's next
+    # request starts the moment its previous one ends)
+    events = sorted([(t.round("ms"), 1) for t in reqs.ts] + [(t.round("ms"), -1) for t in ends])
+    assert max(np.cumsum([d for _, d in events])) == summary["num_concurrent_requests"]
+
+
+def test_llmperf_without_summary_needs_a_start_and_reads_the_file_name(con, tmp_path):
+    only = DATA / "llmperf_individual_only/perplexity_70b.json"
+    with pytest.raises(InputError, match="--start"):
+        ingest_path(con, only)
+    ingest_path(con, only, IngestOptions(start=START))
+    assert _rows(con, "SELECT DISTINCT model, attrs->>'provider', min(ts) FROM requests GROUP BY ALL") == \
+        [("llama-2-70b-chat", "perplexity", START)]
+    # LLMPerf's own layout: <run>_individual_responses.json beside <run>_summary.json
+    shutil.copy(LLMPERF / "together_13b.json", tmp_path / "together-llama-2-13b_550_150_individual_responses.json")
+    shutil.copy(DATA / "llmperf/summary/together_13b.json", tmp_path / "together-llama-2-13b_550_150_summary.json")
+    ingest_path(con, tmp_path / "together-llama-2-13b_550_150_individual_responses.json")
+    assert ("together_ai/togethercomputer/llama-2-13b-chat",) in _rows(con, "SELECT DISTINCT model FROM requests")
+
+
+def test_llmperf_tenant_field_can_name_the_provider(con):
+    ingest_path(con, LLMPERF / "lepton_7b.json", IngestOptions(tenant_field="provider"))
+    assert _rows(con, "SELECT DISTINCT tenant FROM requests") == [("lepton",)]
+
+
+# ---------------------------------------------------------------- azure
+
+def test_azure_trace_is_the_generic_preset(con):
+    with pytest.raises(InputError, match="--model"):
+        ingest_path(con, DATA / "azure_code_excerpt.csv")
+    generic = IngestOptions(mapping={"ts": "TIMESTAMP", "input_tokens": "ContextTokens",
+                                     "output_tokens": "GeneratedTokens"}, model="m")
+    assert ingest_path(con, DATA / "azure_code_excerpt.csv", generic)[0].rows_ingested == 500
+    # the preset reads the same rows with the same keys: nothing new
+    [r] = ingest_path(con, DATA / "azure_code_excerpt.csv", IngestOptions(model="m"))
+    assert (r.format, r.rows_ingested, r.duplicates_skipped) == ("azure-trace", 0, 500)
+
+
+# ---------------------------------------------------------------- mooncake
+
+def test_mooncake_cached_tokens_match_a_hand_count(con):
+    """Lines 1337-1346 of the FAST'25 conversation trace, loaded on their own (nothing seen before them).
+
+    Hand count, 512 tokens per hash block, k = leading blocks already seen:
+      1  hash_ids [0, 9731..9777, 27194, 27195, 27196, 28058]: nothing seen yet      k=0  -> 0
+      2  [0, 1028, ...]:     0 seen (row 1), 1028 new                               k=1  -> 512
+      3  [0, 28061]:         0 seen, 28061 new                                       k=1  -> 512  (input 897)
+      4  [0, 28062, ...]:                                                            k=1  -> 512
+      5  [0, 23039, ...]:                                                            k=1  -> 512
+      6  [0, 9731..9777, 27194, 28105, ...]: the first 49 ids (0, the 47 ids 9731..9777
+         and 27194) all appear in row 1; 28105 is new                               k=49 -> 49*512 = 25088
+                                                                                          (input 68208)
+      7-10 [0, new, ...]:                                                            k=1  -> 512 each
+    """
+    ingest_path(con, DATA / "mooncake_conversation_rows1337_1346.jsonl", IngestOptions(model="kimi", start=START))
+    got = _rows(con, "SELECT cached_input_tokens, input_tokens FROM requests ORDER BY "
+                     "CAST(attrs->>'timestamp_ms' AS BIGINT), input_tokens")
+    by_input = {inp: cached for cached, inp in got}
+    assert by_input == {26501: 0, 1738: 512, 897: 512, 21282: 512, 7573: 512, 68208: 25088,
+                        2406: 512, 1246: 512, 11403: 512, 2608: 512}
+    assert sum(by_input.values()) == 8 * 512 + 25088
+    # timestamps are ms after --start: rows 1-2 at 452999 ms, rows 3-10 at 456000 ms
+    assert _rows(con, "SELECT min(ts), max(ts) FROM requests") == [
+        (START + timedelta(milliseconds=452999), START + timedelta(milliseconds=456000))]
+
+
+def test_mooncake_cached_tokens_are_capped_by_the_prompt(con):
+    # line 262 of the trace: input_length 1902 and 4 leading blocks seen before: min(1902, 2048) = 1902
+    ingest_path(con, DATA / "mooncake_conversation_head300.jsonl", IngestOptions(model="kimi", start=START))
+    line = json.loads((DATA / "mooncake_conversation_head300.jsonl").read_text().splitlines()[261])
+    got = _rows(con, "SELECT cached_input_tokens, attrs->>'prefix_blocks_reused' FROM requests "
+                     "WHERE input_tokens = ? AND CAST(attrs->>'timestamp_ms' AS BIGINT) = ?",
+                [line["input_length"], line["timestamp"]])
+    assert got == [(1902, "4")]
+    assert _rows(con, "SELECT count(*) FROM requests WHERE cached_input_tokens > input_tokens") == [(0,)]
+
+
+def test_mooncake_needs_start_and_model(con):
+    f = DATA / "mooncake_conversation_rows1337_1346.jsonl"
+    with pytest.raises(InputError, match="--start"):
+        ingest_path(con, f, IngestOptions(model="kimi"))
+    with pytest.raises(InputError, match="--model"):
+        ingest_path(con, f, IngestOptions(start=START))
+    assert store.row_count(con) == 0
+
+
+def test_every_adapter_names_an_example_and_an_export_hint():
+    for a in ADAPTERS:
+        assert a.export_hint and a.source_tool, a.name
+    ours = {"litellm", "langfuse", "otel", "vllm-bench", "llmperf", "azure-trace", "mooncake", "canonical",
+            "gateway-log"}
+    for a in ADAPTERS:
+        if a.name in ours:
+            assert (DATA.parent.parent / a.example).is_file(), a.name
