@@ -1,0 +1,77 @@
+"""finops.readiness: items judged from the store, ticks stored in the settings table."""
+from datetime import datetime
+
+import pandas as pd
+import pytest
+
+from conftest import DATA
+from finops import alerts, readiness, store
+from finops.errors import InputError
+from finops.ingest import IngestOptions, ingest_frame, ingest_path
+
+
+def _status(con) -> dict:
+    return readiness.checklist(con).set_index("id")["status"].to_dict()
+
+
+def test_empty_store_leaves_everything_open(empty_db):
+    con = store.connect(empty_db)
+    c = readiness.checklist(con)
+    assert list(c.id) == [i.id for i in readiness.CHECKLIST] and len(c) == 8
+    assert not c.done.any()
+    s = c.set_index("id")["status"]
+    assert s["load_test"] == "fail" and s["metrics"] == "fail" and s["canary"] == "manual"
+    assert set(c[c.source == "person"].id) == {"cold_start", "canary", "rollback", "auth_rate_limit"}
+
+
+def test_metrics_from_a_gateway_log_lack_the_gpu_side():
+    con = store.connect(":memory:")
+    ingest_path(con, DATA / "seed_gateway_injected.log", IngestOptions(format="gateway-log"))
+    row = readiness.checklist(con).set_index("id").loc["metrics"]
+    assert row.status == "partial"
+    assert "queue length (queue_ms" in row.evidence and "GPU utilisation (no self-hosted model" in row.evidence
+
+
+def test_metrics_pass_with_a_self_hosted_model_and_queue_times():
+    con = store.connect(":memory:")
+    ingest_frame(con, pd.DataFrame({"request_id": ["a"], "ts": [datetime(2026, 1, 1)], "model": ["llama-3.1-8b"],
+                                    "status": ["ok"], "total_ms": [10.0], "service_ms": [9.0], "queue_ms": [1.0]}))
+    assert _status(con)["metrics"] == "pass"
+
+
+def test_load_test_recorded_by_a_benchmark_batch():
+    con = store.connect(":memory:")
+    assert _status(con)["load_test"] == "fail"
+    con.execute("INSERT INTO batches (batch_id, file_name, format) VALUES (1, 'bench.json', 'vllm-bench')")
+    assert _status(con)["load_test"] == "pass"
+
+
+def test_instance_plan_redundancy_band():
+    con = store.connect(":memory:")
+    assert _status(con)["instance_plan"] == "manual"
+    alerts.set_setting(con, readiness.PLAN_KEY, {"instances": 13, "redundancy": 0.25})
+    assert _status(con)["instance_plan"] == "pass"
+    alerts.set_setting(con, readiness.PLAN_KEY, {"instances": 11, "redundancy": 0.05})
+    row = readiness.checklist(con).set_index("id").loc["instance_plan"]
+    assert row.status == "fail" and "5%" in row.evidence
+
+
+def test_alert_rules_configured_once_sla_saved():
+    con = store.connect(":memory:")
+    assert _status(con)["alerts"] == "partial"
+    alerts.save_sla_targets(con, {"premium": 1500})
+    assert _status(con)["alerts"] == "pass"
+
+
+def test_ticks_are_stored_and_survive_a_reconnect(tmp_path):
+    path = str(tmp_path / "s.duckdb")
+    con = store.connect(path)
+    readiness.tick(con, "canary", True, note="5% for 2 h, signed off")
+    readiness.tick(con, "rollback", True)
+    readiness.tick(con, "rollback", False)
+    con.close()
+    c = readiness.checklist(store.connect(path)).set_index("id")
+    assert c.loc["canary", "ticked"] and c.loc["canary", "done"] and c.loc["canary", "note"].startswith("5%")
+    assert not c.loc["rollback", "ticked"] and not c.loc["rollback", "done"]
+    with pytest.raises(InputError):
+        readiness.tick(store.connect(path), "nonsense")
