@@ -68,14 +68,14 @@ def _check(name: str, value, *, allow_zero: bool = True) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number, got {value!r}", field=name) from None
+        raise InputError(f"must be a number, got {value!r}", field=name) from None
     if not np.all(np.isfinite(arr)):
-        raise InputError(f"{name} must be finite, got {value!r}", field=name)
+        raise InputError(f"must be finite, got {value!r}", field=name)
     bad = arr < 0 if allow_zero else arr <= 0
     if np.any(bad):
         what = ">= 0" if allow_zero else "> 0"
         first = arr[bad].flat[0] if arr.ndim else float(arr)
-        raise InputError(f"{name} must be {what}, got {first:g}", field=name)
+        raise InputError(f"must be {what}, got {first:g}", field=name)
     return arr
 
 
@@ -129,13 +129,13 @@ def _bd0(x: np.ndarray, m: np.ndarray) -> np.ndarray:
     near = np.abs(x - m) < 0.1 * (x + m)
     xn, mn = x[near], m[near]
     v = (xn - mn) / (xn + mn)
-    v2, term, s = v * v, v.copy(), np.zeros_like(v)
-    for j in range(1, 20):                      # |v| < 0.1 -> v^39 < 1e-39: converged
-        term = term * v2
-        s += term / (2 * j + 1)
-    out[near] = (xn - mn) * v + 2 * xn * s
+    v2 = v * v
+    s = np.zeros_like(v)                        # Σ_{j>=1} v^(2j) / (2j + 1) by Horner;
+    for j in range(9, 0, -1):                   # |v| < 0.1: v^20 < 1e-20, converged
+        s = v2 * (1.0 / (2 * j + 1) + s)
+    out[near] = (xn - mn) * v + 2 * xn * v * s
     xf, mf = x[~near], m[~near]
-    out[~near] = xf * np.log(xf / mf) + mf - xf
+    out[~near] = xf * (np.log(xf) - np.log(mf)) + mf - xf
     return out
 
 
@@ -189,9 +189,12 @@ def erlang_b(offered_load, servers):
 
     B(c, A) = (A^c / c!) / Σ_{k=0..c} A^k / k!  =  P(X = c) / P(X ≤ c),  X ~ Poisson(A)
 
+    For whole c ≤ 64 it runs the classic recursion B_k = A·B_{k−1} / (k + A·B_{k−1});
+    otherwise it is
     computed as ``exp(log pmf) / gammaincc(c + 1, A)`` with the log-pmf in Loader's
     saddle-point form (no factorials, no overflow; accurate to ~1e-13 for c up to 10^6 and
-    beyond). Where the Poisson CDF underflows (A far above c) it uses Legendre's continued
+    beyond); the CDF is taken as 1 without calling gammaincc where a geometric bound puts
+    the upper tail under 1e-17. Where the Poisson CDF underflows (A far above c) it uses Legendre's continued
     fraction for the incomplete gamma function instead. Real (non-integer) ``servers`` give
     the usual continuous extension.
 
@@ -205,21 +208,72 @@ def erlang_b(offered_load, servers):
     scalar = a.ndim == 0 and c.ndim == 0
     a, c = (np.array(x, dtype=float, ndmin=1) for x in np.broadcast_arrays(a, c))
     out = np.ones_like(a)                           # c = 0: every arrival is blocked
-    zero_load = (a == 0) & (c > 0)
-    out[zero_load] = 0.0
+    out[(a == 0) & (c > 0)] = 0.0
     m = (a > 0) & (c > 0)
     if m.any():
-        am, cm = a[m], c[m]
-        with np.errstate(under="ignore"):
-            cdf = special.gammaincc(cm + 1.0, am)       # P(Poisson(A) <= c)
-            pmf = np.exp(_log_poisson_pmf(cm, am))
-        res = np.empty_like(am)
-        ok = cdf > 1e-250
-        res[ok] = pmf[ok] / cdf[ok]
-        if (~ok).any():
-            res[~ok] = 1.0 / _inv_erlang_b_cf(cm[~ok], am[~ok])
-        out[m] = np.clip(res, 0.0, 1.0)
+        out[m] = _erlang_b_core(a[m], c[m])
     return _out(out, scalar)
+
+
+SMALL_C = 64      # whole c up to this: the Erlang B recursion beats the gamma-function path
+
+
+def _erlang_b_core(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Erlang B for 1-D float arrays with a > 0, c > 0 (no validation)."""
+    small = (c <= SMALL_C) & (c == np.floor(c))
+    if small.any():
+        out = np.empty_like(a)
+        out[small] = _erlang_b_recursion(a[small], c[small])
+        if not small.all():
+            out[~small] = _erlang_b_gamma(a[~small], c[~small])
+        return out
+    return _erlang_b_gamma(a, c)
+
+
+def _erlang_b_recursion(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """B_0 = 1, B_k = A·B_{k-1} / (k + A·B_{k-1}) for whole c: stable, max c vectorised steps.
+
+    Sorted by c descending, step k updates only the prefix with c ≥ k.
+    """
+    order = np.argsort((SMALL_C - c).astype(np.int16), kind="stable")    # radix sort: c descending
+    a_s, c_s = a[order], c[order]
+    b = np.ones_like(a_s)
+    c_max = int(c_s[0])
+    active = np.searchsorted(-c_s, -np.arange(1, c_max + 1), side="right")   # #{c >= k}
+    for k in range(1, c_max + 1):
+        n = active[k - 1]
+        ab = a_s[:n] * b[:n]
+        b[:n] = ab / (k + ab)
+    out = np.empty_like(b)
+    out[order] = b
+    return out
+
+
+def _erlang_b_gamma(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """B = pmf(c) / cdf(c) of Poisson(A), via Loader's log-pmf and gammaincc."""
+    with np.errstate(under="ignore", divide="ignore"):
+        res = np.exp(_log_poisson_pmf(c, a))
+        # P(X > c) <= pmf(c)·A/(c+1) / (1 - A/(c+2)): pmf ratios beyond c are below A/(c+2).
+        # Under 1e-17 the CDF is 1.0 to double precision and gammaincc can be skipped.
+        tail = np.where(a < c + 2, res * a / (c + 1) / (1 - a / (c + 2)), np.inf)
+    cdf = np.ones_like(a)
+    need = ~(tail < 1e-17)
+    with np.errstate(under="ignore"):
+        cdf[need] = special.gammaincc(c[need] + 1.0, a[need])     # P(Poisson(A) <= c)
+    ok = cdf > 1e-250
+    if ok.all():
+        res /= cdf
+    else:
+        res[ok] /= cdf[ok]
+        res[~ok] = 1.0 / _inv_erlang_b_cf(c[~ok], a[~ok])
+    return np.clip(res, 0.0, 1.0, out=res)
+
+
+def _erlang_c_core(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Erlang C for 1-D float arrays with 0 < a < c (no validation)."""
+    b = _erlang_b_core(a, c)
+    rho = a / c
+    return np.clip(b / (1.0 - rho * (1.0 - b)), 0.0, 1.0)
 
 
 def erlang_c(offered_load, servers):
@@ -239,11 +293,10 @@ def erlang_c(offered_load, servers):
     scalar = a.ndim == 0 and c.ndim == 0
     a, c = (np.array(x, dtype=float, ndmin=1) for x in np.broadcast_arrays(a, c))
     out = np.ones_like(a)
-    stable = (c > 0) & (a < c)
+    out[(a == 0) & (c > 0)] = 0.0
+    stable = (a > 0) & (a < c)
     if stable.any():
-        b = np.asarray(erlang_b(a[stable], c[stable]))
-        rho = a[stable] / c[stable]
-        out[stable] = np.clip(b / (1.0 - rho * (1.0 - b)), 0.0, 1.0)
+        out[stable] = _erlang_c_core(a[stable], c[stable])
     return _out(out, scalar)
 
 
@@ -285,51 +338,67 @@ class MMCResult:
         return out
 
 
+STATE_CODES = np.array(["ok", "no_traffic", "no_servers", "no_service", "unstable"])
+
+
 def _queue(arrival_rate, service_rate, servers, wait_factor) -> MMCResult:
     lam = _check("arrival_rate", arrival_rate)
     mu = _check("service_rate", service_rate)
     c = _check("servers", servers)
     k = _check("wait_factor", wait_factor)
     scalar = lam.ndim == 0 and mu.ndim == 0 and c.ndim == 0 and k.ndim == 0
-    lam, mu, c, k = (np.array(x, dtype=float, ndmin=1) for x in np.broadcast_arrays(lam, mu, c, k))
+    shape = np.broadcast_shapes(lam.shape, mu.shape, c.shape, k.shape) or (1,)
+    lam, mu, c, k = (np.broadcast_to(x, shape).ravel() for x in (lam, mu, c, k))
 
-    no_traffic = lam == 0
-    no_servers = ~no_traffic & (c == 0)
-    no_service = ~no_traffic & ~no_servers & (mu == 0)
+    # state codes index STATE_CODES; later rules win, so they run from weakest to strongest
+    cap = c * mu                                  # cμ, the fleet's service rate
+    code = np.zeros(lam.shape, dtype=np.int8)
+    code[lam >= cap] = 4                          # unstable (also catches c = 0 or μ = 0)
+    code[mu == 0] = 3
+    code[c == 0] = 2
+    code[lam == 0] = 1
+    ok = code == 0
+    all_ok = bool(ok.all())
+    idx = slice(None) if all_ok else np.flatnonzero(ok)
+    no_traffic = code == 1
+
+    def spread(values, if_no_traffic, otherwise):
+        """Stable-subset ``values`` into a full array: the fast path when every scenario is ok."""
+        if all_ok:
+            return values
+        out = np.full(lam.shape, otherwise)
+        out[no_traffic] = if_no_traffic
+        out[idx] = values
+        return out
+
+    la, ka = lam[idx], k[idx]
+    gap = cap[idx] - la                           # cμ − λ > 0 on the stable subset
+    pa = _erlang_c_core(la / mu[idx], c[idx])
+    wqa = ka * pa / gap
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(no_traffic, 0.0, lam / (c * mu))
-    unstable = ~no_traffic & ~no_servers & ~no_service & (rho >= 1)
-    ok = ~(no_traffic | no_servers | no_service | unstable)
-    state = np.select([no_traffic, no_servers, no_service, unstable],
-                      ["no_traffic", "no_servers", "no_service", "unstable"], "ok")
+        rho = lam / cap                           # inf for c = 0 or μ = 0 with traffic
+        if not all_ok:
+            rho[no_traffic] = 0.0
+        w = spread(wqa, 0.0, np.inf) + 1.0 / mu   # 1/0 = inf where μ = 0
+    p_wait = spread(pa, 0.0, 1.0)
+    wq = spread(wqa, 0.0, np.inf)
+    lq = spread(la * wqa, 0.0, np.inf)
+    ll = spread(la * w[idx], 0.0, np.inf)
 
-    inf = np.inf
-    rho = np.where(no_servers | no_service, inf, rho)
-    p_wait = np.where(no_traffic, 0.0, 1.0)
-    wq = np.where(no_traffic, 0.0, inf)
-    gap = np.ones_like(lam)                       # cμ - λ, where the queue is stable
-    if ok.any():
-        p_wait[ok] = erlang_c(lam[ok] / mu[ok], c[ok])
-        gap[ok] = c[ok] * mu[ok] - lam[ok]
-        wq[ok] = k[ok] * p_wait[ok] / gap[ok]
+    scale = ka / gap                              # t_p = max(0, k·(ln C − ln(1 − p)) / (cμ − λ))
     with np.errstate(divide="ignore"):
-        w = wq + np.where(mu > 0, 1.0 / np.where(mu > 0, mu, 1.0), inf)
-    with np.errstate(invalid="ignore"):
-        lq = np.where(no_traffic, 0.0, lam * wq)
-        ll = np.where(no_traffic, 0.0, lam * w)
+        base = np.log(pa) * scale                 # −inf where C underflows to 0: t_p = 0
+    percentiles = {name: _out(spread(np.maximum(0.0, base - math.log1p(-p) * scale), 0.0, np.inf), scalar)
+                   for name, p in WAIT_PERCENTILES}
+    state = np.broadcast_to(STATE_CODES[0], lam.shape) if all_ok else STATE_CODES[code]
 
-    percentiles = {}
-    for name, p in WAIT_PERCENTILES:
-        t = np.where(no_traffic, 0.0, inf)
-        if ok.any():
-            with np.errstate(divide="ignore"):
-                t[ok] = np.maximum(0.0, k[ok] * np.log(p_wait[ok] / (1.0 - p)) / gap[ok])
-        percentiles[name] = _out(t, scalar)
+    def shaped(x):
+        return _out(x, True) if scalar else x.reshape(shape)
 
     return MMCResult(
-        utilization=_out(rho, scalar), p_wait=_out(p_wait, scalar), wq_s=_out(wq, scalar),
-        w_s=_out(w, scalar), lq=_out(lq, scalar), l=_out(ll, scalar), **percentiles,
-        stable=_out(ok | no_traffic, scalar), state=_out(state, scalar))
+        utilization=shaped(rho), p_wait=shaped(p_wait), wq_s=shaped(wq), w_s=shaped(w), lq=shaped(lq),
+        l=shaped(ll), **{n: v if scalar else v.reshape(shape) for n, v in percentiles.items()},
+        stable=shaped(ok | no_traffic), state=shaped(state))
 
 
 def mmc(arrival_rate, service_rate, servers) -> MMCResult:
@@ -383,7 +452,7 @@ def wait_quantile(arrival_rate, service_rate, servers, p):
     """
     prob = np.asarray(p, dtype=float)
     if np.any(~((prob >= 0) & (prob < 1))):
-        raise InputError(f"p must be in [0, 1), got {p!r}", field="p")
+        raise InputError(f"must be in [0, 1), got {p!r}", field="p")
     r = mmc(arrival_rate, service_rate, servers)
     lam, mu, c = (np.asarray(x, dtype=float) for x in (arrival_rate, service_rate, servers))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -505,10 +574,10 @@ def required_servers(arrival_rate, service_rate, *, target_utilization=None, wai
     scalar = lam.ndim == 0 and mu.ndim == 0
     lam, mu = (np.array(x, dtype=float, ndmin=1) for x in np.broadcast_arrays(lam, mu))
     if target_utilization is not None and not 0 < target_utilization <= 1:
-        raise InputError(f"target_utilization must be in (0, 1], got {target_utilization}",
+        raise InputError(f"must be in (0, 1], got {target_utilization}",
                          field="target_utilization")
     if max_p_wait is not None and not 0 < max_p_wait <= 1:
-        raise InputError(f"max_p_wait must be in (0, 1], got {max_p_wait}", field="max_p_wait")
+        raise InputError(f"must be in (0, 1], got {max_p_wait}", field="max_p_wait")
     if wait_percentile is not None and wait_sla_s is None:
         raise InputError("wait_percentile needs wait_sla_s (the wait that percentile must stay under)",
                          field="wait_percentile")
@@ -516,12 +585,12 @@ def required_servers(arrival_rate, service_rate, *, target_utilization=None, wai
         _check("wait_sla_s", wait_sla_s)
         wait_percentile = 0.99 if wait_percentile is None else wait_percentile
         if not 0 < wait_percentile < 1:
-            raise InputError(f"wait_percentile must be in (0, 1), got {wait_percentile}",
+            raise InputError(f"must be in (0, 1), got {wait_percentile}",
                              field="wait_percentile")
     if redundancy < 0 or not math.isfinite(redundancy):
-        raise InputError(f"redundancy must be >= 0, got {redundancy}", field="redundancy")
+        raise InputError(f"must be >= 0, got {redundancy}", field="redundancy")
     if cold_start_buffer < 0 or int(cold_start_buffer) != cold_start_buffer:
-        raise InputError(f"cold_start_buffer must be a whole number >= 0, got {cold_start_buffer}",
+        raise InputError(f"must be a whole number >= 0, got {cold_start_buffer}",
                          field="cold_start_buffer")
     ca, cs = _check("cv_arrival", cv_arrival), _check("cv_service", cv_service)
     k = float((ca * ca + cs * cs) / 2.0)
