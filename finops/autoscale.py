@@ -32,12 +32,14 @@ Controller (Kubernetes HPA v2 defaults, ``scaler="reactive"``): every 15 s, metr
 arrival rate per ready replica (a Pods metric such as requests/s), target =
 ``target_utilization``·μ; recommendation ⌈λ/(μ·target)⌉ (pods not yet ready count as 0
 for a scale-up, so this is what the HPA formula gives); no change within the 10 %
-tolerance; scale-up limited to max(+4 pods, +100 %) per 15 s; scale-down to the highest
+tolerance; scale-up limited to max(+4 pods, +100 %) per sync period (Kubernetes counts
+these per 15 s policy period; at the defaults the two coincide); scale-down to the highest
 recommendation of the last 300 s (stabilisation window). New replicas become ready after
 ``cold_start_s``, or ``warm_start_s`` when taken from a warm pool, whose slot then
 refills over a cold start. ``scaler="predictive"`` adds a floor ⌈max λ̂(t..t+lead)/(μ·target)⌉
-from a forecast λ̂ with lead = cold start + one sync period, applied directly (as a
-controller setting the replica count would), the reactive HPA still acting above it.
+from a forecast λ̂ with lead = cold start + one sync period (0 past the forecast's end),
+applied directly (as a controller setting the replica count would), the reactive HPA
+still acting above it.
 
 GPU time counts every replica that holds a GPU: ready, starting up, and the warm pool.
 """

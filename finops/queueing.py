@@ -515,10 +515,11 @@ def sqrt_staffing(arrival_rate, service_rate, p_wait):
     """
     lam = _check("arrival_rate", arrival_rate)
     mu = _check("service_rate", service_rate, allow_zero=False)
-    p = np.asarray(p_wait, dtype=float)
-    a = lam / mu
-    beta = _halfin_whitt_beta(np.clip(np.broadcast_to(p, a.shape if a.ndim else p.shape), 1e-300, 1.0))
-    return _out(np.ceil(a + beta * np.sqrt(a) - 1e-9).astype(int), np.ndim(beta) == 0)
+    p = _check("p_wait", p_wait)
+    scalar = lam.ndim == 0 and mu.ndim == 0 and p.ndim == 0
+    a, p = (np.array(x, dtype=float, ndmin=1) for x in np.broadcast_arrays(lam / mu, p))
+    beta = _halfin_whitt_beta(np.clip(p, 1e-300, 1.0))
+    return _out(np.ceil(a + beta * np.sqrt(a) - 1e-9).astype(np.int64), scalar)
 
 
 # --------------------------------------------------------------------------- sizing
@@ -593,7 +594,9 @@ def required_servers(arrival_rate, service_rate, *, target_utilization=None, wai
         raise InputError(f"must be a whole number >= 0, got {cold_start_buffer}",
                          field="cold_start_buffer")
     ca, cs = _check("cv_arrival", cv_arrival), _check("cv_service", cv_service)
-    k = float((ca * ca + cs * cs) / 2.0)
+    scalar = scalar and ca.ndim == 0 and cs.ndim == 0
+    lam, mu, k = (np.array(x, dtype=float, ndmin=1)
+                  for x in np.broadcast_arrays(lam, mu, (ca * ca + cs * cs) / 2.0))
 
     a = lam / mu
     constraints = [("stability", np.floor(a) + 1)]
@@ -610,7 +613,7 @@ def required_servers(arrival_rate, service_rate, *, target_utilization=None, wai
             ok &= pw <= max_p_wait
         if wait_sla_s is not None:
             with np.errstate(divide="ignore"):
-                t = k * np.maximum(0.0, np.log(pw / (1 - wait_percentile)) / (c * mu[idx] - lam[idx]))
+                t = k[idx] * np.maximum(0.0, np.log(pw / (1 - wait_percentile)) / (c * mu[idx] - lam[idx]))
             ok &= t <= wait_sla_s
         return ok
 
@@ -628,7 +631,7 @@ def required_servers(arrival_rate, service_rate, *, target_utilization=None, wai
         if ok.all():
             break
         if np.any(hi[~ok] > cap):
-            raise InputError("no number of servers meets these constraints", field="max_p_wait")
+            raise InputError("no number of servers up to 10^12 meets these constraints")
         lo = np.where(ok, lo, hi)
         step = np.where(ok, step, 2 * step)
         hi = np.where(ok, hi, lo + step)
@@ -649,7 +652,7 @@ def required_servers(arrival_rate, service_rate, *, target_utilization=None, wai
     servers_i = servers.astype(np.int64)
     with_red = (np.ceil(servers * (1.0 + redundancy) - 1e-9) + cold_start_buffer).astype(np.int64)
 
-    q = _queue(lam[0], mu[0], servers[0], k) if scalar else _queue(lam, mu, servers, k)
+    q = _queue(lam[0], mu[0], servers[0], k[0]) if scalar else _queue(lam, mu, servers, k)
     pw = np.atleast_1d(np.asarray(q.p_wait, dtype=float))
     beta = np.where(traffic, _halfin_whitt_beta(np.clip(pw, 1e-300, 1.0)), 0.0)
     sqrt_c = np.where(traffic, np.ceil(a + beta * np.sqrt(a) - 1e-9), 0).astype(np.int64)

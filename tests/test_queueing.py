@@ -202,7 +202,7 @@ rates = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
 servers_st = st.integers(min_value=1, max_value=20_000)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(a=loads, mu=rates, c=servers_st)
 def test_p_wait_is_a_probability_and_little_holds(a, mu, c):
     lam = a * mu
@@ -216,7 +216,7 @@ def test_p_wait_is_a_probability_and_little_holds(a, mu, c):
         assert r.wait_p50_s <= r.wait_p90_s <= r.wait_p95_s <= r.wait_p99_s
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(a=st.floats(min_value=0.01, max_value=2_000.0), mu=rates, extra=st.integers(0, 200))
 def test_waits_fall_as_servers_rise(a, mu, extra):
     c = np.arange(math.floor(a) + 1 + extra, math.floor(a) + 40 + extra)
