@@ -1,0 +1,148 @@
+"""The open-loop load generator, against the reference gateway on 127.0.0.1."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from finops.commands import load as load_command
+from finops.errors import InputError
+from finops.gateway.app import ServerThread, create_app
+from finops.gateway.config import parse_config
+from finops.gateway.log import MemoryLog
+from finops.gateway.pipeline import Gateway
+from finops.loadgen import (
+    SEED_33_BASELINE,
+    SEED_33_INJECTED,
+    LoadSpec,
+    arrival_times,
+    load_prompts,
+    percentile,
+    run_load,
+    run_seed_33,
+)
+
+# Mock backends with the seed's shape, scaled down ~10x so the preset runs in about a second.
+CONFIG = {
+    "cache": {"kind": "none"},
+    "tiers": {"standard": {"strategy": "cost", "quality_floor": 0.5}},    # "single" only when pinned
+    "backends": {
+        "fast": {"kind": "mock", "quality": 0.7, "capacity": 8, "request_usd": 0.001,
+                 "prefill_ms_per_token": 0.2, "decode_ms_per_token": 0.5, "output_tokens": 10,
+                 "slow_inject_ms": 200.0},
+        "slow": {"kind": "mock", "quality": 0.9, "capacity": 2, "request_usd": 0.008,
+                 "prefill_ms_per_token": 0.6, "decode_ms_per_token": 4.0, "output_tokens": 10,
+                 "slow_inject_ms": 200.0},
+        "single": {"kind": "mock", "quality": 0.0, "capacity": 1, "decode_ms_per_token": 10.0,
+                   "output_tokens": 10},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    log = MemoryLog()
+    with ServerThread(create_app(Gateway(parse_config(CONFIG), log))) as server:
+        server.log = log
+        yield server
+
+
+def test_arrival_counts_follow_the_rate_and_the_pattern():
+    rate, duration = 200.0, 30.0
+    for pattern in ("steady", "burst", "ramp"):
+        n = len(arrival_times(rate, duration, pattern, seed=7))
+        assert abs(n - rate * duration) < 4 * (rate * duration) ** 0.5, pattern     # Poisson: sd = sqrt(mean)
+    burst = arrival_times(rate, duration, "burst", seed=7)
+    in_burst = sum(1 for t in burst if t % 10.0 < 2.0) / (0.2 * duration)
+    outside = sum(1 for t in burst if t % 10.0 >= 2.0) / (0.8 * duration)
+    assert in_burst / outside == pytest.approx(6.0, rel=0.2)                          # 3x against 0.5x
+    ramp = arrival_times(rate, duration, "ramp", seed=7)
+    assert sum(t >= 15 for t in ramp) / sum(t < 15 for t in ramp) == pytest.approx(3.0, rel=0.15)
+    assert arrival_times(rate, duration, "steady", seed=7) == arrival_times(rate, duration, "steady", seed=7)
+
+
+def test_bad_inputs_are_clear_errors(tmp_path):
+    with pytest.raises(InputError, match="unknown pattern"):
+        arrival_times(1, 1, "sawtooth")
+    with pytest.raises(InputError, match="over 2,000,000"):
+        arrival_times(1e6, 1e3)
+    empty = tmp_path / "p.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no prompts"):
+        load_prompts(empty)
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"prompt": "a"}\n{"text": "b"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="row 2"):
+        load_prompts(bad)
+
+
+def test_prompts_file_one_per_line_or_jsonl(tmp_path):
+    txt = tmp_path / "p.txt"
+    txt.write_text("first\n\n今天天气如何\n", encoding="utf-8")
+    assert load_prompts(txt) == ["first", "今天天气如何"]
+    jl = tmp_path / "p.jsonl"
+    jl.write_text('{"prompt": "a"}\n{"prompt": "b", "tenant": "x"}\n', encoding="utf-8")
+    assert load_prompts(jl) == ["a", "b"]
+
+
+def test_percentile_matches_numpy_linear():
+    np = pytest.importorskip("numpy")
+    values = sorted([3.0, 1.5, 9.0, 4.25, 7.0, 2.0, 8.5])
+    for q in (0, 10, 50, 90, 95, 99, 100):
+        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_achieved_rate_is_close_to_the_requested_rate(gateway):
+    spec = LoadSpec(url=gateway.url, rate_per_s=40.0, duration_s=2.0, seed=3, tenants=("a", "b"))
+    report = run_load(spec)
+    assert report.scheduled == len(arrival_times(40.0, 2.0, "steady", seed=3))
+    assert report.sent == report.scheduled == report.ok and report.unfinished == 0
+    assert report.achieved_rate_per_s == pytest.approx(40.0, rel=0.35)    # Poisson: 80 expected, sd 9
+    assert report.latency_ms["p50"] is not None and report.latency_ms["p99"] >= report.latency_ms["p50"]
+    assert set(report.by_route) <= {"fast", "slow"}
+
+
+def test_sending_never_waits_for_responses(gateway):
+    # ~20 requests in 1 s to a 1-slot backend needing ~0.1 s each: answers trail the sends by seconds
+    spec = LoadSpec(url=gateway.url, rate_per_s=20.0, duration_s=1.0, seed=5, model="single", timeout_s=20.0)
+    report = run_load(spec)
+    assert report.ok == report.sent == report.scheduled >= 10
+    assert report.last_send_s < spec.duration_s + 0.25       # every request left on schedule...
+    assert report.wall_s > report.last_send_s + 0.5          # ...while answers were still queued
+
+
+def test_preset_seed_33_shows_the_slow_queue(gateway):
+    assert all(len(p) > 40 for p in (*SEED_33_BASELINE, SEED_33_INJECTED))
+    report = run_seed_33(gateway.url).to_dict()
+    phases = [(r["phase"], r["route"], r["http_status"]) for r in report["requests"]]
+    assert phases[:3] == [("short", "fast", 200), ("baseline", "slow", 200), ("baseline", "slow", 200)]
+    assert phases[3:] == [("injected", "slow", 200)] * 6
+    s = report["summary"]
+    queue = s["injected_queue_ms_sorted"]
+    service = s["injected_service_ms_mean"]
+    assert queue[1] < 0.3 * service and queue[2] > 0.7 * service and queue[4] > 1.5 * service
+    assert s["service_over_baseline_ms"] == pytest.approx(200.0, abs=100.0)
+    injected_rows = [r for r in gateway.log.rows if r["attrs"].get("slow_inject")]
+    assert len(injected_rows) == 6 and {r["model"] for r in injected_rows} == {"slow"}
+
+
+def test_cli_load_json(gateway, capsys):
+    parser = argparse.ArgumentParser()
+    load_command.add_arguments(parser)
+    args = parser.parse_args(["--url", gateway.url, "--rate", "20", "--duration", "1", "--json",
+                              "--pattern", "burst", "--endpoint", "route"])
+    assert load_command.run(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sent"] == report["ok"] and report["pattern"] == "burst"
+    assert set(report["latency_ms"]) == {"p50", "p90", "p95", "p99", "max", "mean"}
+
+
+def test_raw_client_gets_the_same_answers_as_httpx(gateway):
+    for client in ("raw", "httpx"):
+        report = run_load(LoadSpec(url=gateway.url, rate_per_s=30.0, duration_s=1.0, seed=11, client=client,
+                                   endpoint="route", prompts=("今天天气如何",)))
+        assert report.ok == report.sent == report.scheduled > 0, client
+        assert report.by_route == {"fast": report.ok} and report.overhead_ms["p50"] is not None
+    with pytest.raises(InputError, match="plain http"):
+        run_load(LoadSpec(url="https://127.0.0.1:1", rate_per_s=1, duration_s=1, client="raw"))
