@@ -19,10 +19,11 @@ candidates at the peak rate ``r * max m``, each kept with probability
 ``m(t) / max m``.
 
 ``seed-3.3`` is the scenario of section 3.3 of ``000_b5db6f0ad1bec1d3.txt``, made
-to show what it meant to: a short prompt (to fast), two uninjected long prompts
-one after the other (the slow model's service baseline), then six concurrent
-injected long prompts. Every long prompt is over 40 characters and over 32
-estimated tokens, so it crosses the routing threshold in either unit.
+to show what it meant to: two uninjected long prompts one after the other (the
+slow model's service baseline), then six concurrent injected long prompts and,
+alongside them, one short uninjected prompt (to fast, which the slow queue does
+not touch). Every long prompt is over 40 characters and over 32 estimated
+tokens, so it crosses the routing threshold in either unit.
 """
 from __future__ import annotations
 
@@ -522,7 +523,10 @@ class PresetReport:
 
 async def run_seed_33_async(url: str, *, endpoint: str = "route", tenant: str | None = None,
                             api_key: str | None = None, timeout_s: float = 60.0) -> PresetReport:
-    """The section 3.3 scenario; every request skips the semantic cache (``Cache-Control: no-cache``)."""
+    """The section 3.3 scenario; every request skips the semantic cache (``Cache-Control: no-cache``).
+
+    Steps are listed in the order they were sent: baseline, baseline, six injected, short.
+    """
     headers = _headers(tenant, api_key, no_cache=True)
     steps: list[PresetStep] = []
     async with _client(url, timeout_s) as client:
@@ -534,10 +538,10 @@ async def run_seed_33_async(url: str, *, endpoint: str = "route", tenant: str | 
             path, body = request_body(endpoint, prompt, slow_inject=inject)
             await send(client, result, path, body, headers, t0)
 
-        await one("short", SEED_33_SHORT, False)
         for prompt in SEED_33_BASELINE:
             await one("baseline", prompt, False)
-        await asyncio.gather(*(one("injected", SEED_33_INJECTED, True) for _ in range(SEED_33_CONCURRENT)))
+        await asyncio.gather(*(one("injected", SEED_33_INJECTED, True) for _ in range(SEED_33_CONCURRENT)),
+                             one("short", SEED_33_SHORT, False))
     return PresetReport(url, steps)
 
 

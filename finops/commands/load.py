@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from finops.commands._common import _csv_list, print_json
+from finops.errors import InputError
 
 NAME = "load"
 HELP = "Send open-loop Poisson load to a gateway and report achieved rate and latency percentiles."
@@ -33,8 +34,9 @@ def add_arguments(parser) -> None:
                              "less CPU per request, for benchmarks at hundreds of requests/s")
     parser.add_argument("--seed", type=int, default=0, help="seed of the arrival schedule and prompt draws")
     parser.add_argument("--preset", choices=["seed-3.3"],
-                        help="seed-3.3: a short prompt, 2 uninjected slow requests, then 6 concurrent "
-                             "injected slow requests (rate, duration and pattern are ignored)")
+                        help="seed-3.3: 2 uninjected slow requests, then 6 concurrent "
+                             "injected slow requests beside one short request to fast "
+                             "(rate, duration and pattern are ignored)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -76,6 +78,9 @@ def run(args) -> int:
                             endpoint=args.endpoint or "chat", model=args.model, max_tokens=args.max_tokens, timeout_s=args.timeout,
                             seed=args.seed, no_cache=args.no_cache, client=args.client)
     report = loadgen.run_load(spec)
+    if report.sent and not report.completed:
+        raise InputError(f"no answer to any of {report.sent} requests ({report.by_status}): "
+                         f"is a gateway running at {args.url}?")
     if args.json:
         print_json(report.to_dict())
         return 0

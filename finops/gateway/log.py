@@ -4,6 +4,37 @@ Each row is written as one complete line and flushed to the operating system
 at once, so killing the gateway (even with SIGKILL) loses no completed row.
 ``ts`` is ISO-8601 UTC with a ``Z``; ``attrs`` is a nested JSON object; every
 canonical column is present, null where the gateway does not know it.
+
+How the gateway fills the columns:
+
+================  ==============================================================
+request_id        ``gw-<32 hex>``; a rejected cascade attempt is ``<id>#attempt``
+                  (``#attempt2``, ... for later ones) with ``attrs.parent_id = <id>``
+ts                arrival at the gateway (every row of a request shares it)
+tenant, sla_tier  from the API key or ``X-Tenant``, and the tenant's tier
+model, route      the backend's model name and the backend's name; a cache hit has
+                  ``route = "cache"`` and the model that served the cached answer
+strategy          ``cost``, ``latency``, ``cascade``, a plugin's name, or ``pinned``
+                  when the request named its model
+replica           ``<backend>-<i>``; null for a cache hit
+input/output      mock: estimated prompt tokens and the planned output; openai: the
+_tokens           upstream's ``usage`` (``attrs.tokens_estimated`` if it sent none);
+                  a cache hit repeats the cached answer's counts
+cached_input_     the upstream's ``usage.prompt_tokens_details.cached_tokens``
+_tokens
+route_ms          decision time (for an escalated call: the escalation decision)
+queue_ms          wait for a slot; prefill_ms, decode_ms (mock only), service_ms
+ttft_ms           from arrival; openai without streaming: up to the whole answer
+total_ms          from arrival until this call ended (the answer row: the client's wait)
+status            ok, error, timeout, rejected (queue full); error_type says why
+cost_usd          the config's prices for this call; 0 for a cache hit; null when
+                  the backend has no price in the config or the call failed
+confidence        the answer's confidence (mock: from the prompt's hash; openai:
+                  exp(mean logprob) when requested), else null
+attrs             endpoint, complexity, prompt_tokens_est, quality_floor, user,
+                  slow_inject, cascade_threshold, parent_id, attempts,
+                  cascade_cost_usd, cached_backend, upstream_id
+================  ==============================================================
 """
 from __future__ import annotations
 
@@ -24,7 +55,7 @@ def utc_iso(dt: datetime) -> str:
     >>> utc_iso(datetime(2026, 11, 29, 10, 0, 0, 123456, tzinfo=UTC))
     '2026-11-29T10:00:00.123456Z'
     """
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def canonical_row(fields: dict[str, Any]) -> dict[str, Any]:
@@ -38,9 +69,8 @@ def canonical_row(fields: dict[str, Any]) -> dict[str, Any]:
     ...
     ValueError: not canonical columns: modle
     """
-    unknown = [k for k in fields if k not in _CANONICAL]
-    if unknown:
-        raise ValueError("not canonical columns: " + ", ".join(unknown))
+    if not _CANONICAL.issuperset(fields):
+        raise ValueError("not canonical columns: " + ", ".join(k for k in fields if k not in _CANONICAL))
     row = {name: fields.get(name) for name in NAMES}
     if row["attrs"] is None:
         row["attrs"] = {}

@@ -37,8 +37,8 @@ import asyncio
 import hashlib
 import importlib
 import logging
+import os
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -276,7 +276,7 @@ class Gateway:
     # -- the request
     async def handle(self, req: GatewayRequest) -> Outcome:
         t_in = time.perf_counter()
-        request_id = f"gw-{uuid.uuid4().hex}"
+        request_id = f"gw-{os.urandom(16).hex()}"
         text = req.text
         tier = self.cfg.tier_of(req.tenant)
         pinned = self.backend_for(req.model)
