@@ -8,10 +8,17 @@ import importlib
 import os
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from finops import store
 from finops.filters import Filters
 from finops.ui_support import data_version
+
+# Streamlit treats a folder named ``pages/`` beside the main script as a v1 multipage app and then
+# runs a page opened by its URL (or picked in the navigation) *without* app.py: no sidebar, no
+# filters. app.py is our only router (st.navigation), so switch that legacy mode off for the process.
+# The first run of a fresh server may already be a legacy run; current_filters() reruns it once.
+PagesManager.uses_pages_directory = False
 
 
 @st.cache_resource(show_spinner=False)
@@ -50,8 +57,13 @@ def query(fn: str, *args, **kwargs):
 
 
 def current_filters() -> Filters:
-    """The sidebar's filters (set by app.py)."""
-    return st.session_state.get("_filters", Filters())
+    """The sidebar's filters (set by app.py before it runs a page).
+
+    A page run without app.py (a legacy ``pages/`` run, see above) reruns through the router.
+    """
+    if "_filters" not in st.session_state:
+        st.rerun()
+    return st.session_state["_filters"]
 
 
 def filter_caption(f: Filters) -> str:
@@ -65,9 +77,39 @@ def filter_caption(f: Filters) -> str:
 
 
 def empty_state(message: str = "No requests match these filters.") -> None:
-    st.info(message + " Widen the date range or clear the sidebar filters, or load logs on the Data page.")
+    st.info(message + " Widen the date range or clear the sidebar filters, or load logs on the Data page.",
+            icon=":material/filter_alt_off:")
 
 
-def source_label() -> str:
-    """Where the numbers come from, for captions under charts."""
-    return f"Source: request logs in store `{os.path.basename(store_path())}`"
+def store_is_empty() -> bool:
+    return query("finops.store.row_count") == 0
+
+
+def stop_if_store_empty(what: str = "this page") -> None:
+    """The empty-store state shared by every page: say so, point at the Data page, stop the script."""
+    if not store_is_empty():
+        return
+    st.info(f"The store `{os.path.basename(store_path())}` holds no requests yet, so {what} has nothing to show. "
+            "Load request logs on the Data page, or build the sample fleet with "
+            "`python -m finops demo --db " + store_path() + "`.", icon=":material/database:")
+    st.page_link("pages/data.py", label="Go to the Data page", icon=":material/upload_file:")
+    st.stop()
+
+
+def data_origin() -> str:
+    """Whose requests the store holds: 'the sample fleet', 'your request logs' or both."""
+    formats = set(query("finops.store.batches")["format"])
+    if not formats:
+        return "no data"
+    sample = {f for f in formats if f == "sample-fleet"}
+    if sample and sample == formats:
+        return "the sample fleet (synthetic requests)"
+    if sample:
+        return "your request logs and the sample fleet (synthetic requests)"
+    return "your request logs"
+
+
+def source_label(extra: str = "") -> str:
+    """Where the numbers come from, for captions under charts and tables."""
+    tail = f" {extra}" if extra else ""
+    return f"Source: {data_origin()} in store `{os.path.basename(store_path())}`, priced with the price book.{tail}"

@@ -1,0 +1,692 @@
+"""Altair chart builders: each takes the DataFrame a ``finops`` view returns and gives an ``alt.Chart``.
+
+Every chart has a title, axis titles with units and tooltips. Pages only place them.
+Sections are grouped by topic; add new ones under their own heading.
+"""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+IDLE_SERIES = "(idle capacity)"
+IDLE_COLOR = "#b9bec7"
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+           "#79706e")
+GRAIN_TITLES = {"hour": ("Hour (UTC)", "per hour"), "day": ("Day (UTC)", "per day"),
+                "week": ("Week starting (UTC)", "per week"), "month": ("Month", "per month")}
+GRAIN_FORMAT = {"hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d", "month": "%b %Y"}
+
+
+# fit the container's width; ``height`` is the plot's height (axes, legends and titles come on top)
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+
+
+def _series_scale(series: list[str]) -> alt.Scale:
+    """Colours for models (or tenants), with the idle-capacity series always grey and last."""
+    named = sorted(s for s in set(series) if s != IDLE_SERIES)
+    domain = named + ([IDLE_SERIES] if IDLE_SERIES in set(series) else [])
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(named))] + (
+        [IDLE_COLOR] if IDLE_SERIES in set(series) else [])
+    return alt.Scale(domain=domain, range=colors)
+
+
+TIME_UNITS = {"hour": "yearmonthdatehours", "day": "yearmonthdate", "week": "yearweek", "month": "yearmonth"}
+
+
+def _x_time(grain: str, field: str = "period", banded: bool = False) -> alt.X:
+    """A UTC time axis; ``banded`` bins it by the grain so that bars fill their hour/day/week."""
+    title, _ = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
+    # hourly series span days: let Vega pick day/hour labels; coarser grains get a fixed format
+    axis = alt.Axis(labelAngle=0) if grain == "hour" else alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"),
+                                                                  labelAngle=0)
+    if banded:
+        return alt.X(f"{field}:T", timeUnit=alt.TimeUnitParams(unit=TIME_UNITS.get(grain, "yearmonthdate"), utc=True),
+                     title=title, axis=axis)
+    return alt.X(f"{field}:T", title=title, axis=axis, scale=alt.Scale(type="utc"))
+
+
+# ---------------------------------------------------------------- spend
+
+def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over time by model") -> alt.Chart:
+    """Stacked bars of ``cost_usd`` per ``period`` and ``series`` (models + idle capacity)."""
+    _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
+    fmt = GRAIN_FORMAT.get(grain, "%b %d")
+    mark = alt.Chart(frame).mark_bar() if grain != "hour" else alt.Chart(frame).mark_area()
+    return mark.encode(
+        x=_x_time(grain, banded=grain != "hour"),
+        y=alt.Y("sum(cost_usd):Q", title=f"Spend (USD {per})", axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("series:N", title="Model", scale=_series_scale(list(frame["series"])),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        order=alt.Order("series:N"),
+        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format=fmt + (" %Y" if grain != "month" else "")),
+                 alt.Tooltip("series:N", title="Model"),
+                 alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f"),
+                 alt.Tooltip("sum(requests):Q", title="Requests", format=",")],
+    ).properties(autosize=FIT_X, title=title, height=320)
+
+
+def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt.Chart:
+    """Horizontal bars of tenant spend, largest first, with share and change in the tooltip."""
+    data = table.assign(change_pct=table["change"] * 100, share_pct=table["share"] * 100)
+    return alt.Chart(data).mark_bar(color=PALETTE[0]).encode(
+        y=alt.Y("tenant:N", sort="-x", title="Tenant"),
+        x=alt.X("cost_usd:Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
+        tooltip=[alt.Tooltip("tenant:N", title="Tenant"),
+                 alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),
+                 alt.Tooltip("share_pct:Q", title="Share of tenant spend (%)", format=".1f"),
+                 alt.Tooltip("previous_cost_usd:Q", title="Previous period (USD)", format="$,.2f"),
+                 alt.Tooltip("change_pct:Q", title="Change (%)", format="+.1f"),
+                 alt.Tooltip("requests:Q", title="Requests", format=",")],
+    ).properties(autosize=FIT_X, title=title, height=max(140, 30 * len(data)))
+
+
+def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of the top tenants") -> alt.Chart:
+    """One line per tenant: ``cost_usd`` per ``period``."""
+    _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
+    return alt.Chart(trend).mark_line(point=grain != "hour").encode(
+        x=_x_time(grain),
+        y=alt.Y("cost_usd:Q", title=f"Spend (USD {per})", axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("tenant:N", title="Tenant", scale=_series_scale(list(trend["tenant"])),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("tenant:N", title="Tenant"),
+                 alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f")],
+    ).properties(autosize=FIT_X, title=title, height=320)
+
+
+def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model and tenant") -> alt.Chart:
+    """Model x tenant cells coloured by $ per 1M tokens (log colour scale), labelled with the value."""
+    data = matrix.dropna(subset=["cost_per_1m_tokens"])
+    data = data[data["cost_per_1m_tokens"] > 0]
+    base = alt.Chart(data).encode(
+        x=alt.X("tenant:N", title="Tenant", axis=alt.Axis(labelAngle=-30)),
+        y=alt.Y("model:N", title="Model"))
+    tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("tenant:N", title="Tenant"),
+               alt.Tooltip("cost_per_1m_tokens:Q", title="$ per 1M tokens", format="$,.3f"),
+               alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),
+               alt.Tooltip("tokens:Q", title="Tokens", format=","),
+               alt.Tooltip("requests:Q", title="Requests", format=",")]
+    cells = base.mark_rect().encode(
+        color=alt.Color("cost_per_1m_tokens:Q", title="$ per 1M tokens", scale=alt.Scale(type="log", scheme="oranges"),
+                        legend=alt.Legend(format="$,.2f")),
+        tooltip=tooltip)
+    labels = base.mark_text(fontSize=11).encode(
+        text=alt.Text("cost_per_1m_tokens:Q", format="$,.2f"),
+        color=alt.condition(f"datum.cost_per_1m_tokens > {_median(data)}", alt.value("white"), alt.value("black")),
+        tooltip=tooltip)
+    return (cells + labels).properties(autosize=FIT_X, title=title, height=max(160, 40 * data["model"].nunique()))
+
+
+def _median(data: pd.DataFrame) -> float:
+    return float(data["cost_per_1m_tokens"].quantile(0.75)) if len(data) else 0.0
+
+
+def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> alt.Chart:
+    """100 % stacked bars: each model's tokens by class (uncached input, prompt-cached input, output)."""
+    data = tokens_long.assign(share_pct=tokens_long["share"] * 100)
+    return alt.Chart(data).mark_bar().encode(
+        y=alt.Y("model:N", title="Model"),
+        x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
+                axis=alt.Axis(format="%")),
+        color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom"),
+                        scale=alt.Scale(domain=["input (uncached)", "input (prompt-cached)", "output"],
+                                        range=[PALETTE[0], "#9ecae9", PALETTE[1]])),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("token_class:N", title="Tokens"),
+                 alt.Tooltip("sum(tokens):Q", title="Tokens", format=","),
+                 alt.Tooltip("share_pct:Q", title="Share (%)", format=".1f")],
+    ).properties(autosize=FIT_X, title=title, height=max(140, 36 * data["model"].nunique()))
+
+
+def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is made of") -> alt.Chart:
+    """Stacked bars: each model's spend split into token classes, fees, recorded costs and GPU time."""
+    parts = ["input tokens", "cached input tokens", "output tokens", "per-request fees", "recorded by the logs",
+             "GPU time (self-hosted)"]
+    return alt.Chart(cost_long).mark_bar().encode(
+        y=alt.Y("model:N", title="Model", sort="-x"),
+        x=alt.X("sum(cost_usd):Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("part:N", title="Cost from", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
+                        scale=alt.Scale(domain=parts, range=[PALETTE[0], "#9ecae9", PALETTE[1], PALETTE[5],
+                                                             PALETTE[6], PALETTE[2]])),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("part:N", title="Cost from"),
+                 alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f")],
+    ).properties(autosize=FIT_X, title=title, height=max(140, 36 * cost_long["model"].nunique()))
+
+
+def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by model") -> alt.Chart:
+    """One line per model over log-spaced cost bins: the share of the model's paid requests in each bin."""
+    data = hist.assign(mid_usd=(hist["bin_lo_usd"] * hist["bin_hi_usd"]) ** 0.5, share_pct=hist["share"] * 100)
+    lo = math.floor(math.log10(data["bin_lo_usd"].min())) if len(data) else -6
+    hi = math.ceil(math.log10(data["bin_hi_usd"].max())) if len(data) else 0
+    decades = [10.0 ** k for k in range(lo, hi + 1)]
+    return alt.Chart(data).mark_line(point=True, interpolate="monotone").encode(
+        x=alt.X("mid_usd:Q", title="Cost of one request (USD, log scale)",
+                scale=alt.Scale(type="log", domain=[decades[0], decades[-1]]),
+                axis=alt.Axis(values=decades, format="$~g", grid=True)),
+        y=alt.Y("share_pct:Q", title="Share of the model's paid requests (%)"),
+        color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        tooltip=[alt.Tooltip("model:N", title="Model"),
+                 alt.Tooltip("bin_lo_usd:Q", title="From (USD)", format="$,.6f"),
+                 alt.Tooltip("bin_hi_usd:Q", title="To (USD)", format="$,.6f"),
+                 alt.Tooltip("requests:Q", title="Requests", format=","),
+                 alt.Tooltip("share_pct:Q", title="Share (%)", format=".1f")],
+    ).properties(autosize=FIT_X, title=title, height=320)
+
+
+def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
+    """Stacked areas for one self-hosted model: allocated (busy) vs idle GPU cost per bucket."""
+    _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["hour"])
+    data = series[series["model"] == model].melt(
+        id_vars=["period", "model", "utilization"], value_vars=["allocated_usd", "idle_usd"], var_name="part",
+        value_name="cost_usd")
+    data["part"] = data["part"].map({"allocated_usd": "allocated to requests", "idle_usd": "idle"})
+    data["utilization_pct"] = data["utilization"] * 100
+    return alt.Chart(data).mark_area().encode(
+        x=_x_time(grain),
+        y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})", axis=alt.Axis(format="$,.2f")),
+        color=alt.Color("part:N", title="GPU time", legend=alt.Legend(orient="bottom"),
+                        scale=alt.Scale(domain=["allocated to requests", "idle"], range=[PALETTE[2], IDLE_COLOR])),
+        order=alt.Order("part:N"),
+        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("part:N", title="GPU time"),
+                 alt.Tooltip("cost_usd:Q", title="Cost (USD)", format="$,.2f"),
+                 alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".1f")],
+    ).properties(autosize=FIT_X, title=f"{model}: allocated vs idle GPU cost", height=220)
+
+
+def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation of the self-hosted fleet") -> alt.Chart:
+    """One line per self-hosted model: busy share of paid GPU capacity, in %."""
+    data = series.assign(utilization_pct=series["utilization"] * 100)
+    return alt.Chart(data).mark_line().encode(
+        x=_x_time(grain),
+        y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)", scale=alt.Scale(domainMin=0)),
+        color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("model:N", title="Model"),
+                 alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".2f"),
+                 alt.Tooltip("fleet_cost_usd:Q", title="Fleet cost (USD)", format="$,.2f"),
+                 alt.Tooltip("idle_usd:Q", title="Idle (USD)", format="$,.2f")],
+    ).properties(autosize=FIT_X, title=title, height=240)
+
+
+def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
+    """Cumulative spend of one tenant through a month: actual (line), forecast (dashed line + band),
+    budget (red rule). ``daily`` has day, kind ('actual'/'forecast'), cumulative_usd, low_usd, high_usd,
+    budget_usd."""
+    x = alt.X("day:T", title="Day (UTC)", axis=alt.Axis(format="%b %d", labelAngle=0))
+    tip = [alt.Tooltip("day:T", title="Day", format="%Y-%m-%d"), alt.Tooltip("kind:N", title=""),
+           alt.Tooltip("cumulative_usd:Q", title="Spend to date (USD)", format="$,.2f"),
+           alt.Tooltip("low_usd:Q", title="Forecast low (USD)", format="$,.2f"),
+           alt.Tooltip("high_usd:Q", title="Forecast high (USD)", format="$,.2f")]
+    y_title = "Cumulative spend this month (USD)"
+    base = alt.Chart(daily)
+    band = base.transform_filter("datum.kind == 'forecast'").mark_area(opacity=0.2, color=PALETTE[1]).encode(
+        x=x, y=alt.Y("low_usd:Q", title=y_title), y2="high_usd:Q", tooltip=tip)
+    line = base.mark_line(point=True).encode(
+        x=x, y=alt.Y("cumulative_usd:Q", title=y_title, axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("kind:N", title="", scale=alt.Scale(domain=["actual", "forecast"],
+                                                           range=[PALETTE[0], PALETTE[1]]),
+                        legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.StrokeDash("kind:N", scale=alt.Scale(domain=["actual", "forecast"], range=[[1, 0], [5, 4]]),
+                                  legend=None),
+        tooltip=tip)
+    layers = [band, line]
+    budget = daily["budget_usd"].dropna()
+    if len(budget):
+        rule = alt.Chart(pd.DataFrame({"budget_usd": [float(budget.iloc[0])]})).mark_rule(
+            color="#d62728", strokeWidth=2).encode(
+            y="budget_usd:Q", tooltip=[alt.Tooltip("budget_usd:Q", title="Budget (USD)", format="$,.2f")])
+        layers.append(rule)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=260)
+
+
+def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend against budget") -> alt.Chart:
+    """Per tenant: spent so far (bar), forecast interval (error bar + point) and budget (tick)."""
+    data = status.copy()
+    y = alt.Y("tenant:N", title="Tenant", sort=alt.EncodingSortField("forecast_usd", order="descending"))
+    tip = [alt.Tooltip("tenant:N", title="Tenant"),
+           alt.Tooltip("spent_usd:Q", title="Spent so far (USD)", format="$,.2f"),
+           alt.Tooltip("forecast_usd:Q", title="Forecast month end (USD)", format="$,.2f"),
+           alt.Tooltip("forecast_low_usd:Q", title="Forecast low (USD)", format="$,.2f"),
+           alt.Tooltip("forecast_high_usd:Q", title="Forecast high (USD)", format="$,.2f"),
+           alt.Tooltip("budget_usd:Q", title="Budget (USD)", format="$,.2f"),
+           alt.Tooltip("status:N", title="Status")]
+    x_title = "USD this month"
+    spent = alt.Chart(data).mark_bar(color=PALETTE[0], opacity=0.6).encode(
+        y=y, x=alt.X("spent_usd:Q", title=x_title, axis=alt.Axis(format="$,.0f")), tooltip=tip)
+    interval = alt.Chart(data).mark_rule(color=PALETTE[1], strokeWidth=2).encode(
+        y=y, x=alt.X("forecast_low_usd:Q", title=x_title), x2="forecast_high_usd:Q", tooltip=tip)
+    point = alt.Chart(data).mark_point(filled=True, size=80).encode(
+        y=y, x=alt.X("forecast_usd:Q", title=x_title),
+        color=alt.Color("status:N", title="Status",
+                        scale=alt.Scale(domain=["over budget", "at risk", "on track", "no budget"],
+                                        range=["#d62728", "#ff7f0e", "#2ca02c", "#7f7f7f"]),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=tip)
+    tick = alt.Chart(data.dropna(subset=["budget_usd"])).mark_tick(color="#d62728", thickness=3, size=22).encode(
+        y=y, x=alt.X("budget_usd:Q", title=x_title), tooltip=tip)
+    return alt.layer(spent, interval, point, tick).properties(autosize=FIT_X, title=title, height=max(160, 34 * len(data)))
+
+
+# ---------------------------------------------------------------- routing and latency
+
+SEVERITY_COLORS = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#4c78a8"}
+PERCENTILE_COLORS = {"P50": "#54a24b", "P95": "#f58518", "P99": "#d62728"}
+SEGMENT_COLORS = {"route": "#b279a2", "queue": "#e45756", "prefill": "#4c78a8", "decode": "#72b7b2",
+                  "service": "#4c78a8", "other": "#b9bec7"}
+SHARE_TITLES = {"request_share": ("requests", "requests"), "token_share": ("tokens", "tokens"),
+                "spend_share": ("spend", "cost_usd")}
+TIME_FORMAT = {"5min": "%H:%M", "15min": "%b %d %H:%M", "hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d"}
+
+
+def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share", series_title: str = "Route",
+                    title: str = "Share of spend by route") -> alt.Chart:
+    """100 % stacked areas: each ``series``' share of ``measure`` per ``period``."""
+    what, absolute = SHARE_TITLES[measure]
+    data = mix.assign(share_pct=mix[measure] * 100)
+    return alt.Chart(data).mark_area().encode(
+        x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
+                axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
+        y=alt.Y("sum(share_pct):Q", stack="normalize", title=f"Share of {what} (%)", axis=alt.Axis(format="%")),
+        color=alt.Color("series:N", title=series_title, scale=_series_scale(list(data["series"])),
+                        legend=alt.Legend(orient="bottom", columns=5)),
+        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("series:N", title=series_title),
+                 alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
+                 alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
+                             format="$,.2f" if absolute == "cost_usd" else ",")],
+    ).properties(title=title, height=260)
+
+
+def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", series_title: str = "Route",
+                   title: str = "Share of spend by route per tenant") -> alt.Chart:
+    """100 % stacked horizontal bars: per tenant (or tier), each ``series``' share of ``measure``."""
+    what, absolute = SHARE_TITLES[measure]
+    data = mix.assign(share_pct=mix[measure] * 100)
+    split_title = {"tenant": "Tenant", "sla_tier": "SLA tier"}.get(split, split)
+    return alt.Chart(data).mark_bar().encode(
+        y=alt.Y(f"{split}:N", title=split_title),
+        x=alt.X("share_pct:Q", stack="normalize", title=f"Share of the {split_title.lower()}'s {what} (%)",
+                axis=alt.Axis(format="%")),
+        color=alt.Color("series:N", title=series_title, scale=_series_scale(list(data["series"])),
+                        legend=alt.Legend(orient="bottom", columns=5)),
+        tooltip=[alt.Tooltip(f"{split}:N", title=split_title), alt.Tooltip("series:N", title=series_title),
+                 alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
+                 alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
+                             format="$,.2f" if absolute == "cost_usd" else ",")],
+    ).properties(title=title, height=max(120, 28 * data[split].nunique()))
+
+
+def cache_savings(frame: pd.DataFrame, title: str = "Spend the semantic cache saved, by model") -> alt.Chart:
+    """Bars of ``saved_usd`` per model, labelled with the hit rate."""
+    data = frame.assign(hit_pct=frame["hit_rate"] * 100, saved=frame["saved_usd"].fillna(0.0))
+    tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("cache_hits:Q", title="Cache hits", format=","),
+           alt.Tooltip("requests:Q", title="Requests", format=","),
+           alt.Tooltip("hit_pct:Q", title="Hit rate (%)", format=".1f"),
+           alt.Tooltip("saved:Q", title="Saved (USD)", format="$,.2f"), alt.Tooltip("basis:N", title="Priced at")]
+    base = alt.Chart(data).encode(y=alt.Y("model:N", title="Model", sort="-x"),
+                                  x=alt.X("saved:Q", title="Spend saved (USD)", axis=alt.Axis(format="$,.0f")),
+                                  tooltip=tip)
+    bars = base.mark_bar(color=PALETTE[2])
+    text = base.mark_text(align="left", dx=4, fontSize=11).encode(
+        text=alt.Text("hit_pct:Q", format=".1f"))
+    return (bars + text).properties(title=title, height=max(120, 32 * len(data)))
+
+
+def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade escalation rate") -> alt.Chart:
+    """Line of the escalation rate (%) per period."""
+    data = over.dropna(subset=["escalation_rate"]).assign(rate_pct=lambda d: d["escalation_rate"] * 100)
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
+                axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
+        y=alt.Y("rate_pct:Q", title="Escalated attempts per cascade request (%)", scale=alt.Scale(domainMin=0)),
+        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d"),
+                 alt.Tooltip("rate_pct:Q", title="Escalation rate (%)", format=".1f"),
+                 alt.Tooltip("escalations:Q", title="Escalations", format=","),
+                 alt.Tooltip("cascade_requests:Q", title="Cascade rows", format=",")],
+    ).properties(title=title, height=220)
+
+
+def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
+                   title: str = "Prompt length by model size") -> alt.Chart:
+    """Requests per power-of-two prompt-length bucket, coloured by model, split by size class,
+    with the threshold as a red rule: bars of large models left of it are short prompts on a
+    large model; bars of small models right of it are long prompts on a small one."""
+    data = by_length.assign(lo=by_length["bucket_lo"].clip(lower=1),
+                            hi=lambda d: (d["bucket_lo"] * 2).where(d["bucket_lo"] > 0, 8))
+    x = alt.X("lo:Q", title=f"Prompt length ({unit}, log scale)", scale=alt.Scale(type="log"))
+    bars = alt.Chart(data).mark_bar(opacity=0.85).encode(
+        x=x, x2="hi:Q", y=alt.Y("sum(requests):Q", title="Requests", stack=True),
+        color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
+                 alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
+                 alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),
+                 alt.Tooltip("sum(requests):Q", title="Requests", format=",")])
+    rule = alt.Chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
+                     ).mark_rule(color="#d62728", strokeWidth=2).encode(x="t:Q", tooltip=[alt.Tooltip("label:N", title="")])
+    charts = [alt.layer(bars.properties(data=data[data["size_class"] == size]), rule).properties(
+        title=f"{size} models", height=140) for size in sorted(data["size_class"].unique())]
+    return alt.vconcat(*charts).properties(title=title) if charts else bars.properties(title=title)
+
+
+def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual vs what-if") -> alt.Chart:
+    """Grouped bars per model: actual (repriced) and counterfactual spend."""
+    data = by_model.melt(id_vars=["model", "actual_calls", "counterfactual_calls"],
+                         value_vars=["actual_usd", "counterfactual_usd"], var_name="scenario", value_name="usd")
+    data["scenario"] = data["scenario"].map({"actual_usd": "actual routing", "counterfactual_usd": "what-if"})
+    data["calls"] = data["actual_calls"].where(data["scenario"] == "actual routing", data["counterfactual_calls"])
+    return alt.Chart(data).mark_bar().encode(
+        y=alt.Y("model:N", title="Model"), yOffset=alt.YOffset("scenario:N", sort=["actual routing", "what-if"]),
+        x=alt.X("usd:Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
+        color=alt.Color("scenario:N", title="", scale=alt.Scale(domain=["actual routing", "what-if"],
+                                                               range=["#9ecae9", PALETTE[1]]),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("scenario:N", title=""),
+                 alt.Tooltip("usd:Q", title="Spend (USD)", format="$,.2f"),
+                 alt.Tooltip("calls:Q", title="Model calls", format=",.0f")],
+    ).properties(title=title, height=max(140, 48 * data["model"].nunique()))
+
+
+def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, field_label: str = "queue_ms",
+                    title: str = "Queue time") -> alt.Chart:
+    """Bars of one group's histogram (``lo``, ``hi``, ``count``) with P50/P95/P99 rules.
+
+    On a log scale the first bin (``[0, lowest)``: requests that did not wait) cannot be drawn;
+    the caller reports it in words.
+    """
+    data = hist.copy()
+    if scale == "log":
+        data = data[data["lo"] > 0]
+    data["mid"] = (data["lo"] + data["hi"]) / 2
+    x = alt.X("lo:Q", title=f"{field_label} ({'log scale' if scale == 'log' else 'ms'})",
+              scale=alt.Scale(type="log" if scale == "log" else "linear", nice=False),
+              axis=alt.Axis(format=",.0f"))
+    bars = alt.Chart(data).mark_bar(color=PALETTE[0], opacity=0.85).encode(
+        x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests"),
+        tooltip=[alt.Tooltip("lo:Q", title="From (ms)", format=",.1f"), alt.Tooltip("hi:Q", title="To (ms)", format=",.1f"),
+                 alt.Tooltip("count:Q", title="Requests", format=",")])
+    m = pd.DataFrame([{"percentile": k, "ms": v} for k, v in marks.items()
+                      if v is not None and not pd.isna(v) and (scale != "log" or v > 0)])
+    if m.empty:
+        return bars.properties(title=title, height=200)
+    m["label"] = m["percentile"] + " " + m["ms"].map(lambda v: f"{v:,.0f} ms")
+    color = alt.Color("percentile:N", title="Percentile", scale=alt.Scale(domain=list(PERCENTILE_COLORS),
+                                                                          range=list(PERCENTILE_COLORS.values())),
+                      legend=alt.Legend(orient="bottom"))
+    rules = alt.Chart(m).mark_rule(strokeWidth=2, strokeDash=[5, 3]).encode(
+        x="ms:Q", color=color, tooltip=[alt.Tooltip("label:N", title="")])
+    return alt.layer(bars, rules).properties(title=title, height=200)
+
+
+def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P95 and P99") -> alt.Chart:
+    """Stacked horizontal bars: per model and percentile band, the mean ms of each segment."""
+    order = list(SEGMENT_COLORS)
+    data = seg.assign(row=seg["grp"] + " · " + seg["percentile"],
+                      share_pct=seg["ms"] / seg["total_ms"].where(seg["total_ms"] > 0) * 100,
+                      order=seg["segment"].map({s: i for i, s in enumerate(order)}))
+    present = [s for s in order if s in set(data["segment"])]
+    return alt.Chart(data).mark_bar().encode(
+        y=alt.Y("row:N", title="Model · percentile of total_ms", sort=list(dict.fromkeys(data["row"]))),
+        x=alt.X("ms:Q", title="Mean time in the band (ms)", stack="zero", axis=alt.Axis(format=",.0f")),
+        color=alt.Color("segment:N", title="Segment", sort=present,
+                        scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
+                        legend=alt.Legend(orient="bottom")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("grp:N", title="Model"), alt.Tooltip("percentile:N", title="Band around"),
+                 alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="Mean (ms)", format=",.1f"),
+                 alt.Tooltip("share_pct:Q", title="Share of total (%)", format=".1f"),
+                 alt.Tooltip("total_ms:Q", title="Mean total_ms of the band", format=",.1f"),
+                 alt.Tooltip("requests_in_band:Q", title="Requests in the band", format=",")],
+    ).properties(title=title, height=max(140, 22 * data["row"].nunique()))
+
+
+def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "total_ms",
+                          title: str = "Latency percentiles over time") -> alt.Chart:
+    """Lines per model (colour) and percentile (dash), log-scaled ms."""
+    long = over.melt(id_vars=["ts", "grp", "requests"], value_vars=["p50", "p95", "p99"], var_name="percentile",
+                     value_name="ms")
+    long["percentile"] = long["percentile"].str.upper()
+    long = long[long["ms"] > 0]
+    return alt.Chart(long).mark_line(strokeWidth=1.5).encode(
+        x=alt.X("ts:T", title="Time (UTC)", axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+        y=alt.Y("ms:Q", title=f"{field_label} (ms, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        strokeDash=alt.StrokeDash("percentile:N", title="Percentile", sort=["P99", "P95", "P50"],
+                                  scale=alt.Scale(domain=["P99", "P95", "P50"], range=[[1, 0], [6, 3], [2, 2]])),
+        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"), alt.Tooltip("grp:N", title="Model"),
+                 alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="ms", format=",.0f"),
+                 alt.Tooltip("requests:Q", title="Requests", format=",")],
+    ).properties(title=title, height=300)
+
+
+def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
+    """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model."""
+    long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],
+                        value_vars=["total_ms_p50", "total_ms_p95"], var_name="percentile", value_name="ms")
+    long["percentile"] = long["percentile"].map({"total_ms_p50": "P50", "total_ms_p95": "P95"})
+    long["mid"] = (long["bucket_lo"].clip(lower=1) * long["bucket_hi"]) ** 0.5
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("mid:Q", title=f"{unit} (bucket, log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=",.0f")),
+        y=alt.Y("ms:Q", title="total_ms (ms, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
+                        legend=alt.Legend(orient="bottom", columns=4)),
+        strokeDash=alt.StrokeDash("percentile:N", title="Percentile",
+                                  scale=alt.Scale(domain=["P50", "P95"], range=[[1, 0], [6, 3]])),
+        tooltip=[alt.Tooltip("grp:N", title="Model"), alt.Tooltip("bucket:N", title=f"{unit}"),
+                 alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="total_ms", format=",.0f"),
+                 alt.Tooltip("requests:Q", title="Requests", format=",")],
+    ).properties(title=title, height=260)
+
+
+def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests in service") -> alt.Chart:
+    """Median decode tokens/s per concurrency level (line) with the P10–P90 band, per model."""
+    data = frame[frame["requests"] >= 5]
+    base = alt.Chart(data).encode(
+        x=alt.X("concurrency:Q", title="Requests in service at the same time (same model)"),
+        color=alt.Color("grp:N", title="Model", scale=_series_scale(list(data["grp"])),
+                        legend=alt.Legend(orient="bottom", columns=4)))
+    tip = [alt.Tooltip("grp:N", title="Model"), alt.Tooltip("concurrency:Q", title="In service"),
+           alt.Tooltip("tokens_per_s_p50:Q", title="Median tokens/s", format=",.1f"),
+           alt.Tooltip("tokens_per_s_p10:Q", title="P10 tokens/s", format=",.1f"),
+           alt.Tooltip("tokens_per_s_p90:Q", title="P90 tokens/s", format=",.1f"),
+           alt.Tooltip("requests:Q", title="Requests", format=",")]
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y("tokens_per_s_p10:Q", title="Decode tokens/s per request"),
+                                               y2="tokens_per_s_p90:Q")
+    line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(y="tokens_per_s_p50:Q", tooltip=tip)
+    return alt.layer(band, line).properties(title=title, height=280)
+
+
+def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segment by segment") -> alt.Chart:
+    """One stacked bar per request: route, queue, prefill, decode (or service) and the unlogged rest."""
+    cols = {"route_ms": "route", "queue_ms": "queue", "prefill_ms": "prefill", "decode_ms": "decode",
+            "service_ms": "service", "other_ms": "other"}
+    data = slow.copy()
+    split = data["prefill_ms"].notna() | data["decode_ms"].notna()
+    data["service_ms"] = data["service_ms"].where(~split)
+    data["label"] = [f"{i + 1}. {t:%m-%d %H:%M:%S} · {m}" for i, (t, m) in enumerate(zip(data["ts"], data["model"],
+                                                                                           strict=True))]
+    long = data.melt(id_vars=["label", "model", "total_ms", "request_id"], value_vars=list(cols),
+                     var_name="segment", value_name="ms").dropna(subset=["ms"])
+    long["segment"] = long["segment"].map(cols)
+    long = long[long["ms"].abs() > 1e-9]
+    order = list(SEGMENT_COLORS)
+    present = [s for s in order if s in set(long["segment"])]
+    long["order"] = long["segment"].map({s: i for i, s in enumerate(order)})
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y("label:N", title="Request (arrival UTC · model)", sort=list(data["label"])),
+        x=alt.X("ms:Q", title="Time (ms)", stack="zero", axis=alt.Axis(format=",.0f")),
+        color=alt.Color("segment:N", title="Segment", sort=present,
+                        scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
+                        legend=alt.Legend(orient="bottom")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("request_id:N", title="Request"), alt.Tooltip("model:N", title="Model"),
+                 alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="ms", format=",.1f"),
+                 alt.Tooltip("total_ms:Q", title="total_ms", format=",.1f")],
+    ).properties(title=title, height=max(140, 22 * len(data)))
+
+
+# ---------------------------------------------------------------- cascade and edge
+
+CASCADE_SERIES = ("every threshold", "Pareto frontier", "convex hull", "random routing", "small only",
+                  "direct to large", "oracle cascade", "oracle router", "chosen τ")
+CASCADE_COLORS = ("#b9bec7", PALETTE[0], PALETTE[1], "#7f7f7f", PALETTE[2], PALETTE[3], PALETTE[6], PALETTE[4],
+                  "#d62728")
+CASCADE_MAX_POINTS = 1500
+PAYS_COLOR, LOSES_COLOR, FLOOR_COLOR = "#54a24b", "#e45756", "#d62728"
+RTT_TITLE = "Network round trip edge ↔ cloud (ms)"
+
+
+def _cascade_tooltip() -> list[alt.Tooltip]:
+    return [alt.Tooltip("series:N", title="What"),
+            alt.Tooltip("threshold:Q", title="Threshold τ", format=".4f"),
+            alt.Tooltip("escalation_rate:Q", title="Escalated to the large model", format=".1%"),
+            alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
+            alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]
+
+
+def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataFrame, *,
+                     chosen: dict | None = None, quality_floor: float | None = None,
+                     baselines: pd.DataFrame | None = None, random_line: pd.DataFrame | None = None,
+                     title: str = "Cascade cost vs quality: every threshold, the Pareto frontier and its hull",
+                     height: int = 380) -> alt.LayerChart:
+    """Average cost ($ per 1,000 requests) against average quality (share correct) of a cascade.
+
+    Every threshold is a faint point (thinned evenly to :data:`CASCADE_MAX_POINTS` when the curve
+    is longer), the Pareto frontier a line, its convex hull a dashed line; ``chosen`` (a curve row
+    as a dict) is a large red point, ``quality_floor`` a dashed horizontal rule, ``baselines``
+    (name, large_call_rate, avg_cost, avg_quality) labelled diamonds and ``random_line`` a dotted line.
+    """
+    base = baselines.assign(series=baselines["name"]) if baselines is not None and len(baselines) else None
+    present = {"every threshold", "Pareto frontier", "convex hull"}
+    present |= {"random routing"} if random_line is not None and len(random_line) else set()
+    present |= set(base["series"]) if base is not None else set()
+    present |= {"chosen τ"} if chosen is not None else set()
+    domain = [s for s in CASCADE_SERIES if s in present]
+    color = alt.Color("series:N", title=None,
+                      scale=alt.Scale(domain=domain, range=[CASCADE_COLORS[CASCADE_SERIES.index(s)] for s in domain]),
+                      legend=alt.Legend(orient="bottom", columns=5, symbolOpacity=1))
+    x = alt.X("avg_cost:Q", title="Average cost ($ per 1,000 requests)", scale=alt.Scale(zero=False),
+              axis=alt.Axis(format="$,.2f"))
+    y = alt.Y("avg_quality:Q", title="Quality (% correct)", scale=alt.Scale(zero=False), axis=alt.Axis(format=".0%"))
+    step = max(1, math.ceil(len(curve) / CASCADE_MAX_POINTS))
+    layers = [
+        alt.Chart(curve.iloc[::step].assign(series="every threshold")).mark_circle(size=28, opacity=0.35).encode(
+            x=x, y=y, color=color, tooltip=_cascade_tooltip()),
+        alt.Chart(frontier.assign(series="Pareto frontier")).mark_line(point=alt.OverlayMarkDef(size=30)).encode(
+            x=x, y=y, color=color, order="avg_cost:Q", tooltip=_cascade_tooltip()),
+        alt.Chart(hull.assign(series="convex hull")).mark_line(strokeDash=[6, 4], strokeWidth=2).encode(
+            x=x, y=y, color=color, order="avg_cost:Q", tooltip=_cascade_tooltip()),
+    ]
+    if "random routing" in present:
+        layers.append(alt.Chart(random_line.assign(series="random routing")).mark_line(strokeDash=[2, 3]).encode(
+            x=x, y=y, color=color, order="avg_cost:Q",
+            tooltip=[alt.Tooltip("series:N", title="What"),
+                     alt.Tooltip("escalation_rate:Q", title="Escalated at random", format=".0%"),
+                     alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
+                     alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]))
+    if base is not None:
+        tip = [alt.Tooltip("series:N", title="Baseline"),
+               alt.Tooltip("large_call_rate:Q", title="Requests calling the large model", format=".1%"),
+               alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
+               alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]
+        layers.append(alt.Chart(base).mark_point(shape="diamond", size=120, filled=True, opacity=1).encode(
+            x=x, y=y, color=color, tooltip=tip))
+        for k, row in enumerate(base.to_dict("records")):   # stagger labels: oracles often coincide
+            layers.append(alt.Chart(pd.DataFrame([row])).mark_text(
+                align="left", dx=9, dy=-9 if k % 2 == 0 else 11, fontSize=11, color="#444444").encode(
+                x=x, y=y, text="series:N"))
+    if quality_floor is not None:
+        floor = pd.DataFrame({"avg_quality": [float(quality_floor)], "label": [f"quality floor {quality_floor:.1%}"]})
+        layers.append(alt.Chart(floor).mark_rule(color=FLOOR_COLOR, strokeDash=[4, 4]).encode(
+            y=y, tooltip=[alt.Tooltip("avg_quality:Q", title="Quality floor", format=".2%")]))
+        layers.append(alt.Chart(floor).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
+                                                 color=FLOOR_COLOR).encode(y=y, text="label:N"))
+    if chosen is not None:
+        pick = pd.DataFrame([{**chosen, "series": "chosen τ", "label": f"τ = {chosen['threshold']:.4g}"}])
+        layers.append(alt.Chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
+            x=x, y=y, color=color, tooltip=_cascade_tooltip()))
+        layers.append(alt.Chart(pick).mark_text(align="right", dx=-12, dy=-10, fontSize=12, fontWeight="bold",
+                                                color=FLOOR_COLOR).encode(x=x, y=y, text="label:N"))
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+
+
+def edge_net_benefit(curve: pd.DataFrame, *, break_even_ms: float | None = None,
+                     markers: list[tuple[float, str]] | tuple = (),
+                     title: str = "Net benefit of escalating one request to the cloud, by network RTT",
+                     height: int = 300) -> alt.LayerChart:
+    """``net_benefit_usd`` against ``rtt_ms`` (finops.edge.net_benefit_curve): green above zero
+    (escalation pays), red below; a red rule at the break-even RTT and a blue one at each
+    ``(rtt_ms, label)`` marker."""
+    data = curve.assign(pays=curve["net_benefit_usd"].clip(lower=0), loses=curve["net_benefit_usd"].clip(upper=0))
+    x = alt.X("rtt_ms:Q", title=RTT_TITLE, axis=alt.Axis(format=",.0f"), scale=alt.Scale(nice=False))
+    y_title = "Net benefit of escalating ($ per request)"
+    tip = [alt.Tooltip("rtt_ms:Q", title="RTT (ms)", format=",.0f"),
+           alt.Tooltip("benefit_usd:Q", title="Quality gain worth ($ per request)", format="$.4f"),
+           alt.Tooltip("cost_usd:Q", title="Cost of escalating ($ per request)", format="$.4f"),
+           alt.Tooltip("net_benefit_usd:Q", title="Net benefit ($ per request)", format="$.4f"),
+           alt.Tooltip("escalate:N", title="Escalate?")]
+    layers = [
+        alt.Chart(data).mark_area(color=PAYS_COLOR, opacity=0.3).encode(
+            x=x, y=alt.Y("pays:Q", title=y_title), y2=alt.datum(0)),
+        alt.Chart(data).mark_area(color=LOSES_COLOR, opacity=0.3).encode(
+            x=x, y=alt.Y("loses:Q", title=y_title), y2=alt.datum(0)),
+        alt.Chart(data).mark_line(color="#333333", strokeWidth=2).encode(
+            x=x, y=alt.Y("net_benefit_usd:Q", title=y_title, axis=alt.Axis(format="$.3f")), tooltip=tip),
+        alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#333333").encode(y="y:Q"),
+    ]
+    rules = [(float(r), str(label), "#4c78a8") for r, label in markers]
+    if break_even_ms is not None:
+        rules.append((float(break_even_ms), f"break-even {break_even_ms:,.0f} ms", FLOOR_COLOR))
+    for rtt, label, colour in rules:
+        m = pd.DataFrame({"rtt_ms": [rtt], "label": [label]})
+        layers.append(alt.Chart(m).mark_rule(strokeDash=[4, 3], color=colour, strokeWidth=2).encode(
+            x="rtt_ms:Q", tooltip=[alt.Tooltip("label:N", title="Marker"),
+                                   alt.Tooltip("rtt_ms:Q", title="RTT (ms)", format=",.0f")]))
+        layers.append(alt.Chart(m).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3, y=0,
+                                             fontSize=11, color=colour).encode(x="rtt_ms:Q", text="label:N"))
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+
+
+def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool = False, bins: int = 60,
+                  max_rtt_ms: float | None = None, title: str = "RTT distribution: where escalation pays",
+                  height: int = 220) -> alt.LayerChart:
+    """Histogram of RTT samples (share of requests per bin), coloured by whether escalation pays
+    at that RTT. The break-even RTT is made a bin edge so that no bar straddles it; without one
+    (``None``) every bar pays when ``always_pays``, else none does. Samples above ``max_rtt_ms``
+    (default: the 99.9th percentile) are left off the axis but count in the shares."""
+    import numpy as np
+
+    x_all = np.asarray(samples_ms, dtype=float)
+    top = float(max_rtt_ms) if max_rtt_ms is not None else float(np.quantile(x_all, 0.999))
+    top = max(top, float(x_all.min()) + 1.0)
+    edges = np.linspace(min(float(x_all.min()), 0.0), top, bins + 1)
+    if break_even_ms is not None and edges[0] < break_even_ms < edges[-1]:
+        edges = np.unique(np.append(edges, float(break_even_ms)))
+    counts, edges = np.histogram(x_all[x_all <= top], bins=edges)
+    hist = pd.DataFrame({"lo_ms": edges[:-1], "hi_ms": edges[1:], "share": counts / x_all.size})
+    pays, loses = "escalation pays", "escalation does not pay: stay on the edge"
+    if break_even_ms is None:
+        hist["decision"] = pays if always_pays else loses
+    else:
+        hist["decision"] = np.where(hist["hi_ms"] <= break_even_ms + 1e-9, pays, loses)
+    bars = alt.Chart(hist).mark_bar(opacity=0.8).encode(
+        x=alt.X("lo_ms:Q", title=RTT_TITLE, scale=alt.Scale(domain=[float(edges[0]), top], nice=False)),
+        x2="hi_ms:Q",
+        y=alt.Y("share:Q", title="Share of requests (%)", axis=alt.Axis(format=".1%")),
+        color=alt.Color("decision:N", title=None, scale=alt.Scale(domain=[pays, loses], range=[PAYS_COLOR, LOSES_COLOR]),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("lo_ms:Q", title="From (ms)", format=",.0f"),
+                 alt.Tooltip("hi_ms:Q", title="To (ms)", format=",.0f"),
+                 alt.Tooltip("share:Q", title="Share of requests", format=".2%"),
+                 alt.Tooltip("decision:N", title="Decision")])
+    layers = [bars]
+    if break_even_ms is not None and edges[0] < break_even_ms < top:
+        layers.append(alt.Chart(pd.DataFrame({"rtt_ms": [float(break_even_ms)]})).mark_rule(
+            color=FLOOR_COLOR, strokeDash=[4, 3], strokeWidth=2).encode(
+            x="rtt_ms:Q", tooltip=[alt.Tooltip("rtt_ms:Q", title="Break-even RTT (ms)", format=",.0f")]))
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)

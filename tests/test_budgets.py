@@ -1,0 +1,157 @@
+"""Budgets: storage and validation, burn so far, the month-end forecast and its interval, the flags."""
+import math
+from datetime import date, datetime
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from finops import budgets, store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.ingest import ingest_frame
+from tests.test_costviews import COLS, _book
+
+NOV = date(2026, 11, 1)
+
+
+def _row(rid, ts, tenant, cost, model="api-model"):
+    # a recorded cost makes each day's spend exact
+    return (rid, ts, tenant, "standard", model, 10, 10, 0, 100.0, 100.0, cost, False, "ok", None, None)
+
+
+@pytest.fixture()
+def con():
+    """Tenant a: $10 every day 1-10 Nov. Tenant b: 5, 15, 5, 15, ... Both: a partial day 11 Nov to 05:59."""
+    c = store.connect(":memory:")
+    _book(c)
+    rows = []
+    for d in range(10):
+        day = datetime(2026, 11, 1 + d, 12)
+        rows.append(_row(f"a{d}", day, "a", 10.0))
+        rows.append(_row(f"b{d}", day, "b", 5.0 if d % 2 == 0 else 15.0))
+    rows.append(_row("a-partial", datetime(2026, 11, 11, 5, 30), "a", 3.0))
+    rows.append(_row("b-partial", datetime(2026, 11, 11, 5, 0), "b", 1.0))
+    ingest_frame(c, pd.DataFrame(rows, columns=COLS))
+    yield c
+    c.close()
+
+
+def test_forecast_by_hand():
+    x = [10.0, 12.0, 8.0, 10.0]
+    r = budgets.forecast_month_end(x, spent_usd=40.0, days_left=10.0)
+    s = pd.Series(x).std(ddof=1)
+    half = stats.t.ppf(0.95, 3) * s * math.sqrt(10 + 100 / 4)
+    assert (r.forecast_usd, r.low_usd, r.high_usd) == pytest.approx((140.0, 140 - half, 140 + half))
+    assert (r.mean_daily_usd, r.sd_daily_usd) == pytest.approx((10.0, s))
+
+
+def test_forecast_degenerate_inputs():
+    one = budgets.forecast_month_end([7.0], spent_usd=7.0, days_left=3.0)
+    assert one.forecast_usd == 28.0 and math.isnan(one.low_usd) and math.isnan(one.high_usd)
+    none = budgets.forecast_month_end([], spent_usd=2.0, days_left=10.0, elapsed_days=0.5)
+    assert none.forecast_usd == pytest.approx(2.0 + 4.0 * 10)
+    ended = budgets.forecast_month_end([1.0, 3.0], spent_usd=4.0, days_left=0.0)
+    assert (ended.forecast_usd, ended.low_usd, ended.high_usd) == (4.0, 4.0, 4.0)
+    wide = budgets.forecast_month_end([1.0, 100.0], spent_usd=101.0, days_left=20.0)
+    assert wide.low_usd == 101.0                   # never below what is already spent
+
+
+def test_budgets_are_stored_validated_and_replaced(con, tmp_path):
+    assert budgets.save_budgets(con, NOV, pd.DataFrame({"tenant": ["a", "b"], "budget_usd": [250.0, 400.0]})) == 2
+    table = budgets.budget_table(con, "2026-11").set_index("tenant")
+    assert table.loc["a", "budget_usd"] == 250.0 and table.loc["b", "budget_usd"] == 400.0
+    # a blank budget removes it; others are replaced
+    budgets.save_budgets(con, NOV, pd.DataFrame({"tenant": ["a", "b"], "budget_usd": [300.0, None]}))
+    table = budgets.budget_table(con, NOV).set_index("tenant")
+    assert table.loc["a", "budget_usd"] == 300.0 and math.isnan(table.loc["b", "budget_usd"])
+    assert budgets.budget_table(con, date(2026, 12, 1)).budget_usd.isna().all()     # per month
+    for frame, where in (
+            (pd.DataFrame({"tenant": ["a"], "budget_usd": [-1.0]}), "row 1, field budget_usd"),
+            (pd.DataFrame({"tenant": ["a", "b"], "budget_usd": [1.0, "lots"]}), "row 2, field budget_usd"),
+            (pd.DataFrame({"tenant": ["a", "a"], "budget_usd": [1.0, 2.0]}), "row 2, field tenant"),
+            (pd.DataFrame({"tenant": [None], "budget_usd": [1.0]}), "row 1, field tenant")):
+        with pytest.raises(InputError, match=where):
+            budgets.save_budgets(con, NOV, frame)
+    assert budgets.budget_table(con, NOV).set_index("tenant").loc["a", "budget_usd"] == 300.0   # kept
+
+
+def test_budgets_live_in_the_store_file(tmp_path):
+    path = str(tmp_path / "b.duckdb")
+    c = store.connect(path)
+    budgets.set_budget(c, "o'brien; drop table requests", NOV, 12.5)
+    c.close()
+    c = store.connect(path)
+    assert budgets.budget_table(c, NOV).set_index("tenant").loc["o'brien; drop table requests", "budget_usd"] == 12.5
+    assert c.execute("SELECT count(*) FROM requests").fetchall()[0][0] == 0
+    c.close()
+
+
+def test_burn_forecast_and_flags(con):
+    budgets.save_budgets(con, NOV, pd.DataFrame({"tenant": ["a", "b"], "budget_usd": [250.0, 290.0]}))
+    rep = budgets.status(con, NOV)
+    assert rep.as_of == datetime(2026, 11, 11, 6)          # end of the last observed hour
+    assert rep.complete_days == 10 and rep.first_day == date(2026, 11, 1)
+    assert rep.days_left == pytest.approx(30 - 10.25)
+    t = rep.table.set_index("tenant")
+    # a: flat $10/day -> no spread; 103 + 10 x 19.75 = 300.5 > 250: over budget
+    assert t.loc["a", "spent_usd"] == pytest.approx(103.0)
+    assert t.loc["a", "forecast_usd"] == pytest.approx(103 + 10 * 19.75)
+    assert t.loc["a", "forecast_low_usd"] == pytest.approx(t.loc["a", "forecast_high_usd"])
+    assert t.loc["a", "status"] == "over budget"
+    assert t.loc["a", "used_share"] == pytest.approx(103 / 250)
+    # b: mean 10, sd of 5/15 alternating; 101 + 197.5 = 298.5 > 290 -> over; with 320 the interval crosses: at risk
+    s = pd.Series([5.0, 15.0] * 5).std(ddof=1)
+    half = stats.t.ppf(0.95, 9) * s * math.sqrt(19.75 + 19.75 ** 2 / 10)
+    assert t.loc["b", "forecast_usd"] == pytest.approx(298.5)
+    assert (t.loc["b", "forecast_low_usd"], t.loc["b", "forecast_high_usd"]) == pytest.approx(
+        (298.5 - half, 298.5 + half))
+    assert t.loc["b", "status"] == "over budget"
+    budgets.set_budget(con, "b", NOV, 320.0)
+    assert budgets.status(con, NOV).table.set_index("tenant").loc["b", "status"] == "at risk"
+    budgets.set_budget(con, "b", NOV, 298.5 + half + 1)
+    assert budgets.status(con, NOV).table.set_index("tenant").loc["b", "status"] == "on track"
+    assert list(budgets.status(con, NOV).table["status"])[0] == "over budget"     # most urgent first
+
+
+def test_tenants_without_budget_and_the_tenant_filter(con):
+    rep = budgets.status(con, NOV, Filters(tenants=("b",), models=("ignored",)))
+    assert list(rep.table["tenant"]) == ["b"] and rep.table["status"].iloc[0] == "no budget"
+    assert rep.table["spent_usd"].iloc[0] == pytest.approx(101.0)      # models of the filter do not apply
+
+
+def test_idle_capacity_is_in_no_budget(con):
+    ingest_frame(con, pd.DataFrame([_row("g", datetime(2026, 11, 5, 3), "a", None, model="gpu-model")], columns=COLS))
+    rep = budgets.status(con, NOV)
+    assert "(idle capacity)" not in set(rep.table["tenant"])
+    # the fleet ($4/hour) is paid from the first observed day to the last observed hour: 10 days + 6 hours
+    assert rep.idle_usd + rep.table["spent_usd"].sum() == pytest.approx(103 + 101 + 4 * (240 + 6))
+
+
+def test_a_month_without_traffic_and_an_empty_store(con):
+    rep = budgets.status(con, date(2026, 12, 1))
+    assert rep.as_of is None and set(rep.table["status"]) == {"no budget"}
+    assert rep.table["spent_usd"].sum() == 0
+    empty = store.connect(":memory:")
+    assert budgets.months(empty) == [] and budgets.status(empty, NOV).table.empty
+
+
+def test_burn_curve_ends_at_the_forecast(con):
+    budgets.set_budget(con, "a", NOV, 250.0)
+    rep = budgets.status(con, NOV)
+    curve = budgets.burn_curve(rep, "a")
+    actual, forecast = curve[curve.kind == "actual"], curve[curve.kind == "forecast"]
+    assert actual["cumulative_usd"].iloc[-1] == pytest.approx(103.0)
+    assert forecast["day"].iloc[0] == rep.as_of and forecast["day"].iloc[-1] == datetime(2026, 12, 1)
+    assert forecast["cumulative_usd"].iloc[-1] == pytest.approx(rep.table.set_index("tenant").loc["a", "forecast_usd"])
+    assert (curve["budget_usd"] == 250.0).all()
+    assert budgets.burn_curve(rep, "nobody").empty
+
+
+def test_months_and_month_parsing(con):
+    assert budgets.months(con) == [NOV]
+    assert budgets.month_start("2026-11") == NOV and budgets.month_start(datetime(2026, 11, 30, 5)) == NOV
+    assert budgets.next_month(date(2026, 12, 1)) == date(2027, 1, 1)
+    with pytest.raises(InputError, match="month"):
+        budgets.month_start("November")
+    assert budgets.status(con, NOV, as_of=datetime(2026, 11, 6)).days_left == pytest.approx(25.0)

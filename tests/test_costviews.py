@@ -1,0 +1,242 @@
+"""Spend views against hand-worked values: KPIs with change, spend over time, tenants, $ per 1M tokens,
+token mix, per-request costs, the self-hosted fleet and the showback."""
+from datetime import datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from finops import costviews, pricing, spend, store
+from finops.filters import Filters
+from finops.ingest import ingest_frame
+
+COLS = ["request_id", "ts", "tenant", "sla_tier", "model", "input_tokens", "output_tokens", "cached_input_tokens",
+        "service_ms", "total_ms", "cost_usd", "cache_hit", "status", "strategy", "escalated"]
+T = datetime(2026, 3, 2, 10, 0)
+
+
+def _frame(rows):
+    return pd.DataFrame(rows, columns=COLS)
+
+
+def _book(con):
+    book = pricing.price_book(con)
+    own = pd.DataFrame([
+        # self-hosted: 2 replicas x 1 GPU x $2/GPU-hour = $4 per hour; 1 slot per replica
+        dict(model="gpu-model", provider="self-hosted", publisher="Meta", kind="self_hosted", size_class="large",
+             gpu_hour_usd=2.0, gpus_per_replica=1, replicas=2, slots_per_replica=1),
+        dict(model="api-model", provider="Acme AI", publisher="Acme AI", kind="api", size_class="small",
+             input_usd_per_1m=1.0, output_usd_per_1m=4.0, cached_input_usd_per_1m=0.25, request_usd=0.001),
+    ])
+    pricing.save_price_book(con, pd.concat([book[~book.model.isin(own.model)], own], ignore_index=True))
+
+
+def _day(d: int, h: int = 10, m: int = 0) -> datetime:
+    return T.replace(day=d, hour=h, minute=m)
+
+
+@pytest.fixture()
+def con():
+    """The hand-checked fleet of test_pricing (2 March, hours 10-12) plus a day before (1 March)."""
+    c = store.connect(":memory:")
+    _book(c)
+    ingest_frame(c, _frame([
+        # 2 March, hour 10: tenant a busy 1.8e6 ms, tenant b 0.9e6 ms on gpu-model (utilisation 0.375)
+        ("g1", _day(2, 10, 5), "a", "premium", "gpu-model", 100, 10, 0, 1.8e6, 100.0, None, False, "ok", None, None),
+        ("g2", _day(2, 10, 6), "b", "batch", "gpu-model", 100, 10, 0, 0.9e6, 200.0, None, False, "ok", None, None),
+        # 1M input of which 200k cached, 500k output: 0.8 + 0.05 + 2.0 + 0.001 = 2.851
+        ("a1", _day(2, 10, 7), "a", "premium", "api-model", 1_000_000, 500_000, 200_000, 50.0, 300.0, None, False,
+         "ok", None, None),
+        # a recorded cost wins over the book
+        ("a2", _day(2, 10, 8), "b", "batch", "api-model", 1_000_000, 0, 0, 50.0, 400.0, 0.5, False, "error",
+         None, None),
+        # a cache hit: free, saves 0.001 + 0.0004 + 0.001
+        ("a3", _day(2, 10, 9), "b", "batch", "api-model", 1000, 100, 0, None, 10.0, None, True, "ok", None, None),
+        # hour 12: one gpu request -> the fleet is paid for hours 10, 11 and 12
+        ("g3", _day(2, 12), "a", "premium", "gpu-model", 1, 1, 0, 0.72e6, 500.0, None, False, "ok", None, None),
+        # 1 March: one api request of tenant a, 1M uncached input -> $1.001
+        ("p1", _day(1, 9), "a", "premium", "api-model", 1_000_000, 0, 0, 10.0, 1000.0, None, False, "ok", None,
+         None),
+    ]))
+    yield c
+    c.close()
+
+
+MARCH_2 = Filters(since=datetime(2026, 3, 2), until=datetime(2026, 3, 3))
+
+
+def test_kpis_with_change_against_the_previous_day(con):
+    k = costviews.kpis_with_change(con, MARCH_2)
+    # 2 March: gpu fleet 24 hours x $4 (the fleet is paid all day once it has traffic) + api 2.851 + 0.5
+    assert k.current.spend_usd == pytest.approx(24 * 4.0 + 2.851 + 0.5)
+    # 1 March: the fleet has no traffic in the period but is paid for it (pricing's rule) + 1.001
+    assert k.previous_period == Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 2))
+    assert k.previous.spend_usd == pytest.approx(24 * 4.0 + 1.001)
+    items = {i.spec.field: i for i in k.items}
+    assert items["spend_usd"].change == pytest.approx((2.851 + 0.5 - 1.001) / (96 + 1.001))
+    assert items["requests"].change == pytest.approx(6 / 1 - 1)
+    assert items["requests"].change_text == "+500.0 %"
+    # rates change in percentage points: 1 error in 5 served rows... of 6 requests; 0 before
+    assert items["error_rate"].change == pytest.approx(100 * (1 / 6 - 0))
+    assert items["error_rate"].change_text.endswith(" pp")
+    assert items["spend_usd"].text == f"${24 * 4.0 + 2.851 + 0.5:,.2f}"
+    assert k.idle_usd == pytest.approx(96.0 - (1.0 + 0.5 + 0.4))        # fleet minus allocated
+    assert k.previous_coverage == pytest.approx(15 / 24)                 # the store starts at 1 March 09:00
+
+
+def test_no_change_when_the_previous_period_has_no_traffic(con):
+    k = costviews.kpis_with_change(con, Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 2)))
+    assert k.previous is None
+    assert all(i.change is None and i.change_text is None for i in k.items)
+
+
+def test_period_of_fills_open_ends_from_the_store(con):
+    p = costviews.period_of(con, Filters())
+    assert (p.since, p.until) == (datetime(2026, 3, 1, 9), datetime(2026, 3, 2, 13))
+
+
+def test_spend_over_time_keeps_idle_as_its_own_series_and_adds_up(con):
+    sot = costviews.spend_over_time(con, MARCH_2, grain_name="hour")
+    idle = sot[sot.series == costviews.IDLE]
+    assert idle.set_index("period").loc[pd.Timestamp(2026, 3, 2, 10), "cost_usd"] == pytest.approx(2.5)
+    assert idle.set_index("period").loc[pd.Timestamp(2026, 3, 2, 11), "cost_usd"] == pytest.approx(4.0)
+    assert sot.cost_usd.sum() == pytest.approx(spend.report(con, MARCH_2, by=[]).cost_usd.iloc[0])
+    g10 = sot[(sot.series == "gpu-model") & (sot.period == pd.Timestamp(2026, 3, 2, 10))]
+    assert g10.cost_usd.iloc[0] == pytest.approx(1.5) and g10.requests.iloc[0] == 2
+    without = costviews.spend_over_time(con, MARCH_2, grain_name="hour", include_idle=False)
+    assert costviews.IDLE not in set(without.series)
+    assert without.cost_usd.sum() == pytest.approx(1.9 + 2.851 + 0.5)
+
+
+def test_top_tenants_rank_share_and_change(con):
+    top = costviews.top_tenants(con, MARCH_2, n=1)
+    assert list(top.table.tenant) == ["a"]            # a: 1.0 + 0.4 + 2.851 = 4.251; b: 0.5 + 0.5 = 1.0
+    row = top.table.iloc[0]
+    assert row.cost_usd == pytest.approx(4.251)
+    assert row.share == pytest.approx(4.251 / 5.251)
+    assert row.previous_cost_usd == pytest.approx(1.001)
+    assert row.change == pytest.approx(4.251 / 1.001 - 1)
+    assert top.others == 1
+    assert top.idle_usd == pytest.approx(96.0 - 1.9)
+    assert set(top.trend.tenant) == {"a"} and top.trend.cost_usd.sum() == pytest.approx(4.251)
+
+
+def test_cost_matrix_is_dollars_per_million_tokens(con):
+    m = costviews.cost_matrix(con, MARCH_2).set_index(["model", "tenant"])
+    assert m.loc[("api-model", "a"), "cost_per_1m_tokens"] == pytest.approx(2.851 / 1.5)
+    assert m.loc[("gpu-model", "b"), "cost_per_1m_tokens"] == pytest.approx(0.5 / 110 * 1e6)
+    assert costviews.IDLE not in set(m.index.get_level_values("tenant"))
+    wide = costviews.cost_matrix_wide(costviews.cost_matrix(con, MARCH_2)).set_index("model")
+    assert wide.loc["api-model", "a"] == pytest.approx(2.851 / 1.5)
+    # api-model over all tenants: (2.851 + 0.5) / (1.5M + 1M + 1100 tokens)
+    assert wide.loc["api-model", "all tenants"] == pytest.approx(3.351 / 2_501_100 * 1e6)
+
+
+def test_token_mix_splits_the_cost_by_where_it_comes_from(con):
+    mix = costviews.token_mix(con, MARCH_2).set_index("model")
+    api = mix.loc["api-model"]
+    assert api.uncached_input_tokens == 800_000 + 1_000_000 + 1000
+    assert api.cached_input_tokens == 200_000
+    assert (api.input_cost_usd, api.cached_input_cost_usd, api.output_cost_usd, api.request_fee_usd) == \
+        pytest.approx((0.8, 0.05, 2.0, 0.001))
+    assert api.recorded_cost_usd == pytest.approx(0.5)
+    assert api.gpu_time_usd == pytest.approx(0.0)
+    assert api.prompt_cache_saving_usd == pytest.approx(200_000 * (1.0 - 0.25) / 1e6)
+    gpu = mix.loc["gpu-model"]
+    assert gpu.gpu_time_usd == pytest.approx(1.9) and gpu.cost_usd == pytest.approx(1.9)
+    parts = ["input_cost_usd", "cached_input_cost_usd", "output_cost_usd", "request_fee_usd", "recorded_cost_usd",
+             "gpu_time_usd"]
+    assert mix[parts].sum(axis=1).to_numpy() == pytest.approx(mix.cost_usd.to_numpy())
+    eff = costviews.token_effect(mix.reset_index())
+    assert eff.output_cost_share == pytest.approx(2.0 / 2.85)
+    tokens_long, cost_long = costviews.token_mix_long(mix.reset_index())
+    assert tokens_long.groupby("model").share.sum().to_numpy() == pytest.approx([1.0, 1.0])
+    assert cost_long.cost_usd.sum() == pytest.approx(mix.cost_usd.sum())
+
+
+def test_request_costs_follow_the_pricing_rules(con):
+    dist = costviews.cost_per_request(con, MARCH_2)
+    s = dist.summary.set_index("model")
+    assert not dist.sampled and dist.rows_read == 6
+    # gpu-model: hour 10 allocates $1.50 by busy time (1.0, 0.5); hour 12 allocates 0.1 x $4 = 0.4
+    assert s.loc["gpu-model", "max_usd"] == pytest.approx(1.0)
+    assert s.loc["gpu-model", "mean_usd"] == pytest.approx((1.0 + 0.5 + 0.4) / 3)
+    assert s.loc["gpu-model", "p50_usd"] == pytest.approx(0.5)
+    # api-model: 2.851 (book), 0.5 (recorded), 0 (cache hit)
+    assert s.loc["api-model", "mean_usd"] == pytest.approx((2.851 + 0.5) / 3)
+    assert s.loc["api-model", "free_share"] == pytest.approx(1 / 3)
+    assert dist.histogram.groupby("model").requests.sum().to_dict() == {"api-model": 2, "gpu-model": 3}
+
+
+def test_request_costs_add_up_to_the_report(con):
+    dist = costviews.cost_per_request(con, MARCH_2)
+    by_model = spend.report(con, MARCH_2, by=["model"], include_idle=False).set_index("model")
+    s = dist.summary.set_index("model")
+    for model in by_model.index:
+        assert s.loc[model, "mean_usd"] * s.loc[model, "requests"] == pytest.approx(by_model.loc[model, "cost_usd"])
+
+
+def test_cost_per_request_samples_large_stores():
+    from bench.fleet_store import generator_sql
+
+    c = store.connect(":memory:")
+    c.execute(f"CREATE TEMP TABLE gen AS {generator_sql(60_000, days=2, seed=3)}")
+    ingest_frame(c, c.execute("SELECT * FROM gen").df(), name="gen")
+    f = Filters()
+    exact = costviews.cost_per_request(c, f).summary.set_index("model")
+    est = costviews.cost_per_request(c, f, max_rows=15_000)
+    assert est.sampled and 5_000 < est.rows_read < 30_000
+    s = est.summary.set_index("model")
+    for model in exact.index:
+        assert s.loc[model, "p50_usd"] == pytest.approx(exact.loc[model, "p50_usd"], rel=0.15)
+
+
+def test_gpu_fleet_allocated_idle_and_utilisation(con):
+    gpu = costviews.gpu_fleet(con, Filters(since=datetime(2026, 3, 2, 10), until=datetime(2026, 3, 2, 13)))
+    s = gpu.summary.set_index("model")
+    assert list(s.index) == ["gpu-model"]
+    assert s.loc["gpu-model", "fleet_cost_usd"] == pytest.approx(12.0)
+    assert s.loc["gpu-model", "allocated_usd"] == pytest.approx(1.9)
+    assert s.loc["gpu-model", "idle_usd"] == pytest.approx(10.1)
+    assert s.loc["gpu-model", "utilization"] == pytest.approx(1.9 / 12)
+    series = gpu.series.set_index("period")
+    assert series.loc[pd.Timestamp(2026, 3, 2, 10), "utilization"] == pytest.approx(0.375)
+    assert series.loc[pd.Timestamp(2026, 3, 2, 11), "utilization"] == 0.0
+    assert gpu.grain == "hour"
+    assert costviews.gpu_fleet(con, Filters(models=("api-model",))).summary.empty
+
+
+def test_showback_adds_up_to_the_bill(con):
+    sb = costviews.showback(con, MARCH_2)
+    assert list(sb.columns) == list(costviews.SHOWBACK_COLUMNS)
+    assert sb.cost_usd.sum() == pytest.approx(spend.report(con, MARCH_2, by=[]).cost_usd.iloc[0])
+    assert sb.share.sum() == pytest.approx(1.0)
+    assert sb.tenant.iloc[-1] == costviews.IDLE            # the idle line comes last
+    narrowed = costviews.showback(con, Filters(since=MARCH_2.since, until=MARCH_2.until, tenants=("b",)))
+    assert set(narrowed.tenant) == {"b"} and narrowed.cost_usd.sum() == pytest.approx(1.0)
+
+
+def test_views_of_filters_matching_nothing_are_empty_not_errors(con):
+    f = Filters(since=datetime(2026, 3, 2), until=datetime(2026, 3, 3), tenants=("nobody",))
+    assert costviews.showback(con, f).empty
+    assert costviews.cost_matrix(con, f).empty
+    assert costviews.cost_per_request(con, f).summary.empty
+    assert costviews.top_tenants(con, f).table.empty
+    assert costviews.kpis_with_change(con, f).current.requests == 0
+    assert costviews.token_mix(con, f).empty
+
+
+def test_empty_store():
+    c = store.connect(":memory:")
+    f = Filters()
+    assert costviews.showback(c, f).empty
+    assert costviews.kpis_with_change(c, f).current.requests == 0
+    assert costviews.spend_over_time(c, f).empty
+    assert costviews.gpu_fleet(c, f).summary.empty
+    assert costviews.cost_per_request(c, f).summary.empty
+    assert costviews.grain(c, f) == "day"
+
+
+def test_period_label():
+    f = Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 1) + timedelta(days=14))
+    assert costviews.period_label(f) == "2026-03-01 to 2026-03-14"
+    assert costviews.days_in(f) == 14

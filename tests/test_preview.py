@@ -1,0 +1,92 @@
+"""Upload preview: detection, raw and canonical first rows, nothing written; rejected rows read back."""
+import gzip
+import zipfile
+
+import pandas as pd
+import pytest
+
+from conftest import DATA
+from finops import store
+from finops.errors import InputError
+from finops.ingest import IngestOptions, ingest_path
+from finops.ingest.preview import preview_path, rejected_rows, suggest_mapping
+
+AZURE_MAP = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def _nothing_written(con):
+    return con.execute("SELECT (SELECT count(*) FROM requests) + (SELECT count(*) FROM batches)").fetchall()[0][0] == 0
+
+
+def test_azure_trace_is_detected_and_asks_for_a_model(con):
+    p = preview_path(con, DATA / "azure_code_excerpt.csv")
+    assert p.format == "azure-trace" and not p.ready and "model" in p.message
+    assert p.columns == ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]
+    assert len(p.raw) == 20 and p.raw["ContextTokens"].iloc[0] == "4808"
+    given = preview_path(con, DATA / "azure_code_excerpt.csv", options=IngestOptions(model="gpt-4o"))
+    assert given.ready and set(given.rows["model"]) == {"gpt-4o"}
+    assert _nothing_written(con)
+
+
+def test_a_mapping_previews_typed_canonical_rows(con):
+    opts = IngestOptions(mapping=AZURE_MAP, model="azure-code")
+    p = preview_path(con, DATA / "azure_code_excerpt.csv", options=opts, n=5)
+    assert p.format == "generic" and p.ready and len(p.rows) == 5
+    first = p.rows.iloc[0]
+    assert first["ts"].isoformat() == "2023-11-16T18:17:03.979960"
+    assert (first["input_tokens"], first["output_tokens"], first["model"]) == (4808, 10, "azure-code")
+    assert first["_row"] == 2 and pd.isna(first["_reject"])
+    assert {"ts", "model", "input_tokens", "output_tokens"} <= set(p.shown.columns)
+    assert "queue_ms" not in p.shown.columns           # empty in every previewed row
+    assert _nothing_written(con)
+
+
+def test_an_unknown_table_needs_a_mapping(con, tmp_path):
+    f = tmp_path / "mine.csv"
+    f.write_text("when,prompt_tokens,completion_tokens,who\n2026-01-01 10:00:00,5,7,x\n")
+    p = preview_path(con, f)
+    assert p.needs_mapping and p.format == "generic" and p.rows.empty
+    assert suggest_mapping(p.columns) == {"ts": "when", "tenant": "who", "input_tokens": "prompt_tokens",
+                                          "output_tokens": "completion_tokens"}
+
+
+def test_rejected_rows_are_read_back_with_the_reason(con, tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2026-01-01 10:00:00,5,7\nnot a time,1,2\n"
+                 "2026-01-01 10:00:02,-4,2\n")
+    [r] = ingest_path(con, f, IngestOptions(mapping=AZURE_MAP, model="m"))
+    assert r.rows_rejected == 2
+    back = rejected_rows(con, f, "bad.csv", r.rejects)
+    assert list(back["row"]) == [3, 4]
+    assert list(back.columns[:3]) == ["row", "field", "reason"]
+    assert back["TIMESTAMP"].iloc[0] == "not a time" and back["ContextTokens"].iloc[1] == "-4"
+    assert "negative" in back["reason"].iloc[1]
+
+
+def test_compressed_files_and_archives(con, tmp_path):
+    gz = tmp_path / "trace.csv.gz"
+    gz.write_bytes(gzip.compress((DATA / "azure_code_excerpt.csv").read_bytes()))
+    p = preview_path(con, gz, name="trace.csv.gz", options=IngestOptions(model="m"))
+    assert p.container == "gzip" and p.ready
+    z = tmp_path / "logs.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.write(DATA / "seed_gateway_verbatim.log", "a/gateway.log")
+        zf.write(DATA / "azure_code_excerpt.csv", "b/azure.csv")
+    p = preview_path(con, z, name="logs.zip")
+    assert p.container == "zip" and p.members == ["logs.zip:a/gateway.log", "logs.zip:b/azure.csv"]
+    assert p.format == "gateway-log" and p.ready and p.file == "logs.zip"
+
+
+@pytest.mark.parametrize("content, match", [(b"", "empty"), (b"\x00\x01\x02" * 100, "binary")])
+def test_unreadable_files_are_refused_by_name(con, tmp_path, content, match):
+    f = tmp_path / "upload.bin"
+    f.write_bytes(content)
+    with pytest.raises(InputError, match=f"file upload.bin: .*{match}"):
+        preview_path(con, f)
