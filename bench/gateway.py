@@ -17,6 +17,8 @@ enough to make the client the bottleneck. Per rate it prints:
   framework time (HTTP parsing, validation, logging, serialising), plus the
   client's own HTTP cost and the loopback: an upper bound on the gateway's share;
 * in-gateway time from the log: route_ms, and total_ms - queue_ms - service_ms;
+* the gateway process's CPU time per request (Linux), which contention from
+  other processes inflates far less than latency;
 * the same overhead against a baseline measured in the same run: a bare
   FastAPI + uvicorn endpoint answering a fixed JSON (the framework's floor).
 
@@ -97,6 +99,15 @@ def server_stack() -> str:
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
     http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     return f"uvicorn {loop}+{http}"
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process (Linux /proc), None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -186,12 +197,18 @@ def main() -> int:
         run_load(gw_url, 50, 2, 1, 99, args.client)         # warm-up, not reported
         offset = log.stat().st_size
         print(f"{'rate/s':>7} {'achieved':>8} {'ok/sent':>11} {'lag p99':>7} | {'ovh p50':>7} {'ovh p99':>7} | "
-              f"{'route50':>7} {'route99':>7} {'in-gw50':>7} {'in-gw99':>7} | {'bare p50':>8} {'bare p99':>8} "
-              f"{'p99 x bare':>10}")
+              f"{'route50':>7} {'route99':>7} {'in-gw50':>7} {'in-gw99':>7} {'cpu/req':>7} | {'bare p50':>8} "
+              f"{'bare p99':>8} {'p99 x bare':>10}")
+        cpu_per_req: list[float] = []
         best = None
         for i, rate in enumerate(rates):
+            cpu0 = cpu_s(servers[0].pid)
             gw = run_load(gw_url, rate, args.duration, args.procs, i, args.client)
+            cpu1 = cpu_s(servers[0].pid)
             inside, offset = log_figures(log, offset)
+            cpu_ms = (cpu1 - cpu0) * 1000 / gw["ok"] if cpu0 is not None and gw["ok"] else None
+            if cpu_ms is not None:
+                cpu_per_req.append(cpu_ms)
             bare = (None if args.no_baseline
                     else run_load(bare_url, rate, args.duration, args.procs, i, args.client))
             sustained = (gw["sent"] == gw["scheduled"] == gw["ok"] and gw["lag_p99"] < 10 and gw["p99"] < 5)
@@ -200,11 +217,15 @@ def main() -> int:
             ratio = f"{gw['p99'] / bare['p99']:10.2f}" if bare and bare["p99"] else " " * 10
             print(f"{rate:7.0f} {gw['achieved']:8.1f} {gw['ok']:>5}/{gw['sent']:<5} {fmt(gw['lag_p99'])} | "
                   f"{fmt(gw['p50'])} {fmt(gw['p99'])} | {fmt(inside['route_p50'])} {fmt(inside['route_p99'])} "
-                  f"{fmt(inside['in_p50'])} {fmt(inside['in_p99'])} | "
+                  f"{fmt(inside['in_p50'])} {fmt(inside['in_p99'])} {fmt(cpu_ms)} | "
                   f"{fmt(bare['p50'] if bare else None, 8)} {fmt(bare['p99'] if bare else None, 8)} {ratio}"
                   f"{'' if sustained else '   not sustained'}")
         print(f"highest rate sustained with P99 overhead < 5 ms: "
               f"{f'{best:.0f} req/s' if best else 'none of those tried'} (target >= 500 req/s)")
+        if cpu_per_req:
+            med = statistics.median(cpu_per_req)
+            print(f"gateway CPU per request (median over rates): {med:.2f} ms, so one core saturates near "
+                  f"{1000 / med:.0f} req/s (a ceiling, before any queueing delay)")
     finally:
         for proc in servers:
             proc.terminate()

@@ -11,7 +11,8 @@ Patterns (the rate multiplier ``m(t)``; each averages 1 over the run, so every
 pattern offers ``rate_per_s x duration_s`` requests on average)::
 
     steady   m(t) = 1
-    burst    m(t) = 3 during the first 20 % of every period, 0.5 otherwise
+    burst    m(t) = 3 during the first 20 % of every period (10 s, or the run if shorter),
+             0.5 otherwise
     ramp     m(t) = 2 t / duration   (from 0 up to twice the rate)
 
 The time-varying process is drawn by thinning (Lewis and Shedler, 1979):

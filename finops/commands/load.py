@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--prompts", metavar="FILE",
                         help="prompts, one per line (or .jsonl with a 'prompt' field); default: a built-in mix")
     parser.add_argument("--tenants", type=_csv_list, default=(),
-                        help="tenants sent as X-Tenant, drawn at random, comma-separated")
+                        help="tenants sent as X-Tenant, drawn at random, comma-separated (--preset: the first)")
     parser.add_argument("--api-key", help="sent as Authorization: Bearer KEY")
     parser.add_argument("--endpoint", choices=["chat", "route"],
                         help="POST /v1/chat/completions (chat) or the seed's /route "
