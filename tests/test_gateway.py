@@ -26,8 +26,15 @@ from finops.gateway.app import ServerThread, create_app
 from finops.gateway.backends import MockBackend
 from finops.gateway.classify import estimate_tokens
 from finops.gateway.config import Tier, load_config, parse_config
-from finops.gateway.log import JsonlLog
-from finops.gateway.pipeline import Gateway, RouteContext, cascade, cost_first, latency_first
+from finops.gateway.log import JsonlLog, MemoryLog
+from finops.gateway.pipeline import (
+    Gateway,
+    GatewayRequest,
+    RouteContext,
+    cascade,
+    cost_first,
+    latency_first,
+)
 from finops.schema import NAMES, TYPES, create_table_sql
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -594,3 +601,29 @@ def test_verbatim_fixture_sends_everything_to_fast_with_no_queue():
     for r in injected:      # 37 chars x 2 ms + 50 ms decode + 2000 ms injected
         assert r["service_ms"] == pytest.approx(37 * 2 + 50 + 2000, abs=150)
     assert not math.isnan(sum(r["total_ms"] for r in rows))
+
+
+def test_every_stage_is_pluggable_by_import_path():
+    """The seed's own rule as a plugin classifier (characters, 40): its 38-character prompt goes to fast."""
+    cfg = parse_config({
+        "cache": {"kind": "finops.gateway.cache:ExactCache", "ttl_s": 5.0, "max_entries": 2},
+        "classifier": {"kind": "finops.gateway.classify:LengthClassifier", "unit": "chars", "threshold": 40},
+        "tiers": {"standard": {"strategy": "finops.gateway.pipeline:latency_first"}},
+        "backends": {"fast": {"kind": "mock", "quality": 0.7, "decode_ms_per_token": 0.0},
+                     "slow": {"kind": "mock", "quality": 0.9, "decode_ms_per_token": 0.0}}})
+    log = MemoryLog()
+    gw = Gateway(cfg, log)
+    assert gw.cache.ttl_s == 5.0 and gw.classifier.unit == "chars"
+
+    async def ask(prompt):
+        return await gw.handle(GatewayRequest(messages=(("user", prompt),), tenant="t"))
+
+    out = asyncio.run(ask(SEED_LONG_38))
+    assert out.row["model"] == "fast" and out.row["attrs"]["complexity"] == "short"
+    assert out.row["strategy"] == "finops.gateway.pipeline:latency_first"
+    with pytest.raises(InputError, match="cannot load plugin"):
+        Gateway(parse_config({"cache": {"kind": "no.such.module:Cache"},
+                              "backends": {"a": {"kind": "mock"}}}), MemoryLog())
+    with pytest.raises(InputError, match="does not take these options"):
+        Gateway(parse_config({"cache": {"kind": "finops.gateway.cache:ExactCache", "size": 3},
+                              "backends": {"a": {"kind": "mock"}}}), MemoryLog())

@@ -4,9 +4,10 @@ The built-in cache is an exact match on normalised text (NFKC, case-folded,
 whitespace collapsed), in an LRU of ``max_entries`` whose entries expire
 ``ttl_s`` seconds after they were stored. With ``scope = "tenant"`` (the
 default) the key includes the tenant, so no tenant is ever served another's
-answer. A plugin cache only needs ``get(key) -> CachedAnswer | None`` and
-``put(key, answer)``; it may also define ``key(...)`` to match on something
-else than the exact text (embeddings, say).
+answer. A plugin cache (``kind = "package.module:factory"``, called with the
+section's other keys) implements ``key(tenant, pinned, messages) -> str``,
+``get(key) -> CachedAnswer | None`` and ``put(key, answer)``; its ``key`` may
+match on something else than the exact text (an embedding's nearest neighbour, say).
 """
 from __future__ import annotations
 

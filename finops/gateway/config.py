@@ -12,8 +12,10 @@
                          capacity, timeout and the options of its kind
 
 Every stage is pluggable: a ``kind`` (or a tier's ``strategy``) of the form
-``package.module:factory`` names your own implementation, which receives the
-section's other keys as a dict (see :mod:`finops.gateway.pipeline`). Built-in
+``package.module:factory`` names your own implementation. A cache or
+classifier factory is called with the section's other keys as keyword
+arguments; a backend factory with its :class:`BackendConfig`; a strategy is a
+function ``(backends, ctx) -> Plan`` (see :mod:`finops.gateway.pipeline`). Built-in
 kinds have their options declared below as data and checked here, so a typo in
 a key is an error at start-up, not a silent default.
 """

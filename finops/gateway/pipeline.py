@@ -190,8 +190,12 @@ def load_plugin(spec: str, where: str) -> Any:
 
 
 def _build_stage(stage: Stage, builtins: Mapping[str, Any], where: str) -> Any:
+    """The stage object: ``factory(**options)``, the factory built in or a plugin."""
     factory = load_plugin(stage.kind, where) if stage.is_plugin else builtins[stage.kind]
-    return factory(**stage.options) if not stage.is_plugin else factory(dict(stage.options))
+    try:
+        return factory(**stage.options)
+    except TypeError as exc:
+        raise InputError(f"{stage.kind} does not take these options: {exc}", field=where) from None
 
 
 def _sha(key: str) -> str:
