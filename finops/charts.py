@@ -669,7 +669,7 @@ def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool 
         edges = np.unique(np.append(edges, float(break_even_ms)))
     counts, edges = np.histogram(x_all[x_all <= top], bins=edges)
     hist = pd.DataFrame({"lo_ms": edges[:-1], "hi_ms": edges[1:], "share": counts / x_all.size})
-    pays, loses = "escalation pays", "escalation does not pay: stay on the edge"
+    pays, loses = "escalation pays", "stay on the edge"
     if break_even_ms is None:
         hist["decision"] = pays if always_pays else loses
     else:

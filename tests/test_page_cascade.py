@@ -1,0 +1,133 @@
+"""AppTest smoke tests of the Cascade page (pages/cascade.py)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from apptest_util import run_page, texts
+from numpy.testing import assert_allclose
+
+from finops import cascade_store, store
+
+PAGE = "pages/cascade.py"
+NASTY = "o'brien; drop table requests"
+
+
+def _frame(at, column: str):
+    """The first dataframe on the page that has ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no table with a {column!r} column")
+
+
+def _open(db: str, source: str | None = None):
+    """The page on ``db``, with the data source radio set to ``source`` (query parameters do not
+    survive AppTest's switch_page)."""
+    at = run_page(db, PAGE)
+    if source is not None:
+        at.radio(key="source").set_value(source).run()
+    return at
+
+
+def _charts(at) -> int:
+    return len(at.get("vega_lite_chart"))
+
+
+def _assert_key_elements(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.select_slider) == 1 and "Threshold τ" in at.select_slider[0].label
+    _frame(at, "marginal_cost_per_point")
+    assert _charts(at) >= 3                       # frontier, net benefit vs RTT, RTT histogram
+    assert "break-even" in texts(at).lower()
+
+
+@pytest.fixture()
+def demo_copy(demo_db, tmp_path) -> str:
+    path = str(tmp_path / "demo_copy.duckdb")
+    shutil.copy(demo_db, path)
+    return path
+
+
+def test_empty_store_falls_back_to_the_seeds_table(empty_db):
+    at = _open(empty_db)
+    _assert_key_elements(at)
+    assert at.radio(key="source").value == "seed"
+
+
+def test_empty_store_asked_for_shadow_evaluation_says_there_is_none(empty_db):
+    at = _open(empty_db, "store")
+    assert not at.exception
+    assert "carries a confidence score" in texts(at)
+    assert "Edge vs cloud" in texts(at)           # the calculator still works without data
+    assert _charts(at) >= 2
+
+
+def test_parametric_mode_shows_the_seeds_figures(empty_db):
+    at = _open(empty_db, "seed")
+    table = _frame(at, "marginal_cost_per_point")
+    assert_allclose(table["avg_cost"], [5.8, 3.4, 1.96])
+    assert_allclose(table["escalation_rate"], [0.60, 0.30, 0.12])
+    assert_allclose(table["marginal_cost_per_point"].iloc[1:], [0.8, 0.288])
+    body = texts(at)
+    assert "τ = 0.8**" in body and "$3.400 per 1,000" in body      # 90 % floor -> the seed's tau 0.80
+
+
+def test_parametric_mode_follows_the_floor(empty_db):
+    at = _open(empty_db, "seed")
+    at.number_input(key="floor").set_value(95.0).run()
+    assert not at.exception
+    assert "τ = 0.95**" in texts(at) and "$5.800 per 1,000" in texts(at)
+    at.number_input(key="floor").set_value(99.0).run()
+    assert "No threshold reaches the 99 % quality floor" in texts(at)
+
+
+def test_parametric_metrics_need_the_ends(empty_db):
+    at = _open(empty_db, "seed")
+    assert "Metrics not computed" in texts(at)
+    ends = [n for n in at.number_input if "alone: quality" in n.label]
+    ends[0].set_value(0.80)
+    ends[1].set_value(0.97).run()
+    assert not at.exception
+    apgr = next(m for m in at.metric if m.label == "APGR")
+    assert apgr.value != "–"
+    assert "small only" in _frame(at, "large_call_rate")["name"].tolist()
+
+
+def test_edge_section_shows_the_seeds_worked_example(empty_db):
+    at = _open(empty_db)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Gain worth ($/request)"] == "$0.0750"
+    assert metrics["Cost of escalating ($/request)"] == "$0.0400"
+    assert metrics["Decision at this RTT"] == "Escalate"
+    assert metrics["Break-even RTT (ms)"] == "523 ms"
+    at.number_input(key="rtt_ms").set_value(1500.0).run()
+    assert {m.label: m.value for m in at.metric}["Decision at this RTT"] == "Stay on the edge"
+
+
+def test_sample_fleet_store_source(demo_db):
+    at = _open(demo_db)
+    _assert_key_elements(at)
+    assert at.radio(key="source").value == "store"
+    body = texts(at)
+    assert "carry both shadow labels" in body and "per-query costs" in body
+    assert {m.label for m in at.metric} >= {"APGR", "CPT(50%)", "CPT(80%)"}
+    assert "oracle router" in _frame(at, "large_call_rate")["name"].tolist()
+
+
+def test_store_floors_round_trip_through_the_page(demo_copy):
+    con = store.connect(demo_copy)
+    cascade_store.save_quality_floors(con, {"globex-search": 0.80, NASTY: 0.90})
+    con.close()
+    at = _open(demo_copy)
+    assert not at.exception
+    choices = _frame(at, "meets")
+    assert choices["tenant"].tolist() == ["globex-search", NASTY]
+    assert choices["curve"].tolist() == ["this tenant's queries", "all queries"]
+    assert bool(choices["meets"].iloc[0])
+    save = next(b for b in at.button if b.label == "Save floors")
+    save.click().run()                           # writes the table back unchanged
+    assert not at.exception
+    con = store.connect(demo_copy)
+    assert cascade_store.quality_floors(con) == pytest.approx({"globex-search": 0.80, NASTY: 0.90})
+    con.close()
