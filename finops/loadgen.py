@@ -270,17 +270,25 @@ class RawClient:
                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n{head}\r\n"
                    ).encode() + payload
         async with asyncio.timeout(self.timeout_s):
-            if self._idle:
-                reader, writer = self._idle.pop()
-            else:
-                reader, writer = await asyncio.open_connection(self.host, self.port)
-                self._all.add(writer)
-            try:
-                writer.write(request)
-                status, content, keep = await self._response(reader)
-            except BaseException:
-                self._drop(writer)
-                raise
+            while True:
+                reused = bool(self._idle)
+                if reused:
+                    reader, writer = self._idle.pop()
+                else:
+                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                    self._all.add(writer)
+                try:
+                    writer.write(request)
+                    status, content, keep = await self._response(reader)
+                    break
+                except (asyncio.IncompleteReadError, ConnectionError) as exc:
+                    self._drop(writer)
+                    # the server closed an idle keep-alive connection before reading: retry fresh
+                    if not (reused and getattr(exc, "partial", b"") == b""):
+                        raise
+                except BaseException:
+                    self._drop(writer)
+                    raise
         if keep:
             self._idle.append((reader, writer))
         else:

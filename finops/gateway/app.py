@@ -82,7 +82,7 @@ def summary(out: Outcome) -> dict[str, Any]:
         "cache_hit": row["cache_hit"], "escalations": out.escalations, "strategy": row["strategy"],
         "tenant": row["tenant"], "sla_tier": row["sla_tier"], "confidence": row["confidence"],
         "route_ms": row["route_ms"], "queue_ms": row["queue_ms"], "service_ms": row["service_ms"],
-        "total_ms": row["total_ms"], "cost_usd": round(out.cost_usd, 9),
+        "total_ms": row["total_ms"], "cost_usd": None if out.cost_usd is None else round(out.cost_usd, 9),
     }
 
 

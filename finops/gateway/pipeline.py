@@ -111,7 +111,7 @@ class Outcome:
     text: str
     row: dict[str, Any]                                 # the answering row
     rows: list[dict[str, Any]] = field(default_factory=list)   # every row written, attempts first
-    cost_usd: float = 0.0                               # all calls of the request
+    cost_usd: float | None = 0.0                        # all calls of the request; None if none was priced
 
     @property
     def escalations(self) -> int:
@@ -348,7 +348,7 @@ class Gateway:
     async def _run(self, plan: Plan, call: CallRequest, request_id: str, base: dict, attrs: dict,
                    t_in: float, t_routed: float, cache_key: str | None) -> Outcome:
         rows: list[dict[str, Any]] = []
-        total_cost = 0.0
+        total_cost: float | None = None
         t_prev = t_routed
         route_ms = (t_routed - t_in) * 1000
         for i, backend in enumerate(plan.chain):
@@ -376,8 +376,9 @@ class Gateway:
                 row_attrs["attempts"] = i
             row = self._row(row_id, base, row_attrs, backend, timing, route_ms, t_in, t_call, reply, error,
                             escalated=escalate)
-            total_cost += row["cost_usd"] or 0.0
-            if i and not escalate:
+            if row["cost_usd"] is not None:
+                total_cost = (total_cost or 0.0) + row["cost_usd"]
+            if i and not escalate and total_cost is not None:
                 row["attrs"]["cascade_cost_usd"] = round(total_cost, 9)
             self._write(row)
             rows.append(row)
