@@ -405,9 +405,11 @@ def floor_choices(curve: pd.DataFrame, floors: Mapping[str, float],
     ``curve``. Columns: tenant, floor, curve (whose queries), threshold, escalation_rate,
     avg_cost, avg_quality (NaN when no threshold meets the floor), meets.
 
-    >>> floor_choices(cascade.parametric_curve(cascade.seed_table()), {"premium": 0.95, "std": 0.9})[
-    ...     ["tenant", "threshold", "avg_cost", "meets"]].to_string(index=False)
-    'tenant  threshold  avg_cost  meets\\npremium       0.95       5.8   True\\n    std       0.80       3.4   True'
+    >>> out = floor_choices(cascade.parametric_curve(cascade.seed_table()), {"premium": 0.95, "std": 0.9})
+    >>> print(out[["tenant", "threshold", "avg_cost", "meets"]].to_string(index=False))
+     tenant  threshold  avg_cost  meets
+    premium       0.95       5.8   True
+        std       0.80       3.4   True
     """
     rows = []
     for tenant, floor in sorted(floors.items()):
