@@ -251,6 +251,24 @@ def test_a_deleted_batch_hides_its_run(con):
     assert benchruns.benchmark_runs(con).empty
 
 
+def test_a_failed_load_stores_no_run(con, tmp_path):
+    raw = json.loads((LLMPERF / "fireworks_70b.json").read_text())
+    raw[3]["number_input_tokens"] = -5               # one bad row: --strict refuses the whole file
+    (tmp_path / "individual").mkdir()
+    (tmp_path / "summary").mkdir()
+    bad = tmp_path / "individual" / "fireworks_70b.json"
+    bad.write_text(json.dumps(raw))
+    shutil.copy(DATA / "llmperf/summary/fireworks_70b.json", tmp_path / "summary" / "fireworks_70b.json")
+    with pytest.raises(InputError, match="nothing loaded"):
+        ingest_path(con, bad, IngestOptions(strict=True))
+    assert store.row_count(con) == 0
+    # not even hidden: no run was written (the table is created by the first stored run)
+    assert _rows(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'benchmark_runs'") == [(0,)]
+    [r] = ingest_path(con, bad)                      # without --strict the good rows and the run go in
+    assert (r.rows_ingested, r.rows_rejected) == (149, 1)
+    assert len(benchruns.benchmark_runs(con)) == 1
+
+
 # ---------------------------------------------------------------- llmperf
 
 def test_llmperf_loads_with_provider_and_model_and_null_error_latencies(con):

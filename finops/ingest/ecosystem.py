@@ -249,12 +249,16 @@ def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
         return '"' + name + '"'
 
     def ts(name: str) -> str:
-        return f"TRY_CAST(nullif(trim(CAST({col(name)} AS VARCHAR)), '') AS TIMESTAMPTZ)"
+        # for differences between two times of one row: a UTC offset, if any, is the same on both
+        if types.get(name, "").startswith("TIMESTAMP"):
+            return f"CAST({col(name)} AS TIMESTAMP)"
+        return f"TRY_CAST({col(name)} AS TIMESTAMP)"
 
-    def as_json(name: str) -> str:
+    def json_path(name: str, path: str) -> str:
+        """``json_extract_string`` of a JSON column, or of JSON text (NULL where the text is not JSON)."""
         if types.get(name) == "VARCHAR":
-            return f"CASE WHEN json_valid({col(name)}) THEN CAST({col(name)} AS JSON) END"
-        return f"to_json({col(name)})"
+            return f"try(json_extract_string({col(name)}, {path}))"
+        return f"json_extract_string(to_json({col(name)}), {path})"
 
     preset = {k: v for k, v in LITELLM_PRESET.items() if v in cols}
     exprs: dict[str, tuple[str, list[str]]] = {}
@@ -276,20 +280,16 @@ def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
         exprs["status"] = (f"CASE {s} WHEN 'success' THEN 'ok' WHEN 'failure' THEN 'error' ELSE nullif({s}, '') END",
                            ["status"])
     if "metadata" in cols:
-        m = as_json("metadata")
         paths = "[" + ", ".join(f"'{x}'" for x in LITELLM_CACHED_PATHS) + "]"
         exprs["cached_input_tokens"] = (
-            f"list_reduce(list_transform(json_extract_string({m}, {paths}), lambda v: TRY_CAST(v AS BIGINT)), "
+            f"list_reduce(list_transform({json_path('metadata', paths)}, lambda v: TRY_CAST(v AS BIGINT)), "
             f"lambda a, b: coalesce(a, b))", [])
-        err = f"json_extract_string({m}, '$.error_information.error_class')"
+        err = json_path("metadata", "'$.error_information.error_class'")
         exprs["error_type"] = (f"nullif({err}, '')", [])
-    source = mapped_source(con, p, options, preset=preset, exprs=exprs)
-    text_cols = [c for c in LITELLM_JSON_TEXT if c in cols and types.get(c) == "VARCHAR"]
-    if text_cols:
-        # JSON columns exported as text (CSV): kept in attrs as JSON, not as strings
-        patch = ", ".join(f"'{c}', CASE WHEN json_valid(attrs->>'{c}') THEN json(attrs->>'{c}') "
-                          f"ELSE attrs->'{c}' END" for c in text_cols)
-        source.sql = f"SELECT * REPLACE (json_merge_patch(attrs, json_object({patch})) AS attrs) FROM ({source.sql})"
+    # JSON columns exported as text (CSV) are kept in attrs as JSON, not as strings
+    as_json = {c: f"coalesce(try(CAST({col(c)} AS JSON)), to_json({col(c)}))"
+               for c in LITELLM_JSON_TEXT if c in cols and types.get(c) == "VARCHAR"}
+    source = mapped_source(con, p, options, preset=preset, exprs=exprs, attrs_exprs=as_json)
     if unlink:
         source.cleanup = unlink
     return source

@@ -54,14 +54,16 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe) -> tuple[str, list, l
 
 
 def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
-                  preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None) -> Source:
+                  preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None,
+                  attrs_exprs: dict[str, str] | None = None) -> Source:
     """Map a tabular file onto canonical columns.
 
     ``preset`` (canonical -> source column) is applied first, then the user's
     ``options.mapping``; a source column named like a canonical one maps to it
     unless mapped elsewhere. ``exprs`` gives SQL expressions over the source
     columns for canonical columns that need a computation (a preset's unit
-    conversions). Every unmapped column is kept in ``attrs``.
+    conversions). Every unmapped column is kept in ``attrs``; ``attrs_exprs`` gives the
+    SQL for a source column's value there (e.g. JSON text kept as JSON).
     """
     sql, params, cols = relation_sql(con, p)
     mapping = dict(preset or {})
@@ -91,7 +93,9 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         if expr:
             select.append(f"{expr} AS {name}")
     rest = [c for c in cols if c not in used and c != "attrs"]
-    packed = f"to_json(struct_pack({', '.join(f'{quote_ident(c)} := {quote_ident(c)}' for c in rest)}))" if rest else None
+    kept = attrs_exprs or {}
+    packed = (f"to_json(struct_pack({', '.join(f'{quote_ident(c)} := {kept.get(c, quote_ident(c))}' for c in rest)}))"
+              if rest else None)
     own = quote_ident(mapping.get("attrs", "attrs")) if ("attrs" in cols or "attrs" in mapping) else None
     if own and packed:
         select.append(f"json_merge_patch(CAST({own} AS JSON), {packed}) AS attrs")
