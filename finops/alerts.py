@@ -2,8 +2,12 @@
 
 The thresholds of section 5.2 of the deployment text (002)::
 
-    error rate > 1 %                      per model x tenant x hour (rollups)
-    P99 total_ms > 1.5 x SLA              per model x tenant x tier x hour; SLA per tier
+    error rate > 1 %                      per model x tenant x hour (rollups); fires when the 99.9 % lower
+                                          confidence bound (Wilson) of the rate is above 1 %, so two
+                                          failures among 60 requests are not an alert
+    P99 latency > 1.5 x SLA               per model x tenant x tier x hour; SLA per tier, on TTFT where
+                                          the logs carry it (interactive SLAs are on the first token),
+                                          else on total_ms (``alerts.sla_metric`` overrides)
     GPU utilisation > 90 % or < 20 %      per self-hosted model x hour, sustained (pricing.fleet_utilization)
     queue length growing                  per model x 15 min: Little's law L_q = lambda x W_q,
                                           rising over consecutive windows
@@ -35,7 +39,9 @@ ALL = "(all tenants)"
 FLEET = "(fleet)"
 SEVERITIES = ("critical", "warning", "info")
 WINDOWS = {"15min": timedelta(minutes=15), "hour": timedelta(hours=1), "day": timedelta(days=1)}
-DEFAULT_SLA_P99_MS = {"premium": 2000.0, "standard": 5000.0, "batch": 60000.0, "(none)": 5000.0}
+DEFAULT_SLA_P99_MS = {"premium": 2000.0, "standard": 5000.0, "batch": 30000.0, "(none)": 5000.0}
+SLA_METRICS = ("ttft_ms", "total_ms")
+WILSON_Z = 3.09                # one-sided 99.9 %: hundreds of windows are judged, chance must rarely alert
 ALERT_COLUMNS = ["rule", "model", "tenant", "window_start", "window_end", "value", "threshold", "severity",
                  "message"]
 
@@ -55,7 +61,7 @@ class AlertRule:
 
 DEFAULT_RULES: tuple[AlertRule, ...] = (
     AlertRule("error_rate", "Error rate above 1 %", 0.01, "%", "critical", min_requests=50),
-    AlertRule("p99_over_sla", "P99 latency above 1.5 x the tier's SLA", 1.5, "x SLA", "critical", min_requests=50),
+    AlertRule("p99_over_sla", "P99 latency above 1.5 x the tier's SLA", 1.5, "x SLA", "warning", min_requests=100),
     AlertRule("gpu_util_high", "GPU utilisation above 90 %, sustained", 0.90, "%", "warning", sustained=2),
     AlertRule("gpu_util_low", "GPU utilisation below 20 %, sustained", 0.20, "%", "info", sustained=6),
     AlertRule("queue_growing", "Queue length growing", 1.0, "requests", "warning", window="15min", sustained=3),
@@ -132,6 +138,36 @@ def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) 
     set_setting(con, "alerts.sla_p99_ms", {str(k): float(v) for k, v in targets.items()})
 
 
+def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
+    """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it, else total_ms."""
+    chosen = get_setting(con, "alerts.sla_metric")
+    if chosen in SLA_METRICS:
+        return chosen
+    where, params = (f or Filters()).where()
+    has_ttft = con.execute(f"SELECT count(ttft_ms) FROM requests WHERE {where}", params).fetchall()[0][0]
+    return "ttft_ms" if has_ttft else "total_ms"
+
+
+def save_sla_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:
+    if metric not in SLA_METRICS:
+        raise InputError(f"the SLA is on one of {', '.join(SLA_METRICS)}")
+    set_setting(con, "alerts.sla_metric", metric)
+
+
+def wilson_lower(k, n, z: float = WILSON_Z):
+    """One-sided lower confidence bound of a rate ``k / n`` (Wilson score interval), vectorised.
+
+    >>> round(float(wilson_lower(8, 200)), 4)
+    0.0142
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    p = np.divide(k, n, out=np.zeros_like(k), where=n > 0)
+    denom = 1 + z * z / np.where(n > 0, n, 1)
+    centre = p + z * z / (2 * np.where(n > 0, n, 1))
+    half = z * np.sqrt(p * (1 - p) / np.where(n > 0, n, 1) + z * z / (4 * np.where(n > 0, n, 1) ** 2))
+    return np.where(n > 0, (centre - half) / denom, 0.0)
+
+
 def configured(con: duckdb.DuckDBPyConnection) -> bool:
     """True when a person has saved alert rules or SLA targets for this store."""
     return get_setting(con, "alerts.rules") is not None or get_setting(con, "alerts.sla_p99_ms") is not None
@@ -150,19 +186,22 @@ def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     rep = spend.report(con, f, by=[grain, "model", "tenant"], include_idle=False)
     if rep.empty:
         return _none()
-    rep = rep[(rep["requests"] >= max(rule.min_requests, 1)) & (rep["error_rate"] > rule.threshold)]
+    errors = (rep["error_rate"].fillna(0) * rep["requests"]).round()
+    rep = rep.assign(errors=errors, lower=wilson_lower(errors, rep["requests"]))
+    rep = rep[(rep["requests"] >= max(rule.min_requests, 1)) & (rep["lower"] > rule.threshold)]
     return pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "window_start": rep[grain],
                          "value": rep["error_rate"], "threshold": rule.threshold,
-                         "detail": [f"{int(round(e * n)):,} of {n:,} requests failed"
-                                    for e, n in zip(rep["error_rate"], rep["requests"], strict=True)]})
+                         "detail": [f"{int(e):,} of {n:,} requests failed (99.9% lower bound {lo:.1%})"
+                                    for e, n, lo in zip(rep["errors"], rep["requests"], rep["lower"], strict=True)]})
 
 
 def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     where, params = f.where()
+    metric = sla_metric(con, f)
     rows = con.execute(f"""
 SELECT {_bucket(rule.window)} AS window_start, model, tenant, coalesce(sla_tier, '(none)') AS tier,
-       count(*) AS requests, quantile_cont(total_ms, 0.99) AS p99
-FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND total_ms IS NOT NULL
+       count(*) AS requests, quantile_cont({metric}, 0.99) AS p99
+FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND {metric} IS NOT NULL
 GROUP BY 1, 2, 3, 4 HAVING count(*) >= ?""", params + [max(rule.min_requests, 1)]).df()
     if rows.empty:
         return _none()
@@ -172,7 +211,7 @@ GROUP BY 1, 2, 3, 4 HAVING count(*) >= ?""", params + [max(rule.min_requests, 1)
     hit = rows[rows["ratio"] > rule.threshold]
     return pd.DataFrame({"model": hit["model"], "tenant": hit["tenant"], "window_start": hit["window_start"],
                          "value": hit["ratio"], "threshold": rule.threshold,
-                         "detail": [f"P99 {p:,.0f} ms vs {t} SLA {s:,.0f} ms over {n:,} requests"
+                         "detail": [f"P99 {metric} {p:,.0f} ms vs {t} SLA {s:,.0f} ms over {n:,} requests"
                                     for p, t, s, n in zip(hit["p99"], hit["tier"], hit["sla_ms"], hit["requests"],
                                                           strict=True)]})
 

@@ -38,7 +38,9 @@ from dataclasses import asdict, dataclass, field
 import duckdb
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from finops import latency, routing
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -54,6 +56,8 @@ TAIL_MIN_SHARE = 0.05          # at least 5 % of a window's requests
 HISTORY_FACTOR = 3.0           # and 3x the model's typical window, where there is history
 MIN_HISTORY = 3                # windows needed before a window is compared with the others
 MIN_REQUESTS = 3
+LOAD_LENGTH_RATIO = 2.5        # slow decodes this much longer than the median: per-token slowdown under load
+SIGNIFICANCE = 1e-6            # a window's share must be this unlikely under the model's typical share
 TARGET_RHO = 0.7
 
 
@@ -79,76 +83,135 @@ def _bucket(window: str) -> str:
 
 SVC_SQL = ("coalesce(service_ms, prefill_ms + decode_ms, "
            "total_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))")
-TPOT_SQL = ("CASE WHEN output_tokens > 1 AND ttft_ms IS NOT NULL THEN (total_ms - ttft_ms) / (output_tokens - 1) "
-            "WHEN output_tokens > 0 AND decode_ms IS NOT NULL THEN decode_ms / output_tokens END")
+DECODE_SQL = "coalesce(decode_ms, total_ms - ttft_ms)"
+PREFILL_SQL = "coalesce(prefill_ms, ttft_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))"
 LEN_SQL = "coalesce(CAST(input_tokens AS DOUBLE), CAST(prompt_chars AS DOUBLE))"
+OK_SQL = "(status IS NULL OR status = 'ok')"
+
+
+def service_fit(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Per model with token counts: ``svc ≈ a + b x input_tokens + c x output_tokens`` (least squares,
+    non-negative terms). The expected service time of a request for its tokens, where the logs do
+    not split decode from prefill."""
+    where, params = f.where()
+    sums = con.execute(f"""
+SELECT model, count(*) AS n, sum(x1) AS s1, sum(x2) AS s2, sum(x1 * x1) AS s11, sum(x2 * x2) AS s22,
+       sum(x1 * x2) AS s12, sum(y) AS sy, sum(x1 * y) AS s1y, sum(x2 * y) AS s2y
+FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DOUBLE) AS x2, {SVC_SQL} AS y
+      FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND total_ms IS NOT NULL
+        AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL)
+GROUP BY 1 HAVING count(*) >= 10 ORDER BY 1""", params).df()
+    rows = [(r.model, *routing.nonneg_fit(r)) for r in sums.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=["model", "fit_a", "fit_b", "fit_c"])
 
 
 def window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "hour") -> pd.DataFrame:
     """One row per model and window with the numbers the rules read (see the module docstring),
-    and the model's baselines over the whole filtered period (columns ``base_*``)."""
+    the model's baselines over the whole filtered period (``base_*``) and its typical window
+    (``typ_*``: the median over its windows)."""
     if window not in WINDOWS:
         raise InputError(f"window must be one of {', '.join(WINDOWS)}")
     where, params = f.where()
+    fit = service_fit(con, f)
     sql = f"""
-WITH r AS (
-  SELECT model, {_bucket(window)} AS w, ts, total_ms, queue_ms, {SVC_SQL} AS svc, {TPOT_SQL} AS tpot,
-         prefill_ms / nullif(input_tokens, 0) AS prefill_per_tok, {LEN_SQL} AS len, input_tokens IS NOT NULL AS input_tokens_known, ttft_ms,
-         coalesce(cache_hit, false) AS hit
+WITH fit AS (SELECT unnest(?::VARCHAR[]) AS model, unnest(?::DOUBLE[]) AS fit_a, unnest(?::DOUBLE[]) AS fit_b,
+                    unnest(?::DOUBLE[]) AS fit_c),
+r AS (
+  SELECT model, {_bucket(window)} AS w, ts, total_ms, queue_ms, {SVC_SQL} AS svc,
+         CASE WHEN output_tokens > 0 THEN {DECODE_SQL} END AS decode_time, {PREFILL_SQL} AS prefill_time,
+         CAST(input_tokens AS DOUBLE) AS in_tok, CAST(output_tokens AS DOUBLE) AS out_tok, {LEN_SQL} AS len,
+         input_tokens IS NOT NULL AS len_is_tokens, {OK_SQL} AS ok, coalesce(cache_hit, false) AS hit
   FROM requests WHERE {where} AND total_ms IS NOT NULL),
 served AS (SELECT * FROM r WHERE NOT hit),
 base AS (
-  SELECT model, count(*) AS base_n, quantile_cont(svc, 0.1) AS base_svc_p10, median(svc) AS base_svc_p50,
-         median(tpot) AS base_tpot_p50, median(prefill_per_tok) AS base_prefill_per_tok,
-         median(total_ms) AS base_total_p50, count(tpot) AS base_tpot_n, count(queue_ms) AS base_queue_n
+  SELECT model, count(DISTINCT w) AS base_windows, quantile_cont(svc, 0.1) AS base_svc_p10,
+         median(svc) AS base_svc_p50, median(decode_time / out_tok) AS base_tpot,
+         count(decode_time / out_tok) AS base_tpot_n, median(total_ms) AS base_total_p50,
+         regr_intercept(prefill_time, in_tok) AS pf_a, regr_slope(prefill_time, in_tok) AS pf_b,
+         count(prefill_time) AS base_prefill_n
   FROM served GROUP BY 1),
+x AS (
+  SELECT s.*, b.*, fit.fit_a IS NOT NULL AS has_fit,
+         CASE WHEN b.base_tpot_n > 0 THEN 'tpot' WHEN fit.fit_a IS NOT NULL THEN 'fit' ELSE 'p10' END AS decode_mode,
+         CASE WHEN b.base_tpot_n > 0 THEN s.decode_time
+              WHEN fit.fit_a IS NOT NULL THEN CASE WHEN s.in_tok IS NOT NULL AND s.out_tok IS NOT NULL THEN s.svc END
+              ELSE s.svc END AS actual,
+         CASE WHEN b.base_tpot_n > 0 THEN s.out_tok * b.base_tpot
+              WHEN fit.fit_a IS NOT NULL THEN fit.fit_a + fit.fit_b * s.in_tok + fit.fit_c * s.out_tok
+              ELSE b.base_svc_p10 END AS expected,
+         s.prefill_time - greatest(b.pf_a + b.pf_b * s.in_tok, 0) AS pf_excess
+  FROM served s JOIN base b USING (model) LEFT JOIN fit USING (model)),
+p AS (SELECT model, quantile_cont(actual - expected, 0.95) AS base_excess_p95,
+             quantile_cont(pf_excess, 0.95) AS base_pf_excess_p95 FROM x GROUP BY 1),
 tagged AS (
-  SELECT s.*, b.*,
-         CASE WHEN b.base_tpot_n > 0 THEN s.tpot > {TAIL_FACTOR} * b.base_tpot_p50
-              ELSE s.svc > {TAIL_FACTOR} * b.base_svc_p10 + {TAIL_MIN_EXCESS_MS} END AS tail
-  FROM served s JOIN base b USING (model)),
+  SELECT x.*, p.base_excess_p95, p.base_pf_excess_p95,
+         CASE WHEN x.base_windows >= {MIN_HISTORY}
+              THEN x.actual - x.expected > greatest(p.base_excess_p95, {TAIL_MIN_EXCESS_MS})
+              ELSE x.actual > {TAIL_FACTOR} * x.expected + {TAIL_MIN_EXCESS_MS} END AS tail,
+         x.base_windows >= {MIN_HISTORY} AND x.pf_excess > greatest(p.base_pf_excess_p95, {TAIL_MIN_EXCESS_MS})
+           AS pf_tail
+  FROM x JOIN p USING (model)),
 hits AS (SELECT model, w, count(*) FILTER (WHERE hit) AS cache_hits, count(*) AS all_requests FROM r GROUP BY 1, 2)
 SELECT t.model, t.w AS window_start, count(*) AS n, min(t.ts) AS first_ts,
-       epoch(max(t.ts) - min(t.ts)) AS arrival_span_s,
-       quantile_cont(t.total_ms, 0.5) AS total_p50, quantile_cont(t.total_ms, 0.99) AS total_p99,
+       quantile_cont(t.total_ms, 0.5) AS total_p50,
+       quantile_cont(t.total_ms, 0.99) FILTER (WHERE t.ok) AS total_p99,
        count(t.queue_ms) AS queue_n, quantile_cont(t.queue_ms, 0.95) AS queue_p95, max(t.queue_ms) AS queue_max,
-       avg(t.queue_ms) AS queue_mean, count(*) FILTER (WHERE t.queue_ms > {WAITED_MS}) AS waited,
+       count(*) FILTER (WHERE t.queue_ms > {WAITED_MS}) AS waited,
        sum(t.queue_ms) / nullif(sum(t.total_ms), 0) AS queue_share,
-       avg(t.svc) AS svc_mean, quantile_cont(t.svc, 0.5) AS svc_p50, quantile_cont(t.svc, 0.95) AS svc_p95,
-       quantile_cont(t.tpot, 0.5) AS tpot_p50, quantile_cont(t.tpot, 0.95) AS tpot_p95,
-       quantile_cont(t.prefill_per_tok, 0.5) AS prefill_per_tok_p50,
-       count(*) FILTER (WHERE t.tail) AS tail_n,
-       min(t.svc) FILTER (WHERE t.tail) AS tail_svc_min, max(t.svc) FILTER (WHERE t.tail) AS tail_svc_max,
-       avg(t.svc) FILTER (WHERE t.tail) AS tail_svc_mean, avg(t.tpot) FILTER (WHERE t.tail) AS tail_tpot_mean,
+       avg(t.svc) AS svc_mean, quantile_cont(t.svc, 0.5) AS svc_p50,
+       any_value(t.decode_mode) AS decode_mode, count(*) FILTER (WHERE t.tail) AS tail_n,
+       min(t.actual) FILTER (WHERE t.tail) AS tail_actual_min, max(t.actual) FILTER (WHERE t.tail) AS tail_actual_max,
+       avg(t.actual) FILTER (WHERE t.tail) AS tail_actual_mean,
+       avg(t.expected) FILTER (WHERE t.tail) AS tail_expected_mean,
+       avg(t.actual - t.expected) FILTER (WHERE t.tail) AS tail_excess_mean,
+       avg(t.actual / nullif(t.out_tok, 0)) FILTER (WHERE t.tail) AS tail_tpot_mean,
        quantile_cont(t.len, 0.5) FILTER (WHERE t.tail) AS tail_len_p50,
+       quantile_cont(t.out_tok, 0.5) FILTER (WHERE t.tail) AS tail_out_p50, quantile_cont(t.out_tok, 0.5) AS out_p50,
        quantile_cont(t.len, 0.9) FILTER (WHERE NOT t.tail) AS fast_len_p90,
        min(t.len) FILTER (WHERE t.tail) AS tail_len_min, max(t.len) FILTER (WHERE t.tail) AS tail_len_max,
        min(t.len) FILTER (WHERE NOT t.tail) AS fast_len_min, max(t.len) FILTER (WHERE NOT t.tail) AS fast_len_max,
-       any_value(t.base_svc_p10) AS base_svc_p10, any_value(t.base_svc_p50) AS base_svc_p50,
-       any_value(t.base_tpot_p50) AS base_tpot_p50, any_value(t.base_prefill_per_tok) AS base_prefill_per_tok,
-       any_value(t.base_total_p50) AS base_total_p50, any_value(t.base_tpot_n) AS base_tpot_n,
-       count(t.len) > 0 AND count(*) FILTER (WHERE t.input_tokens_known) > 0 AS len_in_tokens,
+       bool_or(t.len_is_tokens) AS len_in_tokens,
+       count(*) FILTER (WHERE t.pf_tail) AS pf_tail_n, avg(t.pf_excess) FILTER (WHERE t.pf_tail) AS pf_excess_mean,
+       avg(t.prefill_time) FILTER (WHERE t.pf_tail) AS pf_tail_prefill_mean,
+       any_value(t.base_windows) AS windows, any_value(t.base_svc_p10) AS base_svc_p10,
+       any_value(t.base_svc_p50) AS base_svc_p50, any_value(t.base_tpot) AS base_tpot,
+       any_value(t.base_total_p50) AS base_total_p50, any_value(t.base_excess_p95) AS base_excess_p95,
+       any_value(t.base_pf_excess_p95) AS base_pf_excess_p95, any_value(t.pf_a) AS pf_a,
+       any_value(t.pf_b) AS pf_b,
        any_value(h.cache_hits) AS cache_hits, any_value(h.all_requests) AS all_requests
 FROM tagged t LEFT JOIN hits h ON h.model = t.model AND h.w = t.w
 GROUP BY 1, 2 ORDER BY 1, 2"""
-    m = con.execute(sql, params).df()
+    fit_params = [fit["model"].tolist(), fit["fit_a"].tolist(), fit["fit_b"].tolist(), fit["fit_c"].tolist()]
+    m = con.execute(sql, fit_params + params).df()
     if m.empty:
         return m
     m["tail_share"] = m["tail_n"] / m["n"]
+    m["pf_share"] = m["pf_tail_n"] / m["n"]
     m["waited_share"] = m["waited"] / m["n"]
     m["hit_rate"] = m["cache_hits"] / m["all_requests"]
-    # history: each model's typical window (median over its windows)
-    for col in ("tail_share", "queue_p95", "waited_share", "prefill_per_tok_p50", "hit_rate", "total_p50",
-                "total_p99"):
+    for col in ("tail_share", "pf_share", "queue_p95", "total_p50", "total_p99", "hit_rate"):
         m[f"typ_{col}"] = m.groupby("model")[col].transform("median")
-    m["windows"] = m.groupby("model")["n"].transform("size")
     return m
 
 
-# ---------------------------------------------------------------- rules: (row, context) -> flagged?
+# ---------------------------------------------------------------- rules: which windows each flags
 
 def _history(row) -> bool:
     return row.windows >= MIN_HISTORY
+
+
+def _significant(k, n, typical, low: bool = False) -> bool:
+    """``k`` of ``n`` is too many (or, ``low``, too few) to be the typical share by chance: an exact
+    binomial tail under SIGNIFICANCE. A handful of slow requests in a quiet hour does not count, and
+    with hundreds of windows judged, one in a million is the bar."""
+    p = min(max(0.0 if pd.isna(typical) else float(typical), 0.01), 0.99)
+    tail = stats.binom.cdf(k, n, p) if low else stats.binom.sf(k - 1, n, p)
+    return bool(tail < SIGNIFICANCE)
+
+
+def _over_history(value, typical, floor) -> bool:
+    """A window stands out: at least ``floor`` and HISTORY_FACTOR x the model's typical window."""
+    return value >= max(floor, HISTORY_FACTOR * (0.0 if pd.isna(typical) else typical))
 
 
 def _queue_flag(row) -> bool:
@@ -157,44 +220,52 @@ def _queue_flag(row) -> bool:
     floor = max(QUEUE_MIN_MS, QUEUE_VS_SERVICE * (row.base_svc_p50 or 0.0))
     if row.queue_p95 < floor or row.waited_share < TAIL_MIN_SHARE:
         return False
-    return not _history(row) or row.queue_p95 >= HISTORY_FACTOR * max(row.typ_queue_p95 or 0.0, WAITED_MS)
+    return not _history(row) or (_over_history(row.queue_p95, row.typ_queue_p95, WAITED_MS)
+                                 and _significant(row.waited, row.n, 0.0))
+
+
+def _prefill_explains(row) -> bool:
+    """Short log without token counts: the slow requests are the long prompts (median at least
+    2x the length of 90 % of the others)."""
+    return (row.decode_mode == "p10" and not pd.isna(row.tail_len_p50) and not pd.isna(row.fast_len_p90)
+            and row.tail_len_p50 >= 2 * max(row.fast_len_p90, 1.0))
 
 
 def _decode_flag(row) -> bool:
     if row.n < MIN_REQUESTS or row.tail_n < 2 or row.tail_share < TAIL_MIN_SHARE:
         return False
-    if _prefill_explains(row):
-        return False
-    return not _history(row) or row.tail_share >= HISTORY_FACTOR * max(row.typ_tail_share, 0.01)
-
-
-def _prefill_explains(row) -> bool:
-    """The slow requests are the long prompts: every one longer than 90 % of the fast ones, by 2x."""
-    return (not pd.isna(row.tail_len_p50) and not pd.isna(row.fast_len_p90)
-            and row.base_tpot_n == 0 and row.tail_len_p50 >= 2 * max(row.fast_len_p90, 1.0))
+    if not _history(row):
+        return not _prefill_explains(row)
+    # with history, a decode slowdown in a window whose queue is deep is the batch growing under the
+    # same load: the queue finding reports it
+    return (_over_history(row.tail_share, row.typ_tail_share, TAIL_MIN_SHARE)
+            and _significant(row.tail_n, row.n, row.typ_tail_share) and not _queue_flag(row))
 
 
 def _prefill_flag(row) -> bool:
     if row.n < MIN_REQUESTS:
         return False
-    if not pd.isna(row.prefill_per_tok_p50) and not pd.isna(row.base_prefill_per_tok) and _history(row):
-        return row.prefill_per_tok_p50 >= TAIL_FACTOR * max(row.base_prefill_per_tok, 1e-9)
-    return row.tail_n >= 2 and row.tail_share >= TAIL_MIN_SHARE and _prefill_explains(row) and (
-        not _history(row) or row.tail_share >= HISTORY_FACTOR * max(row.typ_tail_share, 0.01))
+    if not _history(row):
+        return row.tail_n >= 2 and row.tail_share >= TAIL_MIN_SHARE and _prefill_explains(row)
+    return (row.pf_tail_n >= 2 and _over_history(row.pf_share, row.typ_pf_share, TAIL_MIN_SHARE)
+            and _significant(row.pf_tail_n, row.n, row.typ_pf_share) and not _queue_flag(row))
 
 
 def _tail_flag(row) -> bool:
-    if row.n < 20 or pd.isna(row.total_p99) or not row.total_p50:
+    if row.n < 100 or pd.isna(row.total_p99) or not row.total_p50 or not _history(row):
         return False
-    spike = row.total_p99 >= 5 * row.total_p50 and row.total_p50 <= 1.5 * row.base_total_p50
-    return spike and not (_queue_flag(row) or _decode_flag(row) or _prefill_flag(row)) and (
-        not _history(row) or row.total_p99 >= HISTORY_FACTOR * row.typ_total_p99)
+    spike = row.total_p99 >= 5 * row.total_p50 and row.total_p50 <= 1.5 * row.typ_total_p50
+    return (spike and row.total_p99 >= HISTORY_FACTOR * row.typ_total_p99
+            and not (_queue_flag(row) or _decode_flag(row) or _prefill_flag(row)))
 
 
 def _routing_flag(row) -> bool:
-    """The semantic cache stopped hitting: hit rate under half the model's usual, with history."""
-    return (_history(row) and row.all_requests >= 50 and row.typ_hit_rate >= 0.05
-            and row.hit_rate < 0.5 * row.typ_hit_rate)
+    """The semantic cache stopped hitting: under half the model's usual hit rate, and too few hits
+    for that rate to be hourly noise (:func:`_significant`)."""
+    if not _history(row) or row.all_requests < 50 or row.typ_hit_rate < 0.05:
+        return False
+    return (row.hit_rate < 0.5 * row.typ_hit_rate
+            and _significant(row.cache_hits, row.all_requests, row.typ_hit_rate, low=True))
 
 
 # ---------------------------------------------------------------- evidence and actions
@@ -207,17 +278,46 @@ def _range(lo, hi) -> str:
     return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}–{hi:,.0f}"
 
 
-def _span(start, end, windows: int) -> str:
-    return f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC" if end - start <= pd.Timedelta(days=1) and \
-        start.date() == (end - pd.Timedelta(microseconds=1)).date() else f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
+def _span(start, end) -> str:
+    if start.date() == (end - pd.Timedelta(microseconds=1)).date():
+        return f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC"
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
 
 
-def _capacity(con, model: str) -> tuple[int | None, str]:
-    rows = con.execute("SELECT replicas, slots_per_replica FROM prices WHERE model = ? AND kind = 'self_hosted'",
-                       [model]).fetchall()
-    if rows and rows[0][0] and rows[0][1]:
-        return int(rows[0][0]) * int(rows[0][1]), f"{rows[0][0]} replicas x {rows[0][1]} slots (price book)"
-    return None, ""
+def _worst_site(con, f: Filters, model: str, start, end) -> str | None:
+    """The site (a separate pool of replicas) where most of the model's waiting happened, if the logs
+    name more than one."""
+    where, params = f.where()
+    rows = con.execute(
+        f"SELECT site, count(*) FILTER (WHERE queue_ms > {WAITED_MS}) AS waited FROM requests WHERE {where} "
+        f"AND model = ? AND ts >= ? AND ts < ? AND site IS NOT NULL GROUP BY 1 ORDER BY 2 DESC, 1",
+        params + [model, start, end]).fetchall()
+    return rows[0][0] if len(rows) > 1 else None
+
+
+def _capacity(con, f: Filters, model: str, site: str | None, start=None, end=None) -> int | None:
+    """The most requests of a model (at a site) in service at once in these logs, over the filtered
+    period or within [start, end): the slots that were there to serve."""
+    where, params = f.where()
+    cond, extra = " AND model = ? AND NOT coalesce(cache_hit, false)", [model]
+    if site is not None:
+        cond, extra = cond + " AND site = ?", extra + [site]
+    if start is not None:
+        cond, extra = cond + " AND ts >= ? AND ts < ?", extra + [start, end]
+    obs = con.execute(f"SELECT max(concurrency) FROM ({latency.concurrency_sql(where + cond, tolerance_ms=5.0)})",
+                      params + extra).fetchall()[0][0]
+    return None if obs is None else int(obs)
+
+
+def _missing_replicas(con, f: Filters, model: str, site: str | None, start, end) -> list[str]:
+    """Replicas that served the model (at the site) in the period but nothing in [start, end)."""
+    where, params = f.where()
+    cond, extra = ("", []) if site is None else (" AND site = ?", [site])
+    rows = con.execute(
+        f"SELECT replica FROM requests WHERE {where} AND model = ? AND replica IS NOT NULL{cond} GROUP BY 1 "
+        f"HAVING count(*) FILTER (WHERE ts >= ? AND ts < ?) = 0 ORDER BY 1",
+        params + [model] + extra + [start, end]).fetchall()
+    return [r[0] for r in rows]
 
 
 def _busy_period(con, f: Filters, model: str, start, end) -> dict | None:
@@ -245,33 +345,68 @@ def _busy_period(con, f: Filters, model: str, start, end) -> dict | None:
     best = max(periods, key=lambda p: sum(q for _, _, q, _ in p))
     queues = [q for _, _, q, _ in best]
     waited = [q for q in queues if q > WAITED_MS]
-    zero = len(queues) - len(waited)
-    first_zero = next((i for i, q in enumerate(queues) if q > WAITED_MS), len(queues))
-    span_s = (best[-1][0] - best[0][0]).total_seconds()
-    svc_sum_s = sum(s for *_, s in best if s is not None) / 1000
-    return {"burst_requests": len(best), "burst_no_wait": zero, "burst_leading_no_wait": first_zero,
+    first_wait = next((i for i, q in enumerate(queues) if q > WAITED_MS), len(queues))
+    return {"burst_requests": len(best), "burst_no_wait": len(queues) - len(waited),
+            "burst_leading_no_wait": first_wait,
             "burst_wait_min_ms": min(waited) if waited else 0.0, "burst_wait_max_ms": max(waited) if waited else 0.0,
             "burst_wait_rising": bool(waited) and all(b >= a for a, b in zip(waited, waited[1:], strict=False)),
-            "burst_arrival_span_s": span_s, "burst_service_s": svc_sum_s, "burst_start": best[0][0]}
+            "burst_arrival_span_s": (best[-1][0] - best[0][0]).total_seconds(),
+            "burst_service_s": sum(s for *_, s in best if s is not None) / 1000, "burst_start": best[0][0]}
+
+
+PEAK_S = 300.0
+SUSTAINED_MIN = 30             # a queue deep for this many minutes is critical; a shorter burst, a warning
+
+
+def _arrivals(con, f: Filters, model: str, start, end, site: str | None) -> tuple[float, float]:
+    """(arrivals per second, mean service seconds) of the model (at a site) over [start, end)."""
+    where, params = f.where()
+    cond, extra = ("", []) if site is None else (" AND site = ?", [site])
+    n, svc = con.execute(
+        f"SELECT count(*), avg({SVC_SQL}) / 1000 FROM requests WHERE {where} AND model = ? AND ts >= ? AND ts < ? "
+        f"AND NOT coalesce(cache_hit, false){cond}", params + [model, start, end] + extra).fetchall()[0]
+    return n / (end - start).total_seconds(), float(svc or 0.0)
+
+
+def _peak_load(con, f: Filters, model: str, start, end, site: str | None):
+    """The busiest 5 minutes of [start, end): (its start, seconds of service that arrived in it).
+    A request that left the queue unserved (a timeout) counts at the mean service time."""
+    where, params = f.where()
+    cond, extra = ("", []) if site is None else (" AND site = ?", [site])
+    rows = con.execute(
+        f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) AS b, count(*) * avg({SVC_SQL}) / 1000 AS work_s FROM requests "
+        f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND NOT coalesce(cache_hit, false){cond} "
+        f"GROUP BY 1 ORDER BY 2 DESC NULLS LAST LIMIT 1", params + [model, start, end] + extra).fetchall()
+    return (pd.Timestamp(rows[0][0]), float(rows[0][1] or 0.0)) if rows else (None, 0.0)
+
+
+def _deep_queue(con, f: Filters, model: str, start, end, site: str | None, floor_ms: float) -> tuple[int, int]:
+    """(minutes in 5-minute steps whose queue P95 was at least ``floor_ms``, requests that gave up
+    waiting: status timeout) within [start, end)."""
+    where, params = f.where()
+    cond, extra = ("", []) if site is None else (" AND site = ?", [site])
+    deep, gave_up = con.execute(
+        f"SELECT count(*) FILTER (WHERE q95 >= ?) * 5, coalesce(sum(timeouts), 0) FROM ("
+        f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) AS b, quantile_cont(queue_ms, 0.95) AS q95, "
+        f"count(*) FILTER (WHERE status = 'timeout') AS timeouts FROM requests WHERE {where} AND model = ? "
+        f"AND ts >= ? AND ts < ? AND NOT coalesce(cache_hit, false){cond} GROUP BY 1)",
+        [floor_ms] + params + [model, start, end] + extra).fetchall()[0]
+    return int(deep), int(gave_up)
 
 
 def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Finding:
     n = int(ep["n"].sum())
-    c, c_basis = _capacity(con, model)
-    window_s = (end - start).total_seconds()
-    lam = n / window_s
-    svc_s = float((ep["svc_mean"] * ep["n"]).sum() / n) / 1000
-    burst = _busy_period(con, f, model, start, end)
     metrics = {"requests": n, "queue_p95_ms": worst.queue_p95, "queue_max_ms": worst.queue_max,
                "waited_share": float(ep["waited"].sum() / n), "service_p50_ms": worst.svc_p50,
                "queue_share_of_total": worst.queue_share}
+    burst = None if _history(worst) else _busy_period(con, f, model, start, end)
     if burst and burst["burst_requests"] > 1 and burst["burst_wait_max_ms"] > 0:
         b = burst
-        slots = c or max(b["burst_leading_no_wait"], 1)
+        slots = max(b["burst_leading_no_wait"], 1)
         span = b["burst_arrival_span_s"]
         rho = b["burst_service_s"] / (slots * span) if span > 0 else math.inf
         metrics.update({k: v for k, v in b.items() if k != "burst_start"}, slots=slots,
-                       slots_basis=c_basis or "requests that started without waiting", rho=rho)
+                       slots_basis="requests that started without waiting", rho=rho)
         rho_text = "ρ ≫ 1" if rho > 10 else f"ρ ≈ {rho:.1f}"
         trend = "rising" if b["burst_wait_rising"] else "not monotonic"
         evidence = (f"{b['burst_requests']} concurrent requests to {model} (from {b['burst_start']:%H:%M:%S}): "
@@ -279,83 +414,140 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
                     f"{b['burst_requests'] - b['burst_no_wait']} waited {_ms(b['burst_wait_min_ms'])} → "
                     f"{_ms(b['burst_wait_max_ms'])} ({trend}), against a service time of about "
                     f"{_ms(worst.svc_p50)}. So {model} is queue-bound: about {slots} slot"
-                    f"{'s' if slots != 1 else ''} ({metrics['slots_basis']}) and work arrived faster than "
-                    f"they serve it ({rho_text} over the burst: {b['burst_service_s']:,.1f} s of service "
-                    f"arriving within {span:,.3f} s).")
-        need = math.ceil(b["burst_service_s"] / max(span, 1e-9) / TARGET_RHO) if span > 0 else None
+                    f"{'s' if slots != 1 else ''} (the requests that started without waiting) and work arrived "
+                    f"faster than they serve it ({rho_text} over the burst: {b['burst_service_s']:,.1f} s of "
+                    f"service arriving within {span:,.3f} s).")
+        need = math.ceil(b["burst_service_s"] / span / TARGET_RHO) if span > 0 else None
     else:
+        site = _worst_site(con, f, model, start, end)
+        c = _capacity(con, f, model, site, start, end)
+        c_all = _capacity(con, f, model, site)
+        down = _missing_replicas(con, f, model, site, start, end)
+        lam, svc_s = _arrivals(con, f, model, start, end, site)
+        peak_at, peak_work_s = _peak_load(con, f, model, start, end, site)
         rho = lam * svc_s / c if c else None
-        metrics.update({"arrival_rate_per_s": lam, "mean_service_s": svc_s, "slots": c,
-                        "slots_basis": c_basis or None, "rho": rho})
-        typ = worst.typ_queue_p95
-        rho_text = (f"; ρ = λ·E[S]/c = {lam:,.2f}/s × {svc_s:,.2f} s / {c} = {rho:.2f}" if rho is not None else "")
-        evidence = (f"{_span(start, end, len(ep))}: {metrics['waited_share']:.0%} of {n:,} requests to {model} "
-                    f"waited over {WAITED_MS:.0f} ms; queue P95 {_ms(worst.queue_p95)} (max {_ms(worst.queue_max)})"
-                    + (f" against {_ms(typ)} in a typical {('window')}" if worst.windows >= MIN_HISTORY else "")
-                    + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound{rho_text}.")
-        need = math.ceil(lam * svc_s / TARGET_RHO) if c else None
+        peak_rho = peak_work_s / (c * PEAK_S) if c and peak_work_s else None
+        metrics.update({"site": site, "arrival_rate_per_s": lam, "mean_service_s": svc_s, "slots": c,
+                        "slots_period_max": c_all, "replicas_idle": down, "rho": rho, "peak_rho_5min": peak_rho,
+                        "peak_5min_start": peak_at})
+        at = f" at {site} (where the waiting was)" if site else ""
+        rho_text = ""
+        if rho is not None:
+            slots = (f"c = {c}, the most requests in service at once in this span"
+                     + (f" (against {c_all} at other times: capacity was down)" if c_all and c_all > c else ""))
+            rho_text = (f" Offered load{at} ρ = λ·E[S]/c = {lam:,.2f}/s × {svc_s:,.2f} s / {c} = {rho:.2f} over the span"
+                        + (f", {peak_rho:.2f} in the busiest 5 minutes (from {peak_at:%H:%M})"
+                           if peak_rho is not None else "") + f"; {slots}.")
+        if down:
+            rho_text += f" {', '.join(down)} served no request in this span."
+        floor = max(QUEUE_MIN_MS, QUEUE_VS_SERVICE * (worst.base_svc_p50 or 0.0))
+        deep_min, gave_up = _deep_queue(con, f, model, start, end, site, floor)
+        metrics.update({"deep_queue_minutes": deep_min, "queue_timeouts": gave_up})
+        rho_text += (f" The queue stayed deep (P95 over {_ms(floor)}) for {deep_min} minutes"
+                     + (f" and {gave_up:,} requests gave up waiting (status timeout)." if gave_up else "."))
+        slowed = (f" Decode slowed too ({worst.tail_share:.0%} of requests over their usual decode time) as the "
+                  "batch grew." if _history(worst) and _over_history(worst.tail_share, worst.typ_tail_share,
+                                                                      TAIL_MIN_SHARE) else "")
+        evidence = (f"{_span(start, end)}: {metrics['waited_share']:.0%} of {n:,} requests to {model} waited over "
+                    f"{WAITED_MS:.0f} ms; queue P95 {_ms(worst.queue_p95)} (max {_ms(worst.queue_max)})"
+                    + (f" against {_ms(worst.typ_queue_p95)} in a typical window" if _history(worst) else "")
+                    + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound.{rho_text}{slowed}")
+        need = math.ceil(max(peak_rho or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None
     metrics["slots_needed_at_rho_0_7"] = need
-    severity = "critical" if worst.queue_p95 >= worst.svc_p50 else "warning"
-    more = f" (about {need} slots for ρ ≈ 0.7)" if need else ""
-    action = (f"Add {model} replicas{more}; rate-limit or shed long and low-tier requests while the queue "
-              "is deep; check the batch scheduler's wait.")
+    if _history(worst):   # sustained: critical; a short burst: a warning
+        severity = "critical" if metrics["deep_queue_minutes"] >= SUSTAINED_MIN else "warning"
+    else:
+        severity = "critical" if worst.queue_p95 >= worst.svc_p50 else "warning"
+    more = f" (about {need} slots in all for ρ ≈ 0.7)" if need else ""
+    fix = (f"Bring {', '.join(metrics['replicas_idle'])} back or add {model} replicas{more}"
+           if metrics.get("replicas_idle") else f"Add {model} replicas{more}")
+    action = (f"{fix}; rate-limit or shed long and low-tier requests while the queue is deep; check the batch "
+              "scheduler's wait.")
     return Finding("queue", model, severity, evidence, action, metrics)
 
 
 def _decode_finding(con, f, model, ep, worst, start, end) -> Finding:
-    per_token = worst.base_tpot_n > 0
     n, tail_n = int(ep["n"].sum()), int(ep["tail_n"].sum())
-    metrics = {"requests": n, "tail_requests": tail_n, "tail_share": tail_n / n}
-    if per_token:
-        metrics.update({"tpot_p95_ms": worst.tpot_p95, "tpot_baseline_ms": worst.base_tpot_p50,
-                        "tail_tpot_mean_ms": worst.tail_tpot_mean,
-                        "decode_tokens_per_s_baseline": 1000 / worst.base_tpot_p50 if worst.base_tpot_p50 else None,
-                        "decode_tokens_per_s_tail": 1000 / worst.tail_tpot_mean if worst.tail_tpot_mean else None})
-        evidence = (f"{_span(start, end, len(ep))}: {tail_n:,} of {n:,} requests to {model} ({tail_n / n:.0%}) "
-                    f"decoded at over {TAIL_FACTOR:g}× its usual time per output token: "
-                    f"{worst.tail_tpot_mean:,.1f} ms/token on average vs a baseline of "
-                    f"{worst.base_tpot_p50:,.1f} ms/token ({metrics['decode_tokens_per_s_tail']:,.0f} vs "
-                    f"{metrics['decode_tokens_per_s_baseline']:,.0f} tokens/s); TPOT P95 {worst.tpot_p95:,.1f} ms"
-                    + (f", in a typical window {worst.typ_tail_share:.1%} of requests are this slow"
-                       if worst.windows >= MIN_HISTORY else "") + ": a decode long tail.")
-        excess = (worst.tail_tpot_mean - worst.base_tpot_p50) if worst.tail_tpot_mean else 0.0
-        severity = "critical" if worst.tail_tpot_mean >= 3 * worst.base_tpot_p50 or tail_n / n >= 0.2 else "warning"
-        del excess
+    share = tail_n / n
+    excess = float(worst.tail_excess_mean)
+    metrics = {"requests": n, "tail_requests": tail_n, "tail_share": share, "mode": worst.decode_mode,
+               "excess_ms": excess, "tail_actual_mean_ms": worst.tail_actual_mean,
+               "tail_expected_mean_ms": worst.tail_expected_mean}
+    history = _history(worst)
+    cut_ms = max(worst.base_excess_p95, TAIL_MIN_EXCESS_MS) if history else None
+    if worst.decode_mode == "tpot":
+        metrics.update({"tpot_baseline_ms": worst.base_tpot,
+                        "decode_tokens_per_s_baseline": 1000 / worst.base_tpot if worst.base_tpot else None,
+                        "tail_tpot_mean_ms": worst.tail_tpot_mean, "tail_cut_ms": cut_ms})
+        over = (f"ran more than {_ms(cut_ms)} over the decode time their output tokens predict at its usual "
+                f"{worst.base_tpot:,.1f} ms/token ({1000 / worst.base_tpot:,.1f} tokens/s), against "
+                f"{worst.typ_tail_share:.0%} in a typical window" if history else
+                f"took over {TAIL_FACTOR:g}× the decode time their output tokens predict at its usual "
+                f"{worst.base_tpot:,.1f} ms/token")
+        with_length = (not pd.isna(worst.tail_out_p50) and not pd.isna(worst.out_p50)
+                       and worst.tail_out_p50 >= LOAD_LENGTH_RATIO * max(worst.out_p50, 1.0))
+        metrics.update({"tail_output_tokens_p50": worst.tail_out_p50, "output_tokens_p50": worst.out_p50,
+                        "grows_with_output_length": bool(with_length)})
+        if with_length:
+            why = (f"The slow ones are the long generations (median {worst.tail_out_p50:,.0f} output tokens vs "
+                   f"{worst.out_p50:,.0f} for all): decode per token slowed as the batch grew, decode-bound under "
+                   "load.")
+        else:
+            why = (f"It hits short and long generations alike (median {worst.tail_out_p50:,.0f} output tokens vs "
+                   f"{worst.out_p50:,.0f} for all), so it is a delay per request, not per token: a decode long "
+                   "tail (a stall, preemption or a slow node).")
+        evidence = (f"{_span(start, end) + ': ' if history else ''}{tail_n:,} of {n:,} requests to {model} "
+                    f"({share:.0%}) {over}. On average they took {_ms(excess)} extra ({_ms(worst.tail_actual_mean)} "
+                    f"vs {_ms(worst.tail_expected_mean)}); its queue stayed short. {why}")
+    elif worst.decode_mode == "fit":
+        when = f"{_span(start, end)}: " if history else ""
+        typical = f", against {worst.typ_tail_share:.0%} in a typical window" if history else ""
+        evidence = (f"{when}{tail_n:,} of {n:,} requests to {model} ({share:.0%}{typical}) took "
+                    f"{_ms(worst.tail_actual_mean)} of service on average against {_ms(worst.tail_expected_mean)} "
+                    f"their tokens predict (+{_ms(excess)}; expected = least squares of service time on input and "
+                    "output tokens over the period; the logs do not split prefill from decode). With the tokens "
+                    "accounted for: a decode long tail.")
     else:
-        excess = float(worst.tail_svc_mean - worst.base_svc_p10)
-        metrics.update({"service_baseline_ms": worst.base_svc_p10, "tail_service_min_ms": worst.tail_svc_min,
-                        "tail_service_max_ms": worst.tail_svc_max, "service_excess_ms": excess,
+        metrics.update({"service_baseline_ms": worst.base_svc_p10, "service_excess_ms": excess,
+                        "tail_service_min_ms": worst.tail_actual_min, "tail_service_max_ms": worst.tail_actual_max,
                         "tail_prompt_len_p50": worst.tail_len_p50, "other_prompt_len_max": worst.fast_len_max})
         lens = ""
         if not pd.isna(worst.tail_len_min) and not pd.isna(worst.fast_len_max):
             unit = "tokens" if worst.len_in_tokens else "characters"
             lens = (f" Their prompts are about as long as the others' ({_range(worst.tail_len_min, worst.tail_len_max)}"
                     f" vs {_range(worst.fast_len_min, worst.fast_len_max)} {unit}), so prefill does not explain it.")
-        waited = int(ep["waited"].sum())
         queue = (f" None of the {model} requests queued (queue_ms ≈ 0): capacity was not the problem."
-                 if worst.queue_n and waited == 0 else "")
-        evidence = (f"{tail_n} of {n} requests to {model} took {_range(worst.tail_svc_min, worst.tail_svc_max)} ms "
-                    f"of service against a baseline of {_ms(worst.base_svc_p10)} (its fastest tenth): "
+                 if worst.queue_n and int(ep["waited"].sum()) == 0 else "")
+        base = f"a baseline of {_ms(worst.base_svc_p10)} (its fastest tenth)"
+        when = f"{_span(start, end)}: " if history else ""
+        evidence = (f"{when}{tail_n} of {n} requests to {model} took "
+                    f"{_range(worst.tail_actual_min, worst.tail_actual_max)} ms of service against {base}: "
                     f"service_ms is about {_ms(excess)} over its baseline.{lens}{queue} A decode long tail"
-                    + (" (the logs have service_ms only, no prefill/decode split)." if pd.isna(worst.tpot_p50) else "."))
-        severity = "critical" if excess >= 1000 or tail_n / n >= 0.2 else "warning"
-    action = (f"Find what lengthens {model}'s decode (long generations, KV-cache pressure, a slow node): cap "
-              "max output tokens or rate-limit long requests; watch decode tokens/s against concurrency.")
+                    " (the logs have service_ms only, no prefill/decode split).")
+    severity = "critical" if (excess >= 1000 or share >= 0.2) and not metrics.get("grows_with_output_length") \
+        else "warning"
+    action = (f"Find what lengthens {model}'s decode (long generations, KV-cache pressure, a slow node or "
+              "replica): cap max output tokens or rate-limit long requests; watch decode tokens/s against "
+              "concurrency.")
     return Finding("decode", model, severity, evidence, action, metrics)
 
 
 def _prefill_finding(con, f, model, ep, worst, start, end) -> Finding:
     n = int(ep["n"].sum())
-    if not pd.isna(worst.prefill_per_tok_p50):
-        metrics = {"requests": n, "prefill_ms_per_token_p50": worst.prefill_per_tok_p50,
-                   "prefill_ms_per_token_baseline": worst.base_prefill_per_tok}
-        evidence = (f"{_span(start, end, len(ep))}: prefill of {model} took {worst.prefill_per_tok_p50:,.3f} ms per "
-                    f"prompt token (median) vs {worst.base_prefill_per_tok:,.3f} ms usually: prefill-bound.")
+    if _history(worst):
+        k = int(ep["pf_tail_n"].sum())
+        metrics = {"requests": n, "slow_prefill_requests": k, "slow_prefill_share": k / n,
+                   "prefill_excess_mean_ms": worst.pf_excess_mean, "prefill_ms_per_token": worst.pf_b,
+                   "prefill_fixed_ms": worst.pf_a}
+        evidence = (f"{_span(start, end)}: {k:,} of {n:,} requests to {model} ({k / n:.0%}) took "
+                    f"{_ms(worst.pf_excess_mean)} more prefill than their prompt predicts ({worst.pf_a:,.0f} ms + "
+                    f"{worst.pf_b:,.3f} ms per prompt token over the period); in a typical window "
+                    f"{worst.typ_pf_share:.0%} do: prefill-bound.")
     else:
         metrics = {"requests": n, "slow_requests": int(ep["tail_n"].sum()), "slow_prompt_len_p50": worst.tail_len_p50,
                    "fast_prompt_len_p90": worst.fast_len_p90, "service_baseline_ms": worst.base_svc_p10}
         evidence = (f"{int(ep['tail_n'].sum())} of {n} requests to {model} were slow (service up to "
-                    f"{_ms(worst.tail_svc_max)} vs {_ms(worst.base_svc_p10)} baseline) and they are the long "
+                    f"{_ms(worst.tail_actual_max)} vs {_ms(worst.base_svc_p10)} baseline) and they are the long "
                     f"prompts: median length {worst.tail_len_p50:,.0f} vs {worst.fast_len_p90:,.0f} for 90 % of "
                     "the fast ones: prefill-bound (long context).")
     action = (f"Route long prompts away from {model} or give them a separate pool; use prefix caching and "
@@ -367,7 +559,7 @@ def _tail_finding(con, f, model, ep, worst, start, end) -> Finding:
     where, params = f.where()
     trace = con.execute(
         f"SELECT ts, total_ms, route_ms, queue_ms, prefill_ms, decode_ms, service_ms, replica FROM requests "
-        f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND total_ms IS NOT NULL "
+        f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND total_ms IS NOT NULL AND {OK_SQL} "
         f"ORDER BY total_ms DESC LIMIT 1", params + [model, start, end]).fetchall()
     parts = ""
     if trace:
@@ -380,10 +572,10 @@ def _tail_finding(con, f, model, ep, worst, start, end) -> Finding:
                  + ", ".join(f"{k} {_ms(v)}" for k, v in segs) + ".")
     metrics = {"requests": int(ep["n"].sum()), "total_p50_ms": worst.total_p50, "total_p99_ms": worst.total_p99,
                "typical_total_p50_ms": worst.typ_total_p50, "typical_total_p99_ms": worst.typ_total_p99}
-    usual = f", {worst.total_p99 / worst.typ_total_p99:,.1f}× its usual P99" if worst.windows >= MIN_HISTORY else ""
-    evidence = (f"{_span(start, end, len(ep))}: {model}'s median is normal ({_ms(worst.total_p50)}) but P99 spikes "
-                f"to {_ms(worst.total_p99)} ({worst.total_p99 / worst.total_p50:,.0f}× the median{usual}), with no "
-                f"queue or decode pattern behind it.{parts}")
+    evidence = (f"{_span(start, end)}: {model}'s median is normal ({_ms(worst.total_p50)}) but the P99 of its "
+                f"successful requests spikes to {_ms(worst.total_p99)} ({worst.total_p99 / worst.total_p50:,.0f}× the "
+                f"median, {worst.total_p99 / worst.typ_total_p99:,.1f}× its usual P99), with no queue, prefill or "
+                f"decode pattern behind it.{parts}")
     action = ("Pull the P99 requests' traces segment by segment: GC pauses, preemption, one oversized request or "
               "a bad node (compare replicas).")
     return Finding("tail", model, "warning", evidence, action, metrics)
@@ -392,9 +584,9 @@ def _tail_finding(con, f, model, ep, worst, start, end) -> Finding:
 def _routing_finding(con, f, model, ep, worst, start, end) -> Finding:
     metrics = {"requests": int(ep["all_requests"].sum()), "cache_hit_rate": worst.hit_rate,
                "typical_cache_hit_rate": worst.typ_hit_rate}
-    evidence = (f"{_span(start, end, len(ep))}: the semantic cache served {worst.hit_rate:.1%} of {model}'s requests "
-                f"against {worst.typ_hit_rate:.1%} in a typical window: the cache stopped hitting, so the model "
-                "took the load.")
+    evidence = (f"{_span(start, end)}: the semantic cache served {worst.hit_rate:.1%} of {model}'s "
+                f"{int(worst.all_requests):,} requests against {worst.typ_hit_rate:.1%} in a typical window: the "
+                "cache stopped hitting, so the model took the load.")
     action = "Check the semantic cache (eviction, a deploy that changed keys or embeddings, TTL) before adding capacity."
     return Finding("routing", model, "warning", evidence, action, metrics)
 
@@ -416,7 +608,7 @@ RULES: tuple[Rule, ...] = (
     Rule("queue_bound", "queue", "high TTFT, fast per token: batch wait / queue build-up (ρ → 1)",
          _queue_flag, "queue_p95", _queue_finding),
     Rule("prefill_bound", "prefill", "long prompts slow, short ones fast: prefill-bound",
-         _prefill_flag, "tail_share", _prefill_finding),
+         _prefill_flag, "pf_share", _prefill_finding),
     Rule("decode_tail", "decode", "long outputs slow: decode-bound / a decode long tail",
          _decode_flag, "tail_share", _decode_finding),
     Rule("tail_spike", "tail", "median normal, P99 spikes: GC / preemption / an outlier request / a bad node",
@@ -444,6 +636,8 @@ def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: s
             group_id = np.cumsum([True] + [b - a != step for a, b in zip(starts, starts[1:], strict=False)])
             for _, ep in g.groupby(group_id):
                 worst = ep.loc[ep[rule.worst].astype(float).idxmax()] if ep[rule.worst].notna().any() else ep.iloc[0]
+                if rule.worst == "all_requests":
+                    worst = ep.loc[ep["hit_rate"].astype(float).idxmin()]
                 start, end = ep["window_start"].iloc[0], ep["window_start"].iloc[-1] + step
                 finding = rule.describe(con, f, model, ep, worst, start, end)
                 finding.metrics.update({"rule": rule.name, "window_start": start, "window_end": end,

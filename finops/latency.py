@@ -14,10 +14,10 @@ What is measured
 
 Segments at a percentile (:func:`segments`)
 -------------------------------------------
-The segment breakdown at P99 is the **mean of each segment over the requests whose rank in
-total_ms is within ±0.5 percentage points of the 99th percentile** (ranks 98.5 %–99.5 %), or the
-single nearest request when a group is too small for the band to hold one. So the segments of a
-bar add up to that band's mean total_ms, which is close to the P99 of total_ms. It is *not* each
+The segment breakdown at P99 is the **mean of each segment over the requests whose total_ms lies
+between the 98.5th and the 99.5th percentiles** (±0.5 percentage points around P99), or the
+request at the 99th percentile when a group is too small for the band to hold one. So the segments
+of a bar add up to that band's mean total_ms, which is close to the P99 of total_ms. It is *not* each
 segment's own P99: those would not add up, and the slowest queue and the slowest decode are
 rarely the same request.
 
@@ -60,6 +60,20 @@ LENGTH_FIELDS: tuple[str, ...] = ("input_tokens", "output_tokens", "prompt_chars
 # decode time of a request: decode_ms, else everything after the first token
 DECODE_MS_SQL = "coalesce(decode_ms, total_ms - ttft_ms)"
 TPOT_SQL = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode_ms) / (output_tokens - 1) END)"
+
+
+def grain_for(since, until) -> str:
+    """Time grain for percentiles over time: 5 min up to 6 hours, 15 min up to 2 days, hours up to 3 weeks,
+    days beyond (a percentile needs enough requests per bucket, a chart enough buckets).
+
+    >>> from datetime import datetime
+    >>> grain_for(datetime(2026, 1, 1), datetime(2026, 1, 15))
+    'hour'
+    """
+    if since is None or until is None:
+        return "hour"
+    hours = (until - since).total_seconds() / 3600
+    return "5min" if hours <= 6 else "15min" if hours <= 48 else "hour" if hours <= 21 * 24 else "day"
 
 
 def p_label(q: float) -> str:
@@ -253,8 +267,11 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
              band: float = 0.005) -> pd.DataFrame:
     """Mean segments of the requests around each percentile of total_ms (see the module docstring).
 
-    Long format: ``grp, percentile ('P99'), quantile, requests_in_band, total_ms, segment, ms``.
-    Only segments the band's requests carry appear; ``other`` closes the sum to ``total_ms``.
+    The band of percentile ``q`` is ``[Q(q - band), Q(q + band)]`` of total_ms (``quantile_cont``),
+    widened to take in the order statistic at ``q`` (``quantile_disc``) so that even a group of a
+    few requests has one. Long format: ``grp, percentile ('P99'), quantile, requests_in_band,
+    total_ms, segment, ms``. Only segments the band's requests carry appear; ``other`` closes the
+    sum to ``total_ms``.
     """
     g = _group_sql(by)
     where, params = _served(f, "total_ms IS NOT NULL")
@@ -262,19 +279,20 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
     known = " - ".join(f"coalesce({name}, 0)" for name, _ in SEGMENTS)
     seg_aggs = ", ".join(f"CASE WHEN count({name}) > 0 THEN avg(coalesce({name}, 0)) END AS {name}"
                          for name, _ in SEGMENTS)
-    qs = ", ".join(repr(float(q)) for q in quantiles)
+    qs = [float(q) for q in quantiles]
+    bounds = ", ".join(f"{max(q - band, 0.0)!r}, {min(q + band, 1.0)!r}" for q in qs)
+    disc = ", ".join(repr(q) for q in qs)
     sql = f"""
-WITH r AS (SELECT {g} AS grp, total_ms, {seg_exprs},
-                  (row_number() OVER w - 1) / greatest(count(*) OVER (PARTITION BY {g}) - 1, 1) AS pr,
-                  0.5 / greatest(count(*) OVER (PARTITION BY {g}) - 1, 1) AS half_step
-           FROM requests WHERE {where}
-           WINDOW w AS (PARTITION BY {g} ORDER BY total_ms, request_id)),
-q AS (SELECT unnest([{qs}]) AS q),
-near AS (SELECT r.*, q.q FROM r, q WHERE abs(r.pr - q.q) <= greatest(?, r.half_step) + 1e-12)
+WITH r AS (SELECT {g} AS grp, total_ms, {seg_exprs} FROM requests WHERE {where}),
+b AS (SELECT grp, quantile_cont(total_ms, [{bounds}]) AS qc, quantile_disc(total_ms, [{disc}]) AS qd
+      FROM r GROUP BY grp),
+bands AS (SELECT grp, q, least(qc[2 * i + 1], qd[i + 1]) AS lo, greatest(qc[2 * i + 2], qd[i + 1]) AS hi
+          FROM b, (SELECT unnest([{disc}]) AS q, unnest(range({len(qs)})) AS i)),
+near AS (SELECT r.*, bands.q FROM r JOIN bands ON r.grp = bands.grp AND r.total_ms BETWEEN bands.lo AND bands.hi)
 SELECT grp, q AS quantile, count(*) AS requests_in_band, avg(total_ms) AS total_ms, {seg_aggs},
        avg(total_ms - {known}) AS other
 FROM near GROUP BY 1, 2 ORDER BY 1, 2"""
-    wide = con.execute(sql, params + [float(band)]).df()
+    wide = con.execute(sql, params).df()
     names = [n for n, _ in SEGMENTS] + ["other"]
     cols = ["grp", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms"]
     if wide.empty:
@@ -326,21 +344,22 @@ SELECT grp, bucket_lo, CASE WHEN bucket_lo = 0 THEN 32 ELSE 2 * bucket_lo END AS
 
 # ---------------------------------------------------------------- decode rate vs concurrency
 
-def concurrency_sql(where: str, per: str = "model", extra_cols: str = "") -> str:
+def concurrency_sql(where: str, per: str = "model", extra_cols: str = "", tolerance_ms: float = 0.0) -> str:
     """Per request, the number of requests of the same model (or replica) in service at its start.
 
     A request is in service over ``[ts + route_ms + queue_ms, ts + total_ms]`` (in flight
     ``[ts, ts + total_ms]`` where queue_ms is absent). Sweep: +1 at each start, -1 at each
     end, a running sum ordered by time; events at the same instant are applied together, so
-    back-to-back requests do not overlap. Columns: ``grp, start_ms, end_ms, concurrency`` plus
-    ``extra_cols`` (expressions over the request row).
+    back-to-back requests do not overlap. ``tolerance_ms`` trims each end (logs rounded to the
+    millisecond make a hand-over look like an overlap). Columns: ``grp, start_ms, end_ms,
+    concurrency`` plus ``extra_cols`` (expressions over the request row).
     """
     part = {"model": "model", "replica": "model, coalesce(replica, '')"}[per]
     extra = f", {extra_cols}" if extra_cols else ""
     return f"""
 WITH r AS (SELECT model AS grp, {part} AS _p,
                   epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS start_ms,
-                  epoch_us(ts) / 1e3 + total_ms AS end_ms{extra}
+                  epoch_us(ts) / 1e3 + total_ms - {float(tolerance_ms)!r} AS end_ms{extra}
            FROM requests WHERE {where} AND total_ms IS NOT NULL),
 ev AS (SELECT *, start_ms AS _t, 1 AS _d FROM r
        UNION ALL BY NAME SELECT _p, end_ms AS _t, -1 AS _d FROM r),

@@ -241,6 +241,16 @@ def default_threshold(con: duckdb.DuckDBPyConnection, f: Filters, field_name: st
     return int(round(float(med) / mag) * mag)
 
 
+def length_range(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None) -> tuple[int, int, int]:
+    """(min, P99, max) of the prompt length of served requests: the range a threshold slider needs."""
+    if length not in LENGTH_FIELDS:
+        return 0, 0, 0
+    where, params = f.where()
+    row = con.execute(f"SELECT min({length}), quantile_cont({length}, 0.99), max({length}) FROM requests "
+                      f"WHERE {where} AND {SERVED_SQL}", params).fetchall()[0]
+    return tuple(int(round(v)) if v is not None else 0 for v in row)
+
+
 def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None = None) -> pd.DataFrame:
     """Served rows aggregated by sla_tier, model, escalated and prompt length, with the token and
     recorded-cost sums repricing needs and the observed latency sums."""
@@ -289,13 +299,14 @@ FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DO
 GROUP BY 1 ORDER BY 1""", params).df()
     rows = []
     for r in sums.itertuples(index=False):
-        coef = _fit(r)
+        coef = nonneg_fit(r)
         rows.append((r.model, coef[0] + float(r.wait_ms), coef[1], coef[2], int(r.n)))
     return pd.DataFrame(rows, columns=["model", "fixed_ms", "ms_per_input_token", "ms_per_output_token", "requests"])
 
 
-def _fit(r) -> tuple[float, float, float]:
-    """Non-negative least squares on [1, x1, x2] from sums, by dropping negative terms."""
+def nonneg_fit(r) -> tuple[float, float, float]:
+    """Least squares ``y = a + b x1 + c x2`` from sums (fields n, s1, s2, s11, s22, s12, sy, s1y, s2y),
+    with any negative coefficient dropped and the rest refitted, so every term is >= 0."""
     gram = np.array([[r.n, r.s1, r.s2], [r.s1, r.s11, r.s12], [r.s2, r.s12, r.s22]], dtype=float)
     rhs = np.array([r.sy, r.s1y, r.s2y], dtype=float)
     active = [0, 1, 2]

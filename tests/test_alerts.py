@@ -38,15 +38,15 @@ def _fired(con, rule, f=None):
 # ---------------------------------------------------------------- error rate
 
 def test_error_rate_fires_above_one_percent():
-    status = ["error"] * 3 + ["ok"] * 97
-    con = _store(_rows(100, T0, status=status))
+    status = ["error"] * 8 + ["ok"] * 192
+    con = _store(_rows(200, T0, status=status))
     a = _fired(con, "error_rate")
     assert len(a) == 1
     row = a.iloc[0]
     assert (row.model, row.tenant, row.severity) == ("gpt-4o", "acme", "critical")
-    assert_allclose(row.value, 0.03) and row.threshold == 0.01
+    assert_allclose(row.value, 0.04) and row.threshold == 0.01
     assert row.window_start == pd.Timestamp(T0) and row.window_end == pd.Timestamp(T0 + timedelta(hours=1))
-    assert "3 of 100 requests failed" in row.message and "3.0%" in row.message
+    assert "8 of 200 requests failed" in row.message and "4.0%" in row.message
 
 
 def test_error_rate_does_not_fire_at_one_percent_or_on_few_requests():
@@ -55,8 +55,15 @@ def test_error_rate_does_not_fire_at_one_percent_or_on_few_requests():
     assert _fired(con, "error_rate").empty
 
 
+def test_error_rate_needs_evidence_beyond_two_failures_in_sixty():
+    """3.3 % observed (2 of 60) is weak evidence of a rate above 1 %: its 99.9 % lower bound is 0.5 %."""
+    con = _store(_rows(60, T0, status=["error"] * 2 + ["ok"] * 58))
+    assert _fired(con, "error_rate").empty
+    assert alerts.wilson_lower(2, 60) < 0.01 < alerts.wilson_lower(8, 200)
+
+
 def test_error_rate_per_tenant_and_merged_over_adjacent_hours():
-    bad = ["error"] * 5 + ["ok"] * 95
+    bad = ["error"] * 10 + ["ok"] * 90
     con = _store(_rows(100, T0, status=bad), _rows(100, T0 + timedelta(hours=1), status=bad),
                  _rows(100, T0, tenant="quiet"))
     a = _fired(con, "error_rate")
@@ -80,6 +87,18 @@ def test_p99_over_sla_does_not_fire_within_the_band_or_for_a_looser_tier():
     con = _store(_rows(100, T0, total_ms=ok),
                  _rows(100, T0, total_ms=np.full(100, 9000.0), sla_tier="batch", tenant="nightly"))  # SLA 60 s
     assert _fired(con, "p99_over_sla").empty
+
+
+def test_p99_sla_is_on_ttft_where_the_logs_carry_it():
+    ttft = np.r_[np.full(95, 300.0), np.full(5, 3500.0)]            # TTFT P99 3500 > 3000
+    con = _store(_rows(100, T0, total_ms=np.full(100, 40_000.0), ttft_ms=ttft))
+    assert alerts.sla_metric(con) == "ttft_ms"
+    a = _fired(con, "p99_over_sla")
+    assert len(a) == 1 and "P99 ttft_ms" in a.iloc[0].message
+    con = _store(_rows(100, T0, total_ms=np.full(100, 40_000.0), ttft_ms=np.full(100, 300.0)))
+    assert _fired(con, "p99_over_sla").empty                        # total_ms is long, first token is fast
+    alerts.save_sla_metric(con, "total_ms")
+    assert len(_fired(con, "p99_over_sla")) == 1
 
 
 def test_p99_sla_is_configurable_in_the_store():
@@ -159,7 +178,7 @@ def test_queue_does_not_fire_when_flat_falling_or_short():
 # ---------------------------------------------------------------- rules as data
 
 def test_rules_are_configurable_and_can_be_disabled():
-    con = _store(_rows(100, T0, status=["error"] * 3 + ["ok"] * 97))
+    con = _store(_rows(200, T0, status=["error"] * 8 + ["ok"] * 192))
     assert len(_fired(con, "error_rate")) == 1
     changed = [r if r.name != "error_rate" else alerts.AlertRule(**{**r.__dict__, "threshold": 0.05})
                for r in alerts.rules(con)]
