@@ -147,51 +147,55 @@ def _first_attr(column: str, keys: tuple[str, ...], cast: str) -> tuple[str, lis
 TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
 
-def _attempts_sql(f: Filters) -> tuple[str, list]:
-    """``q``: every small-model attempt with its linked large answer and large model (see the
-    module docstring), as a CTE chain; the caller appends a SELECT over ``q``."""
+def _attempts_sql(f: Filters, labelled_only: bool = True) -> tuple[str, list]:
+    """``qm``: the small-model attempts (after the filters; only those with a small-model label
+    when ``labelled_only``) with their linked large answer and large model (see the module
+    docstring), as a CTE chain; the caller appends a SELECT."""
     where, params = replace(f, models=()).where(prefix="s.")
-    attr_q, q_params = _first_attr("s.attrs", LARGE_QUALITY_ATTRS, "DOUBLE")
+    if labelled_only:
+        where += " AND s.quality IS NOT NULL"
     attr_m, m_params = _first_attr("s.attrs", LARGE_MODEL_ATTRS, "VARCHAR")
-    parent = "json_extract_string({}.attrs, '$.parent_id')"
-    answer_cols = ", ".join(f"a.{c} AS l_{c}" for c in ("model", "quality", "cost_usd", *TOKENS))
+    answer_cols = ", ".join(f"a.{c} AS l_{c}" for c in ("quality", "cost_usd", *TOKENS))
     small_cols = ", ".join(f"s.{c} AS s_{c}" for c in ("cost_usd", *TOKENS))
     sql = f"""
-WITH links AS (
+WITH linked AS MATERIALIZED (
+  SELECT * FROM (
+    SELECT request_id, ts, confidence, json_extract_string(attrs, '$.parent_id') AS parent_id
+    FROM requests WHERE contains(CAST(attrs AS VARCHAR), 'parent_id'))
+  WHERE parent_id IS NOT NULL
+),
+links AS MATERIALIZED (
   SELECT attempt_id, answer_id FROM (
-    SELECT s.request_id AS attempt_id, a.request_id AS answer_id, a.ts
-    FROM requests s JOIN requests a ON a.request_id = {parent.format("s")}
-    WHERE s.confidence IS NOT NULL AND a.confidence IS NULL
+    SELECT k.request_id AS attempt_id, a.request_id AS answer_id, a.ts
+    FROM linked k JOIN requests a ON a.request_id = k.parent_id
+    WHERE k.confidence IS NOT NULL AND a.confidence IS NULL
     UNION ALL
-    SELECT {parent.format("a")} AS attempt_id, a.request_id AS answer_id, a.ts
-    FROM requests a WHERE a.confidence IS NULL AND {parent.format("a")} IS NOT NULL)
+    SELECT parent_id AS attempt_id, request_id AS answer_id, ts FROM linked WHERE confidence IS NULL)
   QUALIFY row_number() OVER (PARTITION BY attempt_id ORDER BY ts, answer_id) = 1
 ),
-pairs AS (
-  SELECT small_model, arg_max(large_model, n) AS large_model FROM (
-    SELECT s.model AS small_model, a.model AS large_model, count(*) AS n FROM links
-    JOIN requests s ON s.request_id = links.attempt_id JOIN requests a ON a.request_id = links.answer_id
-    GROUP BY 1, 2)
-  GROUP BY 1
+answers AS MATERIALIZED (
+  SELECT l.attempt_id, s.model AS small_model, a.model AS l_model, {answer_cols}
+  FROM links l JOIN requests a ON a.request_id = l.answer_id JOIN requests s ON s.request_id = l.attempt_id
 ),
-q AS (
+pairs AS (
+  SELECT small_model, arg_max(l_model, n) AS large_model FROM (
+    SELECT small_model, l_model, count(*) AS n FROM answers GROUP BY 1, 2) GROUP BY 1
+),
+qm AS (
   SELECT s.request_id, s.ts, coalesce(s.tenant, 'default') AS tenant, s.sla_tier, s.model AS small_model,
-         s.confidence, s.quality AS small_quality, s.escalated, {small_cols}, {answer_cols},
-         {attr_q} AS attr_large_quality,
-         coalesce(a.model, {attr_m}, p.large_model) AS large_model
+         s.confidence, s.quality AS small_quality, s.escalated, {small_cols}, a.l_model,
+         {", ".join(f"a.l_{c}" for c in ("quality", "cost_usd", *TOKENS))}, s.attrs AS s_attrs,
+         coalesce(a.l_model, {attr_m}, p.large_model) AS large_model
   FROM requests s
-  LEFT JOIN links ON links.attempt_id = s.request_id
-  LEFT JOIN requests a ON a.request_id = links.answer_id
+  LEFT JOIN answers a ON a.attempt_id = s.request_id
   LEFT JOIN pairs p ON p.small_model = s.model
   WHERE s.confidence IS NOT NULL AND NOT coalesce(s.cache_hit, false) AND {where}
 )"""
-    ps = q_params + m_params + params
+    ps = m_params + params
     if f.models:
         marks = ", ".join("?" for _ in f.models)
-        sql += f", qm AS (SELECT * FROM q WHERE small_model IN ({marks}) OR large_model IN ({marks}))"
-        ps += list(f.models) * 2
-    else:
-        sql += ", qm AS (SELECT * FROM q)"
+        sql = sql[:-1] + f"  AND (s.model IN ({marks}) OR coalesce(a.l_model, {attr_m}, p.large_model) IN ({marks}))\n)"
+        ps += list(f.models) + m_params + list(f.models)
     return sql, ps
 
 
@@ -242,9 +246,16 @@ def shadow_eval(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> Sha
     """
     f = f or Filters()
     sql, params = _attempts_sql(f)
-    n_attempts = con.execute(sql + " SELECT count(*) FROM qm", params).fetchall()[0][0]
-    raw = con.execute(sql + " SELECT * FROM qm WHERE small_quality IS NOT NULL ORDER BY ts, request_id",
-                      params).df()
+    attr_q, q_params = _first_attr("s_attrs", LARGE_QUALITY_ATTRS, "DOUBLE")
+    raw = con.execute(sql + f" SELECT * EXCLUDE (s_attrs), {attr_q} AS attr_large_quality FROM qm "
+                            "ORDER BY ts, request_id", params + q_params).df()
+    if f.models:
+        count_sql, count_params = _attempts_sql(f, labelled_only=False)
+        n_attempts = con.execute(count_sql + " SELECT count(*) FROM qm", count_params).fetchall()[0][0]
+    else:     # the same attempts, without the joins
+        where, where_params = f.where(prefix="s.")
+        n_attempts = con.execute("SELECT count(*) FROM requests s WHERE s.confidence IS NOT NULL "
+                                 f"AND NOT coalesce(s.cache_hit, false) AND {where}", where_params).fetchall()[0][0]
     linked = raw["l_model"].notna()
     graded = raw["l_quality"].notna()
     large_quality = raw["l_quality"].where(graded, raw["attr_large_quality"])

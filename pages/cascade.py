@@ -104,7 +104,8 @@ elif source == "upload":
                 st.error(str(exc), icon=":material/error:")
 else:
     st.caption(f"Problem 1 of {SEED}: τ → share escalated and quality. Edit it, add rows or delete them; "
-               "shares are 0-1 (0.6 = 60 %).")
+               "shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 it gives the seed's 5.8, 3.4 and 1.96 $ "
+               "per 1,000 (the seed's prose later calls the τ = 0.80 point 3.1 $; its own formula gives 3.4 $).")
     table = st.data_editor(cascade.seed_table(), num_rows="dynamic", hide_index=True, key="seed_table",
                            column_config={
                                "threshold": USD("τ (threshold)", min_value=0.0, max_value=1.0, step=0.01,
