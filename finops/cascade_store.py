@@ -497,9 +497,7 @@ def eval_csv_columns(data: bytes) -> list[str]:
 def guess_mapping(columns) -> dict[str, str | None]:
     """Mapping key -> the column with that name, or one that contains it (else None)."""
     cols = list(columns)
-    hints = {"confidence": ("confidence", "conf", "score"), "small_quality": ("small_quality", "small"),
-             "large_quality": ("large_quality", "large"), "cost_small": ("cost_small",),
-             "cost_large": ("cost_large",)}
+    hints = {"confidence": ("confidence", "conf"), "small_quality": ("small",), "large_quality": ("large",)}
     out: dict[str, str | None] = {}
     for key in cascade.MAPPING_KEYS:
         exact = [c for c in cols if c.lower() == key]
@@ -524,8 +522,19 @@ def _via_temp_file(data: bytes, name: str, read):
 
 
 def eval_from_upload(data: bytes, name: str, mapping: Mapping[str, str]) -> cascade.EvalData:
-    """An uploaded eval CSV read by :func:`finops.cascade.load_eval_csv` with ``mapping``."""
+    """An uploaded eval CSV read by :func:`finops.cascade.load_eval_csv` with ``mapping``.
+
+    Qualities must be shares between 0 and 1 (0/1 correctness, or a score scaled to 0-1), the
+    unit of the page's quality axes; a column outside that range is most likely the wrong one.
+    """
     loaded = _via_temp_file(data, name, lambda path: cascade.load_eval_csv(path, dict(mapping)))
+    for key in ("small_quality", "large_quality"):
+        values = getattr(loaded, key)
+        bad = np.flatnonzero((values < 0) | (values > 1))
+        if bad.size:
+            raise InputError(f"{values[bad[0]]:g} is not a share between 0 and 1: map {key} to a 0/1 correctness "
+                             "column, or scale scores to 0-1", file=name, row=int(bad[0]) + 1,
+                             field=str(mapping.get(key, key)))
     return replace(loaded, source=name)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 IDLE_SERIES = "(idle capacity)"
@@ -298,7 +299,7 @@ def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share",
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
                  alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
                              format="$,.2f" if absolute == "cost_usd" else ",")],
-    ).properties(title=title, height=260)
+    ).properties(autosize=FIT_X, title=title, height=260)
 
 
 def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", series_title: str = "Route",
@@ -317,23 +318,32 @@ def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", 
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
                  alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
                              format="$,.2f" if absolute == "cost_usd" else ",")],
-    ).properties(title=title, height=max(120, 28 * data[split].nunique()))
+    ).properties(autosize=FIT_X, title=title, height=max(120, 28 * data[split].nunique()))
 
 
 def cache_savings(frame: pd.DataFrame, title: str = "Spend the semantic cache saved, by model") -> alt.Chart:
-    """Bars of ``saved_usd`` per model, labelled with the hit rate."""
-    data = frame.assign(hit_pct=frame["hit_rate"] * 100, saved=frame["saved_usd"].fillna(0.0))
+    """Bars of ``saved_usd`` per model (price-book prices), labelled with the hit rate; a self-hosted
+    model's bar is the saving at its effective $ per 1M tokens (``saved_if_fleet_scaled_usd``), hatched
+    lighter, since its fleet is paid by the hour."""
+    data = frame.assign(hit_pct=frame["hit_rate"] * 100,
+                        saved=frame["saved_usd"].fillna(0.0).where(frame["kind"] != "self_hosted",
+                                                                     frame["saved_if_fleet_scaled_usd"].fillna(0.0)),
+                        priced=frame["kind"].map({"self_hosted": "self-hosted: only if the fleet shrank",
+                                                  "api": "API: price book"}).fillna("not in the price book"),
+                        label=lambda d: d["hit_pct"].map(lambda v: f"{v:.1f}% hits"))
     tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("cache_hits:Q", title="Cache hits", format=","),
            alt.Tooltip("requests:Q", title="Requests", format=","),
            alt.Tooltip("hit_pct:Q", title="Hit rate (%)", format=".1f"),
-           alt.Tooltip("saved:Q", title="Saved (USD)", format="$,.2f"), alt.Tooltip("basis:N", title="Priced at")]
+           alt.Tooltip("saved:Q", title="Saved (USD)", format="$,.2f"), alt.Tooltip("priced:N", title="Priced")]
     base = alt.Chart(data).encode(y=alt.Y("model:N", title="Model", sort="-x"),
                                   x=alt.X("saved:Q", title="Spend saved (USD)", axis=alt.Axis(format="$,.0f")),
                                   tooltip=tip)
-    bars = base.mark_bar(color=PALETTE[2])
-    text = base.mark_text(align="left", dx=4, fontSize=11).encode(
-        text=alt.Text("hit_pct:Q", format=".1f"))
-    return (bars + text).properties(title=title, height=max(120, 32 * len(data)))
+    bars = base.mark_bar().encode(color=alt.Color(
+        "priced:N", title="Priced", legend=alt.Legend(orient="bottom"),
+        scale=alt.Scale(domain=["API: price book", "self-hosted: only if the fleet shrank", "not in the price book"],
+                        range=[PALETTE[2], "#b9e3b0", IDLE_COLOR])))
+    text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="label:N")
+    return (bars + text).properties(autosize=FIT_X, title=title, height=max(120, 36 * len(data)))
 
 
 def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade escalation rate") -> alt.Chart:
@@ -342,35 +352,36 @@ def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade e
     return alt.Chart(data).mark_line(point=True).encode(
         x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
                 axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
-        y=alt.Y("rate_pct:Q", title="Escalated attempts per cascade request (%)", scale=alt.Scale(domainMin=0)),
+        y=alt.Y("rate_pct:Q", title="Escalation rate (%)", scale=alt.Scale(domainMin=0)),
         tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d"),
                  alt.Tooltip("rate_pct:Q", title="Escalation rate (%)", format=".1f"),
                  alt.Tooltip("escalations:Q", title="Escalations", format=","),
                  alt.Tooltip("cascade_requests:Q", title="Cascade rows", format=",")],
-    ).properties(title=title, height=220)
+    ).properties(autosize=FIT_X, title=title, height=220)
 
 
 def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
-                   title: str = "Prompt length by model size") -> alt.Chart:
-    """Requests per power-of-two prompt-length bucket, coloured by model, split by size class,
-    with the threshold as a red rule: bars of large models left of it are short prompts on a
-    large model; bars of small models right of it are long prompts on a small one."""
+                   title: str = "Prompt length by model") -> alt.Chart:
+    """Requests per power-of-two prompt-length bucket, one bar per model (labelled with its size
+    class), and the threshold as a red rule: large-model bars left of it are short prompts on a
+    large model; small-model bars right of it are long prompts on a small one."""
     data = by_length.assign(lo=by_length["bucket_lo"].clip(lower=1),
-                            hi=lambda d: (d["bucket_lo"] * 2).where(d["bucket_lo"] > 0, 8))
-    x = alt.X("lo:Q", title=f"Prompt length ({unit}, log scale)", scale=alt.Scale(type="log"))
-    bars = alt.Chart(data).mark_bar(opacity=0.85).encode(
-        x=x, x2="hi:Q", y=alt.Y("sum(requests):Q", title="Requests", stack=True),
-        color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
+                            hi=lambda d: (d["bucket_lo"] * 2).where(d["bucket_lo"] > 0, 8),
+                            series=by_length["model"] + " (" + by_length["size_class"].astype(str) + ")")
+    x_scale = alt.Scale(type="log", domain=[1, float(max(data["hi"].max() if len(data) else 2, threshold * 2, 2))])
+    bars = alt.Chart(data).mark_bar(opacity=0.55).encode(
+        x=alt.X("lo:Q", title=f"Prompt length ({unit}, log scale)", scale=x_scale, axis=alt.Axis(format=",.0f")),
+        x2="hi:Q", y=alt.Y("requests:Q", title="Requests", stack=None),
+        color=alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
                  alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
                  alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),
-                 alt.Tooltip("sum(requests):Q", title="Requests", format=",")])
+                 alt.Tooltip("requests:Q", title="Requests", format=",")])
     rule = alt.Chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
-                     ).mark_rule(color="#d62728", strokeWidth=2).encode(x="t:Q", tooltip=[alt.Tooltip("label:N", title="")])
-    charts = [alt.layer(bars.properties(data=data[data["size_class"] == size]), rule).properties(
-        title=f"{size} models", height=140) for size in sorted(data["size_class"].unique())]
-    return alt.vconcat(*charts).properties(title=title) if charts else bars.properties(title=title)
+                     ).mark_rule(color="#d62728", strokeWidth=2).encode(
+        x=alt.X("t:Q", scale=x_scale), tooltip=[alt.Tooltip("label:N", title="")])
+    return alt.layer(bars, rule).properties(autosize=FIT_X, title=title, height=260)
 
 
 def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual vs what-if") -> alt.Chart:
@@ -388,7 +399,7 @@ def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("scenario:N", title=""),
                  alt.Tooltip("usd:Q", title="Spend (USD)", format="$,.2f"),
                  alt.Tooltip("calls:Q", title="Model calls", format=",.0f")],
-    ).properties(title=title, height=max(140, 48 * data["model"].nunique()))
+    ).properties(autosize=FIT_X, title=title, height=max(140, 48 * data["model"].nunique()))
 
 
 def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, field_label: str = "queue_ms",
@@ -402,9 +413,10 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     if scale == "log":
         data = data[data["lo"] > 0]
     data["mid"] = (data["lo"] + data["hi"]) / 2
-    x = alt.X("lo:Q", title=f"{field_label} ({'log scale' if scale == 'log' else 'ms'})",
-              scale=alt.Scale(type="log" if scale == "log" else "linear", nice=False),
-              axis=alt.Axis(format=",.0f"))
+    x_scale = alt.Scale(type="log" if scale == "log" else "linear", nice=False,
+                        domain=[float(data["lo"].min()), float(data["hi"].max())] if len(data) else alt.Undefined)
+    x = alt.X("lo:Q", title=f"{field_label} ({'ms, log scale' if scale == 'log' else 'ms'})", scale=x_scale,
+              axis=alt.Axis(format=",.4~g"))
     bars = alt.Chart(data).mark_bar(color=PALETTE[0], opacity=0.85).encode(
         x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests"),
         tooltip=[alt.Tooltip("lo:Q", title="From (ms)", format=",.1f"), alt.Tooltip("hi:Q", title="To (ms)", format=",.1f"),
@@ -412,26 +424,28 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     m = pd.DataFrame([{"percentile": k, "ms": v} for k, v in marks.items()
                       if v is not None and not pd.isna(v) and (scale != "log" or v > 0)])
     if m.empty:
-        return bars.properties(title=title, height=200)
+        return bars.properties(autosize=FIT_X, title=title, height=200)
     m["label"] = m["percentile"] + " " + m["ms"].map(lambda v: f"{v:,.0f} ms")
     color = alt.Color("percentile:N", title="Percentile", scale=alt.Scale(domain=list(PERCENTILE_COLORS),
                                                                           range=list(PERCENTILE_COLORS.values())),
                       legend=alt.Legend(orient="bottom"))
     rules = alt.Chart(m).mark_rule(strokeWidth=2, strokeDash=[5, 3]).encode(
-        x="ms:Q", color=color, tooltip=[alt.Tooltip("label:N", title="")])
-    return alt.layer(bars, rules).properties(title=title, height=200)
+        x=alt.X("ms:Q", scale=x_scale, title=x.title), color=color, tooltip=[alt.Tooltip("label:N", title="")])
+    return alt.layer(bars, rules).properties(autosize=FIT_X, title=title, height=200)
 
 
 def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P95 and P99") -> alt.Chart:
     """Stacked horizontal bars: per model and percentile band, the mean ms of each segment."""
     order = list(SEGMENT_COLORS)
+    seg = seg[seg["ms"] > 0.5]        # drop empty segments and float noise ("other" of -1e-11 ms)
     data = seg.assign(row=seg["grp"] + " · " + seg["percentile"],
                       share_pct=seg["ms"] / seg["total_ms"].where(seg["total_ms"] > 0) * 100,
                       order=seg["segment"].map({s: i for i, s in enumerate(order)}))
     present = [s for s in order if s in set(data["segment"])]
     return alt.Chart(data).mark_bar().encode(
         y=alt.Y("row:N", title="Model · percentile of total_ms", sort=list(dict.fromkeys(data["row"]))),
-        x=alt.X("ms:Q", title="Mean time in the band (ms)", stack="zero", axis=alt.Axis(format=",.0f")),
+        x=alt.X("ms:Q", title="Mean time in the band (ms)", stack="zero", axis=alt.Axis(format=",.0f"),
+                scale=alt.Scale(domainMin=0)),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
                         legend=alt.Legend(orient="bottom")),
@@ -441,7 +455,7 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
                  alt.Tooltip("share_pct:Q", title="Share of total (%)", format=".1f"),
                  alt.Tooltip("total_ms:Q", title="Mean total_ms of the band", format=",.1f"),
                  alt.Tooltip("requests_in_band:Q", title="Requests in the band", format=",")],
-    ).properties(title=title, height=max(140, 22 * data["row"].nunique()))
+    ).properties(autosize=FIT_X, title=title, height=max(140, 22 * data["row"].nunique()))
 
 
 def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "total_ms",
@@ -461,7 +475,7 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
         tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"), alt.Tooltip("grp:N", title="Model"),
                  alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="ms", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
-    ).properties(title=title, height=300)
+    ).properties(autosize=FIT_X, title=title, height=300)
 
 
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
@@ -480,7 +494,7 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
         tooltip=[alt.Tooltip("grp:N", title="Model"), alt.Tooltip("bucket:N", title=f"{unit}"),
                  alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="total_ms", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
-    ).properties(title=title, height=260)
+    ).properties(autosize=FIT_X, title=title, height=260)
 
 
 def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests in service") -> alt.Chart:
@@ -498,7 +512,7 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
     band = base.mark_area(opacity=0.15).encode(y=alt.Y("tokens_per_s_p10:Q", title="Decode tokens/s per request"),
                                                y2="tokens_per_s_p90:Q")
     line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(y="tokens_per_s_p50:Q", tooltip=tip)
-    return alt.layer(band, line).properties(title=title, height=280)
+    return alt.layer(band, line).properties(autosize=FIT_X, title=title, height=280)
 
 
 def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segment by segment") -> alt.Chart:
@@ -518,7 +532,8 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
     present = [s for s in order if s in set(long["segment"])]
     long["order"] = long["segment"].map({s: i for i, s in enumerate(order)})
     return alt.Chart(long).mark_bar().encode(
-        y=alt.Y("label:N", title="Request (arrival UTC · model)", sort=list(data["label"])),
+        y=alt.Y("label:N", title="Request (arrival UTC · model)", sort=list(data["label"]),
+                axis=alt.Axis(labelLimit=360)),
         x=alt.X("ms:Q", title="Time (ms)", stack="zero", axis=alt.Axis(format=",.0f")),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
@@ -527,7 +542,7 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
         tooltip=[alt.Tooltip("request_id:N", title="Request"), alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="ms", format=",.1f"),
                  alt.Tooltip("total_ms:Q", title="total_ms", format=",.1f")],
-    ).properties(title=title, height=max(140, 22 * len(data)))
+    ).properties(autosize=FIT_X, title=title, height=max(140, 22 * len(data)))
 
 
 # ---------------------------------------------------------------- cascade and edge
@@ -642,13 +657,15 @@ def edge_net_benefit(curve: pd.DataFrame, *, break_even_ms: float | None = None,
     rules = [(float(r), str(label), "#4c78a8") for r, label in markers]
     if break_even_ms is not None:
         rules.append((float(break_even_ms), f"break-even {break_even_ms:,.0f} ms", FLOOR_COLOR))
-    for rtt, label, colour in rules:
+    for k, (rtt, label, colour) in enumerate(sorted(rules)):   # labels at the top, staggered, right of their rule
         m = pd.DataFrame({"rtt_ms": [rtt], "label": [label]})
         layers.append(alt.Chart(m).mark_rule(strokeDash=[4, 3], color=colour, strokeWidth=2).encode(
             x="rtt_ms:Q", tooltip=[alt.Tooltip("label:N", title="Marker"),
                                    alt.Tooltip("rtt_ms:Q", title="RTT (ms)", format=",.0f")]))
-        layers.append(alt.Chart(m).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3, y=0,
-                                             fontSize=11, color=colour).encode(x="rtt_ms:Q", text="label:N"))
+        right = rtt > 0.7 * float(curve["rtt_ms"].max())          # near the right edge: label on the left
+        layers.append(alt.Chart(m).mark_text(align="right" if right else "left", baseline="top", dx=-4 if right else 4,
+                                             y=4 + 14 * (k % 3), fontSize=11, fontWeight="bold", color=colour).encode(
+            x="rtt_ms:Q", text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
 
 
@@ -677,7 +694,7 @@ def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool 
     bars = alt.Chart(hist).mark_bar(opacity=0.8).encode(
         x=alt.X("lo_ms:Q", title=RTT_TITLE, scale=alt.Scale(domain=[float(edges[0]), top], nice=False)),
         x2="hi_ms:Q",
-        y=alt.Y("share:Q", title="Share of requests (%)", axis=alt.Axis(format=".1%")),
+        y=alt.Y("share:Q", title="Share of requests (%)", axis=alt.Axis(format=".1%")), y2=alt.datum(0),
         color=alt.Color("decision:N", title=None, scale=alt.Scale(domain=[pays, loses], range=[PAYS_COLOR, LOSES_COLOR]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("lo_ms:Q", title="From (ms)", format=",.0f"),
@@ -690,3 +707,205 @@ def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool 
             color=FLOOR_COLOR, strokeDash=[4, 3], strokeWidth=2).encode(
             x="rtt_ms:Q", tooltip=[alt.Tooltip("rtt_ms:Q", title="Break-even RTT (ms)", format=",.0f")]))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+
+
+# ---------------------------------------------------------------- capacity
+
+SLA_COLOR, CHOSEN_COLOR, NEED_COLOR, UNSTABLE_COLOR = "#d62728", PALETTE[0], PALETTE[2], "#e45756"
+
+
+def _rule_x(value: float, label: str, color: str, y_field: str | None = None) -> list[alt.Chart]:
+    """A dashed vertical rule at ``value`` with its label written up the rule."""
+    m = pd.DataFrame({"x": [float(value)], "label": [label]})
+    rule = alt.Chart(m).mark_rule(color=color, strokeDash=[5, 3], strokeWidth=2).encode(
+        x="x:Q", tooltip=[alt.Tooltip("label:N", title="Marker")])
+    text = alt.Chart(m).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3, y=0, fontSize=11,
+                                  color=color).encode(x="x:Q", text="label:N")
+    return [rule, text]
+
+
+def _rule_y(value: float, label: str, color: str) -> list[alt.Chart]:
+    """A dashed horizontal rule at ``value`` with its label at the left, above the rule."""
+    m = pd.DataFrame({"y": [float(value)], "label": [label]})
+    return [alt.Chart(m).mark_rule(color=color, strokeDash=[5, 3], strokeWidth=2).encode(
+                y="y:Q", tooltip=[alt.Tooltip("label:N", title="Marker")]),
+            alt.Chart(m).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
+                                   color=color).encode(y="y:Q", text="label:N")]
+
+
+def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_replicas: int,
+                         required_replicas: int | None = None, wait_sla_s: float | None = None,
+                         title: str = "P99 queue wait against replicas", height: int = 300) -> alt.LayerChart:
+    """P99 queue wait (s) by replica count (finops.capacity.p99_wait_by_replicas); the unstable
+    counts (ρ ≥ 1) are a red band, the SLA a red rule, the chosen and required counts blue and
+    green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot."""
+    stable = curve[curve["stable"] & np.isfinite(curve["wait_p99_s"])].copy()
+    finite = stable["wait_p99_s"]
+    top = 3 * wait_sla_s if wait_sla_s else (float(finite.quantile(0.9)) if len(finite) else 1.0)
+    top = max(top, 1e-3)
+    x_max = float(curve["replicas"].max()) + 0.5
+    x = alt.X("replicas:Q", title=f"Replicas (c = replicas × {slots_per_replica} slots)",
+              scale=alt.Scale(domain=[0.5, x_max], nice=False), axis=alt.Axis(tickMinStep=1, format="d"))
+    y = alt.Y("wait_p99_s:Q", title="P99 queue wait (s)", scale=alt.Scale(domain=[0, top], nice=False),
+              axis=alt.Axis(format=".3~g"))
+    layers = []
+    unstable = curve[~curve["stable"]]
+    if len(unstable):
+        band = pd.DataFrame({"x0": [0.5], "x1": [float(unstable["replicas"].max()) + 0.5],
+                             "label": ["unstable: ρ ≥ 1, the queue grows without bound"]})
+        layers.append(alt.Chart(band).mark_rect(color=UNSTABLE_COLOR, opacity=0.15).encode(
+            x="x0:Q", x2="x1:Q", tooltip=[alt.Tooltip("label:N", title="Region")]))
+        layers.append(alt.Chart(band).mark_text(align="left", baseline="top", dx=4, dy=4, y=0, fontSize=11,
+                                                color=UNSTABLE_COLOR).encode(x="x0:Q", text=alt.value("unstable")))
+    layers.append(alt.Chart(stable).mark_line(point=alt.OverlayMarkDef(size=18), clip=True, color=PALETTE[0]).encode(
+        x=x, y=y, tooltip=[alt.Tooltip("replicas:Q", title="Replicas"), alt.Tooltip("servers:Q", title="Slots c"),
+                           alt.Tooltip("utilization:Q", title="Utilisation ρ", format=".1%"),
+                           alt.Tooltip("wait_p99_s:Q", title="P99 queue wait (s)", format=".4~g"),
+                           alt.Tooltip("wq_s:Q", title="Mean queue wait (s)", format=".4~g")]))
+    if wait_sla_s:
+        layers += _rule_y(wait_sla_s, f"P99 wait SLA {wait_sla_s:g} s", SLA_COLOR)
+    layers += _rule_x(chosen_replicas, f"your replicas: {chosen_replicas}", CHOSEN_COLOR)
+    if required_replicas is not None and required_replicas != chosen_replicas:
+        layers += _rule_x(required_replicas, f"required with redundancy: {required_replicas}", NEED_COLOR)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+
+
+def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None,
+                        current_wq_s: float | None = None, band: tuple[float, float] = (0.6, 0.75),
+                        title: str = "Mean queue wait against utilisation", height: int = 300) -> alt.LayerChart:
+    """Mean queue wait (s) against ρ at a fixed fleet (finops.capacity.wait_by_utilization): the
+    sweet-spot band shaded green, ρ = 1 a red rule, the current ρ a point (or a note when ≥ 1).
+    The y axis stops at the wait at ρ = 0.95 so the blow-up reads as one."""
+    data = curve[np.isfinite(curve["wq_s"])]
+    top = float(np.interp(0.95, data["utilization"], data["wq_s"])) if len(data) else 1.0
+    top = max(top, 1e-6)
+    x = alt.X("utilization:Q", title="Utilisation ρ = λ / (c μ)", scale=alt.Scale(domain=[0, 1.02], nice=False),
+              axis=alt.Axis(format=".0%"))
+    y = alt.Y("wq_s:Q", title="Mean queue wait (s)", scale=alt.Scale(domain=[0, top], nice=False),
+              axis=alt.Axis(format=".3~g"))
+    sweet = pd.DataFrame({"x0": [band[0]], "x1": [band[1]], "label": [f"sweet spot {band[0]:.2g}–{band[1]:.2g}"]})
+    layers = [
+        alt.Chart(sweet).mark_rect(color=NEED_COLOR, opacity=0.18).encode(
+            x="x0:Q", x2="x1:Q", tooltip=[alt.Tooltip("label:N", title="Band")]),
+        alt.Chart(sweet).mark_text(align="left", baseline="top", dx=3, dy=4, y=0, fontSize=11, color="#2f6f2a").encode(
+            x="x0:Q", text="label:N"),
+        alt.Chart(data).mark_line(clip=True, color=PALETTE[0], strokeWidth=2).encode(
+            x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Utilisation ρ", format=".1%"),
+                               alt.Tooltip("arrival_rate_per_s:Q", title="λ (req/s)", format=",.4~g"),
+                               alt.Tooltip("wq_s:Q", title="Mean queue wait (s)", format=".4~g"),
+                               alt.Tooltip("wait_p99_s:Q", title="P99 queue wait (s)", format=".4~g")]),
+    ]
+    layers += _rule_x(1.0, "ρ = 1: unstable beyond", UNSTABLE_COLOR)
+    if current_rho is not None and current_wq_s is not None and current_rho < 1 and math.isfinite(current_wq_s):
+        you = pd.DataFrame({"utilization": [current_rho], "wq_s": [min(current_wq_s, top)],
+                            "label": [f"you: ρ = {current_rho:.0%}"], "wait": [current_wq_s]})
+        layers.append(alt.Chart(you).mark_point(size=140, filled=True, color=SLA_COLOR).encode(
+            x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Your ρ", format=".1%"),
+                               alt.Tooltip("wait:Q", title="Mean queue wait (s)", format=".4~g")]))
+        layers.append(alt.Chart(you).mark_text(align="right", dx=-9, dy=-9, fontSize=12, fontWeight="bold",
+                                               color=SLA_COLOR).encode(x=x, y=y, text="label:N"))
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+
+
+def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps: float | None,
+                 title: str = "Load test: latency against throughput of one instance",
+                 height: int = 300) -> alt.LayerChart:
+    """P50 and P99 end-to-end latency (s) against req/s per instance (finops.capacity.fit_loadtest's
+    points); the P99 target a red rule, the fitted per-instance throughput a green rule."""
+    long = points.melt(id_vars=[c for c in ("qps", "concurrency", "source", "qps_basis") if c in points],
+                       value_vars=["p50_s", "p99_s"], var_name="series", value_name="latency_s").dropna(
+        subset=["latency_s"])
+    long["series"] = long["series"].map({"p50_s": "P50 latency", "p99_s": "P99 latency"})
+    layers = [alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=50)).encode(
+        x=alt.X("qps:Q", title="Throughput per instance (req/s)", scale=alt.Scale(zero=True)),
+        y=alt.Y("latency_s:Q", title="End-to-end latency (s)", scale=alt.Scale(zero=True)),
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=["P50 latency", "P99 latency"],
+                                                                range=[PALETTE[0], PALETTE[1]]),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("series:N", title="What"), alt.Tooltip("qps:Q", title="req/s per instance", format=",.3~g"),
+                 alt.Tooltip("latency_s:Q", title="Latency (s)", format=",.3~g"),
+                 alt.Tooltip("concurrency:Q", title="Concurrency", format=",.3~g"),
+                 alt.Tooltip("qps_basis:N", title="QPS from"), alt.Tooltip("source:N", title="Source")])]
+    layers += _rule_y(p99_target_s, f"P99 target {p99_target_s:g} s", SLA_COLOR)
+    if per_instance_qps is not None:
+        layers += _rule_x(per_instance_qps, f"one instance: {per_instance_qps:.3g} req/s", NEED_COLOR)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+
+
+def qps_forecast(history: pd.Series, plan: pd.DataFrame, *, interval: float = 0.9, history_days: int = 14,
+                 title: str = "Served QPS: history and forecast", height: int = 280) -> alt.LayerChart:
+    """The last ``history_days`` of hourly QPS (a grey line), the forecast (blue) and its
+    prediction interval (a blue band)."""
+    hist = history[history.index >= history.index.max() - pd.Timedelta(days=history_days)]
+    h = pd.DataFrame({"ts": hist.index, "qps": hist.to_numpy(), "series": "observed (your logs)"})
+    f = plan.reset_index().assign(series="forecast")
+    domain, colors = ["observed (your logs)", "forecast"], ["#7f7f7f", PALETTE[0]]
+    color = alt.Color("series:N", title=None, scale=alt.Scale(domain=domain, range=colors),
+                      legend=alt.Legend(orient="bottom"))
+    x = _x_time("hour", "ts")
+    y = alt.Y("qps:Q", title="Served requests per second (req/s)", scale=alt.Scale(zero=True))
+    tip = [alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
+           alt.Tooltip("qps:Q", title="req/s", format=",.3~g")]
+    return alt.layer(
+        alt.Chart(f).mark_area(opacity=0.2, color=PALETTE[0]).encode(
+            x=x, y=alt.Y("qps_lo:Q", title="Served requests per second (req/s)"), y2="qps_hi:Q",
+            tooltip=tip[:1] + [alt.Tooltip("qps_lo:Q", title=f"{interval:.0%} interval from (req/s)", format=",.3~g"),
+                               alt.Tooltip("qps_hi:Q", title="to (req/s)", format=",.3~g")]),
+        alt.Chart(h).mark_line(strokeWidth=1.5).encode(x=x, y=y, color=color, tooltip=tip),
+        alt.Chart(f).mark_line(strokeWidth=2).encode(x=x, y=y, color=color, tooltip=tip),
+    ).properties(autosize=FIT_X, title=title, height=height)
+
+
+def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height: int = 220) -> alt.Chart:
+    """Replicas per forecast hour (with redundancy) at the point forecast and at the interval's top."""
+    long = plan.reset_index().melt(id_vars=["ts"], value_vars=["replicas", "replicas_at_qps_hi"],
+                                   var_name="series", value_name="n")
+    names = {"replicas": "forecast", "replicas_at_qps_hi": "upper bound"}
+    long["series"] = long["series"].map(names)
+    return alt.Chart(long).mark_line(interpolate="step-after").encode(
+        x=_x_time("hour", "ts"),
+        y=alt.Y("n:Q", title="Replicas (with redundancy)", scale=alt.Scale(zero=True), axis=alt.Axis(tickMinStep=1)),
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),
+                                                                range=[PALETTE[0], PALETTE[1]]),
+                        legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(domain=list(names.values()),
+                                                                          range=[[1, 0], [4, 3]])),
+        tooltip=[alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("series:N", title="Sized"), alt.Tooltip("n:Q", title="Replicas")],
+    ).properties(autosize=FIT_X, title=title, height=height)
+
+
+AUTOSCALE_PANELS = (
+    ("ready_capacity_per_s", "Ready capacity (req/s)", "Arrivals (black) and ready capacity"),
+    ("queue_len", "Queue length (requests)", "Queue length"),
+    ("p99_wait_s", "P99 queue wait (s)", "P99 queue wait"),
+    ("shed_per_s", "Shed requests (req/s)", "Shed lowest-tier requests"),
+)
+
+
+def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = None, height: int = 200) -> list:
+    """Four charts over the simulation's time axis (finops.capacity.simulate_policies' timeline),
+    one line per policy: ready capacity with the arrival rate in black, queue length, P99 wait
+    (the SLA a red rule; unbounded waits are left out) and shed requests."""
+    policies = list(dict.fromkeys(timeline["policy"]))
+    color = alt.Color("policy:N", title="Policy", legend=alt.Legend(orient="bottom", columns=2, labelLimit=260),
+                      scale=alt.Scale(domain=policies, range=[PALETTE[i % len(PALETTE)] for i in range(len(policies))]))
+    x = alt.X("t_s:Q", title="Time (s)", scale=alt.Scale(nice=False))
+    data = timeline.replace([np.inf, -np.inf], np.nan)
+    out = []
+    for field, y_title, title in AUTOSCALE_PANELS:
+        tip = [alt.Tooltip("policy:N", title="Policy"), alt.Tooltip("t_s:Q", title="t (s)"),
+               alt.Tooltip(f"{field}:Q", title=y_title, format=",.3~g"),
+               alt.Tooltip("ready_replicas:Q", title="Ready replicas", format=",.3~g")]
+        layers = [alt.Chart(data.dropna(subset=[field])).mark_line(strokeWidth=1.6).encode(
+            x=x, y=alt.Y(f"{field}:Q", title=y_title, axis=alt.Axis(format=",.3~g")), color=color, tooltip=tip)]
+        if field == "ready_capacity_per_s":
+            lam = data[data["policy"] == policies[0]]
+            layers.append(alt.Chart(lam).mark_line(color="black", strokeWidth=2.2, strokeDash=[6, 3]).encode(
+                x=x, y="arrival_rate_per_s:Q",
+                tooltip=[alt.Tooltip("t_s:Q", title="t (s)"),
+                         alt.Tooltip("arrival_rate_per_s:Q", title="Arrivals λ (req/s)", format=",.3~g")]))
+        if field == "p99_wait_s" and wait_sla_s:
+            layers += _rule_y(wait_sla_s, f"SLA {wait_sla_s:g} s", SLA_COLOR)
+        out.append(alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height))
+    return out

@@ -93,15 +93,22 @@ elif source == "upload":
                 for i, key in enumerate(cascade.MAPPING_KEYS):
                     optional = key not in cascade.REQUIRED_KEYS
                     options = ([None] if optional else []) + columns
-                    default = guess[key] if guess[key] in options else (None if optional else columns[0])
-                    mapping[key] = cols[i].selectbox(labels[key], options, index=options.index(default),
-                                                     format_func=lambda c: "(none)" if c is None else c)
+                    default = guess[key] if guess[key] in options else None
+                    mapping[key] = cols[i].selectbox(
+                        labels[key], options, index=None if default is None and not optional else
+                        options.index(default), placeholder="choose a column",
+                        format_func=lambda c: "(none)" if c is None else c)
                 st.form_submit_button("Use these columns")
-            try:
-                data = cascade_store.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
-                origin = f"your data: {data.n_queries:,} queries in {up.name}"
-            except InputError as exc:
-                st.error(str(exc), icon=":material/error:")
+            missing = [labels[k] for k in cascade.REQUIRED_KEYS if not mapping[k]]
+            if missing:
+                st.info("Choose the column for: " + ", ".join(missing) + ", then press 'Use these columns'.",
+                        icon=":material/table_chart:")
+            else:
+                try:
+                    data = cascade_store.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
+                    origin = f"your data: {data.n_queries:,} queries in {up.name}"
+                except InputError as exc:
+                    st.error(str(exc), icon=":material/error:")
 else:
     st.caption(f"Problem 1 of {SEED}: τ → share escalated and quality. Edit it, add rows or delete them; "
                "shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 it gives the seed's 5.8, 3.4 and 1.96 $ "
@@ -152,17 +159,18 @@ cost_note = ("per-query costs" if mode == "per_query" else
 floor_pct = st.number_input("Quality floor for the chart (% correct)", min_value=0.0, max_value=100.0, value=90.0,
                             step=0.5, key="floor", bind="query-params",
                             help="The seed's example: with a 90 % floor the cheapest τ is 0.80.")
+floor = floor_pct / 100          # the page speaks percent; finops.cascade takes shares
 report = base_frame = random_line = None
 try:
     if data is not None:
         per_query = mode == "per_query"
         report = cascade.analyse(data.confidence, data.small_quality, data.large_quality,
                                  data.cost_small if per_query else c_small, data.cost_large if per_query else c_large,
-                                 quality_floor=floor_pct / 100)
+                                 quality_floor=floor)
         base_frame = report.baselines.as_frame()
         random_line = report.baselines.random_routing
     elif source == "seed":
-        report = cascade.analyse_curve(cascade.parametric_curve(table, c_small, c_large), quality_floor=floor_pct / 100,
+        report = cascade.analyse_curve(cascade.parametric_curve(table, c_small, c_large), quality_floor=floor,
                                        quality_small=ends[0], quality_large=ends[1])
         base_frame = cascade_store.parametric_baselines(c_small, c_large, *ends)
         if None not in ends:
@@ -197,7 +205,7 @@ else:
                    f"{c.escalation_rate:.1%}, ${c.avg_cost:,.3f} per 1,000 requests at {c.avg_quality:.2%} quality.",
                    icon=":material/check_circle:")
     st.altair_chart(charts.cascade_frontier(
-        report.curve, report.frontier, report.hull, chosen=point.as_dict(), quality_floor=floor_pct / 100,
+        report.curve, report.frontier, report.hull, chosen=point.as_dict(), quality_floor=floor,
         baselines=base_frame, random_line=random_line,
         title="Average cost ($ per 1,000 requests) vs quality (% correct), one point per threshold τ"))
     st.caption(f"Faint points: every threshold ({len(report.curve):,}); line: the Pareto frontier "
@@ -351,18 +359,19 @@ if decision is not None:
         comparison = edge.compare_policies(inputs, samples)
         st.metric("Requests for which escalation pays", f"{comparison.share_pays:.1%}", border=True, width="content")
         st.dataframe(comparison.as_frame(), hide_index=True, column_config={
-            "policy": st.column_config.TextColumn("Escalation policy"),
-            "escalation_share": PCT("Escalated (%)", format="percent"),
-            "expected_quality": PCT("Expected quality (% right)", format="percent"),
-            "money_cost_usd": USD("Inference + network ($ per request)", format="$%.4f"),
-            "latency_cost_usd": USD("Latency cost ($ per request)", format="$%.4f"),
-            "extra_latency_ms": USD("Extra latency (ms, mean)", format="%.0f"),
-            "net_benefit_usd": USD("Net benefit vs never ($ per request)", format="$%.4f")})
-        st.caption("'When it pays' feeds each request's live RTT into the inequality. Source: " + rtt_origin + ".")
+            "policy": st.column_config.TextColumn("Policy"),
+            "escalation_share": PCT("Escalated", format="percent"),
+            "expected_quality": PCT("Quality (% right)", format="percent"),
+            "money_cost_usd": USD("Inference + network ($)", format="$%.4f"),
+            "latency_cost_usd": USD("Latency ($)", format="$%.4f"),
+            "extra_latency_ms": USD("Extra latency (ms)", format="%.0f"),
+            "net_benefit_usd": USD("Net benefit vs never ($)", format="$%.4f")})
+        st.caption("Expected values per request ($ per request, mean extra latency), averaged over the RTT draws. "
+                   "'When it pays' feeds each request's live RTT into the inequality. Source: " + rtt_origin + ".")
         left, right = st.columns(2)
         left.altair_chart(charts.edge_net_benefit(
             edge.net_benefit_curve(inputs, max_rtt_ms=max_rtt), break_even_ms=be.rtt_ms,
-            markers=[(rtt, f"your RTT {rtt:,.0f} ms"), (1500.0, "the seed's congested 1.5 s")],
+            markers=[(rtt, f"your RTT {rtt:,.0f} ms"), (1500.0, "congested 1.5 s (the seed)")],
             title="Net benefit of escalating one request ($) by RTT (ms)"))
         right.altair_chart(charts.rtt_histogram(samples, be.rtt_ms, always_pays=be.always_pays, max_rtt_ms=max_rtt,
                                                 title="Share of requests by RTT (ms): green where escalation pays"))

@@ -274,6 +274,17 @@ def test_upload_reads_the_routellm_excerpt():
     assert data.n_queries == 1319 and data.source == "gsm8k.csv" and data.cost_small is None
 
 
+def test_upload_refuses_qualities_outside_0_1():
+    raw = b"confidence,small,large,prompt_id\n0.5,1,0,17\n0.9,0,1,18\n"
+    mapping = {"confidence": "confidence", "small_quality": "prompt_id", "large_quality": "large"}
+    with pytest.raises(InputError, match="share between 0 and 1") as exc:
+        cascade_store.eval_from_upload(raw, "mine.csv", mapping)
+    assert "mine.csv" in str(exc.value) and "row 1" in str(exc.value)
+    assert cascade_store.guess_mapping(["confidence", "small", "large", "prompt_id"]) == {
+        "confidence": "confidence", "small_quality": "small", "large_quality": "large",
+        "cost_small": None, "cost_large": None}
+
+
 def test_upload_errors_name_the_upload_not_the_temp_file():
     with pytest.raises(InputError) as exc:
         cascade_store.eval_from_upload(b"confidence,small_quality,large_quality\n0.5,yes please,1\n", "mine.csv", {})
