@@ -159,6 +159,21 @@ def test_litellm_json_and_csv_agree(con):
     assert csv_rows == json_rows
 
 
+def test_api_pages_load_like_arrays(con, tmp_path):
+    """LiteLLM's /spend/logs/v2 and Langfuse's API answer in pages: {"data": [...], ...}."""
+    rows = json.loads((DATA / "litellm_spend_logs.json").read_text())
+    page = tmp_path / "spend_logs_v2.json"
+    page.write_text(json.dumps({"data": rows, "total": 5, "page": 1, "page_size": 50, "total_pages": 1}, indent=1))
+    assert detect(probe(page)).name == "litellm"
+    assert ingest_path(con, page)[0].rows_ingested == 5
+    lf = json.loads((DATA / "langfuse_observations.json").read_text())
+    lines = tmp_path / "observations_pages.jsonl"      # two pages, one per line
+    lines.write_text(json.dumps({"data": lf["data"][:3], "meta": {"page": 1}}) + "\n"
+                     + json.dumps({"data": lf["data"][3:], "meta": {"page": 2}}) + "\n")
+    assert detect(probe(lines)).name == "langfuse"
+    assert ingest_path(con, lines)[0].rows_ingested == 5
+
+
 # ---------------------------------------------------------------- langfuse
 
 def test_langfuse_usage_cost_and_trace_fields(con):
