@@ -33,7 +33,6 @@ from datetime import date, datetime, timedelta
 import duckdb
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from finops import spend
 from finops.errors import InputError
@@ -137,6 +136,17 @@ def budgets_version(con: duckdb.DuckDBPyConnection) -> tuple:
 
 # ---------------------------------------------------------------- the forecast
 
+def t_quantile(confidence: float, dof: int) -> float:
+    """The two-sided Student-t quantile t(1 - α/2, dof) for ``confidence`` = 1 - α.
+
+    >>> round(t_quantile(0.9, 3), 4)
+    2.3534
+    """
+    from scipy import stats  # imported here: scipy.stats takes seconds to import, only budgets need it
+
+    return float(stats.t.ppf(0.5 + confidence / 2, dof))
+
+
 @dataclass(frozen=True)
 class Forecast:
     forecast_usd: float
@@ -164,7 +174,7 @@ def forecast_month_end(daily_usd, spent_usd: float, days_left: float, confidence
     if n < 2:
         return Forecast(f, math.nan, math.nan, m, math.nan)
     s = float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * s * math.sqrt(d + d * d / n)
+    half = t_quantile(confidence, n - 1) * s * math.sqrt(d + d * d / n)
     return Forecast(f, max(f - half, spent_usd), f + half, m, s)
 
 
@@ -292,7 +302,7 @@ def burn_curve(report: BudgetReport, tenant: str) -> pd.DataFrame:
         if nxt > report.as_of:
             points.append(nxt)
         nxt += timedelta(days=1)
-    t = float(stats.t.ppf(0.5 + report.confidence / 2, n - 1)) if n >= 2 else math.nan
+    t = t_quantile(report.confidence, n - 1) if n >= 2 else math.nan
     for p in points:
         k = (p - report.as_of) / timedelta(days=1)
         mid = cum + mean * k

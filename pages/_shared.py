@@ -56,13 +56,16 @@ def query(fn: str, *args, **kwargs):
     return _call(store_path(), data_version(con.cursor()), fn, args, tuple(sorted(kwargs.items())))
 
 
-def current_filters() -> Filters:
-    """The sidebar's filters (set by app.py before it runs a page).
-
-    A page run without app.py (a legacy ``pages/`` run, see above) reruns through the router.
-    """
+def ensure_router() -> None:
+    """Rerun through app.py when a page was run without it (a legacy ``pages/`` run, see above):
+    app.py sets the filters before it runs any page."""
     if "_filters" not in st.session_state:
         st.rerun()
+
+
+def current_filters() -> Filters:
+    """The sidebar's filters (set by app.py before it runs a page)."""
+    ensure_router()
     return st.session_state["_filters"]
 
 

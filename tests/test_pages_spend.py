@@ -1,0 +1,156 @@
+"""AppTest smoke tests of the Overview, Cost, Budgets and Data pages on the demo store and on an empty store,
+and the numbers on screen against ``python -m finops report`` for the same filters."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from apptest_util import run_page, texts
+
+from conftest import ROOT
+from finops.costviews import KPI_SPECS, format_value
+
+PAGES = ("pages/overview.py", "pages/cost.py", "pages/budgets.py", "pages/data.py")
+NOTHING = {"tenant": "stark-batch", "model": "gpt-4o"}      # a pair with no traffic in the demo fleet
+
+
+def _kinds(at) -> dict[str, int]:
+    counts: dict[str, int] = {}
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            counts[child.type] = counts.get(child.type, 0) + 1
+            walk(child)
+    walk(at._tree.main)
+    return counts
+
+
+def _subheaders(at) -> list[str]:
+    return [s.value for s in at.subheader]
+
+
+def _cli_report(db: str, tmp_path, *args) -> list[dict]:
+    """``python -m finops report --json`` on a copy of the store (DuckDB lets one process write a file)."""
+    copy = tmp_path / "cli.duckdb"
+    if not copy.exists():
+        shutil.copy(db, copy)
+    out = subprocess.run([sys.executable, "-m", "finops", "report", "--db", str(copy), "--json", *args],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def _period_args(at) -> list[str]:
+    f = at.session_state["_filters"]
+    return ["--since", f.since.isoformat(), "--until", f.until.isoformat()]
+
+
+# ---------------------------------------------------------------- the demo store
+
+def test_overview_on_the_demo_store(demo_db):
+    at = run_page(demo_db)
+    assert not at.exception
+    assert [m.label for m in at.metric][:8] == [s.label for s in KPI_SPECS]
+    assert _subheaders(at) == ["Spend over time", "Top tenants by spend", "Open alerts"]
+    assert _kinds(at).get("vega_lite_chart", 0) >= 3
+    assert "the sample fleet" in texts(at)
+    assert at.toggle(key="idle").value is True
+
+
+def test_cost_on_the_demo_store(demo_db):
+    at = run_page(demo_db, "pages/cost.py")
+    assert not at.exception
+    assert _subheaders(at) == ["$ per 1M tokens by model and tenant", "Token mix and what it does to cost",
+                               "Cost of one request", "Self-hosted GPU fleet: allocated vs idle",
+                               "Showback: spend per tenant and model"]
+    kinds = _kinds(at)
+    assert kinds["vega_lite_chart"] >= 6 and kinds["download_button"] == 3
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download CSV", "Download Parquet", "Download FOCUS 1.2 CSV"]
+    assert any(m.label.endswith("utilisation (%)") for m in at.metric)
+
+
+def test_budgets_on_the_demo_store(demo_db):
+    at = run_page(demo_db, "pages/budgets.py")
+    assert not at.exception
+    assert at.selectbox(key="month").value is not None
+    assert [m.label for m in at.metric][:2] == ["Tenants forecast over budget", "Tenants at risk"]
+    assert _subheaders(at)[:2] == ["Forecast against budget", "Burn through the month"]
+    assert _kinds(at).get("vega_lite_chart", 0) == 2
+
+
+def test_data_page_on_the_demo_store(demo_db):
+    at = run_page(demo_db, "pages/data.py")
+    assert not at.exception
+    assert _subheaders(at) == ["Load request logs", "Loaded batches", "Price book"]
+    kinds = _kinds(at)
+    assert kinds["file_uploader"] == 1 and kinds["form"] == 1
+    assert "python -m finops ingest PATH --db" in at.code[0].value
+    assert "sample fleet" in texts(at)
+
+
+@pytest.mark.parametrize("page", PAGES[:3])
+def test_filters_matching_nothing_show_an_empty_state(demo_db, page):
+    at = run_page(demo_db, page, query_params=NOTHING)
+    assert not at.exception
+    f = at.session_state["_filters"]
+    assert f.tenants == ("stark-batch",) and f.models == ("gpt-4o",)
+    if page != "pages/budgets.py":
+        assert "No requests match these filters" in texts(at)
+        assert not at.metric
+    else:   # budgets ignore the model filter: the tenant still has its month
+        assert "stark-batch" in [r for r in at.dataframe[0].value["tenant"]]
+
+
+# ---------------------------------------------------------------- an empty store
+
+@pytest.mark.parametrize("page", PAGES)
+def test_pages_on_an_empty_store(empty_db, page):
+    at = run_page(empty_db, page)
+    assert not at.exception
+    if page == "pages/data.py":
+        assert "No batches loaded yet" in texts(at)
+        assert _kinds(at)["file_uploader"] == 1
+    else:
+        assert "holds no requests yet" in texts(at)
+        assert not at.metric
+
+
+# ---------------------------------------------------------------- the same numbers as the CLI
+
+def test_cost_page_showback_matches_the_cli_report(demo_db, tmp_path):
+    at = run_page(demo_db, "pages/cost.py")
+    shown = at.dataframe[-1].value.set_index(["tenant", "model"])
+    cli = _cli_report(demo_db, tmp_path, "--by", "tenant,model", *_period_args(at))
+    assert len(cli) == len(shown)
+    for row in cli:
+        got = shown.loc[(row["tenant"], row["model"])]
+        assert got["cost_usd"] == pytest.approx(row["cost_usd"], rel=1e-9, abs=1e-9)
+        assert got["requests"] == row["requests"]
+        assert got["input_tokens"] == row["input_tokens"] and got["output_tokens"] == row["output_tokens"]
+    total = sum(r["cost_usd"] for r in cli)
+    assert [m.value for m in at.metric if m.label == "Total spend in the table (USD)"] == [f"${total:,.2f}"]
+
+
+def test_overview_kpis_match_the_cli_report(demo_db, tmp_path):
+    at = run_page(demo_db)
+    cli = _cli_report(demo_db, tmp_path, "--by", "model", *_period_args(at))
+    on_screen = {m.label: m.value for m in at.metric}
+    assert on_screen["Spend (USD)"] == format_value("usd", sum(r["cost_usd"] for r in cli))
+    assert on_screen["Requests"] == format_value("count", sum(r["requests"] for r in cli))
+    tokens = sum(r["input_tokens"] + r["output_tokens"] for r in cli)
+    assert on_screen["Tokens (input + output)"] == format_value("tokens", tokens)
+    spend = sum(r["cost_usd"] for r in cli)
+    assert on_screen["$ per 1M tokens"] == format_value("usd3", spend / tokens * 1e6)
+
+
+def test_filtered_numbers_match_the_cli_report(demo_db, tmp_path):
+    at = run_page(demo_db, "pages/cost.py", query_params={"tenant": "globex-search", "tier": "standard"})
+    f = at.session_state["_filters"]
+    assert f.tenants == ("globex-search",) and f.sla_tiers == ("standard",)
+    shown = at.dataframe[-1].value
+    cli = _cli_report(demo_db, tmp_path, "--by", "tenant,model", "--tenant", "globex-search", "--sla-tier", "standard",
+                      *_period_args(at))
+    assert "(idle capacity)" not in set(shown["tenant"])        # idle is a fleet line: not in a tenant's view
+    assert shown["cost_usd"].sum() == pytest.approx(sum(r["cost_usd"] for r in cli), rel=1e-9)
+    assert shown["requests"].sum() == sum(r["requests"] for r in cli)
