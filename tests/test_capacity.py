@@ -1,0 +1,325 @@
+"""finops.capacity: fill-from-logs numbers on a hand-made store, the load-test fit by hand, the calculator,
+cost, forecast plan and autoscaling wrappers."""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+
+from finops import autoscale, capacity, pricing, store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.ingest import ingest_frame
+from finops.queueing import ggc
+
+DATA = capacity.LOADTEST_EXAMPLE.parent
+PEAK = datetime(2026, 1, 1, 10)
+
+
+def _row(rid, ts, *, model="m-self", service_ms=None, queue_ms=None, replica=None, status="ok", input_tokens=0,
+         output_tokens=0, cache_hit=False):
+    return {"request_id": rid, "ts": ts, "model": model, "service_ms": service_ms, "queue_ms": queue_ms,
+            "replica": replica, "status": status, "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_hit": cache_hit, "tenant": "t", "route": "slow"}
+
+
+def hand_rows() -> pd.DataFrame:
+    """The busiest hour of m-self is 10:00 (5 served requests; the cache hit does not count)."""
+    at = lambda m: PEAK + timedelta(minutes=m)        # noqa: E731
+    rows = [
+        _row("r1", at(0), service_ms=1000, queue_ms=0, replica="r0", input_tokens=100, output_tokens=50),
+        _row("r2", at(1), service_ms=2000, queue_ms=100, replica="r1", input_tokens=200, output_tokens=100),
+        _row("r3", at(3), service_ms=3000, queue_ms=200, replica="r0", input_tokens=300, output_tokens=150),
+        _row("r4", at(5), service_ms=2000, queue_ms=300, replica="r1", input_tokens=400, output_tokens=200),
+        _row("r5", at(6), service_ms=9000, queue_ms=400, replica="r0", status="error"),   # not a completed service
+        _row("c1", at(2), cache_hit=True, input_tokens=1000, output_tokens=1000),          # never reached a replica
+        _row("r6", PEAK - timedelta(minutes=30), service_ms=1000, queue_ms=0, replica="r0", input_tokens=100,
+             output_tokens=100),                                                          # the quieter hour
+        _row("a1", at(0), model="api-model", service_ms=500),                            # an API model: no fleet
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture()
+def hand_db(tmp_path):
+    con = store.connect(str(tmp_path / "hand.duckdb"))
+    book = pricing.price_book(con)
+    extra = pd.DataFrame([{"model": "m-self", "provider": "self-hosted", "publisher": "x", "kind": "self_hosted",
+                           "size_class": "small", "gpu_hour_usd": 1.5, "gpus_per_replica": 2, "replicas": 7,
+                           "slots_per_replica": 2, "price_as_of": "2026-01-01", "source": "test"},
+                          {"model": "api-model", "provider": "x", "publisher": "x", "kind": "api",
+                           "size_class": "small", "input_usd_per_1m": 1.0, "output_usd_per_1m": 2.0,
+                           "price_as_of": "2026-01-01", "source": "test"}])
+    pricing.save_price_book(con, pd.concat([book, extra], ignore_index=True))
+    ingest_frame(con, hand_rows(), name="hand")
+    yield con
+    con.close()
+
+
+# ---------------------------------------------------------------- fill from my logs
+
+def test_observed_load_matches_hand_computation(hand_db):
+    obs = capacity.observed_load(hand_db)
+    assert obs["model"].tolist() == ["m-self"]                 # the API model has no fleet to size
+    r = obs.iloc[0]
+    assert r["peak_hour"] == pd.Timestamp(PEAK)
+    assert r["requests_peak_hour"] == 5
+    assert_allclose(r["arrival_rate_per_s"], 5 / 3600)
+    # completed requests only: 1, 2, 3, 2 s -> mean 2 s, population std sqrt(0.5) s
+    assert_allclose(r["mean_service_s"], 2.0)
+    assert_allclose(r["cv_service"], math.sqrt(0.5) / 2)
+    # arrivals at 0, 1, 3, 5, 6 min: gaps 60, 120, 120, 60 s -> mean 90, std 30
+    assert_allclose(r["cv_arrival"], 30 / 90)
+    assert r["replicas"] == 2 and r["replicas_source"].startswith("logs")
+    assert r["slots_per_replica"] == 2 and r["slots_source"] == "price book"
+    assert r["servers"] == 4 and r["fleet"] == "2 × 2"
+    # queue_ms 0..400 of the five served requests (the error waited too): mean 200, P99 300 + 0.96 * 100
+    assert_allclose(r["observed_queue_mean_ms"], 200.0)
+    assert_allclose(r["observed_queue_p99_ms"], 396.0)
+    q = ggc(5 / 3600, 0.5, 4, cv_arrival=30 / 90, cv_service=math.sqrt(0.5) / 2)
+    assert_allclose(r["predicted_wq_ms"], q.wq_s * 1000)
+    assert_allclose(r["predicted_wait_p99_ms"], q.wait_p99_s * 1000)
+    assert_allclose(r["utilization"], (5 / 3600) / (4 * 0.5))
+    assert r["state"] == "ok"
+    # tokens of the six served requests over the period (the cache hit's 2,000 left out)
+    assert_allclose(r["tokens_per_request"], (150 + 300 + 450 + 600 + 0 + 200) / 6)
+    assert r["gpus_per_replica"] == 2 and r["gpu_hour_usd"] == 1.5
+
+
+def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
+    r = capacity.observed_load(hand_db).iloc[0]
+    # at 0.1 % utilisation the prediction is ~0 ms but 200 ms were observed: fewer slots than the book says
+    assert r["implied_servers"] is not None and r["implied_servers"] <= 4
+    assert "check slots_per_replica" in r["note"]
+
+
+def test_observed_load_follows_the_date_range_and_ignores_tenants(hand_db):
+    quiet = Filters(since=PEAK - timedelta(hours=1), until=PEAK)
+    r = capacity.observed_load(hand_db, quiet).iloc[0]
+    assert r["requests_peak_hour"] == 1 and r["peak_hour"] == pd.Timestamp(PEAK - timedelta(hours=1))
+    other_tenant = Filters(tenants=("nobody",))
+    assert capacity.observed_load(hand_db, other_tenant)["requests_peak_hour"].tolist() == [5]
+
+
+def test_observed_load_on_an_empty_store(empty_db):
+    con = store.connect(empty_db)
+    try:
+        obs = capacity.observed_load(con)
+        assert obs.empty and list(obs.columns) == list(capacity.OBSERVED_COLUMNS)
+        assert capacity.hourly_qps(con).empty
+        fp = capacity.forecast_plan(con, None, None, mean_service_s=1.0)
+        assert fp.state == "no_history" and fp.plan is None
+    finally:
+        con.close()
+
+
+def test_hourly_qps_fills_quiet_hours_with_zero(hand_db):
+    s = capacity.hourly_qps(hand_db, None, "m-self")
+    assert s.index.tolist() == [pd.Timestamp(PEAK - timedelta(hours=1)), pd.Timestamp(PEAK)]
+    assert_allclose(s.to_numpy(), [1 / 3600, 5 / 3600])
+
+
+def test_forecast_plan_too_short_is_an_answer(hand_db):
+    fp = capacity.forecast_plan(hand_db, None, "m-self", 2, mean_service_s=2.0, slots_per_replica=2)
+    assert fp.state == "too_short" and "24 hours" in fp.message
+
+
+def test_forecast_plan_sizes_each_hour(tmp_path):
+    con = store.connect(str(tmp_path / "fc.duckdb"))
+    start = datetime(2026, 1, 5)
+    rows = [_row(f"h{h}-{i}", start + timedelta(hours=h, minutes=i), service_ms=1000, replica="r0")
+            for h in range(72) for i in range(2 + 2 * (h % 24 >= 12))]
+    ingest_frame(con, pd.DataFrame(rows), name="fc")
+    fp = capacity.forecast_plan(con, None, "m-self", 1, mean_service_s=1.0, slots_per_replica=2,
+                                target_utilization=0.5, redundancy=0.25, gpus_per_replica=1, gpu_hour_usd=2.0)
+    con.close()
+    assert fp.state == "ok" and len(fp.plan) == 24
+    assert "weekly" in fp.message                              # 72 h: daily seasonality only, and it says so
+    assert list(fp.plan.columns) == ["qps", "qps_lo", "qps_hi", "replicas_needed", "replicas", "replicas_at_qps_hi",
+                                     "cost_usd"]
+    # one replica = 2 slots / 1 s = 2 req/s; at rho <= 0.5 one replica carries 1 req/s: ceil(qps) replicas
+    assert (fp.plan["replicas_needed"] == np.maximum(1, np.ceil(fp.plan["qps"] - 1e-9))).all()
+    assert_allclose(fp.plan["cost_usd"], fp.plan["replicas"] * 2.0)
+    assert_allclose(fp.cost_usd_total, fp.plan["cost_usd"].sum())
+
+
+# ---------------------------------------------------------------- the calculator
+
+def test_calculate_issue_sizing_example():
+    r = capacity.calculate(50, 0.5, 36, 1, wait_sla_s=None, target_utilization=0.7, redundancy=0.0)
+    assert r.required_replicas == 36 and r.binding_constraint == "utilization"
+    assert_allclose(r.queue.utilization, 50 / 72)
+
+
+def test_calculate_counts_slots_and_rounds_replicas_up():
+    r = capacity.calculate(10, 2.0, 3, 8, wait_sla_s=None, target_utilization=0.7, redundancy=0.25)
+    assert r.servers == 24 and r.capacity_per_s == 12.0
+    # A = 20 erlangs, rho <= 0.7 needs 29 slots = 3.6 replicas of 8 -> 4, +25 % -> 5
+    assert (r.required_replicas, r.required_replicas_with_redundancy) == (4, 5)
+
+
+def test_calculate_unstable_is_a_state_not_nan():
+    r = capacity.calculate(30, 0.5, 10, 1)
+    assert r.state == "unstable" and not r.stable
+    assert "unstable" in r.message
+    for v in (r.queue.wq_s, r.queue.wait_p99_s):
+        assert not math.isnan(v)
+    assert capacity.format_seconds(r.queue.wait_p99_s) == "unbounded"
+    assert r.wait_sla_met is False
+    assert r.required_replicas_with_redundancy >= r.required_replicas > 15
+
+
+def test_calculate_degenerate_inputs():
+    assert capacity.calculate(0, 1.0, 2).state == "no_traffic"
+    assert capacity.calculate(0, 1.0, 2).required_replicas == 0
+    assert capacity.calculate(5, 1.0, 0).state == "no_servers"
+    with pytest.raises(InputError):
+        capacity.calculate(5, 0.0, 2)
+    with pytest.raises(InputError):
+        capacity.calculate(5, 1.0, 2, 0)
+
+
+def test_more_replicas_never_wait_longer():
+    curve = capacity.p99_wait_by_replicas(14, 0.5, 1, (10, 13))
+    stable = curve[curve["stable"]]
+    assert (np.diff(stable["wait_p99_s"]) <= 1e-12).all()
+    assert not curve.loc[curve["replicas"] <= 7, "stable"].any()      # 14 req/s on 2 req/s replicas needs 8
+
+
+def test_wait_by_utilization_blows_up_towards_one():
+    w = capacity.wait_by_utilization(0.5, 10)
+    assert (np.diff(w["wq_s"]) > 0).all()
+    assert w["wq_s"].iloc[-1] > 50 * float(w.loc[w["utilization"] == 0.7, "wq_s"].iloc[0])
+    assert w.loc[w["in_sweet_spot"], "utilization"].agg(["min", "max"]).tolist() == [0.6, 0.75]
+
+
+# ---------------------------------------------------------------- cost
+
+def test_fleet_cost_by_hand():
+    c = capacity.fleet_cost(3, 4, 2.5, 0.25, 2000)
+    assert c.gpus == 12 and c.cost_per_hour_usd == 30.0
+    assert c.tokens_per_hour == 0.25 * 3600 * 2000
+    assert_allclose(c.cost_per_1m_tokens, 30.0 / 1.8)
+    assert capacity.fleet_cost(3, 4, None, 1, 100).cost_per_1m_tokens is None
+    assert capacity.fleet_cost(3, 4, 1.0, 0, 100).note.startswith("no traffic")
+
+
+# ---------------------------------------------------------------- load test -> instances
+
+HAND_CSV = """# a hand-worked load test of one instance
+qps,p50_ms,p99_ms
+10,800,1000
+20,1000,1500
+30,1500,2500
+"""
+
+
+def test_fit_loadtest_hand_worked(tmp_path):
+    path = tmp_path / "hand.csv"
+    path.write_text(HAND_CSV)
+    points = capacity.read_loadtest(path)
+    assert_allclose(points["p99_s"], [1.0, 1.5, 2.5])              # ms read as ms
+    fit = capacity.fit_loadtest(points, target_qps=50, p99_target_s=2.0, redundancy=0.25)
+    # P99 crosses 2 s halfway between 20 and 30 req/s: 25 req/s; ceil(50 / 25) = 2; ceil(2 * 1.25) = 3
+    assert fit.state == "ok"
+    assert_allclose(fit.per_instance_qps, 25.0)
+    assert (fit.instances, fit.instances_with_redundancy) == (2, 3)
+    assert fit.points["meets_target"].tolist() == [True, True, False]
+
+
+def test_fit_loadtest_on_the_shipped_example():
+    points = capacity.read_loadtest(capacity.LOADTEST_EXAMPLE)
+    text = capacity.LOADTEST_EXAMPLE.read_text()
+    assert "ILLUSTRATIVE EXAMPLE, NOT A MEASUREMENT" in text
+    fit = capacity.fit_loadtest(points, target_qps=50, p99_target_s=2.0, redundancy=0.25)
+    # between (13.3 req/s, 1.8 s) and (16 req/s, 2.4 s): 13.3 + 0.2 / 0.6 * 2.7 = 14.2 req/s, 16 + 8/3 in flight
+    assert_allclose(fit.per_instance_qps, 14.2)
+    assert_allclose(fit.concurrency_at_target, 16 + 8 / 3)
+    assert (fit.instances, fit.instances_with_redundancy) == (4, 5)
+
+
+def test_fit_loadtest_states():
+    pts = pd.DataFrame({"qps": [1.0, 2.0], "p99_s": [3.0, 4.0]})
+    infeasible = capacity.fit_loadtest(pts, target_qps=50, p99_target_s=2.0)
+    assert infeasible.state == "infeasible" and infeasible.instances is None
+    assert "no number of instances" in infeasible.message
+    easy = capacity.fit_loadtest(pts, target_qps=10, p99_target_s=5.0, redundancy=0.2)
+    assert easy.state == "beyond_range" and easy.per_instance_qps == 2.0
+    assert (easy.instances, easy.instances_with_redundancy) == (5, 6)
+    empty = capacity.fit_loadtest(pts.iloc[:0], target_qps=10, p99_target_s=5.0)
+    assert empty.state == "no_points"
+
+
+def test_fit_loadtest_per_instance_when_several_were_tested():
+    pts = pd.DataFrame({"qps": [20.0, 40.0, 60.0], "p99_s": [1.0, 1.5, 2.5]})
+    fit = capacity.fit_loadtest(pts, target_qps=50, p99_target_s=2.0, instances_tested=2)
+    assert_allclose(fit.per_instance_qps, 25.0)
+
+
+def test_csv_with_concurrency_only_uses_littles_law(tmp_path):
+    path = tmp_path / "conc.csv"
+    path.write_text("Concurrency,P50_s,P99_s\n4,0.5,0.9\n8,0.8,1.6\n")
+    points = capacity.read_loadtest(path)
+    assert_allclose(points["qps"], [4 / 0.5, 8 / 0.8])
+    assert points["qps_basis"].str.startswith("Little's law").all()
+
+
+def test_bad_loadtest_files_are_input_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("qps,latency\n1,2\n")
+    with pytest.raises(InputError, match="P99"):
+        capacity.read_loadtest(bad)
+    words = tmp_path / "words.csv"
+    words.write_text("qps,p99_s\n1,fast\n")
+    with pytest.raises(InputError, match="row 1"):
+        capacity.read_loadtest(words)
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    with pytest.raises(InputError, match="not a load test"):
+        capacity.read_loadtest(other)
+
+
+def test_read_loadtest_benchmark_files():
+    vllm = capacity.read_loadtest(DATA.parent / "tests" / "data" / "vllm_bench_serve_detailed.json").iloc[0]
+    assert vllm["concurrency"] == 8
+    assert_allclose(vllm["qps"], 9 / 4.687398)                     # completed / duration
+    summary = capacity.read_loadtest(DATA.parent / "tests" / "data" / "llmperf" / "summary" / "fireworks_70b.json")
+    assert summary.iloc[0]["concurrency"] == 5
+    assert_allclose(summary.iloc[0]["p99_s"], 4.48644712269999)
+    lone = DATA.parent / "tests" / "data" / "llmperf_individual_only" / "perplexity_70b.json"
+    with pytest.raises(InputError, match="concurrency"):
+        capacity.read_loadtest(lone)
+    point = capacity.read_loadtest_bytes(lone.read_bytes(), lone.name, concurrency=5).iloc[0]
+    assert_allclose(point["qps"], 5 / point["mean_s"])              # closed loop: lambda = N / W
+
+
+# ---------------------------------------------------------------- autoscaling
+
+def test_simulate_policies_reproduces_the_seed_table():
+    run = capacity.simulate_policies()
+    s = run.summary.set_index("policy")
+    assert s.loc["reactive HPA", "sla_violation_s"] > 60
+    assert s.loc["predictive + warm pool", "sla_violation_s"] == 0
+    direct = autoscale.compare_policies().summary.set_index("policy")
+    assert_allclose(s["sla_violation_s"], direct["sla_violation_s"])
+    assert len(run.timeline) == 6 * 900 and run.step_s == 1
+
+
+def test_simulate_policies_in_slots_and_downsampled():
+    hourly = tuple(np.linspace(1.0, 4.0, 8))
+    run = capacity.simulate_policies(traffic="forecast", forecast_qps_hourly=hourly, service_rate_per_replica=4.0,
+                                     slots_per_replica=4, policy_names=("reactive HPA",), gpus_per_replica=2,
+                                     gpu_hour_usd=1.0)
+    assert run.step_s == math.ceil(6 * 3600 / 900)
+    assert run.timeline["t_s"].nunique() <= 900
+    # 4 slots of 1 req/s: ready capacity = ready replicas * 4 req/s
+    assert_allclose(run.timeline["ready_capacity_per_s"], run.timeline["ready_replicas"] * 4.0)
+    assert_allclose(run.summary["cost_usd"], run.summary["gpu_hours"] * 1.0)
+    with pytest.raises(InputError):
+        capacity.simulate_policies(traffic="bogus")
+    with pytest.raises(InputError):
+        capacity.policies_for(("no such policy",))

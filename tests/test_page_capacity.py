@@ -1,0 +1,122 @@
+"""AppTest smoke tests of the Capacity page (pages/capacity.py)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from apptest_util import run_page, texts
+
+PAGE = "pages/capacity.py"
+KPIS = ("Utilisation ρ", "P(wait)", "Mean queue wait", "P99 queue wait", "Replicas needed")
+
+
+def _metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _charts(at) -> int:
+    return len(at.get("vega_lite_chart"))
+
+
+def _assert_calculator(at):
+    assert not at.exception, [e.value for e in at.exception]
+    m = _metrics(at)
+    for label in KPIS:
+        assert label in m, m.keys()
+    assert not any("nan" in v.lower() for v in m.values()), m
+    assert _charts(at) >= 3                     # P99 wait vs replicas, wait vs rho, load-test fit
+    body = texts(at)
+    assert "Load test → instances" in body and "Queueing calculator" in body
+    assert "illustrative example, not a measurement" in body
+
+
+@pytest.fixture()
+def demo_copy(demo_db, tmp_path) -> str:
+    path = str(tmp_path / "demo_copy.duckdb")
+    shutil.copy(demo_db, path)
+    return path
+
+
+@pytest.fixture()
+def demo_page(demo_copy):
+    return run_page(demo_copy, PAGE)
+
+
+def test_demo_store_renders_calculator_and_logs_table(demo_page):
+    at = demo_page
+    _assert_calculator(at)
+    table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns)
+    assert set(table["model"]) == {"llama-3.1-8b", "llama-3.1-70b"}
+    assert "Source: your inputs" in texts(at)
+    # the load-test example: the exercise of 002 answered
+    m = _metrics(at)
+    assert m["Instances for 50 req/s"] == "4" and m["With 25 % redundancy"] == "5"
+
+
+def test_empty_store_calculator_still_works(empty_db):
+    at = run_page(empty_db, PAGE)
+    _assert_calculator(at)
+    body = texts(at)
+    assert "store is empty" in body or "store holds no requests" in body
+    assert _metrics(at)["Utilisation ρ"] == "70.0%"       # the seed's worked problem by default
+
+
+def test_moving_replicas_changes_the_kpis(demo_page):
+    at = demo_page
+    before = _metrics(at)
+    at.number_input(key="cap_replicas").set_value(12).run()
+    after = _metrics(at)
+    assert not at.exception
+    assert after["Utilisation ρ"] != before["Utilisation ρ"]
+    assert after["Utilisation ρ"] == f"{14 / (12 * 2):.1%}"
+    assert after["P99 queue wait"] != before["P99 queue wait"]
+
+
+def test_unstable_shows_state_without_nan(empty_db):
+    at = run_page(empty_db, PAGE)
+    at.number_input(key="cap_lambda").set_value(30.0).run()     # 30 req/s on 10 replicas of 2 req/s: rho = 1.5
+    assert not at.exception
+    m = _metrics(at)
+    assert m["Utilisation ρ"] == "150.0%"
+    assert m["Mean queue wait"] == "unbounded" and m["P99 queue wait"] == "unbounded"
+    assert not any("nan" in v.lower() or "inf" == v.lower() for v in m.values()), m
+    assert any("unstable" in e.value for e in at.error)
+
+
+def test_fill_from_logs_sets_the_inputs(demo_page):
+    at = demo_page
+    model = at.selectbox(key="cap_model").value
+    at.button(key="cap_fill").click().run()
+    assert not at.exception
+    assert at.number_input(key="cap_lambda").value != 14.0
+    assert at.number_input(key="cap_slots").value in (16, 24)           # the price book's slots
+    assert f"filled from your logs ({model}" in texts(at)
+
+
+def test_forecast_and_autoscaling_sections_when_opened(demo_page):
+    at = demo_page
+    assert "Peak forecast (req/s)" not in _metrics(at)          # closed sections do no work
+    at.session_state["cap_forecast"] = True
+    at.session_state["cap_autoscale"] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    m = _metrics(at)
+    assert "Peak forecast (req/s)" in m and "Backtest MAPE" in m
+    assert any("weekly seasonality" in w.value for w in at.warning)     # 9 days of history
+    summary = next(df.value for df in at.dataframe if "sla_violation_s" in df.value.columns)
+    s = summary.set_index("policy")
+    assert s.loc["reactive HPA", "sla_violation_s"] > 0
+    assert s.loc["predictive + warm pool", "sla_violation_s"] == 0
+    at.radio(key="cap_as_traffic").set_value("the forecast's climb to its peak (your logs)").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "forecast: the" in texts(at)
+
+
+def test_empty_store_sections_say_they_need_logs(empty_db):
+    at = run_page(empty_db, PAGE)
+    at.session_state["cap_forecast"] = True
+    at.session_state["cap_autoscale"] = True
+    at.run()
+    assert not at.exception
+    assert "The forecast needs request logs" in texts(at)
+    assert any("sla_violation_s" in df.value.columns for df in at.dataframe)   # the seed's ramp needs no logs
