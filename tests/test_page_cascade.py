@@ -131,3 +131,15 @@ def test_store_floors_round_trip_through_the_page(demo_copy):
     con = store.connect(demo_copy)
     assert cascade_store.quality_floors(con) == pytest.approx({"globex-search": 0.80, NASTY: 0.90})
     con.close()
+
+
+def test_sample_fleet_one_pair_at_flat_prices(demo_db):
+    at = _open(demo_db)
+    pair = next(sb for sb in at.selectbox if sb.label == "Cascade pair")
+    pair.set_value("gpt-4o-mini").run()
+    at.radio(key="costs_store").set_value("flat").run()
+    assert not at.exception
+    body = texts(at)
+    assert "of gpt-4o-mini" in body and "flat prices $1 and $8 per 1,000" in body
+    table = _frame(at, "marginal_cost_per_point")
+    assert table["avg_cost"].between(1.0, 9.0).all()          # flat: 1 + rate x 8
