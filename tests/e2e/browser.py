@@ -6,14 +6,21 @@ from pathlib import Path
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 
 
-def wait_ready(pg, timeout_ms: int = 60_000) -> None:
-    """Wait until the app has finished running (no 'Running...' status widget)."""
+IDLE_JS = ("() => document.querySelector('[data-testid=\"stMain\"] h1')"
+           " && !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+
+
+def wait_ready(pg, timeout_ms: int = 90_000) -> None:
+    """Wait until the page has a heading and the app has stopped running, twice in a row.
+
+    A page's first run starts a moment after the document loads, so one idle check
+    can pass before the run begins; a second check after a pause cannot.
+    """
     pg.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
-    pg.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && document.querySelector('[data-testid=\"stMain\"]')",
-        timeout=timeout_ms)
-    pg.wait_for_timeout(800)
+    for _ in range(2):
+        pg.wait_for_function(IDLE_JS, timeout=timeout_ms)
+        pg.wait_for_timeout(1000)
+    pg.wait_for_function(IDLE_JS, timeout=timeout_ms)
 
 
 def exceptions_on(pg) -> list[str]:
