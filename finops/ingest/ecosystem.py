@@ -18,7 +18,7 @@ vllm-bench     0.99   ``model_id``, ``num_prompts``, ``request_rate``/``duration
 llmperf        0.99   objects with ``ttft_s`` and ``end_to_end_latency_s`` (a summary: 0.9, refused with advice)
 mooncake       0.99   JSON Lines with ``timestamp``, ``input_length``, ``output_length``, ``hash_ids`` (0.8 without hash_ids)
 litellm        0.97   ``request_id``, ``startTime``, ``spend`` and one of ``call_type``/``prompt_tokens``/``api_key``
-langfuse       0.97   ``traceId``, ``startTime``, ``type`` and usage/model/level fields (a traces file: 0.6, refused with advice)
+langfuse       0.97   ``traceId``, ``startTime`` and usage/model/level fields (a traces file: 0.6, refused with advice)
 azure-trace    0.95   a CSV header of exactly ``TIMESTAMP, ContextTokens, GeneratedTokens`` (0.9 with more columns)
 =============  =====  ==========================================================
 """
@@ -318,7 +318,7 @@ def _sniff_langfuse(p: Probe) -> float:
     if p.kind not in TABULAR:
         return 0.0
     keys = head_keys(p)
-    if {"traceId", "startTime", "type"} <= keys and keys & {"usageDetails", "usage", "model", "level"}:
+    if {"traceId", "startTime"} <= keys and keys & {"usageDetails", "usage", "model", "level"}:
         return 0.97
     if {"id", "timestamp", "userId", "sessionId"} <= keys and "traceId" not in keys and "startTime" not in keys:
         return 0.6     # a traces export: refused with advice in the reader
