@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for mod in command_modules():
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        # argparse %-formats help strings: a literal "%" (as in "error rate > 1%") must be doubled
+        p = sub.add_parser(mod.NAME, help=mod.HELP.replace("%", "%%"), description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

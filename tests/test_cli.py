@@ -30,6 +30,15 @@ def test_every_command_and_option_has_help():
                 assert action.help, f"{name} {action.dest} has no help text"
 
 
+def test_top_level_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("ingest", "report", "demo"):
+        assert name in out
+
+
 def test_usage_error_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["report", "--by"])

@@ -56,7 +56,7 @@ register(Adapter(
     export_hint="--format generic --map ts=COL,model=COL,input_tokens=COL,... [--model M] [--tenant T]",
     sniff=lambda p: 0.0,        # never guessed: chosen with --format generic or a mapping
     read=_read_generic,
-    example="tests/data/azure_conv_excerpt.csv",
+    example="tests/data/azure_code_excerpt.csv",
 ))
 
 
