@@ -276,7 +276,7 @@ BURSTS: tuple[dict, ...] = (
 _INCIDENT_SPECS: tuple[dict, ...] = (
     {"kind": "saturation", "model": "llama-3.1-70b", "day": 8, "from": "13:00", "to": "15:00",
      "replicas_down": ("llama-3.1-70b-r1", "llama-3.1-70b-r2"),
-     "what": "the node hosting llama-3.1-70b-r1 and -r2 is down at the weekday peak: a third of the "
+     "what": "the node hosting llama-3.1-70b-r1 and -r2 is down as the weekday peak builds: a third of the "
              "capacity for the usual load, rho > 1, the queue climbs to tens of seconds and requests "
              "time out in it"},
     {"kind": "decode_tail", "model": "llama-3.1-8b", "day": 4, "from": "13:00", "to": "14:30",
