@@ -250,31 +250,43 @@ class FleetCost:
 
 
 def fleet_cost(replicas: int, gpus_per_replica: int, gpu_hour_usd: float | None, arrival_rate_per_s: float,
-               tokens_per_request: float | None) -> FleetCost:
+               tokens_per_request: float | None, capacity_per_s: float | None = None) -> FleetCost:
     """Cost per hour = replicas × GPUs per replica × $ per GPU-hour; per 1M tokens = that / tokens per hour × 1e6.
+
+    Tokens per hour = min(λ, ``capacity_per_s``) × 3600 × tokens per request: a fleet too small
+    for λ serves at most its capacity (c μ), and is priced on what it serves.
 
     >>> c = fleet_cost(4, 1, 0.80, 0.5, 1000)           # 4 L4s, 0.5 req/s of 1,000 tokens
     >>> c.cost_per_hour_usd, c.tokens_per_hour, round(c.cost_per_1m_tokens, 4)
     (3.2, 1800000.0, 1.7778)
     >>> fleet_cost(4, 1, 0.80, 0.0, 1000).note
     'no traffic: the fleet costs its hourly price whatever it serves, so there is no $ per 1M tokens'
+    >>> fleet_cost(4, 1, 0.80, 9.0, 1000, capacity_per_s=0.5).tokens_per_hour     # capped at what it can serve
+    1800000.0
     """
     reps = _check_whole("replicas", replicas, 0)
     gpus = reps * _check_whole("gpus_per_replica", gpus_per_replica, 1)
     per_hour = None if gpu_hour_usd is None else gpus * _check_positive("gpu_hour_usd", gpu_hour_usd, allow_zero=True)
     lam = _check_positive("arrival_rate_per_s", arrival_rate_per_s, allow_zero=True)
-    tokens = None if tokens_per_request is None else lam * 3600.0 * _check_positive(
+    served = lam if capacity_per_s is None else min(lam, _check_positive("capacity_per_s", capacity_per_s,
+                                                                           allow_zero=True))
+    tokens = None if tokens_per_request is None else served * 3600.0 * _check_positive(
         "tokens_per_request", tokens_per_request, allow_zero=True)
     note = ""
     per_1m = None
     if per_hour is None:
         note = "no $ per GPU-hour: set one (or add the model to the price book)"
+    elif reps == 0:
+        note = "no replicas: nothing is served, so there is no $ per 1M tokens"
     elif tokens is None:
         note = "no tokens per request: give one to see $ per 1M tokens"
     elif tokens == 0:
         note = "no traffic: the fleet costs its hourly price whatever it serves, so there is no $ per 1M tokens"
     else:
         per_1m = per_hour / tokens * 1e6
+        if served < lam:
+            note = (f"{reps:,} replicas serve at most {served:.4g} req/s of the {lam:.4g} offered: $ per 1M tokens "
+                    "is on what they can serve")
     return FleetCost(replicas=reps, gpus=gpus, cost_per_hour_usd=per_hour, tokens_per_hour=tokens,
                      cost_per_1m_tokens=per_1m, note=note)
 

@@ -37,6 +37,22 @@ else:
                                                                       "model in the price book)")
 for key, value in DEFAULTS.items():
     st.session_state.setdefault(key, value)
+# the inputs that define a scenario (bound to the URL, so a scenario can be shared)
+SCENARIO_KEYS = ("cap_lambda", "cap_sla_s", "cap_service_s", "cap_cv_service", "cap_cv_arrival", "cap_replicas",
+                 "cap_slots", "cap_rho", "cap_redundancy_pct")
+
+
+def _scenario_origin() -> str:
+    """Where the calculator's numbers come from, for its caption."""
+    now = {k: st.session_state[k] for k in SCENARIO_KEYS}
+    filled = st.session_state.get("cap_filled_values")
+    if filled and st.session_state["cap_filled_from"]:
+        edited = any(now[k] != v for k, v in filled.items())
+        return f"your inputs, filled from your logs ({st.session_state['cap_filled_from']}" + (
+            ", then edited)" if edited else ")")
+    if all(now[k] == DEFAULTS[k] for k in SCENARIO_KEYS) and st.session_state["cap_service_as"] == MEAN:
+        return "the defaults: the seed's worked problem, 14 req/s on 10 replicas of 2 req/s (illustrative)"
+    return "your inputs"
 
 
 def _fill(model: str, slots: int | None = None) -> None:
@@ -44,7 +60,8 @@ def _fill(model: str, slots: int | None = None) -> None:
     row = observed.set_index("model").loc[model]
     values = {"cap_lambda": round(float(row["arrival_rate_per_s"]), 4), "cap_cv_arrival": round(float(row["cv_arrival"]), 2),
               "cap_cv_service": round(float(row["cv_service"]), 2), "cap_service_as": MEAN,
-              "cap_filled_from": f"{model}'s busiest hour, {row['peak_hour']:%Y-%m-%d %H:00} UTC"}
+              "cap_filled_from": f"{model}'s busiest hour, {row['peak_hour']:%Y-%m-%d %H:00} UTC",
+              "cap_filled_model": model}
     if pd.notna(row["mean_service_s"]):
         values["cap_service_s"] = round(float(row["mean_service_s"]), 3)
     if pd.notna(row["replicas"]):
@@ -57,6 +74,7 @@ def _fill(model: str, slots: int | None = None) -> None:
     if pd.notna(row["tokens_per_request"]):
         values["cap_tokens"] = round(float(row["tokens_per_request"]), 1)
     st.session_state.update(values)
+    st.session_state["cap_filled_values"] = {k: v for k, v in values.items() if k in SCENARIO_KEYS}
 
 
 # ================================================================ calculator
@@ -89,36 +107,36 @@ with st.container(border=True):
                    f"{row['replicas_source']}, slots from {row['slots_source']}. {source_label()}")
 
 c1, c2, c3, c4 = st.columns(4)
-lam = c1.number_input("Arrival rate λ (req/s)", min_value=0.0, step=1.0, format="%.4g", key="cap_lambda",
+lam = c1.number_input("Arrival rate λ (req/s)", min_value=0.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
                       help="Requests per second reaching the fleet at the hour you size for (e.g. the peak hour).")
-sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, step=0.5, format="%.3g", key="cap_sla_s",
+sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, step=0.5, format="%.3g", key="cap_sla_s", bind="query-params",
                         help="99 % of requests must wait in the queue less than this, in seconds.")
 service_as = c2.radio("Service given as", [MEAN, RATE], key="cap_service_as")
 if service_as == MEAN:
-    mean_s = c2.number_input("Mean service time (s)", min_value=0.001, step=0.1, format="%.4g", key="cap_service_s",
+    mean_s = c2.number_input("Mean service time (s)", min_value=0.001, step=0.1, format="%.4g", key="cap_service_s", bind="query-params",
                              help="Time one request holds a slot (prefill + decode), in seconds.")
 else:
     mu = c2.number_input("Service rate μ (req/s per slot)", min_value=0.001, step=0.1, format="%.4g", key="cap_mu",
                          help="Requests one slot completes per second: 1 / mean service time.")
     mean_s = 1.0 / mu
 cv_s = c3.number_input("Service-time CV (std / mean)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
-                       key="cap_cv_service", help="1 = exponential (M/M/c); 0 = every request takes the same time.")
+                       key="cap_cv_service", bind="query-params", help="1 = exponential (M/M/c); 0 = every request takes the same time.")
 cv_a = c3.number_input("Inter-arrival CV", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
-                       key="cap_cv_arrival", help="1 = Poisson arrivals; above 1 = bursty.")
-replicas = c4.number_input("Replicas", min_value=0, max_value=100_000, step=1, key="cap_replicas")
-slots = c4.number_input("Concurrent slots per replica", min_value=1, max_value=4096, step=1, key="cap_slots",
+                       key="cap_cv_arrival", bind="query-params", help="1 = Poisson arrivals; above 1 = bursty.")
+replicas = c4.number_input("Replicas", min_value=0, max_value=100_000, step=1, key="cap_replicas", bind="query-params")
+slots = c4.number_input("Concurrent slots per replica", min_value=1, max_value=4096, step=1, key="cap_slots", bind="query-params",
                         help="Requests one replica serves at once (its batch / max_num_seqs). c = replicas × slots.")
 d1, d2 = st.columns(2)
-rho_target = d1.slider("Target utilisation ρ", min_value=0.30, max_value=0.95, step=0.01, key="cap_rho",
+rho_target = d1.slider("Target utilisation ρ", min_value=0.30, max_value=0.95, step=0.01, key="cap_rho", bind="query-params",
                        help="The seed's sweet spot is 0.6–0.75: headroom for bursts without paying for idle GPUs.")
-redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5, key="cap_redundancy_pct",
+redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5, key="cap_redundancy_pct", bind="query-params",
                            help="Extra replicas on top of the sizing, for bursts and scale-out delay (20–30 % usual).")
 
 res = capacity.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s, target_utilization=rho_target,
                          redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
 q = res.queue
 k1, k2, k3, k4, k5 = st.columns(5)
-k1.metric("Utilisation ρ", "no servers" if res.state == "no_servers" else f"{q.utilization:.1%}", border=True,
+k1.metric("Utilisation ρ", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
           help=f"λ / (c μ) with c = {int(replicas)} × {int(slots)} = {res.servers} slots.")
 k2.metric("P(wait)", f"{q.p_wait:.1%}", border=True, help="Share of requests that queue at all (Erlang C).")
 k3.metric("Mean queue wait", format_seconds(q.wq_s), border=True,
@@ -157,9 +175,7 @@ if res.servers > 0:
 else:
     right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against ρ.")
 filled = st.session_state["cap_filled_from"]
-st.caption("Source: your inputs" + (f", filled from your logs ({filled})" if filled else
-                                    " (defaults: the seed's worked problem, 14 req/s on 10 replicas of 2 req/s; "
-                                    "illustrative)") + ". Waits are queue waits before service, in seconds.")
+st.caption(f"Source: {_scenario_origin()}. Waits are queue waits before service, in seconds.")
 
 st.subheader("What the fleet costs")
 e1, e2, e3 = st.columns(3)
@@ -168,7 +184,7 @@ gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, step=0.1, format="%.3
 gpus = e2.number_input("GPUs per replica", min_value=1, max_value=64, step=1, key="cap_gpus")
 tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0, step=100.0, format="%.6g",
                          key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")
-now = capacity.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens)
+now = capacity.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
 need = capacity.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(f"$ per hour, {now.replicas:,} replicas", f"${now.cost_per_hour_usd:,.2f}", border=True,
@@ -298,11 +314,13 @@ if points is not None:
 
 # ================================================================ forecast
 def _fleet_inputs(model: str) -> dict:
-    """The forecast's sizing inputs for ``model``: its measured service time, its book's slots,
-    GPUs and price, unless edited in the forecast section (keys per model)."""
+    """The forecast's sizing inputs for ``model``: its measured service time, its book's slots (or the
+    calculator's, when it was filled from this model), GPUs and price, unless edited in the forecast
+    section (keys per model)."""
     row = observed.set_index("model").loc[model]
+    filled = st.session_state.get("cap_filled_model") == model
     defaults = {"mean_service_s": float(row["mean_service_s"]) if pd.notna(row["mean_service_s"]) else 1.0,
-                "slots_per_replica": int(row["slots_per_replica"]),
+                "slots_per_replica": int(st.session_state["cap_slots"] if filled else row["slots_per_replica"]),
                 "gpus_per_replica": int(row["gpus_per_replica"]) if pd.notna(row["gpus_per_replica"]) else 1,
                 "gpu_hour_usd": float(row["gpu_hour_usd"]) if pd.notna(row["gpu_hour_usd"]) else None}
     return {k: st.session_state.get(f"cap_fc_{k}_{model}", v) for k, v in defaults.items()}
@@ -329,7 +347,8 @@ with forecast_box:
         g3.number_input("Mean service (s)", min_value=0.001, value=own["mean_service_s"], format="%.4g",
                         key=f"cap_fc_mean_service_s_{fmodel}", help="Measured in the model's busiest hour.")
         g4.number_input("Slots per replica", min_value=1, value=own["slots_per_replica"],
-                        key=f"cap_fc_slots_per_replica_{fmodel}", help="From the price book; edit to try another.")
+                        key=f"cap_fc_slots_per_replica_{fmodel}",
+                        help="From the price book, or the calculator's when it was filled from this model.")
         own = _fleet_inputs(fmodel)
         fp = _forecast(fmodel, days)
         if fp.state != "ok":

@@ -208,6 +208,15 @@ def test_fleet_cost_by_hand():
     assert capacity.fleet_cost(3, 4, 1.0, 0, 100).note.startswith("no traffic")
 
 
+def test_fleet_cost_of_no_fleet_or_an_overloaded_one():
+    none = capacity.fleet_cost(0, 4, 2.5, 1.0, 1000)
+    assert none.cost_per_hour_usd == 0 and none.cost_per_1m_tokens is None and none.note.startswith("no replicas")
+    over = capacity.fleet_cost(2, 1, 1.0, 10.0, 1000, capacity_per_s=4.0)       # serves 4 of the 10 req/s offered
+    assert over.tokens_per_hour == 4 * 3600 * 1000
+    assert_allclose(over.cost_per_1m_tokens, 2.0 / (4 * 3600 * 1000) * 1e6)
+    assert "serve at most 4" in over.note
+
+
 # ---------------------------------------------------------------- load test -> instances
 
 HAND_CSV = """# a hand-worked load test of one instance

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
-from apptest_util import run_page, texts
+from apptest_util import APP, run_page, texts
 
 PAGE = "pages/capacity.py"
 KPIS = ("Utilisation ρ", "P(wait)", "Mean queue wait", "P99 queue wait", "Replicas needed")
@@ -47,7 +48,7 @@ def test_demo_store_renders_calculator_and_logs_table(demo_page):
     _assert_calculator(at)
     table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns)
     assert set(table["model"]) == {"llama-3.1-8b", "llama-3.1-70b"}
-    assert "Source: your inputs" in texts(at)
+    assert "Source: the defaults: the seed's worked problem" in texts(at)
     # the load-test example: the exercise of 002 answered
     m = _metrics(at)
     assert m["Instances for 50 req/s"] == "4" and m["With 25 % redundancy"] == "5"
@@ -59,6 +60,25 @@ def test_empty_store_calculator_still_works(empty_db):
     body = texts(at)
     assert "store is empty" in body or "store holds no requests" in body
     assert _metrics(at)["Utilisation ρ"] == "70.0%"       # the seed's worked problem by default
+
+
+def test_scenario_comes_from_the_url(empty_db):
+    """The scenario's inputs are bound to the URL: a shared link opens the same scenario."""
+    import os
+
+    from streamlit.testing.v1 import AppTest
+
+    from finops.filters import Filters
+
+    os.environ["FINOPS_DB"] = empty_db
+    at = AppTest.from_file(str(Path(APP).parent / PAGE), default_timeout=120)
+    at.session_state["_filters"] = Filters()          # what app.py would set
+    at.query_params["cap_replicas"] = "12"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="cap_replicas").value == 12
+    assert _metrics(at)["Utilisation ρ"] == f"{14 / 24:.1%}"
+    assert "Source: your inputs." in texts(at)
 
 
 def test_moving_replicas_changes_the_kpis(demo_page):
@@ -86,11 +106,15 @@ def test_unstable_shows_state_without_nan(empty_db):
 def test_fill_from_logs_sets_the_inputs(demo_page):
     at = demo_page
     model = at.selectbox(key="cap_model").value
+    table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns).set_index("model")
     at.button(key="cap_fill").click().run()
     assert not at.exception
-    assert at.number_input(key="cap_lambda").value != 14.0
-    assert at.number_input(key="cap_slots").value in (16, 24)           # the price book's slots
+    assert at.number_input(key="cap_lambda").value == round(table.loc[model, "arrival_rate_per_s"], 4)
+    assert at.number_input(key="cap_slots").value == table.loc[model, "slots_per_replica"]     # the price book's
+    assert at.number_input(key="cap_replicas").value == table.loc[model, "replicas"]
     assert f"filled from your logs ({model}" in texts(at)
+    at.number_input(key="cap_replicas").set_value(at.number_input(key="cap_replicas").value + 1).run()
+    assert "then edited" in texts(at)
 
 
 def test_forecast_and_autoscaling_sections_when_opened(demo_page):
