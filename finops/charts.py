@@ -369,9 +369,9 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
                             hi=lambda d: (d["bucket_lo"] * 2).where(d["bucket_lo"] > 0, 8),
                             series=by_length["model"] + " (" + by_length["size_class"].astype(str) + ")")
     x_scale = alt.Scale(type="log", domain=[1, float(max(data["hi"].max() if len(data) else 2, threshold * 2, 2))])
-    bars = alt.Chart(data).mark_bar(opacity=0.55).encode(
+    bars = alt.Chart(data).mark_rect(opacity=0.55).encode(
         x=alt.X("lo:Q", title=f"Prompt length ({unit}, log scale)", scale=x_scale, axis=alt.Axis(format=",.0f")),
-        x2="hi:Q", y=alt.Y("requests:Q", title="Requests", stack=None),
+        x2="hi:Q", y=alt.Y("requests:Q", title="Requests"), y2=alt.datum(0),
         color=alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
@@ -415,10 +415,11 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     data["mid"] = (data["lo"] + data["hi"]) / 2
     x_scale = alt.Scale(type="log" if scale == "log" else "linear", nice=False,
                         domain=[float(data["lo"].min()), float(data["hi"].max())] if len(data) else alt.Undefined)
-    x = alt.X("lo:Q", title=f"{field_label} ({'ms, log scale' if scale == 'log' else 'ms'})", scale=x_scale,
-              axis=alt.Axis(format=",.4~g"))
-    bars = alt.Chart(data).mark_bar(color=PALETTE[0], opacity=0.85).encode(
-        x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests"),
+    x_title = f"{field_label} ({'ms, log scale' if scale == 'log' else 'ms'})"
+    x = alt.X("lo:Q", title=x_title, scale=x_scale, axis=alt.Axis(
+        labelExpr="datum.value >= 1 ? format(datum.value, ',.0f') : format(datum.value, '.2~f')"))
+    bars = alt.Chart(data).mark_rect(color=PALETTE[0], opacity=0.85).encode(
+        x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests"), y2=alt.datum(0),
         tooltip=[alt.Tooltip("lo:Q", title="From (ms)", format=",.1f"), alt.Tooltip("hi:Q", title="To (ms)", format=",.1f"),
                  alt.Tooltip("count:Q", title="Requests", format=",")])
     m = pd.DataFrame([{"percentile": k, "ms": v} for k, v in marks.items()
@@ -430,7 +431,7 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
                                                                           range=list(PERCENTILE_COLORS.values())),
                       legend=alt.Legend(orient="bottom"))
     rules = alt.Chart(m).mark_rule(strokeWidth=2, strokeDash=[5, 3]).encode(
-        x=alt.X("ms:Q", scale=x_scale, title=x.title), color=color, tooltip=[alt.Tooltip("label:N", title="")])
+        x=alt.X("ms:Q", scale=x_scale, title=x_title), color=color, tooltip=[alt.Tooltip("label:N", title="")])
     return alt.layer(bars, rules).properties(autosize=FIT_X, title=title, height=200)
 
 
@@ -500,18 +501,22 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
 def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests in service") -> alt.Chart:
     """Median decode tokens/s per concurrency level (line) with the P10–P90 band, per model."""
     data = frame[frame["requests"] >= 5]
+    scale = _series_scale(list(data["grp"]))
     base = alt.Chart(data).encode(
-        x=alt.X("concurrency:Q", title="Requests in service at the same time (same model)"),
-        color=alt.Color("grp:N", title="Model", scale=_series_scale(list(data["grp"])),
-                        legend=alt.Legend(orient="bottom", columns=4)))
+        x=alt.X("concurrency:Q", title="Requests in service at the same time (same model)",
+                axis=alt.Axis(tickMinStep=1, format="d")))
     tip = [alt.Tooltip("grp:N", title="Model"), alt.Tooltip("concurrency:Q", title="In service"),
            alt.Tooltip("tokens_per_s_p50:Q", title="Median tokens/s", format=",.1f"),
            alt.Tooltip("tokens_per_s_p10:Q", title="P10 tokens/s", format=",.1f"),
            alt.Tooltip("tokens_per_s_p90:Q", title="P90 tokens/s", format=",.1f"),
            alt.Tooltip("requests:Q", title="Requests", format=",")]
     band = base.mark_area(opacity=0.15).encode(y=alt.Y("tokens_per_s_p10:Q", title="Decode tokens/s per request"),
-                                               y2="tokens_per_s_p90:Q")
-    line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(y="tokens_per_s_p50:Q", tooltip=tip)
+                                               y2="tokens_per_s_p90:Q",
+                                               color=alt.Color("grp:N", scale=scale, legend=None))
+    line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(
+        y="tokens_per_s_p50:Q", tooltip=tip,
+        color=alt.Color("grp:N", title="Model (line: median; band: P10–P90)", scale=scale,
+                        legend=alt.Legend(orient="bottom", columns=4)))
     return alt.layer(band, line).properties(autosize=FIT_X, title=title, height=280)
 
 

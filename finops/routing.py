@@ -27,8 +27,10 @@ What-if replay (:func:`whatif`)
 * Latency is estimated from each target model's observed per-token rates
   (:func:`latency_rates`); the replay reports the mean, not a percentile.
 * The baseline is the actual routing **repriced by the same rule** (recorded costs kept), so
-  the change is policy alone; the billed spend of the same rows (GPU idle time excluded) is
-  reported beside it.
+  the change is policy alone; the bill for the same filters (spend report, with idle GPU time
+  unless tenants or tiers are picked) is reported beside it. Unfiltered, the two agree but for
+  cache hits and the bill's recorded costs: the effective price spreads the fleet's cost, idle
+  time included, over its tokens.
 """
 from __future__ import annotations
 
@@ -135,30 +137,29 @@ def effective_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame
 def cache_savings(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Per model: requests, cache_hits, hit_rate and the spend the semantic cache saved.
 
-    ``saved_usd`` prices each hit at what it would have cost on its model: the price book for
-    API models (the rollup measure ``cache_saved_usd``), the effective $ per 1M tokens for
-    self-hosted ones (``basis`` says which).
+    ``saved_usd`` prices each hit at its model's price-book token prices (the rollup measure
+    ``cache_saved_usd``); a self-hosted model is paid by the hour whether or not the cache hits,
+    so its hits save no dollars directly (0 here). ``saved_if_fleet_scaled_usd`` prices a
+    self-hosted model's hits at its effective $ per 1M tokens: what they would save if the
+    fleet shrank with its load. ``kind`` says which applies.
     """
+    cols = ["model", "kind", "requests", "cache_hits", "hit_rate", "saved_usd", "saved_if_fleet_scaled_usd"]
     tot = _model_totals(con, f, include_idle=False)
     if tot.empty:
-        return pd.DataFrame(columns=["model", "requests", "cache_hits", "hit_rate", "saved_usd", "basis"])
+        return pd.DataFrame(columns=cols)
     prices = effective_prices(con, f).set_index("model")
-    saved, basis = [], []
-    for t in tot.itertuples(index=False):
-        p = prices.loc[t.model] if t.model in prices.index else None
-        if p is not None and p.kind == "self_hosted":
-            eff = p.input_usd_per_1m
-            saved.append(None if eff is None or pd.isna(eff)
-                         else (t.cache_input_tokens + t.cache_output_tokens) * eff / 1e6)
-            basis.append("effective $ per 1M tokens of the fleet")
-        else:
-            saved.append(float(t.cache_saved_usd))
-            basis.append("price book" if p is not None else "not in the price book")
     out = tot[["model", "requests", "cache_hits"]].astype({"requests": "int64", "cache_hits": "int64"})
+    out["kind"] = [prices.loc[m, "kind"] if m in prices.index else "not in the price book" for m in out["model"]]
     out["hit_rate"] = (out["cache_hits"] / out["requests"]).where(out["requests"] > 0)
-    out["saved_usd"] = pd.array(saved, dtype="Float64").astype("float64")
-    out["basis"] = basis
-    return out
+    out["saved_usd"] = tot["cache_saved_usd"].astype("float64")
+    scaled = []
+    for t in tot.itertuples(index=False):
+        eff = prices.loc[t.model, "input_usd_per_1m"] if t.model in prices.index else None
+        self_hosted = t.model in prices.index and prices.loc[t.model, "kind"] == "self_hosted"
+        scaled.append((t.cache_input_tokens + t.cache_output_tokens) * eff / 1e6
+                      if self_hosted and eff is not None and not pd.isna(eff) else float("nan"))
+    out["saved_if_fleet_scaled_usd"] = scaled
+    return out[cols]
 
 
 # ---------------------------------------------------------------- cascade
@@ -348,7 +349,7 @@ class WhatIf:
     large_model: str
     actual_usd: float                  # actual routing, repriced by the same rule
     counterfactual_usd: float
-    billed_usd: float                  # the same rows on the bill (spend report, idle excluded)
+    billed_usd: float                  # the bill for the filters (spend report; idle GPU time unless tenants/tiers)
     requests: int                      # requests replayed (escalated attempts folded into their request)
     unassigned: int                    # requests kept on their model (no prompt length for the threshold)
     escalation_rate: float
@@ -516,7 +517,7 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
     by_tier = (pd.DataFrame({"sla_tier": basis["sla_tier"], "strategy": strategy, "actual_usd": actual_cost,
                              "counterfactual_usd": cf_cost})
                .groupby(["sla_tier", "strategy"], as_index=False)[["actual_usd", "counterfactual_usd"]].sum())
-    billed = spend.report(con, f, by=(), include_idle=False)
+    billed = spend.report(con, f, by=())
     billed_usd = float(billed["cost_usd"].fillna(0).iloc[0]) if len(billed) else 0.0
     self_hosted = prices[(prices.kind == "self_hosted") & prices.model.isin(models)]
     assumptions = [

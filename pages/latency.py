@@ -68,7 +68,7 @@ open_alerts = query("finops.alerts.open_alerts", f)
 if open_alerts.empty:
     st.success("No alert fired in this period.", icon=":material/notifications_off:")
 else:
-    st.dataframe(open_alerts, hide_index=True, column_order=["severity", "rule", "model", "tenant", "window_start",
+    st.dataframe(open_alerts, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
                                                              "window_end", "message"],
                  column_config={"severity": "Severity", "rule": "Rule", "model": "Model", "tenant": "Tenant",
                                 "window_start": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
@@ -92,6 +92,11 @@ with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
             "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1),
             "severity": st.column_config.SelectboxColumn("Severity", options=list(alerts_mod.SEVERITIES))})
     sla = alerts_mod.sla_targets(con)
+    metric_now = alerts_mod.sla_metric(con, f)
+    metric = st.radio("The SLA is on", list(alerts_mod.SLA_METRICS), index=list(alerts_mod.SLA_METRICS).index(metric_now),
+                      horizontal=True, key="sla_metric",
+                      help="ttft_ms: time to first token (interactive SLAs); total_ms: end-to-end latency. By default "
+                           "TTFT where the logs carry it.")
     st.markdown("**P99 SLA per tier (ms)**: an alert fires above the rule's multiple of it.")
     cols = st.columns(max(len(sla), 1))
     new_sla = {tier: col.number_input(tier, min_value=1.0, value=float(v), step=100.0, key=f"sla_{tier}")
@@ -100,6 +105,7 @@ with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
         try:
             alerts_mod.save_rules(con, edited)
             alerts_mod.save_sla_targets(con, new_sla)
+            alerts_mod.save_sla_metric(con, metric)
         except InputError as exc:
             st.error(str(exc))
         else:
@@ -115,8 +121,8 @@ st.dataframe(pct, hide_index=True, column_config={
     by: by.replace("_", " ").capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").replace("_", " "), format="%,.0f ms")
        for c in pct.columns if "_ms_p" in c}})
-st.caption("Exact percentiles (linear interpolation, as numpy). An empty cell: the logs lack that field. "
-           + source_label())
+st.caption("Exact percentiles (linear interpolation, as numpy). 'None': that group's logs lack the field (API "
+           "models report no queue time). " + source_label())
 
 # ---------------------------------------------------------------- queue histogram
 st.header("Queue time")
@@ -140,10 +146,15 @@ else:
                 st.markdown(f"**{model}**: none of its {total:,} requests waited (queue_ms = 0).")
                 continue
             st.altair_chart(charts.queue_histogram(h, marks, scale, title=f"{model}: queue_ms per request"))
+            notes = []
             if scale == "log":
                 zero = int(h[h["bin"] == 0]["count"].sum())
-                st.caption(f"{zero:,} of {total:,} requests ({zero / total:.0%}) waited less than "
-                           f"{h['hi'].iloc[0]:,.1f} ms (their lowest non-zero wait) and are not drawn on the log axis.")
+                notes.append(f"{zero:,} of {total:,} requests ({zero / total:.0%}) waited less than "
+                             f"{h['hi'].iloc[0]:,.1f} ms (their lowest non-zero wait) and are not drawn on the log axis.")
+            marks_text = ", ".join(f"{k} {v:,.0f} ms" for k, v in marks.items())
+            if marks_text:
+                notes.append(f"queue_ms {marks_text}.")
+            st.caption(" ".join(notes))
     st.caption("Dashed lines: P50, P95 and P99 of queue_ms. A queue-bound model has a heavy right tail here "
                "while its service time stays put. " + source_label())
 
@@ -154,10 +165,10 @@ if seg.empty:
     empty_state("No request with total_ms matches these filters.")
 else:
     st.altair_chart(charts.segment_bars(seg))
-    st.caption("Each bar is the mean of each segment over the requests ranked within ±0.5 percentage points of that "
-               "percentile of total_ms (or the nearest request in a small group), so the segments add up to the "
-               "bar's total. 'other' is time no segment of the logs accounts for (network, gateway). "
-               + source_label())
+    st.caption("Each bar is the mean of each segment over the requests whose total_ms lies within ±0.5 percentage "
+               "points of that percentile (P99: between P98.5 and P99.5; the request at the percentile in a small "
+               "group), so the segments add up to the bar's total, which is close to the percentile itself. 'other' "
+               "is time no logged segment accounts for (network, gateway). " + source_label())
 
 # ---------------------------------------------------------------- over time
 st.header("Percentiles over time")
@@ -210,7 +221,9 @@ tt = query("finops.latency.ttft_tpot", f)
 if tt.empty or (tt["with_ttft"].sum() == 0 and tt["with_tpot"].sum() == 0):
     st.info("These logs carry no `ttft_ms` and no decode time per token.", icon=":material/info:")
 else:
-    st.dataframe(tt, hide_index=True, column_config={
+    order = ["grp", "requests", "with_ttft", "with_tpot"] + sorted(
+        (c for c in tt.columns if "_ms_p" in c), key=lambda c: (not c.startswith("ttft"), float(c.rsplit("_p", 1)[1])))
+    st.dataframe(tt, hide_index=True, column_order=order, column_config={
         "grp": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
         "with_ttft": st.column_config.NumberColumn("With TTFT", format="%,d"),
         "with_tpot": st.column_config.NumberColumn("With TPOT", format="%,d"),

@@ -67,17 +67,19 @@ if not hits:
 else:
     requests_total = int(cache["requests"].sum())
     saved = float(cache["saved_usd"].fillna(0).sum())
+    scaled = float(cache["saved_if_fleet_scaled_usd"].fillna(0).sum())
     m = st.columns(3)
     m[0].metric("Cache hit rate", f"{hits / requests_total:.1%}", border=True,
                 help="Requests served from the semantic cache over all requests.")
     m[1].metric("Cache hits", f"{hits:,}", border=True)
-    m[2].metric("Spend the cache saved", f"${saved:,.2f}", border=True,
-                help="Each hit priced at what it would have cost on the model named in its row.")
+    m[2].metric("Spend the cache saved (API models)", f"${saved:,.2f}", border=True,
+                help="Each hit on an API model priced at its price-book token prices.")
     st.altair_chart(charts.cache_savings(cache[cache["cache_hits"] > 0],
-                                         title="Spend the semantic cache saved, by model (label: hit rate %)"))
-    if (cache["basis"] != "price book").any():
-        st.caption("Self-hosted models have no token price: their hits are priced at the fleet's effective $ per "
-                   "1M tokens (fleet cost over tokens served in the period).")
+                                         title="Spend the semantic cache saved, by model"))
+    if scaled > 0:
+        st.caption(f"Hits on self-hosted models (light bars) save GPU time, not dollars: their fleets are paid by the "
+                   f"hour. Priced at each fleet's effective $ per 1M tokens they would be worth ${scaled:,.2f}, "
+                   "but only if the fleet were shrunk to match.")
     st.caption(source_label())
 
 # ---------------------------------------------------------------- cascade
@@ -194,7 +196,7 @@ if wi is None:
     st.stop()
 m = st.columns(4)
 m[0].metric("Actual routing (repriced)", f"${wi.actual_usd:,.2f}", border=True,
-            help=f"The logged routing priced by the same rule as the what-if. On the bill: ${wi.billed_usd:,.2f}.")
+            help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
 m[1].metric("What-if spend", f"${wi.counterfactual_usd:,.2f}",
             delta=None if wi.delta_pct is None else f"{wi.delta_pct:+.1f}% (${wi.delta_usd:+,.2f})",
             delta_color="inverse", border=True)
@@ -208,5 +210,11 @@ if policy == "per-tier":
         "sla_tier": "SLA tier", "strategy": "Strategy",
         "actual_usd": st.column_config.NumberColumn("Actual (USD)", format="$%,.2f"),
         "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format="$%,.2f")})
+st.caption(f"The bill for these filters is ${wi.billed_usd:,.2f}"
+           + (" (idle GPU time included)" if not (f.tenants or f.sla_tiers) else " (idle GPU time not included: "
+              "tenants or tiers are picked)")
+           + ". Repricing self-hosted traffic at its effective $ per 1M tokens spreads each fleet's cost, idle "
+             "time included, over its tokens, so unfiltered the two agree; moving tokens off a fleet saves "
+             "money only if the fleet shrinks with them.")
 st.markdown("**Assumptions**\n" + "\n".join(f"- {a}" for a in wi.assumptions))
 st.caption(f"{wi.requests:,} requests replayed. " + source_label())

@@ -112,13 +112,18 @@ def test_p99_sla_is_configurable_in_the_store():
 
 
 # ---------------------------------------------------------------- GPU utilisation
-# llama-3.1-8b in the price book: 4 replicas x 16 slots -> 230.4e6 slot-ms per hour
+# llama-3.1-8b in the price book: replicas x slots_per_replica x 3.6e6 slot-ms per hour
 
-CAPACITY_MS = 4 * 16 * 3.6e6
+def _capacity_ms() -> float:
+    con = store.connect(":memory:")
+    (replicas, slots), = con.execute("SELECT replicas, slots_per_replica FROM prices "
+                                     "WHERE model = 'llama-3.1-8b'").fetchall()
+    return replicas * slots * 3.6e6
 
 
 def _gpu_hours(utils):
-    frames = [_rows(64, T0 + timedelta(hours=h), model="llama-3.1-8b", service_ms=u * CAPACITY_MS / 64,
+    cap = _capacity_ms()
+    frames = [_rows(64, T0 + timedelta(hours=h), model="llama-3.1-8b", service_ms=u * cap / 64,
                     total_ms=1000.0) for h, u in enumerate(utils)]
     return _store(*frames)
 

@@ -32,11 +32,14 @@ def test_metrics_from_a_gateway_log_lack_the_gpu_side():
     assert "queue length (queue_ms" in row.evidence and "GPU utilisation (no self-hosted model" in row.evidence
 
 
-def test_metrics_pass_with_a_self_hosted_model_and_queue_times():
+def test_metrics_from_full_logs_still_wait_for_gpu_memory():
     con = store.connect(":memory:")
     ingest_frame(con, pd.DataFrame({"request_id": ["a"], "ts": [datetime(2026, 1, 1)], "model": ["llama-3.1-8b"],
                                     "status": ["ok"], "total_ms": [10.0], "service_ms": [9.0], "queue_ms": [1.0]}))
-    assert _status(con)["metrics"] == "pass"
+    row = readiness.checklist(con).set_index("id").loc["metrics"]
+    assert row.status == "partial" and "missing" not in row.evidence and "GPU memory" in row.evidence
+    readiness.tick(con, "metrics")
+    assert readiness.checklist(con).set_index("id").loc["metrics", "done"]
 
 
 def test_load_test_recorded_by_a_benchmark_batch():

@@ -104,6 +104,19 @@ def test_cache_savings_priced_on_the_model_that_would_have_served(fleet):
     assert_allclose(c.loc[LARGE, "saved_usd"], _book_cost(hits, LARGE).sum(), rtol=1e-9)
     assert_allclose(c.loc[LARGE, "hit_rate"], len(hits) / (df.model == LARGE).sum())
     assert c.loc[SMALL, "cache_hits"] == 0 and c.loc[SMALL, "saved_usd"] == 0
+    assert np.isnan(c.loc[LARGE, "saved_if_fleet_scaled_usd"]) and c.loc[SELF, "kind"] == "self_hosted"
+
+
+def test_cache_hits_on_a_self_hosted_model_save_dollars_only_if_the_fleet_scales():
+    con = store.connect(":memory:")
+    df = _frame()
+    hit = pd.DataFrame([{"request_id": "selfhit", "ts": T0, "model": SELF, "cache_hit": True, "input_tokens": 1000,
+                         "output_tokens": 200, "cached_input_tokens": 0, "total_ms": 5.0, "sla_tier": "batch"}])
+    ingest_frame(con, pd.concat([df, hit], ignore_index=True))
+    c = routing.cache_savings(con, Filters()).set_index("model")
+    eff = routing.effective_prices(con, Filters()).set_index("model").loc[SELF, "input_usd_per_1m"]
+    assert c.loc[SELF, "saved_usd"] == 0
+    assert_allclose(c.loc[SELF, "saved_if_fleet_scaled_usd"], 1200 * eff / 1e6)
 
 
 def test_cascade_escalation_rate_and_rejected_attempt_cost(fleet):
@@ -137,9 +150,11 @@ def test_whatif_all_small_and_all_large_by_hand(fleet):
     w = routing.whatif(con, Filters(), "all-large", small_model=SMALL, large_model=LARGE)
     assert_allclose(w.counterfactual_usd, _book_cost(requests, LARGE).sum(), rtol=1e-9)
     assert_allclose(w.delta_pct, (w.counterfactual_usd / w.actual_usd - 1) * 100)
-    # the billed spend of the same rows: the spend report without idle capacity
-    billed = spend.report(con, Filters(), by=(), include_idle=False)["cost_usd"].iloc[0]
+    # the bill for the same filters, idle GPU time included: unfiltered, the effective price makes the
+    # repriced actual equal to the bill (no recorded costs, cache hits priced at 0 on both sides)
+    billed = spend.report(con, Filters(), by=())["cost_usd"].iloc[0]
     assert_allclose(w.billed_usd, billed)
+    assert_allclose(w.actual_usd, billed, rtol=1e-9)
     assert any("effective $ per 1M tokens" in a for a in w.assumptions)
 
 

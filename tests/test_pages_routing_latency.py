@@ -1,0 +1,78 @@
+"""AppTest smoke tests of the Routing and Latency pages on the sample fleet, an empty store and a gateway log."""
+import pytest
+from apptest_util import run_page, texts
+
+from conftest import DATA
+from finops import store
+from finops.ingest import IngestOptions, ingest_path
+
+pytestmark = pytest.mark.slow
+PAGES = ("pages/routing.py", "pages/latency.py")
+
+
+@pytest.fixture(scope="module")
+def gateway_db(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("gw") / "gateway.duckdb")
+    con = store.connect(path)
+    for name in ("seed_gateway_injected.log", "seed_gateway_verbatim.log"):
+        ingest_path(con, DATA / name, IngestOptions(format="gateway-log"))
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_on_the_demo_store(demo_db, page):
+    at = run_page(demo_db, page, timeout=300)
+    assert not at.exception, [e.value for e in at.exception]
+    text = texts(at)
+    if page.endswith("latency.py"):
+        assert "Diagnosis" in text and "critical" in text and "Production readiness" in text
+        assert "Queue time" in text and "Where the time goes" in text
+    else:
+        assert "What if we routed differently?" in text and "Assumptions" in text
+        assert "Misrouting candidates" in text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_on_an_empty_store(empty_db, page):
+    at = run_page(empty_db, page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert "holds no requests" in texts(at)
+
+
+def test_latency_page_on_the_seed_gateway_log(gateway_db):
+    at = run_page(gateway_db, "pages/latency.py")
+    assert not at.exception, [e.value for e in at.exception]
+    text = texts(at)
+    assert "these logs carry no" in text.lower() and "`ttft_ms`" in text
+    assert "6 concurrent requests to slow" in text and "decode long tail" in text
+
+
+def test_routing_page_on_the_seed_gateway_log(gateway_db):
+    at = run_page(gateway_db, "pages/routing.py")
+    assert not at.exception, [e.value for e in at.exception]
+    at.radio(key="wi_policy").set_value("threshold").run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = texts(at)
+    assert "No semantic-cache hit" in text and "No cascade" in text
+    assert "Assumptions" in text and "Threshold: prompt_chars > 40" in text
+
+
+def test_latency_page_filters_and_controls(demo_db):
+    at = run_page(demo_db, "pages/latency.py", timeout=300, query_params={"q_scale": "linear", "lat_by": "sla_tier"})
+    assert not at.exception, [e.value for e in at.exception]
+    at.segmented_control(key="lat_window").set_value("15min").run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_readiness_tick_is_stored(tmp_path, demo_db):
+    import shutil
+
+    from finops import readiness
+
+    db = str(tmp_path / "copy.duckdb")
+    shutil.copy(demo_db, db)
+    at = run_page(db, "pages/latency.py", timeout=300)
+    at.checkbox(key="ready_canary").check().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert readiness.ticks(store.connect(db))["canary"]["ticked"]
