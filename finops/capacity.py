@@ -435,7 +435,9 @@ def _observed_row(r) -> dict:
         pred = out["predicted_wq_ms"]
         if observed > 2 * pred + 1 and implied < replicas * slots:
             out["note"] = (f"requests waited longer than {replicas * slots} slots predict: the waits match about "
-                           f"{implied} slots ({implied / replicas:.1f} per replica); check slots_per_replica")
+                           f"{implied} slots ({implied / replicas:.1f} per replica). Check slots_per_replica, and "
+                           "whether every replica serves one shared queue (M/M/c assumes so; replicas at another "
+                           "site with their own queue wait longer)")
         elif pred > 2 * observed + 1 and implied > replicas * slots:
             out["note"] = (f"requests waited less than predicted: the waits match about {implied} slots "
                            f"({implied / replicas:.1f} per replica)")
@@ -746,7 +748,7 @@ class ForecastPlan:
     """A QPS forecast from the store and the replicas (and dollars) it calls for, hour by hour.
 
     ``plan`` (index ``ts``): ``qps``, ``qps_lo``, ``qps_hi`` (req/s), ``replicas_needed`` (at target
-    ρ, before redundancy), ``replicas`` (with redundancy), ``replicas_at_qps_hi`` and
+    ρ, before redundancy), ``replicas`` (with redundancy, at least the minimum), ``replicas_at_qps_hi`` and
     ``cost_usd`` (replicas × GPUs × $ per GPU-hour; None without a price).
     ``state`` is ``ok``, ``no_history`` or ``too_short`` (``message`` says why).
     """
@@ -764,12 +766,13 @@ class ForecastPlan:
 def forecast_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model: str | None, days: int = 7, *,
                   mean_service_s: float, slots_per_replica: int = 1, target_utilization: float = 0.7,
                   redundancy: float = 0.25, gpus_per_replica: int = 1, gpu_hour_usd: float | None = None,
-                  interval: float = 0.9) -> ForecastPlan:
+                  interval: float = 0.9, min_replicas: int = 1) -> ForecastPlan:
     """Forecast ``model``'s hourly QPS ``days`` ahead and size the fleet hour by hour.
 
     One replica serves ``slots_per_replica / mean_service_s`` req/s, so the plan is
     :func:`finops.forecast.replica_plan` at that rate and ``target_utilization``
-    (⌈λ / (rate · ρ)⌉ replicas, plus redundancy). A history under 24 hours is an answer
+    (⌈λ / (rate · ρ)⌉ replicas, plus redundancy), never under ``min_replicas`` (a fleet scaled
+    to 0 makes the next request wait for a cold start). A history under 24 hours is an answer
     (``state = "too_short"``), not an error.
     """
     from finops.forecast import forecast_qps, replica_plan
@@ -786,6 +789,8 @@ def forecast_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model: str 
         return ForecastPlan("too_short", str(exc), history, None, None, None, None, None)
     plan = replica_plan(fc, service_rate=slots / mean_s, target_utilization=target_utilization,
                         redundancy=redundancy).rename(columns={"servers": "replicas_needed"})
+    floor = _check_whole("min_replicas", min_replicas, 0)
+    plan[["replicas", "replicas_at_qps_hi"]] = plan[["replicas", "replicas_at_qps_hi"]].clip(lower=floor)
     plan.insert(1, "qps_lo", fc.frame["qps_lo"])
     plan["cost_usd"] = (plan["replicas"] * gpus_per_replica * gpu_hour_usd) if gpu_hour_usd is not None else None
     total = float(plan["cost_usd"].sum()) if gpu_hour_usd is not None else None

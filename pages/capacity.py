@@ -373,7 +373,8 @@ with forecast_box:
             rate = own["slots_per_replica"] / own["mean_service_s"]
             st.caption(f"Source: your logs ({fp.history.size:,} hours of {fmodel}'s served requests). One replica "
                        f"serves {own['slots_per_replica']} slots ÷ {own['mean_service_s']:.4g} s = {rate:.4g} req/s; "
-                       f"target ρ and redundancy from the calculator above. Method: {fc.method}. "
+                       f"target ρ and redundancy from the calculator above; never fewer than 1 replica (scaling to 0 "
+                       f"means a cold start for the next request). Method: {fc.method}. "
                        f"Backtest: {fc.backtest_note}.")
 
 # ================================================================ autoscaling

@@ -94,7 +94,7 @@ def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
     r = capacity.observed_load(hand_db).iloc[0]
     # at 0.1 % utilisation the prediction is ~0 ms but 200 ms were observed: fewer slots than the book says
     assert r["implied_servers"] is not None and r["implied_servers"] <= 4
-    assert "check slots_per_replica" in r["note"]
+    assert "Check slots_per_replica" in r["note"]
 
 
 def test_observed_load_follows_the_date_range_and_ignores_tenants(hand_db):
@@ -143,6 +143,7 @@ def test_forecast_plan_sizes_each_hour(tmp_path):
                                      "cost_usd"]
     # one replica = 2 slots / 1 s = 2 req/s; at rho <= 0.5 one replica carries 1 req/s: ceil(qps) replicas
     assert (fp.plan["replicas_needed"] == np.maximum(1, np.ceil(fp.plan["qps"] - 1e-9))).all()
+    assert (fp.plan["replicas"] >= 1).all()                    # never scaled to zero
     assert_allclose(fp.plan["cost_usd"], fp.plan["replicas"] * 2.0)
     assert_allclose(fp.cost_usd_total, fp.plan["cost_usd"].sum())
 
