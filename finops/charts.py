@@ -42,9 +42,10 @@ def _x_time(grain: str, field: str = "period", banded: bool = False) -> alt.X:
     # hourly series span days: let Vega pick day/hour labels; coarser grains get a fixed format
     axis = alt.Axis(labelAngle=0) if grain == "hour" else alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"),
                                                                   labelAngle=0)
-    if banded:
-        return alt.X(f"{field}:T", timeUnit=alt.TimeUnitParams(unit=TIME_UNITS.get(grain, "yearmonthdate"), utc=True),
-                     title=title, axis=axis)
+    if banded:      # one band per hour/day/week, labelled under its middle
+        return alt.X(f"{field}:O", timeUnit=alt.TimeUnitParams(unit=TIME_UNITS.get(grain, "yearmonthdate"), utc=True),
+                     title=title, axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), formatType="time",
+                                                labelAngle=0, labelOverlap=True))
     return alt.X(f"{field}:T", title=title, axis=axis, scale=alt.Scale(type="utc"))
 
 

@@ -154,3 +154,31 @@ def test_filtered_numbers_match_the_cli_report(demo_db, tmp_path):
     assert "(idle capacity)" not in set(shown["tenant"])        # idle is a fleet line: not in a tenant's view
     assert shown["cost_usd"].sum() == pytest.approx(sum(r["cost_usd"] for r in cli), rel=1e-9)
     assert shown["requests"].sum() == sum(r["requests"] for r in cli)
+
+
+# ---------------------------------------------------------------- writes from the pages
+
+@pytest.fixture()
+def demo_copy(demo_db, tmp_path):
+    path = tmp_path / "copy.duckdb"
+    shutil.copy(demo_db, path)
+    return str(path)
+
+
+def _button(at, label):
+    return next(b for b in at.button if b.label == label)
+
+
+def test_saving_the_price_book_unchanged_reprices_nothing(demo_copy):
+    at = run_page(demo_copy, "pages/data.py")
+    before = run_page(demo_copy, "pages/overview.py").metric[0].value
+    _button(at, "Save prices").click().run()
+    assert not at.exception and not at.error
+    assert run_page(demo_copy, "pages/overview.py").metric[0].value == before
+
+
+def test_budgets_form_saves(demo_copy):
+    at = run_page(demo_copy, "pages/budgets.py")
+    _button(at, "Save budgets").click().run()
+    assert not at.exception and not at.error
+    assert at.metric[0].value == "0 of 0"               # no budget was set: nobody is over
