@@ -123,7 +123,8 @@ def _capacity_ms() -> float:
 
 def _gpu_hours(utils):
     cap = _capacity_ms()
-    frames = [_rows(64, T0 + timedelta(hours=h), model="llama-3.1-8b", service_ms=u * cap / 64,
+    # enough requests that each is short (about a minute) and its busy time stays in its hour
+    frames = [_rows(720, T0 + timedelta(hours=h), model="llama-3.1-8b", service_ms=u * cap / 720,
                     total_ms=1000.0) for h, u in enumerate(utils)]
     return _store(*frames)
 
