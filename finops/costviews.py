@@ -500,6 +500,22 @@ def showback(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     return out[list(SHOWBACK_COLUMNS)].reset_index(drop=True)
 
 
+def showback_by_tenant(sb: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`showback` table summed per tenant (the chargeback line per team), largest first,
+    idle capacity last. Columns: tenant, models, requests, tokens, cost_usd, cost_per_1m_tokens, share."""
+    if sb.empty:
+        return pd.DataFrame(columns=["tenant", "models", "requests", "tokens", "cost_usd", "cost_per_1m_tokens",
+                                     "share"])
+    g = sb.groupby("tenant", as_index=False).agg(models=("model", "nunique"), requests=("requests", "sum"),
+                                                 tokens=("tokens", "sum"), cost_usd=("cost_usd", "sum"),
+                                                 share=("share", "sum"))
+    g["cost_per_1m_tokens"] = (g["cost_usd"] / g["tokens"].where(g["tokens"] > 0)) * 1e6
+    g["_idle"] = g["tenant"] == IDLE
+    g = g.sort_values(["_idle", "cost_usd"], ascending=[True, False], kind="stable")
+    return g[["tenant", "models", "requests", "tokens", "cost_usd", "cost_per_1m_tokens", "share"]].reset_index(
+        drop=True)
+
+
 def period_label(f: Filters) -> str:
     """``2026-11-01 to 2026-11-14`` (the inclusive last day) for captions and file names."""
     if f.since is None or f.until is None:

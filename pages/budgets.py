@@ -8,7 +8,7 @@ from pages._shared import current_filters, cursor, empty_state, query, source_la
 st.title("Budgets")
 st.caption("Monthly budgets per tenant. The sidebar's tenant filter applies; its dates, models and tiers do not: "
            "a budget covers all of a tenant's spend in its month.")
-stop_if_store_empty("the budgets")
+stop_if_store_empty("the budget page")
 f = current_filters()
 
 months = [m.strftime("%Y-%m") for m in query("finops.budgets.months")]

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts, exports
-from finops.costviews import cost_matrix_wide, period_label, token_effect, token_mix_long
+from finops.costviews import cost_matrix_wide, period_label, showback_by_tenant, token_effect, token_mix_long
 from pages._shared import (
     current_filters,
     empty_state,
@@ -15,7 +15,7 @@ from pages._shared import (
 st.title("Cost")
 f = current_filters()
 st.caption(filter_caption(f))
-stop_if_store_empty("the cost views")
+stop_if_store_empty("the cost page")
 
 sb = query("finops.costviews.showback", f)
 if sb.empty:
@@ -109,8 +109,9 @@ else:
 st.subheader("Showback: spend per tenant and model")
 total = float(sb["cost_usd"].sum())
 st.metric("Total spend in the table (USD)", f"${total:,.2f}", border=False)
-st.dataframe(sb, hide_index=True, column_config={
+COLUMNS = {
     "tenant": st.column_config.TextColumn("Tenant"), "model": st.column_config.TextColumn("Model"),
+    "models": COUNT("Models used"),
     "requests": COUNT("Requests", format="localized"),
     "input_tokens": COUNT("Input tokens", format="localized"),
     "output_tokens": COUNT("Output tokens", format="localized"),
@@ -118,7 +119,10 @@ st.dataframe(sb, hide_index=True, column_config={
     "tokens": COUNT("Tokens (in + out)", format="localized"),
     "cost_usd": USD("Spend ($)", format="$%.2f"),
     "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%.3f"),
-    "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)})
+    "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)}
+by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
+by_tenant.dataframe(showback_by_tenant(sb), hide_index=True, column_config=COLUMNS)
+by_pair.dataframe(sb, hide_index=True, column_config=COLUMNS)
 name = f"showback_{period_label(period).replace(' to ', '_to_')}"
 focus = query("finops.exports.focus_frame", f)
 c1, c2, c3 = st.columns(3)

@@ -240,3 +240,13 @@ def test_period_label():
     f = Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 1) + timedelta(days=14))
     assert costviews.period_label(f) == "2026-03-01 to 2026-03-14"
     assert costviews.days_in(f) == 14
+
+
+def test_showback_by_tenant_sums_the_pairs(con):
+    sb = costviews.showback(con, MARCH_2)
+    t = costviews.showback_by_tenant(sb).set_index("tenant")
+    assert list(t.index) == ["a", "b", costviews.IDLE]
+    assert t.loc["a", "cost_usd"] == pytest.approx(4.251) and t.loc["a", "models"] == 2
+    assert t.loc["b", "requests"] == 3
+    assert t.cost_usd.sum() == pytest.approx(sb.cost_usd.sum()) and t.share.sum() == pytest.approx(1.0)
+    assert costviews.showback_by_tenant(sb.iloc[0:0]).empty

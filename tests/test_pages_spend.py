@@ -129,6 +129,9 @@ def test_cost_page_showback_matches_the_cli_report(demo_db, tmp_path):
         assert got["requests"] == row["requests"]
         assert got["input_tokens"] == row["input_tokens"] and got["output_tokens"] == row["output_tokens"]
     total = sum(r["cost_usd"] for r in cli)
+    per_tenant = at.dataframe[-2].value.set_index("tenant")["cost_usd"]
+    for tenant in per_tenant.index:
+        assert per_tenant[tenant] == pytest.approx(sum(r["cost_usd"] for r in cli if r["tenant"] == tenant), rel=1e-9)
     assert [m.value for m in at.metric if m.label == "Total spend in the table (USD)"] == [f"${total:,.2f}"]
 
 
