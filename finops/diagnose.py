@@ -358,26 +358,19 @@ PEAK_S = 300.0
 SUSTAINED_MIN = 30             # a queue deep for this many minutes is critical; a shorter burst, a warning
 
 
-def _arrivals(con, f: Filters, model: str, start, end, site: str | None) -> tuple[float, float]:
-    """(arrivals per second, mean service seconds) of the model (at a site) over [start, end)."""
+def _load_profile(con, f: Filters, model: str, start, end, site: str | None) -> pd.DataFrame:
+    """Per 5 minutes of [start, end): arrivals, seconds of service they brought (a request that left the
+    queue unserved counts at the mean service time), the most requests in service at once (the slots
+    that were there, when the queue is deep) and the replicas that served."""
     where, params = f.where()
-    cond, extra = ("", []) if site is None else (" AND site = ?", [site])
-    n, svc = con.execute(
-        f"SELECT count(*), avg({SVC_SQL}) / 1000 FROM requests WHERE {where} AND model = ? AND ts >= ? AND ts < ? "
-        f"AND NOT coalesce(cache_hit, false){cond}", params + [model, start, end] + extra).fetchall()[0]
-    return n / (end - start).total_seconds(), float(svc or 0.0)
-
-
-def _peak_load(con, f: Filters, model: str, start, end, site: str | None):
-    """The busiest 5 minutes of [start, end): (its start, seconds of service that arrived in it).
-    A request that left the queue unserved (a timeout) counts at the mean service time."""
-    where, params = f.where()
-    cond, extra = ("", []) if site is None else (" AND site = ?", [site])
-    rows = con.execute(
-        f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) AS b, count(*) * avg({SVC_SQL}) / 1000 AS work_s FROM requests "
-        f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND NOT coalesce(cache_hit, false){cond} "
-        f"GROUP BY 1 ORDER BY 2 DESC NULLS LAST LIMIT 1", params + [model, start, end] + extra).fetchall()
-    return (pd.Timestamp(rows[0][0]), float(rows[0][1] or 0.0)) if rows else (None, 0.0)
+    cond, extra = " AND model = ? AND NOT coalesce(cache_hit, false) AND ts >= ? AND ts < ?", [model, start, end]
+    if site is not None:
+        cond, extra = cond + " AND site = ?", extra + [site]
+    inner = latency.concurrency_sql(where + cond, extra_cols=f"ts, replica, {SVC_SQL} AS svc", tolerance_ms=5.0)
+    return con.execute(
+        f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) AS b, count(*) AS n, count(*) * avg(svc) / 1000 AS work_s, "
+        f"max(concurrency) AS slots, count(DISTINCT replica) AS replicas FROM ({inner}) GROUP BY 1 ORDER BY 1",
+        params + extra).df()
 
 
 def _deep_queue(con, f: Filters, model: str, start, end, site: str | None, floor_ms: float) -> tuple[int, int]:
@@ -420,24 +413,33 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         need = math.ceil(b["burst_service_s"] / span / TARGET_RHO) if span > 0 else None
     else:
         site = _worst_site(con, f, model, start, end)
-        c = _capacity(con, f, model, site, start, end)
         c_all = _capacity(con, f, model, site)
         down = _missing_replicas(con, f, model, site, start, end)
-        lam, svc_s = _arrivals(con, f, model, start, end, site)
-        peak_at, peak_work_s = _peak_load(con, f, model, start, end, site)
-        rho = lam * svc_s / c if c else None
-        peak_rho = peak_work_s / (c * PEAK_S) if c and peak_work_s else None
-        metrics.update({"site": site, "arrival_rate_per_s": lam, "mean_service_s": svc_s, "slots": c,
-                        "slots_period_max": c_all, "replicas_idle": down, "rho": rho, "peak_rho_5min": peak_rho,
+        prof = _load_profile(con, f, model, start, end, site)
+        prof = prof[prof["slots"] > 0]
+        rho = rho_peak = peak_at = c = None
+        if len(prof):
+            rho = float(prof["work_s"].sum() / (PEAK_S * prof["slots"]).sum())
+            rho_b = prof["work_s"] / (PEAK_S * prof["slots"])
+            k = int(rho_b.to_numpy().argmax())
+            rho_peak, peak_at = float(rho_b.iloc[k]), pd.Timestamp(prof["b"].iloc[k])
+            c = int(prof["slots"].median())
+        reps_all = con.execute("SELECT count(DISTINCT replica) FROM requests WHERE model = ? AND replica IS NOT NULL"
+                               + ("" if site is None else " AND site = ?"),
+                               [model] + ([] if site is None else [site])).fetchall()[0][0]
+        reps = int(prof["replicas"].median()) if len(prof) else None
+        metrics.update({"site": site, "slots": c, "slots_period_max": c_all, "replicas_serving": reps,
+                        "replicas": reps_all, "replicas_idle": down, "rho": rho, "peak_rho_5min": rho_peak,
                         "peak_5min_start": peak_at})
         at = f" at {site} (where the waiting was)" if site else ""
         rho_text = ""
         if rho is not None:
-            slots = (f"c = {c}, the most requests in service at once in this span"
-                     + (f" (against {c_all} at other times: capacity was down)" if c_all and c_all > c else ""))
-            rho_text = (f" Offered load{at} ρ = λ·E[S]/c = {lam:,.2f}/s × {svc_s:,.2f} s / {c} = {rho:.2f} over the span"
-                        + (f", {peak_rho:.2f} in the busiest 5 minutes (from {peak_at:%H:%M})"
-                           if peak_rho is not None else "") + f"; {slots}.")
+            rho_text = (f" Offered load{at} ρ = service demanded / slot time in service = {rho:.2f} over the span, "
+                        f"{rho_peak:.2f} in the busiest 5 minutes (from {peak_at:%H:%M}), with about {c} requests in "
+                        "service at a time" + (f" (against {c_all} at most over the period)" if c_all and c_all > c
+                                                else "") + ".")
+            if reps and reps_all and reps < reps_all:
+                rho_text += f" Only {reps} of its {reps_all} replicas served in a typical 5 minutes of the span."
         if down:
             rho_text += f" {', '.join(down)} served no request in this span."
         floor = max(QUEUE_MIN_MS, QUEUE_VS_SERVICE * (worst.base_svc_p50 or 0.0))
@@ -452,7 +454,7 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
                     f"{WAITED_MS:.0f} ms; queue P95 {_ms(worst.queue_p95)} (max {_ms(worst.queue_max)})"
                     + (f" against {_ms(worst.typ_queue_p95)} in a typical window" if _history(worst) else "")
                     + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound.{rho_text}{slowed}")
-        need = math.ceil(max(peak_rho or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None
+        need = math.ceil(max(rho_peak or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None
     metrics["slots_needed_at_rho_0_7"] = need
     if _history(worst):   # sustained: critical; a short burst: a warning
         severity = "critical" if metrics["deep_queue_minutes"] >= SUSTAINED_MIN else "warning"
