@@ -322,27 +322,30 @@ def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", 
     ).properties(autosize=FIT_X, title=title, height=max(120, 28 * data[split].nunique()))
 
 
-def cache_savings(frame: pd.DataFrame, title: str = "Spend the semantic cache saved, by model") -> alt.Chart:
-    """Bars of ``saved_usd`` per model (price-book prices), labelled with the hit rate; a self-hosted
-    model's bar is the saving at its effective $ per 1M tokens (``saved_if_fleet_scaled_usd``), hatched
-    lighter, since its fleet is paid by the hour."""
-    data = frame.assign(hit_pct=frame["hit_rate"] * 100,
-                        saved=frame["saved_usd"].fillna(0.0).where(frame["kind"] != "self_hosted",
-                                                                     frame["saved_if_fleet_scaled_usd"].fillna(0.0)),
-                        priced=frame["kind"].map({"self_hosted": "self-hosted: only if the fleet shrank",
-                                                  "api": "API: price book"}).fillna("not in the price book"),
-                        label=lambda d: d["hit_pct"].map(lambda v: f"{v:.1f}% hits"))
+def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by model") -> alt.Chart:
+    """Bars of the hit rate per model, labelled with what the hits saved: dollars at price-book prices
+    for an API model; for a self-hosted one (paid by the hour) GPU time, with what it would be worth
+    at the fleet's effective $ per 1M tokens if the fleet shrank to match."""
+    def label(r) -> str:
+        if r["kind"] == "self_hosted":
+            v = r["saved_if_fleet_scaled_usd"]
+            return "GPU time only" + ("" if pd.isna(v) else f" (≈ ${v:,.0f} if the fleet shrank)")
+        return f"${0.0 if pd.isna(r['saved_usd']) else r['saved_usd']:,.2f} saved"
+
+    data = frame.assign(hit_pct=frame["hit_rate"] * 100, label=frame.apply(label, axis=1),
+                        priced=frame["kind"].map({"self_hosted": "self-hosted (paid by the hour)",
+                                                  "api": "API (price book)"}).fillna("not in the price book"))
     tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("cache_hits:Q", title="Cache hits", format=","),
            alt.Tooltip("requests:Q", title="Requests", format=","),
-           alt.Tooltip("hit_pct:Q", title="Hit rate (%)", format=".1f"),
-           alt.Tooltip("saved:Q", title="Saved (USD)", format="$,.2f"), alt.Tooltip("priced:N", title="Priced")]
-    base = alt.Chart(data).encode(y=alt.Y("model:N", title="Model", sort="-x"),
-                                  x=alt.X("saved:Q", title="Spend saved (USD)", axis=alt.Axis(format="$,.0f")),
+           alt.Tooltip("hit_pct:Q", title="Hit rate (%)", format=".1f"), alt.Tooltip("label:N", title="Saved")]
+    base = alt.Chart(data).encode(y=alt.Y("model:N", title="Model"),
+                                  x=alt.X("hit_pct:Q", title="Requests served from the cache (%)",
+                                          scale=alt.Scale(domain=[0, max(float(data["hit_pct"].max()) * 1.8, 1.0)])),
                                   tooltip=tip)
     bars = base.mark_bar().encode(color=alt.Color(
-        "priced:N", title="Priced", legend=alt.Legend(orient="bottom"),
-        scale=alt.Scale(domain=["API: price book", "self-hosted: only if the fleet shrank", "not in the price book"],
-                        range=[PALETTE[2], "#b9e3b0", IDLE_COLOR])))
+        "priced:N", title="Model", legend=alt.Legend(orient="bottom"),
+        scale=alt.Scale(domain=["API (price book)", "self-hosted (paid by the hour)", "not in the price book"],
+                        range=[PALETTE[2], PALETTE[0], IDLE_COLOR])))
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="label:N")
     return (bars + text).properties(autosize=FIT_X, title=title, height=max(120, 36 * len(data)))
 
@@ -363,18 +366,22 @@ def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade e
 
 def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
                    title: str = "Prompt length by model") -> alt.Chart:
-    """Requests per power-of-two prompt-length bucket, one bar per model (labelled with its size
-    class), and the threshold as a red rule: large-model bars left of it are short prompts on a
-    large model; small-model bars right of it are long prompts on a small one."""
+    """Requests per power-of-two prompt-length bucket, one line per model (dashed: small models),
+    and the threshold as a red rule: solid lines left of it are short prompts on a large model;
+    dashed lines right of it are long prompts on a small one."""
     data = by_length.assign(lo=by_length["bucket_lo"].clip(lower=1),
                             hi=lambda d: (d["bucket_lo"] * 2).where(d["bucket_lo"] > 0, 8),
                             series=by_length["model"] + " (" + by_length["size_class"].astype(str) + ")")
     x_scale = alt.Scale(type="log", domain=[1, float(max(data["hi"].max() if len(data) else 2, threshold * 2, 2))])
-    bars = alt.Chart(data).mark_rect(opacity=0.55).encode(
-        x=alt.X("lo:Q", title=f"Prompt length ({unit}, log scale)", scale=x_scale, axis=alt.Axis(format=",.0f")),
-        x2="hi:Q", y=alt.Y("requests:Q", title="Requests"), y2=alt.datum(0),
+    data["mid"] = (data["lo"] * data["hi"]) ** 0.5
+    lines = alt.Chart(data).mark_line(point=True, interpolate="monotone").encode(
+        x=alt.X("mid:Q", title=f"Prompt length ({unit}, power-of-two buckets, log scale)", scale=x_scale,
+                axis=alt.Axis(format=",.0f")),
+        y=alt.Y("requests:Q", title="Requests per bucket"),
         color=alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
+        strokeDash=alt.StrokeDash("size_class:N", title="Size class", legend=alt.Legend(orient="bottom"),
+                                  scale=alt.Scale(domain=["large", "small"], range=[[1, 0], [5, 3]])),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
                  alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
                  alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),
@@ -382,7 +389,7 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
     rule = alt.Chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
                      ).mark_rule(color="#d62728", strokeWidth=2).encode(
         x=alt.X("t:Q", scale=x_scale), tooltip=[alt.Tooltip("label:N", title="")])
-    return alt.layer(bars, rule).properties(autosize=FIT_X, title=title, height=260)
+    return alt.layer(lines, rule).properties(autosize=FIT_X, title=title, height=260)
 
 
 def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual vs what-if") -> alt.Chart:

@@ -150,7 +150,7 @@ else:
             if scale == "log":
                 zero = int(h[h["bin"] == 0]["count"].sum())
                 notes.append(f"{zero:,} of {total:,} requests ({zero / total:.0%}) waited less than "
-                             f"{h['hi'].iloc[0]:,.1f} ms (their lowest non-zero wait) and are not drawn on the log axis.")
+                             f"{h['hi'].iloc[0]:,.3g} ms (their lowest non-zero wait) and are not drawn on the log axis.")
             marks_text = ", ".join(f"{k} {v:,.0f} ms" for k, v in marks.items())
             if marks_text:
                 notes.append(f"queue_ms {marks_text}.")

@@ -75,11 +75,11 @@ else:
     m[2].metric("Spend the cache saved (API models)", f"${saved:,.2f}", border=True,
                 help="Each hit on an API model priced at its price-book token prices.")
     st.altair_chart(charts.cache_savings(cache[cache["cache_hits"] > 0],
-                                         title="Spend the semantic cache saved, by model"))
+                                         title="Semantic-cache hit rate by model, and what the hits saved"))
     if scaled > 0:
-        st.caption(f"Hits on self-hosted models (light bars) save GPU time, not dollars: their fleets are paid by the "
-                   f"hour. Priced at each fleet's effective $ per 1M tokens they would be worth ${scaled:,.2f}, "
-                   "but only if the fleet were shrunk to match.")
+        st.caption(f"Hits on self-hosted models save GPU time, not dollars: their fleets are paid by the hour. Priced "
+                   f"at each fleet's effective $ per 1M tokens they would be worth ${scaled:,.2f}, but only if the "
+                   "fleets were shrunk to match.")
     st.caption(source_label())
 
 # ---------------------------------------------------------------- cascade
@@ -198,7 +198,8 @@ m = st.columns(4)
 m[0].metric("Actual routing (repriced)", f"${wi.actual_usd:,.2f}", border=True,
             help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
 m[1].metric("What-if spend", f"${wi.counterfactual_usd:,.2f}",
-            delta=None if wi.delta_pct is None else f"{wi.delta_pct:+.1f}% (${wi.delta_usd:+,.2f})",
+            delta=None if wi.delta_pct is None else
+            f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}${abs(wi.delta_usd):,.2f})",
             delta_color="inverse", border=True)
 m[2].metric("Mean latency now", "n/a" if wi.actual_mean_ms is None else f"{wi.actual_mean_ms:,.0f} ms", border=True)
 m[3].metric("Mean latency, estimated", "n/a" if wi.counterfactual_mean_ms is None
