@@ -95,7 +95,10 @@ class Preview:
 def _raw(con: duckdb.DuckDBPyConnection, p: Probe, n: int) -> tuple[pd.DataFrame, list[str]]:
     if p.kind in TABULAR:
         sql, params, cols = relation_sql(con, p)
-        frame = con.execute(f"SELECT * FROM ({sql}) LIMIT ?", [*params, n]).df()
+        try:
+            frame = con.execute(f"SELECT * FROM ({sql}) LIMIT ?", [*params, n]).df()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read it as {p.kind}: {str(exc).splitlines()[0]}", file=p.name) from None
         return frame.drop(columns=[c for c in ("_extra",) if c in frame.columns]), cols
     return pd.DataFrame({"line": p.lines[:n]}), []
 
@@ -176,6 +179,8 @@ def rejected_rows(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, r
     try:
         src = con.execute(f"SELECT r.row, r.field, r.reason, s.* EXCLUDE (_row) FROM _rejected_rows r "
                           f"JOIN ({sql}) s ON s._row = r.row ORDER BY r.row", params).df()
+    except duckdb.Error:
+        return listed       # the file reads for the load but not row by row here: the list still says it all
     finally:
         con.unregister("_rejected_rows")
     return src.drop(columns=[c for c in ("_extra",) if c in src.columns])
