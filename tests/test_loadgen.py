@@ -122,7 +122,8 @@ def test_preset_seed_33_shows_the_slow_queue(gateway):
     queue = s["injected_queue_ms_sorted"]
     service = s["injected_service_ms_mean"]
     assert queue[1] < 0.3 * service and queue[2] > 0.7 * service and queue[4] > 1.5 * service
-    assert s["service_over_baseline_ms"] == pytest.approx(200.0, abs=100.0)
+    # the injection adds 200 ms; sleeps only ever overshoot, and more so on a busy machine
+    assert 150.0 <= s["service_over_baseline_ms"] <= 450.0
     injected_rows = [r for r in gateway.log.rows if r["attrs"].get("slow_inject")]
     assert len(injected_rows) == 6 and {r["model"] for r in injected_rows} == {"slow"}
 
