@@ -9,22 +9,39 @@
     tail      median normal, P99 spikes                 GC / preemption / one huge request   the P99 request's trace
 
 "Layer first, then buckets, then traces; never the mean." Each rule of :data:`RULES` is
-evaluated **per model per window** (an hour by default) against that model's own baseline
-over the filtered period, so a finding is localised in time; adjacent flagged windows merge
-into one finding that reports its span. A short log (a single window, such as the seed's
-experiment) has no history to compare against: its baseline is the fastest tenth of the
-model's requests.
+evaluated **per model per window** (an hour by default) against that model's own behaviour over
+the filtered period, so a finding is localised in time; adjacent flagged windows merge into one
+finding that reports its span.
 
-Per model and window the metrics are::
+Two regimes
+-----------
+* **History** (the model has at least :data:`MIN_HISTORY` windows): a window is flagged when it
+  stands out against the model's *typical window* (the median over its windows) by
+  :data:`HISTORY_FACTOR` and the excess is too large to be chance (an exact binomial tail under
+  :data:`SIGNIFICANCE`), so a few slow requests in a quiet hour do not count.
+* **A short log** (one or two windows, such as the seed's experiment) has nothing to compare
+  against: the baseline is the fastest tenth of the model's requests, and the slow ones are
+  those over twice it (+200 ms).
+
+Per request::
 
     svc        service time = service_ms, else prefill_ms + decode_ms, else total_ms - queue_ms - route_ms
-    waited     requests with queue_ms > 10 ms
-    tpot       decode ms per output token: (total_ms - ttft_ms) / (output_tokens - 1), else decode_ms / output_tokens
-    tail       a request whose decode is slow against the model's baseline:
-               tpot > 2 x the model's median tpot where tokens are logged, else
-               svc > 2 x the model's fastest-tenth svc + 200 ms
-    rho        lambda x E[svc] / c  (c: replicas x slots from the price book, else the requests
-               that started without waiting in the worst burst)
+    decode     decode_ms, else total_ms - ttft_ms          (per output token: tpot)
+    expected   decode: output_tokens x the model's median tpot      where the logs split decode out;
+               else service time fitted on input and output tokens (least squares, per model);
+               else the model's fastest-tenth svc (no tokens)
+    slow       with history: decode - expected over the model's 95th percentile of that excess (>= 200 ms)
+               short log:    over 2 x expected + 200 ms
+    prefill    prefill_ms (else ttft_ms - queue - route) against a + b x input_tokens (fitted per model)
+
+Per window: queue P95 and the share that waited over 10 ms; the share of slow decodes; the share
+of slow prefills; P50/P99 of total_ms over successful requests; the cache hit rate. A queue
+finding then measures the offered load per 5 minutes against the slots actually in service
+(``rho``), the replicas that served, the minutes the queue stayed deep and the requests that gave
+up (status timeout): a queue deep for :data:`SUSTAINED_MIN` minutes is critical, a shorter burst a
+warning. A decode slowdown in a window whose queue is deep is reported with the queue (the batch
+grew under the same load); one that falls on long generations is "decode-bound under load"
+(warning), one that hits short and long alike is a delay per request: a decode long tail.
 
 Each finding: layer, model, severity (critical / warning / info), evidence in numbers, the
 recommended action, and a metrics dict (window_start, window_end, and the numbers quoted).
