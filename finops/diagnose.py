@@ -27,7 +27,8 @@ Per request::
 
     svc        service time = service_ms, else prefill_ms + decode_ms, else total_ms - queue_ms - route_ms
     decode     decode_ms, else total_ms - ttft_ms          (per output token: tpot)
-    expected   decode: output_tokens x the model's median tpot      where the logs split decode out;
+    expected   decode: output_tokens x the model's median tpot (short log: its fastest-tenth tpot)
+               where the logs split decode out;
                else service time fitted on input and output tokens (least squares, per model);
                else the model's fastest-tenth svc (no tokens)
     slow       with history: decode - expected over the model's 95th percentile of that excess (>= 200 ms)
@@ -142,7 +143,9 @@ r AS (
 served AS (SELECT * FROM r WHERE NOT hit),
 base AS (
   SELECT model, count(DISTINCT w) AS base_windows, quantile_cont(svc, 0.1) AS base_svc_p10,
-         median(svc) AS base_svc_p50, median(decode_time / out_tok) AS base_tpot,
+         median(svc) AS base_svc_p50,
+         CASE WHEN count(DISTINCT w) >= {MIN_HISTORY} THEN median(decode_time / out_tok)
+              ELSE quantile_cont(decode_time / out_tok, 0.1) END AS base_tpot,
          count(decode_time / out_tok) AS base_tpot_n, median(total_ms) AS base_total_p50,
          regr_intercept(prefill_time, in_tok) AS pf_a, regr_slope(prefill_time, in_tok) AS pf_b,
          count(prefill_time) AS base_prefill_n
@@ -427,7 +430,9 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
                     f"{'s' if slots != 1 else ''} (the requests that started without waiting) and work arrived "
                     f"faster than they serve it ({rho_text} over the burst: {b['burst_service_s']:,.1f} s of "
                     f"service arriving within {span:,.3f} s).")
-        need = math.ceil(b["burst_service_s"] / span / TARGET_RHO) if span > 0 else None
+        # to serve a burst of requests in flight together without waiting takes one slot each
+        need = b["burst_requests"] if span <= 0 else min(math.ceil(b["burst_service_s"] / span / TARGET_RHO),
+                                                          b["burst_requests"])
     else:
         site = _worst_site(con, f, model, start, end)
         c_all = _capacity(con, f, model, site)
@@ -501,8 +506,10 @@ def _decode_finding(con, f, model, ep, worst, start, end) -> Finding:
         over = (f"ran more than {_ms(cut_ms)} over the decode time their output tokens predict at its usual "
                 f"{worst.base_tpot:,.1f} ms/token ({1000 / worst.base_tpot:,.1f} tokens/s), against "
                 f"{worst.typ_tail_share:.0%} in a typical window" if history else
-                f"took over {TAIL_FACTOR:g}× the decode time their output tokens predict at its usual "
-                f"{worst.base_tpot:,.1f} ms/token")
+                f"took over {TAIL_FACTOR:g}× the decode time their output tokens predict at its fastest "
+                f"{worst.base_tpot:,.1f} ms/token (the quickest tenth of its requests)")
+        queue_note = ("its queue stayed short." if int(ep["waited"].sum()) < TAIL_MIN_SHARE * n else
+                      "its queue was deep too, but this time is spent in decode, after the wait.")
         with_length = (not pd.isna(worst.tail_out_p50) and not pd.isna(worst.out_p50)
                        and worst.tail_out_p50 >= LOAD_LENGTH_RATIO * max(worst.out_p50, 1.0))
         metrics.update({"tail_output_tokens_p50": worst.tail_out_p50, "output_tokens_p50": worst.out_p50,
@@ -517,7 +524,7 @@ def _decode_finding(con, f, model, ep, worst, start, end) -> Finding:
                    "tail (a stall, preemption or a slow node).")
         evidence = (f"{_span(start, end) + ': ' if history else ''}{tail_n:,} of {n:,} requests to {model} "
                     f"({share:.0%}) {over}. On average they took {_ms(excess)} extra ({_ms(worst.tail_actual_mean)} "
-                    f"vs {_ms(worst.tail_expected_mean)}); its queue stayed short. {why}")
+                    f"vs {_ms(worst.tail_expected_mean)}); {queue_note} {why}")
     elif worst.decode_mode == "fit":
         when = f"{_span(start, end)}: " if history else ""
         typical = f", against {worst.typ_tail_share:.0%} in a typical window" if history else ""
