@@ -46,10 +46,9 @@ def _sidebar():
                    + (f", {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC" if lo else " (empty)"))
         first = lo.date() if lo else None
         last = hi.date() if hi else None
-        c1, c2 = st.columns(2)
-        start = c1.date_input("From", value=first, min_value=first, max_value=last, key="from",
+        start = st.date_input("From", value=first, min_value=first, max_value=last, key="from",
                               bind="query-params", disabled=lo is None)
-        end = c2.date_input("To", value=last, min_value=first, max_value=last, key="to",
+        end = st.date_input("To", value=last, min_value=first, max_value=last, key="to",
                             bind="query-params", disabled=lo is None)
         if start and end and start > end:
             st.warning("'From' is after 'To': showing the single day 'From'.")
