@@ -374,7 +374,7 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
                             series=by_length["model"] + " (" + by_length["size_class"].astype(str) + ")")
     x_scale = alt.Scale(type="log", domain=[1, float(max(data["hi"].max() if len(data) else 2, threshold * 2, 2))])
     data["mid"] = (data["lo"] * data["hi"]) ** 0.5
-    lines = alt.Chart(data).mark_line(point=True, interpolate="monotone").encode(
+    lines = alt.Chart(data).mark_line(point=True).encode(
         x=alt.X("mid:Q", title=f"Prompt length ({unit}, power-of-two buckets, log scale)", scale=x_scale,
                 axis=alt.Axis(format=",.0f")),
         y=alt.Y("requests:Q", title="Requests per bucket"),
