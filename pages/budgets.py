@@ -27,6 +27,9 @@ else:
     # ---- headline
     n = table["status"].value_counts()
     budgeted = table.dropna(subset=["budget_usd"])
+    if budgeted.empty:
+        st.info(f"No budgets are set for {label} yet: set them in the table at the bottom of the page. Until then "
+                "the forecasts below run without a limit to compare with.", icon=":material/savings:")
     c = st.columns(4)
     c[0].metric("Tenants forecast over budget", f"{int(n.get('over budget', 0))} of {len(budgeted)}",
                 help="Forecast month-end spend above the budget.", border=True)
