@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 
@@ -78,6 +79,18 @@ def _sniff_gateway(p: Probe) -> float:
     return 0.95 if hits else 0.0
 
 
+def _arrival(logged: str, total_ms: str | None) -> str:
+    """The seed gateway logs a request when it *finishes*; ``ts`` is its arrival: log time - total_ms.
+
+    Anything unreadable is passed through for the loader to reject with its reason.
+    """
+    try:
+        at = datetime.fromisoformat(logged.replace(",", "."))
+        return (at - timedelta(milliseconds=float(total_ms))).isoformat(sep=" ")
+    except (TypeError, ValueError):
+        return logged
+
+
 def _gateway_rows(p: Probe):
     import gzip
     opener = gzip.open if p.container == "gzip" else open
@@ -92,9 +105,10 @@ def _gateway_rows(p: Probe):
                 yield row
                 continue
             kv = dict(KV.findall(m.group("kv")))
-            row["ts"] = m.group("ts")
             for key, canon in GATEWAY_FIELDS.items():
                 row[canon] = kv.pop(key, None)
+            row["ts"] = _arrival(m.group("ts"), row["total_ms"])
+            kv["logged_at"] = m.group("ts")
             row["route"] = row["model"]
             # the seed logs a *relative* cost (fast 1, slow 8): kept in attrs, priced from the book
             extra = {("relative_cost" if k == "cost" else ("slow_inject" if k == "inject" else k)): v
