@@ -8,7 +8,7 @@ import streamlit as st
 
 from finops import demo, store
 from finops.ui_support import filters_for
-from pages._shared import connection, query, store_path
+from pages._shared import FOLLOW_KEY, connection, follow_status, query, store_path
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
 
@@ -59,6 +59,8 @@ def _sidebar():
                                 bind="query-params", placeholder="all models")
         tiers = st.multiselect("SLA tiers", query("finops.store.distinct_values", "sla_tier"), key="tier",
                                bind="query-params", placeholder="all tiers")
+        if st.session_state.get(FOLLOW_KEY):
+            follow_status()
     st.session_state["_filters"] = filters_for(start, end, tenants, models, tiers)
 
 

@@ -116,3 +116,43 @@ def source_label(extra: str = "") -> str:
     """Where the numbers come from, for captions under charts and tables."""
     tail = f" {extra}" if extra else ""
     return f"Source: {data_origin()} in store `{os.path.basename(store_path())}`, priced with the price book.{tail}"
+
+
+# ---- following a live log (set on the Data page, runs in the sidebar on every page)
+
+FOLLOW_KEY = "_follow"
+
+
+def start_following(path: str) -> None:
+    st.session_state[FOLLOW_KEY] = {"path": path, "offset": 0, "rows": 0, "checks": 0, "error": None}
+
+
+def stop_following() -> None:
+    st.session_state.pop(FOLLOW_KEY, None)
+
+
+@st.fragment(run_every="3s")
+def follow_status() -> None:
+    """Every 3 s: load the followed file's new complete lines; rerun the page when rows arrived."""
+    from datetime import datetime
+
+    from finops.errors import InputError
+    from finops.follow import ingest_new_lines
+
+    spec = st.session_state.get(FOLLOW_KEY)
+    if not spec:
+        return
+    try:
+        step = ingest_new_lines(cursor(), spec["path"], spec["offset"])
+        spec.update(offset=step.offset, rows=spec["rows"] + step.rows_ingested, error=None)
+    except InputError as exc:
+        step, spec["error"] = None, str(exc)
+    spec["checks"] += 1
+    name = os.path.basename(spec["path"])
+    if spec["error"]:
+        st.caption(f":orange[●] Following `{name}`: {spec['error']}")
+    else:
+        st.caption(f":green[●] Following `{name}` live: {spec['rows']:,} new requests loaded "
+                   f"(checked {datetime.now():%H:%M:%S}).")
+    if step is not None and step.rows_ingested:
+        st.rerun(scope="app")

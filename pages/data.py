@@ -9,7 +9,15 @@ from finops import exports, pricing, schema, store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
-from pages._shared import cursor, ensure_router, query, store_path
+from pages._shared import (
+    FOLLOW_KEY,
+    cursor,
+    ensure_router,
+    query,
+    start_following,
+    stop_following,
+    store_path,
+)
 
 ensure_router()
 st.title("Data")
@@ -169,6 +177,25 @@ if reports:
 for upload in uploads or []:
     _file_panel(upload)
 
+
+# ---- follow a live log
+st.subheader("Follow a live log")
+st.caption("Point at a log that is still being written, such as the reference gateway's "
+           "`--log logs/gateway.jsonl`: every 3 seconds its new complete lines are loaded (rows already stored "
+           "are skipped), and the Latency and Routing pages show the experiment as it runs. The status stays "
+           "in the sidebar on every page.")
+following = st.session_state.get(FOLLOW_KEY)
+live_path = st.text_input("Log file on this machine", value=following["path"] if following else "logs/gateway.jsonl",
+                          key="follow_path", disabled=bool(following))
+if following:
+    if st.button("Stop following", icon=":material/stop_circle:"):
+        stop_following()
+        st.rerun()
+elif st.button("Follow it live", icon=":material/play_circle:"):
+    if not Path(live_path).exists():
+        st.warning(f"`{live_path}` does not exist yet; following starts anyway and loads it once it appears.")
+    start_following(live_path)
+    st.rerun()
 
 # ---- loaded batches
 st.subheader("Loaded batches")
