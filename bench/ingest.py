@@ -47,10 +47,10 @@ import duckdb
 mode, src, db = sys.argv[1], sys.argv[2], sys.argv[3]
 t = time.perf_counter()
 if mode == "bare-parquet":
-    con = duckdb.connect(db); con.execute("SET memory_limit = '2GB'")
+    con = duckdb.connect(db); con.execute("SET memory_limit = '1536MB'")
     con.execute("CREATE TABLE t AS SELECT * FROM read_parquet(?)", [src])
 elif mode == "bare-json":
-    con = duckdb.connect(db); con.execute("SET memory_limit = '2GB'")
+    con = duckdb.connect(db); con.execute("SET memory_limit = '1536MB'")
     con.execute("CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited')", [src])
 else:
     from finops import store

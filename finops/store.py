@@ -108,7 +108,7 @@ def resolve_path(path: str | os.PathLike | None = None) -> str:
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
-            memory_limit: str | None = "2GB") -> duckdb.DuckDBPyConnection:
+            memory_limit: str | None = "1536MB") -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a store and make sure its tables exist."""
     path = resolve_path(path)
     if path != ":memory:":

@@ -68,6 +68,10 @@ class Source:
     params: list = field(default_factory=list)
     has_ids: bool = False       # every row carries request_id
     cleanup: Callable[[], None] | None = None
+    # a slower, more forgiving reading to use when this one fails on a value (typed fast paths)
+    fallback: Callable[[], Source] | None = None
+    # re-reading is cheaper than a copy (Parquet: columnar, pruned): stage as a view, not a table
+    stage_as_view: bool = False
 
 
 @dataclass(frozen=True)

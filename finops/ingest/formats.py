@@ -31,12 +31,21 @@ def _sniff_canonical(p: Probe) -> float:
     return 0.9 if known >= 3 else 0.0
 
 
+def _read_canonical(con, p: Probe, options: IngestOptions) -> Source:
+    """JSON Lines in our schema read typed first (fast); any misfit value falls back to checked reading."""
+    if p.kind != "jsonl" or options.mapping:
+        return mapped_source(con, p, options)
+    src = mapped_source(con, p, options, typed=True)
+    src.fallback = lambda: mapped_source(con, p, options)
+    return src
+
+
 register(Adapter(
     name="canonical", label="finops canonical schema",
     source_tool="finops (this project), our gateway's JSONL log",
     export_hint="columns named as in finops/schema.py; CSV, JSON Lines or Parquet",
     sniff=_sniff_canonical,
-    read=lambda con, p, o: mapped_source(con, p, o),
+    read=lambda con, p, o: _read_canonical(con, p, o),
     example="tests/data/canonical_sample.csv",
 ))
 

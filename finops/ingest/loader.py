@@ -287,27 +287,38 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
 
     _install_macros(con)
     source = adapter.read(con, p, options)
-    try:
-        con.execute("BEGIN")
+    while True:
         try:
-            result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-    except duckdb.Error as exc:
-        raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=name) from None
-    finally:
-        if source.cleanup:
-            source.cleanup()
+            con.execute("BEGIN")
+            try:
+                result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+            break
+        except duckdb.Error as exc:
+            if source.fallback is None:
+                raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=name) from None
+            # the fast typed read met a value it cannot take: read again untyped, row by row checks
+            source = source.fallback()
+        finally:
+            if source.cleanup:
+                source.cleanup()
     step(1.0, f"{result.rows_ingested:,} rows ingested")
     return result
 
 
 def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
     step(0.1, "validating")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {validated_sql(con, source.sql, source.params)}",
-                source.params)
+    kind = "VIEW" if getattr(source, "stage_as_view", False) else "TABLE"
+    stage_sql = validated_sql(con, source.sql, source.params)
+    if kind == "VIEW":
+        if source.params:
+            raise ValueError("a source staged as a view cannot take parameters")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {stage_sql}")
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {stage_sql}", source.params)
     rows_read, rows_rejected = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE _reject <> '') FROM _stage").fetchall()[0]
     rejects = [{"row": r, "field": reason.split(":", 1)[0], "reason": reason}
@@ -354,7 +365,7 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [batch_id, name, sha, fmt, opts_json, rows_read, n_ingested, rows_rejected, duplicates,
                  datetime.now(UTC).replace(tzinfo=None), min_ts, max_ts])
-    con.execute("DROP TABLE _stage")
+    con.execute(f"DROP {kind} _stage")
     return IngestResult(name, fmt, batch_id, rows_read, n_ingested, rows_rejected, duplicates, rejects)
 
 

@@ -22,7 +22,7 @@ def _sql_str(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe) -> tuple[str, list, list[str]]:
+def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False) -> tuple[str, list, list[str]]:
     """``(sql, params, source_columns)``: the file as rows with a 1-based ``_row``.
 
     CSV rows are numbered by their line in the file (the header is line 1). JSON
@@ -30,8 +30,10 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe) -> tuple[str, list, l
     """
     path = str(p.path)
     if p.kind == "parquet":
-        sql = "SELECT file_row_number + 1 AS _row, * EXCLUDE (file_row_number) FROM read_parquet(?, file_row_number = true)"
-        return sql, [path], list(p.columns)
+        # the path as a literal, not a parameter: the loader stages Parquet as a view, which takes none
+        sql = (f"SELECT file_row_number + 1 AS _row, * EXCLUDE (file_row_number) "
+               f"FROM read_parquet({_sql_str(path)}, file_row_number = true)")
+        return sql, [], list(p.columns)
     if p.kind == "csv":
         cols = list(p.columns)
         if len(set(cols)) != len(cols):
@@ -46,16 +48,23 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe) -> tuple[str, list, l
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
         sql = f"SELECT ordinality AS _row, * EXCLUDE (ordinality) FROM read_json(?, format = '{fmt}', compression = 'auto') WITH ORDINALITY"
         try:
-            cols = [r[0] for r in con.execute(f"DESCRIBE {sql}", [path]).fetchall() if r[0] != "_row"]
+            described = [r[:2] for r in con.execute(f"DESCRIBE {sql}", [path]).fetchall() if r[0] != "_row"]
         except duckdb.Error as exc:
             raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file=p.name) from None
+        cols = [c for c, _ in described]
+        if typed:
+            # canonical names parse straight into their types (as fast as an untyped read); a value
+            # that does not fit fails the read, and the caller falls back to the checked path
+            types = {c: schema.TYPES.get(c, "JSON" if t == '"NULL"' else t) for c, t in described}
+            spec = ", ".join(f"{_sql_str(c)}: {_sql_str(t)}" for c, t in types.items())
+            sql = sql.replace("compression = 'auto')", f"compression = 'auto', columns = {{{spec}}})")
         return sql, [path], cols
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
 
 
 def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
                   preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None,
-                  attrs_exprs: dict[str, str] | None = None) -> Source:
+                  attrs_exprs: dict[str, str] | None = None, typed: bool = False) -> Source:
     """Map a tabular file onto canonical columns.
 
     ``preset`` (canonical -> source column) is applied first, then the user's
@@ -65,7 +74,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     conversions). Every unmapped column is kept in ``attrs``; ``attrs_exprs`` gives the
     SQL for a source column's value there (e.g. JSON text kept as JSON).
     """
-    sql, params, cols = relation_sql(con, p)
+    sql, params, cols = relation_sql(con, p, typed)
     mapping = dict(preset or {})
     mapping.update(options.mapping)
     if options.tenant_field:
@@ -111,7 +120,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     if p.kind == "csv":
         select.append("CASE WHEN _extra IS NOT NULL THEN 'fields: the row has more fields than the header' END AS _shape")
     body = f"SELECT {', '.join(select)} FROM ({sql})"
-    return Source(body, params, has_ids=has_ids)
+    return Source(body, params, has_ids=has_ids, stage_as_view=p.kind == "parquet")
 
 
 def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
