@@ -30,7 +30,6 @@ Table ``benchmark_runs`` (created on first use)
 """
 from __future__ import annotations
 
-import hashlib
 import heapq
 import json
 import re
@@ -43,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from finops.errors import InputError
+from finops.ingest.loader import file_sha256
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -116,14 +116,6 @@ def summarize(requests: pd.DataFrame, duration_s: float | None) -> dict[str, flo
 
 
 # ---------------------------------------------------------------- readers
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def _load_json(path: Path, name: str):
     import gzip
@@ -212,7 +204,7 @@ def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime |
     rate = doc.get("request_rate")
     per_request = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
                    "errors", "generated_texts"}
-    sha = _sha256(path)
+    sha = file_sha256(path)
     return BenchRun(
         run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,
         model=doc.get("model_id"), provider=None,
@@ -337,7 +329,7 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
     meta["summary_file"] = spath.name if spath else None
     meta["source_summary"] = {k: v for k, v in summary.items() if k.startswith("results_")}
     meta["times"] = "derived: closed-loop replay of end-to-end latencies (no per-request timestamps)"
-    sha = _sha256(path)
+    sha = file_sha256(path)
     return BenchRun(
         run_id=f"llmperf-{sha[:16]}", source_format="llmperf", file_name=name, sha256=sha,
         model=run_model, provider=provider, request_rate_per_s=None,
