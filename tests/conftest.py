@@ -86,7 +86,9 @@ def server(demo_db, tmp_path_factory):
         proc.kill()
 
 
-@pytest.fixture(scope="session")
+# module scope: Playwright's sync API keeps an event loop running in this thread while it is open,
+# which would break asyncio.run() in the tests that come after the browser tests
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does this)")

@@ -82,7 +82,7 @@ def test_budgets_on_the_demo_store(demo_db):
 def test_data_page_on_the_demo_store(demo_db):
     at = run_page(demo_db, "pages/data.py")
     assert not at.exception
-    assert _subheaders(at) == ["Load request logs", "Loaded batches", "Price book"]
+    assert _subheaders(at) == ["Load request logs", "Follow a live log", "Loaded batches", "Price book"]
     kinds = _kinds(at)
     assert kinds["file_uploader"] == 1 and kinds["form"] == 1
     assert "python -m finops ingest PATH --db" in at.code[0].value
