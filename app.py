@@ -64,8 +64,9 @@ def _sidebar():
     st.session_state["_filters"] = filters_for(start, end, tenants, models, tiers)
 
 
-_first_start()
-_sidebar()
 pages = [st.Page(str(ROOT / f), title=t, icon=i, default=(n == 0))
          for n, (f, t, i) in enumerate(p for p in PAGES if (ROOT / p[0]).exists())]
-st.navigation(pages).run()
+page = st.navigation(pages)      # first, so the menu is ours even while the sample store is built
+_first_start()
+_sidebar()
+page.run()
