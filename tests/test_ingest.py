@@ -192,3 +192,12 @@ def test_copy_is_not_needed_for_paths_with_quotes(con, tmp_path):
     odd = tmp_path / "it's a log.csv"
     shutil.copy(DATA / "azure_code_excerpt.csv", odd)
     assert ingest_path(con, odd, IngestOptions(mapping=AZURE_MAP, model="m"))[0].rows_ingested == 500
+
+
+def test_a_repeated_request_id_in_one_file_keeps_the_first(con, tmp_path):
+    f = tmp_path / "dup_ids.csv"
+    f.write_text("request_id,ts,model,tenant,input_tokens\n"
+                 "a,2026-01-01 00:00:00,m,t,1\nb,2026-01-01 00:00:01,m,t,2\na,2026-01-01 00:00:02,m,t,3\n")
+    r = ingest_path(con, f)[0]
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (3, 2, 1)
+    assert con.execute("SELECT input_tokens FROM requests WHERE request_id = 'a'").fetchall() == [(1,)]
