@@ -151,8 +151,11 @@ def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
              ELSE make_timestamp(CAST(v AS BIGINT)) END""")
 
 
-def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list) -> str:
-    """Wrap an adapter's SELECT: typed canonical columns, ``_row``, ``_hash``, ``_reject``."""
+def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list, checks_on: bool = True) -> str:
+    """Wrap an adapter's SELECT: typed canonical columns, ``_row``, ``_hash``, ``_reject``.
+
+    ``checks_on=False`` leaves ``_reject`` empty: for a second reading of a file already found clean.
+    """
     described = con.execute(f"DESCRIBE {source_sql}", params).fetchall()
     src_types = {r[0]: r[1] for r in described}
     typed, checks = [], []
@@ -171,7 +174,7 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list)
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
     if "_shape" in src_types:
         checks.insert(0, "s._shape")
-    reasons = ", ".join(checks)
+    reasons = ", ".join(checks) if checks_on else "''"
     hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
     return (f"SELECT s._row AS _row, {hash_expr} AS _hash, {', '.join(typed)}, "
             f"concat_ws('; ', {reasons}) AS _reject "
@@ -330,6 +333,10 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
                    [MAX_REJECTS_KEPT]).fetchall()]
     if rows_read == 0:
         raise InputError("the file holds no rows", file=name)
+    if kind == "VIEW" and rows_rejected == 0:
+        # every row passed: the insert re-reads the file without evaluating the checks again
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS "
+                    f"{validated_sql(con, source.sql, source.params, checks_on=False)}")
     if options.strict and rows_rejected:
         first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
         raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
