@@ -31,7 +31,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import pricing, spend
+from finops import pricing, spend, store
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -80,14 +80,9 @@ def get_setting(con: duckdb.DuckDBPyConnection, key: str, default=None):
 def set_setting(con: duckdb.DuckDBPyConnection, key: str, value) -> None:
     """Store a JSON value under ``key`` (replacing any previous one)."""
     text = json.dumps(value, sort_keys=True)
-    con.execute("BEGIN")
-    try:
+    with store.transaction(con):
         con.execute("DELETE FROM settings WHERE key = ?", [key])
         con.execute("INSERT INTO settings VALUES (?, ?)", [key, text])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
 
 
 def rules(con: duckdb.DuckDBPyConnection) -> list[AlertRule]:

@@ -34,7 +34,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import spend
+from finops import spend, store
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -108,15 +108,10 @@ def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame) -> 
             raise InputError(f"budget {raw!r} must be a non-negative amount in USD", row=i, field="budget_usd")
         seen.add(name)
         rows.append((name, value))
-    con.execute("BEGIN")
-    try:
+    with store.transaction(con):
         con.execute("DELETE FROM budgets WHERE month = ?", [m])
         if rows:
             con.executemany("INSERT INTO budgets VALUES (?, ?, ?)", [(t, m, v) for t, v in rows])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return len(rows)
 
 

@@ -72,15 +72,11 @@ def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
         if (vals < 0).any():
             raise InputError(f"{c} must not be negative", field=c)
     con.register("_prices_in", frame)
-    con.execute("BEGIN")
     try:
-        con.execute("DELETE FROM prices")
-        casts = ", ".join(f"CAST({n} AS {t}) AS {n}" for n, t in store.PRICE_COLUMNS)
-        con.execute(f"INSERT INTO prices SELECT {casts} FROM _prices_in")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+        with store.transaction(con):
+            con.execute("DELETE FROM prices")
+            casts = ", ".join(f"CAST({n} AS {t}) AS {n}" for n, t in store.PRICE_COLUMNS)
+            con.execute(f"INSERT INTO prices SELECT {casts} FROM _prices_in")
     finally:
         con.unregister("_prices_in")
     return len(frame)

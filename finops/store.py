@@ -18,6 +18,8 @@ One connection per process; callers take ``con.cursor()`` per thread.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -100,6 +102,18 @@ def _ddl() -> list[str]:
     ]
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT, or ROLLBACK and re-raise: all of a change or none of it."""
+    con.execute("BEGIN")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
 def resolve_path(path: str | os.PathLike | None = None) -> str:
     """The store path: the argument, else ``$FINOPS_DB``, else data/finops.duckdb."""
     if path is None:
@@ -128,15 +142,10 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
 def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike) -> int:
     """Replace the price book with a CSV of PRICE_COLUMNS. Returns rows loaded."""
     cols = ", ".join(f"'{n}': '{t}'" for n, t in PRICE_COLUMNS)
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         con.execute("DELETE FROM prices")
         con.execute(f"INSERT INTO prices SELECT * FROM read_csv(?, header=true, columns={{{cols}}})",
                     [str(csv_path)])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return con.execute("SELECT count(*) FROM prices").fetchall()[0][0]
 
 
@@ -171,14 +180,9 @@ def batches(con: duckdb.DuckDBPyConnection):
 
 def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
     """Delete one batch's rows, rollups and record in one transaction. Returns rows deleted."""
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         n = con.execute("SELECT count(*) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0]
         con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return n
