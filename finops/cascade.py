@@ -702,6 +702,16 @@ def _parse_column(raw: pd.Series, *, file: str, key: str, column: str, cost: boo
     return values + 0.0
 
 
+def read_text_csv(path) -> pd.DataFrame:
+    """A user's CSV with every cell as text (cells are checked by the caller), or a clear InputError."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None
+
+
 def load_eval_csv(path: str | Path, mapping: str | Mapping[str, str] | None = None) -> EvalData:
     """Read an eval CSV: one row per query, columns mapped by ``mapping``.
 
@@ -713,12 +723,7 @@ def load_eval_csv(path: str | Path, mapping: str | Mapping[str, str] | None = No
     """
     path = Path(path)
     cols = parse_mapping(mapping)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None
+    frame = read_text_csv(path)
     for key, column in cols.items():
         if column not in frame.columns:
             raise InputError(f"column {column!r} (for {key}) is not in the file; columns are "

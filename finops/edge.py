@@ -357,13 +357,10 @@ def compare_policies(inputs: EdgeInputs, rtt_samples_ms) -> PolicyComparison:
 def load_rtt_samples(path, column: str | None = None) -> np.ndarray:
     """RTT samples in ms from a CSV: ``column``, else a column named ``rtt_ms``, else the
     only column. Errors name the file, row (1 = first data row) and column."""
+    from finops.cascade import read_text_csv
+
     path = Path(path)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None
+    frame = read_text_csv(path)
     if column is None:
         column = "rtt_ms" if "rtt_ms" in frame.columns else (frame.columns[0] if len(frame.columns) == 1 else None)
     if column is None or column not in frame.columns:
