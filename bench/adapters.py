@@ -12,10 +12,10 @@ peak RSS (ru_maxrss) can be read. Times are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
+
+from _runner import best_of, run_child  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,19 +75,6 @@ print(json.dumps({{"s": time.perf_counter() - t, "rows": n,
 """
 
 
-def run_child(mode: str, src: Path, db: Path) -> dict:
-    for p in (db, Path(str(db) + ".wal")):
-        p.unlink(missing_ok=True)
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(src), str(db)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def best_of(k: int, mode: str, src: Path, db: Path) -> dict:
-    runs = [run_child(mode, src, db) for _ in range(k)]
-    return min(runs, key=lambda r: r["s"])
-
-
 def make_csv(path: Path, n: int) -> Path:
     import duckdb
     if not path.exists():
@@ -109,8 +96,8 @@ def main() -> None:
 
     small = make_csv(work / f"litellm_{a.rows}.csv", a.rows)
     print(f"== LiteLLM_SpendLogs CSV, {a.rows:,} rows ({small.stat().st_size / 1e6:,.0f} MB)")
-    bare = best_of(a.repeat, "bare-csv", small, work / "bare.duckdb")
-    ours = best_of(a.repeat, "finops", small, work / "finops.duckdb")
+    bare = best_of(a.repeat, CHILD, "bare-csv", small, work / "bare.duckdb")
+    ours = best_of(a.repeat, CHILD, "finops", small, work / "finops.duckdb")
     print(f"bare CTAS read_csv:       {bare['s']:.2f} s, peak {bare['peak_mb']:,.0f} MB")
     print(f"finops ingest (litellm):  {ours['s']:.2f} s, peak {ours['peak_mb']:,.0f} MB, {ours['rows']:,} rows")
     print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 3x)")
@@ -118,7 +105,7 @@ def main() -> None:
     big_n = a.rows * a.grow
     big = make_csv(work / f"litellm_{big_n}.csv", big_n)
     print(f"\n== memory as the file grows: {a.rows:,} vs {big_n:,} rows ({big.stat().st_size / 1e6:,.0f} MB)")
-    ours_big = run_child("finops", big, work / "finops_big.duckdb")
+    ours_big = run_child(CHILD, "finops", big, work / "finops_big.duckdb")
     print(f"finops ingest {big_n:,} rows: {ours_big['s']:.2f} s, peak {ours_big['peak_mb']:,.0f} MB")
     print(f"peak memory {a.grow}x rows / 1x rows = {ours_big['peak_mb'] / ours['peak_mb']:.2f}x "
           f"(flat is ~1x; the store's memory_limit is 2 GB)")

@@ -12,13 +12,13 @@ Each load runs in a fresh subprocess so that its peak RSS can be read.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _runner import best_of  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -64,19 +64,6 @@ print(json.dumps({{"s": time.perf_counter() - t,
 """
 
 
-def run_child(mode: str, src: Path, db: Path) -> dict:
-    for p in (db, Path(str(db) + ".wal")):
-        p.unlink(missing_ok=True)
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(src), str(db)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def best_of(k: int, mode: str, src: Path, db: Path) -> dict:
-    runs = [run_child(mode, src, db) for _ in range(k)]
-    return min(runs, key=lambda r: r["s"])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -98,16 +85,16 @@ def main() -> None:
     gen.close()
 
     print(f"== Parquet, {a.rows:,} canonical rows ({pq.stat().st_size / 1e6:,.0f} MB)")
-    bare = best_of(a.repeat, "bare-parquet", pq, work / "bare.duckdb")
-    ours = best_of(a.repeat, "finops", pq, work / "finops.duckdb")
+    bare = best_of(a.repeat, CHILD, "bare-parquet", pq, work / "bare.duckdb")
+    ours = best_of(a.repeat, CHILD, "finops", pq, work / "finops.duckdb")
     print(f"bare CTAS read_parquet: {bare['s']:.2f} s, peak {bare['peak_mb']:,.0f} MB")
     print(f"finops ingest:          {ours['s']:.2f} s, peak {ours['peak_mb']:,.0f} MB")
     print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 1.5x); peak memory "
           f"{ours['peak_mb']:,.0f} MB (target < 2,048 MB)")
 
     print(f"\n== JSON Lines, {a.jsonl_rows:,} canonical rows ({js.stat().st_size / 1e6:,.0f} MB)")
-    bare = best_of(a.repeat, "bare-json", js, work / "bare_json.duckdb")
-    ours = best_of(a.repeat, "finops", js, work / "finops_json.duckdb")
+    bare = best_of(a.repeat, CHILD, "bare-json", js, work / "bare_json.duckdb")
+    ours = best_of(a.repeat, CHILD, "finops", js, work / "finops_json.duckdb")
     print(f"bare CTAS read_json: {bare['s']:.2f} s;  finops ingest: {ours['s']:.2f} s")
     print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 2x)")
 
