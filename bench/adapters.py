@@ -108,7 +108,7 @@ def main() -> None:
     ours_big = run_child(CHILD, "finops", big, work / "finops_big.duckdb")
     print(f"finops ingest {big_n:,} rows: {ours_big['s']:.2f} s, peak {ours_big['peak_mb']:,.0f} MB")
     print(f"peak memory {a.grow}x rows / 1x rows = {ours_big['peak_mb'] / ours['peak_mb']:.2f}x "
-          f"(flat is ~1x; the store's memory_limit is 2 GB)")
+          f"(flat is ~1x; the store's DuckDB memory_limit is 1.5 GB)")
     print(f"time {a.grow}x rows / 1x rows = {ours_big['s'] / ours['s']:.2f}x (linear is {a.grow}x)")
     for p in work.glob("*.duckdb*"):
         p.unlink(missing_ok=True)
