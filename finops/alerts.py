@@ -22,7 +22,6 @@ adjacent firing windows merge into one alert with the whole span and its worst v
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
@@ -69,25 +68,9 @@ DEFAULT_RULES: tuple[AlertRule, ...] = (
 OVERRIDABLE = ("threshold", "window", "sustained", "min_requests", "enabled", "severity")
 
 
-# ---------------------------------------------------------------- settings
-
-def get_setting(con: duckdb.DuckDBPyConnection, key: str, default=None):
-    """A JSON value from the store's ``settings`` table, or ``default``."""
-    rows = con.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchall()
-    return json.loads(rows[-1][0]) if rows else default
-
-
-def set_setting(con: duckdb.DuckDBPyConnection, key: str, value) -> None:
-    """Store a JSON value under ``key`` (replacing any previous one)."""
-    text = json.dumps(value, sort_keys=True)
-    with store.transaction(con):
-        con.execute("DELETE FROM settings WHERE key = ?", [key])
-        con.execute("INSERT INTO settings VALUES (?, ?)", [key, text])
-
-
 def rules(con: duckdb.DuckDBPyConnection) -> list[AlertRule]:
     """The default rules with the store's overrides applied."""
-    overrides = get_setting(con, "alerts.rules", {}) or {}
+    overrides = store.get_setting(con, "alerts.rules", {}) or {}
     out = []
     for r in DEFAULT_RULES:
         o = {k: v for k, v in (overrides.get(r.name) or {}).items() if k in OVERRIDABLE}
@@ -114,7 +97,7 @@ def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.Dat
         diff = {k: _plain(getattr(r, k)) for k in OVERRIDABLE if getattr(r, k) != getattr(defaults[r.name], k)}
         if diff:
             stored[r.name] = diff
-    set_setting(con, "alerts.rules", stored)
+    store.set_setting(con, "alerts.rules", stored)
 
 
 def _plain(v):
@@ -123,19 +106,19 @@ def _plain(v):
 
 def sla_targets(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
     """P99 SLA in ms per SLA tier: the defaults with the store's values on top."""
-    return {**DEFAULT_SLA_P99_MS, **(get_setting(con, "alerts.sla_p99_ms", {}) or {})}
+    return {**DEFAULT_SLA_P99_MS, **(store.get_setting(con, "alerts.sla_p99_ms", {}) or {})}
 
 
 def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) -> None:
     bad = [t for t, v in targets.items() if not (float(v) > 0)]
     if bad:
         raise InputError(f"SLA of tier {bad[0]} must be a positive number of ms")
-    set_setting(con, "alerts.sla_p99_ms", {str(k): float(v) for k, v in targets.items()})
+    store.set_setting(con, "alerts.sla_p99_ms", {str(k): float(v) for k, v in targets.items()})
 
 
 def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
     """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it, else total_ms."""
-    chosen = get_setting(con, "alerts.sla_metric")
+    chosen = store.get_setting(con, "alerts.sla_metric")
     if chosen in SLA_METRICS:
         return chosen
     where, params = (f or Filters()).where()
@@ -146,7 +129,7 @@ def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
 def save_sla_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:
     if metric not in SLA_METRICS:
         raise InputError(f"the SLA is on one of {', '.join(SLA_METRICS)}")
-    set_setting(con, "alerts.sla_metric", metric)
+    store.set_setting(con, "alerts.sla_metric", metric)
 
 
 def wilson_lower(k, n, z: float = WILSON_Z):
@@ -165,7 +148,7 @@ def wilson_lower(k, n, z: float = WILSON_Z):
 
 def configured(con: duckdb.DuckDBPyConnection) -> bool:
     """True when a person has saved alert rules or SLA targets for this store."""
-    return get_setting(con, "alerts.rules") is not None or get_setting(con, "alerts.sla_p99_ms") is not None
+    return store.get_setting(con, "alerts.rules") is not None or store.get_setting(con, "alerts.sla_p99_ms") is not None
 
 
 # ---------------------------------------------------------------- evaluators: rule -> firing windows

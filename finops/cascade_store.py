@@ -60,7 +60,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import alerts, cascade, edge, pricing, spend
+from finops import cascade, edge, pricing, spend, store
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -349,7 +349,7 @@ def _floor(tenant: str, value) -> float:
 
 def quality_floors(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
     """Tenant -> quality floor (share of answers correct, 0-1), as stored."""
-    stored = alerts.get_setting(con, FLOORS_KEY, {}) or {}
+    stored = store.get_setting(con, FLOORS_KEY, {}) or {}
     return {str(t): float(v) for t, v in sorted(stored.items())}
 
 
@@ -363,7 +363,7 @@ def save_quality_floors(con: duckdb.DuckDBPyConnection, floors: Mapping[str, flo
         if name in clean:
             raise InputError(f"tenant {name!r} has two floors", field="tenant")
         clean[name] = _floor(name, value)
-    alerts.set_setting(con, FLOORS_KEY, clean)
+    store.set_setting(con, FLOORS_KEY, clean)
     return quality_floors(con)
 
 

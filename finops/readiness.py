@@ -67,7 +67,7 @@ def _load_test(con) -> Check:
 
 
 def _plan(con) -> Check:
-    plan = alerts.get_setting(con, PLAN_KEY)
+    plan = store.get_setting(con, PLAN_KEY)
     if not isinstance(plan, dict) or plan.get("redundancy") is None:
         return Check("manual", "no capacity plan saved in this store: tick when the plan exists elsewhere")
     r = float(plan["redundancy"])
@@ -133,7 +133,7 @@ CHECKLIST: tuple[Item, ...] = (
 
 
 def ticks(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
-    return alerts.get_setting(con, TICKS_KEY, {}) or {}
+    return store.get_setting(con, TICKS_KEY, {}) or {}
 
 
 def tick(con: duckdb.DuckDBPyConnection, item_id: str, ticked: bool = True, note: str = "") -> None:
@@ -145,7 +145,7 @@ def tick(con: duckdb.DuckDBPyConnection, item_id: str, ticked: bool = True, note
     current = ticks(con)
     current[item_id] = {"ticked": bool(ticked), "note": note,
                         "at": datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")}
-    alerts.set_setting(con, TICKS_KEY, current)
+    store.set_setting(con, TICKS_KEY, current)
 
 
 def checklist(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -17,6 +17,7 @@ One connection per process; callers take ``con.cursor()`` per thread.
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -186,3 +187,17 @@ def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
     return n
+
+
+def get_setting(con: duckdb.DuckDBPyConnection, key: str, default=None):
+    """A JSON value from the ``settings`` table, or ``default``."""
+    rows = con.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchall()
+    return json.loads(rows[-1][0]) if rows else default
+
+
+def set_setting(con: duckdb.DuckDBPyConnection, key: str, value) -> None:
+    """Store a JSON value under ``key``, replacing any previous one."""
+    text = json.dumps(value, sort_keys=True)
+    with transaction(con):
+        con.execute("DELETE FROM settings WHERE key = ?", [key])
+        con.execute("INSERT INTO settings VALUES (?, ?)", [key, text])

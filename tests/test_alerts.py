@@ -190,7 +190,7 @@ def test_rules_are_configurable_and_can_be_disabled():
                for r in alerts.rules(con)]
     alerts.save_rules(con, changed)
     assert _fired(con, "error_rate").empty
-    assert alerts.get_setting(con, "alerts.rules") == {"error_rate": {"threshold": 0.05}}
+    assert store.get_setting(con, "alerts.rules") == {"error_rate": {"threshold": 0.05}}
     frame = alerts.rules_frame(con)
     frame.loc[frame.name == "error_rate", ["threshold", "enabled"]] = [0.01, False]
     alerts.save_rules(con, frame)

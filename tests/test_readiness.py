@@ -52,9 +52,9 @@ def test_load_test_recorded_by_a_benchmark_batch():
 def test_instance_plan_redundancy_band():
     con = store.connect(":memory:")
     assert _status(con)["instance_plan"] == "manual"
-    alerts.set_setting(con, readiness.PLAN_KEY, {"instances": 13, "redundancy": 0.25})
+    store.set_setting(con, readiness.PLAN_KEY, {"instances": 13, "redundancy": 0.25})
     assert _status(con)["instance_plan"] == "pass"
-    alerts.set_setting(con, readiness.PLAN_KEY, {"instances": 11, "redundancy": 0.05})
+    store.set_setting(con, readiness.PLAN_KEY, {"instances": 11, "redundancy": 0.05})
     row = readiness.checklist(con).set_index("id").loc["instance_plan"]
     assert row.status == "fail" and "5%" in row.evidence
 

@@ -3,18 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 
 from finops.filters import Filters
-
-DEFAULT_DB = "data/finops.duckdb"
-
-
-def default_db() -> str:
-    """The store path: ``$FINOPS_DB`` or ``data/finops.duckdb``."""
-    return os.environ.get("FINOPS_DB") or DEFAULT_DB
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +15,10 @@ def add_db(parser: argparse.ArgumentParser) -> None:
 
 
 def db_path(args) -> str:
-    return args.db or default_db()
+    """``--db``, else ``$FINOPS_DB``, else the project's data/finops.duckdb (the dashboard's rule)."""
+    from finops.store import resolve_path
+
+    return resolve_path(args.db)
 
 
 def parse_time(text: str) -> datetime:

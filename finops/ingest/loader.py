@@ -292,13 +292,8 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     source = adapter.read(con, p, options)
     while True:
         try:
-            con.execute("BEGIN")
-            try:
+            with store.transaction(con):
                 result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
             break
         except duckdb.Error as exc:
             if source.fallback is None:
@@ -387,13 +382,8 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt
     try:
         cols = [c for c in frame.columns if c in schema.NAMES] if hasattr(frame, "columns") else list(schema.NAMES)
         src = f"SELECT row_number() OVER () AS _row, {', '.join(cols)} FROM _frame_in"
-        con.execute("BEGIN")
-        try:
+        with store.transaction(con):
             result = _load(con, fmt, Source(src), name, "", "{}", IngestOptions(), lambda f, w: None)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
     finally:
         con.unregister("_frame_in")
     return result
