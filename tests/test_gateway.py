@@ -379,6 +379,90 @@ def test_metrics_parse_and_count_requests(gw):
     assert counts[-1] == m["finops_gateway_request_duration_seconds_count"][(("backend", "fast"),)]
 
 
+OVERHEAD_TOML = """
+[cache]
+kind = "none"
+
+[tiers.standard]
+strategy = "cascade"
+quality_floor = 0.5          # small then big; sleepy only when pinned
+
+[backends.small]
+kind = "mock"
+quality = 0.5
+request_usd = 0.001
+decode_ms_per_token = 20.0
+output_tokens = 5            # 100 ms of service
+confidence = [0.1, 0.2]      # always escalates to big
+
+[backends.big]
+kind = "mock"
+quality = 0.9
+request_usd = 0.008
+decode_ms_per_token = 20.0
+output_tokens = 5
+
+[backends.sleepy]
+kind = "mock"
+quality = 0.0
+decode_ms_per_token = 50.0
+output_tokens = 10           # 500 ms of service, cut short at 300 ms
+timeout_s = 0.3
+"""
+
+
+@pytest.fixture
+def overhead_gw():
+    """A fresh gateway whose metrics count only this test's requests; every call spends >= 100 ms
+    in a backend."""
+    import tomllib
+
+    log = MemoryLog()
+    with ServerThread(create_app(Gateway(parse_config(tomllib.loads(OVERHEAD_TOML)), log))) as server:
+        server.log = log
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            server.client = client
+            yield server
+
+
+def overhead_buckets(m: dict, endpoint: str) -> dict[float, float]:
+    """le (seconds) -> cumulative count of finops_gateway_overhead_seconds for ``endpoint``."""
+    return {float(dict(k)["le"]): v for k, v in m["finops_gateway_overhead_seconds_bucket"].items()
+            if ("endpoint", endpoint) in k}
+
+
+def test_overhead_histogram_counts_each_request_and_excludes_backend_time(overhead_gw):
+    gw = overhead_gw
+    for i in range(3):      # cascade: small (100 ms) escalates to big (100 ms), so 200 ms in backends
+        r = gw.client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": f"q{i}"}]})
+        assert r.status_code == 200 and r.json()["finops"]["escalations"] == 1
+    assert gw.client.post("/route", json={"prompt": "hello"}).status_code == 200
+    m = parse_prometheus(gw.client.get("/metrics").text)
+    assert m["finops_gateway_overhead_seconds_count"][(("endpoint", "chat"),)] == 3
+    assert m["finops_gateway_overhead_seconds_count"][(("endpoint", "route"),)] == 1
+    assert (("endpoint", "metrics"),) not in m["finops_gateway_overhead_seconds_count"]   # observed after render
+    backend_ms = [r["queue_ms"] + r["service_ms"] for r in gw.log.rows]
+    assert len(backend_ms) == 8 and min(backend_ms) >= 95
+    # Each request spent >= 190 ms in its backends; none of that is the gateway's own time.
+    for endpoint, n in (("chat", 3), ("route", 1)):
+        buckets = overhead_buckets(m, endpoint)
+        assert buckets[0.1] == buckets[float("inf")] == n
+    assert m["finops_gateway_overhead_seconds_sum"][(("endpoint", "chat"),)] < 0.3
+
+
+def test_overhead_excludes_a_backend_timeout_and_counts_error_answers(overhead_gw):
+    gw = overhead_gw
+    r = gw.client.post("/v1/chat/completions",
+                       json={"model": "sleepy", "messages": [{"role": "user", "content": "wait"}]})
+    assert r.status_code == 504
+    assert gw.client.post("/v1/chat/completions", json={"messages": []}).status_code == 400
+    gw.client.get("/nowhere")
+    m = parse_prometheus(gw.client.get("/metrics").text)
+    buckets = overhead_buckets(m, "chat")
+    assert buckets[float("inf")] == 2 and buckets[0.1] == 2       # the 300 ms timeout is the backend's
+    assert m["finops_gateway_overhead_seconds_count"][(("endpoint", "other"),)] == 1
+
+
 def test_log_rows_load_into_the_canonical_duckdb_table(gw):
     chat(gw, "one more for the table")
     con = duckdb.connect()

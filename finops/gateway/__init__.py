@@ -14,6 +14,7 @@ Modules
 ``backends``  built-in mock models and OpenAI-compatible upstreams
 ``pipeline``  :class:`Gateway`: cache -> classifier -> SLA tier -> strategy -> backend(s)
 ``log``       the flushed JSONL log of canonical rows
-``metrics``   Prometheus text exposition
-``app``       the FastAPI face (``create_app``); ``python -m finops gateway`` serves it
+``metrics``   Prometheus text exposition, with the gateway's own overhead per request
+``app``       the FastAPI face (``create_app``), timed by ``OverheadTimer``;
+              ``python -m finops gateway`` serves it
 """

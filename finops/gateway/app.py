@@ -16,7 +16,9 @@ Endpoints
 ``POST /route``
     The seed gateway's shape: ``{"prompt": ..., "slow_inject": false}`` ->
     ``{"routed_to", "model", "queue_ms", "service_ms", "total_ms", "cost", ...}``.
-``GET /metrics``   Prometheus text.
+``GET /metrics``   Prometheus text (see :mod:`finops.gateway.metrics`), including
+    ``finops_gateway_overhead_seconds``: the gateway's own time per request,
+    timed by :class:`OverheadTimer`, the outermost layer of the app.
 ``GET /healthz``   ``{"status": "ok", "backends": {...}}``.
 
 Headers: ``Authorization: Bearer KEY`` (required when the config lists keys),
@@ -28,6 +30,7 @@ backend error, 503 queue full, 504 backend timeout.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,9 +38,60 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from finops.gateway.pipeline import Gateway, GatewayError, GatewayRequest, Outcome
+from finops.gateway.metrics import Metrics
+from finops.gateway.pipeline import BACKEND_S, Gateway, GatewayError, GatewayRequest, Outcome
 
 MAX_TENANT_CHARS = 128
+OVERHEAD = "finops_gateway_overhead_seconds"
+# The endpoint label of the overhead histogram: a fixed set, so unknown paths cannot grow the series.
+ENDPOINTS = {"/v1/chat/completions": "chat", "/route": "route", "/metrics": "metrics", "/healthz": "healthz"}
+
+Scope = MutableMapping[str, Any]
+AsgiMessage = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[AsgiMessage]]
+Send = Callable[[AsgiMessage], Awaitable[None]]
+
+
+class OverheadTimer:
+    """Pure ASGI middleware: the gateway's own time per HTTP request, into ``finops_gateway_overhead_seconds``.
+
+    Wrap the whole FastAPI app with it (outermost), so every layer of the
+    framework is inside the timing. For each HTTP request it takes
+    ``time.perf_counter()`` when the app is called and again when the final
+    ``http.response.body`` message has been handed to the server, and observes
+    the difference minus the backend time the handler left in
+    ``scope["state"][BACKEND_S]`` (queue + service, seconds; absent = 0), under
+    the endpoint label of :data:`ENDPOINTS` (``other`` for any other path).
+    A request that ends in an unhandled exception or is cancelled sends no final
+    body and is not observed. Lifespan and websocket scopes pass straight through.
+    """
+
+    __slots__ = ("app", "_observe")
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], metrics: Metrics):
+        self.app = app
+        self._observe = metrics.observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        state = scope.get("state")
+        if state is None:
+            state = scope["state"] = {}
+        t_sent = 0.0
+
+        async def timed_send(message: AsgiMessage) -> None:
+            nonlocal t_sent
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                t_sent = time.perf_counter()
+
+        await self.app(scope, receive, timed_send)
+        if t_sent:
+            self._observe(OVERHEAD, max(0.0, t_sent - t0 - state.get(BACKEND_S, 0.0)),
+                          ENDPOINTS.get(scope["path"], "other"))
 
 
 class Message(BaseModel):
@@ -96,8 +150,11 @@ def _no_cache(cache_control: str | None) -> bool:
     return bool(cache_control) and "no-cache" in cache_control.lower()
 
 
-def create_app(gw: Gateway) -> FastAPI:
-    """The FastAPI app over ``gw``; its lifespan starts the backends and closes the log."""
+def create_app(gw: Gateway) -> OverheadTimer:
+    """The ASGI app over ``gw``: the FastAPI app (``.app``) wrapped by :class:`OverheadTimer`.
+
+    The FastAPI app's lifespan starts the backends and closes the log.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -124,6 +181,7 @@ def create_app(gw: Gateway) -> FastAPI:
     # The handlers read headers and validate the body themselves (pydantic-core on the raw
     # bytes) rather than through FastAPI's dependency injection: a third of the per-request
     # CPU of this gateway at high rates was spent solving header and body dependencies.
+    # gw.handle adds the request's backend time to the scope's state, for OverheadTimer.
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> JSONResponse:
         body = ChatRequest.model_validate_json(await request.body())
@@ -132,7 +190,8 @@ def create_app(gw: Gateway) -> FastAPI:
         out = await gw.handle(GatewayRequest(
             messages=tuple((m.role, m.text()) for m in body.messages), tenant=tenant, endpoint="chat",
             max_tokens=body.max_tokens or body.max_completion_tokens, user=body.user, model=body.model,
-            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))))
+            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))),
+            request.scope.setdefault("state", {}))
         row = out.row
         return JSONResponse({
             "id": out.request_id, "object": "chat.completion", "created": int(time.time()),
@@ -151,7 +210,8 @@ def create_app(gw: Gateway) -> FastAPI:
         tenant = _tenant(gw, headers.get("authorization"), headers.get("x-tenant"))
         out = await gw.handle(GatewayRequest(
             messages=(("user", body.prompt),), tenant=tenant, endpoint="route",
-            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))))
+            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))),
+            request.scope.setdefault("state", {}))
         info = summary(out)
         return JSONResponse({"routed_to": info["route"], "cost": info["cost_usd"], **info})
 
@@ -166,15 +226,17 @@ def create_app(gw: Gateway) -> FastAPI:
                      "in_flight": b.in_flight, "slots": b.slots_total}
             for b in gw.backends.values()}})
 
-    return app
+    return OverheadTimer(app, gw.metrics)
 
 
 def serve(gw: Gateway, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "warning",
-          graceful_timeout_s: float = 10.0) -> None:
+          graceful_timeout_s: float = 10.0, loop: str = "auto", http: str = "auto") -> None:
     """Serve ``gw`` with uvicorn until SIGINT/SIGTERM.
 
     On shutdown uvicorn stops accepting, lets running requests finish (up to
     ``graceful_timeout_s``; each writes its row), then the lifespan closes the log.
+    ``loop`` and ``http`` are uvicorn's: "auto" takes uvloop and httptools when
+    installed (requirements.txt pins both), else asyncio and h11.
     """
     import gc
 
@@ -184,7 +246,7 @@ def serve(gw: Gateway, host: str = "127.0.0.1", port: int = 8000, *, log_level: 
     gc.collect()
     gc.freeze()          # start-up objects never need scanning again: shorter GC pauses under load
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                timeout_graceful_shutdown=graceful_timeout_s)
+                timeout_graceful_shutdown=graceful_timeout_s, loop=loop, http=http)
 
 
 class ServerThread:

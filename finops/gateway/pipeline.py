@@ -30,6 +30,12 @@ rejected attempt (``request_id = <id>#attempt``, ``escalated = true``,
 ``attrs.parent_id = <id>``) and then the answer (``request_id = <id>``). A
 failed call writes a row with ``status`` error / timeout / rejected and its
 ``error_type``, and the request fails with :class:`GatewayError`.
+
+``Gateway.handle(req, spent)`` adds the request's backend time, in seconds, to
+``spent[BACKEND_S]`` as each call ends (also a failed one): the sum over its
+calls of ``queue_ms + service_ms``, or the call's wall time when it was cut short
+before its service time was known. The web face subtracts it from the request's
+time to get the gateway's own overhead (``finops_gateway_overhead_seconds``).
 """
 from __future__ import annotations
 
@@ -63,6 +69,7 @@ from finops.gateway.metrics import Metrics
 logger = logging.getLogger("finops.gateway")
 
 DEFAULT_EXPECTED_OUTPUT_TOKENS = 256
+BACKEND_S = "finops_backend_s"      # the key of ``spent`` in Gateway.handle (the ASGI scope's state)
 
 
 # ---------------------------------------------------------------- requests and plans
@@ -278,7 +285,8 @@ class Gateway:
         return backend
 
     # -- the request
-    async def handle(self, req: GatewayRequest) -> Outcome:
+    async def handle(self, req: GatewayRequest, spent: dict[str, Any] | None = None) -> Outcome:
+        """Route, call and log ``req``; its backend time is added to ``spent[BACKEND_S]``."""
         t_in = time.perf_counter()
         request_id = f"gw-{os.urandom(16).hex()}"
         text = req.text
@@ -314,7 +322,7 @@ class Gateway:
         call = CallRequest(req.messages, text, input_tokens, req.max_tokens, req.user, req.slow_inject)
         t_routed = time.perf_counter()
         self.metrics.observe("finops_gateway_route_seconds", t_routed - t_in)
-        return await self._run(plan, call, request_id, base, attrs, t_in, t_routed, key)
+        return await self._run(plan, call, request_id, base, attrs, t_in, t_routed, key, spent)
 
     def _cache_hit(self, request_id: str, hit: CachedAnswer, base: dict, attrs: dict,
                    t_in: float) -> Outcome:
@@ -346,7 +354,8 @@ class Gateway:
             return None, BackendError(type(exc).__name__, f"{backend.name} failed: {exc}")
 
     async def _run(self, plan: Plan, call: CallRequest, request_id: str, base: dict, attrs: dict,
-                   t_in: float, t_routed: float, cache_key: str | None) -> Outcome:
+                   t_in: float, t_routed: float, cache_key: str | None,
+                   spent: dict[str, Any] | None = None) -> Outcome:
         rows: list[dict[str, Any]] = []
         total_cost: float | None = None
         t_prev = t_routed
@@ -364,6 +373,10 @@ class Gateway:
                 raise
             t_prev = time.perf_counter()
             backend.observe((t_prev - t_call) * 1000)
+            if spent is not None:
+                backend_s = (t_prev - t_call if timing.service_ms is None
+                             else ((timing.queue_ms or 0.0) + timing.service_ms) / 1000)
+                spent[BACKEND_S] = spent.get(BACKEND_S, 0.0) + backend_s
             last = i == len(plan.chain) - 1
             escalate = (error is None and not last and plan.threshold is not None
                         and reply.confidence is not None and reply.confidence < plan.threshold)
