@@ -297,7 +297,9 @@ def test_backend_timeout_is_a_logged_timeout_row_and_a_clean_504(gw):
     (row,) = rows_for(gw.log_path, err["request_id"])
     assert_canonical(row)
     assert (row["status"], row["error_type"], row["model"]) == ("timeout", "timeout", "sleepy")
-    assert row["cost_usd"] is None and row["queue_ms"] is not None and row["total_ms"] >= 300
+    # >= 299, not 300: under uvloop (libuv) timers have 1 ms resolution and can fire up to 1 ms early
+    # (libuv/libuv#4773); the timeout still bounds the call.
+    assert row["cost_usd"] is None and row["queue_ms"] is not None and row["total_ms"] >= 299
 
 
 def test_full_queue_is_rejected_with_503(gw):
