@@ -27,6 +27,9 @@ segments (network, gateway overhead, unlogged time).
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -59,7 +62,7 @@ SEGMENTS: tuple[tuple[str, str], ...] = (
 LENGTH_FIELDS: tuple[str, ...] = ("input_tokens", "output_tokens", "prompt_chars")
 # decode time of a request: decode_ms, else everything after the first token
 DECODE_MS_SQL = "coalesce(decode_ms, total_ms - ttft_ms)"
-TPOT_SQL = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode_ms) / (output_tokens - 1) END)"
+TPOT_SQL = store.TPOT_SQL
 
 
 def grain_for(since, until) -> str:
@@ -117,6 +120,149 @@ def lacking(cov: dict[str, int], fields) -> list[str]:
     return [n for n in fields if not cov.get(n)]
 
 
+# ---------------------------------------------------------------- the hourly sketch
+
+SKETCH_KEYS: tuple[str, ...] = ("model", "hour", "day", "week")
+
+
+def sketch_usable(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> bool:
+    """Whether percentiles for ``f`` grouped by ``keys`` can be read from the hourly sketch: whole
+    hours, no tenant or tier filter (the sketch is per model), keys among :data:`SKETCH_KEYS`."""
+    if f.tenants or f.sla_tiers or any(k not in SKETCH_KEYS for k in keys):
+        return False
+    if any(t is not None and (t.minute or t.second or t.microsecond) for t in (f.since, f.until)):
+        return False
+    return store.sketch_ready(con)
+
+
+def _sketch_key_sql(key: str) -> str:
+    return {"model": f"CASE WHEN model = '' THEN '{NONE_LABEL}' ELSE model END", "hour": "hour",
+            "day": "date_trunc('day', hour)", "week": "date_trunc('week', hour)"}[key]
+
+
+def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, quantiles=QUANTILES) -> pd.DataFrame:
+    """Percentiles read from the hourly sketch (``store.latency_hourly``): per group of ``keys`` and field,
+    ``n`` (values counted) and one column per quantile (``p50``...).
+
+    The value at a rank lies in a bucket ``[g^k, g^(k+1))`` (g = ``store.SKETCH_GAMMA``) holding values
+    between its stored min and max; the estimate is ``2 g^(k+1) / (g + 1)`` clamped to them, within
+    ``store.SKETCH_ALPHA`` (0.99%) of every value of the bucket; exact where the bucket holds one value
+    (all the zeros of queue_ms, for one). A percentile interpolates between two ranks as numpy does, so
+    it too is within 0.99% of the exact percentile (for positive values).
+    """
+    where, params = f.where(ts_col="hour")
+    fields = list(fields)
+    models = store.distinct_values(con, "model")
+    cols = list(keys) + ["field", "n"] + [p_label(q) for q in quantiles]
+    # Fetch the buckets as numbers (no GROUP BY or ORDER BY in SQL: with hours as keys there are as many
+    # groups as rows); numpy sorts them by group and bucket and sums the buckets several loads share.
+    key_num = {"model": "coalesce(list_position(?, model), 0)", "hour": "epoch_us(hour)",
+               "day": "epoch_us(date_trunc('day', hour))", "week": "epoch_us(date_trunc('week', hour))"}
+    key_params = [models] if "model" in keys else []
+    select = "".join(f"{key_num[k]} AS {k}, " for k in keys)
+    got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, n, lo, hi FROM latency_hourly "
+                  f"WHERE {where} AND list_contains(?, field)",
+                  params=key_params + [fields] + params + [fields]).fetchnumpy()
+    if len(got["k"]) == 0:
+        return pd.DataFrame({c: [] for c in cols})
+    # group columns in the order the sketch is stored (field, model, hour, bucket): the sort then
+    # finds long sorted runs and costs little more than a pass
+    names_in_order = ["field"] + sorted(keys, key=lambda c: c != "model")
+    group_cols = [np.asarray(got[c], dtype=np.int64) for c in names_in_order]
+    k = np.asarray(got["k"], dtype=np.int64)
+    order = _sort_order(group_cols + [np.where(k == store.SKETCH_ZERO_K, k.min(initial=0) - 1, k)])
+    group_cols = [c[order] for c in group_cols]
+    k = k[order]
+    n = np.asarray(got["n"], dtype=np.int64)[order]
+    lo, hi = np.asarray(got["lo"], dtype=float)[order], np.asarray(got["hi"], dtype=float)[order]
+    new_group = np.zeros(len(k), dtype=bool)
+    new_group[0] = True
+    for c in group_cols:
+        new_group[1:] |= c[1:] != c[:-1]
+    # one entry per (group, bucket): loads sharing an hour put the same bucket in several rows
+    run = np.flatnonzero(new_group | np.r_[True, k[1:] != k[:-1]])
+    n = np.add.reduceat(n, run)
+    lo, hi = np.minimum.reduceat(lo, run), np.maximum.reduceat(hi, run)
+    k, new_group = k[run], new_group[run]
+    group_cols = [c[run] for c in group_cols]
+    first = np.flatnonzero(new_group)
+    cum = np.cumsum(n)
+    before = cum[first] - n[first]                       # values in earlier groups
+    size = np.add.reduceat(n, first)
+    g = store.SKETCH_GAMMA
+    with np.errstate(over="ignore"):
+        rep = np.where(k == store.SKETCH_ZERO_K, (lo + hi) / 2, 2 * np.power(g, k + 1.0) / (g + 1))
+    est = np.clip(rep, lo, hi)
+    out = pd.DataFrame({c: v[first] for c, v in zip(names_in_order, group_cols, strict=True)})
+    for key in keys:
+        if key == "model":
+            names = np.array([NONE_LABEL] + models, dtype=object)
+            out[key] = names[out[key].to_numpy()]
+        else:
+            out[key] = pd.to_datetime(out[key].to_numpy(), unit="us")
+    out["field"] = np.array(fields, dtype=object)[out["field"].to_numpy()]
+    out["n"] = size
+    for q in quantiles:
+        h = (size - 1) * float(q)
+        j = np.floor(h).astype(np.int64)
+        frac = h - j
+        j1 = np.minimum(j + 1, size - 1)
+        a = est[np.searchsorted(cum, before + j, side="right")]
+        b = est[np.searchsorted(cum, before + j1, side="right")]
+        out[p_label(q)] = a + frac * (b - a)
+    return out[cols]
+
+
+def _sort_order(columns: list[np.ndarray]) -> np.ndarray:
+    """Stable order sorting by ``columns`` (integers, first column first): one stable sort of a packed
+    64-bit key where the value ranges allow (fast on data that is mostly in order), else lexsort."""
+    packed = np.zeros(len(columns[0]), dtype=np.int64)
+    bits = 0
+    for c in columns:
+        lo, span = (int(c.min()), int(c.max()) - int(c.min()) + 1) if len(c) else (0, 1)
+        width = max(span - 1, 1).bit_length()
+        bits += width
+        if bits > 62:
+            return np.lexsort(columns[::-1])
+        packed = (packed << width) | (c - lo)
+    return np.argsort(packed, kind="stable")
+
+
+def _served_requests(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> pd.DataFrame:
+    """Served (not cache-hit) requests per group of ``keys``, from the hourly rollups."""
+    where, params = f.where(ts_col="hour")
+    key_sql = ", ".join(f"{_sketch_key_sql(k)} AS {k}" for k in keys)
+    group = "GROUP BY ALL" if keys else ""
+    return con.sql(f"SELECT {key_sql + ', ' if keys else ''}sum(requests - cache_hits) AS requests "
+                   f"FROM rollup_hourly WHERE {where} {group}", params=params).df()
+
+
+def _from_sketch(con, f: Filters, keys: list[str], fields, quantiles) -> pd.DataFrame:
+    """:func:`percentiles` from the sketch: the same columns, ``attrs['max_rel_error']`` set."""
+    served = _served_requests(con, f, keys)
+    served = served[served["requests"] > 0]
+    if not keys:
+        served = served.assign(_all=0)
+    q = sketch_quantiles(con, f, keys, fields, quantiles)
+    out = served.copy()
+    for field in fields:
+        sub = q[q["field"] == field].drop(columns=["field", "n"])
+        if sub.empty:
+            out = out.assign(**{f"{field}_{p_label(x)}": np.nan for x in quantiles})
+            continue
+        sub = sub.rename(columns={p_label(x): f"{field}_{p_label(x)}" for x in quantiles})
+        out = out.merge(sub.assign(_all=0) if not keys else sub, how="left", on=keys or ["_all"])
+    out = out.drop(columns=["_all"], errors="ignore")
+    if keys:
+        out = out.sort_values(keys).reset_index(drop=True)
+    out["requests"] = out["requests"].astype("int64")
+    for c in out.columns:
+        if c not in keys and c != "requests":
+            out[c] = out[c].astype("float64")
+    out.attrs["max_rel_error"] = store.SKETCH_ALPHA
+    return out
+
+
 # ---------------------------------------------------------------- percentiles
 
 def _quantile_cols(fields, quantiles) -> tuple[str, str]:
@@ -128,14 +274,19 @@ def _quantile_cols(fields, quantiles) -> tuple[str, str]:
 
 
 def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), fields=LATENCY_FIELDS,
-                quantiles=QUANTILES) -> pd.DataFrame:
+                quantiles=QUANTILES, exact: bool = False) -> pd.DataFrame:
     """Per group: ``requests`` and ``<field>_p50``, ``<field>_p95``, ``<field>_p99`` of each field.
 
     A percentile is null where no request of the group carries the field.
     ``by`` lists dimensions of :data:`GROUPS` and/or one time grain of :data:`TIME_GRAINS`.
+    Unless ``exact``, whole hours grouped by model, hour, day or week are read from the hourly
+    sketch (:func:`sketch_quantiles`, within 0.99%); ``attrs['max_rel_error']`` then says so
+    (0 for exact figures).
     """
     fields = [_check_field(c) for c in fields]
     keys = _keys(by)
+    if not exact and all(c in dict(store.SKETCH_FIELDS) for c in fields) and sketch_usable(con, f, keys):
+        return _from_sketch(con, f, keys, fields, quantiles)
     exprs = [f"{TIME_GRAINS[k]} AS {k}" if k in TIME_GRAINS else f"{_group_sql(k)} AS {k}" for k in keys]
     where, params = _served(f)
     inner, outer = _quantile_cols(fields, quantiles)
@@ -146,6 +297,7 @@ def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), field
            f"FROM requests WHERE {where} {group}) "
            f"{'ORDER BY ' + ', '.join(keys) if keys else ''}")
     out = con.execute(sql, params).df()
+    out.attrs["max_rel_error"] = 0.0
     if not keys and len(out) and out["requests"].iloc[0] == 0:
         return out.iloc[0:0]
     for c in out.columns:
@@ -155,11 +307,26 @@ def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), field
 
 
 def over_time(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "total_ms", grain: str = "hour",
-              by: str | None = "model", quantiles=QUANTILES) -> pd.DataFrame:
-    """Per time bucket (``ts``) and group: requests and the percentiles of ``field`` (p50, p95, p99)."""
+              by: str | None = "model", quantiles=QUANTILES, exact: bool = False) -> pd.DataFrame:
+    """Per time bucket (``ts``) and group: requests and the percentiles of ``field`` (p50, p95, p99).
+
+    ``requests`` counts the requests carrying ``field``. Hour, day and week buckets by model (or
+    overall) come from the hourly sketch unless ``exact`` (see :func:`percentiles`).
+    """
     if grain not in TIME_GRAINS:
         raise InputError(f"unknown time grain {grain}; choose from {', '.join(TIME_GRAINS)}")
     _check_field(field)
+    keys = [grain] + ([by] if by else [])
+    if (not exact and grain in SKETCH_KEYS and field in dict(store.SKETCH_FIELDS)
+            and (by is None or by == "model") and sketch_usable(con, f, keys)):
+        q = sketch_quantiles(con, f, keys, [field], quantiles)
+        out = q.rename(columns={grain: "ts", "n": "requests"}).drop(columns="field")
+        out["grp"] = out.pop(by) if by else "all"
+        out = out[["ts", "grp", "requests"] + [p_label(x) for x in quantiles]]
+        out = out.sort_values(["grp", "ts"]).reset_index(drop=True)
+        out["requests"] = out["requests"].astype("int64")
+        out.attrs["max_rel_error"] = store.SKETCH_ALPHA
+        return out
     where, params = _served(f, f"{field} IS NOT NULL")
     qs = ", ".join(repr(float(q)) for q in quantiles)
     outer = ", ".join(f"_q[{i + 1}] AS {p_label(q)}" for i, q in enumerate(quantiles))
@@ -169,6 +336,7 @@ def over_time(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "total_ms
     out = con.execute(sql, params).df()
     for q in quantiles:
         out[p_label(q)] = out[p_label(q)].astype("float64")
+    out.attrs["max_rel_error"] = 0.0
     return out
 
 
@@ -222,13 +390,12 @@ def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms
     cols = ["grp", "bin", "lo", "hi", "count"]
     if not stats:
         return pd.DataFrame({c: [] for c in cols})
-    groups, los, norms, edge_lists, nbins, logs = [], [], [], [], [], []
+    groups, los, norms, edge_lists, logs = [], [], [], [], []
     for grp, lo, hi, pos in stats:
         edges = histogram_edges(float(lo), float(hi), bins, scale, None if pos is None else float(pos))
         groups.append(grp)
-        edge_lists.append(edges.tolist())
-        nbins.append(len(edges) - 1)
-        if scale == "log" and len(edges) > 2:
+        edge_lists.append(edges)
+        if scale == "log" and len(edges) > 2:       # bin 0 holds [0, a); then ln-uniform bins from a
             logs.append(True)
             los.append(float(np.log(edges[1])))
             norms.append((len(edges) - 2) / float(np.log(edges[-1]) - np.log(edges[1])))
@@ -236,26 +403,30 @@ def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms
             logs.append(False)
             los.append(float(edges[0]))
             norms.append((len(edges) - 1) / float(edges[-1] - edges[0]))
-    # first guess of the bin from the formula, then one step of correction against the edges
-    # themselves: numpy.histogram's own rule for uniform bins, so the counts are identical.
+    # One pass: the bin of a value is floor(x) of its position x on the bin scale (numpy.histogram's
+    # own formula for uniform bins). Float error moves x by ~1e-12 at most, so only a value within
+    # 1e-6 of an edge could fall on the wrong side: those few are counted by their exact value and
+    # placed against the edges themselves (numpy.searchsorted), so the counts equal numpy's exactly.
+    x = "CASE WHEN c.lg THEN (CASE WHEN v > 0 THEN ln(v) END - c.lo) * c.nm + 1 ELSE (v - c.lo) * c.nm END"
     sql = f"""
-WITH e AS (SELECT unnest(?::VARCHAR[]) AS grp, unnest(?::DOUBLE[]) AS lo, unnest(?::DOUBLE[]) AS norm,
-                  unnest(?::DOUBLE[][]) AS edges, unnest(?::INTEGER[]) AS nb, unnest(?::BOOLEAN[]) AS lg),
-x AS (SELECT {g} AS grp, {field} AS v FROM requests WHERE {where}),
-i0 AS (SELECT x.grp, v, e.edges, e.nb,
-              least(greatest(CAST(CASE WHEN NOT e.lg THEN floor((v - e.lo) * e.norm)
-                                       WHEN v < e.edges[2] THEN 0
-                                       ELSE 1 + floor((ln(v) - e.lo) * e.norm) END AS BIGINT), 0), e.nb - 1) AS i
-       FROM x JOIN e ON e.grp = x.grp),
-i1 AS (SELECT grp, i - CAST(v < edges[i + 1] AS INTEGER)
-                     + CAST(v >= edges[i + 2] AND i < nb - 1 AS INTEGER) AS bin FROM i0)
-SELECT grp, bin, count(*) AS n FROM i1 GROUP BY 1, 2"""
-    counted = con.execute(sql, [groups, los, norms, edge_lists, nbins, logs] + params).fetchall()
-    counts = {(grp, int(b)): int(n) for grp, b, n in counted}
+WITH c AS (SELECT unnest(?::VARCHAR[]) AS grp, unnest(?::BOOLEAN[]) AS lg, unnest(?::DOUBLE[]) AS lo,
+                  unnest(?::DOUBLE[]) AS nm, unnest(range(1, ?)) AS k),
+r AS (SELECT {g} AS grp, {field} AS v FROM requests WHERE {where}),
+b AS (SELECT c.k, r.v, {x} AS x FROM r JOIN c ON c.grp = r.grp)
+SELECT k, CAST(coalesce(floor(x), 0) AS BIGINT) AS bin,
+       CASE WHEN x IS NULL OR abs(x - round(x)) < 1e-6 THEN v END AS exact, count(*) AS n
+FROM b GROUP BY ALL"""
+    counted = con.execute(sql, [groups, logs, los, norms, len(groups) + 1] + params).fetchall()
+    counts = [np.zeros(len(e) - 1, dtype=np.int64) for e in edge_lists]
+    for k_, b_, exact, n in counted:
+        c, edges = counts[k_ - 1], edge_lists[k_ - 1]
+        if exact is not None:
+            b_ = int(np.searchsorted(edges, exact, side="right")) - 1
+        c[min(max(b_, 0), len(c) - 1)] += n           # the last bin is closed: its upper edge is in it
     rows = []
-    for grp, edges in zip(groups, edge_lists, strict=True):
+    for grp, edges, c in zip(groups, edge_lists, counts, strict=True):
         for b in range(len(edges) - 1):
-            rows.append((grp, b, edges[b], edges[b + 1], counts.get((grp, b), 0)))
+            rows.append((grp, b, float(edges[b]), float(edges[b + 1]), int(c[b])))
     out = pd.DataFrame(rows, columns=cols)
     out["count"] = out["count"].astype("int64")
     return out
@@ -282,17 +453,36 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
     qs = [float(q) for q in quantiles]
     bounds = ", ".join(f"{max(q - band, 0.0)!r}, {min(q + band, 1.0)!r}" for q in qs)
     disc = ", ".join(repr(q) for q in qs)
+    # pass 1: each group's bands; pass 2: one scan keeping only the rows in some band (a few per cent),
+    # joined to their group's bounds by hash, then the means per band over that small set
+    found = con.execute(f"SELECT {g} AS grp, quantile_cont(total_ms, [{bounds}]), count(*) "
+                        f"FROM requests WHERE {where} GROUP BY 1 ORDER BY 1", params).fetchall()
+    # With n >= 2 / band + 1 requests a band spans over two ranks, so it holds the order statistic at q
+    # whatever its rounding: the widening below changes nothing and needs no second pass.
+    small = [grp for grp, _, n in found if n < 2 / band + 1] if band > 0 else [grp for grp, _, _ in found]
+    disc_of = {}
+    if small:
+        disc_of = dict(con.execute(
+            f"SELECT {g} AS grp, quantile_disc(total_ms, [{disc}]) FROM requests WHERE {where} AND {g} IN "
+            f"(SELECT unnest(?::VARCHAR[])) GROUP BY 1", params + [small]).fetchall())
+    found = [(grp, qc, disc_of.get(grp, [qc[2 * i] for i in range(len(qs))])) for grp, qc, _ in found]
+    grps = [grp for grp, _, _ in found]
+    lo = [[min(qc[2 * i], qd[i]) for grp, qc, qd in found] for i in range(len(qs))]
+    hi = [[max(qc[2 * i + 1], qd[i]) for grp, qc, qd in found] for i in range(len(qs))]
+    in_band = " OR ".join(f"r.total_ms BETWEEN c.lo{i} AND c.hi{i}" for i in range(len(qs)))
+    per_band = " UNION ALL ".join(
+        f"SELECT grp, {q!r} AS quantile, count(*) AS requests_in_band, avg(total_ms) AS total_ms, {seg_aggs}, "
+        f"avg(total_ms - {known}) AS other FROM near WHERE total_ms BETWEEN lo{i} AND hi{i} GROUP BY 1"
+        for i, q in enumerate(qs))
+    cols_c = ", ".join(f"unnest(?::DOUBLE[]) AS lo{i}, unnest(?::DOUBLE[]) AS hi{i}" for i in range(len(qs)))
     sql = f"""
-WITH r AS (SELECT {g} AS grp, total_ms, {seg_exprs} FROM requests WHERE {where}),
-b AS (SELECT grp, quantile_cont(total_ms, [{bounds}]) AS qc, quantile_disc(total_ms, [{disc}]) AS qd
-      FROM r GROUP BY grp),
-bands AS (SELECT grp, q, least(qc[2 * i + 1], qd[i + 1]) AS lo, greatest(qc[2 * i + 2], qd[i + 1]) AS hi
-          FROM b, (SELECT unnest([{disc}]) AS q, unnest(range({len(qs)})) AS i)),
-near AS (SELECT r.*, bands.q FROM r JOIN bands ON r.grp = bands.grp AND r.total_ms BETWEEN bands.lo AND bands.hi)
-SELECT grp, q AS quantile, count(*) AS requests_in_band, avg(total_ms) AS total_ms, {seg_aggs},
-       avg(total_ms - {known}) AS other
-FROM near GROUP BY 1, 2 ORDER BY 1, 2"""
-    wide = con.execute(sql, params).df()
+WITH c AS (SELECT unnest(?::VARCHAR[]) AS grp, {cols_c}),
+r AS (SELECT {g} AS grp, total_ms, {seg_exprs} FROM requests WHERE {where} AND total_ms BETWEEN ? AND ?),
+near AS MATERIALIZED (SELECT r.*, c.* EXCLUDE (grp) FROM r JOIN c ON c.grp = r.grp WHERE {in_band})
+SELECT * FROM ({per_band}) ORDER BY 1, 2"""
+    band_params = [grps] + [v for i in range(len(qs)) for v in (lo[i], hi[i])]
+    span = [min(min(v) for v in lo), max(max(v) for v in hi)] if found else [0.0, 0.0]
+    wide = con.execute(sql, band_params + params + span).df() if found else pd.DataFrame()
     names = [n for n, _ in SEGMENTS] + ["other"]
     cols = ["grp", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms"]
     if wide.empty:
@@ -312,9 +502,8 @@ def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "in
     """Latency by power-of-two bucket of a length (prompt: input_tokens / prompt_chars; output_tokens).
 
     Buckets: ``[0, 32)``, ``[32, 64)``, ``[64, 128)``, ... Per group and bucket: requests,
-    total_ms percentiles, the P50 of the segment the length drives (prefill_ms or TTFT for a
-    prompt length, decode_ms for an output length; null where absent) and the P50 of ms per
-    unit of length. A prefill-bound model's latency climbs with the prompt bucket; a
+    total_ms percentiles and the P50 of the segment the length drives (prefill_ms or TTFT for a
+    prompt length, decode_ms for an output length; null where absent). A prefill-bound model's latency climbs with the prompt bucket; a
     decode-bound one with the output bucket.
     """
     if length not in LENGTH_FIELDS:
@@ -326,17 +515,16 @@ def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "in
     outer = ", ".join(f"_q[{i + 1}] AS total_ms_{p_label(q)}" for i, q in enumerate(quantiles))
     sql = f"""
 SELECT grp, bucket_lo, CASE WHEN bucket_lo = 0 THEN 32 ELSE 2 * bucket_lo END AS bucket_hi, requests, {outer},
-       segment_ms_p50, ms_per_unit_p50 FROM (
+       segment_ms_p50 FROM (
   SELECT {g} AS grp,
          CASE WHEN {length} < 32 THEN 0 ELSE CAST(pow(2, floor(log2({length}))) AS BIGINT) END AS bucket_lo,
          count(*) AS requests, quantile_cont(total_ms, [{qs}]) AS _q,
-         quantile_cont({seg}, 0.5) AS segment_ms_p50,
-         quantile_cont(total_ms / nullif({length}, 0), 0.5) AS ms_per_unit_p50
+         quantile_cont({seg}, 0.5) AS segment_ms_p50
   FROM requests WHERE {where} GROUP BY 1, 2) ORDER BY grp, bucket_lo"""
     out = con.execute(sql, params).df()
     out["bucket"] = [f"{lo:,}–{hi - 1:,}" for lo, hi in zip(out["bucket_lo"], out["bucket_hi"], strict=True)]
     for c in out.columns:
-        if c.startswith(("total_ms_", "segment_ms", "ms_per_unit")):
+        if c.startswith(("total_ms_", "segment_ms")):
             out[c] = out[c].astype("float64")
     out.attrs["segment"] = "prefill_ms (else ttft_ms)" if length != "output_tokens" else "decode_ms (else total − TTFT)"
     return out
@@ -354,7 +542,7 @@ def concurrency_sql(where: str, per: str = "model", extra_cols: str = "", tolera
     millisecond make a hand-over look like an overlap). Columns: ``grp, start_ms, end_ms,
     concurrency`` plus ``extra_cols`` (expressions over the request row).
     """
-    part = {"model": "model", "replica": "model, coalesce(replica, '')"}[per]
+    part = {"model": "model", "replica": "model || chr(31) || coalesce(replica, '')"}[per]
     extra = f", {extra_cols}" if extra_cols else ""
     return f"""
 WITH r AS (SELECT model AS grp, {part} AS _p,
@@ -368,45 +556,137 @@ c AS (SELECT *, sum(_d) OVER (PARTITION BY _p ORDER BY _t RANGE BETWEEN UNBOUNDE
 SELECT * EXCLUDE (_p, _t, _d) FROM c WHERE _d = 1"""
 
 
+def concurrency_at_starts(start_ms: np.ndarray, end_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sweep of :func:`concurrency_sql` in numpy, for one partition (one model or replica).
+
+    Returns ``(order, concurrency)``: ``order`` sorts the requests by start (stable) and
+    ``concurrency[i]`` is the number in service at the start of request ``order[i]``:
+    starts at or before that instant minus ends at or before it (events at the same
+    instant apply together, so a hand-over at one instant is no overlap).
+
+    >>> order, conc = concurrency_at_starts(np.array([0.0, 100.0, 1000.0]), np.array([1000.0, 1000.0, 2000.0]))
+    >>> order.tolist(), conc.tolist()
+    ([0, 1, 2], [1, 2, 1])
+    """
+    order = np.argsort(start_ms, kind="stable")          # logs are near time order: a cheap merge sort
+    starts = start_ms[order]
+    ends = np.sort(end_ms, kind="stable")
+    n = len(starts)
+    # starts at or before starts[i]: the end of the run of equal starts that holds i
+    run_end = np.full(n, n, dtype=np.int64)
+    brk = np.flatnonzero(starts[1:] != starts[:-1])
+    run_end[brk] = brk + 1
+    started = np.minimum.accumulate(run_end[::-1])[::-1]
+    ended = np.searchsorted(ends, starts, side="right")
+    return order, started - ended
+
+
+DECODE_RATE_COLUMNS = ("grp", "concurrency", "requests", "tokens_per_s_p10", "tokens_per_s_p50", "tokens_per_s_p90")
+
+
 def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, per: str = "model") -> pd.DataFrame:
     """Decode tokens/s against the number of requests in service, per model.
 
     Decode tokens/s of a request = ``output_tokens / (decode_ms / 1000)`` (decode_ms, else
-    total_ms − ttft_ms). Concurrency: :func:`concurrency_sql`. Columns: ``grp, concurrency,
-    requests, tokens_per_s_p10, tokens_per_s_p50, tokens_per_s_p90``. If decode speed falls as
-    concurrency rises, the model is decode-bound (memory bandwidth / KV cache).
+    total_ms − ttft_ms). Concurrency: as :func:`concurrency_sql` defines it, counted by
+    :func:`concurrency_at_starts` (a sort and a binary search per model in numpy: about six
+    times faster than the SQL window over the start and end events). Columns: ``grp,
+    concurrency, requests, tokens_per_s_p10, tokens_per_s_p50, tokens_per_s_p90`` (exact
+    percentiles, numpy's linear interpolation). If decode speed falls as concurrency rises, the
+    model is decode-bound (memory bandwidth / KV cache).
     """
     if per not in ("model", "replica"):
         raise InputError("per must be model or replica")
-    where, params = _served(f)
+    where, params = _served(f, "total_ms IS NOT NULL")
+    empty = pd.DataFrame({c: [] for c in DECODE_RATE_COLUMNS})
+    # partitions: every model the rollups know (cheap), or every model x replica; code 0 = none of them
+    if per == "model":
+        part, names = "model", store.distinct_values(con, "model")
+        model_of = [NONE_LABEL] + names
+    else:
+        part = "model || chr(31) || coalesce(replica, '')"
+        found = con.execute(f"SELECT DISTINCT {part}, model FROM requests WHERE {where} ORDER BY 1", params).fetchall()
+        names, model_of = [p for p, _ in found], [NONE_LABEL] + [m for _, m in found]
+    if not names:
+        return empty
     rate = f"output_tokens / nullif({DECODE_MS_SQL}, 0) * 1000"
-    inner = concurrency_sql(where, per, extra_cols=f"{rate} AS rate")
-    sql = f"""
-SELECT grp, concurrency, count(*) AS requests,
-       quantile_cont(rate, 0.1) AS tokens_per_s_p10, quantile_cont(rate, 0.5) AS tokens_per_s_p50,
-       quantile_cont(rate, 0.9) AS tokens_per_s_p90
-FROM ({inner}) WHERE rate IS NOT NULL AND rate > 0 GROUP BY 1, 2 ORDER BY 1, 2"""
-    # the rate is only known where output tokens and a decode time are: skip the sweep otherwise
-    cov = con.execute(f"SELECT count(*) FROM requests WHERE {where} AND output_tokens > 0 "
-                      f"AND {DECODE_MS_SQL} > 0", params).fetchall()[0][0]
-    if not cov:
-        return pd.DataFrame({c: [] for c in ("grp", "concurrency", "requests", "tokens_per_s_p10",
-                                             "tokens_per_s_p50", "tokens_per_s_p90")})
-    out = con.execute(sql, params).df()
-    out["concurrency"] = out["concurrency"].astype("int64")
-    return out
+    # con.sql streams the result into numpy; con.execute would first materialise it (3-4x slower here)
+    cols = con.sql(
+        f"SELECT CAST(coalesce(list_position(?, {part}), 0) AS SMALLINT) AS p, "
+        f"epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS s, "
+        f"epoch_us(ts) / 1e3 + total_ms AS e, CAST({rate} AS DOUBLE) AS rate FROM requests WHERE {where}",
+        params=[names] + params).fetchnumpy()
+    rates = np.ma.filled(np.ma.asarray(cols["rate"], dtype=float), np.nan)
+    if not (rates > 0).any():                          # the rate needs output tokens and a decode time
+        return empty
+    code = np.asarray(cols["p"], dtype=np.int16)       # 16-bit: numpy sorts it by radix, in linear time
+    start, end = np.asarray(cols["s"], dtype=float), np.asarray(cols["e"], dtype=float)
+    by_part = np.argsort(code, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(code, minlength=len(model_of)))])
+    models = sorted(set(model_of))
+
+    def sweep(k: int) -> tuple[np.ndarray, np.ndarray]:
+        idx = by_part[bounds[k]:bounds[k + 1]]
+        order, conc = concurrency_at_starts(start[idx], end[idx])
+        r = rates[idx][order]
+        keep = r > 0                                   # NaN compares false: no rate, no point
+        # one key per (model, concurrency): replicas of a model pool their requests, as in the SQL
+        return conc[keep] * len(models) + models.index(model_of[k]), r[keep]
+
+    # numpy's sorts and searches release the GIL: one partition per core at a time
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        swept = list(pool.map(sweep, [k for k in range(len(model_of)) if bounds[k] < bounds[k + 1]]))
+    key, r = np.concatenate([a for a, _ in swept]), np.concatenate([b for _, b in swept])
+    if len(key) and key.max() < 2 ** 15:
+        key = key.astype(np.int16)                     # numpy sorts 16-bit keys by radix: linear time
+    order = np.argsort(key, kind="stable")
+    key, r = key[order], r[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.array([], dtype=np.int64)
+    rows = []
+    for a, b in zip(first, np.append(first[1:], len(key)), strict=True):
+        lv = int(key[a])
+        p10, p50, p90 = np.percentile(r[a:b], [10, 50, 90])
+        rows.append((models[lv % len(models)], lv // len(models), int(b - a), p10, p50, p90))
+    if not rows:
+        return empty
+    out = pd.DataFrame(rows, columns=list(DECODE_RATE_COLUMNS))
+    return out.sort_values(["grp", "concurrency"], kind="stable").reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- TTFT, TPOT, slowest
 
 def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model",
-              quantiles=QUANTILES) -> pd.DataFrame:
+              quantiles=QUANTILES, exact: bool = False) -> pd.DataFrame:
     """Per group: TTFT percentiles and time per output token (TPOT) percentiles, in ms.
 
     ``TPOT = (total_ms - ttft_ms) / (output_tokens - 1)`` (the vLLM benchmark definition;
     decode_ms replaces ``total_ms - ttft_ms`` where TTFT is absent), for requests with more
-    than one output token. Null where the logs lack the fields.
+    than one output token. Null where the logs lack the fields. By model (or overall) over whole
+    hours they come from the hourly sketch unless ``exact`` (see :func:`percentiles`).
     """
+    keys = [by] if by else []
+    if not exact and (by is None or by == "model") and sketch_usable(con, f, keys):
+        served = _served_requests(con, f, keys)
+        served = served[served["requests"] > 0]
+        q = sketch_quantiles(con, f, keys, ["ttft_ms", "tpot_ms"], quantiles)
+        out = served.rename(columns={by: "grp"}) if by else served.assign(grp="all")
+        for field, name in (("ttft_ms", "with_ttft"), ("tpot_ms", "with_tpot")):
+            sub = q[q["field"] == field].drop(columns="field").rename(
+                columns={"n": name, **{p_label(x): f"{field}_{p_label(x)}" for x in quantiles}})
+            if sub.empty:
+                out = out.assign(**{name: 0}, **{f"{field}_{p_label(x)}": np.nan for x in quantiles})
+                continue
+            sub = sub.rename(columns={by: "grp"}) if by else sub.assign(grp="all")
+            out = out.merge(sub, how="left", on="grp")
+        out[["with_ttft", "with_tpot"]] = out[["with_ttft", "with_tpot"]].fillna(0).astype("int64")
+        out["requests"] = out["requests"].astype("int64")
+        order = ["grp", "requests", "with_ttft", "with_tpot"] + [
+            f"{fld}_{p_label(x)}" for x in quantiles for fld in ("ttft_ms", "tpot_ms")]
+        out = out[order].sort_values("grp").reset_index(drop=True)
+        for c in order[4:]:
+            out[c] = out[c].astype("float64")
+        out.attrs["max_rel_error"] = store.SKETCH_ALPHA
+        return out
     g = _group_sql(by)
     where, params = _served(f)
     qs = ", ".join(repr(float(q)) for q in quantiles)
@@ -420,6 +700,7 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
     for c in out.columns:
         if c.startswith(("ttft_ms_", "tpot_ms_")):
             out[c] = out[c].astype("float64")
+    out.attrs["max_rel_error"] = 0.0
     return out
 
 

@@ -9,6 +9,9 @@ Tables
 ``batches``        one row per load: file, sha256, format, row counts, time.
 ``rollup_hourly``  hour x model x tenant x route x sla_tier x status x batch_id sums,
                    written at each load, so spend views never scan raw rows.
+``latency_hourly`` hour x model x batch_id x field x bucket counts of the served requests' latency
+                   fields (a log-bucket sketch, see :data:`SKETCH_GAMMA`), written at each load,
+                   so the latency percentiles of whole hours never sort raw rows.
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``budgets``        monthly budget per tenant.
 ``settings``       small key/value pairs (e.g. readiness ticks).
@@ -18,6 +21,7 @@ One connection per process; callers take ``con.cursor()`` per thread.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,6 +79,52 @@ def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True)
             f"FROM {source} WHERE {where} GROUP BY {group}")
 
 
+# Latency sketch: per hour, model and batch, each served request's value of each field is counted in
+# the bucket [SKETCH_GAMMA^k, SKETCH_GAMMA^(k+1)) with its min and max, zero and below in bucket
+# SKETCH_ZERO_K. Any percentile read from it is within SKETCH_ALPHA (relative) of the exact one.
+SKETCH_VERSION = 1
+SKETCH_GAMMA = 1.02
+SKETCH_ALPHA = (SKETCH_GAMMA - 1) / (SKETCH_GAMMA + 1)      # 0.0099: "within 1%"
+SKETCH_ZERO_K = -(2 ** 31)
+TPOT_SQL = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode_ms) / (output_tokens - 1) END)"
+SKETCH_FIELDS: tuple[tuple[str, str], ...] = (
+    ("total_ms", "total_ms"), ("queue_ms", "queue_ms"), ("service_ms", "service_ms"), ("ttft_ms", "ttft_ms"),
+    ("tpot_ms", TPOT_SQL),
+)
+
+
+def sketch_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing latency_hourly rows from the served requests matching ``where``."""
+    names = ", ".join(f"'{n}'" for n, _ in SKETCH_FIELDS)
+    values = ", ".join(f"CAST({expr} AS DOUBLE)" for _, expr in SKETCH_FIELDS)
+    inv = 1.0 / math.log(SKETCH_GAMMA)
+    return f"""
+SELECT hour, model, batch_id, field,
+       CASE WHEN v > 0 THEN CAST(floor(ln(v) * {inv!r}) AS INTEGER) ELSE {SKETCH_ZERO_K} END AS k,
+       count(*) AS n, min(v) AS lo, max(v) AS hi
+FROM (SELECT date_trunc('hour', ts) AS hour, coalesce(model, '') AS model, batch_id,
+             unnest([{names}]) AS field, unnest([{values}]) AS v
+      FROM requests WHERE ({where}) AND NOT coalesce(cache_hit, false))
+WHERE v IS NOT NULL AND NOT isnan(v) GROUP BY ALL ORDER BY field, model, hour, k"""
+
+
+def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store's latency sketch is current (false for a read-only store older than it)."""
+    try:
+        return get_setting(con, "latency_sketch_version") == SKETCH_VERSION
+    except duckdb.CatalogException:
+        return False
+
+
+def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
+    """Write the latency sketch of every stored request (a store made before the sketch existed)."""
+    with transaction(con):
+        con.execute("DELETE FROM latency_hourly")
+        con.execute(f"INSERT INTO latency_hourly {sketch_select_sql()}")
+        con.execute("DELETE FROM settings WHERE key = 'latency_sketch_version'")
+        con.execute("INSERT INTO settings VALUES ('latency_sketch_version', ?)", [json.dumps(SKETCH_VERSION)])
+
+
 PRICE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("model", "VARCHAR"), ("provider", "VARCHAR"), ("publisher", "VARCHAR"), ("kind", "VARCHAR"),
     ("size_class", "VARCHAR"), ("input_usd_per_1m", "DOUBLE"), ("output_usd_per_1m", "DOUBLE"),
@@ -100,6 +150,8 @@ def _ddl() -> list[str]:
         f"CREATE TABLE IF NOT EXISTS prices ({price_cols})",
         "CREATE TABLE IF NOT EXISTS budgets (tenant VARCHAR, month DATE, budget_usd DOUBLE)",
         "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
+        """CREATE TABLE IF NOT EXISTS latency_hourly (
+  hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",
     ]
 
 
@@ -137,6 +189,8 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
             con.execute(stmt)
         if con.execute("SELECT count(*) FROM prices").fetchall()[0][0] == 0:
             load_price_book(con, PRICES_CSV)
+        if not sketch_ready(con):
+            rebuild_sketch(con)
     return con
 
 
@@ -185,6 +239,7 @@ def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
         n = con.execute("SELECT count(*) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0]
         con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
+        con.execute("DELETE FROM latency_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
     return n
 

@@ -14,6 +14,16 @@ from pages._shared import (
     stop_if_store_empty,
 )
 
+
+def percentile_note(frame) -> str:
+    """How exact the percentiles of ``frame`` are (finops.latency sets ``attrs['max_rel_error']``)."""
+    err = frame.attrs.get("max_rel_error", 0.0)
+    if err:
+        return (f"Percentiles within {err:.1%} of the exact value: read from the hourly latency sketch written "
+                "when the logs were loaded (a tenant or tier filter, or another grouping, gives exact ones).")
+    return "Exact percentiles (linear interpolation between requests, as numpy)."
+
+
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 SEVERITY_BADGE = {"critical": "red", "warning": "orange", "info": "blue"}
 LAYER_TITLE = {"routing": "Routing layer", "queue": "Queue layer", "prefill": "Prefill", "decode": "Decode",
@@ -121,8 +131,8 @@ st.dataframe(pct, hide_index=True, column_config={
     by: by.replace("_", " ").capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").replace("_", " "), format="%,.0f ms")
        for c in pct.columns if "_ms_p" in c}})
-st.caption("Exact percentiles (linear interpolation, as numpy). 'None': that group's logs lack the field (API "
-           "models report no queue time). " + source_label())
+st.caption(percentile_note(pct) + " 'None': that group's logs lack the field (API models report no queue time). "
+           + source_label())
 
 # ---------------------------------------------------------------- queue histogram
 st.header("Queue time")
@@ -182,7 +192,7 @@ if over.empty:
 else:
     st.altair_chart(charts.percentiles_over_time(over, grain, field, title=f"{field}: P50, P95 and P99 per {grain}"))
     st.caption(f"One point per model and {grain}; log scale, so a P99 spike stands out against the median. "
-               + source_label())
+               + percentile_note(over) + " " + source_label())
 
 # ---------------------------------------------------------------- buckets
 st.header("Prefill-bound or decode-bound?")
@@ -230,7 +240,7 @@ else:
         **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").upper(), format="%,.1f ms")
            for c in tt.columns if "_ms_p" in c}})
     st.caption("TPOT = (total_ms − ttft_ms) / (output_tokens − 1), the vLLM benchmark definition (decode_ms is "
-               "used where TTFT is absent). " + source_label())
+               "used where TTFT is absent). " + percentile_note(tt) + " " + source_label())
 
 # ---------------------------------------------------------------- slowest
 st.header("The slowest requests")

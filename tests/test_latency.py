@@ -60,17 +60,25 @@ def synthetic():
     return con, served
 
 
-def test_percentiles_match_numpy(synthetic):
+def _rtol(exact: bool) -> float:
+    """Exact percentiles agree with numpy to rounding; sketched ones within the sketch's stated bound."""
+    return 1e-12 if exact else store.SKETCH_ALPHA * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_percentiles_match_numpy(synthetic, exact):
     con, df = synthetic
-    out = latency.percentiles(con, Filters()).set_index("model")
+    out = latency.percentiles(con, Filters(), exact=exact).set_index("model")
+    assert out.attrs["max_rel_error"] == (0.0 if exact else store.SKETCH_ALPHA)
+    rtol = _rtol(exact)
     for model, g in df.groupby("model"):
         row = out.loc[model]
         assert row["requests"] == len(g)
         for field in ("total_ms", "queue_ms", "service_ms"):
             for q in (50, 95, 99):
-                assert_allclose(row[f"{field}_p{q}"], np.percentile(g[field], q), rtol=1e-12)
+                assert_allclose(row[f"{field}_p{q}"], np.percentile(g[field], q), rtol=rtol)
     # TTFT only where present: big has it, the others are null (not 0)
-    assert_allclose(out.loc["big", "ttft_ms_p99"], np.percentile(df[df.model == "big"].ttft_ms, 99), rtol=1e-12)
+    assert_allclose(out.loc["big", "ttft_ms_p99"], np.percentile(df[df.model == "big"].ttft_ms, 99), rtol=rtol)
     assert np.isnan(out.loc["small", "ttft_ms_p50"]) and np.isnan(out.loc["gw", "ttft_ms_p99"])
 
 
@@ -85,12 +93,17 @@ def test_percentiles_exclude_cache_hits_and_bind_tenant(synthetic):
     assert store.row_count(con) == len(_frame())          # the tenant name did nothing to the table
 
 
-def test_percentiles_overall_and_time_grain(synthetic):
+@pytest.mark.parametrize("exact", [True, False])
+def test_percentiles_overall_and_time_grain(synthetic, exact):
     con, df = synthetic
-    overall = latency.percentiles(con, Filters(), by=())
-    assert_allclose(overall["total_ms_p99"].iloc[0], np.percentile(df.total_ms, 99), rtol=1e-12)
-    hourly = latency.percentiles(con, Filters(), by=("hour",))
+    overall = latency.percentiles(con, Filters(), by=(), exact=exact)
+    assert overall["requests"].iloc[0] == len(df)
+    assert_allclose(overall["total_ms_p99"].iloc[0], np.percentile(df.total_ms, 99), rtol=_rtol(exact))
+    hourly = latency.percentiles(con, Filters(), by=("hour",), exact=exact)
     assert hourly["requests"].sum() == len(df) and len(hourly) == 2
+    for hour, g in df.groupby(df.ts.dt.floor("h")):
+        row = hourly[hourly.hour == hour].iloc[0]
+        assert_allclose(row.queue_ms_p95, np.percentile(g.queue_ms, 95), rtol=_rtol(exact))
 
 
 def test_percentiles_unknown_group_is_an_input_error(synthetic):
@@ -183,14 +196,16 @@ def test_segments_on_the_injected_gateway_log():
     assert set(p99.index) == {"route", "queue", "service", "other"}
 
 
-def test_over_time_matches_numpy(synthetic):
+@pytest.mark.parametrize("exact", [True, False])
+def test_over_time_matches_numpy(synthetic, exact):
     con, df = synthetic
-    out = latency.over_time(con, Filters(), "total_ms", grain="hour", by="model")
+    out = latency.over_time(con, Filters(), "total_ms", grain="hour", by="model", exact=exact)
     df = df.assign(hour=df.ts.dt.floor("h"))
     for (model, hour), g in df.groupby(["model", "hour"]):
         row = out[(out.grp == model) & (out.ts == hour)].iloc[0]
         assert row.requests == len(g)
-        assert_allclose(row.p99, np.percentile(g.total_ms, 99), rtol=1e-12)
+        assert_allclose(row.p99, np.percentile(g.total_ms, 99), rtol=_rtol(exact))
+        assert_allclose(row.p50, np.percentile(g.total_ms, 50), rtol=_rtol(exact))
 
 
 def test_length_buckets_match_pandas(synthetic):
@@ -208,17 +223,21 @@ def test_length_buckets_match_pandas(synthetic):
     assert set(latency.length_buckets(con, Filters(), "prompt_chars").grp) == {"big", "small", "gw"}
 
 
-def test_ttft_and_tpot(synthetic):
+@pytest.mark.parametrize("exact", [True, False])
+def test_ttft_and_tpot(synthetic, exact):
     con, df = synthetic
-    out = latency.ttft_tpot(con, Filters()).set_index("grp")
+    out = latency.ttft_tpot(con, Filters(), exact=exact).set_index("grp")
+    rtol = _rtol(exact)
     big = df[df.model == "big"]
-    assert_allclose(out.loc["big", "ttft_ms_p50"], np.percentile(big.ttft_ms, 50), rtol=1e-12)
+    assert out.loc["big", "requests"] == len(big) and out.loc["big", "with_ttft"] == len(big)
+    assert_allclose(out.loc["big", "ttft_ms_p50"], np.percentile(big.ttft_ms, 50), rtol=rtol)
     tp = big[big.output_tokens > 1]
     tpot = (tp.total_ms - tp.ttft_ms) / (tp.output_tokens.astype(float) - 1)
-    assert_allclose(out.loc["big", "tpot_ms_p99"], np.percentile(tpot, 99), rtol=1e-12)
+    assert out.loc["big", "with_tpot"] == len(tp)
+    assert_allclose(out.loc["big", "tpot_ms_p99"], np.percentile(tpot, 99), rtol=rtol)
     sm = df[(df.model == "small") & (df.output_tokens > 1)]
     assert_allclose(out.loc["small", "tpot_ms_p50"],
-                    np.percentile(sm.decode_ms / (sm.output_tokens.astype(float) - 1), 50), rtol=1e-12)
+                    np.percentile(sm.decode_ms / (sm.output_tokens.astype(float) - 1), 50), rtol=rtol)
     assert np.isnan(out.loc["gw", "ttft_ms_p50"]) and np.isnan(out.loc["gw", "tpot_ms_p50"])
 
 
@@ -278,3 +297,50 @@ def test_empty_store_gives_empty_frames(empty_db):
     assert latency.histogram(con, f).empty and latency.segments(con, f).empty
     assert latency.over_time(con, f).empty and latency.slowest(con, f).empty
     assert latency.decode_vs_concurrency(con, f).empty and latency.length_buckets(con, f).empty
+
+
+def _sql_sweep(con, per: str) -> pd.DataFrame:
+    """decode_vs_concurrency computed the other way: the SQL window over start and end events."""
+    rate = f"output_tokens / nullif({latency.DECODE_MS_SQL}, 0) * 1000"
+    inner = latency.concurrency_sql(latency.SERVED_SQL, per, extra_cols=f"{rate} AS rate")
+    return con.execute(f"SELECT grp, concurrency, count(*) AS requests, quantile_cont(rate, 0.1) AS p10, "
+                       f"quantile_cont(rate, 0.5) AS p50, quantile_cont(rate, 0.9) AS p90 FROM ({inner}) "
+                       "WHERE rate > 0 GROUP BY 1, 2 ORDER BY 1, 2").df()
+
+
+@pytest.mark.parametrize("per", ["model", "replica"])
+def test_numpy_concurrency_sweep_equals_the_sql_window(per):
+    """Millisecond-rounded times (many ties, hand-overs at one instant), two replicas per model, some rows
+    without a decode rate: the numpy sweep gives the SQL window's levels, counts and percentiles."""
+    rng = np.random.default_rng(11)
+    n = 4000
+    start = np.sort(rng.integers(0, 600_000, n))
+    df = pd.DataFrame({
+        "request_id": [f"c{i}" for i in range(n)],
+        "ts": [T0 + timedelta(milliseconds=int(s)) for s in start],
+        "model": rng.choice(["a", "b"], n), "replica": rng.choice(["r1", "r2"], n),
+        "queue_ms": np.where(rng.random(n) < 0.5, 0.0, rng.integers(0, 400, n)).astype(float),
+        "decode_ms": np.where(rng.random(n) < 0.1, np.nan, rng.integers(100, 3000, n)).astype(float),
+        "output_tokens": rng.integers(1, 500, n),
+    })
+    df["total_ms"] = df["queue_ms"] + df["decode_ms"].fillna(700.0)
+    con = store.connect(":memory:")
+    ingest_frame(con, df)
+    mine = latency.decode_vs_concurrency(con, Filters(), per=per)
+    theirs = _sql_sweep(con, per)
+    assert mine["concurrency"].max() > 3
+    assert mine[["grp", "concurrency", "requests"]].values.tolist() == theirs[["grp", "concurrency", "requests"]].values.tolist()
+    assert_allclose(mine[["tokens_per_s_p10", "tokens_per_s_p50", "tokens_per_s_p90"]].to_numpy(),
+                    theirs[["p10", "p50", "p90"]].to_numpy(), rtol=1e-12)
+
+
+def test_log_histogram_values_on_its_edges():
+    """Values exactly on geometric edges (1, 10, 100, 1000 ms): each lands where numpy puts it."""
+    con = store.connect(":memory:")
+    values = np.array([0.0, 0.0, 1.0, 1.0, 3.0, 10.0, 10.0, 99.99, 100.0, 500.0, 1000.0, 1000.0])
+    ingest_frame(con, pd.DataFrame({"request_id": [f"g{i}" for i in range(len(values))],
+                                    "ts": [T0] * len(values), "model": "m", "queue_ms": values}))
+    h = latency.histogram(con, Filters(), "queue_ms", bins=3, scale="log")
+    edges = np.r_[h.lo, h.hi.iloc[-1]]
+    assert_allclose(edges, [0.0, 1.0, 10.0, 100.0, 1000.0], rtol=1e-12)
+    assert h["count"].tolist() == np.histogram(values, bins=edges)[0].tolist() == [2, 3, 3, 4]

@@ -16,12 +16,15 @@ def add_arguments(p) -> None:
                         "(default model)")
     add_filters(p)
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
+    p.add_argument("--sketch", action="store_true",
+                   help="read whole hours by model from the hourly latency sketch (faster; within 0.99%%) "
+                        "instead of exact percentiles over the raw rows")
 
 
 def run(args) -> int:
     con = store.connect(db_path(args))
     by = [b.strip() for b in args.by.split(",") if b.strip()]
-    frame = latency.percentiles(con, filters_from(args), by=by)
+    frame = latency.percentiles(con, filters_from(args), by=by, exact=not args.sketch)
     if args.json:
         print_json(records(frame))
     elif frame.empty:
