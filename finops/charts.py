@@ -489,8 +489,7 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
 
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
     """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model."""
-    segment = buckets.attrs.get("segment", "segment")
-    long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests", "segment_ms_p50"],
+    long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],
                         value_vars=["total_ms_p50", "total_ms_p95"], var_name="percentile", value_name="ms")
     long["percentile"] = long["percentile"].map({"total_ms_p50": "P50", "total_ms_p95": "P95"})
     long["mid"] = (long["bucket_lo"].clip(lower=1) * long["bucket_hi"]) ** 0.5
@@ -503,7 +502,6 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
                                   scale=alt.Scale(domain=["P50", "P95"], range=[[1, 0], [6, 3]])),
         tooltip=[alt.Tooltip("grp:N", title="Model"), alt.Tooltip("bucket:N", title=f"{unit}"),
                  alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="total_ms", format=",.0f"),
-                 alt.Tooltip("segment_ms_p50:Q", title=f"{segment} P50 (ms)", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
     ).properties(autosize=FIT_X, title=title, height=260)
 

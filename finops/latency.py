@@ -498,13 +498,14 @@ SELECT * FROM ({per_band}) ORDER BY 1, 2"""
 # ---------------------------------------------------------------- length buckets
 
 def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "input_tokens",
-                   by: str | None = "model", quantiles=QUANTILES) -> pd.DataFrame:
+                   by: str | None = "model", quantiles=QUANTILES, with_segment: bool = False) -> pd.DataFrame:
     """Latency by power-of-two bucket of a length (prompt: input_tokens / prompt_chars; output_tokens).
 
-    Buckets: ``[0, 32)``, ``[32, 64)``, ``[64, 128)``, ... Per group and bucket: requests,
-    total_ms percentiles and the P50 of the segment the length drives (prefill_ms or TTFT for a
-    prompt length, decode_ms for an output length; null where absent). A prefill-bound model's latency climbs with the prompt bucket; a
-    decode-bound one with the output bucket.
+    Buckets: ``[0, 32)``, ``[32, 64)``, ``[64, 128)``, ... Per group and bucket: requests and the
+    total_ms percentiles; with ``with_segment`` also ``segment_ms_p50``, the P50 of the segment the
+    length drives (prefill_ms or TTFT for a prompt length, decode_ms for an output length; null where
+    absent; it costs a second percentile pass, so only on request). A prefill-bound model's latency
+    climbs with the prompt bucket; a decode-bound one with the output bucket.
     """
     if length not in LENGTH_FIELDS:
         raise InputError(f"not a length field: {length}; choose from {', '.join(LENGTH_FIELDS)}")
@@ -513,15 +514,19 @@ def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "in
     seg = "coalesce(prefill_ms, ttft_ms)" if length != "output_tokens" else DECODE_MS_SQL
     qs = ", ".join(repr(float(q)) for q in quantiles)
     outer = ", ".join(f"_q[{i + 1}] AS total_ms_{p_label(q)}" for i, q in enumerate(quantiles))
+    # the bucket by comparisons: cheaper per row than pow(2, floor(log2(x)))
+    steps = " ".join(f"WHEN {length} < {2 ** (i + 1)} THEN {2 ** i}" for i in range(5, 62))
+    seg_inner, seg_outer = (f", quantile_cont({seg}, 0.5) AS segment_ms_p50", ", segment_ms_p50") if with_segment \
+        else ("", "")
     sql = f"""
-SELECT grp, bucket_lo, CASE WHEN bucket_lo = 0 THEN 32 ELSE 2 * bucket_lo END AS bucket_hi, requests, {outer},
-       segment_ms_p50 FROM (
-  SELECT {g} AS grp,
-         CASE WHEN {length} < 32 THEN 0 ELSE CAST(pow(2, floor(log2({length}))) AS BIGINT) END AS bucket_lo,
-         count(*) AS requests, quantile_cont(total_ms, [{qs}]) AS _q,
-         quantile_cont({seg}, 0.5) AS segment_ms_p50
+SELECT grp, bucket_lo, CASE WHEN bucket_lo = 0 THEN 32 ELSE 2 * bucket_lo END AS bucket_hi, requests,
+       {outer}{seg_outer} FROM (
+  SELECT {g} AS grp, CASE WHEN {length} < 32 THEN 0 {steps} END AS bucket_lo,
+         count(*) AS requests, quantile_cont(total_ms, [{qs}]) AS _q{seg_inner}
   FROM requests WHERE {where} GROUP BY 1, 2) ORDER BY grp, bucket_lo"""
     out = con.execute(sql, params).df()
+    out["bucket_lo"] = out["bucket_lo"].astype("int64")
+    out["bucket_hi"] = out["bucket_hi"].astype("int64")
     out["bucket"] = [f"{lo:,}–{hi - 1:,}" for lo, hi in zip(out["bucket_lo"], out["bucket_hi"], strict=True)]
     for c in out.columns:
         if c.startswith(("total_ms_", "segment_ms")):

@@ -210,7 +210,7 @@ def test_over_time_matches_numpy(synthetic, exact):
 
 def test_length_buckets_match_pandas(synthetic):
     con, df = synthetic
-    out = latency.length_buckets(con, Filters(), "input_tokens")
+    out = latency.length_buckets(con, Filters(), "input_tokens", with_segment=True)
     sub = df[df.input_tokens.notna()].copy()
     x = sub.input_tokens.astype(int)
     sub["lo"] = np.where(x < 32, 0, 2 ** np.floor(np.log2(x)).astype(int))
