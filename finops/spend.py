@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from finops import pricing, store
+from finops import latency, pricing, store
 from finops.filters import Filters
 
 IDLE_TENANT = "(idle capacity)"
@@ -109,8 +109,10 @@ def escalation_rate(escalations: float, cascade_rows: float) -> float | None:
 def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> Kpis:
     tot = report(con, f, by=())
     row = tot.iloc[0] if len(tot) else None
-    where, params = f.where()
-    p99 = con.execute(f"SELECT quantile_cont(total_ms, 0.99) FROM requests WHERE {where}", params).fetchall()[0][0]
+    # the Latency page's figure: requests a model served (cache hits never reached one), read from the
+    # hourly latency sketch where it applies (within 1%), else exact
+    pct = latency.percentiles(con, f, by=(), fields=("total_ms",), quantiles=(0.99,))
+    p99 = pct["total_ms_p99"].iloc[0] if len(pct) else None
 
     def num(name, default=0.0):
         v = None if row is None else row[name]
@@ -121,7 +123,7 @@ def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> Kpis:
         tokens=int(num("input_tokens") + num("output_tokens")),
         cost_per_1m_tokens=num("cost_per_1m_tokens", None), cache_saved_usd=num("cache_saved_usd"),
         escalation_rate=escalation_rate(num("escalations"), num("cascade_requests")),
-        p99_total_ms=None if p99 is None else float(p99), error_rate=num("error_rate", None))
+        p99_total_ms=None if p99 is None or pd.isna(p99) else float(p99), error_rate=num("error_rate", None))
 
 
 def grain_for(f: Filters, span=None) -> str:
