@@ -17,7 +17,7 @@ from datetime import timedelta
 import duckdb
 import pandas as pd
 
-from finops import pricing, spend, store
+from finops import latency, pricing, spend, store
 from finops.filters import Filters
 
 IDLE = spend.IDLE_TENANT
@@ -185,7 +185,9 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Per time bucket (the chart grain): the KPIs the rollups can give, for sparklines.
 
     Columns: period, spend_usd, requests, tokens, cost_per_1m_tokens, cache_saved_usd, escalation_rate,
-    error_rate (P99 latency needs raw rows and has no trend here).
+    error_rate, and p99_total_ms where the hourly latency sketch can answer for these filters (whole
+    hours, no tenant or tier filter, hour/day/week grain); otherwise P99 has no trend here, since it would
+    need the raw rows.
     """
     g = grain(con, f)
     rep = spend.report(con, period_of(con, f), by=[g])
@@ -196,6 +198,11 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
         "escalation_rate": [spend.escalation_rate(e, c) for e, c in zip(rep["escalations"], rep["cascade_requests"],
                                                                           strict=True)],
         "error_rate": rep["error_rate"]})
+    period = period_of(con, f)
+    if g in latency.SKETCH_KEYS and latency.sketch_usable(con, period, [g]):
+        p99 = latency.over_time(con, period, "total_ms", grain=g, by=None, quantiles=(0.99,))
+        out = out.merge(p99[["ts", "p99"]].rename(columns={"ts": "period", "p99": "p99_total_ms"}),
+                        on="period", how="left")
     return out
 
 

@@ -250,3 +250,22 @@ def test_showback_by_tenant_sums_the_pairs(con):
     assert t.loc["b", "requests"] == 3
     assert t.cost_usd.sum() == pytest.approx(sb.cost_usd.sum()) and t.share.sum() == pytest.approx(1.0)
     assert costviews.showback_by_tenant(sb.iloc[0:0]).empty
+
+
+def test_p99_kpi_and_its_trend_leave_cache_hits_out(con):
+    """2 March served total_ms: 100, 200, 300, 400, 500 (a3, a cache hit at 10 ms, is not served)."""
+    k = costviews.kpis_with_change(con, MARCH_2)
+    served = [100.0, 200.0, 300.0, 400.0, 500.0]
+    p99 = float(pd.Series(served).quantile(0.99))                        # 496.0
+    assert k.current.p99_total_ms == pytest.approx(p99, rel=store.SKETCH_ALPHA)
+    assert k.previous.p99_total_ms == pytest.approx(1000.0, rel=store.SKETCH_ALPHA)
+    trend = costviews.kpi_trends(con, MARCH_2).set_index("period")
+    hours = {datetime(2026, 3, 2, 10): [100.0, 200.0, 300.0, 400.0], datetime(2026, 3, 2, 12): [500.0]}
+    for hour, values in hours.items():
+        assert trend.loc[hour, "p99_total_ms"] == pytest.approx(pd.Series(values).quantile(0.99),
+                                                                rel=store.SKETCH_ALPHA)
+    # a tenant filter: exact, and no P99 trend (it would need the raw rows)
+    a = Filters(since=MARCH_2.since, until=MARCH_2.until, tenants=("a",))
+    assert costviews.kpis_with_change(con, a).current.p99_total_ms == pytest.approx(
+        float(pd.Series([100.0, 300.0, 500.0]).quantile(0.99)), rel=1e-12)
+    assert "p99_total_ms" not in costviews.kpi_trends(con, a)
