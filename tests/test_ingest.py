@@ -5,6 +5,7 @@ import json
 import shutil
 import zipfile
 
+import duckdb
 import pytest
 
 from conftest import DATA
@@ -201,3 +202,24 @@ def test_a_repeated_request_id_in_one_file_keeps_the_first(con, tmp_path):
     r = ingest_path(con, f)[0]
     assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (3, 2, 1)
     assert con.execute("SELECT input_tokens FROM requests WHERE request_id = 'a'").fetchall() == [(1,)]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_rows_of_a_file_read_in_parallel_keep_their_numbers(con, tmp_path, fmt):
+    # ~40 MB of JSON Lines: more than one reader buffer, so several threads read it; rows are
+    # numbered by their position once staged, which must be their line in the file
+    n = 100_000
+    f = tmp_path / f"big.{'jsonl' if fmt == 'json' else 'csv'}"
+    gen = duckdb.connect()
+    gen.execute(f"""COPY (SELECT CASE WHEN i = {n - 5} THEN 'r10' ELSE 'r' || i END AS request_id,
+        TIMESTAMP '2026-01-01' + to_seconds(i) AS ts, 'm' AS model,
+        CASE WHEN i IN (3, {n - 10}) THEN -i ELSE i END AS input_tokens, repeat('x', 300) AS note
+        FROM range(1, {n + 1}) t(i)) TO '{f}' ({'FORMAT json' if fmt == 'json' else 'HEADER'})""")
+    gen.close()
+    r = ingest_path(con, f)[0]
+    line = 0 if fmt == "json" else 1          # a CSV's header is line 1
+    assert (r.rows_read, r.rows_rejected, r.duplicates_skipped) == (n, 2, 1)
+    assert [x["row"] for x in r.rejects] == [3 + line, n - 10 + line]
+    assert all(f"-{i}" in x["reason"] for i, x in zip((3, n - 10), r.rejects, strict=True))
+    # the first row of a repeated id wins, wherever the two rows were read
+    assert con.execute("SELECT input_tokens FROM requests WHERE request_id = 'r10'").fetchall() == [(10,)]

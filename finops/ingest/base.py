@@ -72,6 +72,11 @@ class Source:
     fallback: Callable[[], Source] | None = None
     # re-reading is cheaper than a copy (Parquet: columnar, pruned): stage as a view, not a table
     stage_as_view: bool = False
+    # the same rows with ``_row`` NULL, for a reader that numbers rows on one thread only (WITH
+    # ORDINALITY): the loader stages these in parallel, in order, and numbers them by position
+    # from ``first_row``
+    unnumbered_sql: str | None = None
+    first_row: int = 1
 
 
 @dataclass(frozen=True)

@@ -307,28 +307,49 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     return result
 
 
-def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
-    step(0.1, "validating")
-    kind = "VIEW" if getattr(source, "stage_as_view", False) else "TABLE"
-    stage_sql = validated_sql(con, source.sql, source.params)
-    if kind == "VIEW":
+def _stage(con, source) -> list[str]:
+    """Stage the source's validated rows as ``_stage``; returns the objects to drop afterwards."""
+    if source.stage_as_view:
         if source.params:
             raise ValueError("a source staged as a view cannot take parameters")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {stage_sql}")
-    else:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {stage_sql}", source.params)
-    # one pass for every count the load needs
-    rows_read, rows_rejected, n_without, n_unkeyed = con.execute(
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {validated_sql(con, source.sql, source.params)}")
+        return ["VIEW _stage"]
+    ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    if source.unnumbered_sql and ordered:
+        # read on every thread (WITH ORDINALITY reads on one) and kept in file order, so a row's
+        # position in the new table gives its number: its rowid less the first one (rowids made
+        # in a transaction start high), the rowids being consecutive
+        stage_sql = validated_sql(con, source.unnumbered_sql, source.params)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _staged AS {stage_sql}", source.params)
+        first, last, n = con.execute("SELECT min(rowid), max(rowid), count(*) FROM _staged").fetchall()[0]
+        if not n or last - first + 1 == n:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS SELECT * REPLACE "
+                        f"(rowid - {int(first or 0)} + {int(source.first_row)} AS _row) FROM _staged")
+            return ["VIEW _stage", "TABLE _staged"]
+        con.execute("DROP TABLE _staged")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {validated_sql(con, source.sql, source.params)}",
+                source.params)
+    return ["TABLE _stage"]
+
+
+def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
+    step(0.1, "validating")
+    staged = _stage(con, source)
+    # one pass for every count the load needs, and the screen for ids repeated within the file:
+    # distinct 64-bit hashes prove distinct ids; only a shortfall needs the exact count
+    rows_read, rows_rejected, n_without, n_unkeyed, n_id_hashes = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE _reject <> ''), "
         "count(*) FILTER (WHERE _reject = '' AND request_id IS NULL), "
-        "count(*) FILTER (WHERE _reject = '' AND request_id IS NULL AND _hash IS NULL) FROM _stage").fetchall()[0]
+        "count(*) FILTER (WHERE _reject = '' AND request_id IS NULL AND _hash IS NULL), "
+        "count(DISTINCT hash(request_id)) FILTER (WHERE _reject = '' AND request_id IS NOT NULL) "
+        "FROM _stage").fetchall()[0]
+    if rows_read == 0:
+        raise InputError("the file holds no rows", file=name)
     rejects = [{"row": r, "field": reason.split(":", 1)[0], "reason": reason}
                for r, reason in con.execute(
                    "SELECT _row, _reject FROM _stage WHERE _reject <> '' ORDER BY _row LIMIT ?",
-                   [MAX_REJECTS_KEPT]).fetchall()]
-    if rows_read == 0:
-        raise InputError("the file holds no rows", file=name)
-    if kind == "VIEW" and rows_rejected == 0:
+                   [MAX_REJECTS_KEPT]).fetchall()] if rows_rejected else []
+    if staged == ["VIEW _stage"] and rows_rejected == 0:
         # every row passed: the insert re-reads the file without evaluating the checks again
         con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS "
                     f"{validated_sql(con, source.sql, source.params, checks_on=False)}")
@@ -339,17 +360,22 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     step(0.4, "removing duplicates")
     batch_id = con.execute("SELECT coalesce(max(batch_id), 0) + 1 FROM batches").fetchall()[0][0]
     cols = ", ".join(schema.NAMES)
-    # rows with no id get a content hash plus their occurrence number among identical rows
-    ids = ("SELECT * REPLACE (coalesce(request_id, _hash || '-' || "
-           "row_number() OVER (PARTITION BY _hash ORDER BY _row)) AS request_id) "
-           "FROM _stage WHERE _reject = '' AND request_id IS NULL")
-    with_ids = "SELECT * FROM _stage WHERE _reject = '' AND request_id IS NOT NULL"
     if n_unkeyed:
         raise InputError("rows have neither request_id nor a content hash (adapter bug)", file=name)
-    valid = f"({with_ids}) UNION ALL ({ids})" if n_without else with_ids
-    # within one file the first row of an id wins; the rest are duplicates. Distinct 64-bit hashes
-    # prove distinct ids (and are counted twice as fast); only a shortfall needs the exact count.
-    dup_in_file = con.execute(f"SELECT count(*) - count(DISTINCT hash(request_id)) FROM ({valid})").fetchall()[0][0]
+    # filters only where the counts show a row they would drop
+    keep = (["_reject = ''"] if rows_rejected else []) + (["request_id IS NOT NULL"] if n_without else [])
+    with_ids = "SELECT * FROM _stage" + (f" WHERE {' AND '.join(keep)}" if keep else "")
+    if n_without:
+        # rows with no id get a content hash plus their occurrence number among identical rows
+        ids = ("SELECT * REPLACE (coalesce(request_id, _hash || '-' || "
+               "row_number() OVER (PARTITION BY _hash ORDER BY _row)) AS request_id) "
+               "FROM _stage WHERE _reject = '' AND request_id IS NULL")
+        valid = f"({with_ids}) UNION ALL ({ids})"
+        dup_in_file = con.execute(f"SELECT count(*) - count(DISTINCT hash(request_id)) FROM ({valid})").fetchall()[0][0]
+    else:
+        valid = with_ids
+        dup_in_file = rows_read - rows_rejected - n_id_hashes
+    # within one file the first row of an id wins; the rest are duplicates
     if dup_in_file:
         dup_in_file = con.execute(f"SELECT count(*) - count(DISTINCT request_id) FROM ({valid})").fetchall()[0][0]
     if dup_in_file:
@@ -372,7 +398,8 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [batch_id, name, sha, fmt, opts_json, rows_read, n_ingested, rows_rejected, duplicates,
                  datetime.now(UTC).replace(tzinfo=None), min_ts, max_ts])
-    con.execute(f"DROP {kind} _stage")
+    for dropped in staged:
+        con.execute(f"DROP {dropped}")
     return IngestResult(name, fmt, batch_id, rows_read, n_ingested, rows_rejected, duplicates, rejects)
 
 

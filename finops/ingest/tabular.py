@@ -22,33 +22,32 @@ def _sql_str(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False) -> tuple[str, list, list[str]]:
-    """``(sql, params, source_columns)``: the file as rows with a 1-based ``_row``.
+# the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
+# by their position after staging (see relation_sql's ``numbered``)
+FIRST_ROW = {"csv": 2, "jsonl": 1, "json": 1}
 
-    CSV rows are numbered by their line in the file (the header is line 1). JSON
-    Lines rows by their line. Parquet rows by their position (1 = first row).
-    """
+
+def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str]:
+    """``(table function call, params, source columns, ordinal column, _row expression)``."""
     path = str(p.path)
     if p.kind == "parquet":
         # the path as a literal, not a parameter: the loader stages Parquet as a view, which takes none
-        sql = (f"SELECT file_row_number + 1 AS _row, * EXCLUDE (file_row_number) "
-               f"FROM read_parquet({_sql_str(path)}, file_row_number = true)")
-        return sql, [], list(p.columns)
+        return (f"read_parquet({_sql_str(path)}, file_row_number = true)", [], list(p.columns),
+                "file_row_number", "file_row_number + 1")
     if p.kind == "csv":
         cols = list(p.columns)
         if len(set(cols)) != len(cols):
             raise InputError("the CSV header repeats a column name", file=p.name, row=1)
         spec = ", ".join(f"{_sql_str(c)}: 'VARCHAR'" for c in cols + ["_extra"])
-        sql = (f"SELECT ordinality + 1 AS _row, * EXCLUDE (ordinality) FROM read_csv(?, auto_detect = false, "
-               f"delim = {_sql_str(p.delimiter)}, quote = '\"', escape = '\"', header = false, skip = 1, "
-               f"columns = {{{spec}}}, null_padding = true, strict_mode = false, compression = 'auto') "
-               f"WITH ORDINALITY")
-        return sql, [path], cols
+        call = (f"read_csv(?, auto_detect = false, delim = {_sql_str(p.delimiter)}, quote = '\"', escape = '\"', "
+                f"header = false, skip = 1, columns = {{{spec}}}, null_padding = true, strict_mode = false, "
+                f"compression = 'auto')")
+        return call, [path], cols, "ordinality", "ordinality + 1"
     if p.kind in ("jsonl", "json"):
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
-        sql = f"SELECT ordinality AS _row, * EXCLUDE (ordinality) FROM read_json(?, format = '{fmt}', compression = 'auto') WITH ORDINALITY"
+        call = f"read_json(?, format = '{fmt}', compression = 'auto')"
         try:
-            described = [r[:2] for r in con.execute(f"DESCRIBE {sql}", [path]).fetchall() if r[0] != "_row"]
+            described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path]).fetchall()]
         except duckdb.Error as exc:
             raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file=p.name) from None
         cols = [c for c, _ in described]
@@ -57,9 +56,31 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False) 
             # that does not fit fails the read, and the caller falls back to the checked path
             types = {c: schema.TYPES.get(c, "JSON" if t == '"NULL"' else t) for c, t in described}
             spec = ", ".join(f"{_sql_str(c)}: {_sql_str(t)}" for c, t in types.items())
-            sql = sql.replace("compression = 'auto')", f"compression = 'auto', columns = {{{spec}}})")
-        return sql, [path], cols
+            call = call.replace("compression = 'auto')", f"compression = 'auto', columns = {{{spec}}})")
+        return call, [path], cols, "ordinality", "ordinality"
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
+
+
+def _rows_sql(call: str, ordinal: str, row: str, numbered: bool) -> str:
+    if ordinal == "ordinality":
+        if not numbered:
+            return f"SELECT CAST(NULL AS BIGINT) AS _row, * FROM {call}"
+        call += " WITH ORDINALITY"
+    return f"SELECT {row} AS _row, * EXCLUDE ({ordinal}) FROM {call}"
+
+
+def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False,
+                 numbered: bool = True) -> tuple[str, list, list[str]]:
+    """``(sql, params, source_columns)``: the file as rows with a 1-based ``_row``.
+
+    CSV rows are numbered by their line in the file (the header is line 1). JSON
+    Lines rows by their line. Parquet rows by their position (1 = first row).
+    ``numbered=False`` leaves a CSV's or JSON file's ``_row`` NULL: ``WITH ORDINALITY``
+    reads a file on one thread, so the loader numbers those rows by their position
+    once staged instead (the first is :data:`FIRST_ROW`).
+    """
+    call, params, cols, ordinal, row = _reader(con, p, typed)
+    return _rows_sql(call, ordinal, row, numbered), params, cols
 
 
 def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
@@ -74,7 +95,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     conversions). Every unmapped column is kept in ``attrs``; ``attrs_exprs`` gives the
     SQL for a source column's value there (e.g. JSON text kept as JSON).
     """
-    sql, params, cols = relation_sql(con, p, typed)
+    call, params, cols, ordinal, row = _reader(con, p, typed)
     mapping = dict(preset or {})
     mapping.update(options.mapping)
     if options.tenant_field:
@@ -119,8 +140,11 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     select.append(f"CASE WHEN {id_col} IS NULL THEN md5(CAST(struct_pack({content}) AS VARCHAR) || {consts}) END AS _hash")
     if p.kind == "csv":
         select.append("CASE WHEN _extra IS NOT NULL THEN 'fields: the row has more fields than the header' END AS _shape")
-    body = f"SELECT {', '.join(select)} FROM ({sql})"
-    return Source(body, params, has_ids=has_ids, stage_as_view=p.kind == "parquet")
+    def body(numbered: bool) -> str:
+        return f"SELECT {', '.join(select)} FROM ({_rows_sql(call, ordinal, row, numbered)})"
+
+    return Source(body(True), params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
+                  unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1))
 
 
 def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
