@@ -107,11 +107,24 @@ LEN_SQL = "coalesce(CAST(input_tokens AS DOUBLE), CAST(prompt_chars AS DOUBLE))"
 OK_SQL = "(status IS NULL OR status = 'ok')"
 
 
-def service_fit(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """Per model with token counts: ``svc ≈ a + b x input_tokens + c x output_tokens`` (least squares,
-    non-negative terms). The expected service time of a request for its tokens, where the logs do
-    not split decode from prefill."""
+def _served_sql(where: str, window: str, join: str = "") -> str:
+    """The requests a model served (not a cache hit, total_ms known), one row each with the quantities of
+    the module docstring; ``join`` restricts them (see :func:`_window_rows`)."""
+    return f"""
+SELECT model, {_bucket(window)} AS w, ts, total_ms, queue_ms, {SVC_SQL} AS svc,
+       CASE WHEN output_tokens > 0 THEN {DECODE_SQL} END AS decode_time, {PREFILL_SQL} AS prefill_time,
+       CAST(input_tokens AS DOUBLE) AS in_tok, CAST(output_tokens AS DOUBLE) AS out_tok, {LEN_SQL} AS len,
+       input_tokens IS NOT NULL AS len_is_tokens, {OK_SQL} AS ok
+FROM requests{join} WHERE {where} AND total_ms IS NOT NULL AND NOT coalesce(cache_hit, false) AND model IS NOT NULL"""
+
+
+def service_fit(con: duckdb.DuckDBPyConnection, f: Filters, models: list[str] | None = None) -> pd.DataFrame:
+    """Per model with token counts (of ``models`` when given): ``svc ≈ a + b x input_tokens + c x
+    output_tokens`` (least squares, non-negative terms). The expected service time of a request for its
+    tokens, where the logs do not split decode from prefill."""
     where, params = f.where()
+    if models is not None:
+        where, params = f"{where} AND model IN (SELECT unnest(?::VARCHAR[]))", params + [list(models)]
     sums = con.execute(f"""
 SELECT model, count(*) AS n, sum(x1) AS s1, sum(x2) AS s2, sum(x1 * x1) AS s11, sum(x2 * x2) AS s22,
        sum(x1 * x2) AS s12, sum(y) AS sy, sum(x1 * y) AS s1y, sum(x2 * y) AS s2y
@@ -123,88 +136,172 @@ GROUP BY 1 HAVING count(*) >= 10 ORDER BY 1""", params).df()
     return pd.DataFrame(rows, columns=["model", "fit_a", "fit_b", "fit_c"])
 
 
-def window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "hour") -> pd.DataFrame:
+# A model's baselines over the filtered period, handed to the per-request SQL as a table ``b`` of bound
+# lists (so NULL stays NULL): (column, SQL type).
+BASELINE_COLUMNS = (("model", "VARCHAR"), ("windows", "BIGINT"), ("base_svc_p10", "DOUBLE"), ("base_svc_p50", "DOUBLE"),
+                    ("base_tpot", "DOUBLE"), ("base_tpot_n", "BIGINT"), ("pf_a", "DOUBLE"), ("pf_b", "DOUBLE"),
+                    ("fit_a", "DOUBLE"), ("fit_b", "DOUBLE"), ("fit_c", "DOUBLE"), ("decode_mode", "VARCHAR"),
+                    ("base_excess_p95", "DOUBLE"), ("base_pf_excess_p95", "DOUBLE"))
+
+
+def _baseline_table(base: list[dict]) -> tuple[str, list]:
+    """``SELECT`` of the per-model table ``b`` and its parameters (one list per column)."""
+    sql = "SELECT " + ", ".join(f"unnest(?::{t}[]) AS {c}" for c, t in BASELINE_COLUMNS)
+    return sql, [[row.get(c) for row in base] for c, _ in BASELINE_COLUMNS]
+
+
+def _tagged_sql(where: str, window: str, join: str = "") -> str:
+    """Per served request: ``actual`` against ``expected`` decode (or service) time, the prefill excess over
+    the model's fit, and ``tail`` / ``pf_tail`` (the slow ones) once ``b`` carries the 95th percentiles."""
+    return f"""
+SELECT s.*,
+       CASE WHEN b.base_tpot_n > 0 THEN s.decode_time
+            WHEN b.fit_a IS NOT NULL THEN CASE WHEN s.in_tok IS NOT NULL AND s.out_tok IS NOT NULL THEN s.svc END
+            ELSE s.svc END AS actual,
+       CASE WHEN b.base_tpot_n > 0 THEN s.out_tok * b.base_tpot
+            WHEN b.fit_a IS NOT NULL THEN b.fit_a + b.fit_b * s.in_tok + b.fit_c * s.out_tok
+            ELSE b.base_svc_p10 END AS expected,
+       s.prefill_time - greatest(b.pf_a + b.pf_b * s.in_tok, 0) AS pf_excess,
+       CASE WHEN b.windows >= {MIN_HISTORY}
+            THEN actual - expected > greatest(b.base_excess_p95, {TAIL_MIN_EXCESS_MS})
+            ELSE actual > {TAIL_FACTOR} * expected + {TAIL_MIN_EXCESS_MS} END AS tail,
+       b.windows >= {MIN_HISTORY} AND pf_excess > greatest(b.base_pf_excess_p95, {TAIL_MIN_EXCESS_MS}) AS pf_tail
+FROM ({_served_sql(where, window, join)}) s JOIN b USING (model)"""
+
+
+def _hits(con: duckdb.DuckDBPyConnection, f: Filters, window: str) -> pd.DataFrame:
+    """Per model and window: cache_hits, all_requests (total_ms known) and served (not a cache hit)."""
+    where, params = f.where()
+    return con.sql(f"""
+SELECT model, {_bucket(window)} AS window_start, count(*) FILTER (WHERE coalesce(cache_hit, false)) AS cache_hits,
+       count(*) AS all_requests, count(*) FILTER (WHERE NOT coalesce(cache_hit, false)) AS served
+FROM requests WHERE {where} AND total_ms IS NOT NULL GROUP BY 1, 2""", params=params).df()
+
+
+def _baselines(con: duckdb.DuckDBPyConnection, f: Filters, window: str, hits: pd.DataFrame) -> list[dict]:
+    """Per model over the filtered period, one dict each (see :data:`BASELINE_COLUMNS`): the windows it
+    served, its service P10 / P50, its tpot baseline (the median with history, else the fastest tenth),
+    the prefill fit ``pf_a + pf_b x input_tokens``, the service fit on tokens where the logs carry no
+    decode time (:func:`service_fit`), how decode is judged (``decode_mode``) and the 95th percentiles
+    of the decode and prefill excess."""
+    where, params = f.where()
+    windows = hits[hits["served"] > 0].groupby("model")["window_start"].nunique()
+    rel = con.sql(f"""
+SELECT model, quantile_cont(svc, [0.1, 0.5]) AS svc_q, quantile_cont(decode_time / out_tok, [0.1, 0.5]) AS tpot_q,
+       count(decode_time / out_tok) AS base_tpot_n, regr_intercept(prefill_time, in_tok) AS pf_a,
+       regr_slope(prefill_time, in_tok) AS pf_b
+FROM ({_served_sql(where, window)}) GROUP BY 1 ORDER BY 1""", params=params)
+    base = [dict(zip(rel.columns, values, strict=True)) for values in rel.fetchall()]
+    if not base:
+        return base
+    no_tpot = [row["model"] for row in base if not row["base_tpot_n"]]   # the fit is read where tpot is not
+    fits = {r.model: (r.fit_a, r.fit_b, r.fit_c) for r in service_fit(con, f, no_tpot).itertuples()} if no_tpot else {}
+    for row in base:
+        row["windows"] = int(windows[row["model"]])
+        svc_q, tpot_q = row.pop("svc_q"), row.pop("tpot_q")
+        row["base_svc_p10"], row["base_svc_p50"] = svc_q
+        row["base_tpot"] = None if tpot_q is None else tpot_q[1 if row["windows"] >= MIN_HISTORY else 0]
+        row["fit_a"], row["fit_b"], row["fit_c"] = fits.get(row["model"], (None, None, None))
+        row["decode_mode"] = "tpot" if row["base_tpot_n"] > 0 else "fit" if row["model"] in fits else "p10"
+    table, table_params = _baseline_table(base)
+    p95 = dict(con.sql(f"""
+WITH b AS ({table})
+SELECT model, [quantile_cont(actual - expected, 0.95), quantile_cont(pf_excess, 0.95)]
+FROM ({_tagged_sql(where, window)}) GROUP BY 1""", params=table_params + params).fetchall())
+    for row in base:
+        row["base_excess_p95"], row["base_pf_excess_p95"] = p95[row["model"]]
+    return base
+
+
+# What a window reports, per model and window over its served requests: (column, aggregate). The
+# numbers the rules read, for every window ...
+WINDOW_AGGREGATES = (
+    ("n", "count(*)"),
+    ("total_p50", "quantile_cont(total_ms, 0.5)"),
+    ("total_p99", "quantile_cont(total_ms, 0.99) FILTER (WHERE ok)"),
+    ("queue_n", "count(queue_ms)"),
+    ("queue_p95", "quantile_cont(queue_ms, 0.95)"),
+    ("waited", f"count(*) FILTER (WHERE queue_ms > {WAITED_MS})"),
+    ("tail_n", "count(*) FILTER (WHERE tail)"),
+    ("pf_tail_n", "count(*) FILTER (WHERE pf_tail)"),
+)
+# ... and the evidence a finding quotes, only for the windows a rule flags (and those of models without
+# history, whose rules read it): for every window they would nearly double the cost of the pass.
+DETAIL_AGGREGATES = (
+    ("queue_max", "max(queue_ms)"),
+    ("queue_share", "sum(queue_ms) / nullif(sum(total_ms), 0)"),
+    ("svc_p50", "quantile_cont(svc, 0.5)"),
+    ("tail_actual_min", "min(actual) FILTER (WHERE tail)"),
+    ("tail_actual_max", "max(actual) FILTER (WHERE tail)"),
+    ("tail_actual_mean", "avg(actual) FILTER (WHERE tail)"),
+    ("tail_expected_mean", "avg(expected) FILTER (WHERE tail)"),
+    ("tail_excess_mean", "avg(actual - expected) FILTER (WHERE tail)"),
+    ("tail_tpot_mean", "avg(actual / nullif(out_tok, 0)) FILTER (WHERE tail)"),
+    ("tail_len_p50", "quantile_cont(len, 0.5) FILTER (WHERE tail)"),
+    ("tail_out_p50", "quantile_cont(out_tok, 0.5) FILTER (WHERE tail)"),
+    ("out_p50", "quantile_cont(out_tok, 0.5)"),
+    ("fast_len_p90", "quantile_cont(len, 0.9) FILTER (WHERE NOT tail)"),
+    ("tail_len_min", "min(len) FILTER (WHERE tail)"),
+    ("tail_len_max", "max(len) FILTER (WHERE tail)"),
+    ("fast_len_min", "min(len) FILTER (WHERE NOT tail)"),
+    ("fast_len_max", "max(len) FILTER (WHERE NOT tail)"),
+    ("len_in_tokens", "bool_or(len_is_tokens)"),
+    ("pf_excess_mean", "avg(pf_excess) FILTER (WHERE pf_tail)"),
+)
+DETAIL_COLUMNS = tuple(name for name, _ in DETAIL_AGGREGATES)
+BASELINE_IN_WINDOWS = ("windows", "decode_mode", "base_svc_p10", "base_svc_p50", "base_tpot", "base_excess_p95",
+                       "base_pf_excess_p95", "pf_a", "pf_b")
+
+
+def _window_rows(con: duckdb.DuckDBPyConnection, f: Filters, window: str, base: list[dict], detail: bool,
+                 only: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per model and window (only ``only``'s model / window_start pairs, when given) with the
+    model's baselines, and the evidence columns when ``detail``."""
+    where, params = f.where()
+    table, table_params = _baseline_table(base)
+    o, join, o_params = "", "", []
+    if only is not None:
+        # the windows asked for: a semi join, and their overall span for the scan to skip the rest
+        o = "o AS (SELECT unnest(?::VARCHAR[]) AS o_model, unnest(?::TIMESTAMP[]) AS o_w),"
+        join = f" SEMI JOIN o ON model = o_model AND {_bucket(window)} = o_w"
+        o_params = [only["model"].tolist(), only["window_start"].tolist()]
+        where, params = (f"{where} AND ts >= ? AND ts < ?",
+                         params + [only["window_start"].min(), only["window_start"].max() + WINDOWS[window]])
+    aggregates = ",\n       ".join(f"{sql} AS {name}"
+                                   for name, sql in WINDOW_AGGREGATES + (DETAIL_AGGREGATES if detail else ()))
+    m = con.sql(f"""
+WITH {o} b AS ({table})
+SELECT model, w AS window_start,
+       {aggregates}
+FROM ({_tagged_sql(where, window, join)}) GROUP BY 1, 2 ORDER BY 1, 2""",
+                params=o_params + table_params + params).df()
+    per_model = pd.DataFrame(base, columns=["model", *BASELINE_IN_WINDOWS])
+    per_model = per_model.astype({c: float for c, t in BASELINE_COLUMNS if t == "DOUBLE" and c in per_model})
+    return m.merge(per_model, on="model", how="left")
+
+
+def window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "hour",
+                   detail: bool = True) -> pd.DataFrame:
     """One row per model and window with the numbers the rules read (see the module docstring),
     the model's baselines over the whole filtered period (``base_*``) and its typical window
-    (``typ_*``: the median over its windows)."""
+    (``typ_*``: the median over its windows). ``detail=False`` leaves out the evidence columns
+    (:data:`DETAIL_COLUMNS`): :func:`diagnose` reads them for the windows a rule flags only."""
+    _check_window(window)
+    hits = _hits(con, f, window)
+    return _window_metrics(con, f, window, hits, _baselines(con, f, window, hits), detail)
+
+
+def _check_window(window: str) -> None:
     if window not in WINDOWS:
         raise InputError(f"window must be one of {', '.join(WINDOWS)}")
-    where, params = f.where()
-    fit = service_fit(con, f)
-    sql = f"""
-WITH fit AS (SELECT unnest(?::VARCHAR[]) AS model, unnest(?::DOUBLE[]) AS fit_a, unnest(?::DOUBLE[]) AS fit_b,
-                    unnest(?::DOUBLE[]) AS fit_c),
-r AS (
-  SELECT model, {_bucket(window)} AS w, ts, total_ms, queue_ms, {SVC_SQL} AS svc,
-         CASE WHEN output_tokens > 0 THEN {DECODE_SQL} END AS decode_time, {PREFILL_SQL} AS prefill_time,
-         CAST(input_tokens AS DOUBLE) AS in_tok, CAST(output_tokens AS DOUBLE) AS out_tok, {LEN_SQL} AS len,
-         input_tokens IS NOT NULL AS len_is_tokens, {OK_SQL} AS ok, coalesce(cache_hit, false) AS hit
-  FROM requests WHERE {where} AND total_ms IS NOT NULL),
-served AS (SELECT * FROM r WHERE NOT hit),
-base AS (
-  SELECT model, count(DISTINCT w) AS base_windows, quantile_cont(svc, 0.1) AS base_svc_p10,
-         median(svc) AS base_svc_p50,
-         CASE WHEN count(DISTINCT w) >= {MIN_HISTORY} THEN median(decode_time / out_tok)
-              ELSE quantile_cont(decode_time / out_tok, 0.1) END AS base_tpot,
-         count(decode_time / out_tok) AS base_tpot_n, median(total_ms) AS base_total_p50,
-         regr_intercept(prefill_time, in_tok) AS pf_a, regr_slope(prefill_time, in_tok) AS pf_b,
-         count(prefill_time) AS base_prefill_n
-  FROM served GROUP BY 1),
-x AS (
-  SELECT s.*, b.*, fit.fit_a IS NOT NULL AS has_fit,
-         CASE WHEN b.base_tpot_n > 0 THEN 'tpot' WHEN fit.fit_a IS NOT NULL THEN 'fit' ELSE 'p10' END AS decode_mode,
-         CASE WHEN b.base_tpot_n > 0 THEN s.decode_time
-              WHEN fit.fit_a IS NOT NULL THEN CASE WHEN s.in_tok IS NOT NULL AND s.out_tok IS NOT NULL THEN s.svc END
-              ELSE s.svc END AS actual,
-         CASE WHEN b.base_tpot_n > 0 THEN s.out_tok * b.base_tpot
-              WHEN fit.fit_a IS NOT NULL THEN fit.fit_a + fit.fit_b * s.in_tok + fit.fit_c * s.out_tok
-              ELSE b.base_svc_p10 END AS expected,
-         s.prefill_time - greatest(b.pf_a + b.pf_b * s.in_tok, 0) AS pf_excess
-  FROM served s JOIN base b USING (model) LEFT JOIN fit USING (model)),
-p AS (SELECT model, quantile_cont(actual - expected, 0.95) AS base_excess_p95,
-             quantile_cont(pf_excess, 0.95) AS base_pf_excess_p95 FROM x GROUP BY 1),
-tagged AS (
-  SELECT x.*, p.base_excess_p95, p.base_pf_excess_p95,
-         CASE WHEN x.base_windows >= {MIN_HISTORY}
-              THEN x.actual - x.expected > greatest(p.base_excess_p95, {TAIL_MIN_EXCESS_MS})
-              ELSE x.actual > {TAIL_FACTOR} * x.expected + {TAIL_MIN_EXCESS_MS} END AS tail,
-         x.base_windows >= {MIN_HISTORY} AND x.pf_excess > greatest(p.base_pf_excess_p95, {TAIL_MIN_EXCESS_MS})
-           AS pf_tail
-  FROM x JOIN p USING (model)),
-hits AS (SELECT model, w, count(*) FILTER (WHERE hit) AS cache_hits, count(*) AS all_requests FROM r GROUP BY 1, 2)
-SELECT t.model, t.w AS window_start, count(*) AS n, min(t.ts) AS first_ts,
-       quantile_cont(t.total_ms, 0.5) AS total_p50,
-       quantile_cont(t.total_ms, 0.99) FILTER (WHERE t.ok) AS total_p99,
-       count(t.queue_ms) AS queue_n, quantile_cont(t.queue_ms, 0.95) AS queue_p95, max(t.queue_ms) AS queue_max,
-       count(*) FILTER (WHERE t.queue_ms > {WAITED_MS}) AS waited,
-       sum(t.queue_ms) / nullif(sum(t.total_ms), 0) AS queue_share,
-       avg(t.svc) AS svc_mean, quantile_cont(t.svc, 0.5) AS svc_p50,
-       any_value(t.decode_mode) AS decode_mode, count(*) FILTER (WHERE t.tail) AS tail_n,
-       min(t.actual) FILTER (WHERE t.tail) AS tail_actual_min, max(t.actual) FILTER (WHERE t.tail) AS tail_actual_max,
-       avg(t.actual) FILTER (WHERE t.tail) AS tail_actual_mean,
-       avg(t.expected) FILTER (WHERE t.tail) AS tail_expected_mean,
-       avg(t.actual - t.expected) FILTER (WHERE t.tail) AS tail_excess_mean,
-       avg(t.actual / nullif(t.out_tok, 0)) FILTER (WHERE t.tail) AS tail_tpot_mean,
-       quantile_cont(t.len, 0.5) FILTER (WHERE t.tail) AS tail_len_p50,
-       quantile_cont(t.out_tok, 0.5) FILTER (WHERE t.tail) AS tail_out_p50, quantile_cont(t.out_tok, 0.5) AS out_p50,
-       quantile_cont(t.len, 0.9) FILTER (WHERE NOT t.tail) AS fast_len_p90,
-       min(t.len) FILTER (WHERE t.tail) AS tail_len_min, max(t.len) FILTER (WHERE t.tail) AS tail_len_max,
-       min(t.len) FILTER (WHERE NOT t.tail) AS fast_len_min, max(t.len) FILTER (WHERE NOT t.tail) AS fast_len_max,
-       bool_or(t.len_is_tokens) AS len_in_tokens,
-       count(*) FILTER (WHERE t.pf_tail) AS pf_tail_n, avg(t.pf_excess) FILTER (WHERE t.pf_tail) AS pf_excess_mean,
-       avg(t.prefill_time) FILTER (WHERE t.pf_tail) AS pf_tail_prefill_mean,
-       any_value(t.base_windows) AS windows, any_value(t.base_svc_p10) AS base_svc_p10,
-       any_value(t.base_svc_p50) AS base_svc_p50, any_value(t.base_tpot) AS base_tpot,
-       any_value(t.base_total_p50) AS base_total_p50, any_value(t.base_excess_p95) AS base_excess_p95,
-       any_value(t.base_pf_excess_p95) AS base_pf_excess_p95, any_value(t.pf_a) AS pf_a,
-       any_value(t.pf_b) AS pf_b,
-       any_value(h.cache_hits) AS cache_hits, any_value(h.all_requests) AS all_requests
-FROM tagged t LEFT JOIN hits h ON h.model = t.model AND h.w = t.w
-GROUP BY 1, 2 ORDER BY 1, 2"""
-    fit_params = [fit["model"].tolist(), fit["fit_a"].tolist(), fit["fit_b"].tolist(), fit["fit_c"].tolist()]
-    m = con.execute(sql, fit_params + params).df()
+
+
+def _window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str, hits: pd.DataFrame, base: list[dict],
+                    detail: bool) -> pd.DataFrame:
+    m = _window_rows(con, f, window, base, detail) if base else pd.DataFrame()
     if m.empty:
         return m
+    m = m.merge(hits.drop(columns="served"), on=["model", "window_start"], how="left")
     m["tail_share"] = m["tail_n"] / m["n"]
     m["pf_share"] = m["pf_tail_n"] / m["n"]
     m["waited_share"] = m["waited"] / m["n"]
@@ -642,20 +739,45 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def _flags(m: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per rule, whether it flags each window of ``m``; judged at ``rows`` only (False elsewhere)."""
+    at = np.flatnonzero(rows)
+    out = {}
+    for rule in RULES:
+        flagged = np.zeros(len(m), dtype=bool)
+        flagged[at] = [bool(rule.flag(r)) for r in m.iloc[at].itertuples(index=False)]
+        out[rule.name] = flagged
+    return out
+
+
 def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> list[Finding]:
     """Every rule over every model and window; adjacent flagged windows merge into one finding.
 
     Findings are ordered by severity, then layer (routing → tail), then time.
     """
     f = f or Filters()
-    m = window_metrics(con, f, window)
+    _check_window(window)
+    hits = _hits(con, f, window)
+    base = _baselines(con, f, window, hits)
+    m = _window_metrics(con, f, window, hits, base, detail=False)
     if m.empty:
         return []
+    # with history the rules read no evidence column: judge those windows, then fetch the evidence for the
+    # flagged ones and for every window of a model without history (whose rules read it), then judge those
+    history = (m["windows"] >= MIN_HISTORY).to_numpy()
+    flags = _flags(m, history)
+    need = ~history | np.logical_or.reduce(list(flags.values()))
+    if need.any():
+        keys = ["model", "window_start"]
+        d = _window_rows(con, f, window, base, detail=True, only=m.loc[need, keys])
+        m = m.merge(d[keys + list(DETAIL_COLUMNS)], on=keys, how="left")
+    if not history.all():
+        for name, more in _flags(m, ~history).items():
+            flags[name] |= more
     step = WINDOWS[window]
     found: list[tuple] = []
     for rule in RULES:
-        flags = np.array([bool(rule.flag(r)) for r in m.itertuples(index=False)], dtype=bool)
-        hit = m[flags]
+        hit = m[flags[rule.name]]
         for model, g in hit.groupby("model", sort=True):
             g = g.sort_values("window_start")
             starts = list(g["window_start"])
