@@ -421,9 +421,18 @@ def _capacity(con, f: Filters, model: str, site: str | None, start=None, end=Non
         cond, extra = cond + " AND site = ?", extra + [site]
     if start is not None:
         cond, extra = cond + " AND ts >= ? AND ts < ?", extra + [start, end]
-    obs = con.execute(f"SELECT max(concurrency) FROM ({latency.concurrency_sql(where + cond, tolerance_ms=5.0)})",
-                      params + extra).fetchall()[0][0]
-    return None if obs is None else int(obs)
+    # latency.concurrency_sql's sweep (tolerance 5 ms), counted in numpy: one model, one partition; over the
+    # whole period of a 10M-row store 0.2-0.3 s instead of 0.9-1.2 s for the SQL window
+    cols = con.sql(
+        f"SELECT epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS start_ms, "
+        f"epoch_us(ts) / 1e3 + total_ms - 5.0 AS end_ms FROM requests WHERE {where}{cond} AND total_ms IS NOT NULL "
+        f"AND ts IS NOT NULL",
+        params=params + extra).fetchnumpy()
+    if not len(cols["start_ms"]):
+        return None
+    _, concurrency = latency.concurrency_at_starts(np.asarray(cols["start_ms"], dtype=float),
+                                                   np.asarray(cols["end_ms"], dtype=float))
+    return int(concurrency.max())
 
 
 def _missing_replicas(con, f: Filters, model: str, site: str | None, start, end) -> list[str]:
