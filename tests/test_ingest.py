@@ -223,3 +223,20 @@ def test_rows_of_a_file_read_in_parallel_keep_their_numbers(con, tmp_path, fmt):
     assert all(f"-{i}" in x["reason"] for i, x in zip((3, n - 10), r.rejects, strict=True))
     # the first row of a repeated id wins, wherever the two rows were read
     assert con.execute("SELECT input_tokens FROM requests WHERE request_id = 'r10'").fetchall() == [(10,)]
+
+
+def test_a_misfit_value_past_the_type_sample_rejects_its_row_only(con, tmp_path):
+    """DuckDB guesses JSON column types from the first rows: a word where 30,000 rows held numbers is one
+    bad row (reported with its line and field), not a file that cannot be read."""
+    n, bad = 30_000, 25_000
+    f = tmp_path / "late.jsonl"
+    with f.open("w") as fh:
+        for i in range(1, n + 1):
+            fh.write(json.dumps({"request_id": f"l{i}", "ts": "2026-11-20T10:00:00", "model": "m",
+                                 "input_tokens": "lots" if i == bad else i % 500}) + "\n")
+    r = ingest_path(con, f)[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (n, n - 1, 1)
+    [reject] = r.rejects
+    assert reject["row"] == bad and reject["field"] == "input_tokens" and "lots" in reject["reason"]
+    total = con.execute("SELECT sum(input_tokens) FROM requests").fetchall()[0][0]
+    assert total == sum(i % 500 for i in range(1, n + 1) if i != bad)

@@ -45,7 +45,11 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         return call, [path], cols, "ordinality", "ordinality + 1"
     if p.kind in ("jsonl", "json"):
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
-        call = f"read_json(?, format = '{fmt}', compression = 'auto')"
+        # untyped (the fallback after a typed read failed on a value): detect types from every row, so a
+        # value unlike the first rows' (a word where numbers were) makes its column text, and that one
+        # row is rejected by the checks rather than the whole file failing to read
+        sample = "" if typed else ", sample_size = -1"
+        call = f"read_json(?, format = '{fmt}', compression = 'auto'{sample})"
         try:
             described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path]).fetchall()]
         except duckdb.Error as exc:
