@@ -37,7 +37,11 @@ A rate is **sustained** when every scheduled request was sent on time (send lag
 P99 < 10 ms, else the client, not the gateway, was the limit), all were
 answered 200, the achieved (sent) rate and the answered rate (``ok`` / time of
 the last answer) are both at least 95 % of the offered one, and the in-gateway
-P99 overhead is under 5 ms (its bucket's upper edge <= 5 ms). A second line
+P99 overhead is under 5 ms (its bucket's upper edge <= 5 ms), and no backlog
+builds in front of the app: the client-observed **P50** overhead stays under
+5 ms (at saturation, requests wait in the event loop before the app is called,
+which the in-gateway figure cannot see; the median shows it while the client's
+own tail noise on the shared CPUs does not decide the verdict). A second line
 gives the highest rate whose client-observed P99 overhead was under 5 ms, so the
 stricter, client-inclusive figure is not hidden: it also holds the time a
 request waits in the gateway's event loop before the app is called (queueing
@@ -272,7 +276,10 @@ def main() -> int:
                     else run_load(bare_url, rate, args.duration, args.procs, i, args.client))
             on_time = gw["sent"] == gw["scheduled"] == gw["ok"] and gw["lag_p99"] < 10
             kept_up = gw["achieved"] >= 0.95 * rate and gw["answered"] >= 0.95 * rate
-            sustained = on_time and kept_up and ovh99 is not None and ovh99 <= 5.0
+            # no queue building up in front of the app: the median request, seen by the client, still waits
+            # under 5 ms (its P99 also holds the load generator's own delays on the same two cores)
+            no_backlog = gw["p50"] is not None and gw["p50"] < 5.0
+            sustained = on_time and kept_up and no_backlog and ovh99 is not None and ovh99 <= 5.0
             if sustained:
                 best = rate
             else:
@@ -282,6 +289,7 @@ def main() -> int:
             why = [] if sustained else [w for w, bad in (
                 ("late sends", gw["lag_p99"] >= 10 or gw["sent"] != gw["scheduled"]),
                 ("non-200", gw["ok"] != gw["sent"]), ("sent or answered < 95%", not kept_up),
+                ("client P50 >= 5 ms: a backlog", not no_backlog),
                 ("gw P99 > 5 ms", ovh99 is None or ovh99 > 5.0)) if bad]
             print(f"{rate:7.0f} {gw['achieved']:8.1f} {gw['ok']:>5}/{gw['sent']:<5} {fmt(gw['lag_p99'])} | "
                   f"{fmt(ovh50, 8)} {fmt(ovh99, 8)} {fmt(mean_ms)} {fmt(gw['route_p99'])} {fmt(cpu_ms)} | "
@@ -289,8 +297,8 @@ def main() -> int:
                   f"{fmt(bare['p50'] if bare else None, 8)} {fmt(bare['p99'] if bare else None, 8)}"
                   f"{'' if sustained else '   not sustained: ' + ', '.join(why)}")
         below = ", ".join(f"{r:.0f}" for r in not_sustained if best and r < best)
-        print(f"highest rate sustained (sent on time, all 200, >= 95% sent and answered, in-gateway P99 overhead "
-              f"< 5 ms): "
+        print(f"highest rate sustained (sent on time, all 200, >= 95% sent and answered, client-observed P50 "
+              f"overhead < 5 ms, in-gateway P99 overhead < 5 ms): "
               f"{f'{best:.0f} req/s' if best else 'none of those tried'} (target >= 500 req/s)"
               f"{f'; lower rates not sustained in this run: {below} req/s' if below else ''}")
         print(f"highest rate with client-observed P99 overhead < 5 ms (incl. the load generator on the same "
