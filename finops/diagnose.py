@@ -56,7 +56,6 @@ from dataclasses import asdict, dataclass, field
 import duckdb
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from finops import latency, routing
 from finops.errors import InputError
@@ -321,6 +320,8 @@ def _significant(k, n, typical, low: bool = False) -> bool:
     """``k`` of ``n`` is too many (or, ``low``, too few) to be the typical share by chance: an exact
     binomial tail under SIGNIFICANCE. A handful of slow requests in a quiet hour does not count, and
     with hundreds of windows judged, one in a million is the bar."""
+    from scipy import stats  # here, not at the top: scipy.stats costs every CLI command 0.5 s to import
+
     p = min(max(0.0 if pd.isna(typical) else float(typical), 0.01), 0.99)
     tail = stats.binom.cdf(k, n, p) if low else stats.binom.sf(k - 1, n, p)
     return bool(tail < SIGNIFICANCE)
