@@ -190,7 +190,8 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     need the raw rows.
     """
     g = grain(con, f)
-    rep = spend.report(con, period_of(con, f), by=[g])
+    period = period_of(con, f)
+    rep = spend.report(con, period, by=[g])
     out = pd.DataFrame({
         "period": rep[g], "spend_usd": rep["cost_usd"], "requests": rep["requests"],
         "tokens": rep["input_tokens"] + rep["output_tokens"], "cost_per_1m_tokens": rep["cost_per_1m_tokens"],
@@ -198,7 +199,6 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
         "escalation_rate": [spend.escalation_rate(e, c) for e, c in zip(rep["escalations"], rep["cascade_requests"],
                                                                           strict=True)],
         "error_rate": rep["error_rate"]})
-    period = period_of(con, f)
     if g in latency.SKETCH_KEYS and latency.sketch_usable(con, period, [g]):
         p99 = latency.over_time(con, period, "total_ms", grain=g, by=None, quantiles=(0.99,))
         out = out.merge(p99[["ts", "p99"]].rename(columns={"ts": "period", "p99": "p99_total_ms"}),

@@ -236,27 +236,32 @@ def _served_requests(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> pd.Dat
                    f"FROM rollup_hourly WHERE {where} {group}", params=params).df()
 
 
-def _from_sketch(con, f: Filters, keys: list[str], fields, quantiles) -> pd.DataFrame:
-    """:func:`percentiles` from the sketch: the same columns, ``attrs['max_rel_error']`` set."""
+def _from_sketch(con, f: Filters, keys: list[str], fields, quantiles, counts: dict[str, str] | None = None
+                 ) -> pd.DataFrame:
+    """:func:`percentiles` from the sketch: the same columns, ``attrs['max_rel_error']`` set. ``counts``
+    names a column for the number of requests carrying a field (e.g. ``{"ttft_ms": "with_ttft"}``)."""
+    counts = counts or {}
     served = _served_requests(con, f, keys)
-    served = served[served["requests"] > 0]
+    out = served[served["requests"] > 0]
+    on = keys or ["_all"]
     if not keys:
-        served = served.assign(_all=0)
+        out = out.assign(_all=0)
     q = sketch_quantiles(con, f, keys, fields, quantiles)
-    out = served.copy()
     for field in fields:
-        sub = q[q["field"] == field].drop(columns=["field", "n"])
+        names = {p_label(x): f"{field}_{p_label(x)}" for x in quantiles}
+        keep = list(names.values()) + ([counts[field]] if field in counts else [])
+        sub = q[q["field"] == field].rename(columns={**names, "n": counts.get(field, "n")})
         if sub.empty:
-            out = out.assign(**{f"{field}_{p_label(x)}": np.nan for x in quantiles})
-            continue
-        sub = sub.rename(columns={p_label(x): f"{field}_{p_label(x)}" for x in quantiles})
-        out = out.merge(sub.assign(_all=0) if not keys else sub, how="left", on=keys or ["_all"])
+            out = out.assign(**{c: np.nan for c in keep})
+        else:
+            out = out.merge(sub.assign(_all=0)[on + keep], how="left", on=on)
     out = out.drop(columns=["_all"], errors="ignore")
     if keys:
         out = out.sort_values(keys).reset_index(drop=True)
-    out["requests"] = out["requests"].astype("int64")
     for c in out.columns:
-        if c not in keys and c != "requests":
+        if c == "requests" or c in counts.values():
+            out[c] = out[c].fillna(0).astype("int64")
+        elif c not in keys:
             out[c] = out[c].astype("float64")
     out.attrs["max_rel_error"] = store.SKETCH_ALPHA
     return out
@@ -670,25 +675,12 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
     """
     keys = [by] if by else []
     if not exact and (by is None or by == "model") and sketch_usable(con, f, keys):
-        served = _served_requests(con, f, keys)
-        served = served[served["requests"] > 0]
-        q = sketch_quantiles(con, f, keys, ["ttft_ms", "tpot_ms"], quantiles)
-        out = served.rename(columns={by: "grp"}) if by else served.assign(grp="all")
-        for field, name in (("ttft_ms", "with_ttft"), ("tpot_ms", "with_tpot")):
-            sub = q[q["field"] == field].drop(columns="field").rename(
-                columns={"n": name, **{p_label(x): f"{field}_{p_label(x)}" for x in quantiles}})
-            if sub.empty:
-                out = out.assign(**{name: 0}, **{f"{field}_{p_label(x)}": np.nan for x in quantiles})
-                continue
-            sub = sub.rename(columns={by: "grp"}) if by else sub.assign(grp="all")
-            out = out.merge(sub, how="left", on="grp")
-        out[["with_ttft", "with_tpot"]] = out[["with_ttft", "with_tpot"]].fillna(0).astype("int64")
-        out["requests"] = out["requests"].astype("int64")
+        out = _from_sketch(con, f, keys, ["ttft_ms", "tpot_ms"], quantiles,
+                           counts={"ttft_ms": "with_ttft", "tpot_ms": "with_tpot"})
+        out = out.rename(columns={by: "grp"}) if by else out.assign(grp="all")
         order = ["grp", "requests", "with_ttft", "with_tpot"] + [
             f"{fld}_{p_label(x)}" for x in quantiles for fld in ("ttft_ms", "tpot_ms")]
-        out = out[order].sort_values("grp").reset_index(drop=True)
-        for c in order[4:]:
-            out[c] = out[c].astype("float64")
+        out = out[order].reset_index(drop=True)
         out.attrs["max_rel_error"] = store.SKETCH_ALPHA
         return out
     g = _group_sql(by)

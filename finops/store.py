@@ -123,8 +123,8 @@ def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
     with transaction(con):
         con.execute("DELETE FROM latency_hourly")
         con.execute(f"INSERT INTO latency_hourly {sketch_select_sql()}")
-        con.execute("DELETE FROM settings WHERE key = 'latency_sketch_version'")
-        con.execute("INSERT INTO settings VALUES ('latency_sketch_version', ?)", [json.dumps(SKETCH_VERSION)])
+    # after the commit: cut short in between, the next opening simply builds it again
+    set_setting(con, "latency_sketch_version", SKETCH_VERSION)
 
 
 PRICE_COLUMNS: tuple[tuple[str, str], ...] = (
