@@ -6,23 +6,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from finops import demo, store
-from finops.ui_support import filters_for
-from pages._shared import FOLLOW_KEY, connection, follow_status, query, store_path
+from finops import store
+from finops.filters import filters_for
+from finops.sample import demo
+from views import PAGES, missing_pages
+from views._shared import FOLLOW_KEY, connection, follow_status, query, store_path
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
 
-# (file, title, icon): one line per page; files that are not written yet are skipped.
-PAGES = [
-    ("pages/overview.py", "Overview", ":material/dashboard:"),
-    ("pages/cost.py", "Cost", ":material/payments:"),
-    ("pages/budgets.py", "Budgets", ":material/savings:"),
-    ("pages/routing.py", "Routing", ":material/alt_route:"),
-    ("pages/latency.py", "Latency", ":material/speed:"),
-    ("pages/capacity.py", "Capacity", ":material/dns:"),
-    ("pages/cascade.py", "Cascade", ":material/stacks:"),
-    ("pages/data.py", "Data", ":material/upload_file:"),
-]
 ROOT = Path(__file__).resolve().parent
 
 
@@ -53,19 +44,21 @@ def _sidebar():
         if start and end and start > end:
             st.warning("'From' is after 'To': showing the single day 'From'.")
             end = start
-        tenants = st.multiselect("Tenants", query("finops.store.distinct_values", "tenant"), key="tenant",
+        tenants = st.multiselect("Tenants", query(store.distinct_values, "tenant"), key="tenant",
                                  bind="query-params", placeholder="all tenants")
-        models = st.multiselect("Models", query("finops.store.distinct_values", "model"), key="model",
+        models = st.multiselect("Models", query(store.distinct_values, "model"), key="model",
                                 bind="query-params", placeholder="all models")
-        tiers = st.multiselect("SLA tiers", query("finops.store.distinct_values", "sla_tier"), key="tier",
+        tiers = st.multiselect("SLA tiers", query(store.distinct_values, "sla_tier"), key="tier",
                                bind="query-params", placeholder="all tiers")
         if st.session_state.get(FOLLOW_KEY):
             follow_status()
     st.session_state["_filters"] = filters_for(start, end, tenants, models, tiers)
 
 
-pages = [st.Page(str(ROOT / f), title=t, icon=i, default=(n == 0))
-         for n, (f, t, i) in enumerate(p for p in PAGES if (ROOT / p[0]).exists())]
+missing = missing_pages()
+if missing:
+    raise RuntimeError(f"app.py: page files declared in views.PAGES are missing: {', '.join(missing)}")
+pages = [st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, default=(n == 0)) for n, p in enumerate(PAGES)]
 page = st.navigation(pages)      # first, so the menu is ours even while the sample store is built
 _first_start()
 _sidebar()

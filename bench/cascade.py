@@ -3,7 +3,7 @@
     python bench/cascade.py [--queries-large 10000000] [--queries 1000000] [--thresholds 200]
 
 Prints times and ratios measured in this run; asserts nothing about wall-clock time.
-The naive loop is ``finops.cascade.sweep_reference``: for each threshold it
+The naive loop is ``finops.cascade.sweep.sweep_reference``: for each threshold it
 recomputes the escalation mask, cost and quality over every query with numpy
 (O(n * T)). Both compute the same thresholds (the distinct confidence values
 plus escalate-all), and their results are checked to agree.
@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from finops.cascade import sweep, sweep_reference  # noqa: E402
+from finops.cascade.sweep import sweep, sweep_reference  # noqa: E402
 
 
 def synthetic(n: int, levels: int | None, seed: int = 0):

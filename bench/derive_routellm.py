@@ -10,7 +10,7 @@ One output row per source row (all 1,319), in source order:
 
 * prompt_id: 0-based row number in the source file; prompt_sha1: first 12 hex
   digits of the SHA-1 of the prompt text (to re-join with the source);
-* confidence: finops.cascade.routellm_confidence(Mixtral's response text);
+* confidence: finops.cascade.sweep.routellm_confidence(Mixtral's response text);
 * mixtral_correct, gpt4_correct: the source's True/False columns, as 1/0;
 * prompt_chars, mixtral_response_chars, gpt4_response_chars: text lengths;
 * mixtral_cost_usd_est, gpt4_cost_usd_est: tokens estimated as ceil(chars / 4)
@@ -29,7 +29,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from finops.cascade import routellm_confidence  # noqa: E402
+from finops.cascade.sweep import routellm_confidence  # noqa: E402
 
 SMALL, LARGE = "mistralai/Mixtral-8x7B-Instruct-v0.1", "gpt-4-1106-preview"
 PRICE_ROWS = {"mixtral": "mixtral-8x7b-instruct", "gpt4": "gpt-4-1106-preview"}

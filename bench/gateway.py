@@ -9,7 +9,7 @@ The gateway (``Gateway`` + ``serve``, what ``python -m finops gateway`` runs)
 serves two mock backends with zero service time (no prefill, no decode) and no
 cache, so every millisecond a request spends is the gateway's: parsing,
 routing, logging one flushed JSONL row, answering. At each rate the load
-generator (``finops.loadgen``, open-loop Poisson, in ``--procs`` separate
+generator (``finops.gateway.loadgen``, open-loop Poisson, in ``--procs`` separate
 processes sharing the rate) sends POST /v1/chat/completions for ``--duration``
 seconds, with its light ``raw`` HTTP/1.1 client by default (httpx costs about
 1.8 ms of client CPU per request here, enough to make the client the

@@ -99,8 +99,9 @@ def main() -> None:
     print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 2x)")
 
     print(f"\n== report --by model,tenant over {a.rows:,} rows")
-    from finops import spend, store
+    from finops import store
     from finops.filters import Filters
+    from finops.spend import report as spend
     con = store.connect(str(work / "finops.duckdb"))
     t = time.perf_counter()
     rep = spend.report(con, Filters(), ["model", "tenant"])

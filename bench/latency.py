@@ -4,7 +4,7 @@
 
 * The store is generated with DuckDB SQL by ``bench/fleet_store.py`` (canonical columns, 14 days,
   ingested through ``finops.ingest`` so rollups exist) and kept in the work directory for the next run.
-* **finops** is each ``finops.latency`` / ``finops.diagnose`` / ``finops.alerts`` call the page makes,
+* **finops** is each ``finops.latency.stats`` / ``finops.latency.diagnose`` / ``finops.ops.alerts`` call the page makes,
   on a fresh read-only connection (DuckDB, all cores).
 * **pandas** is the same computation on a DataFrame of the needed columns *already in memory* (its load
   time is printed apart and not counted), written the usual pandas way (groupby + quantile,

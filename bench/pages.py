@@ -35,12 +35,12 @@ os.environ["FINOPS_DEMO"] = "0"
 # libraries first: their import time does not grow with the data
 import altair, duckdb, pandas, scipy.stats, streamlit  # noqa
 from streamlit.testing.v1 import AppTest
-import finops.alerts, finops.budgets, finops.charts, finops.costviews, finops.exports  # noqa
+import finops.ops.alerts, finops.budgets, finops.charts, finops.costviews, finops.exports  # noqa
 import finops.ingest.preview  # noqa
 at = AppTest.from_file({app!r}, default_timeout=1800)
 page = {page!r}
 if page != "overview":
-    at.switch_page(f"pages/{{page}}.py")
+    at.switch_page(f"views/{{page}}.py")
 t = time.perf_counter()
 at.run()
 cold = time.perf_counter() - t
@@ -74,7 +74,6 @@ def ensure_store(workdir: Path, rows: int) -> Path:
         print(f"building {db} ({rows:,} rows) ...", flush=True)
         build(db, rows)
     from finops import store
-
     store.connect(db).close()        # a store built before the latency sketch gets it now, not in a timed run
     return db
 

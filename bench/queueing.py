@@ -4,7 +4,7 @@
 
 Prints times and ratios measured in this run; asserts nothing about wall-clock time.
 
-1. ``finops.queueing.mmc`` on N random (λ, μ, c) scenarios in one call (every field:
+1. ``finops.capacity.queueing.mmc`` on N random (λ, μ, c) scenarios in one call (every field:
    Erlang C, mean and four percentile waits, Little's-law lengths, states), against
    pyworkforce's ``ErlangC(...).waiting_probability(c)`` (Erlang C only, a pure-Python
    Erlang B loop of c steps) called once per scenario. pyworkforce is slow, so it is timed
@@ -14,7 +14,7 @@ Prints times and ratios measured in this run; asserts nothing about wall-clock t
    and log-uniform in [1, --max-servers]. pyworkforce's loop costs O(c) per scenario and
    ours O(1), so the ratio grows with c: the log-uniform mix (mostly small c) is the harder
    one, and the subset with c <= 20, pyworkforce's best case, is printed too.
-2. ``finops.queueing.required_servers`` with a P99-wait SLA at c ≈ 10^3, 10^4, 10^5:
+2. ``finops.capacity.queueing.required_servers`` with a P99-wait SLA at c ≈ 10^3, 10^4, 10^5:
    time and number of Erlang C evaluations, each as a ratio to c ≈ 10^3, beside the
    ratios of log c and of c.
 """
@@ -60,7 +60,7 @@ def bench_mmc(n: int, n_base: int, max_servers: int, mix: str) -> None:
     t_ours = best_of(lambda: queueing.mmc(lam, mu, c), 7)
     print(f"mmc, {n:,} scenarios in one call (c {mix} in [1, {max_servers}], mean c {c.mean():.0f}, "
           "rho in [0.05, 0.99]):")
-    print(f"  finops.queueing.mmc        {t_ours * 1e3:9.1f} ms   ({t_ours / n * 1e9:8.1f} ns per scenario)")
+    print(f"  finops.capacity.queueing.mmc        {t_ours * 1e3:9.1f} ms   ({t_ours / n * 1e9:8.1f} ns per scenario)")
     try:
         from pyworkforce.queuing import ErlangC
     except ImportError:

@@ -6,7 +6,7 @@ parameters, only fixed column names enter the SQL text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
 
 
 @dataclass(frozen=True)
@@ -43,3 +43,10 @@ class Filters:
             raise ValueError("a previous period needs both since and until")
         span = self.until - self.since
         return replace(self, since=self.since - span, until=self.since)
+
+
+def filters_for(start: date | None, end: date | None, tenants=(), models=(), tiers=()) -> Filters:
+    """Sidebar values -> Filters. The end date is inclusive for people, exclusive in SQL."""
+    since = datetime.combine(start, time()) if start else None
+    until = datetime.combine(end, time()) + timedelta(days=1) if end else None
+    return Filters(since=since, until=until, tenants=tuple(tenants), models=tuple(models), sla_tiers=tuple(tiers))

@@ -15,6 +15,8 @@ Tables
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``budgets``        monthly budget per tenant.
 ``settings``       small key/value pairs (e.g. readiness ticks).
+``data_version``   one counter that every write bumps (:func:`bump_data_version`): the dashboard's
+                   cache key, so a load, a deletion, a price, budget or setting edit shows at once.
 
 One connection per process; callers take ``con.cursor()`` per thread.
 """
@@ -123,6 +125,7 @@ def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
     with transaction(con):
         con.execute("DELETE FROM latency_hourly")
         con.execute(f"INSERT INTO latency_hourly {sketch_select_sql()}")
+        bump_data_version(con)
     # after the commit: cut short in between, the next opening simply builds it again
     set_setting(con, "latency_sketch_version", SKETCH_VERSION)
 
@@ -154,6 +157,7 @@ def _ddl() -> list[str]:
         "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
         """CREATE TABLE IF NOT EXISTS latency_hourly (
   hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",
+        "CREATE TABLE IF NOT EXISTS data_version (version BIGINT)",
     ]
 
 
@@ -189,6 +193,8 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
     if not read_only:
         for stmt in _ddl():
             con.execute(stmt)
+        if con.execute("SELECT count(*) FROM data_version").fetchall()[0][0] == 0:
+            con.execute("INSERT INTO data_version VALUES (0)")
         if con.execute("SELECT count(*) FROM prices").fetchall()[0][0] == 0:
             load_price_book(con, PRICES_CSV)
         if not sketch_ready(con):
@@ -203,6 +209,7 @@ def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike)
         con.execute("DELETE FROM prices")
         con.execute(f"INSERT INTO prices SELECT * FROM read_csv(?, header=true, columns={{{cols}}})",
                     [str(csv_path)])
+        bump_data_version(con)
     return con.execute("SELECT count(*) FROM prices").fetchall()[0][0]
 
 
@@ -243,6 +250,7 @@ def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM latency_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
+        bump_data_version(con)
     return n
 
 
@@ -258,3 +266,19 @@ def set_setting(con: duckdb.DuckDBPyConnection, key: str, value) -> None:
     with transaction(con):
         con.execute("DELETE FROM settings WHERE key = ?", [key])
         con.execute("INSERT INTO settings VALUES (?, ?)", [key, text])
+        bump_data_version(con)
+
+
+def bump_data_version(con: duckdb.DuckDBPyConnection) -> None:
+    """Count one write. Every function that changes what a query can return calls this inside its
+    transaction: loads, deletions, prices, budgets, settings (alert rules, floors, readiness ticks)."""
+    con.execute("UPDATE data_version SET version = version + 1")
+
+
+def data_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The store's write counter (see :func:`bump_data_version`); 0 for a store that has none yet."""
+    try:
+        rows = con.execute("SELECT max(version) FROM data_version").fetchall()
+    except duckdb.CatalogException:        # a store made before the counter, opened read-only
+        return 0
+    return int(rows[0][0] or 0)

@@ -10,7 +10,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 def run_page(db_path: str, page: str | None = None, timeout: float = 120, query_params: dict | None = None):
-    """AppTest of app.py on ``db_path``, switched to ``page`` (e.g. "pages/cost.py")."""
+    """AppTest of app.py on ``db_path``, switched to ``page`` (e.g. "views/cost.py")."""
     os.environ["FINOPS_DB"] = db_path
     at = AppTest.from_file(APP, default_timeout=timeout)
     for k, v in (query_params or {}).items():

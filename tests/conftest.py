@@ -22,8 +22,8 @@ DEMO_TEST_DAYS = 9                   # covers both incident windows of the sampl
 @pytest.fixture(scope="session")
 def demo_db(tmp_path_factory) -> str:
     """A store file holding the sample fleet (shorter than the default 14 days, same generator)."""
-    from finops import demo, store
-
+    from finops import store
+    from finops.sample import demo
     path = str(tmp_path_factory.mktemp("demo") / "demo.duckdb")
     con = store.connect(path)
     demo.build_demo(con, days=DEMO_TEST_DAYS)
@@ -34,7 +34,6 @@ def demo_db(tmp_path_factory) -> str:
 @pytest.fixture()
 def empty_db(tmp_path) -> str:
     from finops import store
-
     path = str(tmp_path / "empty.duckdb")
     store.connect(path).close()
     return path

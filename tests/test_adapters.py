@@ -8,9 +8,9 @@ import pytest
 from numpy.testing import assert_allclose
 
 from conftest import DATA
-from finops import benchruns, store
+from finops import store
 from finops.errors import InputError
-from finops.ingest import ADAPTERS, IngestOptions, ingest_path, probe
+from finops.ingest import ADAPTERS, IngestOptions, benchruns, ingest_path, probe
 from finops.ingest.loader import detect
 
 START = datetime(2025, 1, 1)

@@ -1,4 +1,4 @@
-"""finops.alerts: every rule has a case where it fires and one where it does not."""
+"""finops.ops.alerts: every rule has a case where it fires and one where it does not."""
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from finops import alerts, store
+from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame
+from finops.ops import alerts
 
 T0 = datetime(2026, 4, 6, 0, 0)
 _ids = iter(range(10**9))

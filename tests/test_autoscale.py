@@ -1,11 +1,11 @@
-"""finops.autoscale: the seed's elasticity paradox, pinned, and the HPA's Kubernetes defaults."""
+"""finops.capacity.autoscale: the seed's elasticity paradox, pinned, and the HPA's Kubernetes defaults."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from finops.autoscale import (
+from finops.capacity.autoscale import (
     DEFAULT_POLICIES,
     Policy,
     compare_policies,

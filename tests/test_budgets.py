@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from finops import budgets, store
+from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame
+from finops.spend import budgets
 from tests.test_costviews import COLS, _book
 
 NOV = date(2026, 11, 1)

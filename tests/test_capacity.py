@@ -1,4 +1,4 @@
-"""finops.capacity: fill-from-logs numbers on a hand-made store, the load-test fit by hand, the calculator,
+"""finops.capacity.planner: fill-from-logs numbers on a hand-made store, the load-test fit by hand, the calculator,
 cost, forecast plan and autoscaling wrappers."""
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from finops import autoscale, capacity, pricing, store
+from finops import store
+from finops.capacity import autoscale
+from finops.capacity import planner as capacity
+from finops.capacity.queueing import ggc
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame
-from finops.queueing import ggc
+from finops.spend import pricing
 
 DATA = capacity.LOADTEST_EXAMPLE.parent
 PEAK = datetime(2026, 1, 1, 10)

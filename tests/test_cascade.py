@@ -1,4 +1,4 @@
-"""finops.cascade: the sweep, frontier, hull, metrics, parametric mode and loaders."""
+"""finops.cascade.sweep: the sweep, frontier, hull, metrics, parametric mode and loaders."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-from finops import cascade
+from finops.cascade import sweep as cascade
 from finops.errors import InputError
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -1,4 +1,4 @@
-"""finops.cascade_store: shadow evaluation read from the store, quality floors, page helpers."""
+"""finops.cascade.shadow: shadow evaluation read from the store, quality floors, page helpers."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from finops import cascade, cascade_store, store
+from finops import store
+from finops.cascade import shadow as cascade_store
+from finops.cascade import sweep as cascade
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame

@@ -5,9 +5,11 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pytest
 
-from finops import costviews, pricing, spend, store
+from finops import store
 from finops.filters import Filters
 from finops.ingest import ingest_frame
+from finops.spend import costviews, pricing
+from finops.spend import report as spend
 
 COLS = ["request_id", "ts", "tenant", "sla_tier", "model", "input_tokens", "output_tokens", "cached_input_tokens",
         "service_ms", "total_ms", "cost_usd", "cache_hit", "status", "strategy", "escalated"]

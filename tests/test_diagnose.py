@@ -1,4 +1,4 @@
-"""finops.diagnose: the playbook on the seed's gateway logs, on a fleet with known incidents, and on the demo."""
+"""finops.latency.diagnose: the playbook on the seed's gateway logs, on a fleet with known incidents, and on the demo."""
 import json
 import subprocess
 import sys
@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from conftest import DATA, ROOT
-from finops import diagnose, store
+from finops import store
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
+from finops.latency import diagnose
 
 
 def _gateway(name: str):
@@ -167,9 +168,9 @@ def test_empty_store(empty_db):
 # ---------------------------------------------------------------- the sample fleet
 
 def test_demo_store_finds_its_incidents_and_nothing_critical_elsewhere(request):
-    """The sample fleet's incident windows (finops.synth.INCIDENTS) that fall in the demo store: each is
+    """The sample fleet's incident windows (finops.sample.synth.INCIDENTS) that fall in the demo store: each is
     found as a critical finding on its model and layer; no critical finding falls outside them."""
-    synth = pytest.importorskip("finops.synth")
+    synth = pytest.importorskip("finops.sample.synth")
     con = store.connect(request.getfixturevalue("demo_db"), read_only=True)
     lo, hi = store.time_span(con)
     incidents = [i for i in synth.INCIDENTS if i["start"] < hi and i["end"] > lo]

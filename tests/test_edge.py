@@ -1,4 +1,4 @@
-"""finops.edge: the seed's escalate-or-not inequality, break-even RTT, jitter and policies."""
+"""finops.cascade.edge: the seed's escalate-or-not inequality, break-even RTT, jitter and policies."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
-from finops import edge
+from finops.cascade import edge
 from finops.errors import InputError
 
 SEED = edge.EdgeInputs()
@@ -32,7 +32,7 @@ def test_seed_at_1_5_s_rtt_no_longer_pays():
 
 def test_break_even_rtt_is_523_ms_with_the_seed_numbers():
     # (0.075 - 0.01) / (0.03 / 0.38) - 0.3 s = 0.5233 s: the flip happens between 80 ms and 1.5 s,
-    # at about 520 ms (the seed's text only claims it has flipped by 1.5 s; see finops.edge).
+    # at about 520 ms (the seed's text only claims it has flipped by 1.5 s; see finops.cascade.edge).
     be = edge.break_even_rtt(SEED)
     assert be.rtt_ms == pytest.approx((0.065 / (0.03 / 0.38) - 0.3) * 1000)
     assert be.rtt_ms == pytest.approx(523.33, abs=0.01)

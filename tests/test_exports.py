@@ -6,9 +6,11 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-from finops import costviews, exports, spend, store
+from finops import store
 from finops.filters import Filters
 from finops.ingest import ingest_frame
+from finops.spend import costviews, exports
+from finops.spend import report as spend
 from tests.test_costviews import _book, _day, _frame
 
 

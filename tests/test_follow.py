@@ -1,7 +1,7 @@
 import json
 
 from finops import store
-from finops.follow import ingest_new_lines
+from finops.ingest.follow import ingest_new_lines
 
 
 def _row(i):

@@ -1,4 +1,4 @@
-"""finops.forecast: a synthetic seasonal series with a known pattern, short histories, the replica plan."""
+"""finops.capacity.forecast: a synthetic seasonal series with a known pattern, short histories, the replica plan."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
+from finops.capacity.forecast import ForecastResult, forecast_qps, hourly_history, replica_plan
+from finops.capacity.queueing import required_servers
 from finops.errors import InputError
-from finops.forecast import ForecastResult, forecast_qps, hourly_history, replica_plan
-from finops.queueing import required_servers
 
 START = "2026-01-05"        # a Monday
 

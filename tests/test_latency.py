@@ -1,4 +1,4 @@
-"""finops.latency: percentiles and histograms pinned against numpy on the same data."""
+"""finops.latency.stats: percentiles and histograms pinned against numpy on the same data."""
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -7,10 +7,11 @@ import pytest
 from numpy.testing import assert_allclose
 
 from conftest import DATA
-from finops import latency, store
+from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
+from finops.latency import stats as latency
 
 T0 = datetime(2026, 3, 2, 9, 0)
 

@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from finops import latency, store
+from finops import store
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
+from finops.latency import stats as latency
 
 T0 = datetime(2026, 5, 4, 10, 0)
 QS = (0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999)

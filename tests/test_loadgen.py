@@ -10,9 +10,7 @@ from finops.commands import load as load_command
 from finops.errors import InputError
 from finops.gateway.app import ServerThread, create_app
 from finops.gateway.config import parse_config
-from finops.gateway.log import MemoryLog
-from finops.gateway.pipeline import Gateway
-from finops.loadgen import (
+from finops.gateway.loadgen import (
     SEED_33_BASELINE,
     SEED_33_INJECTED,
     LoadSpec,
@@ -22,6 +20,8 @@ from finops.loadgen import (
     run_load,
     run_seed_33,
 )
+from finops.gateway.log import MemoryLog
+from finops.gateway.pipeline import Gateway
 
 # Mock backends with the seed's shape, scaled down ~10x so the preset runs in about a second.
 CONFIG = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from apptest_util import APP, run_page, texts
 
-PAGE = "pages/capacity.py"
+PAGE = "views/capacity.py"
 KPIS = ("Utilisation ρ", "P(wait)", "Mean queue wait", "P99 queue wait", "Replicas needed")
 
 

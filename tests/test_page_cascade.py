@@ -7,9 +7,10 @@ import pytest
 from apptest_util import run_page, texts
 from numpy.testing import assert_allclose
 
-from finops import cascade_store, store
+from finops import store
+from finops.cascade import shadow as cascade_store
 
-PAGE = "pages/cascade.py"
+PAGE = "views/cascade.py"
 NASTY = "o'brien; drop table requests"
 
 

@@ -15,13 +15,12 @@ def _line(i):
 def test_follow_a_growing_log(empty_db, tmp_path):
     log = tmp_path / "gateway.jsonl"
     log.write_text(_line(1) + _line(2))
-    at = run_page(empty_db, "pages/data.py")
+    at = run_page(empty_db, "views/data.py")
     assert not at.exception
     at.text_input(key="follow_path").set_value(str(log)).run()
     next(b for b in at.button if b.label == "Follow it live").click().run()
     assert not at.exception
-    # AppTest runs a switched-to page on its own; the sidebar (where following runs) comes with app.py
-    at.switch_page("app.py").run()
+    at.switch_page("views/overview.py").run()     # following runs in the sidebar, on every page
     assert not at.exception
     con = store.connect(empty_db)
     assert store.row_count(con) == 2

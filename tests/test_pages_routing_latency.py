@@ -7,7 +7,7 @@ from finops import store
 from finops.ingest import IngestOptions, ingest_path
 
 pytestmark = pytest.mark.slow
-PAGES = ("pages/routing.py", "pages/latency.py")
+PAGES = ("views/routing.py", "views/latency.py")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_page_on_an_empty_store(empty_db, page):
 
 
 def test_latency_page_on_the_seed_gateway_log(gateway_db):
-    at = run_page(gateway_db, "pages/latency.py")
+    at = run_page(gateway_db, "views/latency.py")
     assert not at.exception, [e.value for e in at.exception]
     text = texts(at)
     assert "these logs carry no" in text.lower() and "`ttft_ms`" in text
@@ -49,7 +49,7 @@ def test_latency_page_on_the_seed_gateway_log(gateway_db):
 
 
 def test_routing_page_on_the_seed_gateway_log(gateway_db):
-    at = run_page(gateway_db, "pages/routing.py")
+    at = run_page(gateway_db, "views/routing.py")
     assert not at.exception, [e.value for e in at.exception]
     at.radio(key="wi_policy").set_value("threshold").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -59,7 +59,7 @@ def test_routing_page_on_the_seed_gateway_log(gateway_db):
 
 
 def test_latency_page_filters_and_controls(demo_db):
-    at = run_page(demo_db, "pages/latency.py", timeout=300, query_params={"q_scale": "linear", "lat_by": "sla_tier"})
+    at = run_page(demo_db, "views/latency.py", timeout=300, query_params={"q_scale": "linear", "lat_by": "sla_tier"})
     assert not at.exception, [e.value for e in at.exception]
     at.segmented_control(key="lat_window").set_value("15min").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -68,11 +68,10 @@ def test_latency_page_filters_and_controls(demo_db):
 def test_readiness_tick_is_stored(tmp_path, demo_db):
     import shutil
 
-    from finops import readiness
-
+    from finops.ops import readiness
     db = str(tmp_path / "copy.duckdb")
     shutil.copy(demo_db, db)
-    at = run_page(db, "pages/latency.py", timeout=300)
+    at = run_page(db, "views/latency.py", timeout=300)
     at.checkbox(key="ready_canary").check().run()
     assert not at.exception, [e.value for e in at.exception]
     assert readiness.ticks(store.connect(db))["canary"]["ticked"]

@@ -9,9 +9,9 @@ import pytest
 from apptest_util import run_page, texts
 
 from conftest import ROOT
-from finops.costviews import KPI_SPECS, format_value
+from finops.spend.costviews import KPI_SPECS, format_value
 
-PAGES = ("pages/overview.py", "pages/cost.py", "pages/budgets.py", "pages/data.py")
+PAGES = ("views/overview.py", "views/cost.py", "views/budgets.py", "views/data.py")
 NOTHING = {"tenant": "stark-batch", "model": "gpt-4o"}      # a pair with no traffic in the demo fleet
 
 
@@ -58,7 +58,7 @@ def test_overview_on_the_demo_store(demo_db):
 
 
 def test_cost_on_the_demo_store(demo_db):
-    at = run_page(demo_db, "pages/cost.py")
+    at = run_page(demo_db, "views/cost.py")
     assert not at.exception
     assert _subheaders(at) == ["$ per 1M tokens by model and tenant", "Token mix and what it does to cost",
                                "Cost of one request", "Self-hosted GPU fleet: allocated vs idle",
@@ -71,7 +71,7 @@ def test_cost_on_the_demo_store(demo_db):
 
 
 def test_budgets_on_the_demo_store(demo_db):
-    at = run_page(demo_db, "pages/budgets.py")
+    at = run_page(demo_db, "views/budgets.py")
     assert not at.exception
     assert at.selectbox(key="month").value is not None
     assert [m.label for m in at.metric][:2] == ["Tenants forecast over budget", "Tenants at risk"]
@@ -80,7 +80,7 @@ def test_budgets_on_the_demo_store(demo_db):
 
 
 def test_data_page_on_the_demo_store(demo_db):
-    at = run_page(demo_db, "pages/data.py")
+    at = run_page(demo_db, "views/data.py")
     assert not at.exception
     assert _subheaders(at) == ["Load request logs", "Follow a live log", "Loaded batches", "Price book"]
     kinds = _kinds(at)
@@ -95,7 +95,7 @@ def test_filters_matching_nothing_show_an_empty_state(demo_db, page):
     assert not at.exception
     f = at.session_state["_filters"]
     assert f.tenants == ("stark-batch",) and f.models == ("gpt-4o",)
-    if page != "pages/budgets.py":
+    if page != "views/budgets.py":
         assert "No requests match these filters" in texts(at)
         assert not at.metric
     else:   # budgets ignore the model filter: the tenant still has its month
@@ -108,7 +108,7 @@ def test_filters_matching_nothing_show_an_empty_state(demo_db, page):
 def test_pages_on_an_empty_store(empty_db, page):
     at = run_page(empty_db, page)
     assert not at.exception
-    if page == "pages/data.py":
+    if page == "views/data.py":
         assert "No batches loaded yet" in texts(at)
         assert _kinds(at)["file_uploader"] == 1
     else:
@@ -119,7 +119,7 @@ def test_pages_on_an_empty_store(empty_db, page):
 # ---------------------------------------------------------------- the same numbers as the CLI
 
 def test_cost_page_showback_matches_the_cli_report(demo_db, tmp_path):
-    at = run_page(demo_db, "pages/cost.py")
+    at = run_page(demo_db, "views/cost.py")
     shown = at.dataframe[-1].value.set_index(["tenant", "model"])
     cli = _cli_report(demo_db, tmp_path, "--by", "tenant,model", *_period_args(at))
     assert len(cli) == len(shown)
@@ -148,7 +148,7 @@ def test_overview_kpis_match_the_cli_report(demo_db, tmp_path):
 
 
 def test_filtered_numbers_match_the_cli_report(demo_db, tmp_path):
-    at = run_page(demo_db, "pages/cost.py", query_params={"tenant": "globex-search", "tier": "standard"})
+    at = run_page(demo_db, "views/cost.py", query_params={"tenant": "globex-search", "tier": "standard"})
     f = at.session_state["_filters"]
     assert f.tenants == ("globex-search",) and f.sla_tiers == ("standard",)
     shown = at.dataframe[-1].value
@@ -173,15 +173,15 @@ def _button(at, label):
 
 
 def test_saving_the_price_book_unchanged_reprices_nothing(demo_copy):
-    at = run_page(demo_copy, "pages/data.py")
-    before = run_page(demo_copy, "pages/overview.py").metric[0].value
+    at = run_page(demo_copy, "views/data.py")
+    before = run_page(demo_copy, "views/overview.py").metric[0].value
     _button(at, "Save prices").click().run()
     assert not at.exception and not at.error
-    assert run_page(demo_copy, "pages/overview.py").metric[0].value == before
+    assert run_page(demo_copy, "views/overview.py").metric[0].value == before
 
 
 def test_budgets_form_saves(demo_copy):
-    at = run_page(demo_copy, "pages/budgets.py")
+    at = run_page(demo_copy, "views/budgets.py")
     _button(at, "Save budgets").click().run()
     assert not at.exception and not at.error
     assert at.metric[0].value == "0 of 0"               # no budget was set: nobody is over

@@ -4,9 +4,11 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-from finops import pricing, spend, store
+from finops import store
 from finops.filters import Filters
 from finops.ingest import ingest_frame
+from finops.spend import pricing
+from finops.spend import report as spend
 
 
 def _frame(rows):

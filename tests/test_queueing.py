@@ -1,4 +1,4 @@
-"""finops.queueing: pinned values, arbitrary-precision cross-checks, invariants, a seeded simulation."""
+"""finops.capacity.queueing: pinned values, arbitrary-precision cross-checks, invariants, a seeded simulation."""
 from __future__ import annotations
 
 import heapq
@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 from scipy import stats
 
-from finops.errors import InputError
-from finops.queueing import (
+from finops.capacity.queueing import (
     MMCResult,
     erlang_b,
     erlang_c,
@@ -26,6 +25,7 @@ from finops.queueing import (
     sqrt_staffing,
     wait_quantile,
 )
+from finops.errors import InputError
 
 # ----------------------------------------------------------------- pinned values
 

@@ -1,13 +1,14 @@
-"""finops.readiness: items judged from the store, ticks stored in the settings table."""
+"""finops.ops.readiness: items judged from the store, ticks stored in the settings table."""
 from datetime import datetime
 
 import pandas as pd
 import pytest
 
 from conftest import DATA
-from finops import alerts, readiness, store
+from finops import store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
+from finops.ops import alerts, readiness
 
 
 def _status(con) -> dict:

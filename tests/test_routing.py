@@ -1,4 +1,4 @@
-"""finops.routing: shares, cache savings, cascade costs, misrouting and what-if replay, by hand."""
+"""finops.spend.routing: shares, cache savings, cascade costs, misrouting and what-if replay, by hand."""
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -7,10 +7,12 @@ import pytest
 from numpy.testing import assert_allclose
 
 from conftest import DATA
-from finops import routing, spend, store
+from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
+from finops.spend import report as spend
+from finops.spend import routing
 
 T0 = datetime(2026, 3, 2, 10, 0)
 SMALL, LARGE, SELF = "gpt-4o-mini", "gpt-4o", "llama-3.1-8b"

@@ -1,4 +1,4 @@
-"""finops.synth: determinism, the canonical shape, the fleet's statistics, its queueing and its incidents."""
+"""finops.sample.synth: determinism, the canonical shape, the fleet's statistics, its queueing and its incidents."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from finops import cascade, queueing, schema, synth
+from finops import schema
+from finops.capacity import queueing
+from finops.cascade import sweep as cascade
+from finops.sample import synth
 from tests.conftest import ROOT
 
 LARGE = "llama-3.1-70b"

@@ -1,8 +1,9 @@
 """python -m finops alerts --db PATH [filters] [--json]"""
 from __future__ import annotations
 
-from finops import alerts, store
+from finops import store
 from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
+from finops.ops import alerts
 
 NAME = "alerts"
 HELP = ("Alerts of the deployment thresholds (error rate > 1%, P99 > 1.5 x SLA, GPU utilisation > 90% or "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from finops import cascade
+from finops.cascade import sweep as cascade
 from finops.commands._common import print_json
 from finops.errors import InputError
 

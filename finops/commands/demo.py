@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from finops import store
 from finops.commands._common import add_db, db_path
-from finops.demo import DEMO_DAYS, DEMO_SEED, build_demo
+from finops.sample.demo import DEMO_DAYS, DEMO_SEED, build_demo
 
 NAME = "demo"
 HELP = "Build a store holding the deterministic sample fleet (about 500k requests over 14 days)."

@@ -1,8 +1,9 @@
 """python -m finops diagnose --db PATH [filters] [--window hour] [--json]"""
 from __future__ import annotations
 
-from finops import diagnose, store
+from finops import store
 from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
+from finops.latency import diagnose
 
 NAME = "diagnose"
 HELP = ("Walk the slow-path playbook (routing, queue, prefill, decode, tail) over the logs, per model per window, "

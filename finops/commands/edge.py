@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, fields
 
-from finops import edge
+from finops.cascade import edge
 from finops.commands._common import print_json
 
 NAME = "edge"

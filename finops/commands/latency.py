@@ -1,8 +1,9 @@
 """python -m finops latency --db PATH --by model[,tenant,...] [filters] [--json]"""
 from __future__ import annotations
 
-from finops import latency, store
+from finops import store
 from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
+from finops.latency import stats as latency
 
 NAME = "latency"
 HELP = ("Requests and exact P50/P95/P99 of total_ms, ttft_ms, queue_ms and service_ms per group "

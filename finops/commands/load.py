@@ -1,4 +1,4 @@
-"""``python -m finops load``: open-loop load against a gateway (see :mod:`finops.loadgen`)."""
+"""``python -m finops load``: open-loop load against a gateway (see :mod:`finops.gateway.loadgen`)."""
 from __future__ import annotations
 
 from finops.commands._common import _csv_list, print_json
@@ -59,8 +59,7 @@ def _print_preset(report: dict) -> None:
 
 
 def run(args) -> int:
-    from finops import loadgen
-
+    from finops.gateway import loadgen
     if args.preset:
         report = loadgen.PRESETS[args.preset](args.url, endpoint=args.endpoint or "route",
                                               tenant=args.tenants[0] if args.tenants else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from finops import queueing
+from finops.capacity import queueing
 from finops.commands._common import print_json
 from finops.errors import InputError
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from finops import spend, store
+from finops import store
 from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
+from finops.spend import report as spend
 
 NAME = "report"
 HELP = "Spend, tokens, $ per 1M tokens and error rate per group."
@@ -31,7 +32,7 @@ def run(args) -> int:
     if args.json:
         print_json(records(frame))
     elif args.csv:
-        from finops.exports import safe_csv
+        from finops.spend.exports import safe_csv
         sys.stdout.write(safe_csv(frame))
     else:
         print(frame.to_string(index=False, float_format=lambda v: f"{v:,.4f}"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from finops import queueing
+from finops.capacity import queueing
 from finops.commands._common import print_json
 from finops.commands.mmc import add_rate_arguments, fmt, model_name, print_queue_table, service_rate_from
 

@@ -36,9 +36,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from finops import benchruns
 from finops.errors import InputError
-from finops.ingest import formats  # noqa: F401  (the foundation's formats are listed first)
+from finops.ingest import (
+    benchruns,
+    formats,  # noqa: F401  (the foundation's formats are listed first)
+)
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
 from finops.ingest.tabular import mapped_source, relation_sql, rows_to_parquet
 

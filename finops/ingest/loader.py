@@ -398,6 +398,7 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [batch_id, name, sha, fmt, opts_json, rows_read, n_ingested, rows_rejected, duplicates,
                  datetime.now(UTC).replace(tzinfo=None), min_ts, max_ts])
+    store.bump_data_version(con)
     for dropped in staged:
         con.execute(f"DROP {dropped}")
     return IngestResult(name, fmt, batch_id, rows_read, n_ingested, rows_rejected, duplicates, rejects)

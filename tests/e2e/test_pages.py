@@ -4,22 +4,13 @@ import re
 import pytest
 from browser import exceptions_on, shoot, wait_ready
 
+from views import PAGES
+
 pytestmark = pytest.mark.e2e
 
 
 def _page_slugs():
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("_app_pages", Path(__file__).resolve().parents[2] / "app.py")
-    # read the PAGES table without running Streamlit: parse the literal
-    import ast
-    tree = ast.parse(Path(spec.origin).read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES":
-            pages = ast.literal_eval(node.value)
-    root = Path(spec.origin).parent
-    return [Path(f).stem for f, _, _ in pages if (root / f).exists()]
+    return [p.slug for p in PAGES]
 
 
 @pytest.mark.parametrize("slug", _page_slugs())

@@ -1,0 +1,402 @@
+"""Benchmark runs: load tests read from ``vllm bench serve`` and LLMPerf files, kept as runs.
+
+A benchmark file is two things: requests (loaded into ``requests`` like any log,
+by the ``vllm-bench`` and ``llmperf`` adapters) and a *run* (its model, provider,
+offered load and latency percentiles), kept in the ``benchmark_runs`` table so the
+capacity and latency pages can pick one. The readers here are plain functions
+over a file: the capacity planner reuses them for load-test sizing without a store.
+
+Percentiles are computed here, the same way for both tools, over the run's
+**successful** requests only (as LLMPerf's own summary does): a failed request
+has no latency, so it never pulls a percentile down. numpy's default (linear)
+percentile is used.
+
+Table ``benchmark_runs`` (created on first use)
+------------------------------------------------
+``run_id``              ``<format>-<first 16 hex of the file's sha256>``: the same file is the same run
+``source_format``       ``vllm-bench`` or ``llmperf``
+``file_name``, ``sha256``  the file as loaded (sha256 links the run to its load batches)
+``model``, ``provider`` what was measured (provider: LLMPerf's ``framework``; NULL for vLLM)
+``request_rate_per_s``  offered arrival rate; NULL when unlimited (vLLM ``inf``) or closed-loop (LLMPerf)
+``max_concurrency``     requests in flight at most (vLLM ``max_concurrency``, LLMPerf ``num_concurrent_requests``)
+``num_prompts``         requests sent
+``started_at``          wall-clock start of the run, UTC (see each reader for how it is derived)
+``duration_s``          length of the run
+``completed``, ``failed``  request counts
+``ttft_ms_p50`` ... ``total_ms_mean``, ``mean_itl_ms_p50``, ``mean_itl_ms_p99``, ``output_tokens_per_s``
+                        summary over successful requests (see :data:`SUMMARY_COLUMNS`)
+``metadata``            every other run-level field of the source, JSON
+``loaded_at``           when the run was first stored
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from finops import store
+from finops.errors import InputError
+from finops.ingest.loader import file_sha256
+
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    *(f"ttft_ms_p{p}" for p in PERCENTILES), "ttft_ms_mean",
+    *(f"total_ms_p{p}" for p in PERCENTILES), "total_ms_mean",
+    "mean_itl_ms_p50", "mean_itl_ms_p99", "output_tokens_per_s",
+)
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"), ("source_format", "VARCHAR"), ("file_name", "VARCHAR"), ("sha256", "VARCHAR"),
+    ("model", "VARCHAR"), ("provider", "VARCHAR"), ("request_rate_per_s", "DOUBLE"),
+    ("max_concurrency", "INTEGER"), ("num_prompts", "INTEGER"), ("started_at", "TIMESTAMP"),
+    ("duration_s", "DOUBLE"), ("completed", "INTEGER"), ("failed", "INTEGER"),
+    *((c, "DOUBLE") for c in SUMMARY_COLUMNS),
+    ("metadata", "JSON"), ("loaded_at", "TIMESTAMP"),
+)
+# per-request columns of BenchRun.requests
+REQUEST_COLUMNS: tuple[str, ...] = ("index", "offset_s", "ok", "error", "ttft_ms", "total_ms", "queue_ms",
+                                    "mean_itl_ms", "input_tokens", "output_tokens", "attrs")
+BENCH_FORMATS: tuple[str, ...] = ("vllm-bench", "llmperf")
+
+
+@dataclass
+class BenchRun:
+    """One load-test run and its requests (``requests``: one row per request, :data:`REQUEST_COLUMNS`).
+
+    ``requests.offset_s`` is each request's start in seconds after the run's start;
+    latencies are NULL (NaN) for failed requests.
+    """
+    run_id: str
+    source_format: str
+    file_name: str
+    sha256: str
+    model: str | None
+    provider: str | None
+    request_rate_per_s: float | None
+    max_concurrency: int | None
+    num_prompts: int | None
+    started_at: datetime | None
+    duration_s: float | None
+    metadata: dict = field(default_factory=dict)
+    requests: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(REQUEST_COLUMNS)))
+
+    def summary(self) -> dict[str, float | int | None]:
+        """completed, failed and the :data:`SUMMARY_COLUMNS` over successful requests."""
+        return summarize(self.requests, self.duration_s)
+
+
+def summarize(requests: pd.DataFrame, duration_s: float | None) -> dict[str, float | int | None]:
+    """Percentiles (numpy, linear) and means of the successful requests' latencies.
+
+    >>> r = pd.DataFrame({"ok": [True, True, False], "ttft_ms": [100.0, 300.0, None],
+    ...                   "total_ms": [1000.0, 2000.0, None], "mean_itl_ms": [10.0, 20.0, None],
+    ...                   "output_tokens": [50, 150, 0]})
+    >>> s = summarize(r, 4.0)
+    >>> s["completed"], s["failed"], s["ttft_ms_p50"], s["output_tokens_per_s"]
+    (2, 1, 200.0, 50.0)
+    """
+    ok = requests[requests["ok"].astype(bool)] if len(requests) else requests
+    out: dict[str, float | int | None] = {"completed": int(len(ok)), "failed": int(len(requests) - len(ok))}
+    for col in ("ttft_ms", "total_ms"):
+        vals = pd.to_numeric(ok[col], errors="coerce").dropna().to_numpy(dtype=float) if len(ok) else np.array([])
+        for p in PERCENTILES:
+            out[f"{col}_p{p}"] = float(np.percentile(vals, p)) if vals.size else None
+        out[f"{col}_mean"] = float(vals.mean()) if vals.size else None
+    itl = pd.to_numeric(ok["mean_itl_ms"], errors="coerce").dropna().to_numpy(dtype=float) if len(ok) else np.array([])
+    out["mean_itl_ms_p50"] = float(np.percentile(itl, 50)) if itl.size else None
+    out["mean_itl_ms_p99"] = float(np.percentile(itl, 99)) if itl.size else None
+    tokens = float(pd.to_numeric(ok["output_tokens"], errors="coerce").fillna(0).sum()) if len(ok) else 0.0
+    out["output_tokens_per_s"] = tokens / duration_s if duration_s else None
+    return out
+
+
+# ---------------------------------------------------------------- readers
+
+def _load_json(path: Path, name: str):
+    import gzip
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")) as fh:
+            return json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError, OSError) as exc:
+        raise InputError(f"not valid JSON: {exc}", file=name) from None
+
+
+def _number(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime | None = None) -> BenchRun:
+    """Read a ``vllm bench serve --save-result --save-detailed`` result JSON.
+
+    One request per position of ``input_lens``, ``output_lens``, ``ttfts``, ``itls``,
+    ``latencies``, ``start_times`` (and ``queue_times``, ``errors``, ``generated_texts``
+    where present). A request failed when its ``errors`` entry is not empty (vLLM
+    then records ttft and latency as 0: they are left NULL here).
+
+    Times: ``start_times`` are ``time.perf_counter()`` readings, so only their
+    differences mean anything: ``offset_s = start_time - min(start_times)``. The run's
+    wall-clock start is ``start`` when given, else the file's ``date`` (written when
+    the run *ended*, in the benchmarking machine's local time, read here as UTC)
+    minus ``duration``.
+    """
+    path = Path(path)
+    name = name or path.name
+    doc = _load_json(path, name)
+    if not isinstance(doc, dict) or "model_id" not in doc:
+        raise InputError("not a vllm bench serve result (no model_id)", file=name)
+    if "input_lens" not in doc or "ttfts" not in doc:
+        raise InputError("this vllm bench result has no per-request data: re-run with --save-result "
+                         "--save-detailed (its summary alone cannot be loaded as requests)", file=name)
+    n = len(doc["input_lens"])
+    series = {k: doc.get(k) for k in ("output_lens", "ttfts", "itls", "latencies", "start_times",
+                                      "queue_times", "errors", "generated_texts")}
+    for k, v in series.items():
+        if v is not None and len(v) != n:
+            raise InputError(f"{k} has {len(v)} entries but input_lens has {n}", file=name, field=k)
+    starts = series["start_times"]
+    if starts is None:
+        raise InputError("this vllm bench result has no start_times (vLLM older than the "
+                         "--save-detailed start_times field): cannot place requests in time", file=name)
+    t0 = min(starts) if n else 0.0
+    rows = []
+    for i in range(n):
+        err = (series["errors"][i] or "") if series["errors"] is not None else ""
+        lat = _number(series["latencies"][i]) if series["latencies"] is not None else None
+        ttft = _number(series["ttfts"][i])
+        ok = not err if series["errors"] is not None else bool(lat)
+        itl = series["itls"][i] if series["itls"] is not None else None
+        attrs = {"ttft_s": ttft, "latency_s": lat, "start_time_perf_s": starts[i],
+                 "itls_s": itl, "error": err or None}
+        if series["generated_texts"] is not None:
+            attrs["generated_text"] = series["generated_texts"][i]
+        queue = _number(series["queue_times"][i]) if series["queue_times"] is not None else None
+        rows.append({
+            "index": i, "offset_s": float(starts[i]) - t0, "ok": ok,
+            "error": (err.strip().splitlines() or ["error"])[-1][:200] if not ok else None,
+            "ttft_ms": ttft * 1000 if ok and ttft is not None else None,
+            "total_ms": lat * 1000 if ok and lat is not None else None,
+            "queue_ms": queue * 1000 if queue is not None else None,
+            "mean_itl_ms": float(np.mean(itl)) * 1000 if ok and itl else None,
+            "input_tokens": doc["input_lens"][i],
+            "output_tokens": series["output_lens"][i] if series["output_lens"] is not None else None,
+            "attrs": attrs,
+        })
+    duration = _number(doc.get("duration"))
+    started = start
+    if started is None and doc.get("date"):
+        try:
+            end = datetime.strptime(str(doc["date"]), "%Y%m%d-%H%M%S")
+        except ValueError:
+            raise InputError(f"date {doc['date']!r} is not YYYYMMDD-HHMMSS; give the run's start with --start",
+                             file=name, field="date") from None
+        started = end - timedelta(seconds=duration or 0.0)
+    rate = doc.get("request_rate")
+    per_request = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
+                   "errors", "generated_texts"}
+    sha = file_sha256(path)
+    return BenchRun(
+        run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,
+        model=doc.get("model_id"), provider=None,
+        request_rate_per_s=_number(rate) if rate not in (None, "inf") else None,
+        max_concurrency=doc.get("max_concurrency"), num_prompts=doc.get("num_prompts", n),
+        started_at=_naive_utc(started), duration_s=duration,
+        metadata={k: v for k, v in doc.items() if k not in per_request},
+        requests=pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)),
+    )
+
+
+# LLMPerf leaderboard file names: <provider>_<size>.json, every run a Llama-2 chat model
+LEADERBOARD_NAME = re.compile(r"^(?P<provider>[a-z0-9-]+)_(?P<size>\d+b)$")
+
+
+def llmperf_summary_path(path: Path) -> Path | None:
+    """The summary file beside an LLMPerf individual-responses file, if there is one.
+
+    LLMPerf writes ``<name>_individual_responses.json`` and ``<name>_summary.json``
+    side by side; the leaderboard keeps ``individual/<run>.json`` and ``summary/<run>.json``.
+    """
+    candidates = []
+    if path.name.endswith("_individual_responses.json"):
+        candidates.append(path.with_name(path.name.replace("_individual_responses.json", "_summary.json")))
+    if path.parent.name == "individual":
+        candidates.append(path.parent.parent / "summary" / path.name)
+    candidates.append(path.with_name(f"{path.stem}_summary.json"))
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def names_from_file_name(name: str) -> tuple[str | None, str | None]:
+    """``(provider, model)`` from an LLMPerf leaderboard file name, else ``(None, None)``.
+
+    >>> names_from_file_name("fireworks_70b.json")
+    ('fireworks', 'llama-2-70b-chat')
+    >>> names_from_file_name("my_run_individual_responses.json")
+    (None, None)
+    """
+    m = LEADERBOARD_NAME.match(Path(name).name.removesuffix(".gz").removesuffix(".json"))
+    if not m:
+        return None, None
+    return m.group("provider"), f"llama-2-{m.group('size')}-chat"
+
+
+def closed_loop_offsets(durations_s: list[float], concurrency: int) -> tuple[list[float], float]:
+    """Start offsets of requests sent by ``concurrency`` clients, each sending its next
+    request as soon as its previous one ends (LLMPerf's closed loop), in file order.
+
+    Request i starts when the earliest-free client frees up:
+    ``start_i = min over clients of free_at``, then that client's ``free_at = start_i + d_i``.
+    Returns ``(offsets, run_length_s)``.
+
+    >>> closed_loop_offsets([2.0, 1.0, 1.0, 3.0], 2)
+    ([0.0, 0.0, 1.0, 2.0], 5.0)
+    """
+    free = [0.0] * max(1, int(concurrency or 1))
+    heapq.heapify(free)
+    offsets = []
+    for d in durations_s:
+        t = heapq.heappop(free)
+        offsets.append(t)
+        heapq.heappush(free, t + max(0.0, d))
+    return offsets, max(free) if offsets else 0.0
+
+
+def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | Path | None = None,
+                 start: datetime | None = None, model: str | None = None) -> BenchRun:
+    """Read an LLMPerf individual-responses JSON (one object per request).
+
+    Model and provider: from the summary beside the file (``model``, ``framework``:
+    see :func:`llmperf_summary_path`), else ``model``, else the leaderboard file
+    name (``fireworks_70b.json`` -> provider ``fireworks``, model ``llama-2-70b-chat``).
+
+    A request failed when its ``error_code`` is set; its latencies are left NULL
+    (LLMPerf records 0 for some failures and partial times for others; its summary
+    leaves all failed requests out, and so do we). The raw values stay in attrs.
+
+    Times: LLMPerf records none per request. Offsets are derived by replaying the
+    closed loop (:func:`closed_loop_offsets`) with the run's concurrency and each
+    request's end-to-end latency; the run's start is ``start`` when given, else
+    the summary's ``timestamp`` (written when the run ended) minus the replayed
+    run length. Without either the file cannot be placed in time.
+    """
+    path = Path(path)
+    name = name or path.name
+    doc = _load_json(path, name)
+    if isinstance(doc, dict) and any(k.startswith("results_") for k in doc):
+        raise InputError("this is an LLMPerf summary file: load the individual responses file "
+                         "(its summary beside it is read for model, provider and time)", file=name)
+    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
+        raise InputError("not an LLMPerf individual responses file (a JSON array of request objects)", file=name)
+    spath = Path(summary_path) if summary_path else llmperf_summary_path(path)
+    summary = _load_json(spath, spath.name) if spath else {}
+    file_provider, file_model = names_from_file_name(name)
+    run_model = summary.get("model") or model or file_model
+    provider = summary.get("framework") or file_provider
+    concurrency = summary.get("num_concurrent_requests")
+    durations = [_number(r.get("end_to_end_latency_s")) or 0.0 for r in doc]
+    offsets, length = closed_loop_offsets(durations, concurrency or 1)
+    if start is not None:
+        started = start
+    elif summary.get("timestamp") is not None:
+        started = datetime.fromtimestamp(float(summary["timestamp"]), UTC) - timedelta(seconds=length)
+    else:
+        raise InputError("LLMPerf individual responses carry no timestamps: give the run's start with "
+                         "--start, or keep the run's summary file beside this one", file=name)
+    rows = []
+    for i, (r, off) in enumerate(zip(doc, offsets, strict=True)):
+        ok = r.get("error_code") is None
+        ttft, e2e, itl = (_number(r.get(k)) for k in ("ttft_s", "end_to_end_latency_s", "inter_token_latency_s"))
+        rows.append({
+            "index": i, "offset_s": off, "ok": ok,
+            "error": None if ok else f"{r.get('error_code')}: {r.get('error_msg') or ''}".strip().rstrip(":")[:200],
+            "ttft_ms": ttft * 1000 if ok and ttft is not None else None,
+            "total_ms": e2e * 1000 if ok and e2e is not None else None,
+            "queue_ms": None,
+            "mean_itl_ms": itl * 1000 if ok and itl is not None else None,
+            "input_tokens": r.get("number_input_tokens"), "output_tokens": r.get("number_output_tokens"),
+            "attrs": dict(r),
+        })
+    meta = {k: v for k, v in summary.items() if not k.startswith("results_")}
+    meta["summary_file"] = spath.name if spath else None
+    meta["source_summary"] = {k: v for k, v in summary.items() if k.startswith("results_")}
+    meta["times"] = "derived: closed-loop replay of end-to-end latencies (no per-request timestamps)"
+    sha = file_sha256(path)
+    return BenchRun(
+        run_id=f"llmperf-{sha[:16]}", source_format="llmperf", file_name=name, sha256=sha,
+        model=run_model, provider=provider, request_rate_per_s=None,
+        max_concurrency=int(concurrency) if concurrency else None,
+        num_prompts=summary.get("results_num_requests_started") or len(doc),
+        started_at=_naive_utc(started), duration_s=length or None, metadata=meta,
+        requests=pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)),
+    )
+
+
+def _naive_utc(t: datetime | None) -> datetime | None:
+    if t is None:
+        return None
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+# ---------------------------------------------------------------- the store
+
+def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
+    cols = ", ".join(f"{n} {t}" for n, t in RUN_COLUMNS)
+    con.execute(f"CREATE TABLE IF NOT EXISTS benchmark_runs ({cols})")
+
+
+def _has_table(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'benchmark_runs' "
+                            "AND NOT temporary").fetchall()[0][0])
+
+
+def record_run(con: duckdb.DuckDBPyConnection, run: BenchRun) -> bool:
+    """Store a run unless its ``run_id`` is stored already. Returns whether it was added."""
+    ensure_table(con)
+    if con.execute("SELECT count(*) FROM benchmark_runs WHERE run_id = ?", [run.run_id]).fetchall()[0][0]:
+        return False
+    s = run.summary()
+    values = {
+        "run_id": run.run_id, "source_format": run.source_format, "file_name": run.file_name,
+        "sha256": run.sha256, "model": run.model, "provider": run.provider,
+        "request_rate_per_s": run.request_rate_per_s, "max_concurrency": run.max_concurrency,
+        "num_prompts": run.num_prompts, "started_at": run.started_at, "duration_s": run.duration_s,
+        **s, "metadata": json.dumps(run.metadata, default=str),
+        "loaded_at": datetime.now(UTC).replace(tzinfo=None),
+    }
+    names = [n for n, _ in RUN_COLUMNS]
+    con.execute(f"INSERT INTO benchmark_runs ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                [values[n] for n in names])
+    store.bump_data_version(con)
+    return True
+
+
+def benchmark_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Stored runs whose requests are in the store (a deleted batch hides its run), newest first."""
+    names = [n for n, _ in RUN_COLUMNS]
+    if not _has_table(con):
+        return pd.DataFrame(columns=names)
+    cols = ", ".join(f"r.{n}" for n in names)
+    return con.execute(
+        f"SELECT {cols} FROM benchmark_runs r WHERE EXISTS (SELECT 1 FROM batches b WHERE b.sha256 = r.sha256 "
+        f"AND b.format = r.source_format) ORDER BY r.started_at DESC NULLS LAST, r.run_id").df()
+
+
+def benchmark_requests(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+    """The canonical rows of one run, in arrival order (empty when the run is unknown)."""
+    if not _has_table(con):
+        return pd.DataFrame()
+    return con.execute(
+        "SELECT q.* EXCLUDE (batch_id) FROM requests q WHERE q.batch_id IN ("
+        "  SELECT b.batch_id FROM batches b JOIN benchmark_runs r ON b.sha256 = r.sha256 "
+        "  AND b.format = r.source_format WHERE r.run_id = ?) "
+        "AND starts_with(q.request_id, ?) ORDER BY q.ts, q.request_id", [run_id, run_id + ":"]).df()

@@ -1,0 +1,324 @@
+"""Alert rules as data, evaluated per model and tenant per window.
+
+The thresholds of section 5.2 of the deployment text (002)::
+
+    error rate > 1 %                      per model x tenant x hour (rollups); fires when the 99.9 % lower
+                                          confidence bound (Wilson) of the rate is above 1 %, so two
+                                          failures among 60 requests are not an alert
+    P99 latency > 1.5 x SLA               per model x tenant x tier x hour; SLA per tier, on TTFT where
+                                          the logs carry it (interactive SLAs are on the first token),
+                                          else on total_ms (``alerts.sla_metric`` overrides)
+    GPU utilisation > 90 % or < 20 %      per self-hosted model x hour, sustained (pricing.fleet_utilization)
+    queue length growing                  per model x 15 min: Little's law L_q = lambda x W_q,
+                                          rising over consecutive windows
+
+Each rule is an :class:`AlertRule` in :data:`DEFAULT_RULES`; a store may override any field
+of a rule (threshold, window, sustained, min_requests, enabled) and the SLA per tier, kept
+as JSON in the ``settings`` table (:func:`save_rules`, :func:`save_sla_targets`).
+
+A rule *fires* in a window; ``sustained`` consecutive firing windows make an alert, and
+adjacent firing windows merge into one alert with the whole span and its worst value.
+:func:`open_alerts` returns the alerts whose windows fall in the filtered period.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import timedelta
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from finops import store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.spend import pricing
+from finops.spend import report as spend
+
+ALL = "(all tenants)"
+FLEET = "(fleet)"
+SEVERITIES = ("critical", "warning", "info")
+WINDOWS = {"15min": timedelta(minutes=15), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+DEFAULT_SLA_P99_MS = {"premium": 2000.0, "standard": 5000.0, "batch": 30000.0, "(none)": 5000.0}
+SLA_METRICS = ("ttft_ms", "total_ms")
+WILSON_Z = 3.09                # one-sided 99.9 %: hundreds of windows are judged, chance must rarely alert
+ALERT_COLUMNS = ["rule", "model", "tenant", "window_start", "window_end", "value", "threshold", "severity",
+                 "message"]
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    title: str
+    threshold: float
+    unit: str              # how value and threshold read: "%", "x SLA", "requests"
+    severity: str
+    window: str = "hour"
+    sustained: int = 1     # consecutive firing windows before it alerts
+    min_requests: int = 0  # windows with fewer requests are not judged
+    enabled: bool = True
+
+
+DEFAULT_RULES: tuple[AlertRule, ...] = (
+    AlertRule("error_rate", "Error rate above 1 %", 0.01, "%", "critical", min_requests=50),
+    AlertRule("p99_over_sla", "P99 latency above 1.5 x the tier's SLA", 1.5, "x SLA", "warning", min_requests=100),
+    AlertRule("gpu_util_high", "GPU utilisation above 90 %, sustained", 0.90, "%", "warning", sustained=2),
+    AlertRule("gpu_util_low", "GPU utilisation below 20 %, sustained", 0.20, "%", "info", sustained=6),
+    AlertRule("queue_growing", "Queue length growing", 1.0, "requests", "warning", window="15min", sustained=3),
+)
+OVERRIDABLE = ("threshold", "window", "sustained", "min_requests", "enabled", "severity")
+
+
+def rules(con: duckdb.DuckDBPyConnection) -> list[AlertRule]:
+    """The default rules with the store's overrides applied."""
+    overrides = store.get_setting(con, "alerts.rules", {}) or {}
+    out = []
+    for r in DEFAULT_RULES:
+        o = {k: v for k, v in (overrides.get(r.name) or {}).items() if k in OVERRIDABLE}
+        out.append(replace(r, **o))
+    return out
+
+
+def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.DataFrame) -> None:
+    """Keep the fields of ``changed`` that differ from the defaults (validated)."""
+    if isinstance(changed, pd.DataFrame):
+        changed = [AlertRule(**{k: v for k, v in row.items() if k in AlertRule.__dataclass_fields__})
+                   for row in changed.to_dict(orient="records")]
+    defaults = {r.name: r for r in DEFAULT_RULES}
+    stored = {}
+    for r in changed:
+        if r.name not in defaults:
+            raise InputError(f"unknown alert rule {r.name}")
+        if r.window not in WINDOWS:
+            raise InputError(f"window of {r.name} must be one of {', '.join(WINDOWS)}", field="window")
+        if r.severity not in SEVERITIES:
+            raise InputError(f"severity of {r.name} must be one of {', '.join(SEVERITIES)}", field="severity")
+        if not (r.threshold >= 0) or int(r.sustained) < 1 or int(r.min_requests) < 0:
+            raise InputError(f"{r.name}: threshold >= 0, sustained >= 1, min_requests >= 0")
+        diff = {k: _plain(getattr(r, k)) for k in OVERRIDABLE if getattr(r, k) != getattr(defaults[r.name], k)}
+        if diff:
+            stored[r.name] = diff
+    store.set_setting(con, "alerts.rules", stored)
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def sla_targets(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
+    """P99 SLA in ms per SLA tier: the defaults with the store's values on top."""
+    return {**DEFAULT_SLA_P99_MS, **(store.get_setting(con, "alerts.sla_p99_ms", {}) or {})}
+
+
+def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) -> None:
+    bad = [t for t, v in targets.items() if not (float(v) > 0)]
+    if bad:
+        raise InputError(f"SLA of tier {bad[0]} must be a positive number of ms")
+    store.set_setting(con, "alerts.sla_p99_ms", {str(k): float(v) for k, v in targets.items()})
+
+
+def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
+    """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it, else total_ms."""
+    chosen = store.get_setting(con, "alerts.sla_metric")
+    if chosen in SLA_METRICS:
+        return chosen
+    where, params = (f or Filters()).where()
+    has_ttft = con.execute(f"SELECT count(ttft_ms) FROM requests WHERE {where}", params).fetchall()[0][0]
+    return "ttft_ms" if has_ttft else "total_ms"
+
+
+def save_sla_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:
+    if metric not in SLA_METRICS:
+        raise InputError(f"the SLA is on one of {', '.join(SLA_METRICS)}")
+    store.set_setting(con, "alerts.sla_metric", metric)
+
+
+def wilson_lower(k, n, z: float = WILSON_Z):
+    """One-sided lower confidence bound of a rate ``k / n`` (Wilson score interval), vectorised.
+
+    >>> round(float(wilson_lower(8, 200)), 4)
+    0.0142
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    p = np.divide(k, n, out=np.zeros_like(k), where=n > 0)
+    denom = 1 + z * z / np.where(n > 0, n, 1)
+    centre = p + z * z / (2 * np.where(n > 0, n, 1))
+    half = z * np.sqrt(p * (1 - p) / np.where(n > 0, n, 1) + z * z / (4 * np.where(n > 0, n, 1) ** 2))
+    return np.where(n > 0, (centre - half) / denom, 0.0)
+
+
+def configured(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when a person has saved alert rules or SLA targets for this store."""
+    return store.get_setting(con, "alerts.rules") is not None or store.get_setting(con, "alerts.sla_p99_ms") is not None
+
+
+# ---------------------------------------------------------------- evaluators: rule -> firing windows
+# Each returns a DataFrame: model, tenant, window_start, value, threshold, detail (str)
+
+def _bucket(window: str, col: str = "ts") -> str:
+    return {"15min": f"time_bucket(INTERVAL 15 MINUTE, {col})", "hour": f"date_trunc('hour', {col})",
+            "day": f"date_trunc('day', {col})"}[window]
+
+
+def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    grain = "hour" if rule.window in ("15min", "hour") else "day"
+    rep = spend.report(con, f, by=[grain, "model", "tenant"], include_idle=False)
+    if rep.empty:
+        return _none()
+    errors = (rep["error_rate"].fillna(0) * rep["requests"]).round()
+    rep = rep.assign(errors=errors, lower=wilson_lower(errors, rep["requests"]))
+    rep = rep[(rep["requests"] >= max(rule.min_requests, 1)) & (rep["lower"] > rule.threshold)]
+    return pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "window_start": rep[grain],
+                         "value": rep["error_rate"], "threshold": rule.threshold,
+                         "detail": [f"{int(e):,} of {n:,} requests failed (99.9% lower bound {lo:.1%})"
+                                    for e, n, lo in zip(rep["errors"], rep["requests"], rep["lower"], strict=True)]})
+
+
+def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    where, params = f.where()
+    metric = sla_metric(con, f)
+    rows = con.execute(f"""
+SELECT {_bucket(rule.window)} AS window_start, model, tenant, coalesce(sla_tier, '(none)') AS tier,
+       count(*) AS requests, quantile_cont({metric}, 0.99) AS p99
+FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND {metric} IS NOT NULL
+GROUP BY 1, 2, 3, 4 HAVING count(*) >= ?""", params + [max(rule.min_requests, 1)]).df()
+    if rows.empty:
+        return _none()
+    rows["sla_ms"] = rows["tier"].map(lambda t: sla.get(t, sla.get("(none)")))
+    rows = rows[rows["sla_ms"].notna()]
+    rows["ratio"] = rows["p99"] / rows["sla_ms"]
+    hit = rows[rows["ratio"] > rule.threshold]
+    return pd.DataFrame({"model": hit["model"], "tenant": hit["tenant"], "window_start": hit["window_start"],
+                         "value": hit["ratio"], "threshold": rule.threshold,
+                         "detail": [f"P99 {metric} {p:,.0f} ms vs {t} SLA {s:,.0f} ms over {n:,} requests"
+                                    for p, t, s, n in zip(hit["p99"], hit["tier"], hit["sla_ms"], hit["requests"],
+                                                          strict=True)]})
+
+
+def _gpu(high: bool):
+    def run(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+        util = pricing.fleet_utilization(con, f.since, f.until)
+        if f.models:
+            util = util[util["model"].isin(f.models)]
+        util = util[util["utilization"].notna() & util["hour"].notna()]
+        hit = util[util["utilization"] > rule.threshold] if high else util[util["utilization"] < rule.threshold]
+        return pd.DataFrame({"model": hit["model"], "tenant": FLEET, "window_start": hit["hour"],
+                             "value": hit["utilization"].astype(float), "threshold": rule.threshold,
+                             "detail": [f"busy {u:.0%} of paid GPU capacity" for u in hit["utilization"]]})
+    return run
+
+
+def queue_length(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "15min") -> pd.DataFrame:
+    """Mean queue length per model and window by Little's law: ``L_q = lambda x W_q``
+    (arrivals per second x mean queue_ms / 1000). Windows without traffic count as 0.
+    Columns: model, window_start, requests, mean_queue_ms, queue_length."""
+    where, params = f.where()
+    seconds = WINDOWS[window].total_seconds()
+    df = con.execute(f"""
+SELECT model, {_bucket(window)} AS window_start, count(*) AS requests, avg(queue_ms) AS mean_queue_ms
+FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND queue_ms IS NOT NULL
+GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
+    df["queue_length"] = df["requests"] / seconds * df["mean_queue_ms"] / 1000.0
+    return df
+
+
+def _queue_growing(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    q = queue_length(con, f, rule.window)
+    if q.empty:
+        return _none()
+    step = WINDOWS[rule.window]
+    out = []
+    for model, g in q.groupby("model"):
+        s = g.set_index("window_start")["queue_length"]
+        full = pd.date_range(s.index.min(), s.index.max(), freq=step)
+        s = s.reindex(full, fill_value=0.0)
+        rising = (s.diff() > 0).astype(int)
+        run = rising.groupby((rising == 0).cumsum()).cumsum()   # consecutive rises ending here
+        for ts, length, r in zip(s.index, s.to_numpy(), run.to_numpy(), strict=True):
+            if r >= rule.sustained and length >= rule.threshold:
+                out.append((model, ALL, ts, float(length), rule.threshold,
+                            f"{int(r)} rises in a row to {length:,.1f} waiting on average"))
+    return pd.DataFrame(out, columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
+
+
+def _none() -> pd.DataFrame:
+    return pd.DataFrame(columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
+
+
+EVALUATORS: dict[str, Callable] = {
+    "error_rate": _error_rate,
+    "p99_over_sla": _p99_over_sla,
+    "gpu_util_high": _gpu(True),
+    "gpu_util_low": _gpu(False),
+    "queue_growing": _queue_growing,
+}
+
+
+# ---------------------------------------------------------------- alerts
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "%":
+        return f"{value:.1%}"
+    if unit == "x SLA":
+        return f"{value:.2f} x SLA"
+    return f"{value:,.1f} {unit}"
+
+
+def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
+    """Merge adjacent firing windows per model and tenant; keep runs of at least ``sustained``
+    windows (queue_growing already counts its run)."""
+    step = WINDOWS["hour"] if rule.name.startswith("gpu_") else WINDOWS[rule.window]
+    need = 1 if rule.name == "queue_growing" else rule.sustained
+    worst = max if rule.name != "gpu_util_low" else min
+    out = []
+    for (model, tenant), g in fired.sort_values("window_start").groupby(["model", "tenant"], sort=True):
+        starts = pd.to_datetime(g["window_start"]).tolist()
+        values, details = g["value"].tolist(), g["detail"].tolist()
+        run = [0]
+        for i in range(1, len(starts) + 1):
+            if i < len(starts) and starts[i] == starts[i - 1] + step:
+                run.append(i)
+                continue
+            if len(run) >= need:
+                k = values.index(worst(values[j] for j in run))
+                start, end = starts[run[0]], starts[run[-1]] + step
+                n = len(run)
+                span = f"{n} window{'s' if n > 1 else ''} of {rule.window if not rule.name.startswith('gpu_') else 'hour'}"
+                who = model + ("" if tenant in (ALL, FLEET) else f" for tenant {tenant}")
+                out.append({"rule": rule.name, "model": model, "tenant": tenant, "window_start": start,
+                            "window_end": end, "value": values[k], "threshold": rule.threshold,
+                            "severity": rule.severity,
+                            "message": f"{rule.title}: {who}, {_fmt(values[k], rule.unit)} "
+                                       f"(threshold {_fmt(rule.threshold, rule.unit)}) from {start:%Y-%m-%d %H:%M} "
+                                       f"to {end:%Y-%m-%d %H:%M} UTC, {span}; worst: {details[k]}."})
+            run = [i]
+    return out
+
+
+def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+    """Alerts of every enabled rule in the filtered period, most severe and most recent first.
+
+    Columns: rule, model, tenant, window_start, window_end, value, threshold, severity, message.
+    ``tenant`` is ``(all tenants)`` for per-model rules (queue) and ``(fleet)`` for GPU rules.
+    """
+    f = filters or Filters()
+    sla = sla_targets(con)
+    found: list[dict] = []
+    for rule in rules(con):
+        if not rule.enabled:
+            continue
+        fired = EVALUATORS[rule.name](con, f, rule, sla)
+        if len(fired):
+            found.extend(_episodes(rule, fired))
+    out = pd.DataFrame(found, columns=ALERT_COLUMNS)
+    if out.empty:
+        return out
+    out["_sev"] = out["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
+    out = out.sort_values(["_sev", "window_end", "rule", "model"], ascending=[True, False, True, True])
+    return out.drop(columns="_sev").reset_index(drop=True)
+
+
+def rules_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The rules in force, as a table for a page's editor."""
+    return pd.DataFrame([asdict(r) for r in rules(con)])

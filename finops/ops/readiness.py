@@ -1,0 +1,165 @@
+"""The production readiness checklist of section 4 of the deployment text (002), as data.
+
+Each item is checked from the store where the data allows it and is otherwise left for a
+person to tick. Ticks live in the ``settings`` table (key ``readiness.ticks``), so they
+survive restarts and travel with the store. An item is *done* when the store shows it
+(``status == "pass"``) or a person ticked it.
+
+From the store
+--------------
+* load test done: a benchmark run is recorded (``benchmark_runs``) or a ``vllm-bench`` /
+  ``llmperf`` batch was loaded;
+* instance plan with 20–30 % redundancy: a capacity plan saved in settings (``capacity.plan``,
+  a JSON object with ``redundancy`` as a fraction) whose redundancy is in [0.2, 0.3];
+* metrics ready: the logs carry requests, status (error rate), total_ms (P99), service time on a
+  self-hosted model (GPU utilisation) and queue_ms (queue length). GPU memory is never in request
+  logs, so the item stays "partial" until a person ticks it;
+* alert rules configured: SLA targets or rule overrides saved for this store (finops.ops.alerts).
+
+For a person: the cold-start buffer, the canary and rollback plans, auth and rate limits.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+import pandas as pd
+
+from finops import store
+from finops.ops import alerts
+
+TICKS_KEY = "readiness.ticks"
+PLAN_KEY = "capacity.plan"
+LOAD_TEST_FORMATS = ("vllm-bench", "llmperf")
+REDUNDANCY_BAND = (0.20, 0.30)
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str        # pass, fail, partial, manual
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    category: str
+    item: str
+    requirement: str
+    check: Callable[[duckdb.DuckDBPyConnection], Check] | None = None   # None: a person decides
+
+
+def _table_exists(con, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+
+
+def _load_test(con) -> Check:
+    runs = 0
+    if _table_exists(con, "benchmark_runs"):
+        runs = con.execute("SELECT count(*) FROM benchmark_runs").fetchall()[0][0]
+    placeholders = ", ".join("?" for _ in LOAD_TEST_FORMATS)
+    batches = con.execute(f"SELECT count(*) FROM batches WHERE format IN ({placeholders})",
+                          list(LOAD_TEST_FORMATS)).fetchall()[0][0]
+    if runs or batches:
+        return Check("pass", f"{runs:,} benchmark run(s) and {batches:,} load-test file(s) in the store")
+    return Check("fail", "no load test in the store: load a `vllm bench serve` or LLMPerf result on the Data page")
+
+
+def _plan(con) -> Check:
+    plan = store.get_setting(con, PLAN_KEY)
+    if not isinstance(plan, dict) or plan.get("redundancy") is None:
+        return Check("manual", "no capacity plan saved in this store: tick when the plan exists elsewhere")
+    r = float(plan["redundancy"])
+    lo, hi = REDUNDANCY_BAND
+    what = f"saved plan: {plan.get('instances', '?')} instances with {r:.0%} redundancy"
+    if lo <= r <= hi:
+        return Check("pass", what)
+    return Check("fail", f"{what}, outside the {lo:.0%}–{hi:.0%} the checklist asks for")
+
+
+METRIC_FIELDS = (  # metric -> (fields any one of which derives it, how)
+    ("requests", ("ts",), "one row per request"),
+    ("error rate", ("status",), "status"),
+    ("P99 latency", ("total_ms",), "total_ms"),
+    ("GPU utilisation", ("service_ms", "prefill_ms", "decode_ms"), "service time on a self-hosted model"),
+    ("queue length", ("queue_ms",), "queue_ms (Little's law)"),
+)
+
+
+def _metrics(con) -> Check:
+    cov = store.field_coverage(con)
+    if not cov.get("ts"):
+        return Check("fail", "the store holds no requests")
+    have, lack = [], []
+    for metric, fields, how in METRIC_FIELDS:
+        (have if any(cov.get(x) for x in fields) else lack).append(f"{metric} ({how})")
+    self_hosted = con.execute("SELECT count(*) FROM prices WHERE kind = 'self_hosted' AND model IN "
+                              "(SELECT DISTINCT model FROM requests)").fetchall()[0][0]
+    if not self_hosted and "GPU utilisation (service time on a self-hosted model)" in have:
+        have.remove("GPU utilisation (service time on a self-hosted model)")
+        lack.append("GPU utilisation (no self-hosted model in the logs)")
+    text = "from the logs: " + ", ".join(have) + (f"; missing: {', '.join(lack)}" if lack else "") \
+        + "; GPU memory is never in request logs: tick once your monitoring shows it"
+    return Check("partial", text) if have else Check("fail", text)
+
+
+def _alerting(con) -> Check:
+    active = [r.name for r in alerts.rules(con) if r.enabled]
+    if alerts.configured(con):
+        sla = alerts.sla_targets(con)
+        return Check("pass", f"{len(active)} rules on; P99 SLA per tier saved: "
+                             + ", ".join(f"{t} {v:,.0f} ms" for t, v in sla.items()))
+    return Check("partial", f"the {len(active)} default rules are evaluated here (error rate > 1%, P99 > 1.5 x SLA, "
+                            "GPU > 90% / < 20%, queue growing); save the SLA per tier on the Latency page to confirm")
+
+
+CHECKLIST: tuple[Item, ...] = (
+    Item("load_test", "Capacity", "Load test done",
+         "P50/P99 latency and throughput recorded for different batch sizes and input/output lengths", _load_test),
+    Item("instance_plan", "Capacity", "Instance plan",
+         "Instances derived from the target QPS and P99, with 20–30% redundancy", _plan),
+    Item("cold_start", "Capacity", "Cold-start buffer",
+         "Scaling allows for model load time, or standing instances are kept warm"),
+    Item("metrics", "Monitoring", "Metrics ready",
+         "Requests, error rate, P99 latency, GPU utilisation, GPU memory, queue length", _metrics),
+    Item("alerts", "Monitoring", "Alerts configured",
+         "Error rate > 1%, P99 above SLA, GPU anomalies trigger alerts", _alerting),
+    Item("canary", "Release", "Canary plan", "Shift 5–10% of traffic first; watch 1–2 h before going to 100%"),
+    Item("rollback", "Release", "Rollback plan", "The old version is kept and traffic can switch back quickly"),
+    Item("auth_rate_limit", "Security", "Auth and rate limits",
+         "The API gateway has authentication, an IP allow-list and QPS limits"),
+)
+
+
+def ticks(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
+    return store.get_setting(con, TICKS_KEY, {}) or {}
+
+
+def tick(con: duckdb.DuckDBPyConnection, item_id: str, ticked: bool = True, note: str = "") -> None:
+    """Record a person's tick (or untick) of a checklist item."""
+    from finops.errors import InputError
+
+    if item_id not in {i.id for i in CHECKLIST}:
+        raise InputError(f"unknown checklist item {item_id}")
+    current = ticks(con)
+    current[item_id] = {"ticked": bool(ticked), "note": note,
+                        "at": datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")}
+    store.set_setting(con, TICKS_KEY, current)
+
+
+def checklist(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per item: id, category, item, requirement, source (store / person), status, evidence,
+    ticked, ticked_at, note, done."""
+    t = ticks(con)
+    rows = []
+    for it in CHECKLIST:
+        c = it.check(con) if it.check else Check("manual", "a person confirms this")
+        mark = t.get(it.id, {})
+        ticked = bool(mark.get("ticked"))
+        rows.append({"id": it.id, "category": it.category, "item": it.item, "requirement": it.requirement,
+                     "source": "store" if it.check else "person", "status": c.status, "evidence": c.evidence,
+                     "ticked": ticked, "ticked_at": mark.get("at") if ticked else None,
+                     "note": mark.get("note", ""), "done": c.status == "pass" or ticked})
+    return pd.DataFrame(rows)

@@ -1,0 +1,1 @@
+"""finops.sample"""

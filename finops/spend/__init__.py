@@ -1,0 +1,1 @@
+"""finops.spend.report"""

@@ -1,0 +1,301 @@
+"""Monthly budgets per tenant: stored in the store's ``budgets`` table, burn so far, forecast to month end.
+
+Forecast
+--------
+Let ``x_1 .. x_n`` be a tenant's spend on the *complete* days observed this month (a day with no
+traffic counts as 0), ``m`` their mean and ``s`` their sample standard deviation, ``S`` the spend so far
+(the complete days plus the current partial day) and ``d`` the days left until the month ends
+(fractional, from the end of the last observed hour). Treating daily spend as independent draws, the
+month-end spend is forecast as::
+
+    forecast = S + m * d
+    interval = forecast ± t(1 - α/2, n - 1) * s * sqrt(d + d² / n)
+
+the prediction interval for a sum of ``d`` future days (``d·s²`` for the days themselves, ``d²·s²/n``
+for the uncertainty of ``m``), with ``α = 1 - confidence`` (90 % by default). The lower bound is never
+below ``S``. With fewer than two complete days there is no spread to measure: the forecast is the run
+rate so far and the interval is unknown (NaN). A month that has ended has ``d = 0``.
+
+A tenant is **over budget** when the forecast exceeds its budget, **at risk** when only the upper end
+of the interval does, and **on track** otherwise. Idle self-hosted capacity is a fleet cost: it is in no
+tenant's budget.
+
+>>> r = forecast_month_end([10.0, 12.0, 8.0, 10.0], spent_usd=40.0, days_left=10.0)
+>>> round(r.forecast_usd, 2), round(r.low_usd, 2), round(r.high_usd, 2)
+(140.0, 117.26, 162.74)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from finops import store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.spend import report as spend
+
+DEFAULT_CONFIDENCE = 0.9
+STATUSES = ("over budget", "at risk", "on track", "no budget")
+
+
+def month_start(value) -> date:
+    """The first day of the month of a date/datetime, or of a ``YYYY-MM`` string."""
+    if isinstance(value, str):
+        try:
+            y, m = value.split("-")[:2]
+            return date(int(y), int(m), 1)
+        except ValueError:
+            raise InputError(f"not a month (YYYY-MM): {value!r}", field="month") from None
+    return date(value.year, value.month, 1)
+
+
+def next_month(m: date) -> date:
+    return date(m.year + (m.month == 12), m.month % 12 + 1, 1)
+
+
+def months(con: duckdb.DuckDBPyConnection) -> list[date]:
+    """Months with traffic in the store, newest first."""
+    rows = con.execute("SELECT DISTINCT CAST(date_trunc('month', hour) AS DATE) FROM rollup_hourly "
+                       "ORDER BY 1 DESC").fetchall()
+    return [r[0] for r in rows]
+
+
+def tenants(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Tenants with traffic, or with a budget in any month."""
+    rows = con.execute("SELECT tenant FROM rollup_hourly WHERE tenant <> '' UNION "
+                       "SELECT tenant FROM budgets ORDER BY 1").fetchall()
+    return [r[0] for r in rows]
+
+
+def budget_table(con: duckdb.DuckDBPyConnection, month) -> pd.DataFrame:
+    """Every known tenant with its budget for ``month`` (NaN where none is set). Columns: tenant, budget_usd."""
+    m = month_start(month)
+    known = pd.DataFrame({"tenant": tenants(con)}, dtype=object)
+    set_ = con.execute("SELECT tenant, budget_usd FROM budgets WHERE month = ?", [m]).df()
+    out = known.merge(set_, on="tenant", how="left")
+    out["budget_usd"] = out["budget_usd"].astype("float64")
+    return out
+
+
+def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame) -> int:
+    """Replace ``month``'s budgets with ``frame`` (tenant, budget_usd). A blank budget removes it.
+
+    Raises InputError (naming the row and field) for a blank tenant, a tenant listed twice, or a budget
+    that is not a non-negative number. Returns the number of budgets stored.
+    """
+    m = month_start(month)
+    if "tenant" not in frame.columns or "budget_usd" not in frame.columns:
+        raise InputError("budgets need the columns tenant and budget_usd")
+    rows: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for i, (tenant, raw) in enumerate(zip(frame["tenant"], frame["budget_usd"], strict=True), start=1):
+        if raw is None or (isinstance(raw, float) and math.isnan(raw)) or (isinstance(raw, str) and not raw.strip()):
+            continue
+        name = "" if tenant is None or (isinstance(tenant, float) and math.isnan(tenant)) else str(tenant).strip()
+        if not name:
+            raise InputError("a budget needs a tenant", row=i, field="tenant")
+        if name in seen:
+            raise InputError(f"tenant {name!r} is listed twice", row=i, field="tenant")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise InputError(f"budget {raw!r} is not a number", row=i, field="budget_usd") from None
+        if not math.isfinite(value) or value < 0:
+            raise InputError(f"budget {raw!r} must be a non-negative amount in USD", row=i, field="budget_usd")
+        seen.add(name)
+        rows.append((name, value))
+    with store.transaction(con):
+        con.execute("DELETE FROM budgets WHERE month = ?", [m])
+        if rows:
+            con.executemany("INSERT INTO budgets VALUES (?, ?, ?)", [(t, m, v) for t, v in rows])
+        store.bump_data_version(con)
+    return len(rows)
+
+
+def set_budget(con: duckdb.DuckDBPyConnection, tenant: str, month, budget_usd: float) -> None:
+    """Set one tenant's budget for a month (other tenants' budgets are kept)."""
+    table = budget_table(con, month)
+    table = table[table["tenant"] != tenant]
+    table = pd.concat([table, pd.DataFrame({"tenant": [tenant], "budget_usd": [budget_usd]})], ignore_index=True)
+    save_budgets(con, month, table)
+
+
+def t_quantile(confidence: float, dof: int) -> float:
+    """The two-sided Student-t quantile t(1 - α/2, dof) for ``confidence`` = 1 - α.
+
+    >>> round(t_quantile(0.9, 3), 4)
+    2.3534
+    """
+    from scipy import stats  # imported here: scipy.stats takes seconds to import, only budgets need it
+
+    return float(stats.t.ppf(0.5 + confidence / 2, dof))
+
+
+@dataclass(frozen=True)
+class Forecast:
+    forecast_usd: float
+    low_usd: float
+    high_usd: float
+    mean_daily_usd: float
+    sd_daily_usd: float
+
+
+def forecast_month_end(daily_usd, spent_usd: float, days_left: float, confidence: float = DEFAULT_CONFIDENCE,
+                       elapsed_days: float | None = None) -> Forecast:
+    """Month-end spend from complete days' spend ``daily_usd`` (see the module docstring).
+
+    With no complete day, the run rate is ``spent_usd / elapsed_days``.
+    """
+    x = np.asarray(daily_usd, dtype=float)
+    n = len(x)
+    d = max(float(days_left), 0.0)
+    if n == 0:
+        rate = spent_usd / elapsed_days if elapsed_days else 0.0
+        f = spent_usd + rate * d
+        return Forecast(f, math.nan, math.nan, rate, math.nan)
+    m = float(x.mean())
+    f = spent_usd + m * d
+    if n < 2:
+        return Forecast(f, math.nan, math.nan, m, math.nan)
+    s = float(x.std(ddof=1))
+    half = t_quantile(confidence, n - 1) * s * math.sqrt(d + d * d / n)
+    return Forecast(f, max(f - half, spent_usd), f + half, m, s)
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    month: date
+    as_of: datetime | None          # end of the last observed hour (None: no traffic this month)
+    first_day: date | None          # first day with traffic this month
+    days_left: float
+    complete_days: int
+    confidence: float
+    table: pd.DataFrame             # one row per tenant (see status())
+    daily: pd.DataFrame             # tenant, day, spent_usd (complete and partial days)
+    idle_usd: float                 # idle capacity this month (no tenant's budget)
+
+
+def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_of: datetime | None = None,
+           confidence: float = DEFAULT_CONFIDENCE) -> BudgetReport:
+    """Budget, burn so far and month-end forecast of every tenant (``f.tenants`` narrows the list;
+    dates, models and tiers of ``f`` do not apply: a budget covers all of a tenant's spend in the month).
+
+    Table columns: tenant, budget_usd, spent_usd, mean_daily_usd, sd_daily_usd, forecast_usd,
+    forecast_low_usd, forecast_high_usd, used_share (spent / budget), forecast_share (forecast / budget),
+    status (over budget / at risk / on track / no budget).
+    """
+    f = f or Filters()
+    m = month_start(month)
+    end = next_month(m)
+    start_dt, end_dt = datetime.combine(m, datetime.min.time()), datetime.combine(end, datetime.min.time())
+    span = con.execute("SELECT min(hour), max(hour) FROM rollup_hourly WHERE hour >= ? AND hour < ?",
+                       [start_dt, end_dt]).fetchall()[0]
+    budgets = budget_table(con, m)
+    if f.tenants:
+        budgets = budgets[budgets["tenant"].isin(f.tenants)]
+    if span[0] is None:
+        table = _table(budgets, pd.DataFrame(columns=["tenant", "spent_usd"]), {}, 0.0, 0, confidence, None)
+        return BudgetReport(m, None, None, 0.0, 0, confidence, table,
+                            pd.DataFrame(columns=["tenant", "day", "spent_usd"]), 0.0)
+    last = span[1] + timedelta(hours=1)
+    if as_of is not None:
+        last = min(max(as_of, start_dt), end_dt)
+    first_day = span[0].date()
+    # from the first observed day: a self-hosted fleet is not charged for days before the store begins
+    period = Filters(since=datetime.combine(first_day, datetime.min.time()), until=last, tenants=f.tenants)
+    rep = spend.report(con, period, by=["day", "tenant"])
+    idle = float(rep.loc[rep["tenant"] == spend.IDLE_TENANT, "cost_usd"].sum())
+    rep = rep[rep["tenant"] != spend.IDLE_TENANT]
+    daily = pd.DataFrame({"tenant": rep["tenant"], "day": pd.to_datetime(rep["day"]).dt.date,
+                          "spent_usd": rep["cost_usd"].astype(float)})
+    last_day = last.date()
+    complete = [first_day + timedelta(days=i) for i in range((last_day - first_day).days)]
+    days_left = (end_dt - last) / timedelta(days=1)
+    elapsed = (last - datetime.combine(first_day, datetime.min.time())) / timedelta(days=1)
+    spent = daily.groupby("tenant", as_index=False)["spent_usd"].sum()
+    series = {}
+    for tenant, grp in daily.groupby("tenant"):
+        per_day = dict(zip(grp["day"], grp["spent_usd"], strict=True))
+        series[tenant] = [per_day.get(d, 0.0) for d in complete]
+    table = _table(budgets, spent, series, days_left, len(complete), confidence, elapsed)
+    return BudgetReport(m, last, first_day, days_left, len(complete), confidence, table,
+                        daily.reset_index(drop=True), idle)
+
+
+def _table(budgets: pd.DataFrame, spent: pd.DataFrame, series: dict, days_left: float, n_complete: int,
+           confidence: float, elapsed: float | None) -> pd.DataFrame:
+    names = sorted(set(budgets["tenant"]) | set(spent["tenant"]))
+    budget_of = dict(zip(budgets["tenant"], budgets["budget_usd"], strict=True))
+    spent_of = dict(zip(spent["tenant"], spent["spent_usd"], strict=True))
+    rows = []
+    for t in names:
+        s = float(spent_of.get(t, 0.0))
+        fc = forecast_month_end(series.get(t, [0.0] * n_complete), s, days_left, confidence, elapsed)
+        b = budget_of.get(t)
+        b = None if b is None or (isinstance(b, float) and math.isnan(b)) else float(b)
+        if b is None:
+            st = "no budget"
+        elif fc.forecast_usd > b:
+            st = "over budget"
+        elif not math.isnan(fc.high_usd) and fc.high_usd > b:
+            st = "at risk"
+        else:
+            st = "on track"
+        rows.append({"tenant": t, "budget_usd": b if b is not None else math.nan, "spent_usd": s,
+                     "mean_daily_usd": fc.mean_daily_usd, "sd_daily_usd": fc.sd_daily_usd,
+                     "forecast_usd": fc.forecast_usd, "forecast_low_usd": fc.low_usd, "forecast_high_usd": fc.high_usd,
+                     "used_share": s / b if b else math.nan, "forecast_share": fc.forecast_usd / b if b else math.nan,
+                     "status": st})
+    cols = ["tenant", "budget_usd", "spent_usd", "mean_daily_usd", "sd_daily_usd", "forecast_usd", "forecast_low_usd",
+            "forecast_high_usd", "used_share", "forecast_share", "status"]
+    out = pd.DataFrame(rows, columns=cols)
+    order = {s: i for i, s in enumerate(STATUSES)}
+    out = out.sort_values(["status", "forecast_usd"], key=lambda c: c.map(order) if c.name == "status" else -c,
+                          kind="stable")
+    return out.reset_index(drop=True)
+
+
+def burn_curve(report: BudgetReport, tenant: str) -> pd.DataFrame:
+    """Cumulative spend of one tenant through the month: the observed days ('actual'), then the
+    forecast from the last observation to the month end with its interval ('forecast').
+
+    Columns: day (datetime), kind, cumulative_usd, low_usd, high_usd, budget_usd.
+    """
+    row = report.table[report.table["tenant"] == tenant]
+    budget = float(row["budget_usd"].iloc[0]) if len(row) else math.nan
+    cols = ["day", "kind", "cumulative_usd", "low_usd", "high_usd", "budget_usd"]
+    if report.as_of is None or not len(row):
+        return pd.DataFrame(columns=cols)
+    d = report.daily[report.daily["tenant"] == tenant].sort_values("day")
+    first = report.first_day
+    days = [first + timedelta(days=i) for i in range((report.as_of.date() - first).days + 1)
+            if first + timedelta(days=i) < next_month(report.month)]
+    per_day = dict(zip(d["day"], d["spent_usd"], strict=True))
+    out, cum = [], 0.0
+    for day in days:
+        cum += per_day.get(day, 0.0)
+        # plotted at the end of the day (or at the last observation for the partial day)
+        at = min(datetime.combine(day + timedelta(days=1), datetime.min.time()), report.as_of)
+        out.append((at, "actual", cum, math.nan, math.nan, budget))
+    r = row.iloc[0]
+    mean, sd, n = float(r["mean_daily_usd"]), float(r["sd_daily_usd"]), report.complete_days
+    end = datetime.combine(next_month(report.month), datetime.min.time())
+    points = [report.as_of]
+    nxt = datetime.combine(report.as_of.date() + timedelta(days=1), datetime.min.time())
+    while nxt <= end:
+        if nxt > report.as_of:
+            points.append(nxt)
+        nxt += timedelta(days=1)
+    t = t_quantile(report.confidence, n - 1) if n >= 2 else math.nan
+    for p in points:
+        k = (p - report.as_of) / timedelta(days=1)
+        mid = cum + mean * k
+        half = t * sd * math.sqrt(k + k * k / n) if n >= 2 and not math.isnan(sd) else math.nan
+        out.append((p, "forecast", mid, max(mid - half, cum) if not math.isnan(half) else math.nan,
+                    mid + half if not math.isnan(half) else math.nan, budget))
+    return pd.DataFrame(out, columns=cols)

@@ -1,0 +1,542 @@
+"""The spend views of the Overview and Cost pages, as DataFrames and small dataclasses.
+
+Every figure comes from :mod:`finops.spend.report` / :mod:`finops.spend.pricing` (the hourly rollups priced with the
+price book), so a page, an export and ``python -m finops report`` cannot disagree. The one view that
+needs request-level costs (the cost-per-request distribution) applies the same pricing rules to raw
+rows in :func:`request_costs_sql`.
+
+Idle self-hosted capacity is the tenant :data:`finops.spend.report.IDLE_TENANT`; it belongs to the fleet, so
+views that rank or budget tenants leave it out and say so, and views of the whole bill keep it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+import duckdb
+import pandas as pd
+
+from finops import store
+from finops.filters import Filters
+from finops.latency import stats as latency
+from finops.spend import pricing
+from finops.spend import report as spend
+
+IDLE = spend.IDLE_TENANT
+
+
+# ---------------------------------------------------------------- periods
+
+def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
+    """``f`` with ``since``/``until`` filled from the store's span where open (whole hours)."""
+    if f.since is not None and f.until is not None:
+        return f
+    lo, hi = con.execute("SELECT min(hour), max(hour) FROM rollup_hourly").fetchall()[0]
+    if lo is None:
+        return f
+    return Filters(since=f.since or lo, until=f.until or hi + timedelta(hours=1), tenants=f.tenants,
+                   models=f.models, sla_tiers=f.sla_tiers)
+
+
+def grain(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
+    """The time grain of charts for these filters (:func:`finops.spend.report.grain_for`)."""
+    p = period_of(con, f)
+    return spend.grain_for(p) if p.since is not None else "day"
+
+
+GRAIN_UNIT = {"hour": "hour", "day": "day", "week": "week", "month": "month"}
+
+
+# ---------------------------------------------------------------- KPIs with change
+
+@dataclass(frozen=True)
+class KpiSpec:
+    """One headline number: the :class:`finops.spend.report.Kpis` field, its label (with unit), its format and
+    which direction is bad for the business (``worse`` = up is bad, ``better`` = up is good, ``neutral``)."""
+    field: str
+    label: str
+    fmt: str            # usd | usd3 | count | tokens | pct | ms
+    up_is: str
+    help: str
+
+
+KPI_SPECS: tuple[KpiSpec, ...] = (
+    KpiSpec("spend_usd", "Spend (USD)", "usd", "worse",
+            "Recorded costs, token-priced requests and self-hosted GPU hours, idle capacity included."),
+    KpiSpec("requests", "Requests", "count", "neutral", "Model calls served (a cascade escalation is two)."),
+    KpiSpec("tokens", "Tokens (input + output)", "tokens", "neutral", "Prompt tokens (cached included) plus generated tokens."),
+    KpiSpec("cost_per_1m_tokens", "$ per 1M tokens", "usd3", "worse", "Spend divided by tokens, per million."),
+    KpiSpec("cache_saved_usd", "Cache savings (USD)", "usd", "better",
+            "What semantic-cache hits would have cost on their model at book prices."),
+    KpiSpec("escalation_rate", "Cascade escalation rate (%)", "pct", "worse",
+            "Cascade requests whose small-model answer was rejected and sent to a larger model."),
+    KpiSpec("p99_total_ms", "P99 total latency (ms)", "ms", "worse",
+            "99th percentile of end-to-end latency of the requests a model served (cache hits excluded), as on "
+            "the Latency page: within 1% (hourly sketch) unless a tenant or tier filter makes it exact."),
+    KpiSpec("error_rate", "Error rate (%)", "pct", "worse", "Requests whose status is not ok."),
+)
+
+
+def format_value(fmt: str, value) -> str:
+    """A KPI value as text, with its unit.
+
+    >>> format_value("usd", 1234.5), format_value("pct", 0.0123), format_value("tokens", 2.5e9)
+    ('$1,234.50', '1.23 %', '2.50 B')
+    >>> format_value("ms", None)
+    'n/a'
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if fmt == "usd":
+        return f"${value:,.2f}"
+    if fmt == "usd3":
+        return f"${value:,.3f}"
+    if fmt == "count":
+        return f"{int(value):,}"
+    if fmt == "tokens":
+        for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+            if abs(value) >= div:
+                return f"{value / div:,.2f} {suffix}"
+        return f"{int(value):,}"
+    if fmt == "pct":
+        return f"{100 * value:.2f} %"
+    if fmt == "ms":
+        return f"{value:,.0f} ms"
+    raise ValueError(f"unknown format {fmt}")
+
+
+@dataclass(frozen=True)
+class KpiChange:
+    spec: KpiSpec
+    value: float | None
+    previous: float | None
+    change: float | None        # relative change (0.1 = +10 %), or percentage points for rates
+    change_text: str | None     # "+10.0 %" / "-0.20 pp" / None when there is nothing to compare with
+
+    @property
+    def text(self) -> str:
+        return format_value(self.spec.fmt, self.value)
+
+
+@dataclass(frozen=True)
+class PeriodKpis:
+    current: spend.Kpis
+    previous: spend.Kpis | None
+    period: Filters             # the period shown (since/until filled in)
+    previous_period: Filters | None
+    items: tuple[KpiChange, ...]
+    previous_coverage: float | None     # share of the previous period inside the store's time span
+    idle_usd: float                     # idle self-hosted capacity in the period (part of spend_usd)
+
+    @property
+    def idle_share(self) -> float | None:
+        return self.idle_usd / self.current.spend_usd if self.current.spend_usd > 0 else None
+
+
+def _change(spec: KpiSpec, cur, prev) -> tuple[float | None, str | None]:
+    if cur is None or prev is None:
+        return None, None
+    if spec.fmt == "pct":           # rates change in percentage points
+        d = 100 * (cur - prev)
+        return d, f"{d:+.2f} pp"
+    if prev == 0:
+        return None, None
+    d = (cur - prev) / abs(prev)
+    return d, f"{100 * d:+.1f} %"
+
+
+def kpis_with_change(con: duckdb.DuckDBPyConnection, f: Filters) -> PeriodKpis:
+    """The headline KPIs for ``f`` and for the previous period of equal length (``Filters.shifted_back``).
+
+    A KPI's change is relative (``(now - before) / before``) except for rates, whose change is in
+    percentage points; it is None when the previous period has no data for it.
+    """
+    period = period_of(con, f)
+    cur = spend.kpis(con, period)
+    prev_period = period.shifted_back() if period.since is not None else None
+    prev = spend.kpis(con, prev_period) if prev_period is not None else None
+    if prev is not None and prev.requests == 0:
+        # no traffic before: nothing to compare with (a self-hosted fleet would still show its idle cost)
+        prev = None
+    items = []
+    for spec in KPI_SPECS:
+        v = getattr(cur, spec.field)
+        p = getattr(prev, spec.field) if prev is not None else None
+        change, text = _change(spec, v, p)
+        items.append(KpiChange(spec, v, p, change, text))
+    idle = 0.0
+    if not f.tenants and not f.sla_tiers:
+        by_tenant = spend.report(con, period, by=["tenant"])
+        idle = float(by_tenant.loc[by_tenant["tenant"] == IDLE, "cost_usd"].sum())
+    return PeriodKpis(cur, prev, period, prev_period, tuple(items), _coverage(con, prev_period), idle)
+
+
+def _coverage(con: duckdb.DuckDBPyConnection, p: Filters | None) -> float | None:
+    """Share of ``p``'s time range that lies inside the store's span (1.0 = wholly covered)."""
+    if p is None or p.since is None or p.until is None:
+        return None
+    lo, hi = con.execute("SELECT min(hour), max(hour) FROM rollup_hourly").fetchall()[0]
+    if lo is None:
+        return 0.0
+    hi = hi + timedelta(hours=1)
+    overlap = (min(hi, p.until) - max(lo, p.since)) / timedelta(seconds=1)
+    return max(0.0, min(1.0, overlap / ((p.until - p.since) / timedelta(seconds=1))))
+
+
+def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Per time bucket (the chart grain): the KPIs the rollups can give, for sparklines.
+
+    Columns: period, spend_usd, requests, tokens, cost_per_1m_tokens, cache_saved_usd, escalation_rate,
+    error_rate, and p99_total_ms where the hourly latency sketch can answer for these filters (whole
+    hours, no tenant or tier filter, hour/day/week grain); otherwise P99 has no trend here, since it would
+    need the raw rows.
+    """
+    g = grain(con, f)
+    period = period_of(con, f)
+    rep = spend.report(con, period, by=[g])
+    out = pd.DataFrame({
+        "period": rep[g], "spend_usd": rep["cost_usd"], "requests": rep["requests"],
+        "tokens": rep["input_tokens"] + rep["output_tokens"], "cost_per_1m_tokens": rep["cost_per_1m_tokens"],
+        "cache_saved_usd": rep["cache_saved_usd"],
+        "escalation_rate": [spend.escalation_rate(e, c) for e, c in zip(rep["escalations"], rep["cascade_requests"],
+                                                                          strict=True)],
+        "error_rate": rep["error_rate"]})
+    if g in latency.SKETCH_KEYS and latency.sketch_usable(con, period, [g]):
+        p99 = latency.over_time(con, period, "total_ms", grain=g, by=None, quantiles=(0.99,))
+        out = out.merge(p99[["ts", "p99"]].rename(columns={"ts": "period", "p99": "p99_total_ms"}),
+                        on="period", how="left")
+    return out
+
+
+# ---------------------------------------------------------------- spend over time
+
+def spend_over_time(con: duckdb.DuckDBPyConnection, f: Filters, grain_name: str | None = None,
+                    include_idle: bool = True) -> pd.DataFrame:
+    """Spend per time bucket and model; idle self-hosted capacity is its own series ``(idle capacity)``
+    (unless ``include_idle`` is False, or the filters pick tenants or tiers).
+
+    Columns: period (bucket start), series, cost_usd, requests. The grain follows the range
+    (:func:`finops.spend.report.grain_for`) unless given.
+    """
+    g = grain_name or grain(con, f)
+    sql, params = spend.costed(con, period_of(con, f), include_idle=None if include_idle else False)
+    rows = con.execute(
+        f"SELECT {spend.TIME_GRAINS[g]} AS period, CASE WHEN is_idle THEN ? ELSE model END AS series, "
+        f"sum(cost_usd) AS cost_usd, coalesce(sum(requests) FILTER (WHERE NOT is_idle), 0) AS requests "
+        f"FROM ({sql}) GROUP BY 1, 2 ORDER BY 1, 2", [IDLE, *params]).df()
+    rows["requests"] = rows["requests"].astype("int64")
+    return rows
+
+
+# ---------------------------------------------------------------- tenants
+
+@dataclass(frozen=True)
+class TopTenants:
+    table: pd.DataFrame     # tenant, cost_usd, share, previous_cost_usd, change
+    trend: pd.DataFrame     # period, tenant, cost_usd (the top tenants only)
+    grain: str
+    others: int             # tenants not in the top n
+    idle_usd: float         # idle capacity in the period (not a tenant)
+
+
+def top_tenants(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 8) -> TopTenants:
+    """The ``n`` tenants with the highest spend, their share of tenant spend, change against the previous
+    period of equal length, and their spend per time bucket (for trend lines)."""
+    period = period_of(con, f)
+    g = grain(con, f)
+    by_tenant = spend.report(con, period, by=["tenant"], include_idle=False)
+    by_tenant = by_tenant.sort_values("cost_usd", ascending=False, kind="stable")
+    total = float(by_tenant["cost_usd"].sum())
+    top = by_tenant.head(n)
+    table = pd.DataFrame({"tenant": top["tenant"], "cost_usd": top["cost_usd"],
+                          "share": top["cost_usd"] / total if total > 0 else 0.0,
+                          "requests": top["requests"]})
+    prev = pd.DataFrame(columns=["tenant", "cost_usd"])
+    if period.since is not None:
+        prev = spend.report(con, period.shifted_back(), by=["tenant"], include_idle=False)[["tenant", "cost_usd"]]
+    table = table.merge(prev.rename(columns={"cost_usd": "previous_cost_usd"}), on="tenant", how="left")
+    pc = table["previous_cost_usd"].astype("float64")
+    table["change"] = ((table["cost_usd"] - pc) / pc).where(pc > 0)
+    trend = spend.report(con, Filters(since=period.since, until=period.until, tenants=tuple(top["tenant"]),
+                                      models=f.models, sla_tiers=f.sla_tiers), by=[g, "tenant"], include_idle=False)
+    trend = trend.rename(columns={g: "period"})[["period", "tenant", "cost_usd"]]
+    idle = 0.0
+    if not f.tenants and not f.sla_tiers:
+        whole = spend.report(con, period, by=["tenant"])
+        idle = float(whole.loc[whole["tenant"] == IDLE, "cost_usd"].sum())
+    return TopTenants(table.reset_index(drop=True), trend, g, max(len(by_tenant) - n, 0), idle)
+
+
+# ---------------------------------------------------------------- $ per 1M tokens, model x tenant
+
+def cost_matrix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """$ per 1M tokens for every model x tenant pair with traffic (idle capacity left out: it has no tokens).
+
+    Columns: model, tenant, requests, tokens, cost_usd, cost_per_1m_tokens.
+    """
+    rep = spend.report(con, period_of(con, f), by=["model", "tenant"], include_idle=False)
+    out = pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "requests": rep["requests"],
+                        "tokens": rep["input_tokens"] + rep["output_tokens"], "cost_usd": rep["cost_usd"],
+                        "cost_per_1m_tokens": rep["cost_per_1m_tokens"]})
+    return out
+
+
+def cost_matrix_wide(matrix: pd.DataFrame) -> pd.DataFrame:
+    """``cost_matrix`` as a table: one row per model, one column per tenant, $ per 1M tokens in the cells,
+    plus the model's own $ per 1M tokens over all tenants (``all tenants``)."""
+    if matrix.empty:
+        return pd.DataFrame(columns=["model"])
+    wide = matrix.pivot_table(index="model", columns="tenant", values="cost_per_1m_tokens", aggfunc="first")
+    sums = matrix.groupby("model")[["cost_usd", "tokens"]].sum()
+    wide.insert(0, "all tenants", (sums["cost_usd"] / sums["tokens"].where(sums["tokens"] > 0)) * 1e6)
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+# ---------------------------------------------------------------- token mix
+
+def token_mix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Per model: tokens by class and the cost each class carries.
+
+    Token columns count every request (cache hits included): ``uncached_input_tokens``,
+    ``cached_input_tokens``, ``output_tokens``. Cost columns split ``cost_usd`` (idle left out) into
+    ``input_cost_usd``, ``cached_input_cost_usd``, ``output_cost_usd`` and ``request_fee_usd`` (token-priced
+    requests of API models, at book prices), ``recorded_cost_usd`` (costs the logs carry) and
+    ``gpu_time_usd`` (self-hosted GPU hours allocated by busy time); they add up to ``cost_usd``.
+    ``prompt_cache_saving_usd`` is what the cached prompt tokens would have cost more at the uncached
+    input price.
+    """
+    sql, params = spend.costed(con, period_of(con, f), include_idle=False)
+    api = "coalesce(p.kind, 'api') = 'api'"
+    mix = con.execute(f"""
+SELECT c.model, any_value(coalesce(p.kind, 'api')) AS kind,
+  sum(greatest(c.input_tokens - c.cached_input_tokens, 0)) AS uncached_input_tokens,
+  sum(c.cached_input_tokens) AS cached_input_tokens, sum(c.output_tokens) AS output_tokens,
+  sum(CASE WHEN {api} THEN c.priced_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0) / 1e6 ELSE 0 END)
+    AS input_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_cached_input_tokens
+      * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0) / 1e6 ELSE 0 END) AS cached_input_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_output_tokens * coalesce(p.output_usd_per_1m, 0) / 1e6 ELSE 0 END)
+    AS output_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_requests * coalesce(p.request_usd, 0) ELSE 0 END) AS request_fee_usd,
+  sum(c.recorded_cost_usd) AS recorded_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * greatest(coalesce(p.input_usd_per_1m, 0)
+      - coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0), 0) / 1e6 ELSE 0 END) AS prompt_cache_saving_usd,
+  sum(c.cost_usd) AS cost_usd
+FROM ({sql}) c LEFT JOIN prices p ON p.model = c.model
+GROUP BY c.model ORDER BY sum(c.cost_usd) DESC, c.model""", params).df()
+    priced = mix[["input_cost_usd", "cached_input_cost_usd", "output_cost_usd", "request_fee_usd",
+                  "recorded_cost_usd"]].sum(axis=1)
+    # what is left of the cost is allocated GPU time; clip float dust on API-only models
+    gpu = mix["cost_usd"] - priced
+    mix.insert(len(mix.columns) - 2, "gpu_time_usd", gpu.where(gpu.abs() > 1e-9, 0.0))
+    return mix
+
+
+TOKEN_CLASSES = (("uncached_input_tokens", "input (uncached)"), ("cached_input_tokens", "input (prompt-cached)"),
+                 ("output_tokens", "output"))
+COST_PARTS = (("input_cost_usd", "input tokens"), ("cached_input_cost_usd", "cached input tokens"),
+              ("output_cost_usd", "output tokens"), ("request_fee_usd", "per-request fees"),
+              ("recorded_cost_usd", "recorded by the logs"), ("gpu_time_usd", "GPU time (self-hosted)"))
+
+
+def token_mix_long(mix: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``token_mix`` reshaped for charts: (model, token_class, tokens, share) and (model, part, cost_usd)."""
+    t = mix[["model", *[c for c, _ in TOKEN_CLASSES]]].melt(id_vars=["model"], var_name="token_class",
+                                                             value_name="tokens")
+    t["token_class"] = t["token_class"].map(dict(TOKEN_CLASSES))
+    totals = t.groupby("model")["tokens"].transform("sum")
+    t["share"] = (t["tokens"] / totals).where(totals > 0, 0.0)
+    c = mix[["model", *[c for c, _ in COST_PARTS]]].melt(id_vars=["model"], var_name="part", value_name="cost_usd")
+    c["part"] = c["part"].map(dict(COST_PARTS))
+    c = c[c["cost_usd"].abs() > 1e-12].reset_index(drop=True)
+    return t, c
+
+
+@dataclass(frozen=True)
+class TokenEffect:
+    output_token_share: float | None      # output tokens / all tokens (token-priced API traffic)
+    output_cost_share: float | None       # output-token cost / token cost
+    prompt_cache_saving_usd: float
+    token_cost_usd: float
+
+
+def token_effect(mix: pd.DataFrame) -> TokenEffect:
+    """One-line summary of the mix: output tokens' share of tokens vs of token cost (API models)."""
+    api = mix[mix["kind"] == "api"]
+    tokens = float(api[["uncached_input_tokens", "cached_input_tokens", "output_tokens"]].to_numpy().sum())
+    cost = float(api[["input_cost_usd", "cached_input_cost_usd", "output_cost_usd"]].to_numpy().sum())
+    return TokenEffect(float(api["output_tokens"].sum()) / tokens if tokens else None,
+                       float(api["output_cost_usd"].sum()) / cost if cost else None,
+                       float(mix["prompt_cache_saving_usd"].sum()), cost)
+
+
+# ---------------------------------------------------------------- cost per request (raw rows)
+
+def request_costs_sql(where: str, hours: str, sample_pct: float | None = None) -> str:
+    """SELECT model, tenant, cost_usd per request for raw rows matching ``where``.
+
+    The rules of :mod:`finops.spend.pricing`, row by row: a recorded ``cost_usd`` counts as is; a row without
+    one that is not a cache hit is priced at the book's token prices (API models); a self-hosted model's
+    hourly allocated cost is shared by the hour's served requests in proportion to their busy time
+    (by count in an hour with no timing). Summed over all rows these equal ``spend.report`` without
+    the idle line. ``hours`` yields the paid hours (pricing.hours_sql). ``sample_pct`` reads a random
+    share of the table (DuckDB system sampling, fixed seed) instead of every row.
+    """
+    sample = f" TABLESAMPLE {sample_pct:.6f}% (system, 42)" if sample_pct is not None else ""
+    served = "NOT coalesce(q.cache_hit, false)"
+    return f"""
+WITH alloc AS ({pricing.alloc_sql(hours)}),
+q AS (SELECT model, tenant, ts, cost_usd, cache_hit, input_tokens, cached_input_tokens, output_tokens,
+             {store.BUSY_MS_SQL} AS busy_ms FROM requests{sample} WHERE {where})
+SELECT q.model, q.tenant,
+  coalesce(q.cost_usd, 0)
+  + CASE WHEN q.cost_usd IS NULL AND {served} AND coalesce(p.kind, 'api') = 'api' THEN
+      (greatest(coalesce(q.input_tokens, 0) - coalesce(q.cached_input_tokens, 0), 0) * coalesce(p.input_usd_per_1m, 0)
+       + coalesce(q.cached_input_tokens, 0) * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
+       + coalesce(q.output_tokens, 0) * coalesce(p.output_usd_per_1m, 0)) / 1e6 + coalesce(p.request_usd, 0)
+    ELSE 0 END
+  + CASE WHEN {served} AND a.model IS NOT NULL THEN
+      CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * q.busy_ms / a.busy_ms
+           WHEN a.served > 0 THEN a.allocated_usd / a.served ELSE 0 END
+    ELSE 0 END AS cost_usd
+FROM q LEFT JOIN prices p ON p.model = q.model
+       LEFT JOIN alloc a ON a.model = q.model AND a.hour = date_trunc('hour', q.ts)"""
+
+
+@dataclass(frozen=True)
+class CostDistribution:
+    summary: pd.DataFrame       # model, requests, mean_usd, p50_usd, p90_usd, p99_usd, max_usd, free_share
+    histogram: pd.DataFrame     # model, bin_lo_usd, bin_hi_usd, requests, share (of the model's priced requests)
+    rows_read: int
+    sampled: bool
+
+
+BINS_PER_DECADE = 4
+LOW_TAIL = 0.005
+
+
+def cost_per_request(con: duckdb.DuckDBPyConnection, f: Filters, max_rows: int = 300_000) -> CostDistribution:
+    """Distribution of the cost of one request, per model (see :func:`request_costs_sql`).
+
+    Above ``max_rows`` matching requests the distribution is estimated from a seeded random sample of
+    about ``max_rows`` of them (``sampled`` says so); the rest of the spend views are exact. Costs
+    above zero are binned on a log scale ({BINS_PER_DECADE} bins per decade); zero-cost requests (cache
+    hits, unpriced models) are counted in ``free_share``. The cheapest 0.5 % of paid requests (all models
+    together) are counted in the lowest bin, so that a few near-zero costs do not stretch the axis.
+    """
+    period = period_of(con, f)
+    where, params = period.where()
+    matching = int(spend.report(con, period, by=[], include_idle=False)["requests"].sum())
+    total = store.row_count(con)
+    pct = None
+    if matching > max_rows and total > 0:
+        pct = min(100.0, 100.0 * max_rows / matching)
+    hours, hparams = pricing.hours_sql(period.since, period.until)
+    sql = request_costs_sql(where, hours, pct)
+    args = hparams + params
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _req_cost AS {sql}", args)
+    try:
+        summary = con.execute("""
+SELECT model, count(*) AS requests, avg(cost_usd) AS mean_usd,
+       quantile_cont(cost_usd, 0.5) AS p50_usd, quantile_cont(cost_usd, 0.9) AS p90_usd,
+       quantile_cont(cost_usd, 0.99) AS p99_usd, max(cost_usd) AS max_usd,
+       count(*) FILTER (WHERE cost_usd <= 0) / count(*) AS free_share
+FROM _req_cost GROUP BY model ORDER BY avg(cost_usd) DESC""").df()
+        # the cheapest 0.5 % of paid requests share the lowest bin (self-hosted requests with next to no
+        # busy time can cost 1e-20 $, which would stretch the axis over twenty decades)
+        hist = con.execute(f"""
+WITH lo AS (SELECT floor(log10(quantile_cont(cost_usd, {LOW_TAIL})) * {BINS_PER_DECADE}) AS k0
+            FROM _req_cost WHERE cost_usd > 0),
+b AS (SELECT model, greatest(floor(log10(cost_usd) * {BINS_PER_DECADE}), (SELECT k0 FROM lo)) AS k
+      FROM _req_cost WHERE cost_usd > 0)
+SELECT model, pow(10, k / {BINS_PER_DECADE}) AS bin_lo_usd, pow(10, (k + 1) / {BINS_PER_DECADE}) AS bin_hi_usd,
+       count(*) AS requests, count(*) / sum(count(*)) OVER (PARTITION BY model) AS share
+FROM b GROUP BY model, k ORDER BY model, k""").df()
+        n = con.execute("SELECT count(*) FROM _req_cost").fetchall()[0][0]
+    finally:
+        con.execute("DROP TABLE IF EXISTS _req_cost")
+    return CostDistribution(summary, hist, int(n), pct is not None)
+
+
+# ---------------------------------------------------------------- self-hosted fleet
+
+@dataclass(frozen=True)
+class GpuFleet:
+    series: pd.DataFrame    # period, model, fleet_cost_usd, allocated_usd, idle_usd, utilization
+    summary: pd.DataFrame   # model, fleet_cost_usd, allocated_usd, idle_usd, idle_share, utilization
+    grain: str
+
+
+def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
+    """Allocated vs idle GPU cost and utilisation of each self-hosted model (``pricing.fleet_utilization``).
+
+    Hourly up to 31 days, daily beyond. Utilisation of a bucket is allocated / fleet cost (the busy
+    share of paid GPU time). The fleet is shared, so tenant and tier filters do not apply here; model
+    filters do.
+    """
+    period = period_of(con, f)
+    util = pricing.fleet_utilization(con, period.since, period.until)
+    if f.models:
+        util = util[util["model"].isin(f.models)]
+    days = (period.until - period.since).total_seconds() / 86400 if period.since is not None else 0
+    g = "hour" if days <= 31 else "day"
+    util = util.assign(period=util["hour"] if g == "hour" else util["hour"].dt.floor("D"))
+    series = util.groupby(["period", "model"], as_index=False)[["fleet_cost_usd", "allocated_usd", "idle_usd"]].sum()
+    series["utilization"] = (series["allocated_usd"] / series["fleet_cost_usd"]).where(series["fleet_cost_usd"] > 0)
+    summary = util.groupby("model", as_index=False)[["fleet_cost_usd", "allocated_usd", "idle_usd"]].sum()
+    summary["idle_share"] = (summary["idle_usd"] / summary["fleet_cost_usd"]).where(summary["fleet_cost_usd"] > 0)
+    summary["utilization"] = 1 - summary["idle_share"]
+    return GpuFleet(series, summary, g)
+
+
+# ---------------------------------------------------------------- showback
+
+SHOWBACK_COLUMNS = ("tenant", "model", "requests", "input_tokens", "output_tokens", "cached_input_tokens",
+                    "tokens", "cost_usd", "cost_per_1m_tokens", "share")
+
+
+def showback(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Showback / chargeback: spend per tenant x model. Idle self-hosted capacity is the tenant
+    ``(idle capacity)`` (kept unless the filters pick tenants or tiers), so the rows add up to the bill.
+
+    Columns: SHOWBACK_COLUMNS; ``share`` is the row's share of the table's total.
+    """
+    rep = spend.report(con, period_of(con, f), by=["tenant", "model"])
+    out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"])
+    total = float(out["cost_usd"].sum())
+    out["share"] = out["cost_usd"] / total if total > 0 else 0.0
+    out["_idle"] = out["tenant"] == IDLE
+    out = out.sort_values(["_idle", "cost_usd"], ascending=[True, False], kind="stable")
+    return out[list(SHOWBACK_COLUMNS)].reset_index(drop=True)
+
+
+def showback_by_tenant(sb: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`showback` table summed per tenant (the chargeback line per team), largest first,
+    idle capacity last. Columns: tenant, models, requests, tokens, cost_usd, cost_per_1m_tokens, share."""
+    if sb.empty:
+        return pd.DataFrame(columns=["tenant", "models", "requests", "tokens", "cost_usd", "cost_per_1m_tokens",
+                                     "share"])
+    g = sb.groupby("tenant", as_index=False).agg(models=("model", "nunique"), requests=("requests", "sum"),
+                                                 tokens=("tokens", "sum"), cost_usd=("cost_usd", "sum"),
+                                                 share=("share", "sum"))
+    g["cost_per_1m_tokens"] = (g["cost_usd"] / g["tokens"].where(g["tokens"] > 0)) * 1e6
+    g["_idle"] = g["tenant"] == IDLE
+    g = g.sort_values(["_idle", "cost_usd"], ascending=[True, False], kind="stable")
+    return g[["tenant", "models", "requests", "tokens", "cost_usd", "cost_per_1m_tokens", "share"]].reset_index(
+        drop=True)
+
+
+def period_label(f: Filters) -> str:
+    """``2026-11-01 to 2026-11-14`` (the inclusive last day) for captions and file names."""
+    if f.since is None or f.until is None:
+        return "all data"
+    last = f.until - timedelta(microseconds=1)
+    return f"{f.since:%Y-%m-%d} to {last:%Y-%m-%d}"
+
+
+def days_in(f: Filters) -> float | None:
+    if f.since is None or f.until is None:
+        return None
+    return (f.until - f.since) / timedelta(days=1)

@@ -1,0 +1,137 @@
+"""Spend analytics: the report by any dimensions, KPIs with period-over-period change, spend over time.
+
+Everything reads the hourly rollups (fast at any row count). A filter whose
+``since``/``until`` falls inside an hour is answered from raw rows rolled up on
+the fly by the same code, so the two paths cannot disagree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+
+from finops import store
+from finops.filters import Filters
+from finops.latency import stats as latency
+from finops.spend import pricing
+
+IDLE_TENANT = "(idle capacity)"
+TIME_GRAINS = {"hour": "hour", "day": "date_trunc('day', hour)", "week": "date_trunc('week', hour)",
+               "month": "date_trunc('month', hour)"}
+GROUPABLE = (*store.ROLLUP_DIMS, *TIME_GRAINS)
+
+
+def _hour_aligned(value) -> bool:
+    return value is None or (value.minute == 0 and value.second == 0 and value.microsecond == 0)
+
+
+def _source(f: Filters) -> tuple[str, list]:
+    """A filtered rollup-shaped relation for ``f`` and its parameters."""
+    if _hour_aligned(f.since) and _hour_aligned(f.until):
+        where, params = f.where(ts_col="hour")
+        return f"SELECT * FROM rollup_hourly WHERE {where}", params
+    where, params = f.where()
+    return store.rollup_select_sql("requests", where, with_batch=False), params
+
+
+def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None = None) -> tuple[str, list]:
+    """SQL of costed rollup rows for the filters (see pricing.costed_rollup_sql).
+
+    Idle capacity is a fleet line: included unless the filters pick tenants or tiers.
+    """
+    if include_idle is None:
+        include_idle = not f.tenants and not f.sla_tiers
+    src, params = _source(f)
+    hours, hparams = pricing.hours_sql(f.since, f.until)
+    sql = pricing.costed_rollup_sql(src, hours)
+    if not include_idle:
+        sql = f"SELECT * FROM ({sql}) WHERE NOT is_idle"
+    elif f.models:
+        sql = f"SELECT * FROM ({sql}) WHERE NOT is_idle OR model IN ({', '.join('?' for _ in f.models)})"
+        return sql, params + hparams + list(f.models)
+    return sql, params + hparams
+
+
+MEASURES_SQL = """
+  sum(requests) FILTER (WHERE NOT is_idle) AS requests,
+  sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+  sum(cached_input_tokens) AS cached_input_tokens,
+  sum(cost_usd) AS cost_usd,
+  sum(cost_usd) / nullif(sum(input_tokens) + sum(output_tokens), 0) * 1e6 AS cost_per_1m_tokens,
+  sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) AS error_rate,
+  sum(cache_hits) AS cache_hits, sum(cache_saved_usd) AS cache_saved_usd,
+  sum(escalations) AS escalations, sum(cascade_requests) AS cascade_requests"""
+
+
+def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str, ...] = ("model",),
+           include_idle: bool | None = None) -> pd.DataFrame:
+    """One row per group: requests, tokens, cost_usd, cost_per_1m_tokens, error_rate, ...
+
+    ``by`` names dimensions (model, tenant, route, sla_tier, status) and/or a
+    time grain (hour, day, week, month). Idle self-hosted capacity appears as
+    tenant ``(idle capacity)`` so that the groups add up to the whole bill.
+    """
+    bad = [b for b in by if b not in GROUPABLE]
+    if bad:
+        from finops.errors import InputError
+        raise InputError(f"cannot group by {', '.join(bad)}; choose from {', '.join(GROUPABLE)}")
+    sql, params = costed(con, f, include_idle)
+    keys = [f"{TIME_GRAINS[b]} AS {b}" if b in TIME_GRAINS else b for b in by]
+    key_sql = ", ".join(keys)
+    grouping = f"GROUP BY {', '.join(str(i + 1) for i in range(len(by)))}" if by else ""
+    order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
+    out = con.execute(f"SELECT {key_sql + ',' if by else ''} {MEASURES_SQL} FROM ({sql}) {grouping} "
+                      f"ORDER BY {order}", params).df()
+    for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_hits", "escalations",
+              "cascade_requests"):
+        out[c] = out[c].fillna(0).astype("int64")
+    return out
+
+
+@dataclass(frozen=True)
+class Kpis:
+    spend_usd: float
+    requests: int
+    tokens: int
+    cost_per_1m_tokens: float | None
+    cache_saved_usd: float
+    escalation_rate: float | None
+    p99_total_ms: float | None
+    error_rate: float | None
+
+
+def escalation_rate(escalations: float, cascade_rows: float) -> float | None:
+    """Escalated attempts per cascade request. A cascade request writes one row, or two
+    when it escalates (the attempt and the large model's answer), so requests = rows - escalations."""
+    base = cascade_rows - escalations
+    return escalations / base if base > 0 else None
+
+
+def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> Kpis:
+    tot = report(con, f, by=())
+    row = tot.iloc[0] if len(tot) else None
+    # the Latency page's figure: requests a model served (cache hits never reached one), read from the
+    # hourly latency sketch where it applies (within 1%), else exact
+    pct = latency.percentiles(con, f, by=(), fields=("total_ms",), quantiles=(0.99,))
+    p99 = pct["total_ms_p99"].iloc[0] if len(pct) else None
+
+    def num(name, default=0.0):
+        v = None if row is None else row[name]
+        return default if v is None or pd.isna(v) else float(v)
+
+    return Kpis(
+        spend_usd=num("cost_usd"), requests=int(num("requests")),
+        tokens=int(num("input_tokens") + num("output_tokens")),
+        cost_per_1m_tokens=num("cost_per_1m_tokens", None), cache_saved_usd=num("cache_saved_usd"),
+        escalation_rate=escalation_rate(num("escalations"), num("cascade_requests")),
+        p99_total_ms=None if p99 is None or pd.isna(p99) else float(p99), error_rate=num("error_rate", None))
+
+
+def grain_for(f: Filters, span=None) -> str:
+    """hour for up to 2 days, day up to 60 days, week beyond."""
+    lo, hi = (f.since, f.until) if f.since and f.until else (span or (None, None))
+    if lo is None or hi is None:
+        return "day"
+    days = (hi - lo).total_seconds() / 86400
+    return "hour" if days <= 2 else ("day" if days <= 60 else "week")

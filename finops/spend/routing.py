@@ -1,0 +1,619 @@
+"""Routing analytics: the traffic mix, the semantic cache, the cascade, misrouting and what-if replay.
+
+Spend figures come from the hourly rollups through :mod:`finops.spend.report` (the same numbers as
+the Cost page). The what-if replay and misrouting read raw rows, aggregated to a *replay
+basis* (tier x model x escalated x prompt length), and reprice it.
+
+Effective prices (:func:`effective_prices`)
+-------------------------------------------
+An API model costs its price-book token prices. A self-hosted model has no token price: it
+costs its fleet by the hour. For repricing it gets an **effective $ per 1M tokens = the
+fleet's cost over the period (busy and idle) / the tokens it served in the period**, the same
+price for input and output tokens. Moving traffic onto a self-hosted model at that price
+assumes its fleet grows or shrinks in proportion to its tokens at today's utilisation.
+
+What-if replay (:func:`whatif`)
+-------------------------------
+* Token counts are kept: a request moved to another model is assumed to read and write the
+  same tokens (prompt-cached tokens stay cached).
+* Semantic-cache hits are left out: they are served from the cache under any policy.
+* A cascade escalation is two rows; under a policy that does not cascade, the rejected
+  small-model attempt disappears and the request is one call to its target.
+* A *cascade* strategy sends each request to the small model and escalates a share ``p`` of
+  them to the large one (both are paid): expected cost ``small + p x large``; ``p`` is the
+  escalation rate observed in the filtered logs (else 30 %, the seed's worked example).
+* *latency-first* sends each request to whichever of small and large is estimated faster for
+  its tokens.
+* Latency is estimated from each target model's observed per-token rates
+  (:func:`latency_rates`); the replay reports the mean, not a percentile.
+* The baseline is the actual routing **repriced by the same rule** (recorded costs kept), so
+  the change is policy alone; the bill for the same filters (spend report, with idle GPU time
+  unless tenants or tiers are picked) is reported beside it. Unfiltered, the two agree but for
+  cache hits and the bill's recorded costs: the effective price spreads the fleet's cost, idle
+  time included, over its tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from finops import store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.spend import pricing
+from finops.spend import report as spend
+
+LEN_THRESHOLD = 40            # the seed gateway's rule: "slow" if len(prompt) > LEN_THRESHOLD else "fast"
+DEFAULT_ESCALATION_RATE = 0.3  # the seed's worked example (threshold 0.80: 30 % escalate)
+MIX_DIMS = ("route", "model")
+SPLITS = ("tenant", "sla_tier")
+LENGTH_FIELDS = ("input_tokens", "prompt_chars")
+SERVED_SQL = "NOT coalesce(cache_hit, false)"
+
+
+# ---------------------------------------------------------------- mix
+
+def mix(con: duckdb.DuckDBPyConnection, f: Filters, dim: str = "route", grain: str | None = None,
+        split: str | None = None) -> pd.DataFrame:
+    """Share of requests, tokens and spend by ``dim`` (route or model), optionally per time bucket
+    (``grain``: hour/day/week/month) and per ``split`` (tenant or sla_tier).
+
+    Columns: [period], [split], ``series``, requests, tokens, cost_usd and ``request_share``,
+    ``token_share``, ``spend_share`` within each period and split (fractions of 1). Spend here is
+    the requests' spend: idle GPU capacity belongs to no route and is left out.
+    """
+    if dim not in MIX_DIMS:
+        raise InputError(f"mix by {dim}? choose from {', '.join(MIX_DIMS)}")
+    if split is not None and split not in SPLITS:
+        raise InputError(f"split by {split}? choose from {', '.join(SPLITS)}")
+    keys = ([grain] if grain else []) + ([split] if split else [])
+    rep = spend.report(con, f, by=[*keys, dim], include_idle=False)
+    out = pd.DataFrame({"period": rep[grain]} if grain else {})
+    if split:
+        out[split] = rep[split].replace("", "(none)")
+    out["series"] = rep[dim].replace("", "(none)")
+    out["requests"] = rep["requests"]
+    out["tokens"] = rep["input_tokens"] + rep["output_tokens"]
+    out["cost_usd"] = rep["cost_usd"].fillna(0.0)
+    part = (["period"] if grain else []) + ([split] if split else [])
+    for measure, share in (("requests", "request_share"), ("tokens", "token_share"), ("cost_usd", "spend_share")):
+        total = out.groupby(part)[measure].transform("sum") if part else out[measure].sum()
+        out[share] = out[measure] / total
+        out[share] = out[share].where(out[share].notna() & (total != 0))
+    return out.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- prices
+
+def _model_totals(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None) -> pd.DataFrame:
+    sql, params = spend.costed(con, f, include_idle)
+    return con.execute(f"""
+SELECT model, coalesce(sum(requests), 0) AS requests, coalesce(sum(cache_hits), 0) AS cache_hits,
+       coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens,
+       coalesce(sum(cache_uncached_input_tokens + cache_cached_input_tokens), 0) AS cache_input_tokens,
+       coalesce(sum(cache_output_tokens), 0) AS cache_output_tokens,
+       coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(cache_saved_usd), 0) AS cache_saved_usd
+FROM ({sql}) GROUP BY 1 ORDER BY 1""", params).df()
+
+
+def effective_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Per model of the price book: the prices a request is repriced at (see the module docstring).
+
+    Columns: model, kind, size_class, input_usd_per_1m, cached_input_usd_per_1m,
+    output_usd_per_1m, request_usd, basis. A self-hosted model's effective price uses the
+    whole fleet's cost and tokens in the period of ``f`` (all tenants: it is a property of the
+    fleet); null when it served no tokens in the period.
+    """
+    book = pricing.price_book(con)
+    fleet = _model_totals(con, Filters(since=f.since, until=f.until), include_idle=True)
+    fleet = fleet.set_index("model") if len(fleet) else fleet
+    rows = []
+    for p in book.itertuples(index=False):
+        if p.kind == "self_hosted":
+            served = 0.0
+            cost = None
+            if len(fleet) and p.model in fleet.index:
+                t = fleet.loc[p.model]
+                served = float(t.input_tokens + t.output_tokens - t.cache_input_tokens - t.cache_output_tokens)
+                cost = float(t.cost_usd)
+            eff = cost / served * 1e6 if cost is not None and served > 0 else None
+            rows.append((p.model, p.kind, p.size_class, eff, eff, eff, 0.0,
+                         "fleet cost / served tokens in the period" if eff is not None
+                         else "self-hosted: no tokens served in the period"))
+        else:
+            def num(v):
+                return None if v is None or pd.isna(v) else float(v)
+            cached = num(p.cached_input_usd_per_1m)
+            rows.append((p.model, p.kind, p.size_class, num(p.input_usd_per_1m) or 0.0,
+                         cached if cached is not None else (num(p.input_usd_per_1m) or 0.0),
+                         num(p.output_usd_per_1m) or 0.0, num(p.request_usd) or 0.0, "price book"))
+    return pd.DataFrame(rows, columns=["model", "kind", "size_class", "input_usd_per_1m", "cached_input_usd_per_1m",
+                                       "output_usd_per_1m", "request_usd", "basis"])
+
+
+# ---------------------------------------------------------------- cache
+
+def cache_savings(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Per model: requests, cache_hits, hit_rate and the spend the semantic cache saved.
+
+    ``saved_usd`` prices each hit at its model's price-book token prices (the rollup measure
+    ``cache_saved_usd``); a self-hosted model is paid by the hour whether or not the cache hits,
+    so its hits save no dollars directly (0 here). ``saved_if_fleet_scaled_usd`` prices a
+    self-hosted model's hits at its effective $ per 1M tokens: what they would save if the
+    fleet shrank with its load. ``kind`` says which applies.
+    """
+    cols = ["model", "kind", "requests", "cache_hits", "hit_rate", "saved_usd", "saved_if_fleet_scaled_usd"]
+    tot = _model_totals(con, f, include_idle=False)
+    if tot.empty:
+        return pd.DataFrame(columns=cols)
+    prices = effective_prices(con, f).set_index("model")
+    out = tot[["model", "requests", "cache_hits"]].astype({"requests": "int64", "cache_hits": "int64"})
+    out["kind"] = [prices.loc[m, "kind"] if m in prices.index else "not in the price book" for m in out["model"]]
+    out["hit_rate"] = (out["cache_hits"] / out["requests"]).where(out["requests"] > 0)
+    out["saved_usd"] = tot["cache_saved_usd"].astype("float64")
+    scaled = []
+    for t in tot.itertuples(index=False):
+        eff = prices.loc[t.model, "input_usd_per_1m"] if t.model in prices.index else None
+        self_hosted = t.model in prices.index and prices.loc[t.model, "kind"] == "self_hosted"
+        scaled.append((t.cache_input_tokens + t.cache_output_tokens) * eff / 1e6
+                      if self_hosted and eff is not None and not pd.isna(eff) else float("nan"))
+    out["saved_if_fleet_scaled_usd"] = scaled
+    return out[cols]
+
+
+# ---------------------------------------------------------------- cascade
+
+@dataclass(frozen=True)
+class CascadeSummary:
+    cascade_rows: int
+    escalations: int
+    escalation_rate: float | None          # escalated attempts per cascade request
+    rejected_attempts_usd: float           # what the rejected small-model attempts cost
+    cascade_spend_usd: float               # spend of all cascade rows (attempts + answers)
+    by_model: pd.DataFrame                 # model, escalations, rejected_attempts_usd
+    quality: pd.DataFrame                  # model, escalated, labelled, mean_quality, graded_correct_share
+    over_time: pd.DataFrame                # period, cascade_requests, escalations, escalation_rate
+
+    @property
+    def rejected_share(self) -> float | None:
+        return self.rejected_attempts_usd / self.cascade_spend_usd if self.cascade_spend_usd > 0 else None
+
+
+def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, condition: str) -> pd.DataFrame:
+    """Cost of the raw rows matching ``f`` and ``condition``, per model, by the rollup costing rule
+    (recorded + book tokens + their share of their hour's busy GPU time; no idle)."""
+    where, params = f.where()
+    src = store.rollup_select_sql("requests", f"{where} AND ({condition})", with_batch=False)
+    hours, hparams = pricing.hours_sql(f.since, f.until)
+    sql = pricing.costed_rollup_sql(src, hours)
+    return con.execute(f"SELECT model, sum(requests) AS requests, coalesce(sum(cost_usd), 0) AS cost_usd "
+                       f"FROM ({sql}) WHERE NOT is_idle GROUP BY 1 ORDER BY 1", params + hparams).df()
+
+
+def cascade_summary(con: duckdb.DuckDBPyConnection, f: Filters, grain: str = "day") -> CascadeSummary:
+    """Escalation rate, the cost of rejected small-model attempts and quality where labelled."""
+    rep = spend.report(con, f, by=["model"], include_idle=False)
+    escalations = int(rep["escalations"].sum()) if len(rep) else 0
+    cascade_rows = int(rep["cascade_requests"].sum()) if len(rep) else 0
+    rejected = _raw_cost_by_model(con, f, "escalated")
+    rejected = rejected.rename(columns={"requests": "escalations", "cost_usd": "rejected_attempts_usd"})
+    cascade = _raw_cost_by_model(con, f, "strategy = 'cascade' AND escalated IS NOT NULL")
+    where, params = f.where()
+    quality = con.execute(f"""
+SELECT model, escalated, count(*) AS labelled, avg(quality) AS mean_quality,
+       avg(CASE WHEN quality >= 0.5 THEN 1.0 ELSE 0.0 END) AS graded_correct_share
+FROM requests WHERE {where} AND quality IS NOT NULL AND escalated IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""",
+                          params).df()
+    over = spend.report(con, f, by=[grain], include_idle=False) if cascade_rows else pd.DataFrame()
+    if len(over):
+        over = over[[grain, "cascade_requests", "escalations"]].rename(columns={grain: "period"})
+        over["escalation_rate"] = [spend.escalation_rate(e, c) for e, c in
+                                   zip(over["escalations"], over["cascade_requests"], strict=True)]
+        over["escalation_rate"] = over["escalation_rate"].astype("float64")
+    return CascadeSummary(
+        cascade_rows=cascade_rows, escalations=escalations,
+        escalation_rate=spend.escalation_rate(escalations, cascade_rows),
+        rejected_attempts_usd=float(rejected["rejected_attempts_usd"].sum()) if len(rejected) else 0.0,
+        cascade_spend_usd=float(cascade["cost_usd"].sum()) if len(cascade) else 0.0,
+        by_model=rejected, quality=quality, over_time=over)
+
+
+# ---------------------------------------------------------------- the replay basis
+
+def length_field(con: duckdb.DuckDBPyConnection, f: Filters) -> str | None:
+    """The prompt length the data carries: input_tokens, else prompt_chars (the seed counts characters)."""
+    where, params = f.where()
+    n_tok, n_chr = con.execute(f"SELECT count(input_tokens), count(prompt_chars) FROM requests WHERE {where}",
+                               params).fetchall()[0]
+    return "input_tokens" if n_tok else ("prompt_chars" if n_chr else None)
+
+
+def default_threshold(con: duckdb.DuckDBPyConnection, f: Filters, field_name: str | None) -> int:
+    """LEN_THRESHOLD (40) for characters, as the seed; for tokens, the median prompt (rounded)."""
+    if field_name != "input_tokens":
+        return LEN_THRESHOLD
+    where, params = f.where()
+    med = con.execute(f"SELECT median(input_tokens) FROM requests WHERE {where} AND {SERVED_SQL}",
+                      params).fetchall()[0][0]
+    if med is None:
+        return LEN_THRESHOLD
+    mag = 10 ** max(int(np.floor(np.log10(max(float(med), 1.0)))) - 1, 0)
+    return int(round(float(med) / mag) * mag)
+
+
+def length_range(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None) -> tuple[int, int, int]:
+    """(min, P99, max) of the prompt length of served requests: the range a threshold slider needs."""
+    if length not in LENGTH_FIELDS:
+        return 0, 0, 0
+    where, params = f.where()
+    row = con.execute(f"SELECT min({length}), quantile_cont({length}, 0.99), max({length}) FROM requests "
+                      f"WHERE {where} AND {SERVED_SQL}", params).fetchall()[0]
+    return tuple(int(round(v)) if v is not None else 0 for v in row)
+
+
+def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None = None) -> pd.DataFrame:
+    """Served rows aggregated by sla_tier, model, escalated and prompt length, with the token and
+    recorded-cost sums repricing needs and the observed latency sums."""
+    if length is not None and length not in LENGTH_FIELDS:
+        raise InputError(f"prompt length field? choose from {', '.join(LENGTH_FIELDS)}")
+    where, params = f.where()
+    length_sql = length or "CAST(NULL AS BIGINT)"
+    uncached = "greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)"
+    return con.execute(f"""
+SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, false) AS escalated,
+       CAST({length_sql} AS BIGINT) AS length, count(*) AS requests,
+       sum({uncached}) AS uncached_in, sum(coalesce(cached_input_tokens, 0)) AS cached_in,
+       sum(coalesce(output_tokens, 0)) AS out_tokens,
+       coalesce(sum(cost_usd), 0) AS recorded_cost_usd,
+       count(*) FILTER (WHERE cost_usd IS NULL) AS priced_requests,
+       coalesce(sum({uncached}) FILTER (WHERE cost_usd IS NULL), 0) AS priced_uncached_in,
+       coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_cached_in,
+       coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_out,
+       coalesce(sum(total_ms), 0) AS total_ms_sum, count(total_ms) AS total_ms_count
+FROM requests WHERE {where} AND {SERVED_SQL} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Per model: estimated latency ``fixed_ms + ms_per_input_token * in + ms_per_output_token * out``."""
+    table: pd.DataFrame    # model, fixed_ms, ms_per_input_token, ms_per_output_token, requests, basis
+
+
+def latency_rates(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Each model's observed per-token latency: least squares of service time on tokens.
+
+    ``service = total_ms - queue_ms - route_ms`` is fitted as ``a + b * input_tokens + c *
+    output_tokens`` over the model's served rows; ``fixed_ms = a + mean(queue_ms + route_ms)``.
+    A coefficient that comes out negative is dropped and the fit redone without it. Models
+    without token counts or latency have no rates (null).
+    """
+    where, params = f.where()
+    s = "(total_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))"
+    sums = con.execute(f"""
+SELECT model, count(*) AS n, sum(x1) AS s1, sum(x2) AS s2, sum(x1 * x1) AS s11, sum(x2 * x2) AS s22,
+       sum(x1 * x2) AS s12, sum(y) AS sy, sum(x1 * y) AS s1y, sum(x2 * y) AS s2y, avg(w) AS wait_ms
+FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DOUBLE) AS x2, {s} AS y,
+             coalesce(queue_ms, 0) + coalesce(route_ms, 0) AS w
+      FROM requests WHERE {where} AND {SERVED_SQL} AND total_ms IS NOT NULL
+        AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL)
+GROUP BY 1 ORDER BY 1""", params).df()
+    rows = []
+    for r in sums.itertuples(index=False):
+        coef = nonneg_fit(r)
+        rows.append((r.model, coef[0] + float(r.wait_ms), coef[1], coef[2], int(r.n)))
+    return pd.DataFrame(rows, columns=["model", "fixed_ms", "ms_per_input_token", "ms_per_output_token", "requests"])
+
+
+def nonneg_fit(r) -> tuple[float, float, float]:
+    """Least squares ``y = a + b x1 + c x2`` from sums (fields n, s1, s2, s11, s22, s12, sy, s1y, s2y),
+    with any negative coefficient dropped and the rest refitted, so every term is >= 0."""
+    gram = np.array([[r.n, r.s1, r.s2], [r.s1, r.s11, r.s12], [r.s2, r.s12, r.s22]], dtype=float)
+    rhs = np.array([r.sy, r.s1y, r.s2y], dtype=float)
+    active = [0, 1, 2]
+    while active:
+        g = gram[np.ix_(active, active)]
+        sol = np.linalg.lstsq(g, rhs[active], rcond=None)[0]
+        if (sol >= 0).all() or len(active) == 1:
+            coef = [0.0, 0.0, 0.0]
+            for i, v in zip(active, sol, strict=True):
+                coef[i] = max(float(v), 0.0)
+            return coef[0], coef[1], coef[2]
+        active = [a for a, v in zip(active, sol, strict=True) if v >= 0] or [0]
+    return 0.0, 0.0, 0.0
+
+
+# ---------------------------------------------------------------- policies
+
+TIER_STRATEGIES: dict[str, str] = {
+    "actual": "as logged",
+    "small": "everything to the small model (cost-first)",
+    "large": "everything to the large model (quality-first)",
+    "threshold": "prompt longer than the threshold to large, else small (the seed's LEN_THRESHOLD rule)",
+    "cascade": "small first, escalate the observed share to large (cost-first cascade)",
+    "latency-first": "whichever of small and large is estimated faster for the request's tokens",
+}
+DEFAULT_TIER_STRATEGIES = {"premium": "latency-first", "standard": "cascade", "batch": "small"}
+POLICIES: dict[str, str] = {
+    "all-small": "every request to the small model",
+    "all-large": "every request to the large model",
+    "threshold": "prompt longer than the threshold to the large model, else the small one",
+    "per-tier": "a strategy per SLA tier",
+}
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    policy: str
+    small_model: str
+    large_model: str
+    actual_usd: float                  # actual routing, repriced by the same rule
+    counterfactual_usd: float
+    billed_usd: float                  # the bill for the filters (spend report; idle GPU time unless tenants/tiers)
+    requests: int                      # requests replayed (escalated attempts folded into their request)
+    unassigned: int                    # requests kept on their model (no prompt length for the threshold)
+    escalation_rate: float
+    actual_mean_ms: float | None       # observed mean total_ms
+    counterfactual_mean_ms: float | None  # estimated mean total_ms
+    by_model: pd.DataFrame             # model, actual_calls, counterfactual_calls, actual_usd, counterfactual_usd
+    by_tier: pd.DataFrame              # sla_tier, strategy, actual_usd, counterfactual_usd
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def delta_usd(self) -> float:
+        return self.counterfactual_usd - self.actual_usd
+
+    @property
+    def delta_pct(self) -> float | None:
+        return self.delta_usd / self.actual_usd * 100 if self.actual_usd > 0 else None
+
+
+def fleet_models(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Models with served traffic in ``f`` with their kind and size class from the price book."""
+    where, params = f.where(prefix="r.")
+    return con.execute(f"""
+SELECT r.model, p.kind, p.size_class, count(*) AS requests
+FROM requests r LEFT JOIN prices p ON p.model = r.model
+WHERE {where} AND NOT coalesce(r.cache_hit, false) GROUP BY 1, 2, 3
+ORDER BY requests DESC, 1""", params).df()
+
+
+def default_targets(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str | None, str | None]:
+    """(small, large): the busiest model of each size class, from the price book."""
+    fm = fleet_models(con, f)
+    small = fm[fm["size_class"] == "small"]["model"]
+    large = fm[fm["size_class"] == "large"]["model"]
+    return (small.iloc[0] if len(small) else None), (large.iloc[0] if len(large) else None)
+
+
+def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str]) -> np.ndarray:
+    """Cost of each basis row on each of ``models`` (book / effective prices; own model = repriced actual)."""
+    p = prices.set_index("model")
+    out = np.zeros((len(basis), len(models)))
+    for j, m in enumerate(models):
+        if m not in p.index:
+            raise InputError(f"model {m} is not in the price book: add it on the Data page to replay onto it")
+        pr = p.loc[m]
+        if pr.input_usd_per_1m is None or pd.isna(pr.input_usd_per_1m):
+            raise InputError(f"self-hosted model {m} served no tokens in the period: no effective price")
+        moved = (basis["uncached_in"] * pr.input_usd_per_1m + basis["cached_in"] * pr.cached_input_usd_per_1m
+                 + basis["out_tokens"] * pr.output_usd_per_1m) / 1e6 + basis["requests"] * pr.request_usd
+        own = basis["recorded_cost_usd"] + (
+            basis["priced_uncached_in"] * pr.input_usd_per_1m + basis["priced_cached_in"] * pr.cached_input_usd_per_1m
+            + basis["priced_out"] * pr.output_usd_per_1m) / 1e6 + basis["priced_requests"] * pr.request_usd
+        out[:, j] = np.where(basis["model"] == m, own, moved)
+    return out
+
+
+def _latency_matrix(basis: pd.DataFrame, rates: pd.DataFrame, models: list[str]) -> np.ndarray:
+    """Summed estimated total_ms of each basis row on each model (NaN where a model has no rates);
+    the observed sum on the row's own model."""
+    r = rates.set_index("model")
+    out = np.full((len(basis), len(models)), np.nan)
+    tokens_known = basis["total_ms_count"] > 0
+    for j, m in enumerate(models):
+        if m in r.index:
+            k = r.loc[m]
+            out[:, j] = (basis["requests"] * k.fixed_ms + (basis["uncached_in"] + basis["cached_in"])
+                         * k.ms_per_input_token + basis["out_tokens"] * k.ms_per_output_token)
+        own = (basis["model"] == m) & tokens_known
+        out[own.to_numpy(), j] = (basis["total_ms_sum"] / basis["total_ms_count"] * basis["requests"])[own]
+    return out
+
+
+def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small", *,
+           small_model: str | None = None, large_model: str | None = None, threshold: float | None = None,
+           length: str | None = None, tier_strategies: dict | tuple | None = None,
+           escalation_rate: float | None = None) -> WhatIf | None:
+    """Reprice the filtered logs under ``policy`` (see :data:`POLICIES`). None when nothing to replay.
+
+    ``tier_strategies`` maps SLA tier -> a key of :data:`TIER_STRATEGIES` (as a dict or a
+    tuple of pairs, so it can be a cache key); tiers not named stay as logged.
+    """
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy}; choose from {', '.join(POLICIES)}")
+    tiers = dict(tier_strategies or (DEFAULT_TIER_STRATEGIES if policy == "per-tier" else {}))
+    bad = [s for s in tiers.values() if s not in TIER_STRATEGIES]
+    if bad:
+        raise InputError(f"unknown tier strategy {bad[0]}; choose from {', '.join(TIER_STRATEGIES)}")
+    d_small, d_large = default_targets(con, f)
+    small, large = small_model or d_small, large_model or d_large
+    if small is None or large is None:
+        raise InputError("the replay needs a small and a large model: mark models small/large in the price book")
+    length = length or length_field(con, f)
+    if threshold is None:
+        threshold = default_threshold(con, f, length)
+    basis = replay_basis(con, f, length)
+    if basis.empty:
+        return None
+    p_obs = spend.escalation_rate(*_escalation_counts(con, f))
+    p = float(escalation_rate if escalation_rate is not None else (p_obs if p_obs is not None
+                                                                      else DEFAULT_ESCALATION_RATE))
+    prices = effective_prices(con, f)
+    rates = latency_rates(con, f)
+    models = sorted(set(basis["model"]) | {small, large})
+    cost = _cost_matrix(basis, prices, models)
+    lat = _latency_matrix(basis, rates, models)
+    j_small, j_large = models.index(small), models.index(large)
+    own = np.array([models.index(m) for m in basis["model"]])
+    n = len(basis)
+    rows = np.arange(n)
+
+    # strategy of each row
+    if policy == "per-tier":
+        strategy = basis["sla_tier"].map(lambda t: tiers.get(t, "actual")).to_numpy()
+    else:
+        strategy = np.full(n, {"all-small": "small", "all-large": "large", "threshold": "threshold"}[policy],
+                           dtype=object)
+    attempt = basis["escalated"].to_numpy(dtype=bool)
+    length_v = basis["length"].to_numpy(dtype="float64", na_value=np.nan)
+    weights = np.zeros((n, len(models)))
+    keep = strategy == "actual"
+    weights[rows[keep], own[keep]] = 1.0
+    live = ~keep & ~attempt          # an escalated attempt vanishes under a non-actual strategy
+    for name, j in (("small", j_small), ("large", j_large)):
+        m = live & (strategy == name)
+        weights[m, j] = 1.0
+    thr = live & (strategy == "threshold")
+    no_len = thr & np.isnan(length_v)
+    weights[rows[no_len], own[no_len]] = 1.0
+    long_ = thr & ~np.isnan(length_v) & (length_v > threshold)
+    short = thr & ~np.isnan(length_v) & ~(length_v > threshold)
+    weights[long_, j_large] = 1.0
+    weights[short, j_small] = 1.0
+    cas = live & (strategy == "cascade")
+    weights[cas, j_small] = 1.0
+    weights[cas, j_large] = p
+    fast = live & (strategy == "latency-first")
+    if fast.any():
+        per_req = lat / basis["requests"].to_numpy()[:, None]
+        small_faster = ~(per_req[:, j_small] > per_req[:, j_large])   # ties and unknowns to small
+        weights[fast & small_faster, j_small] = 1.0
+        weights[fast & ~small_faster, j_large] = 1.0
+
+    actual_w = np.zeros((n, len(models)))
+    actual_w[rows, own] = 1.0
+    actual_cost = (actual_w * cost).sum(axis=1)
+    cf_cost = (weights * cost).sum(axis=1)
+    req = basis["requests"].to_numpy()
+    answered = req * ~attempt
+    # latency: an escalated request takes small + large; estimated where rates exist
+    cf_lat_rows = np.where(weights > 0, weights * lat, 0.0).sum(axis=1)
+    lat_known = ~np.isnan(np.where(weights > 0, lat, 0.0)).any(axis=1)
+    act_lat = basis["total_ms_sum"].to_numpy()
+    requests_total = int(answered.sum())
+    actual_mean = float(act_lat.sum() / basis["total_ms_count"].sum()) if basis["total_ms_count"].sum() else None
+    cf_mean = (float(cf_lat_rows[lat_known].sum() / answered[lat_known].sum())
+               if lat_known.all() and answered.sum() > 0 else None)
+
+    by_model = pd.DataFrame({
+        "model": models,
+        "actual_calls": (actual_w * req[:, None]).sum(axis=0),
+        "counterfactual_calls": (weights * req[:, None]).sum(axis=0),
+        "actual_usd": (actual_w * cost).sum(axis=0),
+        "counterfactual_usd": (weights * cost).sum(axis=0),
+    })
+    by_model = by_model[(by_model.actual_calls > 0) | (by_model.counterfactual_calls > 0)].reset_index(drop=True)
+    by_tier = (pd.DataFrame({"sla_tier": basis["sla_tier"], "strategy": strategy, "actual_usd": actual_cost,
+                             "counterfactual_usd": cf_cost})
+               .groupby(["sla_tier", "strategy"], as_index=False)[["actual_usd", "counterfactual_usd"]].sum())
+    billed = spend.report(con, f, by=())
+    billed_usd = float(billed["cost_usd"].fillna(0).iloc[0]) if len(billed) else 0.0
+    self_hosted = prices[(prices.kind == "self_hosted") & prices.model.isin(models)]
+    assumptions = [
+        "Token counts are kept: a moved request reads and writes the same tokens.",
+        "API prices from the price book" + (
+            "; self-hosted models at an effective $ per 1M tokens = fleet cost (busy + idle) / tokens served "
+            "in the period: " + ", ".join(f"{r.model} ${r.input_usd_per_1m:,.3f}" for r in self_hosted.itertuples()
+                                           if r.input_usd_per_1m is not None and not pd.isna(r.input_usd_per_1m))
+            + " (the fleet is assumed to scale with its tokens)" if len(self_hosted) else "") + ".",
+        "Semantic-cache hits are left out: they stay cache hits under any policy.",
+        "A rejected cascade attempt disappears under a policy that does not cascade.",
+        f"Cascade: every request pays the small model and {p:.0%} also pay the large one "
+        + ("(the escalation rate observed in these logs)." if escalation_rate is None and p_obs is not None
+           else "(the seed's worked example; these logs show no cascade)." if escalation_rate is None
+           else "(set by hand)."),
+        "Latency: mean total_ms estimated from each target model's observed per-token rates "
+        "(least squares of service time on input and output tokens, plus its mean wait).",
+    ]
+    if policy in ("threshold", "per-tier"):
+        assumptions.append(f"Threshold: {length or 'no prompt length'} > {threshold:g} to {large}, else {small}"
+                           + (f"; {int((req * no_len).sum()):,} requests without a prompt length stay as logged."
+                              if no_len.any() else "."))
+    return WhatIf(policy=policy, small_model=small, large_model=large, actual_usd=float(actual_cost.sum()),
+                  counterfactual_usd=float(cf_cost.sum()), billed_usd=billed_usd, requests=requests_total,
+                  unassigned=int((req * no_len).sum()), escalation_rate=p, actual_mean_ms=actual_mean,
+                  counterfactual_mean_ms=cf_mean, by_model=by_model, by_tier=by_tier, assumptions=assumptions)
+
+
+def _escalation_counts(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[float, float]:
+    rep = spend.report(con, f, by=(), include_idle=False)
+    if rep.empty:
+        return 0.0, 0.0
+    return float(rep["escalations"].iloc[0]), float(rep["cascade_requests"].iloc[0])
+
+
+# ---------------------------------------------------------------- misrouting
+
+@dataclass(frozen=True)
+class Misrouting:
+    length: str | None
+    threshold: float
+    summary: pd.DataFrame       # kind, model, requests, share_of_model, actual_usd, on_right_size_usd, right_size_model
+    by_length: pd.DataFrame     # model, size_class, bucket_lo, requests (for the chart)
+
+    @property
+    def candidates(self) -> int:
+        return int(self.summary["requests"].sum()) if len(self.summary) else 0
+
+
+def misrouting(con: duckdb.DuckDBPyConnection, f: Filters, threshold: float | None = None,
+               length: str | None = None, small_model: str | None = None,
+               large_model: str | None = None) -> Misrouting:
+    """Short prompts (length <= threshold) served by a large model and long prompts by a small one.
+
+    Size classes come from the price book. ``on_right_size_usd`` reprices the candidates on the
+    busiest model of the other size (or the one given).
+    """
+    length = length or length_field(con, f)
+    if threshold is None:
+        threshold = default_threshold(con, f, length)
+    basis = replay_basis(con, f, length) if length else pd.DataFrame()
+    empty = pd.DataFrame(columns=["kind", "model", "requests", "share_of_model", "actual_usd", "on_right_size_usd",
+                                  "right_size_model"])
+    if basis.empty:
+        return Misrouting(length, float(threshold), empty, pd.DataFrame(columns=["model", "size_class", "bucket_lo",
+                                                                                 "requests"]))
+    basis = basis[~basis["escalated"]].reset_index(drop=True)
+    d_small, d_large = default_targets(con, f)
+    small, large = small_model or d_small, large_model or d_large
+    prices = effective_prices(con, f)
+    size = prices.set_index("model")["size_class"].to_dict()
+    basis["size_class"] = basis["model"].map(size).fillna("unknown")
+    has_len = basis["length"].notna()
+    lv = basis["length"].astype("float64")
+    kinds = (("short prompt on a large model", (basis["size_class"] == "large") & has_len & (lv <= threshold), small),
+             ("long prompt on a small model", (basis["size_class"] == "small") & has_len & (lv > threshold), large))
+    per_model = basis.groupby("model")["requests"].sum()
+    rows = []
+    for kind, mask, target in kinds:
+        sub = basis[mask]
+        if sub.empty:
+            continue
+        models = sorted(set(sub["model"]) | ({target} if target else set()))
+        cost = _cost_matrix(sub.reset_index(drop=True), prices, models)
+        own = np.array([models.index(m) for m in sub["model"]])
+        actual = cost[np.arange(len(sub)), own]
+        moved = cost[:, models.index(target)] if target else np.full(len(sub), np.nan)
+        frame = pd.DataFrame({"model": sub["model"].to_numpy(), "requests": sub["requests"].to_numpy(),
+                              "actual_usd": actual, "on_right_size_usd": moved})
+        for model, g in frame.groupby("model"):
+            rows.append((kind, model, int(g.requests.sum()), g.requests.sum() / per_model[model],
+                         float(g.actual_usd.sum()), float(g.on_right_size_usd.sum()), target))
+    summary = pd.DataFrame(rows, columns=empty.columns) if rows else empty
+    b = basis[has_len].copy()
+    b["bucket_lo"] = np.where(b["length"] < 8, 0, 2 ** np.floor(np.log2(b["length"].clip(lower=1))).astype(int))
+    by_length = b.groupby(["model", "size_class", "bucket_lo"], as_index=False)["requests"].sum()
+    return Misrouting(length, float(threshold), summary, by_length)

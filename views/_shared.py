@@ -1,0 +1,144 @@
+"""Streamlit glue shared by the pages: the store connection, cached queries, the current filters.
+
+Pages import from here and from ``finops``; they hold no SQL and no maths.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import streamlit as st
+
+from finops import store
+from finops.filters import Filters
+
+
+@st.cache_resource(show_spinner=False)
+def _connection(path: str):
+    return store.connect(path)
+
+
+def store_path() -> str:
+    return store.resolve_path(os.environ.get("FINOPS_DB") or None)
+
+
+def connection():
+    """The process's one connection to the store (a cursor per use is taken by ``cursor``)."""
+    return _connection(store_path())
+
+
+def cursor():
+    return connection().cursor()
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _call(path: str, version: int, key: str, _fn: Callable, args: tuple, kwargs: tuple):
+    # ``key`` (the function's qualified name) stands in for ``_fn`` in the cache key: Streamlit skips
+    # arguments whose names start with an underscore
+    return _fn(_connection(path).cursor(), *args, **dict(kwargs))
+
+
+def query(fn: Callable, *args, **kwargs):
+    """``fn(con, *args, **kwargs)`` through the cache, ``fn`` a function of ``finops``.
+
+    The cache key is the function's qualified name, its arguments and the store's data version,
+    which every write bumps (:func:`finops.store.bump_data_version`): a load, a deletion, a price,
+    budget or setting edit shows at once, in every browser tab and process.
+    """
+    key = f"{fn.__module__}.{fn.__qualname__}"
+    version = store.data_version(cursor())
+    return _call(store_path(), version, key, fn, args, tuple(sorted(kwargs.items())))
+
+
+def current_filters() -> Filters:
+    """The sidebar's filters (set by app.py before it runs a page)."""
+    return st.session_state["_filters"]
+
+
+def filter_caption(f: Filters) -> str:
+    parts = []
+    if f.since and f.until:
+        parts.append(f"{f.since:%Y-%m-%d} to {(f.until.date()):%Y-%m-%d} (exclusive), UTC")
+    for label, values in (("tenants", f.tenants), ("models", f.models), ("tiers", f.sla_tiers)):
+        if values:
+            parts.append(f"{label}: {', '.join(values)}")
+    return " · ".join(parts) or "all data"
+
+
+def empty_state(message: str = "No requests match these filters.") -> None:
+    st.info(message + " Widen the date range or clear the sidebar filters, or load logs on the Data page.",
+            icon=":material/filter_alt_off:")
+
+
+def store_is_empty() -> bool:
+    return query(store.row_count) == 0
+
+
+def stop_if_store_empty(what: str = "this page") -> None:
+    """The empty-store state shared by every page: say so, point at the Data page, stop the script."""
+    if not store_is_empty():
+        return
+    st.info(f"The store `{os.path.basename(store_path())}` holds no requests yet, so {what} has nothing to show. "
+            "Load request logs on the Data page, or build the sample fleet with "
+            "`python -m finops demo --db " + store_path() + "`.", icon=":material/database:")
+    st.page_link("views/data.py", label="Go to the Data page", icon=":material/upload_file:")
+    st.stop()
+
+
+def data_origin() -> str:
+    """Whose requests the store holds: 'the sample fleet', 'your request logs' or both."""
+    formats = set(query(store.batches)["format"])
+    if not formats:
+        return "no data"
+    sample = {f for f in formats if f == "sample-fleet"}
+    if sample and sample == formats:
+        return "the sample fleet (synthetic requests)"
+    if sample:
+        return "your request logs and the sample fleet (synthetic requests)"
+    return "your request logs"
+
+
+def source_label(extra: str = "") -> str:
+    """Where the numbers come from, for captions under charts and tables."""
+    tail = f" {extra}" if extra else ""
+    return f"Source: {data_origin()} in store `{os.path.basename(store_path())}`, priced with the price book.{tail}"
+
+
+# ---- following a live log (set on the Data page, runs in the sidebar on every page)
+
+FOLLOW_KEY = "_follow"
+
+
+def start_following(path: str) -> None:
+    st.session_state[FOLLOW_KEY] = {"path": path, "offset": 0, "rows": 0, "checks": 0, "error": None}
+
+
+def stop_following() -> None:
+    st.session_state.pop(FOLLOW_KEY, None)
+
+
+@st.fragment(run_every="3s")
+def follow_status() -> None:
+    """Every 3 s: load the followed file's new complete lines; rerun the page when rows arrived."""
+    from datetime import datetime
+
+    from finops.errors import InputError
+    from finops.ingest.follow import ingest_new_lines
+
+    spec = st.session_state.get(FOLLOW_KEY)
+    if not spec:
+        return
+    try:
+        step = ingest_new_lines(cursor(), spec["path"], spec["offset"])
+        spec.update(offset=step.offset, rows=spec["rows"] + step.rows_ingested, error=None)
+    except InputError as exc:
+        step, spec["error"] = None, str(exc)
+    spec["checks"] += 1
+    name = os.path.basename(spec["path"])
+    if spec["error"]:
+        st.caption(f":orange[●] Following `{name}`: {spec['error']}")
+    else:
+        st.caption(f":green[●] Following `{name}` live: {spec['rows']:,} new requests loaded "
+                   f"(checked {datetime.now():%H:%M:%S}).")
+    if step is not None and step.rows_ingested:
+        st.rerun(scope="app")

@@ -1,0 +1,101 @@
+"""Budgets: who will overrun this month? Monthly budgets per tenant, burn so far and a month-end forecast."""
+import streamlit as st
+
+from finops import charts
+from finops.errors import InputError
+from finops.spend import budgets
+from views._shared import current_filters, cursor, empty_state, query, source_label, stop_if_store_empty
+
+st.title("Budgets")
+st.caption("Monthly budgets per tenant. The sidebar's tenant filter applies; its dates, models and tiers do not: "
+           "a budget covers all of a tenant's spend in its month.")
+stop_if_store_empty("the budget page")
+f = current_filters()
+
+months = [m.strftime("%Y-%m") for m in query(budgets.months)]
+month = st.selectbox("Month", months, format_func=lambda m: budgets.month_start(m).strftime("%B %Y"), key="month",
+                     bind="query-params")
+if month is None:
+    month = months[0]
+# not cached: budgets change on this page and must show at once (these queries read the rollups only)
+report = query(budgets.status, month, f)
+table = report.table
+label = budgets.month_start(month).strftime("%B %Y")
+
+if table.empty:
+    empty_state(f"No tenant matches the filters in {label}.")
+else:
+    # ---- headline
+    n = table["status"].value_counts()
+    budgeted = table.dropna(subset=["budget_usd"])
+    if budgeted.empty:
+        st.info(f"No budgets are set for {label} yet: set them in the table at the bottom of the page. Until then "
+                "the forecasts below run without a limit to compare with.", icon=":material/savings:")
+    c = st.columns(4)
+    c[0].metric("Tenants forecast over budget", f"{int(n.get('over budget', 0))} of {len(budgeted)}",
+                help="Forecast month-end spend above the budget.", border=True)
+    c[1].metric("Tenants at risk", f"{int(n.get('at risk', 0))}", border=True,
+                help=f"Forecast within budget, but the upper end of the {100 * report.confidence:.0f} % "
+                     "interval above it.")
+    c[2].metric(f"Spent so far in {label} (USD)", f"${table['spent_usd'].sum():,.2f}", border=True,
+                help="All tenants shown, idle GPU capacity excluded.")
+    c[3].metric("Forecast month end (USD)", f"${table['forecast_usd'].sum():,.2f}", border=True,
+                help="Spent so far plus the mean daily spend times the days left.")
+    if report.as_of is not None:
+        st.caption(f"Data through {report.as_of:%Y-%m-%d %H:%M} UTC; {report.days_left:.1f} days left in {label}. "
+                   f"The forecast runs each tenant's mean daily spend over the {report.complete_days} complete days "
+                   f"observed to the month end; the interval is a {100 * report.confidence:.0f} % prediction "
+                   "interval (t-quantile × daily standard deviation × √(d + d²/n) for d days left after n days). "
+                   + (f"The store starts on {report.first_day:%Y-%m-%d}: spend before that is not counted. "
+                      if report.first_day and report.first_day.day > 1 else "")
+                   + (f"Idle GPU capacity (${report.idle_usd:,.2f} this month) is a fleet cost in no tenant's "
+                      "budget." if report.idle_usd > 0 else ""))
+
+    # ---- status of every tenant
+    st.subheader("Forecast against budget")
+    st.altair_chart(charts.budget_status(table, title=f"Month-end forecast against budget, {label} (USD)"))
+    st.dataframe(table, hide_index=True, column_order=[
+        "tenant", "status", "budget_usd", "spent_usd", "used_share", "forecast_usd", "forecast_low_usd",
+        "forecast_high_usd", "forecast_share", "mean_daily_usd"], column_config={
+        "tenant": st.column_config.TextColumn("Tenant"), "status": st.column_config.TextColumn("Status"),
+        "budget_usd": st.column_config.NumberColumn("Budget ($)", format="$%.2f"),
+        "spent_usd": st.column_config.NumberColumn("Spent so far ($)", format="$%.2f"),
+        "used_share": st.column_config.ProgressColumn("Budget used (%)", format="percent", min_value=0,
+                                                      max_value=1),
+        "forecast_usd": st.column_config.NumberColumn("Forecast month end ($)", format="$%.2f"),
+        "forecast_low_usd": st.column_config.NumberColumn("Forecast low ($)", format="$%.2f"),
+        "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format="$%.2f"),
+        "forecast_share": st.column_config.NumberColumn("Forecast / budget (%)", format="percent"),
+        "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format="$%.2f")})
+    st.caption("Budgets: your inputs (stored in the store's budgets table). " + source_label())
+
+    # ---- one tenant's burn
+    st.subheader("Burn through the month")
+    tenant = st.selectbox("Tenant", list(table["tenant"]), key="budget_tenant")
+    curve = budgets.burn_curve(report, tenant)
+    if curve.empty:
+        empty_state(f"{tenant} has no spend in {label}.")
+    else:
+        st.altair_chart(charts.budget_burn(curve, title=f"{tenant}: cumulative spend in {label} (USD), "
+                                                        "with forecast and budget"))
+        st.caption("Solid: spend so far. Dashed with band: forecast and its interval. Red line: the budget. "
+                   + source_label())
+
+# ---- the budget editor
+st.subheader(f"Set budgets for {label}")
+with st.form("budgets_form"):
+    edited = st.data_editor(query(budgets.budget_table, month), hide_index=True, num_rows="dynamic",
+                            key="budget_editor", column_config={
+                                "tenant": st.column_config.TextColumn("Tenant", required=True),
+                                "budget_usd": st.column_config.NumberColumn("Monthly budget ($)", min_value=0,
+                                                                            format="$%.2f")})
+    saved = st.form_submit_button("Save budgets", type="primary", icon=":material/save:")
+if saved:
+    try:
+        stored = budgets.save_budgets(cursor(), month, edited)
+    except InputError as exc:
+        st.error(f"Budgets not saved: {exc}", icon=":material/error:")
+    else:
+        st.toast(f"Saved {stored} budgets for {label}.", icon=":material/check:")
+        st.rerun()
+st.caption("Leave a budget blank to remove it. Budgets are kept in the DuckDB store, per month.")

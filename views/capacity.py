@@ -1,0 +1,458 @@
+"""Capacity: how many replicas to buy, what they cost, and whether they keep up with a spike."""
+import os
+
+import pandas as pd
+import streamlit as st
+
+from finops import charts
+from finops.capacity import planner as capacity
+from finops.capacity.planner import BINDING_LABELS, format_seconds
+from finops.errors import InputError
+from views._shared import current_filters, filter_caption, query, source_label, store_is_empty
+
+st.title("Capacity")
+st.caption("How many GPU replicas a model needs, what they cost, and what happens when traffic spikes: "
+           "an M/M/c queue (Erlang C) with Allen–Cunneen's correction for service-time variability, "
+           "filled from your logs or your load tests.")
+f = current_filters()
+st.caption(filter_caption(f) + " · Only the date range and the model filter apply here: tenants and tiers "
+           "share one fleet.")
+
+EMPTY_STORE = store_is_empty()
+observed = query(capacity.observed_load, f)
+book = query(capacity.self_hosted_models)
+MEAN, RATE = "mean service time (s)", "service rate μ (req/s per slot)"
+
+# the seed's worked problem (000, question 3): ten replicas of 2 req/s at ρ = 0.7
+DEFAULTS = {
+    "cap_lambda": 14.0, "cap_service_as": MEAN, "cap_service_s": 0.5, "cap_mu": 2.0, "cap_cv_service": 1.0,
+    "cap_cv_arrival": 1.0, "cap_replicas": 10, "cap_slots": 1, "cap_sla_s": 2.0, "cap_rho": 0.70,
+    "cap_redundancy_pct": 25, "cap_tokens": 1000.0, "cap_filled_from": None,
+}
+PRICED = book.dropna(subset=["gpu_hour_usd", "gpus_per_replica"])
+if len(PRICED):           # priced like the book's first self-hosted model until a fill says otherwise
+    DEFAULTS.update(cap_gpu_hour_usd=float(PRICED["gpu_hour_usd"].iloc[0]), cap_gpus=int(PRICED["gpus_per_replica"].iloc[0]),
+                    cap_priced_as=f"{PRICED['model'].iloc[0]}'s row of the price book")
+else:
+    DEFAULTS.update(cap_gpu_hour_usd=2.0, cap_gpus=1, cap_priced_as="an illustrative $2 per GPU-hour (no self-hosted "
+                                                                      "model in the price book)")
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
+# the inputs that define a scenario (bound to the URL, so a scenario can be shared)
+SCENARIO_KEYS = ("cap_lambda", "cap_sla_s", "cap_service_s", "cap_cv_service", "cap_cv_arrival", "cap_replicas",
+                 "cap_slots", "cap_rho", "cap_redundancy_pct")
+
+
+def _scenario_origin() -> str:
+    """Where the calculator's numbers come from, for its caption."""
+    now = {k: st.session_state[k] for k in SCENARIO_KEYS}
+    filled = st.session_state.get("cap_filled_values")
+    if filled and st.session_state["cap_filled_from"]:
+        edited = any(now[k] != v for k, v in filled.items())
+        return f"your inputs, filled from your logs ({st.session_state['cap_filled_from']}" + (
+            ", then edited)" if edited else ")")
+    if all(now[k] == DEFAULTS[k] for k in SCENARIO_KEYS) and st.session_state["cap_service_as"] == MEAN:
+        return "the defaults: the seed's worked problem, 14 req/s on 10 replicas of 2 req/s (illustrative)"
+    return "your inputs"
+
+
+def _fill(model: str, slots: int | None = None) -> None:
+    """Put a model's measured peak hour into the calculator's inputs."""
+    row = observed.set_index("model").loc[model]
+    values = {"cap_lambda": round(float(row["arrival_rate_per_s"]), 4), "cap_cv_arrival": round(float(row["cv_arrival"]), 2),
+              "cap_cv_service": round(float(row["cv_service"]), 2), "cap_service_as": MEAN,
+              "cap_filled_from": f"{model}'s busiest hour, {row['peak_hour']:%Y-%m-%d %H:00} UTC",
+              "cap_filled_model": model}
+    if pd.notna(row["mean_service_s"]):
+        values["cap_service_s"] = round(float(row["mean_service_s"]), 3)
+    if pd.notna(row["replicas"]):
+        values["cap_replicas"] = int(row["replicas"])
+    values["cap_slots"] = int(slots or row["slots_per_replica"])
+    if pd.notna(row["gpu_hour_usd"]):
+        values["cap_gpu_hour_usd"] = float(row["gpu_hour_usd"])
+        values["cap_gpus"] = int(row["gpus_per_replica"])
+        values["cap_priced_as"] = f"{model}'s row of the price book"
+    if pd.notna(row["tokens_per_request"]):
+        values["cap_tokens"] = round(float(row["tokens_per_request"]), 1)
+    st.session_state.update(values)
+    st.session_state["cap_filled_values"] = {k: v for k, v in values.items() if k in SCENARIO_KEYS}
+
+
+# ================================================================ calculator
+st.header("Queueing calculator")
+with st.container(border=True):
+    st.markdown("**Fill from my logs**")
+    if EMPTY_STORE:
+        st.info("The store holds no requests, so there is nothing to fill from: the calculator works from the "
+                "inputs below. Load logs on the Data page to measure λ, service time and replicas.",
+                icon=":material/database:")
+    elif observed.empty:
+        st.info("No self-hosted model (kind self_hosted in the price book) and no logs naming a replica in these "
+                "filters: enter the inputs by hand.", icon=":material/dns:")
+    else:
+        left, mid, right = st.columns([2, 2, 3], vertical_alignment="bottom")
+        pick = left.selectbox("Model", list(observed["model"]), key="cap_model")
+        row = observed.set_index("model").loc[pick]
+        mid.button(f"Fill the inputs from {pick}", on_click=_fill, args=(pick,), type="primary",
+                   icon=":material/download:", key="cap_fill")
+        implied = row["implied_servers"]
+        if pd.notna(implied) and pd.notna(row["replicas"]) and row["replicas"]:
+            per = max(1, round(float(implied) / float(row["replicas"])))
+            if per != int(row["slots_per_replica"]):
+                right.button(f"Fill with {per} slots per replica (what the observed waits imply)", on_click=_fill,
+                             args=(pick, per), key="cap_fill_implied",
+                             help=f"The price book says {int(row['slots_per_replica'])} slots per replica; the "
+                                  f"queue_ms in the busiest hour matches about {int(implied)} slots in all.")
+        st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {int(row['requests_peak_hour']):,} "
+                   f"served requests (λ = {row['arrival_rate_per_s']:.4g} req/s); replicas from "
+                   f"{row['replicas_source']}, slots from {row['slots_source']}. {source_label()}")
+
+c1, c2, c3, c4 = st.columns(4)
+lam = c1.number_input("Arrival rate λ (req/s)", min_value=0.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
+                      help="Requests per second reaching the fleet at the hour you size for (e.g. the peak hour).")
+sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, step=0.5, format="%.3g", key="cap_sla_s", bind="query-params",
+                        help="99 % of requests must wait in the queue less than this, in seconds.")
+service_as = c2.radio("Service given as", [MEAN, RATE], key="cap_service_as")
+if service_as == MEAN:
+    mean_s = c2.number_input("Mean service time (s)", min_value=0.001, step=0.1, format="%.4g", key="cap_service_s", bind="query-params",
+                             help="Time one request holds a slot (prefill + decode), in seconds.")
+else:
+    mu = c2.number_input("Service rate μ (req/s per slot)", min_value=0.001, step=0.1, format="%.4g", key="cap_mu",
+                         help="Requests one slot completes per second: 1 / mean service time.")
+    mean_s = 1.0 / mu
+cv_s = c3.number_input("Service-time CV (std / mean)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
+                       key="cap_cv_service", bind="query-params", help="1 = exponential (M/M/c); 0 = every request takes the same time.")
+cv_a = c3.number_input("Inter-arrival CV", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
+                       key="cap_cv_arrival", bind="query-params", help="1 = Poisson arrivals; above 1 = bursty.")
+replicas = c4.number_input("Replicas", min_value=0, max_value=100_000, step=1, key="cap_replicas", bind="query-params")
+slots = c4.number_input("Concurrent slots per replica", min_value=1, max_value=4096, step=1, key="cap_slots", bind="query-params",
+                        help="Requests one replica serves at once (its batch / max_num_seqs). c = replicas × slots.")
+d1, d2 = st.columns(2)
+rho_target = d1.slider("Target utilisation ρ", min_value=0.30, max_value=0.95, step=0.01, key="cap_rho", bind="query-params",
+                       help="The seed's sweet spot is 0.6–0.75: headroom for bursts without paying for idle GPUs.")
+redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5, key="cap_redundancy_pct", bind="query-params",
+                           help="Extra replicas on top of the sizing, for bursts and scale-out delay (20–30 % usual).")
+
+res = capacity.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s, target_utilization=rho_target,
+                         redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
+q = res.queue
+k1, k2, k3, k4, k5 = st.columns(5)
+k1.metric("Utilisation ρ", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
+          help=f"λ / (c μ) with c = {int(replicas)} × {int(slots)} = {res.servers} slots.")
+k2.metric("P(wait)", f"{q.p_wait:.1%}", border=True, help="Share of requests that queue at all (Erlang C).")
+k3.metric("Mean queue wait", format_seconds(q.wq_s), border=True,
+          help="Allen–Cunneen: the M/M/c mean wait × (ca² + cs²) / 2.")
+k4.metric("P99 queue wait", format_seconds(q.wait_p99_s), border=True,
+          help="From P(W > t) = C · e^{−(cμ − λ) t}, scaled like the mean for non-exponential service.")
+k5.metric("Replicas needed", f"{res.required_replicas_with_redundancy:,}", border=True,
+          help=f"{res.required_replicas:,} replicas meet ρ ≤ {rho_target:.0%} and the P99 wait SLA, "
+               f"+{redundancy_pct} % redundancy, rounded up.")
+need_text = (f"Needed: {res.required_replicas:,} replicas (held by {BINDING_LABELS[res.binding_constraint]}), "
+             f"{res.required_replicas_with_redundancy:,} with {redundancy_pct} % redundancy.")
+if not res.stable:
+    st.error(f"**{res.message}.** λ = {lam:.4g} req/s reaches or exceeds the fleet's capacity c·μ = "
+             f"{res.capacity_per_s:.4g} req/s, so no wait figure exists. {need_text}", icon=":material/error:")
+elif res.state == "no_traffic":
+    st.info(f"**{res.message}.** With λ = 0 nothing queues. {need_text}", icon=":material/info:")
+elif res.wait_sla_met is False:
+    st.warning(f"**Stable but over the SLA:** P99 wait {format_seconds(q.wait_p99_s)} > {sla_s:g} s at "
+               f"{int(replicas)} replicas. {need_text}", icon=":material/warning:")
+else:
+    st.success(f"**{res.message}**; P99 wait {format_seconds(q.wait_p99_s)} within the {sla_s:g} s SLA. {need_text}",
+               icon=":material/check_circle:")
+
+curve_c = capacity.p99_wait_by_replicas(lam, mean_s, int(slots), (int(replicas), res.required_replicas_with_redundancy),
+                                        cv_service=cv_s, cv_arrival=cv_a)
+left, right = st.columns(2)
+left.altair_chart(charts.p99_wait_vs_replicas(
+    curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
+    required_replicas=res.required_replicas_with_redundancy, wait_sla_s=sla_s or None,
+    title=f"P99 queue wait against replicas at λ = {lam:.4g} req/s (s)"))
+if res.servers > 0:
+    right.altair_chart(charts.wait_vs_utilization(
+        capacity.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
+        current_rho=float(q.utilization), current_wq_s=float(q.wq_s),
+        title=f"Mean queue wait against utilisation at c = {res.servers} slots (s)"))
+else:
+    right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against ρ.")
+filled = st.session_state["cap_filled_from"]
+st.caption(f"Source: {_scenario_origin()}. Waits are queue waits before service, in seconds.")
+
+st.subheader("What the fleet costs")
+e1, e2, e3 = st.columns(3)
+gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, step=0.1, format="%.3f", key="cap_gpu_hour_usd",
+                          help="From the price book when filled from a self-hosted model.")
+gpus = e2.number_input("GPUs per replica", min_value=1, max_value=64, step=1, key="cap_gpus")
+tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0, step=100.0, format="%.6g",
+                         key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")
+now = capacity.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
+need = capacity.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric(f"$ per hour, {now.replicas:,} replicas", f"${now.cost_per_hour_usd:,.2f}", border=True,
+          help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × ${gpu_usd:,.3f} per GPU-hour, busy or idle.")
+m2.metric(f"$ per 1M tokens, {now.replicas:,} replicas",
+          f"${now.cost_per_1m_tokens:,.3f}" if now.cost_per_1m_tokens is not None else "n/a", border=True,
+          help="Cost per hour ÷ (λ × 3,600 × tokens per request) × 1,000,000.")
+m3.metric(f"$ per hour, {need.replicas:,} needed", f"${need.cost_per_hour_usd:,.2f}", border=True,
+          help="At the replica count the targets need, with redundancy.")
+m4.metric(f"$ per 1M tokens, {need.replicas:,} needed",
+          f"${need.cost_per_1m_tokens:,.3f}" if need.cost_per_1m_tokens is not None else "n/a", border=True)
+if now.note:
+    st.caption(now.note)
+st.caption(f"Source: your inputs; $ per GPU-hour and GPUs per replica start from {st.session_state['cap_priced_as']} "
+           "(edit the book on the Data page). Tokens per request: " + (
+               "your logs' served requests. " if filled else "an illustrative 1,000 until you fill from logs. ")
+           + "A self-hosted fleet is paid every hour, busy or idle.")
+
+# ================================================================ prediction vs observed
+st.header("Fill from my logs: predicted against observed waits")
+if EMPTY_STORE:
+    st.info("This table needs request logs: the store is empty. The calculator above still works from your inputs.",
+            icon=":material/database:")
+elif observed.empty:
+    st.info("No self-hosted model and no logs naming a replica in these filters: nothing to compare.",
+            icon=":material/dns:")
+else:
+    MS = st.column_config.NumberColumn
+    st.dataframe(observed, hide_index=True, column_order=(
+        "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms",
+        "implied_servers"), column_config={
+        "model": st.column_config.TextColumn("Model"),
+        "arrival_rate_per_s": MS("λ (req/s)", format="%.4g", help="Served requests in the busiest hour / 3,600."),
+        "mean_service_s": MS("Service (s)", format="%.3g", help="Mean time on a slot of completed requests."),
+        "cv_service": MS("CV", format="%.2f", help="Service-time coefficient of variation (std / mean)."),
+        "fleet": st.column_config.TextColumn("Replicas × slots", width="small",
+                                             help="c = replicas × slots per replica"),
+        "utilization": MS("ρ", format="percent", width="small"),
+        "predicted_wq_ms": MS("Mean wait pred. (ms)", format="%.1f", width="small",
+                              help="Predicted mean queue wait at this λ and c, in ms."),
+        "observed_queue_mean_ms": MS("Mean queue obs. (ms)", format="%.1f", width="small",
+                                     help="Mean queue_ms logged in that hour."),
+        "predicted_wait_p99_ms": MS("P99 wait pred. (ms)", format="%.1f", width="small",
+                                    help="Predicted P99 queue wait at this λ and c, in ms."),
+        "observed_queue_p99_ms": MS("P99 queue obs. (ms)", format="%.1f", width="small",
+                                    help="P99 of queue_ms logged in that hour (exact)."),
+        "implied_servers": MS("c implied", format="%d",
+                              help="The slot count c whose predicted mean wait is nearest the observed mean queue_ms."),
+    })
+    for r in observed[observed["note"] != ""].itertuples(index=False):
+        st.markdown(f"- **{r.model}**: {r.note}.")
+    st.caption("Each model at its busiest hour in the filters: λ = served requests / 3,600 (cache hits excluded); "
+               "service time = time on a slot of completed requests; predicted waits are Allen–Cunneen at c = "
+               "replicas × slots with the measured CVs; observed = the queue_ms logged in that same hour. A large "
+               "gap says the model's inputs (most often the slots per replica) do not describe this fleet. "
+               + source_label())
+
+# ================================================================ load test -> instances
+st.header("Load test → instances")
+st.caption("The method of the deployment text: load one instance at rising concurrency, find the highest "
+           "throughput whose P99 latency stays under the target, then instances = ⌈target QPS ÷ that⌉ plus "
+           "20–30 % redundancy. Never size from one request's latency.")
+EXAMPLE, RUNS, UPLOAD = ("Illustrative example (002's exercise)", "Benchmark runs in the store", "Upload files")
+source = st.radio("Load test", [EXAMPLE, RUNS, UPLOAD], horizontal=True, key="cap_lt_source")
+points, origin = None, ""
+try:
+    if source == EXAMPLE:
+        points = capacity.read_loadtest(capacity.LOADTEST_EXAMPLE)
+        origin = (f"illustrative example, not a measurement (`data/{os.path.basename(capacity.LOADTEST_EXAMPLE)}`: a "
+                  "made-up single-instance test for the exercise P99 < 2 s at 50 QPS)")
+    elif source == RUNS:
+        runs = query(capacity.benchmark_points)
+        if runs.empty:
+            st.info("No benchmark runs in the store. Load a `vllm bench serve` or LLMPerf result on the Data page "
+                    "(or `python -m finops ingest FILE`), or upload files here.", icon=":material/speed:")
+        else:
+            run_model = st.selectbox("Model of the runs", sorted(runs["model"].dropna().unique()), key="cap_lt_model")
+            points = runs[runs["model"] == run_model]
+            origin = f"your benchmark runs of {run_model} in the store ({len(points)} runs, one point each)"
+    else:
+        u1, u2 = st.columns([3, 1])
+        files = u1.file_uploader("vllm bench serve JSON, LLMPerf JSON (per-request or summary), or a CSV of "
+                                 "qps/concurrency against p50/p99 latency", type=["json", "csv", "gz"],
+                                 accept_multiple_files=True, key="cap_lt_files")
+        clients = u2.number_input("Clients of an LLMPerf run without its summary", min_value=0, step=1,
+                                  key="cap_lt_clients", help="0 = read it from the file's summary.")
+        if files:
+            points = pd.concat([capacity.read_loadtest_bytes(fl.getvalue(), fl.name, concurrency=clients or None)
+                                for fl in files], ignore_index=True)
+            origin = f"your uploaded files ({', '.join(fl.name for fl in files)})"
+        else:
+            st.info("Upload one file per load level (or one CSV with a row per level).", icon=":material/upload_file:")
+except InputError as exc:
+    st.error(f"Could not read the load test: {exc}", icon=":material/error:")
+    points = None
+
+if points is not None:
+    t1, t2, t3, t4 = st.columns(4)
+    target_qps = t1.number_input("Target QPS (req/s)", min_value=0.0, value=50.0, step=5.0, key="cap_lt_qps")
+    p99_target = t2.number_input("P99 latency target (s)", min_value=0.01, value=2.0, step=0.1, key="cap_lt_p99")
+    lt_red = t3.slider("Redundancy (%)", 0, 100, 25, 5, key="cap_lt_red")
+    tested = t4.number_input("Instances behind the tested endpoint", min_value=1, value=1, step=1, key="cap_lt_tested")
+    fit = capacity.fit_loadtest(points, target_qps=target_qps, p99_target_s=p99_target, redundancy=lt_red / 100,
+                                instances_tested=int(tested))
+    n1, n2, n3, n4 = st.columns(4)
+    n1.metric(f"One instance at P99 ≤ {p99_target:g} s (req/s)",
+              f"{fit.per_instance_qps:.3g}" if fit.per_instance_qps else "none", border=True)
+    n2.metric("In flight per instance there", f"{fit.concurrency_at_target:.3g}" if fit.concurrency_at_target else "n/a",
+              border=True, help="Concurrency at that load (interpolated; Little's law where the file has none).")
+    n3.metric(f"Instances for {target_qps:g} req/s", f"{fit.instances:,}" if fit.instances is not None else "none",
+              border=True, help="⌈target QPS ÷ per-instance QPS⌉")
+    n4.metric(f"With {lt_red} % redundancy", f"{fit.instances_with_redundancy:,}"
+              if fit.instances_with_redundancy is not None else "none", border=True)
+    show = {"ok": st.info, "beyond_range": st.warning, "infeasible": st.error, "no_points": st.error}[fit.state]
+    show(fit.message)
+    st.altair_chart(charts.loadtest_fit(fit.points, p99_target_s=p99_target, per_instance_qps=fit.per_instance_qps,
+                                        title="Load test: end-to-end latency against throughput per instance (s)"))
+    with st.expander("The load points"):
+        st.dataframe(fit.points, hide_index=True, column_config={
+            "source": "Source", "model": "Model", "concurrency": st.column_config.NumberColumn("Concurrency", format="%.3g"),
+            "qps": st.column_config.NumberColumn("req/s per instance", format="%.4g"),
+            "p50_s": st.column_config.NumberColumn("P50 (s)", format="%.3g"),
+            "p99_s": st.column_config.NumberColumn("P99 (s)", format="%.3g"),
+            "mean_s": st.column_config.NumberColumn("Mean (s)", format="%.3g"),
+            "qps_basis": "QPS from", "meets_target": st.column_config.CheckboxColumn("P99 within target")})
+    st.caption(f"Source: {origin}. Latencies are end to end, in seconds.")
+
+# ================================================================ forecast
+def _fleet_inputs(model: str) -> dict:
+    """The forecast's sizing inputs for ``model``: its measured service time, its book's slots (or the
+    calculator's, when it was filled from this model), GPUs and price, unless edited in the forecast
+    section (keys per model)."""
+    row = observed.set_index("model").loc[model]
+    filled = st.session_state.get("cap_filled_model") == model
+    defaults = {"mean_service_s": float(row["mean_service_s"]) if pd.notna(row["mean_service_s"]) else 1.0,
+                "slots_per_replica": int(st.session_state["cap_slots"] if filled else row["slots_per_replica"]),
+                "gpus_per_replica": int(row["gpus_per_replica"]) if pd.notna(row["gpus_per_replica"]) else 1,
+                "gpu_hour_usd": float(row["gpu_hour_usd"]) if pd.notna(row["gpu_hour_usd"]) else None}
+    return {k: st.session_state.get(f"cap_fc_{k}_{model}", v) for k, v in defaults.items()}
+
+
+def _forecast(model: str, days: int):
+    return query(capacity.forecast_plan, f, model, days, **_fleet_inputs(model),
+                 target_utilization=rho_target, redundancy=redundancy_pct / 100)
+
+
+forecast_box = st.expander("Forecast: hourly QPS ahead and the replicas it needs", key="cap_forecast",
+                           on_change="rerun", icon=":material/trending_up:")
+with forecast_box:
+    if not forecast_box.open:
+        pass
+    elif EMPTY_STORE or observed.empty:
+        st.info("The forecast needs request logs of a self-hosted model: " + (
+            "the store is empty." if EMPTY_STORE else "none in these filters."), icon=":material/database:")
+    else:
+        g1, g2, g3, g4 = st.columns([2, 1, 1, 1])
+        fmodel = g1.selectbox("Model", list(observed["model"]), key="cap_fc_model")
+        days = g2.slider("Days ahead", 1, 14, 7, key="cap_fc_days")
+        own = _fleet_inputs(fmodel)
+        g3.number_input("Mean service (s)", min_value=0.001, value=own["mean_service_s"], format="%.4g",
+                        key=f"cap_fc_mean_service_s_{fmodel}", help="Measured in the model's busiest hour.")
+        g4.number_input("Slots per replica", min_value=1, value=own["slots_per_replica"],
+                        key=f"cap_fc_slots_per_replica_{fmodel}",
+                        help="From the price book, or the calculator's when it was filled from this model.")
+        own = _fleet_inputs(fmodel)
+        fp = _forecast(fmodel, days)
+        if fp.state != "ok":
+            st.info(f"No forecast: {fp.message}.", icon=":material/info:")
+        else:
+            fc = fp.forecast
+            if fp.message:
+                st.warning(f"Short history: {fp.message}.", icon=":material/warning:")
+            h1, h2, h3, h4 = st.columns(4)
+            h1.metric("Peak forecast (req/s)", f"{fp.peak_qps:.4g}", border=True)
+            h2.metric("Peak replicas (with redundancy)", f"{fp.peak_replicas:,}", border=True)
+            h3.metric("Backtest MAPE", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None else "n/a",
+                      border=True, help=fc.backtest_note)
+            h4.metric(f"GPU cost over {days} days", f"${fp.cost_usd_total:,.0f}" if fp.cost_usd_total is not None
+                      else "n/a", border=True, help="Σ replicas per hour × GPUs per replica × $ per GPU-hour "
+                                                    "(the model's price-book row).")
+            st.altair_chart(charts.qps_forecast(fp.history, fp.plan, interval=fc.interval,
+                                                title=f"{fmodel}: served requests per second, history and forecast "
+                                                      f"({fc.interval:.0%} interval)"))
+            st.altair_chart(charts.replica_plan(fp.plan, title=f"{fmodel}: replicas per hour at ρ ≤ {rho_target:.0%} "
+                                                                f"+{redundancy_pct} % redundancy"))
+            rate = own["slots_per_replica"] / own["mean_service_s"]
+            st.caption(f"Source: your logs ({fp.history.size:,} hours of {fmodel}'s served requests). One replica "
+                       f"serves {own['slots_per_replica']} slots ÷ {own['mean_service_s']:.4g} s = {rate:.4g} req/s; "
+                       f"target ρ and redundancy from the calculator above; never fewer than 1 replica (scaling to 0 "
+                       f"means a cold start for the next request). Method: {fc.method}. "
+                       f"Backtest: {fc.backtest_note}.")
+
+# ================================================================ autoscaling
+auto_box = st.expander("Autoscaling: reactive HPA, predictive, warm pool and shedding on a spike", key="cap_autoscale",
+                       on_change="rerun", icon=":material/bolt:")
+
+
+@st.cache_data(show_spinner="Simulating the policies second by second…", max_entries=32)
+def _simulate(**kwargs):
+    return capacity.simulate_policies(**kwargs)
+
+
+with auto_box:
+    if auto_box.open:
+        RAMP, FORECAST = "the seed's 30 s ramp (illustrative)", "the forecast's climb to its peak (your logs)"
+        traffic = st.radio("Traffic", [RAMP, FORECAST], horizontal=True, key="cap_as_traffic",
+                           disabled=EMPTY_STORE or observed.empty,
+                           help="The forecast needs logs of a self-hosted model (see the Forecast section).")
+        a1, a2, a3, a4 = st.columns(4)
+        kwargs = {"gpus_per_replica": 1, "gpu_hour_usd": None}
+        fp = None
+        if traffic == FORECAST:
+            fmodel = st.session_state.get("cap_fc_model") or observed["model"].iloc[0]
+            fp = _forecast(fmodel, st.session_state.get("cap_fc_days", 7))
+            if fp.state != "ok":
+                st.info(f"No forecast to simulate ({fp.message}): showing the seed's ramp instead.")
+        if fp is not None and fp.state == "ok":
+            own = _fleet_inputs(fmodel)
+            rate = own["slots_per_replica"] / own["mean_service_s"]
+            kwargs.update(traffic="forecast", forecast_qps_hourly=tuple(fp.plan["qps"].round(6)),
+                          service_rate_per_replica=rate, slots_per_replica=own["slots_per_replica"],
+                          gpus_per_replica=own["gpus_per_replica"], gpu_hour_usd=own["gpu_hour_usd"])
+            a1.metric("μ per replica (req/s)", f"{rate:.4g}", help="Slots ÷ mean service time (Forecast section).")
+            a2.metric("Slots per replica", f"{own['slots_per_replica']}")
+            origin = (f"your logs: {fmodel}'s forecast; one replica = {own['slots_per_replica']} slots of "
+                      f"{own['mean_service_s']:.4g} s each, priced from the price book")
+        else:
+            kwargs.update(traffic="ramp",
+                          base_qps=a1.number_input("Base λ (req/s)", min_value=0.0, value=14.0, key="cap_as_base"),
+                          peak_qps=a2.number_input("Peak λ (req/s)", min_value=0.0, value=28.0, key="cap_as_peak"),
+                          ramp_s=int(a3.number_input("Ramp (s)", min_value=0, value=30, key="cap_as_ramp")),
+                          service_rate_per_replica=a4.number_input("μ per replica (req/s)", min_value=0.01, value=2.0,
+                                                                   key="cap_as_mu"),
+                          gpus_per_replica=int(gpus), gpu_hour_usd=gpu_usd)
+            origin = ("illustrative: the seed's worked problem (000, question 3: ρ = 0.7 on 10 replicas, load doubles "
+                      "in 30 s, 90 s cold start), with your edits; GPU price from the cost inputs above")
+        b1, b2, b3 = st.columns([1, 1, 3])
+        kwargs.update(
+            cold_start_s=int(b1.number_input("Cold start (s)", min_value=0, value=90, key="cap_as_cold")),
+            warm_pool_replicas=int(b2.number_input("Warm pool (replicas)", min_value=0, value=10, key="cap_as_pool")),
+            policy_names=tuple(b3.multiselect("Policies", list(capacity.POLICY_NAMES), default=list(capacity.POLICY_NAMES),
+                                              key="cap_as_policies")),
+            wait_sla_s=sla_s or 2.0, target_utilization=rho_target)
+        if not kwargs["policy_names"]:
+            st.info("Pick at least one policy.")
+        else:
+            run = _simulate(**kwargs)
+            if run.note:
+                st.warning(run.note, icon=":material/warning:")
+            st.dataframe(run.summary, hide_index=True, column_config={
+                "policy": "Policy",
+                "sla_violation_s": st.column_config.NumberColumn(f"Seconds over the {kwargs['wait_sla_s']:g} s P99 SLA",
+                                                                 format="%d"),
+                "shed_requests": st.column_config.NumberColumn("Shed requests", format="%.0f"),
+                "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%.2f"),
+                "cost_usd": st.column_config.NumberColumn("GPU cost ($)", format="$%.2f"),
+                "peak_queue_len": st.column_config.NumberColumn("Peak queue (requests)", format="%.0f"),
+                "peak_p99_wait_s": st.column_config.NumberColumn("Peak P99 wait (s)", format="%.2f"),
+                "peak_replicas": st.column_config.NumberColumn("Peak replicas", format="%.4g")})
+            panels = charts.autoscale_timeline(run.timeline, wait_sla_s=kwargs["wait_sla_s"])
+            for i in range(0, len(panels), 2):
+                cols = st.columns(2)
+                for col, chart in zip(cols, panels[i:i + 2], strict=False):
+                    col.altair_chart(chart)
+            step = f"; the charts show one point per {run.step_s} s" if run.step_s > 1 else ""
+            st.caption(f"Traffic: {run.traffic_label}. Source: {origin}. A 1 s fluid simulation (finops.capacity.autoscale): "
+                       f"HPA every 15 s with 10 % tolerance and 300 s scale-down stabilisation; new replicas are ready "
+                       f"after the cold start, warm-pool ones after 5 s; predictive policies see a perfect forecast "
+                       f"one cold start ahead; shedding drops up to 30 % of arrivals (the lowest tier) when ρ would "
+                       f"pass 1. GPU-hours count ready, starting and warm-pool replicas{step}.")

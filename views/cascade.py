@@ -1,0 +1,384 @@
+"""Cascade: the cost-quality frontier of a small -> large cascade, the cheapest threshold for each
+tenant's quality floor, and when an edge request should escalate to the cloud."""
+import os
+
+import streamlit as st
+
+from finops import charts, store
+from finops.cascade import edge
+from finops.cascade import shadow as cascade_store
+from finops.cascade import sweep as cascade
+from finops.errors import InputError
+from finops.spend import exports
+from views._shared import current_filters, cursor, data_origin, filter_caption, query, store_path
+
+SEED = "the seed text (000_b5db6f0ad1bec1d3.txt)"
+SOURCES = {
+    "store": "Shadow evaluation in the store",
+    "upload": "An eval CSV you upload",
+    "seed": "The seed's table (parametric, editable)",
+}
+USD = st.column_config.NumberColumn
+PCT = st.column_config.NumberColumn
+CURVE_COLUMNS = {
+    "threshold": USD("τ (threshold)", format="%.4g", help="Escalate when the small model's confidence is below τ."),
+    "escalation_rate": PCT("Escalated (%)", format="percent"),
+    "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%.3f"),
+    "avg_quality": PCT("Quality (% correct)", format="percent"),
+    "marginal_cost_per_point": USD("Marginal ($ per 1,000 requests per quality point)", format="$%.3f",
+                                   help="Money saved per quality point given up, moving from the row above."),
+}
+
+st.title("Cascade thresholds and edge vs cloud")
+st.caption("A cascade sends every request to the small model first and escalates it to the large model when the "
+           "small model's confidence is under the threshold τ. Set τ high and cost approaches all-large; set it "
+           f"low and quality drops. Worked problems 1 and 2 of {SEED}.")
+f = current_filters()
+shadow = query(cascade_store.shadow_eval, f)
+
+# ---------------------------------------------------------------------------------------- data source
+st.header("Cost-quality frontier of the cascade")
+source = st.radio("Data source", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="source",
+                  index=0 if shadow.status == "ok" else 2, bind="query-params")
+
+data = None            # per-query EvalData (store or upload)
+curve = None           # a hand-made curve (parametric)
+origin = ""
+ends = (None, None)    # small-only and large-only quality for a parametric table
+if source == "store":
+    st.caption(filter_caption(f) + " · " + shadow.message)
+    if shadow.status != "ok":
+        st.info(shadow.message + " Upload an eval CSV or use the seed's table above; the sample fleet "
+                "(`python -m finops demo`) carries shadow-evaluation labels on a sample of cascade requests.",
+                icon=":material/science:")
+    else:
+        pairs = shadow.pairs()
+        options = [None, *pairs["small_model"]]
+        names = {r.small_model: f"{r.small_model} → {r.large_model} ({r.queries:,} queries)"
+                 for r in pairs.itertuples(index=False)}
+        small_model = st.selectbox("Cascade pair", options, index=1 if len(pairs) == 1 else 0,
+                                   format_func=lambda m: (f"all pairs ({shadow.n_complete:,} queries)" if m is None
+                                                          else names[m]),
+                                   help="Mixing pairs makes sense with per-query costs; with flat prices pick one.")
+        data = shadow.eval_data(small_model=small_model)
+        origin = (f"your data: {data.n_queries:,} shadow-evaluated queries"
+                  + (f" of {small_model}" if small_model else "")
+                  + f" from {data_origin()} in store `{os.path.basename(store_path())}`")
+        sources = ", ".join(f"{v:,} from {k}" for k, v in shadow.large_label_sources.items())
+        st.caption(f"Large-model labels: {sources}. A query's large-model label is the grade of its linked large "
+                   "answer (attrs.parent_id) when production escalated it, else the large model's shadow grade "
+                   "kept on the small row (attrs.shadow_large_quality or attrs.large_quality).")
+        if shadow.only_escalated:
+            st.warning(shadow.message, icon=":material/warning:")
+elif source == "upload":
+    up = st.file_uploader("Eval CSV: one row per query", type=["csv"],
+                          help="Columns: the small model's confidence, the small model's correctness or score, the "
+                               "large model's; optionally per-query costs. Quality cells may be 0/1, True/False or "
+                               "any score.")
+    if up is None:
+        st.info("Upload a CSV with one row per evaluated query, for example RouteLLM's GSM8K excerpt in "
+                "`tests/data/routellm_gsm8k_cascade.csv` (Mixtral vs GPT-4).", icon=":material/upload_file:")
+    else:
+        raw = up.getvalue()
+        try:
+            columns = cascade_store.eval_csv_columns(raw)
+        except InputError as exc:
+            st.error(f"{up.name}: {exc}", icon=":material/error:")
+            columns = []
+        if columns:
+            guess = cascade_store.guess_mapping(columns)
+            with st.form("mapping"):
+                st.write("**Which column is which?**")
+                cols = st.columns(5)
+                labels = {"confidence": "Small model's confidence", "small_quality": "Small model right / score",
+                          "large_quality": "Large model right / score", "cost_small": "Small cost (USD per query)",
+                          "cost_large": "Large cost (USD per query)"}
+                mapping = {}
+                for i, key in enumerate(cascade.MAPPING_KEYS):
+                    optional = key not in cascade.REQUIRED_KEYS
+                    options = ([None] if optional else []) + columns
+                    default = guess[key] if guess[key] in options else None
+                    mapping[key] = cols[i].selectbox(
+                        labels[key], options, index=None if default is None and not optional else
+                        options.index(default), placeholder="choose a column",
+                        format_func=lambda c: "(none)" if c is None else c)
+                st.form_submit_button("Use these columns")
+            missing = [labels[k] for k in cascade.REQUIRED_KEYS if not mapping[k]]
+            if missing:
+                st.info("Choose the column for: " + ", ".join(missing) + ", then press 'Use these columns'.",
+                        icon=":material/table_chart:")
+            else:
+                try:
+                    data = cascade_store.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
+                    origin = f"your data: {data.n_queries:,} queries in {up.name}"
+                except InputError as exc:
+                    st.error(str(exc), icon=":material/error:")
+else:
+    st.caption(f"Problem 1 of {SEED}: τ → share escalated and quality. Edit it, add rows or delete them; "
+               "shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 it gives the seed's 5.8, 3.4 and 1.96 $ "
+               "per 1,000 (the seed's prose later calls the τ = 0.80 point 3.1 $; its own formula gives 3.4 $).")
+    table = st.data_editor(cascade.seed_table(), num_rows="dynamic", hide_index=True, key="seed_table",
+                           column_config={
+                               "threshold": USD("τ (threshold)", min_value=0.0, max_value=1.0, step=0.01,
+                                                format="%.2f"),
+                               "escalation_rate": PCT("Escalated (share, 0-1)", min_value=0.0, max_value=1.0,
+                                                      step=0.01, format="%.2f"),
+                               "avg_quality": PCT("Quality (share correct, 0-1)", min_value=0.0, max_value=1.0,
+                                                  step=0.005, format="%.3f")})
+    c1, c2 = st.columns(2)
+    q_small = c1.number_input("Small model alone: quality (share correct, 0-1)", 0.0, 1.0, value=None, step=0.01,
+                              placeholder="unknown", help="Optional: gives APGR, CPT and the small-only baseline.")
+    q_large = c2.number_input("Large model alone: quality (share correct, 0-1)", 0.0, 1.0, value=None, step=0.01,
+                              placeholder="unknown", help="Optional: gives APGR, CPT and the all-large baseline.")
+    ends = (q_small, q_large)
+    origin = f"the seed's table (problem 1 of {SEED}), as edited"
+
+# ---------------------------------------------------------------------------------------- costs
+st.subheader("Costs per model")
+cost_modes = {"flat": "Flat price per model (your inputs)"}
+if source == "store" and data is not None and data.cost_small is not None:
+    cost_modes["per_query"] = "Per query, from the price book"
+if source == "upload" and data is not None and data.cost_small is not None and data.cost_large is not None:
+    cost_modes["per_query"] = "Per query, from the file's cost columns (USD per query)"
+mode = st.radio("Costs", list(cost_modes), format_func=cost_modes.get, horizontal=True, key=f"costs_{source}",
+                index=len(cost_modes) - 1, label_visibility="collapsed")
+c1, c2 = st.columns(2)
+c_small = c1.number_input("Small model ($ per 1,000 requests)", min_value=0.0, value=cascade.SEED_COST_SMALL_PER_1K_USD,
+                          step=0.1, format="%.3f", disabled=mode != "flat", help="Default: the seed's $1 per 1,000.")
+c_large = c2.number_input("Large model ($ per 1,000 requests)", min_value=0.0, value=cascade.SEED_COST_LARGE_PER_1K_USD,
+                          step=0.5, format="%.3f", disabled=mode != "flat", help="Default: the seed's $8 per 1,000.")
+if mode == "per_query" and source == "store":
+    st.caption("Per query: the small attempt's recorded cost or its tokens at the book's prices; the large answer's "
+               "cost when production escalated, else this prompt priced on the large model (an estimate). "
+               "Self-hosted models cost an effective $ per request: their fleet's cost over the period (busy and "
+               "idle GPU time) / requests served. Shown per 1,000 requests.")
+elif source == "store" and shadow.status == "ok" and not shadow.costs_complete:
+    st.caption("Per-query costs are not available: " + (
+        f"models missing from the price book: {', '.join(shadow.unpriced_models)}." if shadow.unpriced_models
+        else "some queries carry neither a recorded cost nor token counts.") + " Using flat prices.")
+cost_note = ("per-query costs" if mode == "per_query" else
+             f"flat prices ${c_small:g} and ${c_large:g} per 1,000 (your inputs)")
+
+# ---------------------------------------------------------------------------------------- analysis
+floor_pct = st.number_input("Quality floor for the chart (% correct)", min_value=0.0, max_value=100.0, value=90.0,
+                            step=0.5, key="floor", bind="query-params",
+                            help="The seed's example: with a 90 % floor the cheapest τ is 0.80.")
+floor = floor_pct / 100          # the page speaks percent; finops.cascade.sweep takes shares
+report = base_frame = random_line = None
+try:
+    if data is not None:
+        per_query = mode == "per_query"
+        report = cascade.analyse(data.confidence, data.small_quality, data.large_quality,
+                                 data.cost_small if per_query else c_small, data.cost_large if per_query else c_large,
+                                 quality_floor=floor)
+        base_frame = report.baselines.as_frame()
+        random_line = report.baselines.random_routing
+    elif source == "seed":
+        report = cascade.analyse_curve(cascade.parametric_curve(table, c_small, c_large), quality_floor=floor,
+                                       quality_small=ends[0], quality_large=ends[1])
+        base_frame = cascade_store.parametric_baselines(c_small, c_large, *ends)
+        if None not in ends:
+            random_line = cascade_store.random_routing(c_small, c_large, *ends)
+except InputError as exc:
+    st.error(str(exc), icon=":material/error:")
+
+if report is None:
+    st.info("No curve to draw yet: choose a data source with data above.", icon=":material/show_chart:")
+else:
+    label = f"Source: {origin}; {cost_note}."
+    pts = cascade_store.slider_points(report.curve, keep=[report.choice.threshold] if report.choice else [])
+    thresholds = pts["threshold"].tolist()
+    start = (thresholds.index(report.choice.threshold) if report.choice is not None
+             else len(thresholds) // 2)
+    i = st.select_slider("Threshold τ: escalate when the small model's confidence is below it",
+                         options=range(len(thresholds)), value=start,
+                         format_func=lambda j: f"{thresholds[j]:.4g} (escalate {pts['escalation_rate'].iloc[j]:.0%})",
+                         help="Starts at the cheapest τ meeting the quality floor.")
+    point = cascade.CascadePoint(*(float(pts[c].iloc[i]) for c in cascade.CURVE_COLUMNS))
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Threshold τ", f"{point.threshold:.4g}", border=True)
+    m2.metric("Escalated to the large model", f"{point.escalation_rate:.1%}", border=True)
+    m3.metric("Average cost ($ per 1,000 requests)", f"${point.avg_cost:,.3f}", border=True)
+    m4.metric("Quality (% correct)", f"{point.avg_quality:.2%}", border=True)
+    if report.choice is None:
+        st.warning(f"No threshold reaches the {floor_pct:g} % quality floor: the best is "
+                   f"{report.curve['avg_quality'].max():.2%}.", icon=":material/warning:")
+    else:
+        c = report.choice
+        st.success(f"Cheapest τ meeting the {floor_pct:g} % floor: **τ = {c.threshold:.4g}**, escalating "
+                   f"{c.escalation_rate:.1%}, ${c.avg_cost:,.3f} per 1,000 requests at {c.avg_quality:.2%} quality.",
+                   icon=":material/check_circle:")
+    st.altair_chart(charts.cascade_frontier(
+        report.curve, report.frontier, report.hull, chosen=point.as_dict(), quality_floor=floor,
+        baselines=base_frame, random_line=random_line,
+        title="Average cost ($ per 1,000 requests) vs quality (% correct), one point per threshold τ"))
+    st.caption(f"Faint points: every threshold ({len(report.curve):,}); line: the Pareto frontier "
+               f"({len(report.frontier):,} points no other threshold beats on both cost and quality); dashed: its "
+               f"convex hull ({len(report.hull):,} corners; points under it are beaten by mixing two corners at "
+               "random). " + label)
+
+    st.subheader("The seed's table: τ, escalation, cost, quality, marginal $ per point")
+    seed_form, which = cascade_store.seed_form_table(report)
+    st.dataframe(seed_form, hide_index=True, column_config=CURVE_COLUMNS, placeholder="–")
+    st.caption(f"Rows: {which}, from the highest τ down. Marginal: money saved per quality point given up "
+               f"against the row above (the seed: 2.4 $ / 3 points ≈ 0.8 $ per point). {label}")
+    st.download_button("Download the whole curve (CSV)", exports.safe_csv(report.curve),
+                       file_name=f"cascade_curve_{source}.csv", mime="text/csv", icon=":material/download:",
+                       on_click="ignore")
+
+    st.subheader("Routing metrics and baselines")
+    m = report.metrics
+    k1, k2, k3 = st.columns(3)
+    k1.metric("APGR", "–" if m.apgr is None else f"{m.apgr:.3f}", border=True,
+              help="Average performance gap recovered over all escalation rates (RouteLLM): 0.5 = random routing, "
+                   "1 = perfect.")
+    k2.metric("CPT(50%)", "–" if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
+              help="Share of requests sent to the large model to recover half the small-large quality gap.")
+    k3.metric("CPT(80%)", "–" if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
+              help="Share of requests sent to the large model to recover 80 % of the gap.")
+    if m.note:
+        st.caption(f"Metrics not computed: {m.note}." + (" Enter the small-only and large-only qualities above."
+                                                          if source == "seed" else ""))
+    if base_frame is not None and len(base_frame):
+        st.dataframe(base_frame, hide_index=True, column_config={
+            "name": st.column_config.TextColumn("Policy"),
+            "large_call_rate": PCT("Requests calling the large model (%)", format="percent"),
+            "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%.3f"),
+            "avg_quality": PCT("Quality (% correct)", format="percent")})
+        st.caption("Small only: never escalate. Direct to large: every request to the large model, no small attempt. "
+                   "Oracle cascade: escalate exactly the queries the large model gets right and the small one does "
+                   "not (small attempt paid); oracle router: the same choice made before calling the small model. "
+                   "Random routing (dotted line on the chart): escalate a random share. "
+                   + ("The oracles need per-query data. " if source == "seed" else "") + label)
+
+    # ------------------------------------------------------------------------------------ floors per tenant
+    st.subheader("Quality floors per tenant")
+    tenants = query(store.distinct_values, "tenant")
+    version = st.session_state.get("floors_version", 0)
+    with st.form(f"floors_{version}"):
+        edited = st.data_editor(query(cascade_store.floors_table, tuple(tenants)), num_rows="dynamic", hide_index=True,
+                                key=f"floors_editor_{version}", placeholder="no floor", column_config={
+                                    "tenant": st.column_config.TextColumn("Tenant", required=True),
+                                    "floor_pct": USD("Quality floor (% correct)", min_value=0.0, max_value=100.0,
+                                                     step=0.5, format="%.1f %%")})
+        saved = st.form_submit_button("Save floors", icon=":material/save:")
+    if saved:
+        try:
+            cascade_store.save_floors_table(cursor(), edited)
+            st.session_state["floors_version"] = version + 1
+            st.rerun()
+        except InputError as exc:
+            st.error(str(exc), icon=":material/error:")
+    floors = query(cascade_store.quality_floors)
+    if not floors:
+        st.info("No tenant has a quality floor yet: type one (e.g. premium 95) and save.", icon=":material/flag:")
+    else:
+        own = {}
+        if source == "store" and data is not None:
+            own = cascade_store.tenant_curves(shadow, None if mode == "per_query" else c_small,
+                                              None if mode == "per_query" else c_large, small_model)
+        choices = cascade_store.floor_choices(report.curve, floors, own)
+        st.dataframe(choices, hide_index=True, column_config={
+            "tenant": st.column_config.TextColumn("Tenant"),
+            "floor": PCT("Floor (% correct)", format="percent"),
+            "curve": st.column_config.TextColumn("Curve used"),
+            **{k: v for k, v in CURVE_COLUMNS.items() if k != "marginal_cost_per_point"},
+            "meets": st.column_config.CheckboxColumn("Floor reachable")}, placeholder="–")
+        st.caption("The cheapest τ whose average quality meets each tenant's floor (empty when none does). "
+                   f"Floors are stored in the store's settings. A tenant with {cascade_store.MIN_TENANT_QUERIES}+ "
+                   "shadow-evaluated queries is answered on its own queries, others on all of them. " + label)
+
+# ---------------------------------------------------------------------------------------- edge vs cloud
+st.header("Edge vs cloud: when does escalating a request pay?")
+st.caption(f"Problem 2 of {SEED}: escalate a low-confidence edge request to the cloud iff the quality gained, in "
+           "money, beats the extra inference and network cost plus the extra latency, in money.")
+st.latex(r"V_q \cdot \Delta Q \;>\; \Delta C_{infer} + C_{net} + V_{lat} \cdot (RTT + T_{cloud} - T_{edge})")
+d0 = edge.EdgeInputs()
+e1, e2, e3 = st.columns(3)
+dq = e1.number_input("ΔQ: quality gain (share of answers made right)", -1.0, 1.0, d0.quality_gain, 0.01,
+                     help="The seed: 80 % → 95 % right, ΔQ = 0.15.")
+vq = e1.number_input("V_q: value of one wrong answer made right ($)", 0.0, None, d0.value_usd, 0.05)
+q_edge = e1.number_input("Edge model quality (share right, for expected quality)", 0.0, 1.0, d0.edge_quality, 0.01)
+dc = e2.number_input("ΔC_infer: cloud minus edge inference ($ per request)", 0.0, None, d0.infer_cost_diff_usd,
+                     0.001, format="%.4f", help="The seed: (8 − 1) $ per 1,000 = 0.007 $.")
+cnet = e2.number_input("C_net: traffic up and down ($ per request)", 0.0, None, d0.network_cost_usd, 0.001,
+                       format="%.4f", help="The seed: inference difference + traffic ≈ 0.01 $, so 0.003 $.")
+vlat = e2.number_input("V_lat: value of latency ($ per second)", 0.0, None, d0.latency_value_usd_per_s, 0.005,
+                       format="%.4f", help="The seed prices 80 ms RTT + 300 ms cloud time at ≈ 0.03 $: "
+                                           "0.03 / 0.38 = 0.0789 $ per second.")
+rtt = e3.number_input("RTT: network round trip (ms)", 0.0, None, d0.rtt_ms, 10.0, key="rtt_ms")
+t_cloud = e3.number_input("T_cloud: cloud inference time (ms)", 0.0, None, d0.cloud_ms, 10.0)
+t_edge = e3.number_input("T_edge: edge time saved by escalating (ms)", 0.0, None, d0.edge_ms, 10.0,
+                         help="0 in the seed: the edge attempt is already spent.")
+inputs = edge.EdgeInputs(dq, vq, dc, cnet, rtt, t_cloud, t_edge, vlat, q_edge)
+try:
+    decision = edge.decide(inputs)
+except InputError as exc:
+    st.error(str(exc), icon=":material/error:")
+    decision = None
+if decision is not None:
+    be = decision.break_even
+    d1, d2, d3, d4 = st.columns(4)
+    d1.metric("Gain worth ($/request)", f"${decision.benefit_usd:.4f}", border=True)
+    d2.metric("Cost of escalating ($/request)", f"${decision.cost_usd:.4f}", border=True,
+              help=f"Inference + network ${decision.money_cost_usd:.4f}, latency ${decision.latency_cost_usd:.4f}.")
+    d3.metric("Decision at this RTT", "Escalate" if decision.escalate else "Stay on the edge", border=True)
+    d4.metric("Break-even RTT (ms)", "none" if be.rtt_ms is None else f"{be.rtt_ms:,.0f} ms", border=True,
+              help=be.note)
+    (st.success if decision.escalate else st.warning)(decision.verdict[0].upper() + decision.verdict[1:] + ".")
+    st.caption(
+        f"{be.note[0].upper() + be.note[1:]}. With the seed's default numbers the break-even is about 523 ms, not 1.5 s: "
+        "the seed says the decision flips when congestion pushes RTT from 80 ms to 1.5 s, and by 1.5 s it has "
+        "clearly flipped (cost 0.152 $ against a 0.075 $ gain), but the crossing is much earlier. finops/cascade/edge.py "
+        "shows the arithmetic. Source: your inputs (defaults: the seed's worked example).")
+
+    st.subheader("Network jitter: how often does escalation pay?")
+    r1, r2, r3, r4 = st.columns(4)
+    kind = r1.selectbox("RTT distribution", ["lognormal", "normal", "uploaded samples"],
+                        help="Lognormal has the long right tail of congested networks; normal is clipped at 0 ms.")
+    samples = None
+    if kind == "uploaded samples":
+        rtt_file = r2.file_uploader("RTT samples (CSV, ms)", type=["csv"],
+                                    help="A column rtt_ms, or a single column, one RTT per request.")
+        if rtt_file is not None:
+            try:
+                samples = cascade_store.rtt_samples_from_upload(rtt_file.getvalue(), rtt_file.name)
+                rtt_origin = f"your RTT samples ({rtt_file.name}, {len(samples):,} requests)"
+            except InputError as exc:
+                st.error(str(exc), icon=":material/error:")
+    else:
+        mean_ms = r2.number_input("Mean RTT (ms)", 0.0, None, rtt, 10.0, key="rtt_mean")
+        jitter_ms = r3.number_input("Jitter: standard deviation (ms)", 0.0, None, 150.0, 10.0,
+                                    help="Your input. 150 ms around an 80 ms mean is a congested link.")
+        try:
+            samples = edge.RttDistribution(kind, mean_ms, jitter_ms).sample(100_000, seed=0)
+            rtt_origin = f"100,000 draws of a {kind} RTT, mean {mean_ms:g} ms, jitter {jitter_ms:g} ms (your inputs)"
+        except InputError as exc:
+            st.error(str(exc), icon=":material/error:")
+    max_rtt = r4.number_input("Chart RTT up to (ms)", 100.0, None, 2000.0, 100.0)
+    if samples is None:
+        st.info("Upload RTT samples to see the share of requests for which escalation pays.",
+                icon=":material/upload_file:")
+    else:
+        comparison = edge.compare_policies(inputs, samples)
+        st.metric("Requests for which escalation pays", f"{comparison.share_pays:.1%}", border=True, width="content")
+        st.dataframe(comparison.as_frame(), hide_index=True, column_config={
+            "policy": st.column_config.TextColumn("Policy"),
+            "escalation_share": PCT("Escalated", format="percent"),
+            "expected_quality": PCT("Quality (% right)", format="percent"),
+            "money_cost_usd": USD("Inference + network ($)", format="$%.4f"),
+            "latency_cost_usd": USD("Latency ($)", format="$%.4f"),
+            "extra_latency_ms": USD("Extra latency (ms)", format="%.0f"),
+            "net_benefit_usd": USD("Net benefit vs never ($)", format="$%.4f")})
+        st.caption("Expected values per request ($ per request, mean extra latency), averaged over the RTT draws. "
+                   "'When it pays' feeds each request's live RTT into the inequality. Source: " + rtt_origin + ".")
+        left, right = st.columns(2)
+        left.altair_chart(charts.edge_net_benefit(
+            edge.net_benefit_curve(inputs, max_rtt_ms=max_rtt), break_even_ms=be.rtt_ms,
+            markers=[(rtt, f"your RTT {rtt:,.0f} ms"), (1500.0, "congested 1.5 s (the seed)")],
+            title="Net benefit of escalating one request ($) by RTT (ms)"))
+        right.altair_chart(charts.rtt_histogram(samples, be.rtt_ms, always_pays=be.always_pays, max_rtt_ms=max_rtt,
+                                                title="Share of requests by RTT (ms): green where escalation pays"))
+        st.caption("Left: the inequality's two sides as RTT grows; green above zero (escalate), red below (stay on "
+                   "the edge). Right: the RTT distribution, split at the break-even. Source: your inputs; " +
+                   rtt_origin + ".")

@@ -1,0 +1,145 @@
+"""Cost: where the money goes per token, per request and per GPU hour, and who should be charged for it."""
+import streamlit as st
+
+from finops import charts
+from finops.spend import costviews, exports
+from finops.spend.costviews import (
+    cost_matrix_wide,
+    period_label,
+    showback_by_tenant,
+    token_effect,
+    token_mix_long,
+)
+from views._shared import (
+    current_filters,
+    empty_state,
+    filter_caption,
+    query,
+    source_label,
+    stop_if_store_empty,
+)
+
+st.title("Cost")
+f = current_filters()
+st.caption(filter_caption(f))
+stop_if_store_empty("the cost page")
+
+sb = query(costviews.showback, f)
+if sb.empty:
+    empty_state()
+    st.stop()
+period = query(costviews.period_of, f)
+USD = st.column_config.NumberColumn
+COUNT = st.column_config.NumberColumn
+
+# ---- $ per 1M tokens, model x tenant
+st.subheader("$ per 1M tokens by model and tenant")
+matrix = query(costviews.cost_matrix, f)
+if matrix["tokens"].sum() == 0:
+    empty_state("These requests carry no token counts, so there is no $ per 1M tokens to show.")
+else:
+    heat, table = st.tabs(["Heatmap", "Table"])
+    heat.altair_chart(charts.cost_heatmap(matrix, title="$ per 1M tokens (input + output) by model and tenant"))
+    wide = cost_matrix_wide(matrix)
+    table.dataframe(wide, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model"),
+        **{c: USD(f"{c} ($ per 1M tokens)", format="$%.3f") for c in wide.columns if c != "model"}})
+    st.caption("Spend divided by input + output tokens, per million. Self-hosted models include their "
+               "allocated GPU time; idle capacity is left out (it has no tokens). " + source_label())
+
+# ---- token mix and its cost effect
+st.subheader("Token mix and what it does to cost")
+mix = query(costviews.token_mix, f)
+tokens_long, cost_long = token_mix_long(mix)
+left, right = st.columns(2)
+left.altair_chart(charts.token_mix(tokens_long, title="Token mix by model (share of tokens, %)"))
+right.altair_chart(charts.cost_parts(cost_long, title="What each model's spend is made of (USD)"))
+eff = token_effect(mix)
+if eff.output_token_share is not None and eff.output_cost_share is not None:
+    st.caption(f"On API models, output tokens are {100 * eff.output_token_share:.1f} % of the tokens but "
+               f"{100 * eff.output_cost_share:.1f} % of the token cost; prompt caching saved "
+               f"${eff.prompt_cache_saving_usd:,.2f} against uncached input prices. Self-hosted models are paid "
+               "per GPU hour, whatever the mix. " + source_label())
+else:
+    st.caption("No token-priced API traffic in these filters: self-hosted models are paid per GPU hour, "
+               "whatever the mix. " + source_label())
+
+# ---- cost per request
+st.subheader("Cost of one request")
+dist = query(costviews.cost_per_request, f)
+if dist.summary.empty:
+    empty_state("No requests to price.")
+else:
+    if dist.histogram.empty:
+        st.info("Every request here costs nothing (cache hits or models missing from the price book).")
+    else:
+        st.altair_chart(charts.cost_per_request(dist.histogram, title="Cost of one request by model (USD, log scale)"))
+    st.dataframe(dist.summary, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model"),
+        "requests": COUNT("Requests", format="localized"),
+        "mean_usd": USD("Mean ($ per request)", format="$%.6f"), "p50_usd": USD("Median ($)", format="$%.6f"),
+        "p90_usd": USD("P90 ($)", format="$%.6f"), "p99_usd": USD("P99 ($)", format="$%.6f"),
+        "max_usd": USD("Max ($)", format="$%.6f"),
+        "free_share": st.column_config.ProgressColumn("Free: cache hits (%)", format="percent", min_value=0,
+                                                      max_value=1)})
+    sample = (f"Estimated from a random sample of {dist.rows_read:,} requests. " if dist.sampled
+              else f"All {dist.rows_read:,} requests. ")
+    st.caption(sample + "Each request costs its recorded cost, else its tokens at book prices; cache hits cost "
+               "nothing; a self-hosted request gets its share of the hour's busy GPU time. " + source_label())
+
+# ---- self-hosted fleet
+st.subheader("Self-hosted GPU fleet: allocated vs idle")
+gpu = query(costviews.gpu_fleet, f)
+if gpu.summary.empty:
+    st.info("No self-hosted model (kind self_hosted in the price book) has traffic in these filters.",
+            icon=":material/dns:")
+else:
+    for r in gpu.summary.itertuples(index=False):
+        c1, c2, c3, c4 = st.columns(4)
+        c1.metric(f"{r.model}: fleet cost (USD)", f"${r.fleet_cost_usd:,.2f}", border=True,
+                  help="Replicas × GPUs per replica × $ per GPU-hour, over every hour of the period.")
+        c2.metric(f"{r.model}: allocated (USD)", f"${r.allocated_usd:,.2f}", border=True,
+                  help="The busy share of the fleet cost, charged to the requests that used it.")
+        c3.metric(f"{r.model}: idle (USD)", f"${r.idle_usd:,.2f}", border=True,
+                  help="Paid GPU time no request used: the idle-capacity line of the showback.")
+        c4.metric(f"{r.model}: utilisation (%)", f"{100 * r.utilization:.1f} %", border=True,
+                  help="Busy share of the paid GPU capacity over the period.")
+    cols = st.columns(min(len(gpu.summary), 2))
+    for i, model in enumerate(gpu.summary["model"]):
+        cols[i % len(cols)].altair_chart(charts.gpu_cost(gpu.series, gpu.grain, model))
+    st.altair_chart(charts.utilization(gpu.series, gpu.grain, title=f"GPU utilisation per {gpu.grain} (%)"))
+    st.caption("A self-hosted model costs replicas × GPUs per replica × $ per GPU-hour every hour. The busy share "
+               "is allocated to requests by their service time; the rest is idle. Tenant and tier filters do not "
+               "apply: the fleet is shared. " + source_label())
+
+# ---- showback / chargeback
+st.subheader("Showback: spend per tenant and model")
+total = float(sb["cost_usd"].sum())
+st.metric("Total spend in the table (USD)", f"${total:,.2f}", border=False)
+COLUMNS = {
+    "tenant": st.column_config.TextColumn("Tenant"), "model": st.column_config.TextColumn("Model"),
+    "models": COUNT("Models used"),
+    "requests": COUNT("Requests", format="localized"),
+    "input_tokens": COUNT("Input tokens", format="localized"),
+    "output_tokens": COUNT("Output tokens", format="localized"),
+    "cached_input_tokens": COUNT("Cached input tokens", format="localized"),
+    "tokens": COUNT("Tokens (in + out)", format="localized"),
+    "cost_usd": USD("Spend ($)", format="$%.2f"),
+    "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%.3f"),
+    "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)}
+by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
+by_tenant.dataframe(showback_by_tenant(sb), hide_index=True, column_config=COLUMNS)
+by_pair.dataframe(sb, hide_index=True, column_config=COLUMNS)
+name = f"showback_{period_label(period).replace(' to ', '_to_')}"
+focus = query(exports.focus_frame, f)
+c1, c2, c3 = st.columns(3)
+c1.download_button("Download CSV", exports.safe_csv(sb), file_name=f"{name}.csv", mime="text/csv",
+                   icon=":material/download:", on_click="ignore")
+c2.download_button("Download Parquet", exports.parquet_bytes(sb), file_name=f"{name}.parquet",
+                   mime="application/vnd.apache.parquet", icon=":material/download:", on_click="ignore")
+c3.download_button("Download FOCUS 1.2 CSV", exports.focus_csv(focus), file_name=f"{name}_focus.csv",
+                   mime="text/csv", icon=":material/download:", on_click="ignore",
+                   help="FinOps FOCUS 1.2 cost-and-usage rows: one per day, tenant, model and SLA tier.")
+st.caption("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
+           "(it is left out when tenants or tiers are filtered). In the CSV exports, cells that begin with "
+           "=, +, - or @ are prefixed with ' so spreadsheets do not run them. " + source_label())

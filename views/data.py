@@ -1,0 +1,266 @@
+"""Data: load request logs (detected format, preview, column mapping, validation report), the loaded
+batches, and the price book."""
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from finops import schema, store
+from finops.errors import InputError
+from finops.ingest import IngestOptions, ingest_path
+from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
+from finops.spend import exports, pricing
+from views._shared import (
+    FOLLOW_KEY,
+    cursor,
+    query,
+    start_following,
+    stop_following,
+    store_path,
+)
+
+st.title("Data")
+st.caption("Load request logs into the store, check what was loaded (and delete it), and edit the price book. "
+           "Every page reads what is stored here.")
+
+NONE = "(not in the file)"
+MAIN = ("ts", "model", "tenant", "sla_tier", "input_tokens", "output_tokens", "cached_input_tokens", "total_ms",
+        "cost_usd", "request_id", "status")
+DESCRIBED = {c.name: c.description for c in schema.COLUMNS}
+TYPE_LABEL = {"generic": "Map the columns myself (generic)"}
+
+
+def _saved(upload) -> Path:
+    """The upload written to this session's temp folder under its own name (detection reads content,
+    DuckDB reads .gz by its extension)."""
+    root = Path(st.session_state.setdefault("_upload_dir", tempfile.mkdtemp(prefix="finops-upload-")))
+    path = root / upload.file_id / Path(upload.name).name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(upload.getbuffer())
+    return path
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.1f} kB"
+
+
+# ---- load files
+st.subheader("Load request logs")
+limit_mb = st.get_option("server.maxUploadSize")
+uploads = st.file_uploader(
+    "Log files: CSV, JSON Lines, JSON, Parquet or log text, optionally gzip- or zip-compressed",
+    accept_multiple_files=True, key="uploads",
+    type=["csv", "tsv", "txt", "log", "json", "jsonl", "ndjson", "parquet", "gz", "zip"])
+st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files load from the command line: stop the "
+           "dashboard first (one process at a time writes to a DuckDB store), then run")
+st.code(f"python -m finops ingest PATH --db {store_path()}\n"
+        "# any other table: add a column mapping and constants, e.g.\n"
+        f"python -m finops ingest trace.csv --db {store_path()} \\\n"
+        "    --map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens --model gpt-4o",
+        language="bash")
+
+def _file_panel(upload) -> None:
+    """One uploaded file: detected format, options, mapping form, preview and the load button."""
+    key = upload.file_id
+    path = _saved(upload)
+    with st.container(border=True):
+        st.markdown(f"**{upload.name}** · {_size(upload.size)}")
+        try:
+            detected = preview_path(cursor(), path, upload.name)
+        except InputError as exc:
+            st.error(f"Cannot load this file: {exc}", icon=":material/error:")
+            return
+        choices = [] if detected.needs_mapping else [detected.format]
+        if detected.kind in TABULAR and detected.format != "generic":
+            choices.append("generic")
+        elif detected.needs_mapping:
+            choices = ["generic"]
+        how = st.radio("Read it as", choices, key=f"how-{key}", horizontal=True,
+                       format_func=lambda f, d=detected: TYPE_LABEL.get(f, f"Detected: {d.format_label}"))
+        generic = how == "generic"
+        c1, c2 = st.columns(2)
+        model = c1.text_input("Model, for rows that name none", key=f"model-{key}",
+                              placeholder="e.g. gpt-4o (required when the file has no model column)")
+        tenant = c2.text_input("Tenant, for rows that name none", key=f"tenant-{key}", placeholder="default")
+        mapping: dict[str, str] = {}
+        if generic:
+            st.markdown("**Column mapping**: which column of the file holds each canonical field "
+                        "(ts is required; the model can be the constant above).")
+            guess = suggest_mapping(detected.columns)
+            options = [NONE, *detected.columns]
+
+            def pick(canon: str, where) -> None:
+                default = guess.get(canon)
+                choice = where.selectbox(f"{canon}", options, index=options.index(default) if default else 0,
+                                         key=f"map-{key}-{canon}", help=DESCRIBED[canon])
+                if choice != NONE:
+                    mapping[canon] = choice
+
+            grid = st.columns(4)
+            for i, canon in enumerate(MAIN):
+                pick(canon, grid[i % 4])
+            with st.expander("More canonical columns"):
+                grid = st.columns(4)
+                rest = [n for n in schema.NAMES if n not in MAIN and n != "attrs"]
+                for i, canon in enumerate(rest):
+                    pick(canon, grid[i % 4])
+            st.caption("Columns left unmapped are kept, in each row's attrs.")
+        options_ = IngestOptions(format="generic" if generic else detected.format, mapping=mapping,
+                                 model=model.strip() or None, tenant=tenant.strip() or None, file_label=upload.name)
+        try:
+            p = preview_path(cursor(), path, upload.name, options_)
+        except InputError as exc:
+            st.error(str(exc), icon=":material/error:")
+            return
+        zipped = f" (zip of {len(p.members)} files; the preview shows the first)" if p.members else ""
+        st.caption(f"Format: **{p.format_label}** (`{p.format}`){zipped}. Container: {p.container}.")
+        raw_tab, stored_tab = st.tabs(["First rows of the file", "First rows as they will be stored"])
+        raw_tab.dataframe(p.raw, hide_index=True)
+        if p.message:
+            stored_tab.warning(p.message, icon=":material/rule:")
+        else:
+            stored_tab.dataframe(p.shown.rename(columns={"_row": "row", "_reject": "rejected because"}),
+                                 hide_index=True)
+            bad = int(p.rows["_reject"].notna().sum())
+            stored_tab.caption("Typed and validated exactly as the load will do it; empty columns are hidden."
+                               + (f" {bad} of these rows would be rejected (see the last column)." if bad else ""))
+        if st.button(f"Load {upload.name} into the store", key=f"load-{key}", type="primary", disabled=not p.ready,
+                     icon=":material/upload:"):
+            bar = st.progress(0.0, text=f"{upload.name}: starting")
+            try:
+                results = ingest_path(cursor(), path, options_,
+                                      progress=lambda fr, text: bar.progress(min(max(fr, 0.0), 1.0), text=text))
+            except InputError as exc:
+                bar.empty()
+                st.error(f"Nothing loaded: {exc}", icon=":material/error:")
+            else:
+                reports = []
+                for r in results:
+                    rej = rejected_rows(cursor(), path, upload.name, r.rejects) if r.rejects else None
+                    reports.append({"result": r.as_dict(), "rejected_csv": exports.safe_csv(rej) if rej is not None
+                                    else None})
+                st.session_state["_load_reports"] = reports + st.session_state.get("_load_reports", [])
+                st.rerun()
+
+
+# ---- validation reports of this session's loads
+reports = st.session_state.get("_load_reports", [])
+if reports:
+    st.subheader("Validation report")
+    for i, rep in enumerate(reports):
+        r = rep["result"]
+        with st.container(border=True):
+            already = r["batch_id"] is None and r["duplicates_skipped"] == r["rows_read"] - r["rows_rejected"]
+            st.markdown(f"**{r['file']}** read as `{r['format']}`"
+                        + (f", batch {r['batch_id']}" if r["batch_id"] is not None else "")
+                        + (" — already loaded: the same file read the same way adds nothing" if already else ""))
+            c = st.columns(4)
+            c[0].metric("Rows read", f"{r['rows_read']:,}")
+            c[1].metric("Rows ingested", f"{r['rows_ingested']:,}")
+            c[2].metric("Rows rejected", f"{r['rows_rejected']:,}")
+            c[3].metric("Duplicates skipped", f"{r['duplicates_skipped']:,}",
+                        help="Rows whose request_id is already stored (or repeated in the file).")
+            if r["rejects"]:
+                st.dataframe(r["rejects"][:200], hide_index=True, column_config={
+                    "row": st.column_config.NumberColumn("Row in the file"),
+                    "field": st.column_config.TextColumn("Field"), "reason": st.column_config.TextColumn("Reason")})
+                if rep["rejected_csv"]:
+                    st.download_button("Download the rejected rows (CSV)", rep["rejected_csv"],
+                                       file_name=f"rejected_{Path(r['file']).stem}.csv", mime="text/csv",
+                                       key=f"rejected-{i}", icon=":material/download:", on_click="ignore")
+    if st.button("Clear the reports", key="clear-reports"):
+        st.session_state["_load_reports"] = []
+        st.rerun()
+
+for upload in uploads or []:
+    _file_panel(upload)
+
+
+# ---- follow a live log
+st.subheader("Follow a live log")
+st.caption("Point at a log that is still being written, such as the reference gateway's "
+           "`--log logs/gateway.jsonl`: every 3 seconds its new complete lines are loaded (rows already stored "
+           "are skipped), and the Latency and Routing pages show the experiment as it runs. The status stays "
+           "in the sidebar on every page.")
+following = st.session_state.get(FOLLOW_KEY)
+live_path = st.text_input("Log file on this machine", value=following["path"] if following else "logs/gateway.jsonl",
+                          key="follow_path", disabled=bool(following))
+if following:
+    if st.button("Stop following", icon=":material/stop_circle:"):
+        stop_following()
+        st.rerun()
+elif st.button("Follow it live", icon=":material/play_circle:"):
+    if not Path(live_path).exists():
+        st.warning(f"`{live_path}` does not exist yet; following starts anyway and loads it once it appears.")
+    start_following(live_path)
+    st.rerun()
+
+# ---- loaded batches
+st.subheader("Loaded batches")
+batches = query(store.batches)
+if batches.empty:
+    st.info("No batches loaded yet: the store is empty. Load files above, or build the sample fleet with "
+            f"`python -m finops demo --db {store_path()}`.", icon=":material/database:")
+else:
+    st.caption(f"{len(batches):,} batches, {int(batches['rows_ingested'].sum()):,} requests. Deleting a batch removes "
+               "its requests and their rollups; loading the same file again brings them back.")
+    head = st.columns([4, 2, 2, 2, 3, 1])
+    for col, title in zip(head, ("File", "Format", "Requests", "Rejected / duplicates", "Time span (UTC)", ""),
+                          strict=True):
+        col.markdown(f"**{title}**")
+    for b in batches.head(100).itertuples(index=False):
+        row = st.columns([4, 2, 2, 2, 3, 1], vertical_alignment="center")
+        row[0].markdown(f"{b.file_name}  \n:gray[batch {b.batch_id}, loaded {b.loaded_at:%Y-%m-%d %H:%M}]")
+        row[1].markdown(f"`{b.format}`")
+        row[2].markdown(f"{b.rows_ingested:,} of {b.rows_read:,}")
+        row[3].markdown(f"{b.rows_rejected:,} / {b.rows_duplicate:,}")
+        row[4].markdown(f"{b.min_ts:%Y-%m-%d %H:%M} to {b.max_ts:%Y-%m-%d %H:%M}" if b.rows_ingested else "—")
+        with row[5].popover("Delete", icon=":material/delete:"):
+            st.markdown(f"Delete batch {b.batch_id} ({b.rows_ingested:,} requests of {b.file_name})?")
+            if st.button("Delete it", key=f"delete-{b.batch_id}", type="primary"):
+                n = store.delete_batch(cursor(), int(b.batch_id))
+                st.toast(f"Deleted batch {b.batch_id}: {n:,} requests.", icon=":material/delete:")
+                st.rerun()
+    if len(batches) > 100:
+        st.caption(f"The 100 newest of {len(batches):,} batches are listed.")
+
+# ---- price book
+st.subheader("Price book")
+unpriced = query(pricing.unpriced_models)
+if unpriced:
+    st.warning(f"Models with traffic but no price: {', '.join(unpriced)}. Their requests cost $0 until you add a row "
+               "for them below (unless the logs carry their cost).", icon=":material/money_off:")
+with st.form("prices"):
+    edited = st.data_editor(query(pricing.price_book), hide_index=True, num_rows="dynamic", key="price_editor",
+                            column_config={
+        "model": st.column_config.TextColumn("Model", required=True),
+        "provider": st.column_config.TextColumn("Provider"), "publisher": st.column_config.TextColumn("Publisher"),
+        "kind": st.column_config.SelectboxColumn("Kind", options=["api", "self_hosted"], required=True),
+        "size_class": st.column_config.TextColumn("Size class"),
+        "input_usd_per_1m": st.column_config.NumberColumn("Input ($ per 1M tokens)", format="$%.3f"),
+        "output_usd_per_1m": st.column_config.NumberColumn("Output ($ per 1M tokens)", format="$%.3f"),
+        "cached_input_usd_per_1m": st.column_config.NumberColumn("Cached input ($ per 1M tokens)", format="$%.3f"),
+        "request_usd": st.column_config.NumberColumn("Per request ($)", format="$%.4f"),
+        "gpu_hour_usd": st.column_config.NumberColumn("GPU-hour ($)", format="$%.2f"),
+        "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", format="%d"),
+        "replicas": st.column_config.NumberColumn("Replicas", format="%d"),
+        "slots_per_replica": st.column_config.NumberColumn("Concurrent slots per replica", format="%d"),
+        "price_as_of": st.column_config.DateColumn("Price as of"),
+        "source": st.column_config.TextColumn("Source of the price")})
+    save = st.form_submit_button("Save prices", type="primary", icon=":material/save:")
+if save:
+    try:
+        n = pricing.save_price_book(cursor(), edited)
+    except InputError as exc:
+        st.error(f"Prices not saved: {exc}", icon=":material/error:")
+    else:
+        st.toast(f"Saved {n} prices: every page is repriced.", icon=":material/check:")
+        st.rerun()
+if st.button("Reset to the bundled list prices (data/prices.csv)", key="reset-prices"):
+    store.load_price_book(cursor(), store.PRICES_CSV)
+    st.rerun()
+st.caption("API models cost their tokens at these prices unless the logs record a cost; self-hosted models cost "
+           "replicas × GPUs per replica × $ per GPU-hour every hour, allocated to requests by busy time. Saving "
+           "reprices every page at once; nothing is re-loaded. The bundled prices are list prices as of the date "
+           "shown; yours are your inputs.")

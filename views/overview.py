@@ -1,0 +1,99 @@
+"""Overview: what did we spend, on which models and tenants, and is it going up?"""
+import streamlit as st
+
+from finops import charts
+from finops.ops import alerts
+from finops.spend import costviews
+from finops.spend.costviews import period_label
+from views._shared import (
+    current_filters,
+    empty_state,
+    filter_caption,
+    query,
+    source_label,
+    stop_if_store_empty,
+)
+
+st.title("Overview")
+f = current_filters()
+st.caption(filter_caption(f))
+stop_if_store_empty("the overview")
+
+k = query(costviews.kpis_with_change, f)
+if not k.current.requests and not k.current.spend_usd:
+    empty_state()
+    st.stop()
+
+# ---- KPIs, each against the previous period of equal length
+trends = query(costviews.kpi_trends, f)
+prev = (f"vs {period_label(k.previous_period)}" if k.previous is not None
+        else "no data in the previous period to compare with")
+DELTA_COLOR = {"worse": "inverse", "better": "normal", "neutral": "off"}
+for row in (k.items[:4], k.items[4:]):
+    cols = st.columns(len(row))
+    for col, item in zip(cols, row, strict=True):
+        spark = trends[item.spec.field].dropna().tolist() if item.spec.field in trends else None
+        col.metric(item.spec.label, item.text, delta=item.change_text, delta_color=DELTA_COLOR[item.spec.up_is],
+                   help=item.spec.help, border=True, chart_data=spark if spark and len(spark) > 1 else None,
+                   delta_description=prev if item.change_text else None)
+days = (k.period.until - k.period.since).days or 1 if k.previous_period is not None else None
+if k.previous_period is None:
+    notes = ["Period shown: all data."]
+elif k.previous is None:
+    notes = [f"Period shown: {period_label(k.period)} (UTC). The store holds no requests in the previous {days} days "
+             f"({period_label(k.previous_period)}), so there is no change to show."]
+else:
+    notes = [f"Period shown: {period_label(k.period)} (UTC). Changes compare with the previous {days} days "
+             f"({period_label(k.previous_period)})."]
+    if k.previous_coverage is not None and k.previous_coverage < 0.999:
+        notes.append(f"The store covers only {100 * k.previous_coverage:.0f} % of that previous period, so the "
+                     "changes overstate growth.")
+notes.append(source_label())
+st.caption(" ".join(notes))
+if k.idle_share is not None and k.idle_share >= 0.05:
+    st.warning(f"**${k.idle_usd:,.2f} ({100 * k.idle_share:.1f} %) of this spend is idle self-hosted GPU capacity**: "
+               "GPU hours paid for that served no request. The Cost page shows it per model and hour.",
+               icon=":material/memory:")
+
+# ---- spend over time
+st.subheader("Spend over time")
+with_idle = st.toggle("Include idle GPU capacity", value=True, key="idle", bind="query-params",
+                      help="Idle capacity is paid GPU time no request used. Switch it off to compare the models.")
+sot = query(costviews.spend_over_time, f, include_idle=with_idle)
+grain = query(costviews.grain, f)
+st.altair_chart(charts.spend_over_time(sot, grain, title=f"Spend per {grain} by model (USD)"))
+st.caption(f"Bars stack each model's spend per {grain}"
+           + (". Grey is idle self-hosted GPU capacity: paid for, used by no request. " if with_idle
+              else ", idle GPU capacity left out. ") + source_label())
+
+# ---- top tenants
+top = query(costviews.top_tenants, f, 8)
+st.subheader("Top tenants by spend")
+if top.table.empty:
+    empty_state("No tenant spend matches these filters.")
+else:
+    left, right = st.columns([2, 3])
+    left.altair_chart(charts.top_tenants(top.table, title="Tenant spend in the period (USD)"))
+    right.altair_chart(charts.tenant_trend(top.trend, top.grain, title=f"Tenant spend per {top.grain} (USD)"))
+    extra = f" {top.others} smaller tenants are not shown." if top.others else ""
+    idle = (f" Idle GPU capacity (${top.idle_usd:,.2f} in the period) is a fleet cost and in no tenant's total."
+            if top.idle_usd > 0 else "")
+    st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
+               + source_label())
+
+# ---- alerts
+st.subheader("Open alerts")
+alerts = query(alerts.open_alerts, f)
+if alerts.empty:
+    st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and queue "
+               "growth are all within their thresholds.", icon=":material/notifications_off:")
+else:
+    counts = alerts["severity"].value_counts()
+    cols = st.columns(3)
+    for col, sev in zip(cols, ("critical", "warning", "info"), strict=True):
+        col.metric(f"{sev.capitalize()} alerts", f"{int(counts.get(sev, 0)):,}")
+    st.dataframe(alerts.head(20), hide_index=True, column_order=["severity", "message"],
+                 column_config={"severity": st.column_config.TextColumn("Severity"),
+                                "message": st.column_config.TextColumn("Alert", width="large")})
+    more = f" Showing the 20 most severe and most recent of {len(alerts):,}." if len(alerts) > 20 else ""
+    st.caption("Rules and thresholds are set on the Latency page." + more + " " + source_label())

@@ -1,0 +1,222 @@
+"""Routing: where do requests go, what does the cache and the cascade save, and what if we routed differently?"""
+import streamlit as st
+
+from finops import charts, store
+from finops.errors import InputError
+from finops.spend import routing
+from finops.spend.report import grain_for
+from views._shared import (
+    current_filters,
+    empty_state,
+    filter_caption,
+    query,
+    source_label,
+    stop_if_store_empty,
+)
+
+MEASURES = {"spend": "spend_share", "requests": "request_share", "tokens": "token_share"}
+
+st.title("Routing")
+f = current_filters()
+st.caption(filter_caption(f))
+stop_if_store_empty("the routing page")
+
+# ---------------------------------------------------------------- mix
+st.header("Where requests go")
+c1, c2 = st.columns(2)
+dim = c1.segmented_control("Share by", ["route", "model"], default="route", key="mix_dim", bind="query-params") \
+    or "route"
+measure = c2.segmented_control("Share of", list(MEASURES), default="spend", key="mix_measure",
+                               bind="query-params") or "spend"
+share = MEASURES[measure]
+series_title = dim.capitalize()
+lo, hi = query(store.time_span)
+mix_total = query(routing.mix, f, dim)
+if mix_total.empty or mix_total["requests"].sum() == 0:
+    empty_state()
+    st.stop()
+tab_time, tab_tenant, tab_tier = st.tabs(["Over time", "Per tenant", "Per SLA tier"])
+with tab_time:
+    g = grain_for(f, (lo, hi))
+    over = query(routing.mix, f, dim, grain=g)
+    st.altair_chart(charts.share_over_time(over, g, share, series_title,
+                                           title=f"Share of {measure} by {dim}, per {g}"))
+with tab_tenant:
+    per = query(routing.mix, f, dim, split="tenant")
+    st.altair_chart(charts.share_by_split(per, "tenant", share, series_title,
+                                          title=f"Share of each tenant's {measure} by {dim}"))
+with tab_tier:
+    per = query(routing.mix, f, dim, split="sla_tier")
+    st.altair_chart(charts.share_by_split(per, "sla_tier", share, series_title,
+                                          title=f"Share of each SLA tier's {measure} by {dim}"))
+st.dataframe(mix_total, hide_index=True, column_config={
+    "series": series_title, "requests": st.column_config.NumberColumn("Requests", format="%,d"),
+    "tokens": st.column_config.NumberColumn("Tokens", format="%,d"),
+    "cost_usd": st.column_config.NumberColumn("Spend (USD)", format="$%,.2f"),
+    "request_share": st.column_config.ProgressColumn("Share of requests", format="percent", min_value=0, max_value=1),
+    "token_share": st.column_config.ProgressColumn("Share of tokens", format="percent", min_value=0, max_value=1),
+    "spend_share": st.column_config.ProgressColumn("Share of spend", format="percent", min_value=0, max_value=1)})
+st.caption("Spend here is what requests cost: idle self-hosted GPU time belongs to no route and is on the Cost "
+           "page. " + source_label())
+
+# ---------------------------------------------------------------- cache
+st.header("Semantic cache")
+cache = query(routing.cache_savings, f)
+hits = int(cache["cache_hits"].sum()) if len(cache) else 0
+if not hits:
+    st.info("No semantic-cache hit in these logs (no row has `cache_hit = true`).", icon=":material/info:")
+else:
+    requests_total = int(cache["requests"].sum())
+    saved = float(cache["saved_usd"].fillna(0).sum())
+    scaled = float(cache["saved_if_fleet_scaled_usd"].fillna(0).sum())
+    m = st.columns(3)
+    m[0].metric("Cache hit rate", f"{hits / requests_total:.1%}", border=True,
+                help="Requests served from the semantic cache over all requests.")
+    m[1].metric("Cache hits", f"{hits:,}", border=True)
+    m[2].metric("Spend the cache saved (API models)", f"${saved:,.2f}", border=True,
+                help="Each hit on an API model priced at its price-book token prices.")
+    st.altair_chart(charts.cache_savings(cache[cache["cache_hits"] > 0],
+                                         title="Semantic-cache hit rate by model, and what the hits saved"))
+    if scaled > 0:
+        st.caption(f"Hits on self-hosted models save GPU time, not dollars: their fleets are paid by the hour. Priced "
+                   f"at each fleet's effective $ per 1M tokens they would be worth ${scaled:,.2f}, but only if the "
+                   "fleets were shrunk to match.")
+    st.caption(source_label())
+
+# ---------------------------------------------------------------- cascade
+st.header("Cascade")
+casc = query(routing.cascade_summary, f)
+if not casc.cascade_rows:
+    st.info("No cascade in these logs (no row with `strategy = 'cascade'` and an `escalated` flag).",
+            icon=":material/info:")
+else:
+    m = st.columns(3)
+    m[0].metric("Escalation rate", "n/a" if casc.escalation_rate is None else f"{casc.escalation_rate:.1%}",
+                border=True, help="Escalated small-model attempts per cascade request.")
+    m[1].metric("Rejected attempts cost", f"${casc.rejected_attempts_usd:,.2f}", border=True,
+                help="What the small-model answers that were rejected (and escalated) cost.")
+    m[2].metric("Share of cascade spend", "n/a" if casc.rejected_share is None else f"{casc.rejected_share:.1%}",
+                border=True)
+    left, right = st.columns([3, 2])
+    with left:
+        if len(casc.over_time):
+            st.altair_chart(charts.escalation_over_time(casc.over_time, "day",
+                                                        title="Escalation rate per day (%)"))
+    with right:
+        if casc.quality.empty:
+            st.info("No quality label in these logs: the cost of a wrong answer cannot be weighed here.",
+                    icon=":material/info:")
+        else:
+            q = casc.quality.assign(escalated=casc.quality["escalated"].map(
+                {True: "rejected attempt", False: "answer served"}))
+            st.dataframe(q, hide_index=True, column_config={
+                "model": "Model", "escalated": "Row",
+                "labelled": st.column_config.NumberColumn("Labelled", format="%,d"),
+                "mean_quality": st.column_config.NumberColumn("Mean quality", format="%.3f"),
+                "graded_correct_share": st.column_config.ProgressColumn("Graded correct", format="percent",
+                                                                        min_value=0, max_value=1)})
+            st.caption("A rejected attempt graded correct was an escalation that was not needed.")
+    st.caption(source_label())
+
+# ---------------------------------------------------------------- misrouting
+st.header("Misrouting candidates")
+length = query(routing.length_field, f)
+if length is None:
+    st.info("These logs carry no prompt length (`input_tokens` or `prompt_chars`), so routing by length cannot be "
+            "checked.", icon=":material/info:")
+else:
+    unit = "prompt tokens" if length == "input_tokens" else "prompt characters"
+    lmin, lp99, lmax = query(routing.length_range, f, length)
+    default = query(routing.default_threshold, f, length)
+    top = max(lp99, default + 1, 10)
+    threshold = st.slider(f"Prompt-length threshold ({unit})", 0, int(top), int(min(default, top)),
+                          key="mis_threshold", bind="query-params",
+                          help="The seed gateway's rule: longer than this goes to the large model, else the small "
+                               f"one (LEN_THRESHOLD = {routing.LEN_THRESHOLD} characters there).")
+    mis = query(routing.misrouting, f, threshold, length)
+    if len(mis.by_length):
+        st.altair_chart(charts.prompt_lengths(mis.by_length, threshold, unit,
+                                              title=f"Requests by prompt length ({unit}) and model size"))
+    if mis.summary.empty:
+        st.success(f"No candidate at {threshold:,} {unit}: every short prompt went to a small model and every long "
+                   "one to a large model.", icon=":material/check_circle:")
+    else:
+        st.dataframe(mis.summary, hide_index=True, column_config={
+            "kind": "Candidate", "model": "Served by",
+            "requests": st.column_config.NumberColumn("Requests", format="%,d"),
+            "share_of_model": st.column_config.ProgressColumn("Share of the model's requests", format="percent",
+                                                              min_value=0, max_value=1),
+            "actual_usd": st.column_config.NumberColumn("Cost as served (USD)", format="$%,.2f"),
+            "on_right_size_usd": st.column_config.NumberColumn("On the other size (USD)", format="$%,.2f"),
+            "right_size_model": "Other-size model"})
+    st.caption("Size classes come from the price book. 'On the other size' reprices the same tokens on the busiest "
+               "model of the other size (self-hosted at its effective $ per 1M tokens). Length alone is a crude "
+               "signal: check quality before moving traffic. " + source_label())
+
+# ---------------------------------------------------------------- what-if
+st.header("What if we routed differently?")
+models = query(routing.fleet_models, f)
+d_small, d_large = query(routing.default_targets, f)
+smalls = [m for m, s in zip(models["model"], models["size_class"], strict=True) if s == "small"] or list(models["model"])
+larges = [m for m, s in zip(models["model"], models["size_class"], strict=True) if s == "large"] or list(models["model"])
+if not smalls or not larges:
+    st.info("The replay needs a small and a large model in the price book's size classes.", icon=":material/info:")
+    st.stop()
+c1, c2, c3 = st.columns(3)
+policy = c1.radio("Policy", list(routing.POLICIES), format_func=lambda p: f"{p}: {routing.POLICIES[p]}",
+                  key="wi_policy", bind="query-params")
+small = c2.selectbox("Small model", smalls, index=smalls.index(d_small) if d_small in smalls else 0, key="wi_small")
+large = c3.selectbox("Large model", larges, index=larges.index(d_large) if d_large in larges else 0, key="wi_large")
+kwargs = {"small_model": small, "large_model": large}
+if policy in ("threshold", "per-tier") and length is not None:
+    kwargs["threshold"] = st.slider(f"Threshold for the threshold rule ({unit})", 0, int(top),
+                                    int(min(default, top)), key="wi_threshold", bind="query-params")
+if policy == "per-tier":
+    tiers = query(store.distinct_values, "sla_tier") or ["(none)"]
+    cols = st.columns(len(tiers))
+    choice = {}
+    for col, tier in zip(cols, tiers, strict=True):
+        opts = list(routing.TIER_STRATEGIES)
+        pre = routing.DEFAULT_TIER_STRATEGIES.get(tier, "actual")
+        choice[tier] = col.selectbox(f"{tier} tier", opts, index=opts.index(pre), key=f"wi_tier_{tier}",
+                                     help="; ".join(f"{k}: {v}" for k, v in routing.TIER_STRATEGIES.items()))
+    kwargs["tier_strategies"] = tuple(sorted(choice.items()))
+    casc_obs = casc.escalation_rate
+    kwargs["escalation_rate"] = st.slider(
+        "Escalation rate of a cascade (%)", 0, 100, int(round(100 * (casc_obs if casc_obs is not None
+                                                                   else routing.DEFAULT_ESCALATION_RATE))),
+        key="wi_esc", help="Share of cascade requests the small model passes on to the large one. Starts at the "
+                           "rate observed in these logs.") / 100
+try:
+    wi = query(routing.whatif, f, policy, **kwargs)
+except InputError as exc:
+    st.warning(str(exc))
+    st.stop()
+if wi is None:
+    empty_state("No request served by a model matches these filters.")
+    st.stop()
+m = st.columns(4)
+m[0].metric("Actual routing (repriced)", f"${wi.actual_usd:,.2f}", border=True,
+            help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
+m[1].metric("What-if spend", f"${wi.counterfactual_usd:,.2f}",
+            delta=None if wi.delta_pct is None else
+            f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}${abs(wi.delta_usd):,.2f})",
+            delta_color="inverse", border=True)
+m[2].metric("Mean latency now", "n/a" if wi.actual_mean_ms is None else f"{wi.actual_mean_ms:,.0f} ms", border=True)
+m[3].metric("Mean latency, estimated", "n/a" if wi.counterfactual_mean_ms is None
+            else f"{wi.counterfactual_mean_ms:,.0f} ms", border=True,
+            help="From each target model's observed per-token rates; n/a where a target has no token counts.")
+st.altair_chart(charts.whatif_by_model(wi.by_model, title=f"Spend by model: actual vs {policy}"))
+if policy == "per-tier":
+    st.dataframe(wi.by_tier, hide_index=True, column_config={
+        "sla_tier": "SLA tier", "strategy": "Strategy",
+        "actual_usd": st.column_config.NumberColumn("Actual (USD)", format="$%,.2f"),
+        "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format="$%,.2f")})
+st.caption(f"The bill for these filters is ${wi.billed_usd:,.2f}"
+           + (" (idle GPU time included)" if not (f.tenants or f.sla_tiers) else " (idle GPU time not included: "
+              "tenants or tiers are picked)")
+           + ". Repricing self-hosted traffic at its effective $ per 1M tokens spreads each fleet's cost, idle "
+             "time included, over its tokens, so unfiltered the two agree; moving tokens off a fleet saves "
+             "money only if the fleet shrinks with them.")
+st.markdown("**Assumptions**\n" + "\n".join(f"- {a}" for a in wi.assumptions))
+st.caption(f"{wi.requests:,} requests replayed. " + source_label())
