@@ -68,6 +68,22 @@ MS_COLUMNS: tuple[str, ...] = tuple(n for n in NAMES if n.endswith("_ms"))
 TOKEN_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens")
 UNIT_INTERVAL_COLUMNS: tuple[str, ...] = ("confidence", "quality")
 
+#: The range a number must lie in to be loaded (inclusive), per column; a row outside it is rejected
+#: with its file, row, field and reason. Every DOUBLE must also be finite (no NaN, no infinity);
+#: UNIT_INTERVAL_COLUMNS lie in [0, 1].
+#: Bounds are generous: a week for a latency, a billion tokens, $100,000 for one request.
+WEEK_MS = 7 * 24 * 3600 * 1000.0
+RANGES: dict[str, tuple[float, float]] = {
+    **{n: (0.0, WEEK_MS) for n in MS_COLUMNS},
+    **{n: (0, 1_000_000_000) for n in TOKEN_COLUMNS},
+    "prompt_chars": (0, 2_000_000_000),
+    "cost_usd": (0.0, 100_000.0),
+}
+#: Timestamps outside [TS_MIN, now + TS_MAX_AHEAD_DAYS] are rejected (a row dated 9999 would stretch every
+#: period to millennia); FINOPS_TS_MIN / FINOPS_TS_MAX (ISO dates) override the window.
+TS_MIN = "2015-01-01"
+TS_MAX_AHEAD_DAYS = 366
+
 
 def create_table_sql(table: str = "requests", extra: str = "") -> str:
     """DDL for a table with the canonical columns (no key index: see store.py)."""

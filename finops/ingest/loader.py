@@ -11,12 +11,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -126,15 +128,29 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
 
 
 def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
-    """SQL expressions yielding a reason string (or NULL) for one column."""
+    """SQL expressions yielding a reason string (or NULL) for one column: unreadable, not finite, out of range."""
     target = schema.TYPES[name]
     out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
            f"THEN '{name}: cannot read ' || left(CAST({raw} AS VARCHAR), 60) || ' as {target.lower()}' END"]
-    if name in schema.MS_COLUMNS or name in schema.TOKEN_COLUMNS or name == "prompt_chars" or name == "cost_usd":
-        out.append(f"CASE WHEN {typed} < 0 THEN '{name}: negative value ' || CAST({typed} AS VARCHAR) END")
+    if target == "DOUBLE":
+        out.append(f"CASE WHEN NOT isfinite({typed}) THEN '{name}: ' || CAST({typed} AS VARCHAR) "
+                   f"|| ' is not a finite number' END")
     if name in schema.UNIT_INTERVAL_COLUMNS:
         out.append(f"CASE WHEN {typed} < 0 OR {typed} > 1 THEN '{name}: ' || CAST({typed} AS VARCHAR) "
                    f"|| ' is outside [0, 1]' END")
+    elif name in schema.RANGES:
+        lo, hi = schema.RANGES[name]
+        assert lo == 0, "ranges start at zero"
+        finite = f"isfinite({typed}) AND " if target == "DOUBLE" else ""
+        out.append(f"CASE WHEN {typed} < 0 THEN '{name}: negative value ' || CAST({typed} AS VARCHAR) "
+                   f"WHEN {finite}{typed} > {float(hi)!r} THEN '{name}: ' || CAST({typed} AS VARCHAR) "
+                   f"|| ' is above the limit of {hi:,.0f}' END")
+    if name == "ts":
+        out.append(f"CASE WHEN {typed} < getvariable('finops_ts_min') OR {typed} > getvariable('finops_ts_max') "
+                   f"THEN 'ts: ' || CAST({typed} AS VARCHAR) || ' is outside ' "
+                   f"|| CAST(CAST(getvariable('finops_ts_min') AS DATE) AS VARCHAR) || ' to ' "
+                   f"|| CAST(CAST(getvariable('finops_ts_max') AS DATE) AS VARCHAR) "
+                   f"|| ' (set FINOPS_TS_MIN / FINOPS_TS_MAX to widen)' END")
     if name == "status":
         allowed = ", ".join(f"'{s}'" for s in schema.STATUSES)
         out.append(f"CASE WHEN {typed} IS NOT NULL AND lower({typed}) NOT IN ({allowed}) "
@@ -142,7 +158,26 @@ def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     return out
 
 
+def timestamp_window(now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The timestamps a load accepts: ``schema.TS_MIN`` to a year ahead, or ``$FINOPS_TS_MIN`` / ``$FINOPS_TS_MAX``."""
+    def parse(env: str, default: datetime) -> datetime:
+        text = os.environ.get(env)
+        if not text:
+            return default
+        try:
+            return datetime.fromisoformat(text).replace(tzinfo=None)
+        except ValueError:
+            raise InputError(f"{env}={text!r} is not an ISO date (e.g. 2015-01-01)") from None
+    now = (now or datetime.now(UTC)).replace(tzinfo=None)
+    lo = parse("FINOPS_TS_MIN", datetime.fromisoformat(schema.TS_MIN))
+    hi = parse("FINOPS_TS_MAX", now + timedelta(days=schema.TS_MAX_AHEAD_DAYS))
+    return lo, hi
+
+
 def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    lo, hi = timestamp_window()
+    con.execute("SET VARIABLE finops_ts_min = CAST(? AS TIMESTAMP)", [lo])
+    con.execute("SET VARIABLE finops_ts_max = CAST(? AS TIMESTAMP)", [hi])
     # seconds, milliseconds or microseconds since the epoch, told apart by magnitude
     con.execute("""CREATE OR REPLACE TEMP MACRO finops_epoch(v) AS
         CASE WHEN v IS NULL THEN NULL
@@ -172,6 +207,12 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     model_expr = next(t for t in typed if t.endswith(" AS model"))[: -len(" AS model")]
     checks.append(f"CASE WHEN {ts_raw} IS NULL THEN 'ts: missing' END")
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
+    if "input_tokens" in src_types and "cached_input_tokens" in src_types:
+        inp = next(t for t in typed if t.endswith(" AS input_tokens"))[: -len(" AS input_tokens")]
+        cached = next(t for t in typed if t.endswith(" AS cached_input_tokens"))[: -len(" AS cached_input_tokens")]
+        checks.append(f"CASE WHEN ({cached}) > ({inp}) THEN 'cached_input_tokens: ' || CAST(({cached}) AS VARCHAR) "
+                      f"|| ' exceeds input_tokens ' || CAST(({inp}) AS VARCHAR) "
+                      f"|| ' (input_tokens counts cached prompt tokens too)' END")
     if "_shape" in src_types:
         checks.insert(0, "s._shape")
     reasons = ", ".join(checks) if checks_on else "''"
@@ -229,22 +270,62 @@ def _check_truncated(p: Probe) -> None:
                          file=p.name)
 
 
+#: an archive member may expand to at most this many times its compressed size (real logs: 5-50×)
+MAX_ZIP_RATIO = 200
+#: and an archive to at most this many bytes in all ($FINOPS_MAX_UNZIPPED_BYTES overrides)
+MAX_UNZIPPED_BYTES = 4 * 1024 ** 3
+
+
+def _zip_limit() -> int:
+    text = os.environ.get("FINOPS_MAX_UNZIPPED_BYTES")
+    return int(text) if text and text.isdigit() else MAX_UNZIPPED_BYTES
+
+
 def expand(path: Path, workdir: Path) -> list[tuple[Path, str]]:
-    """A zip becomes its members (extracted to ``workdir``); anything else is itself."""
-    if zipfile.is_zipfile(path):
-        out = []
+    """A zip becomes its members (extracted to ``workdir``); anything else is itself.
+
+    An archive is checked before anything is written: each member's declared size against
+    :data:`MAX_ZIP_RATIO` × its compressed size, the sum against :data:`MAX_UNZIPPED_BYTES` and the
+    free disk. While copying, a member that yields more than it declared is refused (zipfile stops at
+    the declared size and the CRC check fails), so a crafted header cannot fill the disk either.
+    """
+    if not zipfile.is_zipfile(path):
+        return [(path, path.name)]
+    out = []
+    try:
         with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                if info.is_dir() or info.filename.startswith("__MACOSX/"):
-                    continue
+            members = [i for i in zf.infolist() if not i.is_dir() and not i.filename.startswith("__MACOSX/")]
+            limit = _zip_limit()
+            total = sum(i.file_size for i in members)
+            for info in members:
+                ratio = info.file_size / max(info.compress_size, 1)
+                if info.file_size > (1 << 20) and ratio > MAX_ZIP_RATIO:
+                    raise InputError(f"the archive member {info.filename!r} expands {ratio:,.0f}× "
+                                     f"({info.compress_size:,} to {info.file_size:,} bytes), more than the "
+                                     f"{MAX_ZIP_RATIO}× a log file does: refused as a zip bomb", file=path.name)
+            if total > limit:
+                raise InputError(f"the archive expands to {total:,} bytes, more than the {limit:,} allowed "
+                                 "(FINOPS_MAX_UNZIPPED_BYTES)", file=path.name)
+            free = shutil.disk_usage(workdir).free
+            if total > free:
+                raise InputError(f"the archive expands to {total:,} bytes and the temporary folder has "
+                                 f"{free:,} free", file=path.name)
+            for info in members:
                 target = workdir / f"{len(out):04d}_{Path(info.filename).name}"
+                written = 0
                 with zf.open(info) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
+                    for chunk in iter(lambda: src.read(1 << 20), b""):
+                        written += len(chunk)
+                        if written > info.file_size:
+                            raise InputError(f"the archive member {info.filename!r} holds more than the "
+                                             f"{info.file_size:,} bytes it declares", file=path.name)
+                        dst.write(chunk)
                 out.append((target, f"{path.name}:{info.filename}"))
-        if not out:
-            raise InputError("the zip archive holds no files", file=path.name)
-        return out
-    return [(path, path.name)]
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise InputError(f"the zip archive is corrupt ({exc})", file=path.name) from None
+    if not out:
+        raise InputError("the zip archive holds no files", file=path.name)
+    return out
 
 
 # ---------------------------------------------------------------- the load

@@ -1,0 +1,129 @@
+"""Bad values at the boundary: each is one rejected row (file, row, field, reason), never a poisoned total."""
+import zipfile
+
+import pytest
+
+from finops import store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.ingest import ingest_path
+from finops.ingest.loader import MAX_ZIP_RATIO, expand
+from finops.spend import report as spend
+
+HEADER = "request_id,ts,model,tenant,input_tokens,output_tokens,cached_input_tokens,total_ms,cost_usd\n"
+GOOD = "g1,2026-11-20T10:00:00Z,gpt-4o,acme,1000,100,0,900,0.25\n"
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def _load(con, tmp_path, *lines, name="rows.csv"):
+    f = tmp_path / name
+    f.write_text(HEADER + GOOD + "".join(lines))
+    return ingest_path(con, f)[0]
+
+
+@pytest.mark.parametrize("value", ["NaN", "nan", "inf", "-inf", "Infinity"])
+def test_nan_or_inf_cost_usd_is_a_rejected_row_not_a_poisoned_spend(con, tmp_path, value):
+    r = _load(con, tmp_path, f"b1,2026-11-20T11:00:00Z,gpt-4o,acme,1000,100,0,900,{value}\n")
+    assert (r.rows_ingested, r.rows_rejected) == (1, 1)
+    [rej] = r.rejects
+    assert rej["row"] == 3 and rej["field"] == "cost_usd"      # the line in the file (the header is line 1) and "finite" in rej["reason"]
+    total = spend.report(con, Filters(), by=[])["cost_usd"].sum()
+    assert total == pytest.approx(0.25)
+
+
+def test_inf_total_ms_is_a_rejected_row_not_a_failed_file(con, tmp_path):
+    r = _load(con, tmp_path, "b1,2026-11-20T11:00:00Z,gpt-4o,acme,1000,100,0,inf,0.1\n")
+    assert (r.rows_ingested, r.rows_rejected) == (1, 1)
+    assert r.rejects[0]["field"] == "total_ms" and "finite" in r.rejects[0]["reason"]
+
+
+def test_a_latency_above_a_week_is_rejected(con, tmp_path):
+    r = _load(con, tmp_path, "b1,2026-11-20T11:00:00Z,gpt-4o,acme,1000,100,0,1e12,0.1\n")
+    assert r.rows_rejected == 1 and r.rejects[0]["field"] == "total_ms" and "limit" in r.rejects[0]["reason"]
+
+
+@pytest.mark.parametrize("ts", ["9999-12-31T00:00:00Z", "1970-01-02T00:00:00Z", "2014-12-31T23:59:59Z"])
+def test_a_row_dated_outside_the_window_is_rejected_and_the_period_stays(con, tmp_path, ts):
+    r = _load(con, tmp_path, f"b1,{ts},gpt-4o,acme,1000,100,0,900,0.1\n")
+    assert (r.rows_ingested, r.rows_rejected) == (1, 1)
+    assert r.rejects[0]["field"] == "ts" and "outside" in r.rejects[0]["reason"]
+    lo, hi = store.time_span(con)
+    assert lo.year == hi.year == 2026
+
+
+def test_the_timestamp_window_is_configurable(con, tmp_path, monkeypatch):
+    monkeypatch.setenv("FINOPS_TS_MIN", "1960-01-01")
+    r = _load(con, tmp_path, "b1,1970-01-02T00:00:00Z,gpt-4o,acme,1000,100,0,900,0.1\n")
+    assert (r.rows_ingested, r.rows_rejected) == (2, 0)
+
+
+def test_a_bad_window_setting_is_a_sentence(con, tmp_path, monkeypatch):
+    monkeypatch.setenv("FINOPS_TS_MAX", "next tuesday")
+    with pytest.raises(InputError, match="FINOPS_TS_MAX"):
+        _load(con, tmp_path)
+    assert store.row_count(con) == 0
+
+
+def test_cached_input_tokens_above_input_tokens_is_rejected(con, tmp_path):
+    r = _load(con, tmp_path, "b1,2026-11-20T11:00:00Z,gpt-4o,acme,1000,100,1500,900,0.1\n")
+    assert (r.rows_ingested, r.rows_rejected) == (1, 1)
+    assert r.rejects[0]["field"] == "cached_input_tokens" and "exceeds input_tokens 1000" in r.rejects[0]["reason"]
+
+
+def test_a_token_count_past_a_billion_is_rejected(con, tmp_path):
+    r = _load(con, tmp_path, "b1,2026-11-20T11:00:00Z,gpt-4o,acme,2000000000,100,0,900,0.1\n")
+    assert r.rows_rejected == 1 and r.rejects[0]["field"] == "input_tokens"
+
+
+def _bomb(path, members=1, size=200 * 1024 * 1024):
+    """A zip whose members are ``size`` zero bytes each (a few hundred KB on disk for 200 MB)."""
+    chunk = b"\0" * (1 << 20)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for i in range(members):
+            with zf.open(f"part{i}.csv", "w") as out:
+                for _ in range(size // len(chunk)):
+                    out.write(chunk)
+    return path
+
+
+def _written(folder):
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_zip_bomb_is_refused_before_it_is_extracted(con, tmp_path):
+    bomb = _bomb(tmp_path / "bomb.zip")
+    assert bomb.stat().st_size * MAX_ZIP_RATIO < 200 * 1024 * 1024
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(InputError, match="expands"):
+        expand(bomb, work)
+    assert _written(work) < 1024 * 1024
+    with pytest.raises(InputError, match="expands"):
+        ingest_path(con, bomb)
+    assert store.row_count(con) == 0
+
+
+def test_a_zip_that_lies_about_its_sizes_stops_at_the_declared_size(tmp_path):
+    """A member whose header under-states its size: the copy stops at the declared size and refuses."""
+    path = tmp_path / "liar.zip"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("a.csv", HEADER + GOOD * 1000)
+    data = bytearray(path.read_bytes())
+    real = len(HEADER + GOOD * 1000)
+    # patch the declared uncompressed size (local header offset 22, central directory +24) down to 100 bytes
+    for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        i = data.index(sig)
+        data[i + off:i + off + 4] = (100).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(InputError):
+        expand(path, work)
+    assert _written(work) <= 100 + 1024 * 1024
+    assert real > 100
