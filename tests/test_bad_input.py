@@ -127,3 +127,33 @@ def test_a_zip_that_lies_about_its_sizes_stops_at_the_declared_size(tmp_path):
         expand(path, work)
     assert _written(work) <= 100 + 1024 * 1024
     assert real > 100
+
+
+@pytest.mark.parametrize("column,value,message", [
+    ("replicas", 2_147_483_647, "replicas"),
+    ("replicas", -4, "replicas"),
+    ("replicas", 2.5, "whole number"),
+    ("gpu_hour_usd", float("inf"), "gpu_hour_usd"),
+    ("gpus_per_replica", 0, "gpus_per_replica"),
+])
+def test_the_price_book_refuses_values_no_fleet_has(con, column, value, message):
+    from finops.spend import pricing
+    book = pricing.price_book(con)
+    before = book.copy()
+    row = book.index[book["kind"] == "self_hosted"][0]
+    book[column] = book[column].astype(object)
+    book.loc[row, column] = value
+    with pytest.raises(InputError, match=message) as exc:
+        pricing.save_price_book(con, book)
+    assert exc.value.field == column
+    assert pricing.price_book(con).equals(before)
+
+
+@pytest.mark.parametrize("value", [float("inf"), -0.5])
+def test_the_price_book_refuses_an_infinite_or_negative_token_price(con, value):
+    from finops.spend import pricing
+    book = pricing.price_book(con)
+    row = book.index[book["kind"] == "api"][0]
+    book.loc[row, "input_usd_per_1m"] = value
+    with pytest.raises(InputError, match="input_usd_per_1m"):
+        pricing.save_price_book(con, book)

@@ -30,6 +30,8 @@ editing the book reprices everything without re-ingesting.
 """
 from __future__ import annotations
 
+import math
+
 import duckdb
 import pandas as pd
 
@@ -45,6 +47,16 @@ def token_cost_usd(input_tokens: float, cached_input_tokens: float, output_token
     uncached = max(input_tokens - cached_input_tokens, 0)
     return (uncached * input_usd_per_1m + cached_input_tokens * cached_price
             + output_tokens * output_usd_per_1m) / 1e6 + request_usd * requests
+
+
+#: what an edited price book may hold, per column: (lowest, highest, whole numbers only). Empty cells
+#: stay empty (a self-hosted row has no token prices, an API row no GPU fields).
+PRICE_LIMITS: dict[str, tuple[float, float, bool]] = {
+    "input_usd_per_1m": (0, 10_000, False), "output_usd_per_1m": (0, 10_000, False),
+    "cached_input_usd_per_1m": (0, 10_000, False), "request_usd": (0, 1_000, False),
+    "gpu_hour_usd": (0, 1_000, False), "gpus_per_replica": (1, 64, True), "replicas": (0, 10_000, True),
+    "slots_per_replica": (1, 10_000, True),
+}
 
 
 def price_book(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -67,10 +79,19 @@ def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     bad = frame[~frame["kind"].isin(["api", "self_hosted"])]
     if len(bad):
         raise InputError(f"kind must be api or self_hosted (model {bad['model'].iloc[0]})", field="kind")
-    for c in ("input_usd_per_1m", "output_usd_per_1m", "cached_input_usd_per_1m", "request_usd", "gpu_hour_usd"):
-        vals = pd.to_numeric(frame[c], errors="coerce")
-        if (vals < 0).any():
-            raise InputError(f"{c} must not be negative", field=c)
+    for i, row in enumerate(frame.itertuples(index=False), start=1):
+        for c, (lo, hi, whole) in PRICE_LIMITS.items():
+            raw = getattr(row, c)
+            if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw is pd.NA or raw is pd.NaT:
+                continue
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                raise InputError(f"{c} {raw!r} of model {row.model} is not a number", row=i, field=c) from None
+            if not math.isfinite(value) or value < lo or value > hi or (whole and value != int(value)):
+                kind = "a whole number" if whole else "a number"
+                raise InputError(f"{c} {raw!r} of model {row.model} must be {kind} from {lo:,} to {hi:,}",
+                                 row=i, field=c)
     con.register("_prices_in", frame)
     try:
         with store.transaction(con):
