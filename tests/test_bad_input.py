@@ -157,3 +157,19 @@ def test_the_price_book_refuses_an_infinite_or_negative_token_price(con, value):
     book.loc[row, "input_usd_per_1m"] = value
     with pytest.raises(InputError, match="input_usd_per_1m"):
         pricing.save_price_book(con, book)
+
+
+def test_an_rtt_curve_to_1e8_ms_is_refused_and_a_fine_step_is_coarsened():
+    from finops.cascade import edge
+    with pytest.raises(InputError, match="ten minutes"):
+        edge.net_benefit_curve(max_rtt_ms=1e8, step_ms=1)
+    curve = edge.net_benefit_curve(max_rtt_ms=edge.MAX_RTT_MS, step_ms=1)
+    assert len(curve) == edge.MAX_CURVE_POINTS
+    assert curve.attrs["step_ms"] == pytest.approx(300.0)
+    assert curve["rtt_ms"].iloc[-1] == pytest.approx(edge.MAX_RTT_MS)
+
+
+def test_the_edge_command_with_1e8_ms_is_a_sentence_not_gigabytes(capsys):
+    from finops.cli import main
+    assert main(["edge", "--max-rtt-ms", "1e8", "--step-ms", "1"]) == 1
+    assert "ten minutes" in capsys.readouterr().err

@@ -355,7 +355,8 @@ if decision is not None:
             rtt_origin = f"100,000 draws of a {kind} RTT, mean {mean_ms:g} ms, jitter {jitter_ms:g} ms (your inputs)"
         except InputError as exc:
             st.error(str(exc), icon=":material/error:")
-    max_rtt = r4.number_input("Chart RTT up to (ms)", 100.0, None, 2000.0, 100.0)
+    max_rtt = r4.number_input("Chart RTT up to (ms)", 100.0, edge.MAX_RTT_MS, 2000.0, 100.0,
+                              help=f"Up to {edge.MAX_RTT_MS:,.0f} ms (ten minutes).")
     if samples is None:
         st.info("Upload RTT samples to see the share of requests for which escalation pays.",
                 icon=":material/upload_file:")

@@ -221,10 +221,17 @@ def decide(inputs: EdgeInputs = EdgeInputs()) -> EdgeDecision:
                         inputs.rtt_ms + inputs.cloud_ms - inputs.edge_ms, break_even_rtt(inputs), verdict)
 
 
+#: the longest RTT a curve is drawn to (ten minutes) and the most points it has: a wider range or a
+#: finer step coarsens the step (``curve.attrs["step_ms"]`` says which was used)
+MAX_RTT_MS = 600_000.0
+MAX_CURVE_POINTS = 2_001
+
+
 def net_benefit_curve(inputs: EdgeInputs = EdgeInputs(), *, max_rtt_ms: float = 3000.0,
                       step_ms: float = 10.0) -> pd.DataFrame:
     """Net benefit vs RTT for the chart: columns ``rtt_ms, benefit_usd, cost_usd,
     net_benefit_usd, escalate``. The sign of ``net_benefit_usd`` flips at the break-even.
+    At most :data:`MAX_CURVE_POINTS` points up to :data:`MAX_RTT_MS`: a finer step is coarsened.
 
     >>> c = net_benefit_curve(max_rtt_ms=2000, step_ms=500)
     >>> c.escalate.tolist()
@@ -233,10 +240,16 @@ def net_benefit_curve(inputs: EdgeInputs = EdgeInputs(), *, max_rtt_ms: float = 
     inputs.validate()
     if not (np.isfinite(max_rtt_ms) and np.isfinite(step_ms)) or max_rtt_ms <= 0 or step_ms <= 0:
         raise InputError("max RTT and step must be positive numbers", field="max_rtt_ms")
+    if max_rtt_ms > MAX_RTT_MS:
+        raise InputError(f"max RTT {max_rtt_ms:,.0f} ms is above the {MAX_RTT_MS:,.0f} ms (ten minutes) a curve "
+                         "is drawn to", field="max_rtt_ms")
+    step_ms = max(step_ms, max_rtt_ms / (MAX_CURVE_POINTS - 1))
     rtt = np.arange(0.0, max_rtt_ms + step_ms / 2, step_ms)
     net = net_benefit_usd(inputs, rtt)
-    return pd.DataFrame({"rtt_ms": rtt, "benefit_usd": inputs.benefit_usd,
-                         "cost_usd": inputs.benefit_usd - net, "net_benefit_usd": net, "escalate": net > 0})
+    curve = pd.DataFrame({"rtt_ms": rtt, "benefit_usd": inputs.benefit_usd,
+                          "cost_usd": inputs.benefit_usd - net, "net_benefit_usd": net, "escalate": net > 0})
+    curve.attrs["step_ms"] = step_ms
+    return curve
 
 
 # ----------------------------------------------------------------------------------------
