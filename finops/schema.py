@@ -7,8 +7,14 @@ instead of showing zeros.
 
 Conventions
 -----------
-* ``input_tokens`` *includes* ``cached_input_tokens`` (the OpenAI usage convention);
-  the uncached part is ``input_tokens - cached_input_tokens``.
+* ``input_tokens`` counts *every* prompt token: cache reads (``cached_input_tokens``) and cache writes
+  (``cache_write_tokens``, ``cache_write_1h_tokens``) included (the OpenAI usage convention, and
+  genai-prices'). The uncached part is ``input_tokens - cached_input_tokens - cache_write_tokens -
+  cache_write_1h_tokens``. Sources that count otherwise are normalised by their adapter: Anthropic's
+  ``input_tokens`` excludes ``cache_read_input_tokens`` and ``cache_creation_input_tokens``, so the
+  adapter adds them.
+* ``output_tokens`` counts every generated token, ``reasoning_tokens`` (thinking) included: they are
+  billed as output.
 * A cascade that escalates writes two rows, one per model call: the small
   model's attempt (``escalated = true``: its answer was rejected) and the large
   model's answer (``escalated = false``), linked by ``attrs.parent_id``.
@@ -44,6 +50,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("input_tokens", "BIGINT", "prompt tokens, cached ones included"),
     Column("output_tokens", "BIGINT", "generated tokens"),
     Column("cached_input_tokens", "BIGINT", "prompt tokens read from a prefix/prompt cache"),
+    Column("cache_write_tokens", "BIGINT", "prompt tokens written to the provider's prompt cache (5-minute "
+           "TTL, or its only one); part of input_tokens"),
+    Column("cache_write_1h_tokens", "BIGINT", "prompt tokens written to the cache with a 1-hour TTL; part of "
+           "input_tokens"),
+    Column("reasoning_tokens", "BIGINT", "reasoning (thinking) tokens; part of output_tokens"),
     Column("prompt_chars", "INTEGER", "prompt length in characters"),
     Column("route_ms", "DOUBLE", "routing decision time, ms"),
     Column("queue_ms", "DOUBLE", "time waiting for a free slot, ms"),
@@ -58,6 +69,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("confidence", "DOUBLE", "router's / small model's confidence in [0, 1]"),
     Column("quality", "DOUBLE", "graded correctness from shadow evaluation in [0, 1]"),
     Column("attrs", "JSON", "every other source column"),
+    Column("provider", "VARCHAR", "who served it: openai, anthropic, google, aws, azure, a self-hosted fleet's "
+           "site... (the source's word)"),
+    Column("service_tier", "VARCHAR", "the provider's service tier: standard, batch, flex, priority (the "
+           "source's word; empty is standard)"),
 )
 
 NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
@@ -65,7 +80,11 @@ TYPES: dict[str, str] = {c.name: c.sql_type for c in COLUMNS}
 REQUIRED: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "rejected")
 MS_COLUMNS: tuple[str, ...] = tuple(n for n in NAMES if n.endswith("_ms"))
-TOKEN_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens")
+TOKEN_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+                                  "cache_write_1h_tokens", "reasoning_tokens")
+#: the parts of input_tokens a cache read or wrote, and of output_tokens that were reasoning
+INPUT_PARTS: tuple[str, ...] = ("cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens")
+OUTPUT_PARTS: tuple[str, ...] = ("reasoning_tokens",)
 UNIT_INTERVAL_COLUMNS: tuple[str, ...] = ("confidence", "quality")
 
 #: The range a number must lie in to be loaded (inclusive), per column; a row outside it is rejected

@@ -193,6 +193,7 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
     if not read_only:
         for stmt in _ddl():
             con.execute(stmt)
+        _add_new_columns(con)
         if con.execute("SELECT count(*) FROM data_version").fetchall()[0][0] == 0:
             con.execute("INSERT INTO data_version VALUES (0)")
         if con.execute("SELECT count(*) FROM prices").fetchall()[0][0] == 0:
@@ -200,6 +201,15 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         if not sketch_ready(con):
             rebuild_sketch(con)
     return con
+
+
+def _add_new_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """A store made before a canonical column existed gets it (empty) when opened read-write."""
+    have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                       "WHERE table_name = 'requests'").fetchall()}
+    for c in schema.COLUMNS:
+        if c.name not in have:
+            con.execute(f"ALTER TABLE requests ADD COLUMN {c.name} {c.sql_type}")
 
 
 def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike) -> int:

@@ -173,3 +173,35 @@ def test_the_edge_command_with_1e8_ms_is_a_sentence_not_gigabytes(capsys):
     from finops.cli import main
     assert main(["edge", "--max-rtt-ms", "1e8", "--step-ms", "1"]) == 1
     assert "ten minutes" in capsys.readouterr().err
+
+
+def test_cache_reads_and_writes_together_above_input_tokens_are_rejected(con, tmp_path):
+    f = tmp_path / "classes.csv"
+    f.write_text("request_id,ts,model,input_tokens,cached_input_tokens,cache_write_tokens,output_tokens,"
+                 "reasoning_tokens\n"
+                 "ok1,2026-11-20T10:00:00Z,m,3500,2000,500,300,100\n"
+                 "in1,2026-11-20T10:00:01Z,m,3500,2000,1600,300,0\n"
+                 "out1,2026-11-20T10:00:02Z,m,3500,2000,500,300,301\n")
+    r = ingest_path(con, f)[0]
+    assert (r.rows_ingested, r.rows_rejected) == (1, 2)
+    by_row = {x["row"]: x for x in r.rejects}
+    assert by_row[3]["field"] == "cached_input_tokens" and "exceeds input_tokens 3500" in by_row[3]["reason"]
+    assert by_row[4]["field"] == "reasoning_tokens" and "exceeds output_tokens 300" in by_row[4]["reason"]
+    got = con.execute("SELECT cache_write_tokens, reasoning_tokens FROM requests").fetchall()
+    assert got == [(500, 100)]
+
+
+def test_a_store_made_before_the_new_token_columns_gets_them_when_opened(tmp_path):
+    import duckdb
+    path = tmp_path / "old.duckdb"
+    old = store.connect(path)
+    old.execute("ALTER TABLE requests DROP COLUMN reasoning_tokens")
+    old.execute("ALTER TABLE requests DROP COLUMN provider")
+    old.close()
+    with duckdb.connect(str(path)) as raw:
+        cols = {r[0] for r in raw.execute("DESCRIBE requests").fetchall()}
+    assert "provider" not in cols
+    con = store.connect(path)
+    cols = {r[0] for r in con.execute("DESCRIBE requests").fetchall()}
+    assert {"provider", "reasoning_tokens", "service_tier", "cache_write_tokens"} <= cols
+    con.close()

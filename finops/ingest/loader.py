@@ -207,12 +207,16 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     model_expr = next(t for t in typed if t.endswith(" AS model"))[: -len(" AS model")]
     checks.append(f"CASE WHEN {ts_raw} IS NULL THEN 'ts: missing' END")
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
-    if "input_tokens" in src_types and "cached_input_tokens" in src_types:
-        inp = next(t for t in typed if t.endswith(" AS input_tokens"))[: -len(" AS input_tokens")]
-        cached = next(t for t in typed if t.endswith(" AS cached_input_tokens"))[: -len(" AS cached_input_tokens")]
-        checks.append(f"CASE WHEN ({cached}) > ({inp}) THEN 'cached_input_tokens: ' || CAST(({cached}) AS VARCHAR) "
-                      f"|| ' exceeds input_tokens ' || CAST(({inp}) AS VARCHAR) "
-                      f"|| ' (input_tokens counts cached prompt tokens too)' END")
+    typed_of = {n: t[: -len(f" AS {n}")] for n, t in zip(schema.NAMES, typed, strict=True)}
+    for whole, parts in (("input_tokens", schema.INPUT_PARTS), ("output_tokens", schema.OUTPUT_PARTS)):
+        present = [n for n in parts if n in src_types]
+        if whole not in src_types or not present:
+            continue
+        total = " + ".join(f"coalesce({typed_of[n]}, 0)" for n in present)
+        label = " + ".join(present)
+        checks.append(f"CASE WHEN ({total}) > ({typed_of[whole]}) THEN '{present[0]}: {label} = ' "
+                      f"|| CAST(({total}) AS VARCHAR) || ' exceeds {whole} ' || CAST(({typed_of[whole]}) AS VARCHAR) "
+                      f"|| ' ({whole} counts them too)' END")
     if "_shape" in src_types:
         checks.insert(0, "s._shape")
     reasons = ", ".join(checks) if checks_on else "''"

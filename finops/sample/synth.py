@@ -882,8 +882,11 @@ def _assemble(parts: list[dict], start_ms0: np.datetime64) -> pd.DataFrame:
             ms = start_ms0 + cols["ts_ms"][order].astype("timedelta64[ms]")
             data[name] = pd.Series(ms.astype("datetime64[us]"))
             continue
-        v = cols[name][order]
         dtype = _DTYPES.get(name, object)
+        if name not in cols:               # a class the sample fleet does not have (cache writes, reasoning)
+            data[name] = pd.Series(pd.NA, index=range(len(order)), dtype=dtype)
+            continue
+        v = cols[name][order]
         if dtype == "float64":
             v = np.round(v.astype(float), 3)
         data[name] = pd.Series(v, dtype=dtype)
