@@ -139,7 +139,8 @@ c2.download_button("Download Parquet", exports.parquet_bytes(sb), file_name=f"{n
                    mime="application/vnd.apache.parquet", icon=":material/download:", on_click="ignore")
 c3.download_button("Download FOCUS 1.2 CSV", exports.focus_csv(focus), file_name=f"{name}_focus.csv",
                    mime="text/csv", icon=":material/download:", on_click="ignore",
-                   help="FinOps FOCUS 1.2 cost-and-usage rows: one per day, tenant, model and SLA tier.")
+                   help="FinOps FOCUS 1.2 cost-and-usage rows: one per day, tenant, model, SLA tier and meter "
+                        "(input, cached input and output tokens, requests, GPU-hours).")
 st.caption("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
            "(it is left out when tenants or tiers are filtered). In the CSV exports, cells that begin with "
            "=, +, - or @ are prefixed with ' so spreadsheets do not run them. " + source_label())

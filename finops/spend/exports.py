@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
 
 import pandas as pd
 
@@ -43,7 +46,8 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
 
 # (column, FOCUS data type, feature level, nulls allowed). The columns of FOCUS 1.2 we can fill
 # honestly from request logs and the price book: every Mandatory one, plus the Recommended
-# ChargeFrequency / ServiceSubcategory and the Conditional ConsumedQuantity/Unit, SkuId and Tags.
+# ChargeFrequency / InvoiceId / ServiceSubcategory and the Conditional ConsumedQuantity/Unit,
+# ListUnitPrice, SkuId / SkuMeter / SkuPriceId and Tags.
 FOCUS_VERSION = "1.2"
 FOCUS_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
     ("BilledCost", "Decimal", "Mandatory", False),
@@ -62,8 +66,10 @@ FOCUS_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
     ("ConsumedUnit", "String", "Conditional", True),
     ("ContractedCost", "Decimal", "Mandatory", False),
     ("EffectiveCost", "Decimal", "Mandatory", False),
+    ("InvoiceId", "String", "Recommended", True),
     ("InvoiceIssuerName", "String", "Mandatory", False),
     ("ListCost", "Decimal", "Mandatory", False),
+    ("ListUnitPrice", "Decimal", "Conditional", True),
     ("PricingQuantity", "Decimal", "Mandatory", True),
     ("PricingUnit", "String", "Mandatory", True),
     ("ProviderName", "String", "Mandatory", False),
@@ -72,8 +78,9 @@ FOCUS_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
     ("ServiceName", "String", "Mandatory", False),
     ("ServiceSubcategory", "String", "Recommended", False),
     ("SkuId", "String", "Conditional", True),
+    ("SkuMeter", "String", "Conditional", True),
+    ("SkuPriceId", "String", "Conditional", True),
     ("Tags", "JSON", "Conditional", True),
-    ("x_Requests", "Decimal", "Custom", False),
 )
 FOCUS_MANDATORY = tuple(c for c, _, level, _ in FOCUS_COLUMNS if level == "Mandatory")
 CHARGE_CATEGORIES = ("Usage", "Purchase", "Tax", "Credit", "Adjustment")
@@ -86,71 +93,202 @@ SERVICE_SUBCATEGORY = "Generative AI"
 DEFAULT_ACCOUNT = ("llm-fleet", "LLM inference fleet (finops showback)")
 
 
+@dataclass(frozen=True)
+class Meter:
+    """One SkuMeter: what a charge row counts and the price-book column it is charged at.
+
+    ``served_sql`` is its quantity over costed rollup rows (what a model served: cache hits excluded),
+    ``priced_sql`` the part of it the price book prices (requests with no recorded cost). ``prices``
+    are price-book columns, the first non-null one is the list price (the fallback the cost rules
+    use); ``per`` units make one PricingUnit. A ``book_only`` meter is emitted only for models whose
+    book has that price (a per-request fee), or to carry a recorded cost nothing else can carry.
+    """
+    key: str
+    name: str
+    served_sql: str
+    priced_sql: str
+    prices: tuple[str, ...]
+    per: int
+    pricing_unit: str
+    consumed_unit: str
+    book_only: bool = False
+
+
+# Table-driven: a new token class (cache writes, reasoning) is one more entry here.
+API_METERS: tuple[Meter, ...] = (
+    Meter("input", "Input Tokens", "input_tokens - cached_input_tokens - cache_uncached_input_tokens",
+          "priced_uncached_input_tokens", ("input_usd_per_1m",), 1_000_000, "1000000 Tokens", "Tokens"),
+    Meter("cached_input", "Cached Input Tokens", "cached_input_tokens - cache_cached_input_tokens",
+          "priced_cached_input_tokens", ("cached_input_usd_per_1m", "input_usd_per_1m"), 1_000_000,
+          "1000000 Tokens", "Tokens"),
+    Meter("output", "Output Tokens", "output_tokens - cache_output_tokens", "priced_output_tokens",
+          ("output_usd_per_1m",), 1_000_000, "1000000 Tokens", "Tokens"),
+    Meter("request", "Requests", "requests - cache_hits", "priced_requests", ("request_usd",), 1,
+          "Requests", "Requests", book_only=True),
+)
+REQUEST_METER = API_METERS[-1]
+# self-hosted fleets: GPU time, the allocated busy share of a tenant or the idle rest
+GPU_METER = Meter("gpu_hour", "GPU-Hours", "0", "0", ("gpu_hour_usd",), 1, "GPU-Hours", "GPU-Hours")
+GPU_HOURS_DECIMALS = 9        # GPU-hours are rounded to 3.6 us; the cost is then hours x rate exactly
+SHARE_DECIMALS = 12           # a recorded cost's shares, the last one taking the remainder
+
+
 def _focus_time(ts) -> str:
     return pd.Timestamp(ts).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> pd.DataFrame:
-    """The spend of ``f`` as FOCUS 1.2 cost-and-usage rows: one row per UTC day x tenant x model x SLA tier.
+def _dec(x) -> Decimal:
+    """A float as the decimal it prints as (0.075 -> Decimal('0.075')), so products are exact."""
+    return Decimal(repr(float(x)))
 
-    * BilledCost = EffectiveCost = ContractedCost = ListCost = the row's cost from ``spend.report`` (the
-      book holds list prices and no negotiated or commitment discounts are known; a cost recorded by
-      the logs is taken as billed).
+
+def invoice_id(account_id: str, provider: str, billing_period_start) -> str:
+    """The InvoiceId of a charge: one provisional invoice per showback account, issuer and calendar month.
+
+    >>> invoice_id("llm-fleet", "Acme AI", "2026-03-01")
+    'finops-llm-fleet-acme-ai-2026-03'
+    """
+    issuer = re.sub(r"[^a-z0-9]+", "-", provider.lower()).strip("-") or "unknown"
+    return f"finops-{account_id}-{issuer}-{pd.Timestamp(billing_period_start):%Y-%m}"
+
+
+def _usage_sql(con, period) -> tuple[str, list]:
+    """Costed rollup rows summed per UTC day, tenant, model and tier, with each meter's served and priced
+    quantity (one implementation of the costs: ``spend.report.costed``)."""
+    from finops.spend import report as spend
+    sql, params = spend.costed(con, period)
+    meters = ", ".join(f"coalesce(sum({m.served_sql}), 0) AS served_{m.key}, "
+                       f"coalesce(sum({m.priced_sql}), 0) AS priced_{m.key}" for m in API_METERS)
+    return (f"SELECT date_trunc('day', hour) AS day, tenant, model, sla_tier, is_idle, "
+            f"coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(recorded_cost_usd), 0) AS recorded_cost_usd, "
+            f"{meters} FROM ({sql}) GROUP BY ALL ORDER BY 1, 2, 3, 4", params)
+
+
+def _book_price(p, meter: Meter) -> Decimal | None:
+    """The list price of ``meter`` in price-book row ``p`` (None: the book has none)."""
+    for col in meter.prices:
+        if p is not None and pd.notna(p[col]):
+            return _dec(p[col])
+    return None
+
+
+def _split(total: Decimal, weights: list[Decimal]) -> list[Decimal]:
+    """``total`` in proportion to ``weights`` (rounded to SHARE_DECIMALS; the last share takes the rest)."""
+    whole = sum(weights)
+    step = Decimal(1).scaleb(-SHARE_DECIMALS)
+    shares = [(total * w / whole).quantize(step) for w in weights[:-1]]
+    return [*shares, total - sum(shares)]
+
+
+def _charges(g, p, kind: str) -> list[tuple[Meter, Decimal, Decimal, Decimal, Decimal]]:
+    """(meter, PricingQuantity, ListUnitPrice, ListCost, BilledCost) of one day x tenant x model x tier."""
+    recorded = _dec(g.recorded_cost_usd)
+    rows: list[list] = []
+    if kind == "self_hosted":
+        rate = _book_price(p, GPU_METER) or Decimal(0)
+        gpu_usd = _dec(g.cost_usd) - recorded                  # allocated busy share, or the idle rest
+        hours = (gpu_usd / rate).quantize(Decimal(1).scaleb(-GPU_HOURS_DECIMALS)) if rate else Decimal(0)
+        if hours > 0:
+            rows.append([GPU_METER, hours, rate, hours * rate, hours * rate, Decimal(0)])
+    else:
+        for m in API_METERS:
+            price = _book_price(p, m)
+            served, priced = int(getattr(g, f"served_{m.key}")), int(getattr(g, f"priced_{m.key}"))
+            if served <= 0 or (m.book_only and price is None):
+                continue
+            price = price or Decimal(0)
+            qty = Decimal(served) / m.per
+            unrecorded = Decimal(min(priced, served)) * price / m.per
+            rows.append([m, qty, price, qty * price, unrecorded, qty * price - unrecorded])
+    if recorded:
+        weights = [r[5] for r in rows if r[0] is not GPU_METER]
+        if not any(weights):                 # nothing at list price to split over: the Requests meter carries it
+            carrier = next((r for r in rows if r[0] is REQUEST_METER), None)
+            if carrier is None:
+                price = _book_price(p, REQUEST_METER) or Decimal(0)
+                qty = Decimal(max(int(g.served_request), 0))
+                carrier = [REQUEST_METER, qty, price, qty * price, Decimal(0), Decimal(0)]
+                rows.append(carrier)
+            carrier[5] = Decimal(1)
+        carriers = [r for r in rows if r[0] is not GPU_METER and r[5]]
+        for r, share in zip(carriers, _split(recorded, [r[5] for r in carriers]), strict=True):
+            r[4] += share
+    return [(m, qty, price, list_cost, billed) for m, qty, price, list_cost, billed, _w in rows]
+
+
+def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> pd.DataFrame:
+    """The spend of ``f`` as FOCUS 1.2 cost-and-usage rows: one charge row per UTC day x tenant x model
+    x SLA tier x meter (``SkuMeter``), that passes the FinOps Foundation's ``focus-validator``.
+
+    * Meters of API models (``API_METERS``): "Input Tokens" (uncached input), "Cached Input Tokens",
+      "Output Tokens", each emitted where its quantity > 0, and "Requests" where the book has a
+      per-request fee. Tokens of semantic-cache hits never reached a model and are on no row.
+      PricingUnit "1000000 Tokens", PricingQuantity = tokens / 1e6, ListUnitPrice = the book's $ per 1M
+      (cached input falls back to the input price, as the cost rules do; a model missing from the book
+      is priced 0), ConsumedQuantity = tokens, ConsumedUnit "Tokens".
+    * Self-hosted fleets: one "GPU-Hours" row per tenant (its busy-time share of the fleet) and the idle
+      row (tenant "(idle capacity)"), PricingUnit and ConsumedUnit "GPU-Hours", ListUnitPrice = the
+      book's $ per GPU-hour; the hours are rounded to 1e-9 so that the cost is hours x rate exactly.
+    * ListCost = ListUnitPrice x PricingQuantity exactly (decimal arithmetic), as the validator checks.
+      BilledCost = EffectiveCost = ContractedCost: the list cost of the tokens the book prices, plus
+      the cost the logs recorded. A recorded cost is split over the row's meters in proportion to
+      the list cost of its requests' tokens on each meter (the last share takes the rounding rest),
+      not carried as one "Recorded Cost" meter: FOCUS needs a PricingQuantity and a ListUnitPrice
+      whose product is the ListCost on every row, which only real meters have, and this keeps one row
+      per token class whose ListCost - BilledCost is the discount (or markup) the provider gave. A
+      recorded cost with nothing at list price to split over (a self-hosted or unpriced model) is
+      carried on the "Requests" meter. The file's BilledCost adds up to ``spend.report``'s total.
     * ChargePeriodStart/End: the UTC day, clipped to the filter's range; BillingPeriod: its calendar month.
+    * InvoiceId: ``finops-<account>-<issuer>-<YYYY-MM>`` (:func:`invoice_id`), a provisional invoice per
+      showback account, invoice issuer and billing month, stable across exports.
     * ChargeCategory "Usage", ChargeClass null, ChargeFrequency "Usage-Based", BillingCurrency USD,
       ServiceCategory "AI and Machine Learning", ServiceSubcategory "Generative AI".
     * ProviderName / PublisherName / InvoiceIssuerName from the price book (provider, publisher);
       ServiceName "<provider> API" for API models, "Self-hosted LLM inference" for GPU fleets.
-    * SkuId = model. ConsumedQuantity = input + output tokens, ConsumedUnit "Tokens"; PricingUnit
-      "1M Tokens" (PricingQuantity = tokens / 1e6) for API models, "GPU-Hours" (the cost / $ per GPU-hour)
-      for self-hosted ones. Idle self-hosted capacity is its own row (Tags tenant "(idle capacity)")
-      consuming GPU-Hours, so the file adds up to the whole bill.
-    * Tags: JSON with tenant and sla_tier. BillingAccountId/Name: this fleet's showback account
-      (``billing_account``), since request logs carry no provider account.
+    * SkuId = model, SkuPriceId = "<model>/<meter key>" (e.g. "gpt-4o/cached_input").
+    * Tags: JSON with tenant, provider and sla_tier. BillingAccountId/Name: this fleet's showback
+      account (``billing_account``), since request logs carry no provider account.
     """
     from finops.spend import costviews, pricing
-    from finops.spend import report as spend
     period = costviews.period_of(con, f)
-    rep = spend.report(con, period, by=["day", "tenant", "model", "sla_tier"])
+    sql, params = _usage_sql(con, period)
+    usage = con.execute(sql, params).df()
     book = pricing.price_book(con).set_index("model")
     rows = []
-    for r in rep.itertuples(index=False):
-        day = pd.Timestamp(r.day)
+    for g in usage.itertuples(index=False):
+        day = pd.Timestamp(g.day)
         start = max(day, pd.Timestamp(period.since)) if period.since is not None else day
         end = min(day + pd.Timedelta(days=1), pd.Timestamp(period.until)) if period.until is not None \
             else day + pd.Timedelta(days=1)
         bstart = day.replace(day=1)
         bend = bstart + pd.offsets.MonthBegin(1)
-        p = book.loc[r.model] if r.model in book.index else None
+        p = book.loc[g.model] if g.model in book.index else None
         kind = p["kind"] if p is not None else "api"
         provider = (p["provider"] if p is not None and isinstance(p["provider"], str) else None) or "unknown (not in price book)"
         publisher = (p["publisher"] if p is not None and isinstance(p["publisher"], str) else None) or provider
-        idle = r.tenant == spend.IDLE_TENANT
-        tokens = int(r.input_tokens) + int(r.output_tokens)
-        cost = float(r.cost_usd)
-        if kind == "self_hosted":
-            gpu_hour = float(p["gpu_hour_usd"]) if p is not None and pd.notna(p["gpu_hour_usd"]) else None
-            unit, qty = "GPU-Hours", (cost / gpu_hour if gpu_hour else None)
-            service = "Self-hosted LLM inference"
-        else:
-            unit, qty = "1M Tokens", tokens / 1e6
-            service = f"{provider} API"
-        tags = {"tenant": r.tenant}
-        if r.sla_tier:
-            tags["sla_tier"] = r.sla_tier
-        desc = (f"Idle GPU capacity of {r.model} (paid for, used by no request)" if idle
-                else f"{r.model} inference for tenant {r.tenant}" + (f" ({r.sla_tier} tier)" if r.sla_tier else ""))
-        rows.append({
-            "BilledCost": cost, "BillingAccountId": billing_account[0], "BillingAccountName": billing_account[1],
-            "BillingCurrency": "USD", "BillingPeriodEnd": _focus_time(bend), "BillingPeriodStart": _focus_time(bstart),
-            "ChargeCategory": "Usage", "ChargeClass": None, "ChargeDescription": desc,
-            "ChargeFrequency": "Usage-Based", "ChargePeriodEnd": _focus_time(end),
-            "ChargePeriodStart": _focus_time(start),
-            "ConsumedQuantity": qty if idle else float(tokens), "ConsumedUnit": "GPU-Hours" if idle else "Tokens",
-            "ContractedCost": cost, "EffectiveCost": cost, "InvoiceIssuerName": provider, "ListCost": cost,
-            "PricingQuantity": qty, "PricingUnit": unit, "ProviderName": provider, "PublisherName": publisher,
-            "ServiceCategory": SERVICE_CATEGORY, "ServiceName": service, "ServiceSubcategory": SERVICE_SUBCATEGORY,
-            "SkuId": r.model, "Tags": json.dumps(tags, sort_keys=True), "x_Requests": int(r.requests)})
+        service = "Self-hosted LLM inference" if kind == "self_hosted" else f"{provider} API"
+        tags = {"tenant": g.tenant, "provider": provider}
+        if g.sla_tier:
+            tags["sla_tier"] = g.sla_tier
+        whom = f"tenant {g.tenant}" + (f" ({g.sla_tier} tier)" if g.sla_tier else "")
+        for meter, qty, price, list_cost, billed in _charges(g, p, kind):
+            desc = (f"Idle GPU capacity of {g.model} (paid for, used by no request)" if g.is_idle
+                    else f"{g.model} {meter.name} for {whom}")
+            rows.append({
+                "BilledCost": float(billed), "BillingAccountId": billing_account[0],
+                "BillingAccountName": billing_account[1], "BillingCurrency": "USD",
+                "BillingPeriodEnd": _focus_time(bend), "BillingPeriodStart": _focus_time(bstart),
+                "ChargeCategory": "Usage", "ChargeClass": None, "ChargeDescription": desc,
+                "ChargeFrequency": "Usage-Based", "ChargePeriodEnd": _focus_time(end),
+                "ChargePeriodStart": _focus_time(start),
+                "ConsumedQuantity": float(qty * meter.per), "ConsumedUnit": meter.consumed_unit,
+                "ContractedCost": float(billed), "EffectiveCost": float(billed),
+                "InvoiceId": invoice_id(billing_account[0], provider, bstart), "InvoiceIssuerName": provider,
+                "ListCost": float(list_cost), "ListUnitPrice": float(price), "PricingQuantity": float(qty),
+                "PricingUnit": meter.pricing_unit, "ProviderName": provider, "PublisherName": publisher,
+                "ServiceCategory": SERVICE_CATEGORY, "ServiceName": service,
+                "ServiceSubcategory": SERVICE_SUBCATEGORY, "SkuId": g.model, "SkuMeter": meter.name,
+                "SkuPriceId": f"{g.model}/{meter.key}", "Tags": json.dumps(tags, sort_keys=True)})
     return pd.DataFrame(rows, columns=[c for c, *_ in FOCUS_COLUMNS])
 
 
@@ -159,9 +297,19 @@ def focus_csv(frame: pd.DataFrame) -> str:
     return safe_csv(frame)
 
 
+# FOCUS UnitFormat, as focus-validator 2.2.1 checks it: a count unit ("Tokens", "API Requests"), optionally
+# "<n> " before it ("1000000 Tokens"), "-<plural time unit>" after it ("GPU-Hours") or "/<time unit>".
+_COUNT_UNIT = r"[A-Za-z][A-Za-z0-9]*(?:\s+[A-Za-z][A-Za-z0-9]*)*"
+_PLURAL_TIME = r"(?:Years|Months|Days|Hours|Minutes|Seconds)"
+UNIT_FORMAT = re.compile(rf"{_COUNT_UNIT}|{_COUNT_UNIT}-{_PLURAL_TIME}|{_COUNT_UNIT}/(?:Year|Month|Day|Hour|Minute|Second)"
+                         rf"|[0-9]+ {_COUNT_UNIT}|{_COUNT_UNIT}/[0-9]+ {_PLURAL_TIME}")
+PRODUCT_TOLERANCE = 1e-9     # the validator's: |price x quantity - cost| <= 1e-9 x max(|cost|, 1)
+
+
 def check_focus(frame: pd.DataFrame) -> list[str]:
     """Problems of a FOCUS frame (built here or read back from CSV as text): missing mandatory columns,
-    nulls where FOCUS forbids them, values not of the column's type, values outside the allowed ones.
+    nulls where FOCUS forbids them, values not of the column's type, values outside the allowed ones,
+    units not in UnitFormat, and ListUnitPrice x PricingQuantity not matching ListCost.
     An empty list means the check passed.
     """
     problems: list[str] = []
@@ -205,6 +353,19 @@ def check_focus(frame: pd.DataFrame) -> list[str]:
                 problems.append(f"{col}: {v[bad].iloc[0]!r} is not an allowed value")
     if "BillingCurrency" in frame.columns and not frame["BillingCurrency"].astype(str).str.fullmatch(r"[A-Z]{3}").all():
         problems.append("BillingCurrency: not an ISO 4217 code")
+    for col in ("PricingUnit", "ConsumedUnit"):
+        if col in frame.columns:
+            bad = [u for u in frame[col].dropna().astype(str) if u.strip() and not UNIT_FORMAT.fullmatch(u)]
+            if bad:
+                problems.append(f"{col}: {bad[0]!r} is not in FOCUS UnitFormat")
+    if {"ListUnitPrice", "PricingQuantity", "ListCost"} <= set(frame.columns) and len(frame):
+        price, qty, cost = (pd.to_numeric(frame[c].replace("", None), errors="coerce")
+                            for c in ("ListUnitPrice", "PricingQuantity", "ListCost"))
+        off = (price * qty - cost).abs() > PRODUCT_TOLERANCE * cost.abs().clip(lower=1)
+        if off.any():
+            i = off.idxmax()
+            problems.append(f"ListCost is not ListUnitPrice x PricingQuantity on {int(off.sum())} rows, "
+                            f"e.g. {price[i]!r} x {qty[i]!r} != {cost[i]!r}")
     if {"ChargePeriodStart", "ChargePeriodEnd"} <= set(frame.columns) and len(frame):
         if (frame["ChargePeriodStart"].astype(str) >= frame["ChargePeriodEnd"].astype(str)).any():
             problems.append("ChargePeriodStart is not before ChargePeriodEnd on some rows")
