@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
 from finops.latency import stats as latency
+from helpers import DATA
 
 T0 = datetime(2026, 3, 2, 9, 0)
 

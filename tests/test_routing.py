@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
 from finops.spend import report as spend
 from finops.spend import routing
+from helpers import DATA
 
 T0 = datetime(2026, 3, 2, 10, 0)
 SMALL, LARGE, SELF = "gpt-4o-mini", "gpt-4o", "llama-3.1-8b"
