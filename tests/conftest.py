@@ -1,16 +1,15 @@
+"""Fixtures only; what test files share otherwise is in helpers.py (import it, never this file)."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
+from helpers import ROOT, free_port, wait_until
+
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("FINOPS_DB", ":memory:")
@@ -40,18 +39,11 @@ def empty_db(tmp_path) -> str:
 
 
 # ---------------------------------------------------------------- browser tests (tests/e2e)
-# Here rather than in tests/e2e/conftest.py: two modules named "conftest" would shadow each other
-# for the tests that import DATA and ROOT from this one.
+# Here rather than in tests/e2e/conftest.py: one conftest for the suite.
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +51,7 @@ def server(demo_db, tmp_path_factory):
     """Start the dashboard on a copy of the demo store; yield its base URL."""
     db = tmp_path_factory.mktemp("e2e") / "e2e.duckdb"
     shutil.copy(demo_db, db)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
@@ -67,16 +59,21 @@ def server(demo_db, tmp_path_factory):
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError("streamlit exited: " + proc.stdout.read().decode(errors="replace")[-2000:])
         try:
             urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
+            return True
         except OSError:
-            time.sleep(0.5)
-    else:
+            return False
+
+    try:
+        wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
+    except AssertionError:
         proc.kill()
-        raise RuntimeError("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+        raise
     yield url
     proc.terminate()
     try:

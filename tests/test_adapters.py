@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.ingest import ADAPTERS, IngestOptions, benchruns, ingest_path, probe
 from finops.ingest.loader import detect
+from helpers import DATA
 
 START = datetime(2025, 1, 1)
 LLMPERF = DATA / "llmperf" / "individual"

@@ -45,7 +45,8 @@ def test_error_rate_fires_above_one_percent():
     assert len(a) == 1
     row = a.iloc[0]
     assert (row.model, row.tenant, row.severity) == ("gpt-4o", "acme", "critical")
-    assert_allclose(row.value, 0.04) and row.threshold == 0.01
+    assert_allclose(row.value, 0.04)
+    assert row.threshold == 0.01
     assert row.window_start == pd.Timestamp(T0) and row.window_end == pd.Timestamp(T0 + timedelta(hours=1))
     assert "8 of 200 requests failed" in row.message and "4.0%" in row.message
 

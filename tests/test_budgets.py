@@ -11,7 +11,7 @@ from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame
 from finops.spend import budgets
-from tests.test_costviews import COLS, _book
+from helpers import SPEND_COLS, add_test_models
 
 NOV = date(2026, 11, 1)
 
@@ -25,7 +25,7 @@ def _row(rid, ts, tenant, cost, model="api-model"):
 def con():
     """Tenant a: $10 every day 1-10 Nov. Tenant b: 5, 15, 5, 15, ... Both: a partial day 11 Nov to 05:59."""
     c = store.connect(":memory:")
-    _book(c)
+    add_test_models(c)
     rows = []
     for d in range(10):
         day = datetime(2026, 11, 1 + d, 12)
@@ -33,7 +33,7 @@ def con():
         rows.append(_row(f"b{d}", day, "b", 5.0 if d % 2 == 0 else 15.0))
     rows.append(_row("a-partial", datetime(2026, 11, 11, 5, 30), "a", 3.0))
     rows.append(_row("b-partial", datetime(2026, 11, 11, 5, 0), "b", 1.0))
-    ingest_frame(c, pd.DataFrame(rows, columns=COLS))
+    ingest_frame(c, pd.DataFrame(rows, columns=SPEND_COLS))
     yield c
     c.close()
 
@@ -122,7 +122,7 @@ def test_tenants_without_budget_and_the_tenant_filter(con):
 
 
 def test_idle_capacity_is_in_no_budget(con):
-    ingest_frame(con, pd.DataFrame([_row("g", datetime(2026, 11, 5, 3), "a", None, model="gpu-model")], columns=COLS))
+    ingest_frame(con, pd.DataFrame([_row("g", datetime(2026, 11, 5, 3), "a", None, model="gpu-model")], columns=SPEND_COLS))
     rep = budgets.status(con, NOV)
     assert "(idle capacity)" not in set(rep.table["tenant"])
     # the fleet ($4/hour) is paid from the first observed day to the last observed hour: 10 days + 6 hours

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import DATA, ROOT
 from finops import store
 from finops.cli import build_parser, main
+from helpers import DATA, ROOT
 
 BAD_TENANT = "o'brien\"; DROP TABLE requests; --"
 

@@ -10,7 +10,7 @@ import pytest
 from finops.cli import build_parser, main
 from finops.commands import mmc as mmc_cmd
 from finops.commands import size as size_cmd
-from tests.conftest import ROOT
+from helpers import ROOT
 
 
 def _strict(text: str) -> dict:

@@ -8,55 +8,32 @@ import pytest
 from finops import store
 from finops.filters import Filters
 from finops.ingest import ingest_frame
-from finops.spend import costviews, pricing
+from finops.spend import costviews
 from finops.spend import report as spend
-
-COLS = ["request_id", "ts", "tenant", "sla_tier", "model", "input_tokens", "output_tokens", "cached_input_tokens",
-        "service_ms", "total_ms", "cost_usd", "cache_hit", "status", "strategy", "escalated"]
-T = datetime(2026, 3, 2, 10, 0)
-
-
-def _frame(rows):
-    return pd.DataFrame(rows, columns=COLS)
-
-
-def _book(con):
-    book = pricing.price_book(con)
-    own = pd.DataFrame([
-        # self-hosted: 2 replicas x 1 GPU x $2/GPU-hour = $4 per hour; 1 slot per replica
-        dict(model="gpu-model", provider="self-hosted", publisher="Meta", kind="self_hosted", size_class="large",
-             gpu_hour_usd=2.0, gpus_per_replica=1, replicas=2, slots_per_replica=1),
-        dict(model="api-model", provider="Acme AI", publisher="Acme AI", kind="api", size_class="small",
-             input_usd_per_1m=1.0, output_usd_per_1m=4.0, cached_input_usd_per_1m=0.25, request_usd=0.001),
-    ])
-    pricing.save_price_book(con, pd.concat([book[~book.model.isin(own.model)], own], ignore_index=True))
-
-
-def _day(d: int, h: int = 10, m: int = 0) -> datetime:
-    return T.replace(day=d, hour=h, minute=m)
+from helpers import add_test_models, march, spend_frame
 
 
 @pytest.fixture()
 def con():
     """The hand-checked fleet of test_pricing (2 March, hours 10-12) plus a day before (1 March)."""
     c = store.connect(":memory:")
-    _book(c)
-    ingest_frame(c, _frame([
+    add_test_models(c)
+    ingest_frame(c, spend_frame([
         # 2 March, hour 10: tenant a busy 1.8e6 ms, tenant b 0.9e6 ms on gpu-model (utilisation 0.375)
-        ("g1", _day(2, 10, 5), "a", "premium", "gpu-model", 100, 10, 0, 1.8e6, 100.0, None, False, "ok", None, None),
-        ("g2", _day(2, 10, 6), "b", "batch", "gpu-model", 100, 10, 0, 0.9e6, 200.0, None, False, "ok", None, None),
+        ("g1", march(2, 10, 5), "a", "premium", "gpu-model", 100, 10, 0, 1.8e6, 100.0, None, False, "ok", None, None),
+        ("g2", march(2, 10, 6), "b", "batch", "gpu-model", 100, 10, 0, 0.9e6, 200.0, None, False, "ok", None, None),
         # 1M input of which 200k cached, 500k output: 0.8 + 0.05 + 2.0 + 0.001 = 2.851
-        ("a1", _day(2, 10, 7), "a", "premium", "api-model", 1_000_000, 500_000, 200_000, 50.0, 300.0, None, False,
+        ("a1", march(2, 10, 7), "a", "premium", "api-model", 1_000_000, 500_000, 200_000, 50.0, 300.0, None, False,
          "ok", None, None),
         # a recorded cost wins over the book
-        ("a2", _day(2, 10, 8), "b", "batch", "api-model", 1_000_000, 0, 0, 50.0, 400.0, 0.5, False, "error",
+        ("a2", march(2, 10, 8), "b", "batch", "api-model", 1_000_000, 0, 0, 50.0, 400.0, 0.5, False, "error",
          None, None),
         # a cache hit: free, saves 0.001 + 0.0004 + 0.001
-        ("a3", _day(2, 10, 9), "b", "batch", "api-model", 1000, 100, 0, None, 10.0, None, True, "ok", None, None),
+        ("a3", march(2, 10, 9), "b", "batch", "api-model", 1000, 100, 0, None, 10.0, None, True, "ok", None, None),
         # hour 12: one gpu request -> the fleet is paid for hours 10, 11 and 12
-        ("g3", _day(2, 12), "a", "premium", "gpu-model", 1, 1, 0, 0.72e6, 500.0, None, False, "ok", None, None),
+        ("g3", march(2, 12), "a", "premium", "gpu-model", 1, 1, 0, 0.72e6, 500.0, None, False, "ok", None, None),
         # 1 March: one api request of tenant a, 1M uncached input -> $1.001
-        ("p1", _day(1, 9), "a", "premium", "api-model", 1_000_000, 0, 0, 10.0, 1000.0, None, False, "ok", None,
+        ("p1", march(1, 9), "a", "premium", "api-model", 1_000_000, 0, 0, 10.0, 1000.0, None, False, "ok", None,
          None),
     ]))
     yield c

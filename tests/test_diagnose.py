@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import DATA, ROOT
 from finops import store
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
 from finops.latency import diagnose
+from helpers import DATA, ROOT
 
 
 def _gateway(name: str):

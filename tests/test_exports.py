@@ -14,7 +14,7 @@ from finops.filters import Filters
 from finops.ingest import ingest_frame
 from finops.spend import costviews, exports
 from finops.spend import report as spend
-from tests.test_costviews import _book, _day, _frame
+from helpers import add_test_models, march, spend_frame
 
 DECIMALS = 10      # the exports' costs are exact decimals; 1e-10 absorbs only float printing
 
@@ -22,16 +22,16 @@ DECIMALS = 10      # the exports' costs are exact decimals; 1e-10 absorbs only f
 @pytest.fixture()
 def con():
     c = store.connect(":memory:")
-    _book(c)
-    ingest_frame(c, _frame([
-        ("g1", _day(2, 10, 5), "=HYPERLINK(\"x\")", "premium", "gpu-model", 100, 10, 0, 1.8e6, 100.0, None, False,
+    add_test_models(c)
+    ingest_frame(c, spend_frame([
+        ("g1", march(2, 10, 5), "=HYPERLINK(\"x\")", "premium", "gpu-model", 100, 10, 0, 1.8e6, 100.0, None, False,
          "ok", None, None),
-        ("g2", _day(2, 10, 6), "-2+3", "batch", "gpu-model", 100, 10, 0, 0.9e6, 200.0, None, False, "ok", None, None),
-        ("a1", _day(2, 10, 7), "@sum", "premium", "api-model", 1_000_000, 500_000, 200_000, 50.0, 300.0, None, False,
+        ("g2", march(2, 10, 6), "-2+3", "batch", "gpu-model", 100, 10, 0, 0.9e6, 200.0, None, False, "ok", None, None),
+        ("a1", march(2, 10, 7), "@sum", "premium", "api-model", 1_000_000, 500_000, 200_000, 50.0, 300.0, None, False,
          "ok", None, None),
-        ("a2", _day(2, 23, 59), "plain", "", "api-model", 1_000_000, 0, 0, 50.0, 400.0, 0.5, False, "ok", None,
+        ("a2", march(2, 23, 59), "plain", "", "api-model", 1_000_000, 0, 0, 50.0, 400.0, 0.5, False, "ok", None,
          None),
-        ("a3", _day(3, 1), "+1", "batch", "api-model", 1000, 100, 0, None, 10.0, None, False, "ok", None, None),
+        ("a3", march(3, 1), "+1", "batch", "api-model", 1000, 100, 0, None, 10.0, None, False, "ok", None, None),
     ]))
     yield c
     c.close()

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -36,9 +35,7 @@ from finops.gateway.pipeline import (
     latency_first,
 )
 from finops.schema import NAMES, TYPES, create_table_sql
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data"
+from helpers import DATA, ROOT, async_wait_until, free_port, wait_until
 
 SEED_SHORT = "今天天气如何"
 SEED_LONG_38 = "请详细分析分布式训练中数据并行张量并行流水并行三者在通信开销显存占用上的取舍"
@@ -288,15 +285,15 @@ def test_unknown_or_missing_key_gets_401_and_no_row(gw):
 
 
 def test_backend_timeout_is_a_logged_timeout_row_and_a_clean_504(gw):
-    t0 = time.monotonic()
+    # sleepy needs 5 s; its 0.3 s timeout answers first (the client would give up at 10 s with an error)
     r = chat(gw, "take your time", model="sleepy")
-    assert time.monotonic() - t0 < 5            # bounded by the backend's 0.3 s timeout, never hung
     assert r.status_code == 504
     err = r.json()["error"]
     assert err["type"] == "timeout"
     (row,) = rows_for(gw.log_path, err["request_id"])
     assert_canonical(row)
     assert (row["status"], row["error_type"], row["model"]) == ("timeout", "timeout", "sleepy")
+    # A lower bound set by the timeout itself (load only lengthens it), not a duration of this machine.
     # >= 299, not 300: under uvloop (libuv) timers have 1 ms resolution and can fire up to 1 ms early
     # (libuv/libuv#4773); the timeout still bounds the call.
     assert row["cost_usd"] is None and row["queue_ms"] is not None and row["total_ms"] >= 299
@@ -444,12 +441,15 @@ def test_overhead_histogram_counts_each_request_and_excludes_backend_time(overhe
     assert m["finops_gateway_overhead_seconds_count"][(("endpoint", "route"),)] == 1
     assert (("endpoint", "metrics"),) not in m["finops_gateway_overhead_seconds_count"]   # observed after render
     backend_ms = [r["queue_ms"] + r["service_ms"] for r in gw.log.rows]
-    assert len(backend_ms) == 8 and min(backend_ms) >= 95
-    # Each request spent >= 190 ms in its backends; none of that is the gateway's own time.
+    assert len(backend_ms) == 8 and min(backend_ms) >= 95         # each attempt sleeps 100 ms at least
     for endpoint, n in (("chat", 3), ("route", 1)):
-        buckets = overhead_buckets(m, endpoint)
-        assert buckets[0.1] == buckets[float("inf")] == n
-    assert m["finops_gateway_overhead_seconds_sum"][(("endpoint", "chat"),)] < 0.3
+        assert overhead_buckets(m, endpoint)[float("inf")] == n
+    # Counted in, the backend time would make each request's overhead at least its backend time; left
+    # out, the overhead is the gateway's own time only. Compared with this run's backend time, not with
+    # a fixed duration that a loaded machine could pass.
+    chat_backend_s = sum(r["queue_ms"] + r["service_ms"] for r in gw.log.rows
+                         if r["attrs"]["endpoint"] == "chat") / 1000
+    assert m["finops_gateway_overhead_seconds_sum"][(("endpoint", "chat"),)] < chat_backend_s / 2
 
 
 def test_overhead_excludes_a_backend_timeout_and_counts_error_answers(overhead_gw):
@@ -460,9 +460,12 @@ def test_overhead_excludes_a_backend_timeout_and_counts_error_answers(overhead_g
     assert gw.client.post("/v1/chat/completions", json={"messages": []}).status_code == 400
     gw.client.get("/nowhere")
     m = parse_prometheus(gw.client.get("/metrics").text)
-    buckets = overhead_buckets(m, "chat")
-    assert buckets[float("inf")] == 2 and buckets[0.1] == 2       # the 300 ms timeout is the backend's
+    assert overhead_buckets(m, "chat")[float("inf")] == 2
     assert m["finops_gateway_overhead_seconds_count"][(("endpoint", "other"),)] == 1
+    # the 300 ms the timed-out call spent in its backend is not the gateway's: both answers together
+    # took the gateway less than that call's own logged time
+    (timed_out,) = [row for row in gw.log.rows if row["status"] == "timeout"]
+    assert m["finops_gateway_overhead_seconds_sum"][(("endpoint", "chat"),)] < timed_out["total_ms"] / 1000
 
 
 def test_log_rows_load_into_the_canonical_duckdb_table(gw):
@@ -507,19 +510,11 @@ LAUNCH = ("import argparse, sys; from finops.commands import gateway as g; p = a
           "g.add_arguments(p); sys.exit(g.run(p.parse_args()))")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _spawn_gateway(tmp: Path, name: str) -> tuple[subprocess.Popen, str, Path]:
     cfg = tmp / f"{name}.toml"
     cfg.write_text(KILL_TOML, encoding="utf-8")
     log = tmp / f"{name}.jsonl"
-    port = _free_port()
+    port = free_port()
     # The gateway command's own add_arguments/run (what `python -m finops gateway` calls), launched
     # without importing every other subcommand, which makes start-up several seconds slower.
     proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--config", str(cfg), "--port", str(port),
@@ -530,15 +525,24 @@ def _spawn_gateway(tmp: Path, name: str) -> tuple[subprocess.Popen, str, Path]:
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         assert proc.poll() is None, proc.stderr.read().decode()
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
+            return httpx.get(url + "/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
-            time.sleep(0.05)
-    raise AssertionError(f"gateway at {url} did not start")
+            return False
+
+    wait_until(healthy, timeout=30, interval=0.05, message=f"gateway at {url} answering /healthz")
+
+
+async def _wait_for_calls(client: httpx.AsyncClient, url: str, backend: str, *, in_flight: int,
+                          waiting: int = 0) -> None:
+    """Until ``backend`` of the gateway at ``url`` serves ``in_flight`` calls with ``waiting`` queued."""
+    async def there() -> bool:
+        b = (await client.get(url + "/healthz")).json()["backends"][backend]
+        return (b["in_flight"], b["queue_length"]) == (in_flight, waiting)
+
+    await async_wait_until(there, timeout=30, message=f"{in_flight} + {waiting} calls on {backend} at {url}")
 
 
 def test_sigkill_loses_no_completed_row_and_sigterm_finishes_running_requests(tmp_path):
@@ -556,13 +560,13 @@ def test_sigkill_loses_no_completed_row_and_sigterm_finishes_running_requests(tm
                 # 20 quick requests complete; then 3 to the 1-slot slow backend are left running
                 done = await asyncio.gather(*(post(kill_url, f"quick {i}", "carol") for i in range(20)))
                 running = [asyncio.create_task(post(kill_url, "x" * 200 + str(i), "carol")) for i in range(3)]
-                await asyncio.sleep(0.3)
+                await _wait_for_calls(client, kill_url, "slow", in_flight=1, waiting=2)
                 killed.send_signal(signal.SIGKILL)
                 killed.wait(timeout=10)
                 lost = await asyncio.gather(*running, return_exceptions=True)
                 # SIGTERM while a ~1 s request runs: it finishes, its row is written, the process exits 0
                 slow = asyncio.create_task(post(stop_url, "y" * 200, "dave"))
-                await asyncio.sleep(0.3)
+                await _wait_for_calls(client, stop_url, "slow", in_flight=1)
                 stopped.send_signal(signal.SIGTERM)
                 return done, lost, await slow
 

@@ -8,11 +8,11 @@ import zipfile
 import duckdb
 import pytest
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_path, probe
 from finops.ingest.loader import detect
+from helpers import DATA
 
 AZURE_MAP = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
 

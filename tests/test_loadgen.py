@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+from datetime import datetime
 
 import pytest
 
@@ -43,8 +45,10 @@ CONFIG = {
 @pytest.fixture(scope="module")
 def gateway():
     log = MemoryLog()
-    with ServerThread(create_app(Gateway(parse_config(CONFIG), log))) as server:
+    gateway = Gateway(parse_config(CONFIG), log)
+    with ServerThread(create_app(gateway)) as server:
         server.log = log
+        server.gateway = gateway
         yield server
 
 
@@ -103,29 +107,62 @@ def test_achieved_rate_is_close_to_the_requested_rate(gateway):
     assert set(report.by_route) <= {"fast", "slow"}
 
 
-def test_sending_never_waits_for_responses(gateway):
-    # ~20 requests in 1 s to a 1-slot backend needing ~0.1 s each: answers trail the sends by seconds
+def test_sending_never_waits_for_responses(gateway, monkeypatch):
+    # The "single" backend answers nothing until every scheduled request has reached it: a sender that
+    # waited for an answer before sending on would leave the rest unsent and the run unfinished.
     spec = LoadSpec(url=gateway.url, rate_per_s=20.0, duration_s=1.0, seed=5, model="single", timeout_s=20.0)
+    expected = len(arrival_times(spec.rate_per_s, spec.duration_s, spec.pattern, spec.seed))
+    backend = gateway.gateway.backends["single"]
+    generate = backend.generate
+    arrived: list[int] = []
+    everyone_in: list[asyncio.Event] = []        # made on the gateway's event loop, by the first call
+
+    async def held_until_all_arrived(req, timing):
+        if not everyone_in:
+            everyone_in.append(asyncio.Event())
+        arrived.append(len(arrived) + 1)
+        if len(arrived) == expected:
+            everyone_in[0].set()
+        await everyone_in[0].wait()
+        return await generate(req, timing)
+
+    monkeypatch.setattr(backend, "generate", held_until_all_arrived)
     report = run_load(spec)
-    assert report.ok == report.sent == report.scheduled >= 10
-    assert report.last_send_s < spec.duration_s + 0.25       # every request left on schedule...
-    assert report.wall_s > report.last_send_s + 0.5          # ...while answers were still queued
+    assert expected >= 10 and len(arrived) == expected
+    assert report.ok == report.sent == report.scheduled == expected and report.unfinished == 0
+
+
+def _ts_s(row: dict) -> float:
+    return datetime.strptime(row["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
 def test_preset_seed_33_shows_the_slow_queue(gateway):
     assert all(len(p) > 40 for p in (*SEED_33_BASELINE, SEED_33_INJECTED))
+    before = len(gateway.log.rows)
     report = run_seed_33(gateway.url).to_dict()
     phases = [(r["phase"], r["route"], r["http_status"]) for r in report["requests"]]
     assert phases == [("baseline", "slow", 200)] * 2 + [("injected", "slow", 200)] * 6 + [("short", "fast", 200)]
-    assert report["requests"][-1]["queue_ms"] < 50          # fast is untouched by the slow queue
+    rows = gateway.log.rows[before:]
+    injected = [r for r in rows if r["attrs"].get("slow_inject")]
+    assert len(injected) == 6 and {r["model"] for r in injected} == {"slow"}
+    # Orderings and lower bounds set by the mock's own sleeps, never a duration this machine must beat.
+    # Each injected call sleeps its 200 ms injection (>= 199: timers can fire 1 ms early under uvloop).
+    assert all(r["service_ms"] >= 199 for r in injected)
+    # The six were in the gateway together: the last arrived before the first was answered.
+    arrivals = [_ts_s(r) for r in injected]
+    assert max(arrivals) < min(t + r["total_ms"] / 1000 for t, r in zip(arrivals, injected, strict=True))
+    spread_ms = (max(arrivals) - min(arrivals)) * 1000
+    # slow has 2 slots: two calls start at once, the third and fourth wait for one to end (>= 199 ms
+    # after the first started), the fifth and sixth for a second round
+    queue = sorted(r["queue_ms"] for r in injected)
+    assert queue[1] < min(r["service_ms"] for r in injected)
+    assert min(queue[2:4]) >= 199 - spread_ms and min(queue[4:]) >= 2 * 199 - spread_ms
+    (short,) = [r for r in rows if r["model"] == "fast"]
+    assert short["queue_ms"] < queue[2]                     # fast is untouched by the slow queue
     s = report["summary"]
-    queue = s["injected_queue_ms_sorted"]
-    service = s["injected_service_ms_mean"]
-    assert queue[1] < 0.3 * service and queue[2] > 0.7 * service and queue[4] > 1.5 * service
-    # the injection adds 200 ms; sleeps only ever overshoot, and more so on a busy machine
-    assert 150.0 <= s["service_over_baseline_ms"] <= 450.0
-    injected_rows = [r for r in gateway.log.rows if r["attrs"].get("slow_inject")]
-    assert len(injected_rows) == 6 and {r["model"] for r in injected_rows} == {"slow"}
+    assert s["injected_queue_ms_sorted"] == pytest.approx(queue, abs=0.01)
+    assert s["service_over_baseline_ms"] == pytest.approx(
+        s["injected_service_ms_mean"] - s["baseline_service_ms"], abs=0.11)
 
 
 def test_cli_load_json(gateway, capsys):

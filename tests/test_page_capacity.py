@@ -5,7 +5,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from apptest_util import APP, run_page, texts
+
+from helpers import APP, run_page, texts
 
 PAGE = "views/capacity.py"
 KPIS = ("Utilisation ρ", "P(wait)", "Mean queue wait", "P99 queue wait", "Replicas needed")

@@ -4,11 +4,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from apptest_util import run_page, texts
 from numpy.testing import assert_allclose
 
 from finops import store
 from finops.cascade import shadow as cascade_store
+from helpers import run_page, texts
 
 PAGE = "views/cascade.py"
 NASTY = "o'brien; drop table requests"

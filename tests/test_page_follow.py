@@ -1,9 +1,8 @@
 """The Data page follows a live gateway log; the sidebar keeps loading new lines on every page."""
 import json
 
-from apptest_util import run_page
-
 from finops import store
+from helpers import run_page
 
 
 def _line(i):

@@ -1,10 +1,9 @@
 """AppTest smoke tests of the Routing and Latency pages on the sample fleet, an empty store and a gateway log."""
 import pytest
-from apptest_util import run_page, texts
 
-from conftest import DATA
 from finops import store
 from finops.ingest import IngestOptions, ingest_path
+from helpers import DATA, run_page, texts
 
 pytestmark = pytest.mark.slow
 PAGES = ("views/routing.py", "views/latency.py")

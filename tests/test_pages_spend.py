@@ -6,10 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from apptest_util import run_page, texts
 
-from conftest import ROOT
 from finops.spend.costviews import KPI_SPECS, format_value
+from helpers import ROOT, run_page, texts
 
 PAGES = ("views/overview.py", "views/cost.py", "views/budgets.py", "views/data.py")
 NOTHING = {"tenant": "stark-batch", "model": "gpt-4o"}      # a pair with no traffic in the demo fleet

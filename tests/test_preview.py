@@ -5,11 +5,11 @@ import zipfile
 import pandas as pd
 import pytest
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.preview import preview_path, rejected_rows, suggest_mapping
+from helpers import DATA
 
 AZURE_MAP = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
 

@@ -4,11 +4,11 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
 from finops.ops import alerts, readiness
+from helpers import DATA
 
 
 def _status(con) -> dict:

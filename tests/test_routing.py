@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from conftest import DATA
 from finops import store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
 from finops.spend import report as spend
 from finops.spend import routing
+from helpers import DATA
 
 T0 = datetime(2026, 3, 2, 10, 0)
 SMALL, LARGE, SELF = "gpt-4o-mini", "gpt-4o", "llama-3.1-8b"
@@ -80,7 +80,8 @@ def _fleet_price(con, df) -> float:
 def test_mix_shares_add_up_and_match_counts(fleet):
     con, df = fleet
     m = routing.mix(con, Filters(), dim="route")
-    assert_allclose(m.request_share.sum(), 1.0) and assert_allclose(m.spend_share.sum(), 1.0)
+    assert_allclose(m.request_share.sum(), 1.0)
+    assert_allclose(m.spend_share.sum(), 1.0)
     counts = df.groupby("route").size()
     assert m.set_index("series")["requests"].to_dict() == counts.to_dict()
     per_tier = routing.mix(con, Filters(), dim="model", grain="hour", split="sla_tier")
@@ -233,7 +234,8 @@ def test_gateway_log_routing_uses_characters_and_request_prices():
     assert (w.small_model, w.large_model) == ("fast", "slow")
     assert_allclose([w.actual_usd, w.counterfactual_usd], [8 * 0.001 + 8 * 0.008] * 2)  # the rule as logged
     w = routing.whatif(con, Filters(), "all-small")
-    assert_allclose(w.counterfactual_usd, 16 * 0.001) and w.counterfactual_mean_ms is None
+    assert_allclose(w.counterfactual_usd, 16 * 0.001)
+    assert w.counterfactual_mean_ms is None
     assert routing.misrouting(con, Filters()).candidates == 0
 
 

@@ -14,7 +14,7 @@ from finops import schema
 from finops.capacity import queueing
 from finops.cascade import sweep as cascade
 from finops.sample import synth
-from tests.conftest import ROOT
+from helpers import ROOT
 
 LARGE = "llama-3.1-70b"
 SMALL = "llama-3.1-8b"

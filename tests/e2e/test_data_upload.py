@@ -6,18 +6,16 @@ browser tests see.
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from browser import exceptions_on, shoot, wait_ready
 
+from helpers import ROOT, free_port, wait_until
+
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 EXCERPT = ROOT / "tests" / "data" / "azure_code_excerpt.csv"
 MAPPING = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens"}
 MODEL = "azure-code-model"
@@ -27,9 +25,7 @@ MODEL = "azure-code-model"
 def upload_server(demo_db, tmp_path_factory):
     db = tmp_path_factory.mktemp("e2e-upload") / "upload.duckdb"
     shutil.copy(demo_db, db)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
@@ -37,16 +33,21 @@ def upload_server(demo_db, tmp_path_factory):
         cwd=ROOT, env=dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0"),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError("streamlit exited")
         try:
             urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
+            return True
         except OSError:
-            if time.time() > deadline:
-                proc.kill()
-                raise RuntimeError("streamlit did not start") from None
-            time.sleep(0.5)
+            return False
+
+    try:
+        wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
+    except AssertionError:
+        proc.kill()
+        raise
     yield url
     proc.terminate()
     try:

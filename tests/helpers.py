@@ -1,0 +1,136 @@
+"""What more than one test file uses: paths, a bounded wait, AppTest runs, the spend fixtures' rows.
+
+Test files import these as ``from helpers import ...`` (pytest puts ``tests/`` on ``sys.path``);
+never from ``conftest`` (pytest imports it itself, and a second import under another name runs it
+twice) and never from another test file.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+APP = str(ROOT / "app.py")
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------- waiting on an event
+
+def wait_until(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.02,
+               message: str = "condition") -> T:
+    """Call ``predicate`` until it returns something truthy and return that; fail after ``timeout`` s.
+
+    For waiting on an event (a server answering, a line in a log, a queue filling), never for
+    letting time pass. The deadline only bounds a hang: nothing is asserted about how long it took.
+
+    >>> calls = []
+    >>> wait_until(lambda: calls.append(1) or len(calls) >= 3 and len(calls))
+    3
+    >>> wait_until(lambda: False, timeout=0.05, message="never")
+    Traceback (most recent call last):
+    ...
+    AssertionError: never: not within 0.05 s
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{message}: not within {timeout:g} s")
+        time.sleep(interval)
+
+
+async def async_wait_until(predicate: Callable[[], Awaitable[object]], timeout: float = 30.0,
+                           interval: float = 0.02, message: str = "condition") -> object:
+    """:func:`wait_until` inside an event loop, for a predicate that is a coroutine function."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{message}: not within {timeout:g} s")
+        await asyncio.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON objects of a newline-delimited file, blank lines skipped."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------- AppTest smoke tests
+
+def run_page(db_path: str, page: str | None = None, timeout: float = 120, query_params: dict | None = None):
+    """AppTest of app.py on ``db_path``, switched to ``page`` (e.g. "views/cost.py")."""
+    from streamlit.testing.v1 import AppTest  # here: most tests never load Streamlit's test harness
+
+    os.environ["FINOPS_DB"] = db_path
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for k, v in (query_params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def texts(at) -> str:
+    """All markdown, captions, titles, headers, info/warning text of a run, joined (for assertions)."""
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success"):
+        parts.extend(str(getattr(e, "value", "")) for e in getattr(at, kind))
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- the hand-checked spend fleet
+
+SPEND_COLS = ["request_id", "ts", "tenant", "sla_tier", "model", "input_tokens", "output_tokens",
+              "cached_input_tokens", "service_ms", "total_ms", "cost_usd", "cache_hit", "status", "strategy",
+              "escalated"]
+MARCH_2 = datetime(2026, 3, 2, 10, 0)
+
+
+def spend_frame(rows) -> pd.DataFrame:
+    """Rows given as tuples in ``SPEND_COLS`` order."""
+    return pd.DataFrame(rows, columns=SPEND_COLS)
+
+
+def march(d: int, h: int = 10, m: int = 0) -> datetime:
+    """``d`` March 2026 at ``h:m``."""
+    return MARCH_2.replace(day=d, hour=h, minute=m)
+
+
+def add_test_models(con) -> None:
+    """Save the price book with two hand-priced models added: ``gpu-model`` (self-hosted, 2 replicas x
+    1 GPU x $2/GPU-hour = $4 an hour, 1 slot a replica) and ``api-model`` ($1 / $4 / $0.25 per 1M
+    input / output / cached input, $0.001 a request)."""
+    from finops.spend import pricing
+
+    book = pricing.price_book(con)
+    own = pd.DataFrame([
+        dict(model="gpu-model", provider="self-hosted", publisher="Meta", kind="self_hosted", size_class="large",
+             gpu_hour_usd=2.0, gpus_per_replica=1, replicas=2, slots_per_replica=1),
+        dict(model="api-model", provider="Acme AI", publisher="Acme AI", kind="api", size_class="small",
+             input_usd_per_1m=1.0, output_usd_per_1m=4.0, cached_input_usd_per_1m=0.25, request_usd=0.001),
+    ])
+    pricing.save_price_book(con, pd.concat([book[~book.model.isin(own.model)], own], ignore_index=True))
