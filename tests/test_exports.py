@@ -1,6 +1,6 @@
 """Exports: formula-safe CSV, Parquet, and a FOCUS 1.2 CSV that passes the column check and adds up.
 
-The fixture's book (tests/test_costviews._book): api-model at $1 / $4 / $0.25 per 1M input / output / cached
+The fixture's book (tests/test_costviews.add_test_models): api-model at $1 / $4 / $0.25 per 1M input / output / cached
 input tokens plus $0.001 a request; gpu-model 2 replicas x 1 GPU at $2 per GPU-hour."""
 import io
 import json
@@ -176,14 +176,14 @@ def _store(rows, book=None):
     c = store.connect(":memory:")
     if book is not None:
         book(c)
-    ingest_frame(c, _frame(rows))
+    ingest_frame(c, spend_frame(rows))
     return c
 
 
 def test_focus_two_requests_at_list_price():
     # gpt-4o in the bundled book: $2.50 / $10 per 1M input / output tokens; 1,000 input and 200 output in all
-    c = _store([("r1", _day(2, 10, 1), "t", "", "gpt-4o", 600, 150, 0, 50.0, 60.0, None, False, "ok", None, None),
-                ("r2", _day(2, 11, 1), "t", "", "gpt-4o", 400, 50, 0, 50.0, 60.0, None, False, "ok", None, None)])
+    c = _store([("r1", march(2, 10, 1), "t", "", "gpt-4o", 600, 150, 0, 50.0, 60.0, None, False, "ok", None, None),
+                ("r2", march(2, 11, 1), "t", "", "gpt-4o", 400, 50, 0, 50.0, 60.0, None, False, "ok", None, None)])
     focus = exports.focus_frame(c, TWO_DAYS).set_index("SkuMeter")
     assert list(focus.index) == ["Input Tokens", "Output Tokens"]        # no cached tokens, no request fee
     assert focus["ConsumedQuantity"].tolist() == [1000, 200]
@@ -196,7 +196,7 @@ def test_focus_two_requests_at_list_price():
 
 def test_focus_recorded_cost_with_nothing_at_list_price_rides_on_the_requests_meter():
     # a model missing from the price book: its tokens list at $0, so the recorded $0.3 cannot be split by them
-    c = _store([("m1", _day(2, 10, 1), "t", "", "mystery", 10, 5, 0, 50.0, 60.0, 0.3, False, "ok", None, None)])
+    c = _store([("m1", march(2, 10, 1), "t", "", "mystery", 10, 5, 0, 50.0, 60.0, 0.3, False, "ok", None, None)])
     focus = exports.focus_frame(c, TWO_DAYS).set_index("SkuMeter")
     assert list(focus.index) == ["Input Tokens", "Output Tokens", "Requests"]
     assert focus["BilledCost"].tolist() == [0.0, 0.0, 0.3]
@@ -208,8 +208,8 @@ def test_focus_recorded_cost_with_nothing_at_list_price_rides_on_the_requests_me
 
 def test_focus_semantic_cache_hits_are_on_no_row():
     # a cache hit (recorded $0) of 500 input tokens next to a served request of 1,000: only the 1,000 are charged
-    c = _store([("h1", _day(2, 10, 1), "t", "", "gpt-4o", 500, 20, 0, 5.0, 10.0, 0.0, True, "ok", None, None),
-                ("s1", _day(2, 10, 2), "t", "", "gpt-4o", 1000, 0, 0, 50.0, 60.0, None, False, "ok", None, None)])
+    c = _store([("h1", march(2, 10, 1), "t", "", "gpt-4o", 500, 20, 0, 5.0, 10.0, 0.0, True, "ok", None, None),
+                ("s1", march(2, 10, 2), "t", "", "gpt-4o", 1000, 0, 0, 50.0, 60.0, None, False, "ok", None, None)])
     focus = exports.focus_frame(c, TWO_DAYS).set_index("SkuMeter")
     assert list(focus.index) == ["Input Tokens"]
     assert focus.loc["Input Tokens", "ConsumedQuantity"] == 1000
