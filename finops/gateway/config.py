@@ -159,6 +159,8 @@ BACKEND_KINDS: dict[str, tuple[Opt, ...]] = {
         Opt("api_key_env", "str", "", "environment variable holding the upstream's Bearer key"),
         Opt("request_logprobs", "bool", False,
             "ask for logprobs; confidence = exp(mean token logprob) for cascades"),
+        Opt("max_response_bytes", "int", 8 * MIB,
+            "largest upstream answer read, bytes (after decompression); a larger one is HTTP 502", **POS),
     ),
 }
 
