@@ -13,7 +13,9 @@ Modules
 ``cache``     the semantic caches (exact match on normalised text, LRU with TTL)
 ``backends``  built-in mock models and OpenAI-compatible upstreams
 ``pipeline``  :class:`Gateway`: cache -> classifier -> SLA tier -> strategy -> backend(s)
-``log``       the flushed JSONL log of canonical rows
+``log``       the JSONL log of canonical rows (one write per row, follows rotation)
+``guard``     what one client may cost: auth and body limits before the body, head deadline,
+              connection cap (``[server]``)
 ``metrics``   Prometheus text exposition, with the gateway's own overhead per request
 ``app``       the FastAPI face (``create_app``), timed by ``OverheadTimer``;
               ``python -m finops gateway`` serves it

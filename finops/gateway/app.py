@@ -21,11 +21,15 @@ Endpoints
     timed by :class:`OverheadTimer`, the outermost layer of the app.
 ``GET /healthz``   ``{"status": "ok", "backends": {...}}``.
 
-Headers: ``Authorization: Bearer KEY`` (required when the config lists keys),
-``X-Tenant`` (names the tenant when it does not), ``Cache-Control: no-cache``
-(skip the semantic cache). Errors are JSON, ``{"error": {"type", "message",
-"request_id"}}``: 400 bad request, 401 unknown key, 404 unknown model, 502
-backend error, 503 queue full, 504 backend timeout.
+Headers: ``Authorization: Bearer KEY`` (required on every path, ``/metrics`` and
+``/healthz`` included, when the config lists keys; checked before the body is
+read), ``X-Tenant`` (names the tenant when it does not), ``Cache-Control:
+no-cache`` (skip the semantic cache). Errors are JSON, ``{"error": {"type",
+"message", "request_id"}}``: 400 bad request, 401 unknown key, 404 unknown model,
+408 body too slow, 413 body too large, 500 request log not writable, 502 backend
+error (an upstream's own error body is never passed on), 503 queue full or too
+many connections, 504 backend timeout. The limits are ``[server]`` in the TOML
+(see :mod:`finops.gateway.guard`).
 """
 from __future__ import annotations
 
@@ -38,10 +42,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from finops.gateway.config import ServerLimits
+from finops.gateway.guard import TENANT, RequestGuard, connection_cap, error_response, guarded_protocol
 from finops.gateway.metrics import Metrics
 from finops.gateway.pipeline import BACKEND_S, Gateway, GatewayError, GatewayRequest, Outcome
 
-MAX_TENANT_CHARS = 128
 OVERHEAD = "finops_gateway_overhead_seconds"
 # The endpoint label of the overhead histogram: a fixed set, so unknown paths cannot grow the series.
 ENDPOINTS = {"/v1/chat/completions": "chat", "/route": "route", "/metrics": "metrics", "/healthz": "healthz"}
@@ -122,12 +127,6 @@ class RouteRequest(BaseModel):
     slow_inject: bool = False
 
 
-def _error(status: int, error_type: str, message: str, request_id: str | None = None) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": {"type": error_type, "message": message, "request_id": request_id}},
-                        status_code=status, headers=headers)
-
-
 def summary(out: Outcome) -> dict[str, Any]:
     """The ``finops`` block of a response: where the request went, how long, what it cost."""
     row = out.row
@@ -140,20 +139,16 @@ def summary(out: Outcome) -> dict[str, Any]:
     }
 
 
-def _tenant(gw: Gateway, authorization: str | None, x_tenant: str | None) -> str:
-    if x_tenant is not None and len(x_tenant) > MAX_TENANT_CHARS:
-        raise GatewayError(400, "invalid_request_error", f"X-Tenant is longer than {MAX_TENANT_CHARS} characters")
-    return gw.authenticate(authorization, x_tenant)
-
-
 def _no_cache(cache_control: str | None) -> bool:
     return bool(cache_control) and "no-cache" in cache_control.lower()
 
 
 def create_app(gw: Gateway) -> OverheadTimer:
-    """The ASGI app over ``gw``: the FastAPI app (``.app``) wrapped by :class:`OverheadTimer`.
+    """The ASGI app over ``gw``: :class:`OverheadTimer` over :class:`RequestGuard` over the FastAPI app.
 
-    The FastAPI app's lifespan starts the backends and closes the log.
+    The guard authenticates and bounds the body (``gw.cfg.server``) before the
+    FastAPI app sees the request. The FastAPI app's lifespan starts the backends
+    and closes the log.
     """
 
     @asynccontextmanager
@@ -170,28 +165,29 @@ def create_app(gw: Gateway) -> OverheadTimer:
 
     @app.exception_handler(GatewayError)
     async def gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
-        return _error(exc.http_status, exc.error_type, str(exc), exc.request_id)
+        return error_response(exc.http_status, exc.error_type, str(exc), exc.request_id,
+                              close=getattr(exc, "close_connection", False))
 
     @app.exception_handler(ValidationError)
     async def bad_request(request: Request, exc: ValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
                              for e in exc.errors())
-        return _error(400, "invalid_request_error", problems)
+        return error_response(400, "invalid_request_error", problems)
 
     # The handlers read headers and validate the body themselves (pydantic-core on the raw
     # bytes) rather than through FastAPI's dependency injection: a third of the per-request
     # CPU of this gateway at high rates was spent solving header and body dependencies.
-    # gw.handle adds the request's backend time to the scope's state, for OverheadTimer.
+    # gw.handle adds the request's backend time to the scope's state, for OverheadTimer; the
+    # tenant is in the state already (RequestGuard authenticated the request from its head).
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> JSONResponse:
         body = ChatRequest.model_validate_json(await request.body())
         headers = request.headers
-        tenant = _tenant(gw, headers.get("authorization"), headers.get("x-tenant"))
+        state = request.scope["state"]
         out = await gw.handle(GatewayRequest(
-            messages=tuple((m.role, m.text()) for m in body.messages), tenant=tenant, endpoint="chat",
+            messages=tuple((m.role, m.text()) for m in body.messages), tenant=state[TENANT], endpoint="chat",
             max_tokens=body.max_tokens or body.max_completion_tokens, user=body.user, model=body.model,
-            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))),
-            request.scope.setdefault("state", {}))
+            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))), state)
         row = out.row
         return JSONResponse({
             "id": out.request_id, "object": "chat.completion", "created": int(time.time()),
@@ -206,12 +202,10 @@ def create_app(gw: Gateway) -> OverheadTimer:
     @app.post("/route")
     async def route(request: Request) -> JSONResponse:
         body = RouteRequest.model_validate_json(await request.body())
-        headers = request.headers
-        tenant = _tenant(gw, headers.get("authorization"), headers.get("x-tenant"))
+        state = request.scope["state"]
         out = await gw.handle(GatewayRequest(
-            messages=(("user", body.prompt),), tenant=tenant, endpoint="route",
-            slow_inject=body.slow_inject, no_cache=_no_cache(headers.get("cache-control"))),
-            request.scope.setdefault("state", {}))
+            messages=(("user", body.prompt),), tenant=state[TENANT], endpoint="route",
+            slow_inject=body.slow_inject, no_cache=_no_cache(request.headers.get("cache-control"))), state)
         info = summary(out)
         return JSONResponse({"routed_to": info["route"], "cost": info["cost_usd"], **info})
 
@@ -226,37 +220,65 @@ def create_app(gw: Gateway) -> OverheadTimer:
                      "in_flight": b.in_flight, "slots": b.slots_total}
             for b in gw.backends.values()}})
 
-    return OverheadTimer(app, gw.metrics)
+    return OverheadTimer(RequestGuard(app, gw, gw.cfg.server), gw.metrics)
+
+
+def server_config(app: Any, limits: ServerLimits, max_connections: int, host: str, port: int, *,
+                  http: str = "auto", **kwargs: Any):
+    """A ``uvicorn.Config`` serving ``app`` within ``limits``: head deadline, connection cap, keep-alive."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, http=guarded_protocol(http, limits.header_timeout_s,
+                                                                           max_connections),
+                          timeout_keep_alive=limits.keep_alive_s, limit_concurrency=max_connections, **kwargs)
 
 
 def serve(gw: Gateway, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "warning",
           graceful_timeout_s: float = 10.0, loop: str = "auto", http: str = "auto") -> None:
-    """Serve ``gw`` with uvicorn until SIGINT/SIGTERM.
+    """Serve ``gw`` with uvicorn until SIGINT/SIGTERM, within ``gw.cfg.server``'s limits.
 
     On shutdown uvicorn stops accepting, lets running requests finish (up to
     ``graceful_timeout_s``; each writes its row), then the lifespan closes the log.
+    SIGHUP reopens the request log (after ``logrotate``) and nothing else.
     ``loop`` and ``http`` are uvicorn's: "auto" takes uvloop and httptools when
     installed (requirements.txt pins both), else asyncio and h11.
     """
     import gc
+    import signal
 
     import uvicorn
 
+    reopen = getattr(gw.log, "reopen", None)
+    if reopen is not None:
+        # Only sets a flag: the next row reopens the file, never a write cut in half by the signal.
+        signal.signal(signal.SIGHUP, lambda signum, frame: reopen())
     app = create_app(gw)
+    config = server_config(app, gw.cfg.server, connection_cap(gw.cfg.server, gw), host, port, http=http,
+                           log_level=log_level, access_log=False, timeout_graceful_shutdown=graceful_timeout_s,
+                           loop=loop)
     gc.collect()
     gc.freeze()          # start-up objects never need scanning again: shorter GC pauses under load
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                timeout_graceful_shutdown=graceful_timeout_s, loop=loop, http=http)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        raise SystemExit(3)          # uvicorn.run's exit code when the server could not start
 
 
 class ServerThread:
     """Serve an ASGI app with uvicorn in a daemon thread (tests, benchmarks, in-process runs).
 
     ``port=0`` picks a free port; ``url`` is known once the context is entered.
+    With ``limits`` (a gateway's ``cfg.server``) the server enforces them as
+    :func:`serve` does, ``max_connections`` as given; without, uvicorn's defaults.
+    ``http`` is uvicorn's parser: "auto" (httptools when installed), "httptools" or "h11".
     Leaving the context asks uvicorn to shut down gracefully and waits for it.
     """
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, graceful_timeout_s: float = 5.0):
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, graceful_timeout_s: float = 5.0,
+                 limits: ServerLimits | None = None, http: str = "auto"):
         import socket
         import threading
 
@@ -269,9 +291,10 @@ class ServerThread:
         self.host, self.port = host, port
         self.url = f"http://{host}:{port}"
         # log_config=None: leave the process's logging alone (uvicorn's dictConfig closes handlers).
-        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None,
-                                                    access_log=False,
-                                                    timeout_graceful_shutdown=graceful_timeout_s))
+        options = dict(log_config=None, access_log=False, timeout_graceful_shutdown=graceful_timeout_s, http=http)
+        config = (uvicorn.Config(app, host=host, port=port, **options) if limits is None
+                  else server_config(app, limits, limits.max_connections, host, port, **options))
+        self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, name=f"uvicorn-{port}", daemon=True)
 
     def __enter__(self) -> ServerThread:

@@ -12,7 +12,9 @@ the whole call with the backend's ``timeout_s``.
 ``openai``  any server speaking ``POST {base_url}/chat/completions`` (vLLM, TGI,
             llama.cpp, OpenAI, ...), through one ``httpx.AsyncClient``. Tokens come
             from the response's ``usage``; without streaming, time to first token
-            is the whole service time.
+            is the whole service time. An answer is read up to ``max_response_bytes``
+            (a larger one fails the call); an upstream's error body goes to the
+            server log, never to the client.
 
 A plugin backend is ``kind = "package.module:factory"``: ``factory(cfg)`` returns
 a :class:`Backend` subclass instance implementing ``generate``.
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import logging
 import math
 import os
 import random
@@ -36,6 +40,8 @@ import httpx
 from finops.gateway.cache import normalise
 from finops.gateway.classify import estimate_tokens
 from finops.gateway.config import BackendConfig
+
+logger = logging.getLogger("finops.gateway")
 
 
 class BackendError(Exception):
@@ -235,6 +241,7 @@ class OpenAIBackend(Backend):
         self.upstream_model = o["upstream_model"]
         self.api_key_env = o["api_key_env"]
         self.request_logprobs = o["request_logprobs"]
+        self.max_response_bytes = o["max_response_bytes"]
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
@@ -269,27 +276,56 @@ class OpenAIBackend(Backend):
         async with self.slot(timing):
             t0 = time.perf_counter()
             try:
-                resp = await self._client.post("/chat/completions", json=payload)
+                async with self._client.stream("POST", "/chat/completions", json=payload) as resp:
+                    status = resp.status_code
+                    body = await self._read_capped(resp)
             except httpx.TimeoutException as exc:
-                raise BackendTimeout("upstream_timeout", f"{self.base_url}: {type(exc).__name__}") from None
+                raise BackendTimeout("upstream_timeout", f"{self.name}: {type(exc).__name__}") from None
             except httpx.HTTPError as exc:
-                raise BackendError(type(exc).__name__, f"{self.base_url}: {exc}") from None
+                logger.warning("backend %s (%s): %s: %s", self.name, self.base_url, type(exc).__name__, exc)
+                raise BackendError(type(exc).__name__, f"{self.name}: {type(exc).__name__}") from None
             finally:
                 timing.service_ms = (time.perf_counter() - t0) * 1000
                 timing.ttft_ms = timing.service_ms
-        if resp.status_code >= 400:
-            raise BackendError(f"http_{resp.status_code}",
-                               f"{self.base_url} answered HTTP {resp.status_code}: {resp.text[:200]}")
-        return self._parse(resp, req)
+        if status >= 400:
+            # The upstream's words stay in the server log: they may carry its keys, URLs or other
+            # tenants' data, and a client must not be able to make the gateway say anything.
+            logger.warning("backend %s (%s) answered HTTP %d: %s", self.name, self.base_url, status,
+                           _excerpt(body))
+            raise BackendError(f"http_{status}", f"{self.name}: the upstream answered HTTP {status}")
+        return self._parse(body, req)
 
-    def _parse(self, resp: httpx.Response, req: CallRequest) -> Reply:
+    async def _read_capped(self, resp: httpx.Response) -> bytes:
+        """The response body, refused past ``max_response_bytes`` (checked on Content-Length first)."""
+        cap = self.max_response_bytes
+        declared = resp.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            raise self._too_large(f"Content-Length {declared}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise self._too_large(f"more than {size} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, what: str) -> BackendError:
+        logger.warning("backend %s (%s): answer of %s, over max_response_bytes = %d", self.name,
+                       self.base_url, what, self.max_response_bytes)
+        return BackendError("upstream_response_too_large",
+                            f"{self.name}: the upstream's answer is over {self.max_response_bytes} bytes")
+
+    def _parse(self, body: bytes, req: CallRequest) -> Reply:
         try:
-            data = resp.json()
+            data = json.loads(body)
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise BackendError("invalid_response",
-                               f"{self.base_url} sent no choices[0].message: {resp.text[:200]}") from None
+            logger.warning("backend %s (%s) sent no choices[0].message: %s", self.name, self.base_url,
+                           _excerpt(body))
+            raise BackendError("invalid_response", f"{self.name}: the upstream's answer has no "
+                                                   "choices[0].message") from None
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
         attrs: dict[str, Any] = {}
@@ -302,6 +338,15 @@ class OpenAIBackend(Backend):
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         return Reply(text, prompt_tokens, completion_tokens, _logprob_confidence(choice),
                      cached if isinstance(cached, int) else None, attrs)
+
+
+def _excerpt(body: bytes, limit: int = 2000) -> str:
+    """The start of an upstream body for the server log, one line.
+
+    >>> _excerpt(b'{"error": "boom"}\\n')
+    '{"error": "boom"}'
+    """
+    return body[:limit].decode("utf-8", "replace").replace("\n", " ").strip()
 
 
 def _logprob_confidence(choice: dict) -> float | None:

@@ -2,6 +2,8 @@
 
 ``examples/gateway.toml`` documents every key. The sections:
 
+``[server]``             what one client may cost the gateway: body size, read timeouts,
+                         keep-alive, open connections
 ``[routing]``            default tenant and tier, the cascade threshold tau and order,
                          how many recent calls the latency-first strategy looks at
 ``[cache]``              the semantic-cache stage: ``kind`` and its options
@@ -68,6 +70,23 @@ def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
 NON_NEG = dict(check=_non_negative, rule=">= 0")
 POS = dict(check=_positive, rule="> 0")
 UNIT = dict(check=_unit, rule="in [0, 1]")
+
+MIB = 1024 * 1024
+
+SERVER_OPTS = (
+    Opt("max_body_bytes", "int", 8 * MIB,
+        "largest request body, bytes: a larger Content-Length is HTTP 413 before any byte is read, "
+        "a chunked body is cut off at this size", **POS),
+    Opt("header_timeout_s", "float", 10.0,
+        "time a connection has to send a complete request head, from connecting or from the end of "
+        "the previous response, seconds; then it is closed", **POS),
+    Opt("body_timeout_s", "float", 30.0,
+        "time a request has to send its whole body once its head is in, seconds; then HTTP 408", **POS),
+    Opt("keep_alive_s", "float", 5.0, "an idle keep-alive connection is closed after this, seconds", **POS),
+    Opt("max_connections", "int", 1000,
+        "open connections at most; beyond them HTTP 503. Lowered at start-up to fit the process's "
+        "descriptor limit (ulimit -n) with room for upstream connections and the log", **POS),
+)
 
 ROUTING_OPTS = (
     Opt("default_tenant", "str", "default", "tenant of requests that name none"),
@@ -140,6 +159,8 @@ BACKEND_KINDS: dict[str, tuple[Opt, ...]] = {
         Opt("api_key_env", "str", "", "environment variable holding the upstream's Bearer key"),
         Opt("request_logprobs", "bool", False,
             "ask for logprobs; confidence = exp(mean token logprob) for cascades"),
+        Opt("max_response_bytes", "int", 8 * MIB,
+            "largest upstream answer read, bytes (after decompression); a larger one is HTTP 502", **POS),
     ),
 }
 
@@ -154,6 +175,17 @@ class Stage:
     @property
     def is_plugin(self) -> bool:
         return ":" in self.kind
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """``[server]``: the bounds that keep one client from taking the gateway down."""
+
+    max_body_bytes: int = 8 * MIB
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keep_alive_s: float = 5.0
+    max_connections: int = 1000
 
 
 @dataclass(frozen=True)
@@ -217,6 +249,7 @@ class BackendConfig:
 @dataclass(frozen=True)
 class GatewayConfig:
     backends: Mapping[str, BackendConfig]
+    server: ServerLimits = ServerLimits()
     routing: Routing = Routing()
     cache: Stage = Stage("exact", {"max_entries": 10_000, "ttl_s": 600.0, "scope": "tenant"})
     classifier: Stage = Stage("length", {"unit": "tokens", "threshold": 32, "long_min_quality": 0.85})
@@ -337,11 +370,12 @@ def parse_config(doc: Mapping[str, Any], source: str = "<string>") -> GatewayCon
     >>> cfg.backends["fast"].model, cfg.tiers["standard"].strategy, cfg.classifier.options["unit"]
     ('fast', 'cost', 'tokens')
     """
-    allowed = {"routing", "cache", "classifier", "tiers", "tenants", "backends"}
+    allowed = {"server", "routing", "cache", "classifier", "tiers", "tenants", "backends"}
     for key in doc:
         if key not in allowed:
             raise InputError(f"unknown section (expected one of {', '.join(sorted(allowed))})",
                              file=source, field=key)
+    server = ServerLimits(**parse_options(_table(doc, "server", source), SERVER_OPTS, "server", source))
     routing = Routing(**parse_options(_table(doc, "routing", source), ROUTING_OPTS, "routing", source))
     cache = _stage(doc, "cache", CACHE_KINDS, "exact", source)
     classifier = _stage(doc, "classifier", CLASSIFIER_KINDS, "length", source)
@@ -406,7 +440,7 @@ def parse_config(doc: Mapping[str, Any], source: str = "<string>") -> GatewayCon
         if name not in backends:
             raise InputError(f"backend {name!r} is not defined under [backends]",
                              file=source, field="routing.cascade_order")
-    return GatewayConfig(backends=backends, routing=routing, cache=cache, classifier=classifier,
+    return GatewayConfig(backends=backends, server=server, routing=routing, cache=cache, classifier=classifier,
                          tiers=tiers, tenants=tenants, source=source)
 
 

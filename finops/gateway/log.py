@@ -1,7 +1,8 @@
 """The gateway's log: one canonical row (:mod:`finops.schema`) per model call, as JSONL.
 
-Each row is written as one complete line and flushed to the operating system
-at once, so killing the gateway (even with SIGKILL) loses no completed row.
+Each row is written as one complete line straight to the operating system, so
+killing the gateway (even with SIGKILL) loses no completed row; a rotated file
+is followed (see :class:`JsonlLog`).
 ``ts`` is ISO-8601 UTC with a ``Z``; ``attrs`` is a nested JSON object; every
 canonical column is present, null where the gateway does not know it.
 
@@ -78,35 +79,81 @@ def canonical_row(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 class JsonlLog:
-    """Append canonical rows to ``path``, one flushed line each.
+    """Append canonical rows to ``path``, one line each, written with one ``write(2)``.
 
-    ``fsync=True`` also asks the disk to persist each row (survives a power cut,
-    costs a disk round trip per row); a flush is enough to survive a killed process.
+    Each row goes straight to the operating system (no buffer in the process),
+    so a killed gateway loses no completed row. ``fsync=True`` also asks the
+    disk to persist each row (survives a power cut, costs a disk round trip per
+    row).
+
+    Rotation: before each row the file at ``path`` is compared (device, inode)
+    with the one open; if it was renamed or removed, ``path`` is opened anew, so
+    ``logrotate`` without ``copytruncate`` needs no signal. :meth:`reopen` (the
+    gateway calls it on SIGHUP) makes the next row reopen ``path`` in any case.
+
+    A failed write raises ``OSError`` (a full disk: ``ENOSPC``). If part of a
+    line reached the file, the next row starts on a new line, so one damaged
+    line never swallows the next row.
     """
 
     def __init__(self, path: str | Path, *, fsync: bool = False):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
         self._fsync = fsync
+        self._fd = -1
+        self._reopen = False
+        self._torn = False          # the last write left part of a line
         self.rows_written = 0
+        self._open()
+
+    def _open(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        st = os.fstat(fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._ident = fd, (st.st_dev, st.st_ino)
+
+    def _rotated(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        return (st.st_dev, st.st_ino) != self._ident
+
+    def reopen(self) -> None:
+        """Open ``path`` again before the next row (safe to call from a signal handler)."""
+        self._reopen = True
 
     def write(self, row: dict[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._fh.write(line + "\n")
-        self._fh.flush()
+        line = (json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        if self._reopen or self._rotated():
+            self._reopen = False
+            self._open()
+            self._torn = False
+        if self._torn:
+            line = b"\n" + line
+        data = memoryview(line)
+        while data:
+            try:
+                n = os.write(self._fd, data)
+            except OSError:
+                if len(data) < len(line):      # part of this line is in the file
+                    self._torn = True
+                raise
+            data = data[n:]
+        self._torn = False
         if self._fsync:
-            os.fsync(self._fh.fileno())
+            os.fsync(self._fd)
         self.rows_written += 1
 
     @property
     def closed(self) -> bool:
-        return self._fh.closed
+        return self._fd < 0
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class MemoryLog:

@@ -43,6 +43,9 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("finops_gateway_escalations_total", "counter",
                "Cascade attempts whose answer was rejected, by the backend that made them.", ("backend",)),
     MetricSpec("finops_gateway_unauthorized_total", "counter", "Requests refused with HTTP 401."),
+    MetricSpec("finops_gateway_log_write_errors_total", "counter",
+               "Rows the request log could not take (e.g. a full disk); each is answered HTTP 500 and its "
+               "row written to the server log instead."),
     MetricSpec("finops_gateway_queue_length", "gauge", "Calls waiting for a slot, per backend.", ("backend",)),
     MetricSpec("finops_gateway_in_flight", "gauge", "Calls being served, per backend.", ("backend",)),
     MetricSpec("finops_gateway_slots", "gauge", "Concurrent calls a backend accepts (capacity x replicas).",

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import json
 import logging
 import os
 import time
@@ -334,7 +335,7 @@ class Gateway:
             "status": "ok", "cost_usd": 0.0, "confidence": hit.confidence,
             "attrs": {**attrs, "cached_backend": hit.backend},
         })
-        self._write(row)
+        self._write(row, request_id)
         self.metrics.observe("finops_gateway_route_seconds", elapsed_ms / 1000)
         self.metrics.observe("finops_gateway_request_duration_seconds", elapsed_ms / 1000, "cache")
         return Outcome(request_id, hit.text, row, [row], 0.0)
@@ -368,7 +369,7 @@ class Gateway:
             try:
                 reply, error = await self._call(backend, call, timing)
             except asyncio.CancelledError:          # shutdown or client gone: still account for it
-                self._write(self._row(request_id, base, attrs, backend, timing, route_ms, t_in, t_call,
+                self._record(self._row(request_id, base, attrs, backend, timing, route_ms, t_in, t_call,
                                       None, BackendError("cancelled")))
                 raise
             t_prev = time.perf_counter()
@@ -393,7 +394,7 @@ class Gateway:
                 total_cost = (total_cost or 0.0) + row["cost_usd"]
             if i and not escalate and total_cost is not None:
                 row["attrs"]["cascade_cost_usd"] = round(total_cost, 9)
-            self._write(row)
+            self._write(row, request_id)
             rows.append(row)
             if error is not None:
                 raise GatewayError(error.http_status, error.error_type, str(error), request_id)
@@ -432,11 +433,31 @@ class Gateway:
             fields.update(status=error.status, error_type=error.error_type)
         return canonical_row(fields)
 
-    def _write(self, row: dict[str, Any]) -> None:
+    def _record(self, row: dict[str, Any]) -> bool:
+        """Log ``row`` and count it; False if the log could not take it.
+
+        A failed write (a full disk, a revoked file) is counted in
+        ``finops_gateway_log_write_errors_total`` and the row goes to the server
+        log (stderr) instead, so the request is still on record somewhere.
+        """
+        written = True
         if not getattr(self.log, "closed", False):
-            self.log.write(row)
+            try:
+                self.log.write(row)
+            except OSError as exc:
+                written = False
+                self.metrics.inc("finops_gateway_log_write_errors_total")
+                logger.error("request log write failed (%s); the row: %s", exc,
+                             json.dumps(row, ensure_ascii=False, separators=(",", ":")))
         self.metrics.inc("finops_gateway_requests_total", row["route"], row["status"])
         if row["queue_ms"] is not None:
             self.metrics.observe("finops_gateway_queue_seconds", row["queue_ms"] / 1000, row["route"])
         if row["escalated"]:
             self.metrics.inc("finops_gateway_escalations_total", row["route"])
+        return written
+
+    def _write(self, row: dict[str, Any], request_id: str) -> None:
+        """Log ``row``; a request whose row cannot be logged fails with HTTP 500."""
+        if not self._record(row):
+            raise GatewayError(500, "log_write_failed", "the gateway could not write its request log",
+                               request_id)
