@@ -33,7 +33,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 
 
 def token_cost_usd(input_tokens: float, cached_input_tokens: float, output_tokens: float, *,
@@ -124,7 +124,7 @@ SELECT r.*, false AS is_idle,
          AS cost_usd,
        {CACHE_SAVED_SQL} AS cache_saved_usd
 FROM r LEFT JOIN prices p ON p.model = r.model
-       LEFT JOIN alloc a ON a.model = r.model AND a.hour = date_trunc('hour', r.hour)
+       LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}
 UNION ALL BY NAME
 SELECT a.hour, a.model, '(idle capacity)' AS tenant, '' AS route, '' AS sla_tier, '' AS status,
        true AS is_idle, a.fleet_cost_usd - a.allocated_usd AS cost_usd, 0.0 AS cache_saved_usd
