@@ -82,6 +82,34 @@ def literal(value: Real) -> str:
     return repr(x)
 
 
+def view_body(con, text: str, params: list, prefix: str = "finops_view") -> str:
+    """``text`` with each ``?`` placeholder read from a session variable set (as a bound parameter) to
+    the matching value of ``params``: a view's body cannot take parameters, but it can read variables.
+    Placeholders inside quoted strings and identifiers are left alone.
+
+    The variables are ``<prefix>_1``, ``<prefix>_2``, ... of the connection; a view made from the
+    text reads them when it is queried, so keep one prefix per view.
+    """
+    out, i, quote = [], 0, None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "?":
+            i += 1
+            if i > len(params):
+                raise ValueError("more placeholders than parameters")
+            name = f"{prefix}_{i}"
+            con.execute(f"SET VARIABLE {name} = ?", [params[i - 1]])
+            out.append(f"getvariable('{name}')")
+            continue
+        out.append(ch)
+    if i != len(params):
+        raise ValueError(f"{i} placeholders for {len(params)} parameters")
+    return "".join(out)
+
+
 _COLUMN_REF = re.compile(r"(?:[a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*")
 
 
@@ -152,17 +180,16 @@ TIME_BUCKETS: dict[str, str] = {
 }
 
 
-def time_bucket(grain: str, col: str = "ts") -> str:
-    """The start of ``col``'s ``grain`` bucket (a key of :data:`TIME_BUCKETS`).
+def time_bucket(grain: str, expr: str = "ts") -> str:
+    """The start of the ``grain`` bucket (a key of :data:`TIME_BUCKETS`) of the timestamp ``expr``
+    (a column or an SQL expression: never a value).
 
     >>> time_bucket("day", "hour")
     "date_trunc('day', hour)"
     """
     if grain not in TIME_BUCKETS:
         raise InputError(f"unknown time grain {grain}; choose from {', '.join(TIME_BUCKETS)}")
-    if not _COLUMN_REF.fullmatch(col):
-        raise ValueError(f"not a column reference: {col!r}")
-    return TIME_BUCKETS[grain].format(col=col)
+    return TIME_BUCKETS[grain].format(col=expr)
 
 
 # (longest span in hours, grain) steps, and the grain for an unknown span: sums (spend) read well

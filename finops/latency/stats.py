@@ -122,6 +122,7 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
     """
     where, params = f.where(ts_col="hour")
     fields = list(fields)
+    keys = [sql.column(k, SKETCH_KEYS, "sketch key") for k in keys]
     models = store.distinct_values(con, "model")
     cols = list(keys) + ["field", "n"] + [p_label(q) for q in quantiles]
     # Fetch the buckets as numbers (no GROUP BY or ORDER BY in SQL: with hours as keys there are as many
@@ -200,6 +201,7 @@ def _sort_order(columns: list[np.ndarray]) -> np.ndarray:
 def _served_requests(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> pd.DataFrame:
     """Served (not cache-hit) requests per group of ``keys``, from the hourly rollups."""
     where, params = f.where(ts_col="hour")
+    keys = [sql.column(k, SKETCH_KEYS, "sketch key") for k in keys]
     key_sql = ", ".join(f"{_sketch_key_sql(k)} AS {k}" for k in keys)
     group = "GROUP BY ALL" if keys else ""
     return con.sql(f"SELECT {key_sql + ', ' if keys else ''}sum(requests - cache_hits) AS requests "
@@ -244,14 +246,15 @@ def _quantile_list(quantiles) -> list[float]:
     return [float(q) for q in quantiles]
 
 
-def _p_cols(prefix: str, array: str, quantiles) -> str:
-    """``array[1] AS <prefix>p50, ...``: one column per quantile, unpacked from a quantile list."""
-    return ", ".join(f"{array}[{i + 1}] AS {sql.quote_ident(prefix + p_label(q))}" for i, q in enumerate(quantiles))
+def _p_cols(prefix: str, expr: str, quantiles) -> str:
+    """``expr[1] AS <prefix>p50, ...``: one column per quantile, unpacked from the list ``expr``."""
+    return ", ".join(f"{expr}[{i + 1}] AS {sql.quote_ident(prefix + p_label(q))}" for i, q in enumerate(quantiles))
 
 
 def _quantile_cols(fields, quantiles) -> tuple[str, str, list]:
     """(inner aggregate SQL, outer unpacking SQL, the inner SQL's parameters) for exact percentiles of
     ``fields``."""
+    fields = [_check_field(c) for c in fields]
     inner = ", ".join(f"quantile_cont({c}, ?) AS _q_{c}" for c in fields)
     outer = ", ".join(_p_cols(f"{c}_", f"_q_{c}", quantiles) for c in fields)
     return inner, outer, [_quantile_list(quantiles)] * len(fields)

@@ -374,21 +374,21 @@ def token_effect(mix: pd.DataFrame) -> TokenEffect:
 
 # ---------------------------------------------------------------- cost per request (raw rows)
 
-def request_costs_sql(where: str, hours: str, sample_pct: float | None = None) -> str:
+def request_costs_sql(where: str, hours_sql: str, sample_pct: float | None = None) -> str:
     """SELECT model, tenant, cost_usd per request for raw rows matching ``where``.
 
     The rules of :mod:`finops.spend.pricing`, row by row: a recorded ``cost_usd`` counts as is; a row without
     one that is not a cache hit is priced at the book's token prices (API models); a self-hosted model's
     hourly allocated cost is shared by the hour's served requests in proportion to their busy time
     (by count in an hour with no timing). Summed over all rows these equal ``spend.report`` without
-    the idle line. ``hours`` yields the paid hours (pricing.hours_sql). ``sample_pct`` reads a random
+    the idle line. ``hours_sql`` yields the paid hours (pricing.hours_sql). ``sample_pct`` reads a random
     share of the table (DuckDB system sampling, fixed seed) instead of every row.
     """
     # a sample clause takes constants only: the share as a checked number, to the millionth of a per cent
     sample = f" TABLESAMPLE {sql.literal(round(sample_pct, 6))}% (system, 42)" if sample_pct is not None else ""
     served = sql.served("q")
     return f"""
-WITH alloc AS ({pricing.alloc_sql(hours)}),
+WITH alloc AS ({pricing.alloc_sql(hours_sql)}),
 q AS (SELECT model, tenant, ts, cost_usd, cache_hit, input_tokens, cached_input_tokens, output_tokens,
              {sql.BUSY_MS} AS busy_ms FROM requests{sample} WHERE {where})
 SELECT q.model, q.tenant,

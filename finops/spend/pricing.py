@@ -153,8 +153,8 @@ FROM fleet f LEFT JOIN busy b ON b.hour = f.hour AND b.model = f.model"""
 
 def hours_sql(since=None, until=None) -> tuple[str, list]:
     """The paid hours of a period: [since, until) floored to hours, else the store's span."""
-    lo = "date_trunc('hour', CAST(? AS TIMESTAMP))" if since is not None else "(SELECT min(hour) FROM rollup_hourly)"
-    hi = ("date_trunc('hour', CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND)" if until is not None
+    lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else "(SELECT min(hour) FROM rollup_hourly)"
+    hi = (sql.time_bucket("hour", "CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND") if until is not None
           else "(SELECT max(hour) FROM rollup_hourly)")
     params = [v for v in (since, until) if v is not None]
     return (f"SELECT unnest(generate_series({lo}, {hi}, INTERVAL 1 HOUR)) AS hour "
