@@ -18,6 +18,8 @@ Fragments
 :data:`CACHE_HIT`, :data:`SERVED`
     A semantic-cache hit never reached a model; a request a model really *served* is any other
     (``cache_hit`` null counts as served). Latency and busy time are measured over served requests.
+:func:`served_requests`
+    The same over the hourly rollups: ``requests - cache_hits`` of a rollup row.
 :data:`OK`
     The request completed: status ``ok``, or no status logged (a log without a status column
     records the requests that came back).
@@ -158,6 +160,11 @@ TPOT_MS = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode
 def served(alias: str = "") -> str:
     """:data:`SERVED` over the columns of table alias ``alias`` (``served("r")``)."""
     return f"NOT coalesce({_qualified(alias, 'cache_hit')}, false)"
+
+
+def served_requests(alias: str = "") -> str:
+    """The served requests of a rollup row (``store.rollup_hourly``): its requests less its cache hits."""
+    return f"({_qualified(alias, 'requests')} - {_qualified(alias, 'cache_hits')})"
 
 
 def _qualified(alias: str, name: str) -> str:

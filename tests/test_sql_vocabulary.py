@@ -506,7 +506,7 @@ def test_no_module_outside_the_vocabulary_builds_sql_from_a_value():  # PENDING 
 FRAGMENTS = re.compile(
     r"coalesce\(\w*\.?cache_hit|FILTER \(WHERE \w*\.?cache_hit\)|coalesce\(status|status IS NULL OR|status <> 'ok'|"
     r"date_trunc\(|time_bucket\(|total_ms - ttft_ms|prefill_ms \+ decode_ms|total_ms - coalesce\(queue_ms|"
-    r"output_tokens - 1")
+    r"output_tokens - 1|requests - \w*\.?cache_hits")
 
 
 def fragment_copies(source: str) -> list[tuple[int, str]]:

@@ -204,7 +204,7 @@ def _served_requests(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> pd.Dat
     keys = [sql.column(k, SKETCH_KEYS, "sketch key") for k in keys]
     key_sql = ", ".join(f"{_sketch_key_sql(k)} AS {k}" for k in keys)
     group = "GROUP BY ALL" if keys else ""
-    return con.sql(f"SELECT {key_sql + ', ' if keys else ''}sum(requests - cache_hits) AS requests "
+    return con.sql(f"SELECT {key_sql + ', ' if keys else ''}sum({sql.served_requests()}) AS requests "
                    f"FROM rollup_hourly WHERE {where} {group}", params=params).df()
 
 

@@ -120,7 +120,7 @@ alloc AS ({alloc_sql(hours_sql)})
 SELECT r.*, false AS is_idle,
        r.recorded_cost_usd + {TOKEN_COST_SQL}
        + coalesce(CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * r.busy_ms / a.busy_ms
-                       WHEN a.served > 0 THEN a.allocated_usd * (r.requests - r.cache_hits) / a.served END, 0)
+                       WHEN a.served > 0 THEN a.allocated_usd * {sql.served_requests('r')} / a.served END, 0)
          AS cost_usd,
        {CACHE_SAVED_SQL} AS cache_saved_usd
 FROM r LEFT JOIN prices p ON p.model = r.model
@@ -141,7 +141,7 @@ WITH fleet AS (
   FROM ({hours_sql}) h CROSS JOIN prices p
   WHERE p.kind = 'self_hosted' AND p.model IN (SELECT DISTINCT model FROM rollup_hourly)),
 busy AS (
-  SELECT hour, model, sum(busy_ms) AS busy_ms, sum(requests - cache_hits) AS served
+  SELECT hour, model, sum(busy_ms) AS busy_ms, sum({sql.served_requests()}) AS served
   FROM rollup_hourly GROUP BY ALL)
 SELECT f.hour, f.model, f.fleet_cost_usd, b.busy_ms, coalesce(b.served, 0) AS served,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN least(b.busy_ms / f.capacity_ms, 1.0)
