@@ -60,8 +60,16 @@ def p_label(q: float) -> str:
 def _group_sql(by: str | None) -> str:
     if by is None:
         return "'all'"
-    by = sql.column(by, sql.GROUP_COLUMNS, "latency group")
+    if by not in sql.GROUP_COLUMNS:
+        raise InputError(f"cannot group latency by {by}; choose from {', '.join(sql.GROUP_COLUMNS)}")
+    by = sql.column(by, sql.GROUP_COLUMNS)
     return f"coalesce(CAST({by} AS VARCHAR), '{NONE_LABEL}')"
+
+
+def _group_key(by: str) -> str:
+    """``by`` checked as a group column (the message of :func:`_group_sql`)."""
+    _group_sql(by)
+    return sql.column(by, sql.GROUP_COLUMNS)
 
 
 def _keys(by) -> list[str]:
@@ -271,7 +279,7 @@ def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), field
     (0 for exact figures).
     """
     fields = [_check_field(c) for c in fields]
-    keys = [sql.column(k, sql.GROUP_COLUMNS + TIME_GRAINS, "latency group") for k in _keys(by)]
+    keys = [sql.column(k, TIME_GRAINS) if k in TIME_GRAINS else _group_key(k) for k in _keys(by)]
     if not exact and all(c in dict(store.SKETCH_FIELDS) for c in fields) and sketch_usable(con, f, keys):
         return _from_sketch(con, f, keys, fields, quantiles)
     exprs = [f"{sql.time_bucket(k)} AS {k}" if k in TIME_GRAINS else f"{_group_sql(k)} AS {k}" for k in keys]
