@@ -31,15 +31,17 @@ from pathlib import Path
 
 import duckdb
 
-from finops import schema
+from finops import schema, sql
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = ROOT / "data" / "finops.duckdb"
 
 # Rollup measures: name -> SQL aggregate over canonical rows. Table-driven so the
 # rollup written at load time and the on-the-fly one over raw rows are the same code.
-# "busy_ms" is the self-hosted allocation weight: a request's time on a slot.
-BUSY_MS_SQL = "coalesce(service_ms, prefill_ms + decode_ms, total_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0), 0)"
+# "busy_ms" is the self-hosted allocation weight: a request's time on a slot (sql.BUSY_MS).
+# capacity/planner.py reads this name until it moves to finops.sql (it is being split in another change)
+BUSY_MS_SQL = sql.BUSY_MS
+_PRICED = f"cost_usd IS NULL AND {sql.SERVED}"     # tokens of rows without a recorded cost, not cache hits
 ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
     ("requests", "BIGINT", "count(*)"),
     ("input_tokens", "BIGINT", "coalesce(sum(input_tokens), 0)"),
@@ -48,36 +50,35 @@ ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
     ("recorded_requests", "BIGINT", "count(cost_usd)"),
     ("recorded_cost_usd", "DOUBLE", "coalesce(sum(cost_usd), 0)"),
     # tokens of rows whose cost is not recorded and that are not cache hits: priced from the book
-    ("priced_requests", "BIGINT", "count(*) FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false))"),
+    ("priced_requests", "BIGINT", f"count(*) FILTER (WHERE {_PRICED})"),
     ("priced_uncached_input_tokens", "BIGINT",
      "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) "
-     "FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false)), 0)"),
-    ("priced_cached_input_tokens", "BIGINT",
-     "coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false)), 0)"),
-    ("priced_output_tokens", "BIGINT",
-     "coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL AND NOT coalesce(cache_hit, false)), 0)"),
-    ("cache_hits", "BIGINT", "count(*) FILTER (WHERE cache_hit)"),
+     f"FILTER (WHERE {_PRICED}), 0)"),
+    ("priced_cached_input_tokens", "BIGINT", f"coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE {_PRICED}), 0)"),
+    ("priced_output_tokens", "BIGINT", f"coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE {_PRICED}), 0)"),
+    ("cache_hits", "BIGINT", f"count(*) FILTER (WHERE {sql.CACHE_HIT})"),
     ("cache_uncached_input_tokens", "BIGINT",
-     "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) FILTER (WHERE cache_hit), 0)"),
-    ("cache_cached_input_tokens", "BIGINT", "coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cache_hit), 0)"),
-    ("cache_output_tokens", "BIGINT", "coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cache_hit), 0)"),
+     "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) "
+     f"FILTER (WHERE {sql.CACHE_HIT}), 0)"),
+    ("cache_cached_input_tokens", "BIGINT",
+     f"coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE {sql.CACHE_HIT}), 0)"),
+    ("cache_output_tokens", "BIGINT", f"coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE {sql.CACHE_HIT}), 0)"),
     ("escalations", "BIGINT", "count(*) FILTER (WHERE escalated)"),
     ("cascade_requests", "BIGINT", "count(*) FILTER (WHERE escalated IS NOT NULL AND strategy = 'cascade')"),
-    ("errors", "BIGINT", "count(*) FILTER (WHERE status IS NOT NULL AND status <> 'ok')"),
-    ("busy_ms", "DOUBLE", f"coalesce(sum({BUSY_MS_SQL}) FILTER (WHERE NOT coalesce(cache_hit, false)), 0)"),
+    ("errors", "BIGINT", f"count(*) FILTER (WHERE NOT ({sql.OK}))"),
+    ("busy_ms", "DOUBLE", f"coalesce(sum({sql.BUSY_MS}) FILTER (WHERE {sql.SERVED}), 0)"),
     ("total_ms_sum", "DOUBLE", "coalesce(sum(total_ms), 0)"),
     ("total_ms_count", "BIGINT", "count(total_ms)"),
 )
-ROLLUP_DIMS: tuple[str, ...] = ("model", "tenant", "route", "sla_tier", "status")
 
 
 def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True) -> str:
     """SELECT producing rollup rows from canonical rows in ``source``."""
-    dims = ", ".join(f"coalesce({d}, '')" + f" AS {d}" for d in ROLLUP_DIMS)
+    dims = ", ".join(f"coalesce({d}, '')" + f" AS {d}" for d in sql.ROLLUP_DIMS)
     measures = ", ".join(f"{expr} AS {name}" for name, _, expr in ROLLUP_MEASURES)
     batch = ", batch_id" if with_batch else ""
-    group = ", ".join(str(i) for i in range(1, len(ROLLUP_DIMS) + 2 + (1 if with_batch else 0)))
-    return (f"SELECT date_trunc('hour', ts) AS hour, {dims}{batch}, {measures} "
+    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 2 + (1 if with_batch else 0)))
+    return (f"SELECT {sql.time_bucket('hour')} AS hour, {dims}{batch}, {measures} "
             f"FROM {source} WHERE {where} GROUP BY {group}")
 
 
@@ -88,10 +89,9 @@ SKETCH_VERSION = 1
 SKETCH_GAMMA = 1.02
 SKETCH_ALPHA = (SKETCH_GAMMA - 1) / (SKETCH_GAMMA + 1)      # 0.0099: "within 1%"
 SKETCH_ZERO_K = -(2 ** 31)
-TPOT_SQL = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode_ms) / (output_tokens - 1) END)"
 SKETCH_FIELDS: tuple[tuple[str, str], ...] = (
     ("total_ms", "total_ms"), ("queue_ms", "queue_ms"), ("service_ms", "service_ms"), ("ttft_ms", "ttft_ms"),
-    ("tpot_ms", TPOT_SQL),
+    ("tpot_ms", sql.TPOT_MS),
 )
 
 
@@ -100,16 +100,16 @@ def sketch_select_sql(where: str = "TRUE") -> str:
 
     One aggregate per field, UNION ALL: half the time of one aggregate over the fields unnested
     into rows (bench: 1.2 s against 2.5 s for 10M requests)."""
-    inv = 1.0 / math.log(SKETCH_GAMMA)
+    inv = sql.literal(1.0 / math.log(SKETCH_GAMMA))
     fields = ", ".join(f"CAST({expr} AS DOUBLE) AS {name}" for name, expr in SKETCH_FIELDS)
     parts = " UNION ALL ".join(f"""
 SELECT hour, model, batch_id, '{name}' AS field,
-       CASE WHEN {name} > 0 THEN CAST(floor(ln({name}) * {inv!r}) AS INTEGER) ELSE {SKETCH_ZERO_K} END AS k,
+       CASE WHEN {name} > 0 THEN CAST(floor(ln({name}) * {inv}) AS INTEGER) ELSE {SKETCH_ZERO_K} END AS k,
        count(*) AS n, min({name}) AS lo, max({name}) AS hi
 FROM src WHERE {name} IS NOT NULL AND NOT isnan({name}) GROUP BY ALL""" for name, _ in SKETCH_FIELDS)
     # NOT MATERIALIZED: each part scans the table again rather than holding every row in memory
-    return (f"WITH src AS NOT MATERIALIZED (SELECT date_trunc('hour', ts) AS hour, coalesce(model, '') AS model, "
-            f"batch_id, {fields} FROM requests WHERE ({where}) AND NOT coalesce(cache_hit, false)) {parts}")
+    return (f"WITH src AS NOT MATERIALIZED (SELECT {sql.time_bucket('hour')} AS hour, coalesce(model, '') AS model, "
+            f"batch_id, {fields} FROM requests WHERE ({where}) AND {sql.SERVED}) {parts}")
 
 
 def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
@@ -142,7 +142,7 @@ PRICES_CSV = ROOT / "data" / "prices.csv"
 
 def _ddl() -> list[str]:
     rollup_cols = ",\n  ".join(
-        ["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in ROLLUP_DIMS] + ["batch_id BIGINT"]
+        ["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS] + ["batch_id BIGINT"]
         + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
     price_cols = ", ".join(f"{n} {t}" for n, t in PRICE_COLUMNS)
     return [
@@ -188,7 +188,7 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(path, read_only=read_only)
     if memory_limit:
-        con.execute(f"SET memory_limit = '{memory_limit}'")
+        con.execute("SET memory_limit = ?", [memory_limit])
     con.execute("SET TimeZone = 'UTC'")
     if not read_only:
         for stmt in _ddl():
@@ -214,11 +214,10 @@ def _add_new_columns(con: duckdb.DuckDBPyConnection) -> None:
 
 def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike) -> int:
     """Replace the price book with a CSV of PRICE_COLUMNS. Returns rows loaded."""
-    cols = ", ".join(f"'{n}': '{t}'" for n, t in PRICE_COLUMNS)
     with transaction(con):
         con.execute("DELETE FROM prices")
-        con.execute(f"INSERT INTO prices SELECT * FROM read_csv(?, header=true, columns={{{cols}}})",
-                    [str(csv_path)])
+        con.execute("INSERT INTO prices SELECT * FROM read_csv(?, header=true, columns=?)",
+                    [str(csv_path), dict(PRICE_COLUMNS)])
         bump_data_version(con)
     return con.execute("SELECT count(*) FROM prices").fetchall()[0][0]
 
@@ -234,8 +233,7 @@ def time_span(con: duckdb.DuckDBPyConnection):
 
 def distinct_values(con: duckdb.DuckDBPyConnection, column: str) -> list[str]:
     """Distinct non-empty values of a rollup dimension (model, tenant, route, sla_tier, status)."""
-    if column not in ROLLUP_DIMS:
-        raise ValueError(f"not a rollup dimension: {column}")
+    column = sql.column(column, sql.ROLLUP_DIMS, "rollup dimension")
     rows = con.execute(f"SELECT DISTINCT {column} FROM rollup_hourly WHERE {column} <> '' ORDER BY 1").fetchall()
     return [r[0] for r in rows]
 

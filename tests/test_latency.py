@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from finops import store
+from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, ingest_frame, ingest_path
@@ -287,7 +287,7 @@ def test_coverage_names_the_missing_fields():
     con = store.connect(":memory:")
     ingest_path(con, DATA / "seed_gateway_verbatim.log", IngestOptions(format="gateway-log"))
     cov = latency.coverage(con, Filters())
-    assert latency.lacking(cov, latency.LATENCY_FIELDS) == ["ttft_ms"]
+    assert latency.lacking(cov, sql.LATENCY_FIELDS) == ["ttft_ms"]
     out = latency.percentiles(con, Filters())
     assert out["queue_ms_p99"].iloc[0] == 0.0 and np.isnan(out["ttft_ms_p99"].iloc[0])
 
@@ -303,8 +303,8 @@ def test_empty_store_gives_empty_frames(empty_db):
 
 def _sql_sweep(con, per: str) -> pd.DataFrame:
     """decode_vs_concurrency computed the other way: the SQL window over start and end events."""
-    rate = f"output_tokens / nullif({latency.DECODE_MS_SQL}, 0) * 1000"
-    inner = latency.concurrency_sql(latency.SERVED_SQL, per, extra_cols=f"{rate} AS rate")
+    rate = f"output_tokens / nullif({sql.DECODE_MS}, 0) * 1000"
+    inner = latency.concurrency_sql(sql.SERVED, per, extra_cols=f"{rate} AS rate")
     return con.execute(f"SELECT grp, concurrency, count(*) AS requests, quantile_cont(rate, 0.1) AS p10, "
                        f"quantile_cont(rate, 0.5) AS p50, quantile_cont(rate, 0.9) AS p90 FROM ({inner}) "
                        "WHERE rate > 0 GROUP BY 1, 2 ORDER BY 1, 2").df()

@@ -1,7 +1,7 @@
 """Latency: where are requests slow, in which layer, since when, and what to do about it."""
 import streamlit as st
 
-from finops import charts, store
+from finops import charts, sql, store
 from finops.errors import InputError
 from finops.latency import diagnose
 from finops.latency import stats as latency
@@ -106,7 +106,7 @@ with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
             "severity": st.column_config.SelectboxColumn("Severity", options=list(alerts_mod.SEVERITIES))})
     sla = query(alerts_mod.sla_targets)
     metric_now = query(alerts_mod.sla_metric, f)
-    metric = st.radio("The SLA is on", list(alerts_mod.SLA_METRICS), index=list(alerts_mod.SLA_METRICS).index(metric_now),
+    metric = st.radio("The SLA is on", list(sql.SLA_COLUMNS), index=list(sql.SLA_COLUMNS).index(metric_now),
                       horizontal=True, key="sla_metric",
                       help="ttft_ms: time to first token (interactive SLAs); total_ms: end-to-end latency. By default "
                            "TTFT where the logs carry it.")
@@ -185,7 +185,7 @@ else:
 # ---------------------------------------------------------------- over time
 st.header("Percentiles over time")
 lo, hi = query(store.time_span)
-grain = latency.grain_for(f.since or lo, f.until or hi)
+grain = sql.grain_for(f.since or lo, f.until or hi, "latency")
 fields = [x for x in ("total_ms", "queue_ms", "service_ms", "ttft_ms") if cov.get(x)]
 field = st.segmented_control("Field", fields, default="total_ms", key="lat_field", bind="query-params") or "total_ms"
 over = query(latency.over_time, f, field, grain=grain)

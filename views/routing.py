@@ -1,10 +1,9 @@
 """Routing: where do requests go, what does the cache and the cascade save, and what if we routed differently?"""
 import streamlit as st
 
-from finops import charts, store
+from finops import charts, sql, store
 from finops.errors import InputError
 from finops.spend import routing
-from finops.spend.report import grain_for
 from views._shared import (
     current_filters,
     empty_state,
@@ -37,7 +36,7 @@ if mix_total.empty or mix_total["requests"].sum() == 0:
     st.stop()
 tab_time, tab_tenant, tab_tier = st.tabs(["Over time", "Per tenant", "Per SLA tier"])
 with tab_time:
-    g = grain_for(f, (lo, hi))
+    g = sql.grain_for(f.since or lo, f.until or hi, "spend")
     over = query(routing.mix, f, dim, grain=g)
     st.altair_chart(charts.share_over_time(over, g, share, series_title,
                                            title=f"Share of {measure} by {dim}, per {g}"))

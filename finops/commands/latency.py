@@ -1,7 +1,7 @@
 """python -m finops latency --db PATH --by model[,tenant,...] [filters] [--json]"""
 from __future__ import annotations
 
-from finops import store
+from finops import sql, store
 from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
 from finops.latency import stats as latency
 
@@ -13,7 +13,7 @@ HELP = ("Requests and exact P50/P95/P99 of total_ms, ttft_ms, queue_ms and servi
 def add_arguments(p) -> None:
     add_db(p)
     p.add_argument("--by", default="model",
-                   help=f"comma-separated groups from: {', '.join(latency.GROUPS + tuple(latency.TIME_GRAINS))} "
+                   help=f"comma-separated groups from: {', '.join(sql.GROUP_COLUMNS + latency.TIME_GRAINS)} "
                         "(default model)")
     add_filters(p)
     p.add_argument("--json", action="store_true", help="a JSON list of objects")

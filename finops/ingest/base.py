@@ -175,8 +175,3 @@ def probe(path: Path, name: str | None = None) -> Probe:
             return Probe(path, name, container, head, "csv", columns=[h.strip() for h in header], lines=lines,
                          delimiter=best[1])
     return Probe(path, name, container, head, "text", lines=lines)
-
-
-def quote_ident(name: str) -> str:
-    """Quote a source column name for SQL: the only way identifiers enter SQL text."""
-    return '"' + str(name).replace('"', '""') + '"'

@@ -43,6 +43,7 @@ from finops.ingest import (
 )
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
 from finops.ingest.tabular import mapped_source, relation_sql, rows_to_parquet
+from finops.sql import quote_ident
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
 KEY = re.compile(r'"([^"\\]{1,100})"\s*:')
@@ -213,9 +214,10 @@ LITELLM_JSON_TEXT = ("metadata", "request_tags", "messages", "response", "proxy_
 LITELLM_PRESET = {"request_id": "request_id", "ts": "startTime", "cost_usd": "spend",
                   "input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
                   "cache_hit": "cache_hit", "tenant": "team_id"}
-LITELLM_CACHED_PATHS = ("$.additional_usage_values.cache_read_input_tokens",
-                        "$.additional_usage_values.prompt_tokens_details.cached_tokens",
-                        "$.usage_object.prompt_tokens_details.cached_tokens")
+# the JSON paths of LiteLLM's cached prompt tokens, as the SQL list json_extract_string takes
+LITELLM_CACHED_PATHS_SQL = ("['$.additional_usage_values.cache_read_input_tokens', "
+                            "'$.additional_usage_values.prompt_tokens_details.cached_tokens', "
+                            "'$.usage_object.prompt_tokens_details.cached_tokens']")
 
 
 def _sniff_litellm(p: Probe) -> float:
@@ -247,49 +249,46 @@ def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
     sql, params, cols = relation_sql(con, p)
     types = {r[0]: r[1].upper() for r in con.execute(f"DESCRIBE {sql}", params).fetchall()}
 
-    def col(name: str) -> str:
-        return '"' + name + '"'
-
     def ts(name: str) -> str:
         # for differences between two times of one row: a UTC offset, if any, is the same on both
         if types.get(name, "").startswith("TIMESTAMP"):
-            return f"CAST({col(name)} AS TIMESTAMP)"
-        return f"TRY_CAST({col(name)} AS TIMESTAMP)"
+            return f"CAST({quote_ident(name)} AS TIMESTAMP)"
+        return f"TRY_CAST({quote_ident(name)} AS TIMESTAMP)"
 
-    def json_path(name: str, path: str) -> str:
+    def json_path(name: str, path_sql: str) -> str:
         """``json_extract_string`` of a JSON column, or of JSON text (NULL where the text is not JSON)."""
         if types.get(name) == "VARCHAR":
-            return f"try(json_extract_string({col(name)}, {path}))"
-        return f"json_extract_string(to_json({col(name)}), {path})"
+            return f"try(json_extract_string({quote_ident(name)}, {path_sql}))"
+        return f"json_extract_string(to_json({quote_ident(name)}), {path_sql})"
 
     preset = {k: v for k, v in LITELLM_PRESET.items() if v in cols}
     exprs: dict[str, tuple[str, list[str]]] = {}
     if "model" in cols or "model_group" in cols:
-        parts = [f"nullif(trim(CAST({col(c)} AS VARCHAR)), '')" for c in ("model", "model_group") if c in cols]
+        parts = [f"nullif(trim(CAST({quote_ident(c)} AS VARCHAR)), '')" for c in ("model", "model_group") if c in cols]
         exprs["model"] = (f"coalesce({', '.join(parts)})", [])    # model_group stays in attrs too
     if {"startTime", "completionStartTime"} <= set(cols):
         exprs["ttft_ms"] = (f"date_diff('microsecond', {ts('startTime')}, {ts('completionStartTime')}) / 1000.0",
                             ["completionStartTime"])
     ends = []
     if "request_duration_ms" in cols:
-        ends.append(f"TRY_CAST(nullif(trim(CAST({col('request_duration_ms')} AS VARCHAR)), '') AS DOUBLE)")
+        ends.append(f"TRY_CAST(nullif(trim(CAST({quote_ident('request_duration_ms')} AS VARCHAR)), '') AS DOUBLE)")
     if {"startTime", "endTime"} <= set(cols):
         ends.append(f"date_diff('microsecond', {ts('startTime')}, {ts('endTime')}) / 1000.0")
     if ends:
         exprs["total_ms"] = (f"coalesce({', '.join(ends)})", [c for c in ("request_duration_ms", "endTime") if c in cols])
     if "status" in cols:
-        s = f"lower(trim(CAST({col('status')} AS VARCHAR)))"
+        s = f"lower(trim(CAST({quote_ident('status')} AS VARCHAR)))"
         exprs["status"] = (f"CASE {s} WHEN 'success' THEN 'ok' WHEN 'failure' THEN 'error' ELSE nullif({s}, '') END",
                            ["status"])
     if "metadata" in cols:
-        paths = "[" + ", ".join(f"'{x}'" for x in LITELLM_CACHED_PATHS) + "]"
         exprs["cached_input_tokens"] = (
-            f"list_reduce(list_transform({json_path('metadata', paths)}, lambda v: TRY_CAST(v AS BIGINT)), "
+            f"list_reduce(list_transform({json_path('metadata', LITELLM_CACHED_PATHS_SQL)}, "
+            f"lambda v: TRY_CAST(v AS BIGINT)), "
             f"lambda a, b: coalesce(a, b))", [])
         err = json_path("metadata", "'$.error_information.error_class'")
         exprs["error_type"] = (f"nullif({err}, '')", [])
     # JSON columns exported as text (CSV) are kept in attrs as JSON, not as strings
-    as_json = {c: f"coalesce(try(CAST({col(c)} AS JSON)), to_json({col(c)}))"
+    as_json = {c: f"coalesce(try(CAST({quote_ident(c)} AS JSON)), to_json({quote_ident(c)}))"
                for c in LITELLM_JSON_TEXT if c in cols and types.get(c) == "VARCHAR"}
     source = mapped_source(con, p, options, preset=preset, exprs=exprs, attrs_exprs=as_json)
     if unlink:

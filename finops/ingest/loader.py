@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from finops import schema, store
+from finops import schema, sql, store
 from finops.errors import InputError
 from finops.ingest.base import ADAPTERS, IngestOptions, Probe, Source, adapter_named, probe
 
@@ -127,8 +127,13 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
     return f"TRY_CAST({x} AS {target})"
 
 
+#: each range's upper bound as a person reads it ("604,800,000"), written into the reject reason
+RANGE_LABELS = {name: f"{hi:,.0f}" for name, (_, hi) in schema.RANGES.items()}
+
+
 def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     """SQL expressions yielding a reason string (or NULL) for one column: unreadable, not finite, out of range."""
+    name = sql.column(name, sql.CANONICAL_COLUMNS)
     target = schema.TYPES[name]
     out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
            f"THEN '{name}: cannot read ' || left(CAST({raw} AS VARCHAR), 60) || ' as {target.lower()}' END"]
@@ -143,8 +148,8 @@ def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
         assert lo == 0, "ranges start at zero"
         finite = f"isfinite({typed}) AND " if target == "DOUBLE" else ""
         out.append(f"CASE WHEN {typed} < 0 THEN '{name}: negative value ' || CAST({typed} AS VARCHAR) "
-                   f"WHEN {finite}{typed} > {float(hi)!r} THEN '{name}: ' || CAST({typed} AS VARCHAR) "
-                   f"|| ' is above the limit of {hi:,.0f}' END")
+                   f"WHEN {finite}{typed} > {sql.literal(hi)} THEN '{name}: ' || CAST({typed} AS VARCHAR) "
+                   f"|| ' is above the limit of {RANGE_LABELS[name]}' END")
     if name == "ts":
         out.append(f"CASE WHEN {typed} < getvariable('finops_ts_min') OR {typed} > getvariable('finops_ts_max') "
                    f"THEN 'ts: ' || CAST({typed} AS VARCHAR) || ' is outside ' "
@@ -193,21 +198,21 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     """
     described = con.execute(f"DESCRIBE {source_sql}", params).fetchall()
     src_types = {r[0]: r[1] for r in described}
-    typed, checks = [], []
+    exprs, checks = {}, []
     for name in schema.NAMES:
         if name in src_types:
             x = f"s.{name}"
-            expr = _typed_expr(name, x, src_types[name])
-            typed.append(f"{expr} AS {name}")
-            checks.extend(_checks(name, x, expr, src_types[name]))
+            exprs[name] = _typed_expr(name, x, src_types[name])
+            checks.extend(_checks(name, x, exprs[name], src_types[name]))
         else:
-            typed.append(f"CAST(NULL AS {schema.TYPES[name]}) AS {name}")
+            exprs[name] = f"CAST(NULL AS {schema.TYPES[name]})"
+    typed = [f"{expr} AS {name}" for name, expr in exprs.items()]
     # required fields and defaults are checked on the typed columns
     ts_raw = "s.ts" if "ts" in src_types else "NULL"
-    model_expr = next(t for t in typed if t.endswith(" AS model"))[: -len(" AS model")]
+    model_expr = exprs["model"]
     checks.append(f"CASE WHEN {ts_raw} IS NULL THEN 'ts: missing' END")
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
-    typed_of = {n: t[: -len(f" AS {n}")] for n, t in zip(schema.NAMES, typed, strict=True)}
+    typed_of = exprs
     for whole, parts in (("input_tokens", schema.INPUT_PARTS), ("output_tokens", schema.OUTPUT_PARTS)):
         present = [n for n in parts if n in src_types]
         if whole not in src_types or not present:
@@ -395,9 +400,9 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
 def _stage(con, source) -> list[str]:
     """Stage the source's validated rows as ``_stage``; returns the objects to drop afterwards."""
     if source.stage_as_view:
-        if source.params:
-            raise ValueError("a source staged as a view cannot take parameters")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {validated_sql(con, source.sql, source.params)}")
+        # a view takes no parameters: it reads them from session variables (sql.view_body)
+        body = sql.view_body(con, validated_sql(con, source.sql, source.params), source.params, "finops_stage")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
         return ["VIEW _stage"]
     ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     if source.unnumbered_sql and ordered:
@@ -408,8 +413,9 @@ def _stage(con, source) -> list[str]:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _staged AS {stage_sql}", source.params)
         first, last, n = con.execute("SELECT min(rowid), max(rowid), count(*) FROM _staged").fetchall()[0]
         if not n or last - first + 1 == n:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS SELECT * REPLACE "
-                        f"(rowid - {int(first or 0)} + {int(source.first_row)} AS _row) FROM _staged")
+            body = sql.view_body(con, "SELECT * REPLACE (rowid - ? + ? AS _row) FROM _staged",
+                                 [int(first or 0), int(source.first_row)], "finops_rows")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
             return ["VIEW _stage", "TABLE _staged"]
         con.execute("DROP TABLE _staged")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {validated_sql(con, source.sql, source.params)}",
@@ -436,8 +442,9 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
                    [MAX_REJECTS_KEPT]).fetchall()] if rows_rejected else []
     if staged == ["VIEW _stage"] and rows_rejected == 0:
         # every row passed: the insert re-reads the file without evaluating the checks again
-        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS "
-                    f"{validated_sql(con, source.sql, source.params, checks_on=False)}")
+        body = sql.view_body(con, validated_sql(con, source.sql, source.params, checks_on=False), source.params,
+                             "finops_stage")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
     if options.strict and rows_rejected:
         first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
         raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
@@ -494,7 +501,8 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt
     _install_macros(con)
     con.register("_frame_in", frame)
     try:
-        cols = [c for c in frame.columns if c in schema.NAMES] if hasattr(frame, "columns") else list(schema.NAMES)
+        cols = ([sql.column(c, sql.CANONICAL_COLUMNS) for c in frame.columns if c in schema.NAMES]
+                if hasattr(frame, "columns") else schema.NAMES)
         src = f"SELECT row_number() OVER () AS _row, {', '.join(cols)} FROM _frame_in"
         with store.transaction(con):
             result = _load(con, fmt, Source(src), name, "", "{}", IngestOptions(), lambda f, w: None)

@@ -15,12 +15,8 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, quote_ident
-
-
-def _sql_str(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
+from finops.ingest.base import IngestOptions, Probe, Source
+from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
 # by their position after staging (see relation_sql's ``numbered``)
@@ -28,30 +24,31 @@ FIRST_ROW = {"csv": 2, "jsonl": 1, "json": 1}
 
 
 def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str]:
-    """``(table function call, params, source columns, ordinal column, _row expression)``."""
+    """``(table function call, params, source columns, ordinal column, _row expression)``: the path,
+    the delimiter and the column types go in as parameters (a view staged from it reads them from
+    variables: see :func:`finops.sql.view_body`)."""
     path = str(p.path)
     if p.kind == "parquet":
-        # the path as a literal, not a parameter: the loader stages Parquet as a view, which takes none
-        return (f"read_parquet({_sql_str(path)}, file_row_number = true)", [], list(p.columns),
+        return ("read_parquet(?, file_row_number = true)", [path], list(p.columns),
                 "file_row_number", "file_row_number + 1")
     if p.kind == "csv":
         cols = list(p.columns)
         if len(set(cols)) != len(cols):
             raise InputError("the CSV header repeats a column name", file=p.name, row=1)
-        spec = ", ".join(f"{_sql_str(c)}: 'VARCHAR'" for c in cols + ["_extra"])
-        call = (f"read_csv(?, auto_detect = false, delim = {_sql_str(p.delimiter)}, quote = '\"', escape = '\"', "
-                f"header = false, skip = 1, columns = {{{spec}}}, null_padding = true, strict_mode = false, "
-                f"compression = 'auto')")
-        return call, [path], cols, "ordinality", "ordinality + 1"
+        spec = {c: "VARCHAR" for c in cols + ["_extra"]}
+        call = ("read_csv(?, auto_detect = false, delim = ?, quote = '\"', escape = '\"', "
+                "header = false, skip = 1, columns = ?, null_padding = true, strict_mode = false, "
+                "compression = 'auto')")
+        return call, [path, p.delimiter, spec], cols, "ordinality", "ordinality + 1"
     if p.kind in ("jsonl", "json"):
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
         # untyped (the fallback after a typed read failed on a value): detect types from every row, so a
         # value unlike the first rows' (a word where numbers were) makes its column text, and that one
         # row is rejected by the checks rather than the whole file failing to read
         sample = "" if typed else ", sample_size = -1"
-        call = f"read_json(?, format = '{fmt}', compression = 'auto'{sample})"
+        call = f"read_json(?, format = ?, compression = 'auto'{sample})"
         try:
-            described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path]).fetchall()]
+            described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path, fmt]).fetchall()]
         except duckdb.Error as exc:
             raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file=p.name) from None
         cols = [c for c, _ in described]
@@ -59,9 +56,9 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
             types = {c: schema.TYPES.get(c, "JSON" if t == '"NULL"' else t) for c, t in described}
-            spec = ", ".join(f"{_sql_str(c)}: {_sql_str(t)}" for c, t in types.items())
-            call = call.replace("compression = 'auto')", f"compression = 'auto', columns = {{{spec}}})")
-        return call, [path], cols, "ordinality", "ordinality"
+            call = call.replace("compression = 'auto')", "compression = 'auto', columns = ?)")
+            return call, [path, fmt, types], cols, "ordinality", "ordinality"
+        return call, [path, fmt], cols, "ordinality", "ordinality"
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
 
 
@@ -116,14 +113,16 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
             mapping[name] = name
     exprs = dict(exprs or {})
     used = set(mapping.values()) | {c for _, uses in exprs.values() for c in uses}
-    select = ["_row"]
+    # the select list and the values it binds (the --model / --tenant constants), in placeholder order
+    select, select_params = ["_row"], []
     for name in schema.NAMES:
         if name == "attrs":
             continue
         expr = exprs[name][0] if name in exprs else (quote_ident(mapping[name]) if name in mapping else None)
         const = {"model": options.model, "tenant": options.tenant}.get(name)
         if const is not None:
-            expr = f"coalesce(CAST({expr} AS VARCHAR), {_sql_str(const)})" if expr else _sql_str(const)
+            expr = f"coalesce(CAST({expr} AS VARCHAR), CAST(? AS VARCHAR))" if expr else "CAST(? AS VARCHAR)"
+            select_params.append(str(const))
         if expr:
             select.append(f"{expr} AS {name}")
     rest = [c for c in cols if c not in used and c != "attrs"]
@@ -138,16 +137,16 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id; CASE keeps it lazy
     content = ", ".join(f"{quote_ident(c)} := {quote_ident(c)}" for c in cols)
-    consts = _sql_str(f"{options.model or ''}|{options.tenant or ''}")
-    select_id = next((s for s in select if s.endswith(" AS request_id")), None)
-    id_col = select_id[: -len(" AS request_id")] if select_id else "NULL"
-    select.append(f"CASE WHEN {id_col} IS NULL THEN md5(CAST(struct_pack({content}) AS VARCHAR) || {consts}) END AS _hash")
+    id_col = exprs["request_id"][0] if "request_id" in exprs else (
+        quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
+    select.append(f"CASE WHEN {id_col} IS NULL THEN md5(CAST(struct_pack({content}) AS VARCHAR) || ?) END AS _hash")
+    select_params.append(f"{options.model or ''}|{options.tenant or ''}")
     if p.kind == "csv":
         select.append("CASE WHEN _extra IS NOT NULL THEN 'fields: the row has more fields than the header' END AS _shape")
     def body(numbered: bool) -> str:
         return f"SELECT {', '.join(select)} FROM ({_rows_sql(call, ordinal, row, numbered)})"
 
-    return Source(body(True), params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
+    return Source(body(True), select_params + params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
                   unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1))
 
 

@@ -57,6 +57,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from finops import sql
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
@@ -94,28 +95,18 @@ class Finding:
 
 # ---------------------------------------------------------------- per model x window metrics
 
-def _bucket(window: str) -> str:
-    return {"15min": "time_bucket(INTERVAL 15 MINUTE, ts)", "hour": "date_trunc('hour', ts)",
-            "day": "date_trunc('day', ts)"}[window]
-
-
-SVC_SQL = ("coalesce(service_ms, prefill_ms + decode_ms, "
-           "total_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))")
-DECODE_SQL = "coalesce(decode_ms, total_ms - ttft_ms)"
-PREFILL_SQL = "coalesce(prefill_ms, ttft_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))"
 LEN_SQL = "coalesce(CAST(input_tokens AS DOUBLE), CAST(prompt_chars AS DOUBLE))"
-OK_SQL = "(status IS NULL OR status = 'ok')"
 
 
 def _served_sql(where: str, window: str, join: str = "") -> str:
     """The requests a model served (not a cache hit, total_ms known), one row each with the quantities of
     the module docstring; ``join`` restricts them (see :func:`_window_rows`)."""
     return f"""
-SELECT model, {_bucket(window)} AS w, ts, total_ms, queue_ms, {SVC_SQL} AS svc,
-       CASE WHEN output_tokens > 0 THEN {DECODE_SQL} END AS decode_time, {PREFILL_SQL} AS prefill_time,
+SELECT model, {sql.time_bucket(window)} AS w, ts, total_ms, queue_ms, {sql.SERVICE_MS} AS svc,
+       CASE WHEN output_tokens > 0 THEN {sql.DECODE_MS} END AS decode_time, {sql.PREFILL_MS} AS prefill_time,
        CAST(input_tokens AS DOUBLE) AS in_tok, CAST(output_tokens AS DOUBLE) AS out_tok, {LEN_SQL} AS len,
-       input_tokens IS NOT NULL AS len_is_tokens, {OK_SQL} AS ok
-FROM requests{join} WHERE {where} AND total_ms IS NOT NULL AND NOT coalesce(cache_hit, false) AND model IS NOT NULL"""
+       input_tokens IS NOT NULL AS len_is_tokens, ({sql.OK}) AS ok
+FROM requests{join} WHERE {where} AND total_ms IS NOT NULL AND {sql.SERVED} AND model IS NOT NULL"""
 
 
 def service_fit(con: duckdb.DuckDBPyConnection, f: Filters, models: list[str] | None = None) -> pd.DataFrame:
@@ -128,8 +119,8 @@ def service_fit(con: duckdb.DuckDBPyConnection, f: Filters, models: list[str] | 
     sums = con.execute(f"""
 SELECT model, count(*) AS n, sum(x1) AS s1, sum(x2) AS s2, sum(x1 * x1) AS s11, sum(x2 * x2) AS s22,
        sum(x1 * x2) AS s12, sum(y) AS sy, sum(x1 * y) AS s1y, sum(x2 * y) AS s2y
-FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DOUBLE) AS x2, {SVC_SQL} AS y
-      FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND total_ms IS NOT NULL
+FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DOUBLE) AS x2, {sql.SERVICE_MS} AS y
+      FROM requests WHERE {where} AND {sql.SERVED} AND total_ms IS NOT NULL
         AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL)
 GROUP BY 1 HAVING count(*) >= 10 ORDER BY 1""", params).df()
     rows = [(r.model, *routing.nonneg_fit(r)) for r in sums.itertuples(index=False)]
@@ -146,8 +137,8 @@ BASELINE_COLUMNS = (("model", "VARCHAR"), ("windows", "BIGINT"), ("base_svc_p10"
 
 def _baseline_table(base: list[dict]) -> tuple[str, list]:
     """``SELECT`` of the per-model table ``b`` and its parameters (one list per column)."""
-    sql = "SELECT " + ", ".join(f"unnest(?::{t}[]) AS {c}" for c, t in BASELINE_COLUMNS)
-    return sql, [[row.get(c) for row in base] for c, _ in BASELINE_COLUMNS]
+    table = "SELECT " + ", ".join(f"unnest(?::{t}[]) AS {c}" for c, t in BASELINE_COLUMNS)
+    return table, [[row.get(c) for row in base] for c, _ in BASELINE_COLUMNS]
 
 
 def _tagged_sql(where: str, window: str, join: str = "") -> str:
@@ -173,8 +164,8 @@ def _hits(con: duckdb.DuckDBPyConnection, f: Filters, window: str) -> pd.DataFra
     """Per model and window: cache_hits, all_requests (total_ms known) and served (not a cache hit)."""
     where, params = f.where()
     return con.sql(f"""
-SELECT model, {_bucket(window)} AS window_start, count(*) FILTER (WHERE coalesce(cache_hit, false)) AS cache_hits,
-       count(*) AS all_requests, count(*) FILTER (WHERE NOT coalesce(cache_hit, false)) AS served
+SELECT model, {sql.time_bucket(window)} AS window_start, count(*) FILTER (WHERE {sql.CACHE_HIT}) AS cache_hits,
+       count(*) AS all_requests, count(*) FILTER (WHERE {sql.SERVED}) AS served
 FROM requests WHERE {where} AND total_ms IS NOT NULL GROUP BY 1, 2""", params=params).df()
 
 
@@ -263,12 +254,12 @@ def _window_rows(con: duckdb.DuckDBPyConnection, f: Filters, window: str, base: 
     if only is not None:
         # the windows asked for: a semi join, and their overall span for the scan to skip the rest
         o = "o AS (SELECT unnest(?::VARCHAR[]) AS o_model, unnest(?::TIMESTAMP[]) AS o_w),"
-        join = f" SEMI JOIN o ON model = o_model AND {_bucket(window)} = o_w"
+        join = f" SEMI JOIN o ON model = o_model AND {sql.time_bucket(window)} = o_w"
         o_params = [only["model"].tolist(), only["window_start"].tolist()]
         where, params = (f"{where} AND ts >= ? AND ts < ?",
                          params + [only["window_start"].min(), only["window_start"].max() + WINDOWS[window]])
-    aggregates = ",\n       ".join(f"{sql} AS {name}"
-                                   for name, sql in WINDOW_AGGREGATES + (DETAIL_AGGREGATES if detail else ()))
+    aggregates = ",\n       ".join(f"{expr} AS {name}"
+                                   for name, expr in WINDOW_AGGREGATES + (DETAIL_AGGREGATES if detail else ()))
     m = con.sql(f"""
 WITH {o} b AS ({table})
 SELECT model, w AS window_start,
@@ -418,7 +409,7 @@ def _capacity(con, f: Filters, model: str, site: str | None, start=None, end=Non
     """The most requests of a model (at a site) in service at once in these logs, over the filtered
     period or within [start, end): the slots that were there to serve."""
     where, params = f.where()
-    cond, extra = " AND model = ? AND NOT coalesce(cache_hit, false)", [model]
+    cond, extra = f" AND model = ? AND {sql.SERVED}", [model]
     if site is not None:
         cond, extra = cond + " AND site = ?", extra + [site]
     if start is not None:
@@ -453,8 +444,8 @@ def _busy_period(con, f: Filters, model: str, start, end) -> dict | None:
     [ts, ts + total_ms], in arrival order. None for windows too big to list."""
     where, params = f.where()
     rows = con.execute(
-        f"SELECT ts, total_ms, coalesce(queue_ms, 0), {SVC_SQL} FROM requests WHERE {where} AND model = ? "
-        f"AND ts >= ? AND ts < ? AND NOT coalesce(cache_hit, false) AND total_ms IS NOT NULL "
+        f"SELECT ts, total_ms, coalesce(queue_ms, 0), {sql.SERVICE_MS} FROM requests WHERE {where} AND model = ? "
+        f"AND ts >= ? AND ts < ? AND {sql.SERVED} AND total_ms IS NOT NULL "
         f"ORDER BY ts, request_id LIMIT 501", params + [model, start, end]).fetchall()
     if not rows or len(rows) > 500:
         return None
@@ -491,12 +482,12 @@ def _load_profile(con, f: Filters, model: str, start, end, site: str | None) -> 
     queue unserved counts at the mean service time), the most requests in service at once (the slots
     that were there, when the queue is deep) and the replicas that served."""
     where, params = f.where()
-    cond, extra = " AND model = ? AND NOT coalesce(cache_hit, false) AND ts >= ? AND ts < ?", [model, start, end]
+    cond, extra = f" AND model = ? AND {sql.SERVED} AND ts >= ? AND ts < ?", [model, start, end]
     if site is not None:
         cond, extra = cond + " AND site = ?", extra + [site]
-    inner = latency.concurrency_sql(where + cond, extra_cols=f"ts, replica, {SVC_SQL} AS svc", tolerance_ms=5.0)
+    inner = latency.concurrency_sql(where + cond, extra_cols=f"ts, replica, {sql.SERVICE_MS} AS svc", tolerance_ms=5.0)
     return con.execute(
-        f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) AS b, count(*) AS n, count(*) * avg(svc) / 1000 AS work_s, "
+        f"SELECT {sql.time_bucket('5min')} AS b, count(*) AS n, count(*) * avg(svc) / 1000 AS work_s, "
         f"max(concurrency) AS slots, count(DISTINCT replica) AS replicas FROM ({inner}) GROUP BY 1 ORDER BY 1",
         params + extra).df()
 
@@ -508,9 +499,9 @@ def _deep_queue(con, f: Filters, model: str, start, end, site: str | None, floor
     cond, extra = ("", []) if site is None else (" AND site = ?", [site])
     deep, gave_up = con.execute(
         f"SELECT count(*) FILTER (WHERE q95 >= ?) * 5, coalesce(sum(timeouts), 0) FROM ("
-        f"SELECT time_bucket(INTERVAL 5 MINUTE, ts) AS b, quantile_cont(queue_ms, 0.95) AS q95, "
+        f"SELECT {sql.time_bucket('5min')} AS b, quantile_cont(queue_ms, 0.95) AS q95, "
         f"count(*) FILTER (WHERE status = 'timeout') AS timeouts FROM requests WHERE {where} AND model = ? "
-        f"AND ts >= ? AND ts < ? AND NOT coalesce(cache_hit, false){cond} GROUP BY 1)",
+        f"AND ts >= ? AND ts < ? AND {sql.SERVED}{cond} GROUP BY 1)",
         [floor_ms] + params + [model, start, end] + extra).fetchall()[0]
     return int(deep), int(gave_up)
 
@@ -693,7 +684,7 @@ def _tail_finding(con, f, model, ep, worst, start, end) -> Finding:
     where, params = f.where()
     trace = con.execute(
         f"SELECT ts, total_ms, route_ms, queue_ms, prefill_ms, decode_ms, service_ms, replica FROM requests "
-        f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND total_ms IS NOT NULL AND {OK_SQL} "
+        f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND total_ms IS NOT NULL AND ({sql.OK}) "
         f"ORDER BY total_ms DESC LIMIT 1", params + [model, start, end]).fetchall()
     parts = ""
     if trace:

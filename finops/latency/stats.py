@@ -34,22 +34,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 
-LATENCY_FIELDS: tuple[str, ...] = ("total_ms", "ttft_ms", "queue_ms", "service_ms")
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
-SERVED_SQL = "NOT coalesce(cache_hit, false)"
-GROUPS: tuple[str, ...] = ("model", "tenant", "route", "sla_tier", "status", "replica", "site", "strategy")
-TIME_GRAINS: dict[str, str] = {
-    "minute": "date_trunc('minute', ts)",
-    "5min": "time_bucket(INTERVAL 5 MINUTE, ts)",
-    "15min": "time_bucket(INTERVAL 15 MINUTE, ts)",
-    "hour": "date_trunc('hour', ts)",
-    "day": "date_trunc('day', ts)",
-    "week": "date_trunc('week', ts)",
-}
+# the time buckets (sql.time_bucket over ts) latency groups by
+TIME_GRAINS: tuple[str, ...] = ("minute", "5min", "15min", "hour", "day", "week")
 NONE_LABEL = "(none)"
 # segment name -> per-row SQL (null where the logs lack it); "other" closes the sum to total_ms
 SEGMENTS: tuple[tuple[str, str], ...] = (
@@ -59,24 +50,6 @@ SEGMENTS: tuple[tuple[str, str], ...] = (
     ("decode", "decode_ms"),
     ("service", "CASE WHEN prefill_ms IS NULL AND decode_ms IS NULL THEN service_ms END"),
 )
-LENGTH_FIELDS: tuple[str, ...] = ("input_tokens", "output_tokens", "prompt_chars")
-# decode time of a request: decode_ms, else everything after the first token
-DECODE_MS_SQL = "coalesce(decode_ms, total_ms - ttft_ms)"
-TPOT_SQL = store.TPOT_SQL
-
-
-def grain_for(since, until) -> str:
-    """Time grain for percentiles over time: 5 min up to 6 hours, 15 min up to 2 days, hours up to 3 weeks,
-    days beyond (a percentile needs enough requests per bucket, a chart enough buckets).
-
-    >>> from datetime import datetime
-    >>> grain_for(datetime(2026, 1, 1), datetime(2026, 1, 15))
-    'hour'
-    """
-    if since is None or until is None:
-        return "hour"
-    hours = (until - since).total_seconds() / 3600
-    return "5min" if hours <= 6 else "15min" if hours <= 48 else "hour" if hours <= 21 * 24 else "day"
 
 
 def p_label(q: float) -> str:
@@ -87,9 +60,16 @@ def p_label(q: float) -> str:
 def _group_sql(by: str | None) -> str:
     if by is None:
         return "'all'"
-    if by in GROUPS:
-        return f"coalesce(CAST({by} AS VARCHAR), '{NONE_LABEL}')"
-    raise InputError(f"cannot group latency by {by}; choose from {', '.join(GROUPS)}")
+    if by not in sql.GROUP_COLUMNS:
+        raise InputError(f"cannot group latency by {by}; choose from {', '.join(sql.GROUP_COLUMNS)}")
+    by = sql.column(by, sql.GROUP_COLUMNS)
+    return f"coalesce(CAST({by} AS VARCHAR), '{NONE_LABEL}')"
+
+
+def _group_key(by: str) -> str:
+    """``by`` checked as a group column (the message of :func:`_group_sql`)."""
+    _group_sql(by)
+    return sql.column(by, sql.GROUP_COLUMNS)
 
 
 def _keys(by) -> list[str]:
@@ -98,20 +78,18 @@ def _keys(by) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
-def _check_field(name: str, allowed=LATENCY_FIELDS + ("route_ms", "prefill_ms", "decode_ms")) -> str:
-    if name not in allowed:
-        raise InputError(f"not a latency field: {name}; choose from {', '.join(allowed)}")
-    return name
+def _check_field(name: str) -> str:
+    return sql.column(name, sql.LATENCY_COLUMNS, "latency field")
 
 
-def _served(f: Filters, extra: str = "TRUE") -> tuple[str, list]:
+def _served_where(f: Filters, extra: str = "TRUE") -> tuple[str, list]:
     where, params = f.where()
-    return f"{where} AND {SERVED_SQL} AND ({extra})", params
+    return f"{where} AND {sql.SERVED} AND ({extra})", params
 
 
 def coverage(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, int]:
     """Non-null count of every canonical column over the served rows matching ``f``."""
-    where, params = _served(f)
+    where, params = _served_where(f)
     return store.field_coverage(con, where, params)
 
 
@@ -137,7 +115,7 @@ def sketch_usable(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> bool:
 
 def _sketch_key_sql(key: str) -> str:
     return {"model": f"CASE WHEN model = '' THEN '{NONE_LABEL}' ELSE model END", "hour": "hour",
-            "day": "date_trunc('day', hour)", "week": "date_trunc('week', hour)"}[key]
+            "day": sql.time_bucket("day", "hour"), "week": sql.time_bucket("week", "hour")}[key]
 
 
 def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, quantiles=QUANTILES) -> pd.DataFrame:
@@ -152,12 +130,13 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
     """
     where, params = f.where(ts_col="hour")
     fields = list(fields)
+    keys = [sql.column(k, SKETCH_KEYS, "sketch key") for k in keys]
     models = store.distinct_values(con, "model")
     cols = list(keys) + ["field", "n"] + [p_label(q) for q in quantiles]
     # Fetch the buckets as numbers (no GROUP BY or ORDER BY in SQL: with hours as keys there are as many
     # groups as rows); numpy sorts them by group and bucket and sums the buckets several loads share.
     key_num = {"model": "coalesce(list_position(?, model), 0)", "hour": "epoch_us(hour)",
-               "day": "epoch_us(date_trunc('day', hour))", "week": "epoch_us(date_trunc('week', hour))"}
+               "day": f"epoch_us({sql.time_bucket('day', 'hour')})", "week": f"epoch_us({sql.time_bucket('week', 'hour')})"}
     key_params = [models] if "model" in keys else []
     select = "".join(f"{key_num[k]} AS {k}, " for k in keys)
     got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, n, lo, hi FROM latency_hourly "
@@ -230,9 +209,10 @@ def _sort_order(columns: list[np.ndarray]) -> np.ndarray:
 def _served_requests(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> pd.DataFrame:
     """Served (not cache-hit) requests per group of ``keys``, from the hourly rollups."""
     where, params = f.where(ts_col="hour")
+    keys = [sql.column(k, SKETCH_KEYS, "sketch key") for k in keys]
     key_sql = ", ".join(f"{_sketch_key_sql(k)} AS {k}" for k in keys)
     group = "GROUP BY ALL" if keys else ""
-    return con.sql(f"SELECT {key_sql + ', ' if keys else ''}sum(requests - cache_hits) AS requests "
+    return con.sql(f"SELECT {key_sql + ', ' if keys else ''}sum({sql.served_requests()}) AS requests "
                    f"FROM rollup_hourly WHERE {where} {group}", params=params).df()
 
 
@@ -269,38 +249,49 @@ def _from_sketch(con, f: Filters, keys: list[str], fields, quantiles, counts: di
 
 # ---------------------------------------------------------------- percentiles
 
-def _quantile_cols(fields, quantiles) -> tuple[str, str]:
-    """(inner aggregate SQL, outer unpacking SQL) for exact percentiles of ``fields``."""
-    qs = ", ".join(repr(float(q)) for q in quantiles)
-    inner = ", ".join(f"quantile_cont({c}, [{qs}]) AS _q_{c}" for c in fields)
-    outer = ", ".join(f"_q_{c}[{i + 1}] AS {c}_{p_label(q)}" for c in fields for i, q in enumerate(quantiles))
-    return inner, outer
+def _quantile_list(quantiles) -> list[float]:
+    """The quantiles as the one bound list ``quantile_cont(x, ?)`` takes."""
+    return [float(q) for q in quantiles]
 
 
-def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), fields=LATENCY_FIELDS,
+def _p_cols(prefix: str, expr: str, quantiles) -> str:
+    """``expr[1] AS <prefix>p50, ...``: one column per quantile, unpacked from the list ``expr``."""
+    return ", ".join(f"{expr}[{i + 1}] AS {sql.quote_ident(prefix + p_label(q))}" for i, q in enumerate(quantiles))
+
+
+def _quantile_cols(fields, quantiles) -> tuple[str, str, list]:
+    """(inner aggregate SQL, outer unpacking SQL, the inner SQL's parameters) for exact percentiles of
+    ``fields``."""
+    fields = [_check_field(c) for c in fields]
+    inner = ", ".join(f"quantile_cont({c}, ?) AS _q_{c}" for c in fields)
+    outer = ", ".join(_p_cols(f"{c}_", f"_q_{c}", quantiles) for c in fields)
+    return inner, outer, [_quantile_list(quantiles)] * len(fields)
+
+
+def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), fields=sql.LATENCY_FIELDS,
                 quantiles=QUANTILES, exact: bool = False) -> pd.DataFrame:
     """Per group: ``requests`` and ``<field>_p50``, ``<field>_p95``, ``<field>_p99`` of each field.
 
     A percentile is null where no request of the group carries the field.
-    ``by`` lists dimensions of :data:`GROUPS` and/or one time grain of :data:`TIME_GRAINS`.
+    ``by`` lists dimensions of :data:`finops.sql.GROUP_COLUMNS` and/or one time grain of :data:`TIME_GRAINS`.
     Unless ``exact``, whole hours grouped by model, hour, day or week are read from the hourly
     sketch (:func:`sketch_quantiles`, within 0.99%); ``attrs['max_rel_error']`` then says so
     (0 for exact figures).
     """
     fields = [_check_field(c) for c in fields]
-    keys = _keys(by)
+    keys = [sql.column(k, TIME_GRAINS) if k in TIME_GRAINS else _group_key(k) for k in _keys(by)]
     if not exact and all(c in dict(store.SKETCH_FIELDS) for c in fields) and sketch_usable(con, f, keys):
         return _from_sketch(con, f, keys, fields, quantiles)
-    exprs = [f"{TIME_GRAINS[k]} AS {k}" if k in TIME_GRAINS else f"{_group_sql(k)} AS {k}" for k in keys]
-    where, params = _served(f)
-    inner, outer = _quantile_cols(fields, quantiles)
+    exprs = [f"{sql.time_bucket(k)} AS {k}" if k in TIME_GRAINS else f"{_group_sql(k)} AS {k}" for k in keys]
+    where, params = _served_where(f)
+    inner, outer, q_params = _quantile_cols(fields, quantiles)
     group = f"GROUP BY {', '.join(str(i + 1) for i in range(len(keys)))}" if keys else ""
     key_list = "".join(f"{k}, " for k in keys)
-    sql = (f"SELECT {key_list}requests, {outer} FROM ("
-           f"SELECT {''.join(e + ', ' for e in exprs)}count(*) AS requests, {inner} "
-           f"FROM requests WHERE {where} {group}) "
-           f"{'ORDER BY ' + ', '.join(keys) if keys else ''}")
-    out = con.execute(sql, params).df()
+    query = (f"SELECT {key_list}requests, {outer} FROM ("
+             f"SELECT {''.join(e + ', ' for e in exprs)}count(*) AS requests, {inner} "
+             f"FROM requests WHERE {where} {group}) "
+             f"{'ORDER BY ' + ', '.join(keys) if keys else ''}")
+    out = con.execute(query, q_params + params).df()
     out.attrs["max_rel_error"] = 0.0
     if not keys and len(out) and out["requests"].iloc[0] == 0:
         return out.iloc[0:0]
@@ -319,7 +310,7 @@ def over_time(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "total_ms
     """
     if grain not in TIME_GRAINS:
         raise InputError(f"unknown time grain {grain}; choose from {', '.join(TIME_GRAINS)}")
-    _check_field(field)
+    field = _check_field(field)
     keys = [grain] + ([by] if by else [])
     if (not exact and grain in SKETCH_KEYS and field in dict(store.SKETCH_FIELDS)
             and (by is None or by == "model") and sketch_usable(con, f, keys)):
@@ -331,13 +322,11 @@ def over_time(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "total_ms
         out["requests"] = out["requests"].astype("int64")
         out.attrs["max_rel_error"] = store.SKETCH_ALPHA
         return out
-    where, params = _served(f, f"{field} IS NOT NULL")
-    qs = ", ".join(repr(float(q)) for q in quantiles)
-    outer = ", ".join(f"_q[{i + 1}] AS {p_label(q)}" for i, q in enumerate(quantiles))
-    sql = (f"SELECT ts, grp, requests, {outer} FROM ("
-           f"SELECT {TIME_GRAINS[grain]} AS ts, {_group_sql(by)} AS grp, count(*) AS requests, "
-           f"quantile_cont({field}, [{qs}]) AS _q FROM requests WHERE {where} GROUP BY 1, 2) ORDER BY grp, ts")
-    out = con.execute(sql, params).df()
+    where, params = _served_where(f, f"{field} IS NOT NULL")
+    query = (f"SELECT ts, grp, requests, {_p_cols('', '_q', quantiles)} FROM ("
+             f"SELECT {sql.time_bucket(grain)} AS ts, {_group_sql(by)} AS grp, count(*) AS requests, "
+             f"quantile_cont({field}, ?) AS _q FROM requests WHERE {where} GROUP BY 1, 2) ORDER BY grp, ts")
+    out = con.execute(query, [_quantile_list(quantiles)] + params).df()
     for q in quantiles:
         out[p_label(q)] = out[p_label(q)].astype("float64")
     out.attrs["max_rel_error"] = 0.0
@@ -386,9 +375,9 @@ def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms
     are ``lo`` of its bins plus the last ``hi``. Bins are half-open ``[lo, hi)`` except the last,
     which is closed: the same counts as ``numpy.histogram(values, bins=edges)``.
     """
-    _check_field(field)
+    field = _check_field(field)
     g = _group_sql(by)
-    where, params = _served(f, f"{field} IS NOT NULL")
+    where, params = _served_where(f, f"{field} IS NOT NULL")
     stats = con.execute(f"SELECT {g} AS grp, min({field}), max({field}), min({field}) FILTER (WHERE {field} > 0) "
                         f"FROM requests WHERE {where} GROUP BY 1 ORDER BY 1", params).fetchall()
     cols = ["grp", "bin", "lo", "hi", "count"]
@@ -412,7 +401,7 @@ def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms
     # 1e-6 of an edge could fall on the wrong side: those few are counted by their exact value and
     # placed against the edges themselves (numpy.searchsorted), so the counts equal numpy's exactly.
     x = "CASE WHEN c.lg THEN (CASE WHEN v > 0 THEN ln(v) END - c.lo) * c.nm + 1 ELSE (v - c.lo) * c.nm END"
-    sql = f"""
+    query = f"""
 WITH c AS (SELECT unnest(?::VARCHAR[]) AS grp, unnest(?::BOOLEAN[]) AS lg, unnest(?::DOUBLE[]) AS lo,
                   unnest(?::DOUBLE[]) AS nm, unnest(range(1, ?)) AS k),
 r AS (SELECT {g} AS grp, {field} AS v FROM requests WHERE {where}),
@@ -420,7 +409,7 @@ b AS (SELECT c.k, r.v, {x} AS x FROM r JOIN c ON c.grp = r.grp)
 SELECT k, CAST(coalesce(floor(x), 0) AS BIGINT) AS bin,
        CASE WHEN x IS NULL OR abs(x - round(x)) < 1e-6 THEN v END AS exact, count(*) AS n
 FROM b GROUP BY ALL"""
-    counted = con.execute(sql, [groups, logs, los, norms, len(groups) + 1] + params).fetchall()
+    counted = con.execute(query, [groups, logs, los, norms, len(groups) + 1] + params).fetchall()
     counts = [np.zeros(len(e) - 1, dtype=np.int64) for e in edge_lists]
     for k_, b_, exact, n in counted:
         c, edges = counts[k_ - 1], edge_lists[k_ - 1]
@@ -449,44 +438,43 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
     sum to ``total_ms``.
     """
     g = _group_sql(by)
-    where, params = _served(f, "total_ms IS NOT NULL")
-    seg_exprs = ", ".join(f"{sql} AS {name}" for name, sql in SEGMENTS)
+    where, params = _served_where(f, "total_ms IS NOT NULL")
+    seg_exprs = ", ".join(f"{expr} AS {name}" for name, expr in SEGMENTS)
     known = " - ".join(f"coalesce({name}, 0)" for name, _ in SEGMENTS)
     seg_aggs = ", ".join(f"CASE WHEN count({name}) > 0 THEN avg(coalesce({name}, 0)) END AS {name}"
                          for name, _ in SEGMENTS)
-    qs = [float(q) for q in quantiles]
-    bounds = ", ".join(f"{max(q - band, 0.0)!r}, {min(q + band, 1.0)!r}" for q in qs)
-    disc = ", ".join(repr(q) for q in qs)
+    qs = _quantile_list(quantiles)
+    bounds = [b for q in qs for b in (max(q - band, 0.0), min(q + band, 1.0))]
     # pass 1: each group's bands; pass 2: one scan keeping only the rows in some band (a few per cent),
     # joined to their group's bounds by hash, then the means per band over that small set
-    found = con.execute(f"SELECT {g} AS grp, quantile_cont(total_ms, [{bounds}]), count(*) "
-                        f"FROM requests WHERE {where} GROUP BY 1 ORDER BY 1", params).fetchall()
+    found = con.execute(f"SELECT {g} AS grp, quantile_cont(total_ms, ?), count(*) "
+                        f"FROM requests WHERE {where} GROUP BY 1 ORDER BY 1", [bounds] + params).fetchall()
     # With n >= 2 / band + 1 requests a band spans over two ranks, so it holds the order statistic at q
     # whatever its rounding: the widening below changes nothing and needs no second pass.
     small = [grp for grp, _, n in found if n < 2 / band + 1] if band > 0 else [grp for grp, _, _ in found]
     disc_of = {}
     if small:
         disc_of = dict(con.execute(
-            f"SELECT {g} AS grp, quantile_disc(total_ms, [{disc}]) FROM requests WHERE {where} AND {g} IN "
-            f"(SELECT unnest(?::VARCHAR[])) GROUP BY 1", params + [small]).fetchall())
+            f"SELECT {g} AS grp, quantile_disc(total_ms, ?) FROM requests WHERE {where} AND {g} IN "
+            f"(SELECT unnest(?::VARCHAR[])) GROUP BY 1", [qs] + params + [small]).fetchall())
     found = [(grp, qc, disc_of.get(grp, [qc[2 * i] for i in range(len(qs))])) for grp, qc, _ in found]
     grps = [grp for grp, _, _ in found]
     lo = [[min(qc[2 * i], qd[i]) for grp, qc, qd in found] for i in range(len(qs))]
     hi = [[max(qc[2 * i + 1], qd[i]) for grp, qc, qd in found] for i in range(len(qs))]
     in_band = " OR ".join(f"r.total_ms BETWEEN c.lo{i} AND c.hi{i}" for i in range(len(qs)))
     per_band = " UNION ALL ".join(
-        f"SELECT grp, {q!r} AS quantile, count(*) AS requests_in_band, avg(total_ms) AS total_ms, {seg_aggs}, "
-        f"avg(total_ms - {known}) AS other FROM near WHERE total_ms BETWEEN lo{i} AND hi{i} GROUP BY 1"
-        for i, q in enumerate(qs))
+        f"SELECT grp, CAST(? AS DOUBLE) AS quantile, count(*) AS requests_in_band, avg(total_ms) AS total_ms, "
+        f"{seg_aggs}, avg(total_ms - {known}) AS other FROM near WHERE total_ms BETWEEN lo{i} AND hi{i} GROUP BY 1"
+        for i in range(len(qs)))
     cols_c = ", ".join(f"unnest(?::DOUBLE[]) AS lo{i}, unnest(?::DOUBLE[]) AS hi{i}" for i in range(len(qs)))
-    sql = f"""
+    query = f"""
 WITH c AS (SELECT unnest(?::VARCHAR[]) AS grp, {cols_c}),
 r AS (SELECT {g} AS grp, total_ms, {seg_exprs} FROM requests WHERE {where} AND total_ms BETWEEN ? AND ?),
 near AS MATERIALIZED (SELECT r.*, c.* EXCLUDE (grp) FROM r JOIN c ON c.grp = r.grp WHERE {in_band})
 SELECT * FROM ({per_band}) ORDER BY 1, 2"""
     band_params = [grps] + [v for i in range(len(qs)) for v in (lo[i], hi[i])]
     span = [min(min(v) for v in lo), max(max(v) for v in hi)] if found else [0.0, 0.0]
-    wide = con.execute(sql, band_params + params + span).df() if found else pd.DataFrame()
+    wide = con.execute(query, band_params + params + span + qs).df() if found else pd.DataFrame()
     names = [n for n, _ in SEGMENTS] + ["other"]
     cols = ["grp", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms"]
     if wide.empty:
@@ -511,24 +499,24 @@ def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "in
     absent; it costs a second percentile pass, so only on request). A prefill-bound model's latency
     climbs with the prompt bucket; a decode-bound one with the output bucket.
     """
-    if length not in LENGTH_FIELDS:
-        raise InputError(f"not a length field: {length}; choose from {', '.join(LENGTH_FIELDS)}")
+    length = sql.column(length, sql.LENGTH_COLUMNS, "length field")
     g = _group_sql(by)
-    where, params = _served(f, f"{length} IS NOT NULL AND total_ms IS NOT NULL")
-    seg = "coalesce(prefill_ms, ttft_ms)" if length != "output_tokens" else DECODE_MS_SQL
-    qs = ", ".join(repr(float(q)) for q in quantiles)
-    outer = ", ".join(f"_q[{i + 1}] AS total_ms_{p_label(q)}" for i, q in enumerate(quantiles))
+    where, params = _served_where(f, f"{length} IS NOT NULL AND total_ms IS NOT NULL")
+    # the segment a prompt drives: prefill, else the time to the first token (queue included); not
+    # sql.PREFILL_MS, which takes the wait out of TTFT: this chart shows what the client waited for
+    seg = "coalesce(prefill_ms, ttft_ms)" if length != "output_tokens" else sql.DECODE_MS
+    outer = _p_cols("total_ms_", "_q", quantiles)
     # the bucket by comparisons: cheaper per row than pow(2, floor(log2(x)))
     steps = " ".join(f"WHEN {length} < {2 ** (i + 1)} THEN {2 ** i}" for i in range(5, 62))
     seg_inner, seg_outer = (f", quantile_cont({seg}, 0.5) AS segment_ms_p50", ", segment_ms_p50") if with_segment \
         else ("", "")
-    sql = f"""
+    query = f"""
 SELECT grp, bucket_lo, CASE WHEN bucket_lo = 0 THEN 32 ELSE 2 * bucket_lo END AS bucket_hi, requests,
        {outer}{seg_outer} FROM (
   SELECT {g} AS grp, CASE WHEN {length} < 32 THEN 0 {steps} END AS bucket_lo,
-         count(*) AS requests, quantile_cont(total_ms, [{qs}]) AS _q{seg_inner}
+         count(*) AS requests, quantile_cont(total_ms, ?) AS _q{seg_inner}
   FROM requests WHERE {where} GROUP BY 1, 2) ORDER BY grp, bucket_lo"""
-    out = con.execute(sql, params).df()
+    out = con.execute(query, [_quantile_list(quantiles)] + params).df()
     out["bucket_lo"] = out["bucket_lo"].astype("int64")
     out["bucket_hi"] = out["bucket_hi"].astype("int64")
     out["bucket"] = [f"{lo:,}–{hi - 1:,}" for lo, hi in zip(out["bucket_lo"], out["bucket_hi"], strict=True)]
@@ -556,7 +544,7 @@ def concurrency_sql(where: str, per: str = "model", extra_cols: str = "", tolera
     return f"""
 WITH r AS (SELECT model AS grp, {part} AS _p,
                   epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS start_ms,
-                  epoch_us(ts) / 1e3 + total_ms - {float(tolerance_ms)!r} AS end_ms{extra}
+                  epoch_us(ts) / 1e3 + total_ms - {sql.literal(float(tolerance_ms))} AS end_ms{extra}
            FROM requests WHERE {where} AND total_ms IS NOT NULL),
 ev AS (SELECT *, start_ms AS _t, 1 AS _d FROM r
        UNION ALL BY NAME SELECT _p, end_ms AS _t, -1 AS _d FROM r),
@@ -606,7 +594,7 @@ def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, per: str =
     """
     if per not in ("model", "replica"):
         raise InputError("per must be model or replica")
-    where, params = _served(f, "total_ms IS NOT NULL")
+    where, params = _served_where(f, "total_ms IS NOT NULL")
     empty = pd.DataFrame({c: [] for c in DECODE_RATE_COLUMNS})
     # partitions: every model the rollups know (cheap), or every model x replica; code 0 = none of them
     if per == "model":
@@ -618,7 +606,7 @@ def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, per: str =
         names, model_of = [p for p, _ in found], [NONE_LABEL] + [m for _, m in found]
     if not names:
         return empty
-    rate = f"output_tokens / nullif({DECODE_MS_SQL}, 0) * 1000"
+    rate = f"output_tokens / nullif({sql.DECODE_MS}, 0) * 1000"
     # con.sql streams the result into numpy; con.execute would first materialise it (3-4x slower here)
     cols = con.sql(
         f"SELECT CAST(coalesce(list_position(?, {part}), 0) AS SMALLINT) AS p, "
@@ -684,15 +672,15 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
         out.attrs["max_rel_error"] = store.SKETCH_ALPHA
         return out
     g = _group_sql(by)
-    where, params = _served(f)
-    qs = ", ".join(repr(float(q)) for q in quantiles)
-    outer = ", ".join(f"_t[{i + 1}] AS ttft_ms_{p_label(q)}, _p[{i + 1}] AS tpot_ms_{p_label(q)}"
-                      for i, q in enumerate(quantiles))
-    sql = (f"SELECT grp, requests, with_ttft, with_tpot, {outer} FROM ("
-           f"SELECT {g} AS grp, count(*) AS requests, count(ttft_ms) AS with_ttft, count({TPOT_SQL}) AS with_tpot, "
-           f"quantile_cont(ttft_ms, [{qs}]) AS _t, quantile_cont({TPOT_SQL}, [{qs}]) AS _p "
-           f"FROM requests WHERE {where} GROUP BY 1) ORDER BY grp")
-    out = con.execute(sql, params).df()
+    where, params = _served_where(f)
+    outer = ", ".join(f"_t[{i + 1}] AS {sql.quote_ident('ttft_ms_' + p_label(q))}, "
+                      f"_p[{i + 1}] AS {sql.quote_ident('tpot_ms_' + p_label(q))}" for i, q in enumerate(quantiles))
+    query = (f"SELECT grp, requests, with_ttft, with_tpot, {outer} FROM ("
+             f"SELECT {g} AS grp, count(*) AS requests, count(ttft_ms) AS with_ttft, "
+             f"count({sql.TPOT_MS}) AS with_tpot, quantile_cont(ttft_ms, ?) AS _t, quantile_cont({sql.TPOT_MS}, ?) AS _p "
+             f"FROM requests WHERE {where} GROUP BY 1) ORDER BY grp")
+    qs = _quantile_list(quantiles)
+    out = con.execute(query, [qs, qs] + params).df()
     for c in out.columns:
         if c.startswith(("ttft_ms_", "tpot_ms_")):
             out[c] = out[c].astype("float64")
@@ -707,8 +695,8 @@ SLOWEST_COLUMNS = ("request_id", "ts", "model", "tenant", "sla_tier", "route", "
 
 def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20) -> pd.DataFrame:
     """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest)."""
-    where, params = _served(f, "total_ms IS NOT NULL")
-    known = " - ".join(f"coalesce({sql}, 0)" for _, sql in SEGMENTS)
-    sql = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms "
-           f"FROM requests WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?")
-    return con.execute(sql, params + [int(n)]).df()
+    where, params = _served_where(f, "total_ms IS NOT NULL")
+    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
+    query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms "
+             f"FROM requests WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?")
+    return con.execute(query, params + [int(n)]).df()

@@ -30,7 +30,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.spend import pricing
@@ -41,7 +41,6 @@ FLEET = "(fleet)"
 SEVERITIES = ("critical", "warning", "info")
 WINDOWS = {"15min": timedelta(minutes=15), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 DEFAULT_SLA_P99_MS = {"premium": 2000.0, "standard": 5000.0, "batch": 30000.0, "(none)": 5000.0}
-SLA_METRICS = ("ttft_ms", "total_ms")
 WILSON_Z = 3.09                # one-sided 99.9 %: hundreds of windows are judged, chance must rarely alert
 ALERT_COLUMNS = ["rule", "model", "tenant", "window_start", "window_end", "value", "threshold", "severity",
                  "message"]
@@ -121,16 +120,16 @@ def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) 
 def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
     """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it, else total_ms."""
     chosen = store.get_setting(con, "alerts.sla_metric")
-    if chosen in SLA_METRICS:
-        return chosen
+    if chosen in sql.SLA_COLUMNS:
+        return sql.column(chosen, sql.SLA_COLUMNS, "SLA latency")
     where, params = (f or Filters()).where()
     has_ttft = con.execute(f"SELECT count(ttft_ms) FROM requests WHERE {where}", params).fetchall()[0][0]
     return "ttft_ms" if has_ttft else "total_ms"
 
 
 def save_sla_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:
-    if metric not in SLA_METRICS:
-        raise InputError(f"the SLA is on one of {', '.join(SLA_METRICS)}")
+    if metric not in sql.SLA_COLUMNS:
+        raise InputError(f"the SLA is on one of {', '.join(sql.SLA_COLUMNS)}")
     store.set_setting(con, "alerts.sla_metric", metric)
 
 
@@ -156,11 +155,6 @@ def configured(con: duckdb.DuckDBPyConnection) -> bool:
 # ---------------------------------------------------------------- evaluators: rule -> firing windows
 # Each returns a DataFrame: model, tenant, window_start, value, threshold, detail (str)
 
-def _bucket(window: str, col: str = "ts") -> str:
-    return {"15min": f"time_bucket(INTERVAL 15 MINUTE, {col})", "hour": f"date_trunc('hour', {col})",
-            "day": f"date_trunc('day', {col})"}[window]
-
-
 def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     grain = "hour" if rule.window in ("15min", "hour") else "day"
     rep = spend.report(con, f, by=[grain, "model", "tenant"], include_idle=False)
@@ -179,9 +173,9 @@ def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     where, params = f.where()
     metric = sla_metric(con, f)
     rows = con.execute(f"""
-SELECT {_bucket(rule.window)} AS window_start, model, tenant, coalesce(sla_tier, '(none)') AS tier,
+SELECT {sql.time_bucket(rule.window)} AS window_start, model, tenant, coalesce(sla_tier, '(none)') AS tier,
        count(*) AS requests, quantile_cont({metric}, 0.99) AS p99
-FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND {metric} IS NOT NULL
+FROM requests WHERE {where} AND {sql.SERVED} AND {metric} IS NOT NULL
 GROUP BY 1, 2, 3, 4 HAVING count(*) >= ?""", params + [max(rule.min_requests, 1)]).df()
     if rows.empty:
         return _none()
@@ -216,8 +210,8 @@ def queue_length(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "15mi
     where, params = f.where()
     seconds = WINDOWS[window].total_seconds()
     df = con.execute(f"""
-SELECT model, {_bucket(window)} AS window_start, count(*) AS requests, avg(queue_ms) AS mean_queue_ms
-FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND queue_ms IS NOT NULL
+SELECT model, {sql.time_bucket(window)} AS window_start, count(*) AS requests, avg(queue_ms) AS mean_queue_ms
+FROM requests WHERE {where} AND {sql.SERVED} AND queue_ms IS NOT NULL
 GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
     df["queue_length"] = df["requests"] / seconds * df["mean_queue_ms"] / 1000.0
     return df

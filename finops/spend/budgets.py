@@ -34,7 +34,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.spend import report as spend
@@ -60,7 +60,7 @@ def next_month(m: date) -> date:
 
 def months(con: duckdb.DuckDBPyConnection) -> list[date]:
     """Months with traffic in the store, newest first."""
-    rows = con.execute("SELECT DISTINCT CAST(date_trunc('month', hour) AS DATE) FROM rollup_hourly "
+    rows = con.execute(f"SELECT DISTINCT CAST({sql.time_bucket('month', 'hour')} AS DATE) FROM rollup_hourly "
                        "ORDER BY 1 DESC").fetchall()
     return [r[0] for r in rows]
 

@@ -17,7 +17,7 @@ from datetime import timedelta
 import duckdb
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 from finops.filters import Filters
 from finops.latency import stats as latency
 from finops.spend import pricing
@@ -40,9 +40,9 @@ def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
 
 
 def grain(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
-    """The time grain of charts for these filters (:func:`finops.spend.report.grain_for`)."""
+    """The time grain of charts for these filters (:func:`finops.sql.grain_for`, spend)."""
     p = period_of(con, f)
-    return spend.grain_for(p) if p.since is not None else "day"
+    return sql.grain_for(p.since, p.until, "spend")
 
 
 GRAIN_UNIT = {"hour": "hour", "day": "day", "week": "week", "month": "month"}
@@ -217,14 +217,14 @@ def spend_over_time(con: duckdb.DuckDBPyConnection, f: Filters, grain_name: str 
     (unless ``include_idle`` is False, or the filters pick tenants or tiers).
 
     Columns: period (bucket start), series, cost_usd, requests. The grain follows the range
-    (:func:`finops.spend.report.grain_for`) unless given.
+    (:func:`finops.sql.grain_for`) unless given.
     """
     g = grain_name or grain(con, f)
-    sql, params = spend.costed(con, period_of(con, f), include_idle=None if include_idle else False)
+    costed_sql, params = spend.costed(con, period_of(con, f), include_idle=None if include_idle else False)
     rows = con.execute(
-        f"SELECT {spend.TIME_GRAINS[g]} AS period, CASE WHEN is_idle THEN ? ELSE model END AS series, "
+        f"SELECT {sql.time_bucket(g, 'hour')} AS period, CASE WHEN is_idle THEN ? ELSE model END AS series, "
         f"sum(cost_usd) AS cost_usd, coalesce(sum(requests) FILTER (WHERE NOT is_idle), 0) AS requests "
-        f"FROM ({sql}) GROUP BY 1, 2 ORDER BY 1, 2", [IDLE, *params]).df()
+        f"FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2", [IDLE, *params]).df()
     rows["requests"] = rows["requests"].astype("int64")
     return rows
 
@@ -307,7 +307,7 @@ def token_mix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     ``prompt_cache_saving_usd`` is what the cached prompt tokens would have cost more at the uncached
     input price.
     """
-    sql, params = spend.costed(con, period_of(con, f), include_idle=False)
+    costed_sql, params = spend.costed(con, period_of(con, f), include_idle=False)
     api = "coalesce(p.kind, 'api') = 'api'"
     mix = con.execute(f"""
 SELECT c.model, any_value(coalesce(p.kind, 'api')) AS kind,
@@ -324,7 +324,7 @@ SELECT c.model, any_value(coalesce(p.kind, 'api')) AS kind,
   sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * greatest(coalesce(p.input_usd_per_1m, 0)
       - coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0), 0) / 1e6 ELSE 0 END) AS prompt_cache_saving_usd,
   sum(c.cost_usd) AS cost_usd
-FROM ({sql}) c LEFT JOIN prices p ON p.model = c.model
+FROM ({costed_sql}) c LEFT JOIN prices p ON p.model = c.model
 GROUP BY c.model ORDER BY sum(c.cost_usd) DESC, c.model""", params).df()
     priced = mix[["input_cost_usd", "cached_input_cost_usd", "output_cost_usd", "request_fee_usd",
                   "recorded_cost_usd"]].sum(axis=1)
@@ -374,22 +374,23 @@ def token_effect(mix: pd.DataFrame) -> TokenEffect:
 
 # ---------------------------------------------------------------- cost per request (raw rows)
 
-def request_costs_sql(where: str, hours: str, sample_pct: float | None = None) -> str:
+def request_costs_sql(where: str, hours_sql: str, sample_pct: float | None = None) -> str:
     """SELECT model, tenant, cost_usd per request for raw rows matching ``where``.
 
     The rules of :mod:`finops.spend.pricing`, row by row: a recorded ``cost_usd`` counts as is; a row without
     one that is not a cache hit is priced at the book's token prices (API models); a self-hosted model's
     hourly allocated cost is shared by the hour's served requests in proportion to their busy time
     (by count in an hour with no timing). Summed over all rows these equal ``spend.report`` without
-    the idle line. ``hours`` yields the paid hours (pricing.hours_sql). ``sample_pct`` reads a random
+    the idle line. ``hours_sql`` yields the paid hours (pricing.hours_sql). ``sample_pct`` reads a random
     share of the table (DuckDB system sampling, fixed seed) instead of every row.
     """
-    sample = f" TABLESAMPLE {sample_pct:.6f}% (system, 42)" if sample_pct is not None else ""
-    served = "NOT coalesce(q.cache_hit, false)"
+    # a sample clause takes constants only: the share as a checked number, to the millionth of a per cent
+    sample = f" TABLESAMPLE {sql.literal(round(sample_pct, 6))}% (system, 42)" if sample_pct is not None else ""
+    served = sql.served("q")
     return f"""
-WITH alloc AS ({pricing.alloc_sql(hours)}),
+WITH alloc AS ({pricing.alloc_sql(hours_sql)}),
 q AS (SELECT model, tenant, ts, cost_usd, cache_hit, input_tokens, cached_input_tokens, output_tokens,
-             {store.BUSY_MS_SQL} AS busy_ms FROM requests{sample} WHERE {where})
+             {sql.BUSY_MS} AS busy_ms FROM requests{sample} WHERE {where})
 SELECT q.model, q.tenant,
   coalesce(q.cost_usd, 0)
   + CASE WHEN q.cost_usd IS NULL AND {served} AND coalesce(p.kind, 'api') = 'api' THEN
@@ -402,7 +403,7 @@ SELECT q.model, q.tenant,
            WHEN a.served > 0 THEN a.allocated_usd / a.served ELSE 0 END
     ELSE 0 END AS cost_usd
 FROM q LEFT JOIN prices p ON p.model = q.model
-       LEFT JOIN alloc a ON a.model = q.model AND a.hour = date_trunc('hour', q.ts)"""
+       LEFT JOIN alloc a ON a.model = q.model AND a.hour = {sql.time_bucket('hour', 'q.ts')}"""
 
 
 @dataclass(frozen=True)
@@ -434,9 +435,9 @@ def cost_per_request(con: duckdb.DuckDBPyConnection, f: Filters, max_rows: int =
     if matching > max_rows and total > 0:
         pct = min(100.0, 100.0 * max_rows / matching)
     hours, hparams = pricing.hours_sql(period.since, period.until)
-    sql = request_costs_sql(where, hours, pct)
+    costs = request_costs_sql(where, hours, pct)
     args = hparams + params
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _req_cost AS {sql}", args)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _req_cost AS {costs}", args)
     try:
         summary = con.execute("""
 SELECT model, count(*) AS requests, avg(cost_usd) AS mean_usd,

@@ -9,6 +9,8 @@ from decimal import Decimal
 
 import pandas as pd
 
+from finops import sql
+
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -123,7 +125,7 @@ API_METERS: tuple[Meter, ...] = (
           "1000000 Tokens", "Tokens"),
     Meter("output", "Output Tokens", "output_tokens - cache_output_tokens", "priced_output_tokens",
           ("output_usd_per_1m",), 1_000_000, "1000000 Tokens", "Tokens"),
-    Meter("request", "Requests", "requests - cache_hits", "priced_requests", ("request_usd",), 1,
+    Meter("request", "Requests", sql.served_requests(), "priced_requests", ("request_usd",), 1,
           "Requests", "Requests", book_only=True),
 )
 REQUEST_METER = API_METERS[-1]
@@ -156,12 +158,12 @@ def _usage_sql(con, period) -> tuple[str, list]:
     """Costed rollup rows summed per UTC day, tenant, model and tier, with each meter's served and priced
     quantity (one implementation of the costs: ``spend.report.costed``)."""
     from finops.spend import report as spend
-    sql, params = spend.costed(con, period)
+    costed_sql, params = spend.costed(con, period)
     meters = ", ".join(f"coalesce(sum({m.served_sql}), 0) AS served_{m.key}, "
                        f"coalesce(sum({m.priced_sql}), 0) AS priced_{m.key}" for m in API_METERS)
-    return (f"SELECT date_trunc('day', hour) AS day, tenant, model, sla_tier, is_idle, "
+    return (f"SELECT {sql.time_bucket('day', 'hour')} AS day, tenant, model, sla_tier, is_idle, "
             f"coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(recorded_cost_usd), 0) AS recorded_cost_usd, "
-            f"{meters} FROM ({sql}) GROUP BY ALL ORDER BY 1, 2, 3, 4", params)
+            f"{meters} FROM ({costed_sql}) GROUP BY ALL ORDER BY 1, 2, 3, 4", params)
 
 
 def _book_price(p, meter: Meter) -> Decimal | None:

@@ -35,7 +35,7 @@ import math
 import duckdb
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 
 
 def token_cost_usd(input_tokens: float, cached_input_tokens: float, output_tokens: float, *,
@@ -141,11 +141,11 @@ alloc AS ({alloc_sql(hours_sql)})
 SELECT r.*, false AS is_idle,
        r.recorded_cost_usd + {TOKEN_COST_SQL}
        + coalesce(CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * r.busy_ms / a.busy_ms
-                       WHEN a.served > 0 THEN a.allocated_usd * (r.requests - r.cache_hits) / a.served END, 0)
+                       WHEN a.served > 0 THEN a.allocated_usd * {sql.served_requests('r')} / a.served END, 0)
          AS cost_usd,
        {CACHE_SAVED_SQL} AS cache_saved_usd
 FROM r LEFT JOIN prices p ON p.model = r.model
-       LEFT JOIN alloc a ON a.model = r.model AND a.hour = date_trunc('hour', r.hour)
+       LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}
 UNION ALL BY NAME
 SELECT a.hour, a.model, '(idle capacity)' AS tenant, '' AS route, '' AS sla_tier, '' AS status,
        true AS is_idle, a.fleet_cost_usd - a.allocated_usd AS cost_usd, 0.0 AS cache_saved_usd
@@ -162,7 +162,7 @@ WITH fleet AS (
   FROM ({hours_sql}) h CROSS JOIN prices p
   WHERE p.kind = 'self_hosted' AND p.model IN (SELECT DISTINCT model FROM rollup_hourly)),
 busy AS (
-  SELECT hour, model, sum(busy_ms) AS busy_ms, sum(requests - cache_hits) AS served
+  SELECT hour, model, sum(busy_ms) AS busy_ms, sum({sql.served_requests()}) AS served
   FROM rollup_hourly GROUP BY ALL)
 SELECT f.hour, f.model, f.fleet_cost_usd, b.busy_ms, coalesce(b.served, 0) AS served,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN least(b.busy_ms / f.capacity_ms, 1.0)
@@ -174,8 +174,8 @@ FROM fleet f LEFT JOIN busy b ON b.hour = f.hour AND b.model = f.model"""
 
 def hours_sql(since=None, until=None) -> tuple[str, list]:
     """The paid hours of a period: [since, until) floored to hours, else the store's span."""
-    lo = "date_trunc('hour', CAST(? AS TIMESTAMP))" if since is not None else "(SELECT min(hour) FROM rollup_hourly)"
-    hi = ("date_trunc('hour', CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND)" if until is not None
+    lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else "(SELECT min(hour) FROM rollup_hourly)"
+    hi = (sql.time_bucket("hour", "CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND") if until is not None
           else "(SELECT max(hour) FROM rollup_hourly)")
     params = [v for v in (since, until) if v is not None]
     return (f"SELECT unnest(generate_series({lo}, {hi}, INTERVAL 1 HOUR)) AS hour "

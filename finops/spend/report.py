@@ -11,15 +11,15 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from finops import store
+from finops import sql, store
+from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
 from finops.spend import pricing
 
 IDLE_TENANT = "(idle capacity)"
-TIME_GRAINS = {"hour": "hour", "day": "date_trunc('day', hour)", "week": "date_trunc('week', hour)",
-               "month": "date_trunc('month', hour)"}
-GROUPABLE = (*store.ROLLUP_DIMS, *TIME_GRAINS)
+TIME_GRAINS: tuple[str, ...] = ("hour", "day", "week", "month")     # buckets of sql.time_bucket over ``hour``
+GROUPABLE = (*sql.ROLLUP_DIMS, *TIME_GRAINS)
 
 
 def _hour_aligned(value) -> bool:
@@ -44,13 +44,13 @@ def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None
         include_idle = not f.tenants and not f.sla_tiers
     src, params = _source(f)
     hours, hparams = pricing.hours_sql(f.since, f.until)
-    sql = pricing.costed_rollup_sql(src, hours)
+    rows = pricing.costed_rollup_sql(src, hours)
     if not include_idle:
-        sql = f"SELECT * FROM ({sql}) WHERE NOT is_idle"
+        rows = f"SELECT * FROM ({rows}) WHERE NOT is_idle"
     elif f.models:
-        sql = f"SELECT * FROM ({sql}) WHERE NOT is_idle OR model IN ({', '.join('?' for _ in f.models)})"
-        return sql, params + hparams + list(f.models)
-    return sql, params + hparams
+        rows = f"SELECT * FROM ({rows}) WHERE NOT is_idle OR model IN ({', '.join('?' for _ in f.models)})"
+        return rows, params + hparams + list(f.models)
+    return rows, params + hparams
 
 
 MEASURES_SQL = """
@@ -74,15 +74,13 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
     """
     bad = [b for b in by if b not in GROUPABLE]
     if bad:
-        from finops.errors import InputError
         raise InputError(f"cannot group by {', '.join(bad)}; choose from {', '.join(GROUPABLE)}")
-    sql, params = costed(con, f, include_idle)
-    keys = [f"{TIME_GRAINS[b]} AS {b}" if b in TIME_GRAINS else b for b in by]
-    key_sql = ", ".join(keys)
+    costed_sql, params = costed(con, f, include_idle)
+    names = [sql.column(b, GROUPABLE) for b in by]
+    keys = "".join(f"{sql.time_bucket(b, 'hour') if b in TIME_GRAINS else b} AS {b}, " for b in names)
     grouping = f"GROUP BY {', '.join(str(i + 1) for i in range(len(by)))}" if by else ""
     order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
-    out = con.execute(f"SELECT {key_sql + ',' if by else ''} {MEASURES_SQL} FROM ({sql}) {grouping} "
-                      f"ORDER BY {order}", params).df()
+    out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
     for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_hits", "escalations",
               "cascade_requests"):
         out[c] = out[c].fillna(0).astype("int64")
@@ -126,12 +124,3 @@ def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> Kpis:
         cost_per_1m_tokens=num("cost_per_1m_tokens", None), cache_saved_usd=num("cache_saved_usd"),
         escalation_rate=escalation_rate(num("escalations"), num("cascade_requests")),
         p99_total_ms=None if p99 is None or pd.isna(p99) else float(p99), error_rate=num("error_rate", None))
-
-
-def grain_for(f: Filters, span=None) -> str:
-    """hour for up to 2 days, day up to 60 days, week beyond."""
-    lo, hi = (f.since, f.until) if f.since and f.until else (span or (None, None))
-    if lo is None or hi is None:
-        return "day"
-    days = (hi - lo).total_seconds() / 86400
-    return "hour" if days <= 2 else ("day" if days <= 60 else "week")

@@ -40,7 +40,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import store
+from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.spend import pricing
@@ -50,8 +50,6 @@ LEN_THRESHOLD = 40            # the seed gateway's rule: "slow" if len(prompt) >
 DEFAULT_ESCALATION_RATE = 0.3  # the seed's worked example (threshold 0.80: 30 % escalate)
 MIX_DIMS = ("route", "model")
 SPLITS = ("tenant", "sla_tier")
-LENGTH_FIELDS = ("input_tokens", "prompt_chars")
-SERVED_SQL = "NOT coalesce(cache_hit, false)"
 
 
 # ---------------------------------------------------------------- mix
@@ -89,14 +87,14 @@ def mix(con: duckdb.DuckDBPyConnection, f: Filters, dim: str = "route", grain: s
 # ---------------------------------------------------------------- prices
 
 def _model_totals(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None) -> pd.DataFrame:
-    sql, params = spend.costed(con, f, include_idle)
+    costed_sql, params = spend.costed(con, f, include_idle)
     return con.execute(f"""
 SELECT model, coalesce(sum(requests), 0) AS requests, coalesce(sum(cache_hits), 0) AS cache_hits,
        coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens,
        coalesce(sum(cache_uncached_input_tokens + cache_cached_input_tokens), 0) AS cache_input_tokens,
        coalesce(sum(cache_output_tokens), 0) AS cache_output_tokens,
        coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(cache_saved_usd), 0) AS cache_saved_usd
-FROM ({sql}) GROUP BY 1 ORDER BY 1""", params).df()
+FROM ({costed_sql}) GROUP BY 1 ORDER BY 1""", params).df()
 
 
 def effective_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
@@ -182,15 +180,15 @@ class CascadeSummary:
         return self.rejected_attempts_usd / self.cascade_spend_usd if self.cascade_spend_usd > 0 else None
 
 
-def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, condition: str) -> pd.DataFrame:
-    """Cost of the raw rows matching ``f`` and ``condition``, per model, by the rollup costing rule
+def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, cond: str) -> pd.DataFrame:
+    """Cost of the raw rows matching ``f`` and ``cond`` (SQL), per model, by the rollup costing rule
     (recorded + book tokens + their share of their hour's busy GPU time; no idle)."""
     where, params = f.where()
-    src = store.rollup_select_sql("requests", f"{where} AND ({condition})", with_batch=False)
+    src = store.rollup_select_sql("requests", f"{where} AND ({cond})", with_batch=False)
     hours, hparams = pricing.hours_sql(f.since, f.until)
-    sql = pricing.costed_rollup_sql(src, hours)
+    costed_sql = pricing.costed_rollup_sql(src, hours)
     return con.execute(f"SELECT model, sum(requests) AS requests, coalesce(sum(cost_usd), 0) AS cost_usd "
-                       f"FROM ({sql}) WHERE NOT is_idle GROUP BY 1 ORDER BY 1", params + hparams).df()
+                       f"FROM ({costed_sql}) WHERE NOT is_idle GROUP BY 1 ORDER BY 1", params + hparams).df()
 
 
 def cascade_summary(con: duckdb.DuckDBPyConnection, f: Filters, grain: str = "day") -> CascadeSummary:
@@ -236,7 +234,7 @@ def default_threshold(con: duckdb.DuckDBPyConnection, f: Filters, field_name: st
     if field_name != "input_tokens":
         return LEN_THRESHOLD
     where, params = f.where()
-    med = con.execute(f"SELECT median(input_tokens) FROM requests WHERE {where} AND {SERVED_SQL}",
+    med = con.execute(f"SELECT median(input_tokens) FROM requests WHERE {where} AND {sql.SERVED}",
                       params).fetchall()[0][0]
     if med is None:
         return LEN_THRESHOLD
@@ -246,21 +244,22 @@ def default_threshold(con: duckdb.DuckDBPyConnection, f: Filters, field_name: st
 
 def length_range(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None) -> tuple[int, int, int]:
     """(min, P99, max) of the prompt length of served requests: the range a threshold slider needs."""
-    if length not in LENGTH_FIELDS:
+    if length not in sql.PROMPT_LENGTH_COLUMNS:
         return 0, 0, 0
+    length = sql.column(length, sql.PROMPT_LENGTH_COLUMNS, "prompt length field")
     where, params = f.where()
     row = con.execute(f"SELECT min({length}), quantile_cont({length}, 0.99), max({length}) FROM requests "
-                      f"WHERE {where} AND {SERVED_SQL}", params).fetchall()[0]
+                      f"WHERE {where} AND {sql.SERVED}", params).fetchall()[0]
     return tuple(int(round(v)) if v is not None else 0 for v in row)
 
 
 def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None = None) -> pd.DataFrame:
     """Served rows aggregated by sla_tier, model, escalated and prompt length, with the token and
     recorded-cost sums repricing needs and the observed latency sums."""
-    if length is not None and length not in LENGTH_FIELDS:
-        raise InputError(f"prompt length field? choose from {', '.join(LENGTH_FIELDS)}")
+    if length is not None and length not in sql.PROMPT_LENGTH_COLUMNS:
+        raise InputError(f"prompt length field? choose from {', '.join(sql.PROMPT_LENGTH_COLUMNS)}")
     where, params = f.where()
-    length_sql = length or "CAST(NULL AS BIGINT)"
+    length_sql = sql.column(length, sql.PROMPT_LENGTH_COLUMNS, "prompt length field") if length else "CAST(NULL AS BIGINT)"
     uncached = "greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)"
     return con.execute(f"""
 SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, false) AS escalated,
@@ -273,7 +272,7 @@ SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, fals
        coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_cached_in,
        coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_out,
        coalesce(sum(total_ms), 0) AS total_ms_sum, count(total_ms) AS total_ms_count
-FROM requests WHERE {where} AND {SERVED_SQL} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
+FROM requests WHERE {where} AND {sql.SERVED} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
 
 
 @dataclass(frozen=True)
@@ -291,13 +290,13 @@ def latency_rates(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     without token counts or latency have no rates (null).
     """
     where, params = f.where()
-    s = "(total_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))"
+    s = sql.AFTER_WAIT_MS
     sums = con.execute(f"""
 SELECT model, count(*) AS n, sum(x1) AS s1, sum(x2) AS s2, sum(x1 * x1) AS s11, sum(x2 * x2) AS s22,
        sum(x1 * x2) AS s12, sum(y) AS sy, sum(x1 * y) AS s1y, sum(x2 * y) AS s2y, avg(w) AS wait_ms
 FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DOUBLE) AS x2, {s} AS y,
              coalesce(queue_ms, 0) + coalesce(route_ms, 0) AS w
-      FROM requests WHERE {where} AND {SERVED_SQL} AND total_ms IS NOT NULL
+      FROM requests WHERE {where} AND {sql.SERVED} AND total_ms IS NOT NULL
         AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL)
 GROUP BY 1 ORDER BY 1""", params).df()
     rows = []
@@ -376,7 +375,7 @@ def fleet_models(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     return con.execute(f"""
 SELECT r.model, p.kind, p.size_class, count(*) AS requests
 FROM requests r LEFT JOIN prices p ON p.model = r.model
-WHERE {where} AND NOT coalesce(r.cache_hit, false) GROUP BY 1, 2, 3
+WHERE {where} AND {sql.served("r")} GROUP BY 1, 2, 3
 ORDER BY requests DESC, 1""", params).df()
 
 
