@@ -1,5 +1,8 @@
-"""The cascade page's data: shadow evaluation read from the store, per-tenant quality floors, and
-the small helpers that turn a :mod:`finops.cascade.sweep` curve into what the page shows.
+"""The shadow evaluation and quality floors of the cascade: per-query confidence, small and large
+quality and costs read from the store, the sweep per tenant, each tenant's quality floor and the
+cheapest threshold meeting it, and the curve's slider points, seed-form table and baselines.
+
+Eval CSVs and RTT samples a person uploads are read by :mod:`finops.ingest.uploads`.
 
 Shadow evaluation in the store (:func:`shadow_eval`)
 ----------------------------------------------------
@@ -50,21 +53,18 @@ share of answers correct (0-1). The page edits them in percent (:func:`floors_ta
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 
 from finops import store
-from finops.cascade import edge
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.ingest.uploads import EvalData
 from finops.spend import pricing
 from finops.spend import report as spend
 
@@ -128,14 +128,14 @@ class ShadowEval:
         return (done.assign(large_model=done["large_model"].fillna("(unknown)"))
                 .groupby(["small_model", "large_model"]).size().rename("queries").reset_index())
 
-    def eval_data(self, tenant: str | None = None, small_model: str | None = None) -> cascade.EvalData | None:
+    def eval_data(self, tenant: str | None = None, small_model: str | None = None) -> EvalData | None:
         """Arrays for :func:`finops.cascade.sweep.sweep`; costs in **USD per 1,000 queries** (None when
         the per-query costs are incomplete). ``None`` when no query is complete."""
         q = self.complete(tenant, small_model)
         if q.empty:
             return None
         costs = bool(q[["cost_small_usd", "cost_large_usd"]].notna().all().all())
-        return cascade.EvalData(
+        return EvalData(
             q["confidence"].to_numpy(dtype=float), q["small_quality"].to_numpy(dtype=float),
             q["large_quality"].to_numpy(dtype=float),
             q["cost_small_usd"].to_numpy(dtype=float) * PER_1K if costs else None,
@@ -438,7 +438,7 @@ def floor_choices(curve: pd.DataFrame, floors: Mapping[str, float],
 
 
 # ----------------------------------------------------------------------------------------
-# helpers for the page: slider points, the seed-form table, the upload
+# a curve as shown: slider points, the seed-form table, baselines for a hand-made table
 # ----------------------------------------------------------------------------------------
 def slider_points(curve: pd.DataFrame, max_points: int = 201, keep=()) -> pd.DataFrame:
     """At most ``max_points`` rows of the curve for a threshold slider: both ends, evenly spaced
@@ -486,62 +486,3 @@ def random_routing(cost_small: float, cost_large: float, quality_small: float, q
     rates = np.linspace(0.0, 1.0, 11)
     return pd.DataFrame({"escalation_rate": rates, "avg_cost": cost_small + rates * cost_large,
                          "avg_quality": quality_small + rates * (quality_large - quality_small)})
-
-
-def eval_csv_columns(data: bytes) -> list[str]:
-    """Column names of an uploaded CSV (its header), for the mapping form."""
-    import io
-
-    try:
-        return [str(c) for c in pd.read_csv(io.BytesIO(data), nrows=0).columns]
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV ({exc})") from None
-
-
-def guess_mapping(columns) -> dict[str, str | None]:
-    """Mapping key -> the column with that name, or one that contains it (else None)."""
-    cols = list(columns)
-    hints = {"confidence": ("confidence", "conf"), "small_quality": ("small",), "large_quality": ("large",)}
-    out: dict[str, str | None] = {}
-    for key in cascade.MAPPING_KEYS:
-        exact = [c for c in cols if c.lower() == key]
-        fuzzy = [c for c in cols if any(h in c.lower() for h in hints[key])] if key in cascade.REQUIRED_KEYS else []
-        out[key] = (exact or fuzzy or [None])[0]
-    return out
-
-
-def _via_temp_file(data: bytes, name: str, read):
-    """``read(path)`` on the upload written to a temporary file (removed afterwards); error
-    messages name the upload, not the temporary file."""
-    fd, tmp = tempfile.mkstemp(suffix=".csv", prefix="finops-upload-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        try:
-            return read(tmp)
-        except InputError as exc:
-            raise InputError(str(exc).replace(f"file {tmp}", f"file {name}")) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def eval_from_upload(data: bytes, name: str, mapping: Mapping[str, str]) -> cascade.EvalData:
-    """An uploaded eval CSV read by :func:`finops.cascade.sweep.load_eval_csv` with ``mapping``.
-
-    Qualities must be shares between 0 and 1 (0/1 correctness, or a score scaled to 0-1), the
-    unit of the page's quality axes; a column outside that range is most likely the wrong one.
-    """
-    loaded = _via_temp_file(data, name, lambda path: cascade.load_eval_csv(path, dict(mapping)))
-    for key in ("small_quality", "large_quality"):
-        values = getattr(loaded, key)
-        bad = np.flatnonzero((values < 0) | (values > 1))
-        if bad.size:
-            raise InputError(f"{values[bad[0]]:g} is not a share between 0 and 1: map {key} to a 0/1 correctness "
-                             "column, or scale scores to 0-1", file=name, row=int(bad[0]) + 1,
-                             field=str(mapping.get(key, key)))
-    return replace(loaded, source=name)
-
-
-def rtt_samples_from_upload(data: bytes, name: str, column: str | None = None) -> np.ndarray:
-    """Uploaded RTT samples (ms) read by :func:`finops.cascade.edge.load_rtt_samples`."""
-    return _via_temp_file(data, name, lambda path: edge.load_rtt_samples(path, column))
