@@ -749,7 +749,7 @@ def _rule_y(value: float, label: str, color: str) -> list[alt.Chart]:
 def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_replicas: int,
                          required_replicas: int | None = None, wait_sla_s: float | None = None,
                          title: str = "P99 queue wait against replicas", height: int = 300) -> alt.LayerChart:
-    """P99 queue wait (s) by replica count (finops.capacity.planner.p99_wait_by_replicas); the unstable
+    """P99 queue wait (s) by replica count (finops.capacity.calculator.p99_wait_by_replicas); the unstable
     counts (ρ ≥ 1) are a red band, the SLA a red rule, the chosen and required counts blue and
     green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot."""
     stable = curve[curve["stable"] & np.isfinite(curve["wait_p99_s"])].copy()
@@ -786,7 +786,7 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
 def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None,
                         current_wq_s: float | None = None, band: tuple[float, float] = (0.6, 0.75),
                         title: str = "Mean queue wait against utilisation", height: int = 300) -> alt.LayerChart:
-    """Mean queue wait (s) against ρ at a fixed fleet (finops.capacity.planner.wait_by_utilization): the
+    """Mean queue wait (s) against ρ at a fixed fleet (finops.capacity.calculator.wait_by_utilization): the
     sweet-spot band shaded green, ρ = 1 a red rule, the current ρ a point (or a note when ≥ 1).
     The y axis stops at the wait at ρ = 0.95 so the blow-up reads as one."""
     data = curve[np.isfinite(curve["wq_s"])]
@@ -823,7 +823,7 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
 def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps: float | None,
                  title: str = "Load test: latency against throughput of one instance",
                  height: int = 300) -> alt.LayerChart:
-    """P50 and P99 end-to-end latency (s) against req/s per instance (finops.capacity.planner.fit_loadtest's
+    """P50 and P99 end-to-end latency (s) against req/s per instance (finops.capacity.loadtest.fit_loadtest's
     points); the P99 target a red rule, the fitted per-instance throughput a green rule."""
     long = points.melt(id_vars=[c for c in ("qps", "concurrency", "source", "qps_basis") if c in points],
                        value_vars=["p50_s", "p99_s"], var_name="series", value_name="latency_s").dropna(
@@ -897,7 +897,7 @@ AUTOSCALE_PANELS = (
 
 
 def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = None, height: int = 200) -> list:
-    """Four charts over the simulation's time axis (finops.capacity.planner.simulate_policies' timeline),
+    """Four charts over the simulation's time axis (finops.capacity.plans.simulate_policies' timeline),
     one line per policy: ready capacity with the arrival rate in black, queue length, P99 wait
     (the SLA a red rule; unbounded waits are left out) and shed requests."""
     policies = list(dict.fromkeys(timeline["policy"]))
