@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 # ---------------------------------------------------------------- uploads as files
 
-def save_upload(data: bytes, name: str, folder: str | Path) -> Path:
+def save_upload(data: bytes | memoryview, name: str, folder: str | Path) -> Path:
     """The upload written to ``folder`` under its own name (the last part of ``name`` only), once: a
     file already there is kept. Detection reads content, but DuckDB and pandas read ``.gz`` by the name."""
     path = Path(folder) / (Path(name).name or "upload")
