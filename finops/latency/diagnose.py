@@ -60,7 +60,7 @@ import pandas as pd
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
-from finops.spend import routing
+from finops.latency.servicefit import nonneg_fit
 
 LAYERS = ("routing", "queue", "prefill", "decode", "tail")
 SEVERITIES = ("critical", "warning", "info")
@@ -132,7 +132,7 @@ FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DO
       FROM requests WHERE {where} AND NOT coalesce(cache_hit, false) AND total_ms IS NOT NULL
         AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL)
 GROUP BY 1 HAVING count(*) >= 10 ORDER BY 1""", params).df()
-    rows = [(r.model, *routing.nonneg_fit(r)) for r in sums.itertuples(index=False)]
+    rows = [(r.model, *nonneg_fit(r)) for r in sums.itertuples(index=False)]
     return pd.DataFrame(rows, columns=["model", "fit_a", "fit_b", "fit_c"])
 
 
