@@ -11,7 +11,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-IDLE_SERIES = "(idle capacity)"
+from finops.schema import IDLE_TENANT
+
 IDLE_COLOR = "#b9bec7"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#79706e")
@@ -26,10 +27,10 @@ FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 def _series_scale(series: list[str]) -> alt.Scale:
     """Colours for models (or tenants), with the idle-capacity series always grey and last."""
-    named = sorted(s for s in set(series) if s != IDLE_SERIES)
-    domain = named + ([IDLE_SERIES] if IDLE_SERIES in set(series) else [])
+    named = sorted(s for s in set(series) if s != IDLE_TENANT)
+    domain = named + ([IDLE_TENANT] if IDLE_TENANT in set(series) else [])
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(named))] + (
-        [IDLE_COLOR] if IDLE_SERIES in set(series) else [])
+        [IDLE_COLOR] if IDLE_TENANT in set(series) else [])
     return alt.Scale(domain=domain, range=colors)
 
 

@@ -67,6 +67,8 @@ STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "rejected")
 MS_COLUMNS: tuple[str, ...] = tuple(n for n in NAMES if n.endswith("_ms"))
 TOKEN_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens")
 UNIT_INTERVAL_COLUMNS: tuple[str, ...] = ("confidence", "quality")
+IDLE_TENANT = "(idle capacity)"
+"""The tenant of a self-hosted fleet's idle GPU time in spend reports and charts (no request pays for it)."""
 
 
 def create_table_sql(table: str = "requests", extra: str = "") -> str:

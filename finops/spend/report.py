@@ -14,9 +14,9 @@ import pandas as pd
 from finops import store
 from finops.filters import Filters
 from finops.latency import stats as latency
+from finops.schema import IDLE_TENANT  # noqa: F401  (re-exported: spend reports name idle capacity so)
 from finops.spend import pricing
 
-IDLE_TENANT = "(idle capacity)"
 TIME_GRAINS = {"hour": "hour", "day": "date_trunc('day', hour)", "week": "date_trunc('week', hour)",
                "month": "date_trunc('month', hour)"}
 GROUPABLE = (*store.ROLLUP_DIMS, *TIME_GRAINS)
