@@ -59,6 +59,7 @@ import pandas as pd
 
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.jsonutil import jsonable
 from finops.latency import stats as latency
 from finops.latency.servicefit import nonneg_fit
 
@@ -806,20 +807,10 @@ def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: s
     return [t[-1] for t in found]
 
 
-def _plain(v):
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, pd.Timestamp):
-        return v.isoformat()
-    return v
-
-
 def as_json(findings: list[Finding]) -> dict:
     """``{"findings": [{"layer", "model", "severity", "evidence", "action", "metrics"}]}``, JSON-ready."""
     return {"findings": [{**{k: v for k, v in fd.as_dict().items() if k != "metrics"},
-                          "metrics": {k: _plain(v) for k, v in fd.metrics.items()}} for fd in findings]}
+                          "metrics": jsonable(fd.metrics)} for fd in findings]}
 
 
 def findings_frame(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> pd.DataFrame:
