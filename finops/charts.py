@@ -117,12 +117,18 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
         tooltip=tooltip)
     labels = base.mark_text(fontSize=11).encode(
         text=alt.Text("cost_per_1m_tokens:Q", format="$,.2f"),
-        color=alt.condition(f"datum.cost_per_1m_tokens > {_median(data)}", alt.value("white"), alt.value("black")),
+        color=alt.condition(f"datum.cost_per_1m_tokens > {_dark_cell_threshold(data)}", alt.value("white"), alt.value("black")),
         tooltip=tooltip)
     return (cells + labels).properties(autosize=FIT_X, title=title, height=max(160, 40 * data["model"].nunique()))
 
 
-def _median(data: pd.DataFrame) -> float:
+def _dark_cell_threshold(data: pd.DataFrame) -> float:
+    """The 75th percentile of the cells' $ per 1M tokens: the darkest quarter of the heatmap (above it) is
+    labelled in white, the rest in black.
+
+    >>> _dark_cell_threshold(pd.DataFrame({"cost_per_1m_tokens": [1.0, 2.0, 3.0, 4.0, 5.0]}))
+    4.0
+    """
     return float(data["cost_per_1m_tokens"].quantile(0.75)) if len(data) else 0.0
 
 
