@@ -282,7 +282,6 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
 
 # ---------------------------------------------------------------- routing and latency
 
-SEVERITY_COLORS = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#4c78a8"}
 PERCENTILE_COLORS = {"P50": "#54a24b", "P95": "#f58518", "P99": "#d62728"}
 SEGMENT_COLORS = {"route": "#b279a2", "queue": "#e45756", "prefill": "#4c78a8", "decode": "#72b7b2",
                   "service": "#4c78a8", "other": "#b9bec7"}

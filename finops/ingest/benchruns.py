@@ -62,7 +62,6 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 # per-request columns of BenchRun.requests
 REQUEST_COLUMNS: tuple[str, ...] = ("index", "offset_s", "ok", "error", "ttft_ms", "total_ms", "queue_ms",
                                     "mean_itl_ms", "input_tokens", "output_tokens", "attrs")
-BENCH_FORMATS: tuple[str, ...] = ("vllm-bench", "llmperf")
 
 
 @dataclass

@@ -13,7 +13,6 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from finops import schema
 from finops.errors import InputError
 from finops.ingest import loader
 from finops.ingest.base import IngestOptions, Probe, adapter_named, probe
@@ -184,6 +183,3 @@ def rejected_rows(con: duckdb.DuckDBPyConnection, path: str | Path, name: str, r
     finally:
         con.unregister("_rejected_rows")
     return src.drop(columns=[c for c in ("_extra",) if c in src.columns])
-
-
-CANONICAL_FOR_MAPPING: tuple[str, ...] = tuple(n for n in schema.NAMES if n != "attrs")

@@ -281,17 +281,6 @@ FROM ({_tagged_sql(where, window, join)}) GROUP BY 1, 2 ORDER BY 1, 2""",
     return m.merge(per_model, on="model", how="left")
 
 
-def window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "hour",
-                   detail: bool = True) -> pd.DataFrame:
-    """One row per model and window with the numbers the rules read (see the module docstring),
-    the model's baselines over the whole filtered period (``base_*``) and its typical window
-    (``typ_*``: the median over its windows). ``detail=False`` leaves out the evidence columns
-    (:data:`DETAIL_COLUMNS`): :func:`diagnose` reads them for the windows a rule flags only."""
-    _check_window(window)
-    hits = _hits(con, f, window)
-    return _window_metrics(con, f, window, hits, _baselines(con, f, window, hits), detail)
-
-
 def _check_window(window: str) -> None:
     if window not in WINDOWS:
         raise InputError(f"window must be one of {', '.join(WINDOWS)}")
@@ -299,6 +288,10 @@ def _check_window(window: str) -> None:
 
 def _window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str, hits: pd.DataFrame, base: list[dict],
                     detail: bool) -> pd.DataFrame:
+    """One row per model and window with the numbers the rules read (see the module docstring),
+    the model's baselines over the whole filtered period (``base_*``) and its typical window
+    (``typ_*``: the median over its windows). ``detail=False`` leaves out the evidence columns
+    (:data:`DETAIL_COLUMNS`): :func:`diagnose` reads them for the windows a rule flags only."""
     m = _window_rows(con, f, window, base, detail) if base else pd.DataFrame()
     if m.empty:
         return m
@@ -811,12 +804,3 @@ def as_json(findings: list[Finding]) -> dict:
     """``{"findings": [{"layer", "model", "severity", "evidence", "action", "metrics"}]}``, JSON-ready."""
     return {"findings": [{**{k: v for k, v in fd.as_dict().items() if k != "metrics"},
                           "metrics": jsonable(fd.metrics)} for fd in findings]}
-
-
-def findings_frame(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> pd.DataFrame:
-    """The findings as a table (for pages): severity, layer, model, window_start, window_end, evidence, action."""
-    rows = [{"severity": fd.severity, "layer": fd.layer, "model": fd.model,
-             "window_start": fd.metrics.get("window_start"), "window_end": fd.metrics.get("window_end"),
-             "evidence": fd.evidence, "action": fd.action} for fd in diagnose(con, f, window)]
-    return pd.DataFrame(rows, columns=["severity", "layer", "model", "window_start", "window_end", "evidence",
-                                       "action"])

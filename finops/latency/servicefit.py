@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SUM_FIELDS", "nonneg_fit"]
-
-SUM_FIELDS: tuple[str, ...] = ("n", "s1", "s2", "s11", "s22", "s12", "sy", "s1y", "s2y")
-"""The sums :func:`nonneg_fit` reads: n, Σx1, Σx2, Σx1², Σx2², Σx1x2, Σy, Σx1y, Σx2y."""
+__all__ = ["nonneg_fit"]
 
 
 def nonneg_fit(r) -> tuple[float, float, float]:

@@ -44,7 +44,6 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
 # (column, FOCUS data type, feature level, nulls allowed). The columns of FOCUS 1.2 we can fill
 # honestly from request logs and the price book: every Mandatory one, plus the Recommended
 # ChargeFrequency / ServiceSubcategory and the Conditional ConsumedQuantity/Unit, SkuId and Tags.
-FOCUS_VERSION = "1.2"
 FOCUS_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
     ("BilledCost", "Decimal", "Mandatory", False),
     ("BillingAccountId", "String", "Mandatory", False),

@@ -277,12 +277,6 @@ SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, fals
 FROM requests WHERE {where} AND {SERVED_SQL} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
 
 
-@dataclass(frozen=True)
-class Rates:
-    """Per model: estimated latency ``fixed_ms + ms_per_input_token * in + ms_per_output_token * out``."""
-    table: pd.DataFrame    # model, fixed_ms, ms_per_input_token, ms_per_output_token, requests, basis
-
-
 def latency_rates(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Each model's observed per-token latency: least squares of service time on tokens.
 
