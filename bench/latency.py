@@ -33,8 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from finops import alerts, diagnose, latency, store  # noqa: E402
+from finops import store  # noqa: E402
 from finops.filters import Filters  # noqa: E402
+from finops.latency import diagnose  # noqa: E402
+from finops.latency import stats as latency  # noqa: E402
+from finops.ops import alerts  # noqa: E402
 
 QS = (0.5, 0.95, 0.99)
 FIELDS = ("total_ms", "ttft_ms", "queue_ms", "service_ms")

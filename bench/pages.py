@@ -35,7 +35,7 @@ os.environ["FINOPS_DEMO"] = "0"
 # libraries first: their import time does not grow with the data
 import altair, duckdb, pandas, scipy.stats, streamlit  # noqa
 from streamlit.testing.v1 import AppTest
-import finops.ops.alerts, finops.budgets, finops.charts, finops.costviews, finops.exports  # noqa
+import finops.charts, finops.ops.alerts, finops.spend.budgets, finops.spend.costviews, finops.spend.exports  # noqa
 import finops.ingest.preview  # noqa
 at = AppTest.from_file({app!r}, default_timeout=1800)
 page = {page!r}

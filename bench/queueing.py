@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from finops import queueing  # noqa: E402
+from finops.capacity import queueing  # noqa: E402
 
 
 def best_of(fn, repeat: int) -> float:

@@ -11,7 +11,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-IDLE_SERIES = "(idle capacity)"
+from finops.schema import IDLE_TENANT
+
 IDLE_COLOR = "#b9bec7"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#79706e")
@@ -26,10 +27,10 @@ FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 def _series_scale(series: list[str]) -> alt.Scale:
     """Colours for models (or tenants), with the idle-capacity series always grey and last."""
-    named = sorted(s for s in set(series) if s != IDLE_SERIES)
-    domain = named + ([IDLE_SERIES] if IDLE_SERIES in set(series) else [])
+    named = sorted(s for s in set(series) if s != IDLE_TENANT)
+    domain = named + ([IDLE_TENANT] if IDLE_TENANT in set(series) else [])
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(named))] + (
-        [IDLE_COLOR] if IDLE_SERIES in set(series) else [])
+        [IDLE_COLOR] if IDLE_TENANT in set(series) else [])
     return alt.Scale(domain=domain, range=colors)
 
 
@@ -116,12 +117,18 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
         tooltip=tooltip)
     labels = base.mark_text(fontSize=11).encode(
         text=alt.Text("cost_per_1m_tokens:Q", format="$,.2f"),
-        color=alt.condition(f"datum.cost_per_1m_tokens > {_median(data)}", alt.value("white"), alt.value("black")),
+        color=alt.condition(f"datum.cost_per_1m_tokens > {_dark_cell_threshold(data)}", alt.value("white"), alt.value("black")),
         tooltip=tooltip)
     return (cells + labels).properties(autosize=FIT_X, title=title, height=max(160, 40 * data["model"].nunique()))
 
 
-def _median(data: pd.DataFrame) -> float:
+def _dark_cell_threshold(data: pd.DataFrame) -> float:
+    """The 75th percentile of the cells' $ per 1M tokens: the darkest quarter of the heatmap (above it) is
+    labelled in white, the rest in black.
+
+    >>> _dark_cell_threshold(pd.DataFrame({"cost_per_1m_tokens": [1.0, 2.0, 3.0, 4.0, 5.0]}))
+    4.0
+    """
     return float(data["cost_per_1m_tokens"].quantile(0.75)) if len(data) else 0.0
 
 
@@ -275,7 +282,6 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
 
 # ---------------------------------------------------------------- routing and latency
 
-SEVERITY_COLORS = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#4c78a8"}
 PERCENTILE_COLORS = {"P50": "#54a24b", "P95": "#f58518", "P99": "#d62728"}
 SEGMENT_COLORS = {"route": "#b279a2", "queue": "#e45756", "prefill": "#4c78a8", "decode": "#72b7b2",
                   "service": "#4c78a8", "other": "#b9bec7"}
@@ -749,7 +755,7 @@ def _rule_y(value: float, label: str, color: str) -> list[alt.Chart]:
 def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_replicas: int,
                          required_replicas: int | None = None, wait_sla_s: float | None = None,
                          title: str = "P99 queue wait against replicas", height: int = 300) -> alt.LayerChart:
-    """P99 queue wait (s) by replica count (finops.capacity.planner.p99_wait_by_replicas); the unstable
+    """P99 queue wait (s) by replica count (finops.capacity.calculator.p99_wait_by_replicas); the unstable
     counts (ρ ≥ 1) are a red band, the SLA a red rule, the chosen and required counts blue and
     green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot."""
     stable = curve[curve["stable"] & np.isfinite(curve["wait_p99_s"])].copy()
@@ -786,7 +792,7 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
 def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None,
                         current_wq_s: float | None = None, band: tuple[float, float] = (0.6, 0.75),
                         title: str = "Mean queue wait against utilisation", height: int = 300) -> alt.LayerChart:
-    """Mean queue wait (s) against ρ at a fixed fleet (finops.capacity.planner.wait_by_utilization): the
+    """Mean queue wait (s) against ρ at a fixed fleet (finops.capacity.calculator.wait_by_utilization): the
     sweet-spot band shaded green, ρ = 1 a red rule, the current ρ a point (or a note when ≥ 1).
     The y axis stops at the wait at ρ = 0.95 so the blow-up reads as one."""
     data = curve[np.isfinite(curve["wq_s"])]
@@ -823,7 +829,7 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
 def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps: float | None,
                  title: str = "Load test: latency against throughput of one instance",
                  height: int = 300) -> alt.LayerChart:
-    """P50 and P99 end-to-end latency (s) against req/s per instance (finops.capacity.planner.fit_loadtest's
+    """P50 and P99 end-to-end latency (s) against req/s per instance (finops.capacity.loadtest.fit_loadtest's
     points); the P99 target a red rule, the fitted per-instance throughput a green rule."""
     long = points.melt(id_vars=[c for c in ("qps", "concurrency", "source", "qps_basis") if c in points],
                        value_vars=["p50_s", "p99_s"], var_name="series", value_name="latency_s").dropna(
@@ -897,7 +903,7 @@ AUTOSCALE_PANELS = (
 
 
 def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = None, height: int = 200) -> list:
-    """Four charts over the simulation's time axis (finops.capacity.planner.simulate_policies' timeline),
+    """Four charts over the simulation's time axis (finops.capacity.plans.simulate_policies' timeline),
     one line per policy: ready capacity with the arrival rate in black, queue length, P99 wait
     (the SLA a red rule; unbounded waits are left out) and shed requests."""
     policies = list(dict.fromkeys(timeline["policy"]))

@@ -86,6 +86,8 @@ TOKEN_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input
 INPUT_PARTS: tuple[str, ...] = ("cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens")
 OUTPUT_PARTS: tuple[str, ...] = ("reasoning_tokens",)
 UNIT_INTERVAL_COLUMNS: tuple[str, ...] = ("confidence", "quality")
+IDLE_TENANT = "(idle capacity)"
+"""The tenant of a self-hosted fleet's idle GPU time in spend reports and charts (no request pays for it)."""
 
 #: The range a number must lie in to be loaded (inclusive), per column; a row outside it is rejected
 #: with its file, row, field and reason. Every DOUBLE must also be finite (no NaN, no infinity);

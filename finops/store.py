@@ -40,7 +40,6 @@ DEFAULT_DB = ROOT / "data" / "finops.duckdb"
 # rollup written at load time and the on-the-fly one over raw rows are the same code.
 # "busy_ms" is the self-hosted allocation weight: a request's time on a slot (sql.BUSY_MS).
 # capacity/planner.py reads this name until it moves to finops.sql (it is being split in another change)
-BUSY_MS_SQL = sql.BUSY_MS
 _PRICED = f"cost_usd IS NULL AND {sql.SERVED}"     # tokens of rows without a recorded cost, not cache hits
 ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
     ("requests", "BIGINT", "count(*)"),

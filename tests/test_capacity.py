@@ -1,5 +1,6 @@
-"""finops.capacity.planner: fill-from-logs numbers on a hand-made store, the load-test fit by hand, the calculator,
-cost, forecast plan and autoscaling wrappers."""
+"""finops.capacity.observed, .loadtest, .calculator, .plans and finops.ingest.loadtests: fill-from-logs
+numbers on a hand-made store, load-test files and the fit by hand, the calculator, cost, forecast plan and
+autoscaling wrappers."""
 from __future__ import annotations
 
 import math
@@ -11,15 +12,14 @@ import pytest
 from numpy.testing import assert_allclose
 
 from finops import store
-from finops.capacity import autoscale
-from finops.capacity import planner as capacity
+from finops.capacity import autoscale, calculator, loadtest, observed, plans
 from finops.capacity.queueing import ggc
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.ingest import ingest_frame
+from finops.ingest import ingest_frame, loadtests
 from finops.spend import pricing
 
-DATA = capacity.LOADTEST_EXAMPLE.parent
+DATA = loadtests.LOADTEST_EXAMPLE.parent
 PEAK = datetime(2026, 1, 1, 10)
 
 
@@ -66,7 +66,7 @@ def hand_db(tmp_path):
 # ---------------------------------------------------------------- fill from my logs
 
 def test_observed_load_matches_hand_computation(hand_db):
-    obs = capacity.observed_load(hand_db)
+    obs = observed.observed_load(hand_db)
     assert obs["model"].tolist() == ["m-self"]                 # the API model has no fleet to size
     r = obs.iloc[0]
     assert r["peak_hour"] == pd.Timestamp(PEAK)
@@ -94,7 +94,7 @@ def test_observed_load_matches_hand_computation(hand_db):
 
 
 def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
-    r = capacity.observed_load(hand_db).iloc[0]
+    r = observed.observed_load(hand_db).iloc[0]
     # at 0.1 % utilisation the prediction is ~0 ms but 200 ms were observed: fewer slots than the book says
     assert r["implied_servers"] is not None and r["implied_servers"] <= 4
     assert "Check slots_per_replica" in r["note"]
@@ -102,32 +102,32 @@ def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
 
 def test_observed_load_follows_the_date_range_and_ignores_tenants(hand_db):
     quiet = Filters(since=PEAK - timedelta(hours=1), until=PEAK)
-    r = capacity.observed_load(hand_db, quiet).iloc[0]
+    r = observed.observed_load(hand_db, quiet).iloc[0]
     assert r["requests_peak_hour"] == 1 and r["peak_hour"] == pd.Timestamp(PEAK - timedelta(hours=1))
     other_tenant = Filters(tenants=("nobody",))
-    assert capacity.observed_load(hand_db, other_tenant)["requests_peak_hour"].tolist() == [5]
+    assert observed.observed_load(hand_db, other_tenant)["requests_peak_hour"].tolist() == [5]
 
 
 def test_observed_load_on_an_empty_store(empty_db):
     con = store.connect(empty_db)
     try:
-        obs = capacity.observed_load(con)
-        assert obs.empty and list(obs.columns) == list(capacity.OBSERVED_COLUMNS)
-        assert capacity.hourly_qps(con).empty
-        fp = capacity.forecast_plan(con, None, None, mean_service_s=1.0)
+        obs = observed.observed_load(con)
+        assert obs.empty and list(obs.columns) == list(observed.OBSERVED_COLUMNS)
+        assert plans.hourly_qps(con).empty
+        fp = plans.forecast_plan(con, None, None, mean_service_s=1.0)
         assert fp.state == "no_history" and fp.plan is None
     finally:
         con.close()
 
 
 def test_hourly_qps_fills_quiet_hours_with_zero(hand_db):
-    s = capacity.hourly_qps(hand_db, None, "m-self")
+    s = plans.hourly_qps(hand_db, None, "m-self")
     assert s.index.tolist() == [pd.Timestamp(PEAK - timedelta(hours=1)), pd.Timestamp(PEAK)]
     assert_allclose(s.to_numpy(), [1 / 3600, 5 / 3600])
 
 
 def test_forecast_plan_too_short_is_an_answer(hand_db):
-    fp = capacity.forecast_plan(hand_db, None, "m-self", 2, mean_service_s=2.0, slots_per_replica=2)
+    fp = plans.forecast_plan(hand_db, None, "m-self", 2, mean_service_s=2.0, slots_per_replica=2)
     assert fp.state == "too_short" and "24 hours" in fp.message
 
 
@@ -137,8 +137,8 @@ def test_forecast_plan_sizes_each_hour(tmp_path):
     rows = [_row(f"h{h}-{i}", start + timedelta(hours=h, minutes=i), service_ms=1000, replica="r0")
             for h in range(72) for i in range(2 + 2 * (h % 24 >= 12))]
     ingest_frame(con, pd.DataFrame(rows), name="fc")
-    fp = capacity.forecast_plan(con, None, "m-self", 1, mean_service_s=1.0, slots_per_replica=2,
-                                target_utilization=0.5, redundancy=0.25, gpus_per_replica=1, gpu_hour_usd=2.0)
+    fp = plans.forecast_plan(con, None, "m-self", 1, mean_service_s=1.0, slots_per_replica=2,
+                             target_utilization=0.5, redundancy=0.25, gpus_per_replica=1, gpu_hour_usd=2.0)
     con.close()
     assert fp.state == "ok" and len(fp.plan) == 24
     assert "weekly" in fp.message                              # 72 h: daily seasonality only, and it says so
@@ -154,48 +154,48 @@ def test_forecast_plan_sizes_each_hour(tmp_path):
 # ---------------------------------------------------------------- the calculator
 
 def test_calculate_issue_sizing_example():
-    r = capacity.calculate(50, 0.5, 36, 1, wait_sla_s=None, target_utilization=0.7, redundancy=0.0)
+    r = calculator.calculate(50, 0.5, 36, 1, wait_sla_s=None, target_utilization=0.7, redundancy=0.0)
     assert r.required_replicas == 36 and r.binding_constraint == "utilization"
     assert_allclose(r.queue.utilization, 50 / 72)
 
 
 def test_calculate_counts_slots_and_rounds_replicas_up():
-    r = capacity.calculate(10, 2.0, 3, 8, wait_sla_s=None, target_utilization=0.7, redundancy=0.25)
+    r = calculator.calculate(10, 2.0, 3, 8, wait_sla_s=None, target_utilization=0.7, redundancy=0.25)
     assert r.servers == 24 and r.capacity_per_s == 12.0
     # A = 20 erlangs, rho <= 0.7 needs 29 slots = 3.6 replicas of 8 -> 4, +25 % -> 5
     assert (r.required_replicas, r.required_replicas_with_redundancy) == (4, 5)
 
 
 def test_calculate_unstable_is_a_state_not_nan():
-    r = capacity.calculate(30, 0.5, 10, 1)
+    r = calculator.calculate(30, 0.5, 10, 1)
     assert r.state == "unstable" and not r.stable
     assert "unstable" in r.message
     for v in (r.queue.wq_s, r.queue.wait_p99_s):
         assert not math.isnan(v)
-    assert capacity.format_seconds(r.queue.wait_p99_s) == "unbounded"
+    assert calculator.format_seconds(r.queue.wait_p99_s) == "unbounded"
     assert r.wait_sla_met is False
     assert r.required_replicas_with_redundancy >= r.required_replicas > 15
 
 
 def test_calculate_degenerate_inputs():
-    assert capacity.calculate(0, 1.0, 2).state == "no_traffic"
-    assert capacity.calculate(0, 1.0, 2).required_replicas == 0
-    assert capacity.calculate(5, 1.0, 0).state == "no_servers"
+    assert calculator.calculate(0, 1.0, 2).state == "no_traffic"
+    assert calculator.calculate(0, 1.0, 2).required_replicas == 0
+    assert calculator.calculate(5, 1.0, 0).state == "no_servers"
     with pytest.raises(InputError):
-        capacity.calculate(5, 0.0, 2)
+        calculator.calculate(5, 0.0, 2)
     with pytest.raises(InputError):
-        capacity.calculate(5, 1.0, 2, 0)
+        calculator.calculate(5, 1.0, 2, 0)
 
 
 def test_more_replicas_never_wait_longer():
-    curve = capacity.p99_wait_by_replicas(14, 0.5, 1, (10, 13))
+    curve = calculator.p99_wait_by_replicas(14, 0.5, 1, (10, 13))
     stable = curve[curve["stable"]]
     assert (np.diff(stable["wait_p99_s"]) <= 1e-12).all()
     assert not curve.loc[curve["replicas"] <= 7, "stable"].any()      # 14 req/s on 2 req/s replicas needs 8
 
 
 def test_wait_by_utilization_blows_up_towards_one():
-    w = capacity.wait_by_utilization(0.5, 10)
+    w = calculator.wait_by_utilization(0.5, 10)
     assert (np.diff(w["wq_s"]) > 0).all()
     assert w["wq_s"].iloc[-1] > 50 * float(w.loc[w["utilization"] == 0.7, "wq_s"].iloc[0])
     assert w.loc[w["in_sweet_spot"], "utilization"].agg(["min", "max"]).tolist() == [0.6, 0.75]
@@ -204,18 +204,18 @@ def test_wait_by_utilization_blows_up_towards_one():
 # ---------------------------------------------------------------- cost
 
 def test_fleet_cost_by_hand():
-    c = capacity.fleet_cost(3, 4, 2.5, 0.25, 2000)
+    c = calculator.fleet_cost(3, 4, 2.5, 0.25, 2000)
     assert c.gpus == 12 and c.cost_per_hour_usd == 30.0
     assert c.tokens_per_hour == 0.25 * 3600 * 2000
     assert_allclose(c.cost_per_1m_tokens, 30.0 / 1.8)
-    assert capacity.fleet_cost(3, 4, None, 1, 100).cost_per_1m_tokens is None
-    assert capacity.fleet_cost(3, 4, 1.0, 0, 100).note.startswith("no traffic")
+    assert calculator.fleet_cost(3, 4, None, 1, 100).cost_per_1m_tokens is None
+    assert calculator.fleet_cost(3, 4, 1.0, 0, 100).note.startswith("no traffic")
 
 
 def test_fleet_cost_of_no_fleet_or_an_overloaded_one():
-    none = capacity.fleet_cost(0, 4, 2.5, 1.0, 1000)
+    none = calculator.fleet_cost(0, 4, 2.5, 1.0, 1000)
     assert none.cost_per_hour_usd == 0 and none.cost_per_1m_tokens is None and none.note.startswith("no replicas")
-    over = capacity.fleet_cost(2, 1, 1.0, 10.0, 1000, capacity_per_s=4.0)       # serves 4 of the 10 req/s offered
+    over = calculator.fleet_cost(2, 1, 1.0, 10.0, 1000, capacity_per_s=4.0)       # serves 4 of the 10 req/s offered
     assert over.tokens_per_hour == 4 * 3600 * 1000
     assert_allclose(over.cost_per_1m_tokens, 2.0 / (4 * 3600 * 1000) * 1e6)
     assert "serve at most 4" in over.note
@@ -234,9 +234,9 @@ qps,p50_ms,p99_ms
 def test_fit_loadtest_hand_worked(tmp_path):
     path = tmp_path / "hand.csv"
     path.write_text(HAND_CSV)
-    points = capacity.read_loadtest(path)
+    points = loadtests.read_loadtest(path)
     assert_allclose(points["p99_s"], [1.0, 1.5, 2.5])              # ms read as ms
-    fit = capacity.fit_loadtest(points, target_qps=50, p99_target_s=2.0, redundancy=0.25)
+    fit = loadtest.fit_loadtest(points, target_qps=50, p99_target_s=2.0, redundancy=0.25)
     # P99 crosses 2 s halfway between 20 and 30 req/s: 25 req/s; ceil(50 / 25) = 2; ceil(2 * 1.25) = 3
     assert fit.state == "ok"
     assert_allclose(fit.per_instance_qps, 25.0)
@@ -245,10 +245,10 @@ def test_fit_loadtest_hand_worked(tmp_path):
 
 
 def test_fit_loadtest_on_the_shipped_example():
-    points = capacity.read_loadtest(capacity.LOADTEST_EXAMPLE)
-    text = capacity.LOADTEST_EXAMPLE.read_text()
+    points = loadtests.read_loadtest(loadtests.LOADTEST_EXAMPLE)
+    text = loadtests.LOADTEST_EXAMPLE.read_text()
     assert "ILLUSTRATIVE EXAMPLE, NOT A MEASUREMENT" in text
-    fit = capacity.fit_loadtest(points, target_qps=50, p99_target_s=2.0, redundancy=0.25)
+    fit = loadtest.fit_loadtest(points, target_qps=50, p99_target_s=2.0, redundancy=0.25)
     # between (13.3 req/s, 1.8 s) and (16 req/s, 2.4 s): 13.3 + 0.2 / 0.6 * 2.7 = 14.2 req/s, 16 + 8/3 in flight
     assert_allclose(fit.per_instance_qps, 14.2)
     assert_allclose(fit.concurrency_at_target, 16 + 8 / 3)
@@ -257,26 +257,26 @@ def test_fit_loadtest_on_the_shipped_example():
 
 def test_fit_loadtest_states():
     pts = pd.DataFrame({"qps": [1.0, 2.0], "p99_s": [3.0, 4.0]})
-    infeasible = capacity.fit_loadtest(pts, target_qps=50, p99_target_s=2.0)
+    infeasible = loadtest.fit_loadtest(pts, target_qps=50, p99_target_s=2.0)
     assert infeasible.state == "infeasible" and infeasible.instances is None
     assert "no number of instances" in infeasible.message
-    easy = capacity.fit_loadtest(pts, target_qps=10, p99_target_s=5.0, redundancy=0.2)
+    easy = loadtest.fit_loadtest(pts, target_qps=10, p99_target_s=5.0, redundancy=0.2)
     assert easy.state == "beyond_range" and easy.per_instance_qps == 2.0
     assert (easy.instances, easy.instances_with_redundancy) == (5, 6)
-    empty = capacity.fit_loadtest(pts.iloc[:0], target_qps=10, p99_target_s=5.0)
+    empty = loadtest.fit_loadtest(pts.iloc[:0], target_qps=10, p99_target_s=5.0)
     assert empty.state == "no_points"
 
 
 def test_fit_loadtest_per_instance_when_several_were_tested():
     pts = pd.DataFrame({"qps": [20.0, 40.0, 60.0], "p99_s": [1.0, 1.5, 2.5]})
-    fit = capacity.fit_loadtest(pts, target_qps=50, p99_target_s=2.0, instances_tested=2)
+    fit = loadtest.fit_loadtest(pts, target_qps=50, p99_target_s=2.0, instances_tested=2)
     assert_allclose(fit.per_instance_qps, 25.0)
 
 
 def test_csv_with_concurrency_only_uses_littles_law(tmp_path):
     path = tmp_path / "conc.csv"
     path.write_text("Concurrency,P50_s,P99_s\n4,0.5,0.9\n8,0.8,1.6\n")
-    points = capacity.read_loadtest(path)
+    points = loadtests.read_loadtest(path)
     assert_allclose(points["qps"], [4 / 0.5, 8 / 0.8])
     assert points["qps_basis"].str.startswith("Little's law").all()
 
@@ -285,35 +285,35 @@ def test_bad_loadtest_files_are_input_errors(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("qps,latency\n1,2\n")
     with pytest.raises(InputError, match="P99"):
-        capacity.read_loadtest(bad)
+        loadtests.read_loadtest(bad)
     words = tmp_path / "words.csv"
     words.write_text("qps,p99_s\n1,fast\n")
     with pytest.raises(InputError, match="row 1"):
-        capacity.read_loadtest(words)
+        loadtests.read_loadtest(words)
     other = tmp_path / "other.json"
     other.write_text('{"hello": 1}')
     with pytest.raises(InputError, match="not a load test"):
-        capacity.read_loadtest(other)
+        loadtests.read_loadtest(other)
 
 
 def test_read_loadtest_benchmark_files():
-    vllm = capacity.read_loadtest(DATA.parent / "tests" / "data" / "vllm_bench_serve_detailed.json").iloc[0]
+    vllm = loadtests.read_loadtest(DATA.parent / "tests" / "data" / "vllm_bench_serve_detailed.json").iloc[0]
     assert vllm["concurrency"] == 8
     assert_allclose(vllm["qps"], 9 / 4.687398)                     # completed / duration
-    summary = capacity.read_loadtest(DATA.parent / "tests" / "data" / "llmperf" / "summary" / "fireworks_70b.json")
+    summary = loadtests.read_loadtest(DATA.parent / "tests" / "data" / "llmperf" / "summary" / "fireworks_70b.json")
     assert summary.iloc[0]["concurrency"] == 5
     assert_allclose(summary.iloc[0]["p99_s"], 4.48644712269999)
     lone = DATA.parent / "tests" / "data" / "llmperf_individual_only" / "perplexity_70b.json"
     with pytest.raises(InputError, match="concurrency"):
-        capacity.read_loadtest(lone)
-    point = capacity.read_loadtest_bytes(lone.read_bytes(), lone.name, concurrency=5).iloc[0]
+        loadtests.read_loadtest(lone)
+    point = loadtests.read_loadtest_bytes(lone.read_bytes(), lone.name, concurrency=5).iloc[0]
     assert_allclose(point["qps"], 5 / point["mean_s"])              # closed loop: lambda = N / W
 
 
 # ---------------------------------------------------------------- autoscaling
 
 def test_simulate_policies_reproduces_the_seed_table():
-    run = capacity.simulate_policies()
+    run = plans.simulate_policies()
     s = run.summary.set_index("policy")
     assert s.loc["reactive HPA", "sla_violation_s"] > 60
     assert s.loc["predictive + warm pool", "sla_violation_s"] == 0
@@ -324,7 +324,7 @@ def test_simulate_policies_reproduces_the_seed_table():
 
 def test_simulate_policies_in_slots_and_downsampled():
     hourly = tuple(np.linspace(1.0, 4.0, 8))
-    run = capacity.simulate_policies(traffic="forecast", forecast_qps_hourly=hourly, service_rate_per_replica=4.0,
+    run = plans.simulate_policies(traffic="forecast", forecast_qps_hourly=hourly, service_rate_per_replica=4.0,
                                      slots_per_replica=4, policy_names=("reactive HPA",), gpus_per_replica=2,
                                      gpu_hour_usd=1.0)
     assert run.step_s == math.ceil(6 * 3600 / 900)
@@ -333,6 +333,6 @@ def test_simulate_policies_in_slots_and_downsampled():
     assert_allclose(run.timeline["ready_capacity_per_s"], run.timeline["ready_replicas"] * 4.0)
     assert_allclose(run.summary["cost_usd"], run.summary["gpu_hours"] * 1.0)
     with pytest.raises(InputError):
-        capacity.simulate_policies(traffic="bogus")
+        plans.simulate_policies(traffic="bogus")
     with pytest.raises(InputError):
-        capacity.policies_for(("no such policy",))
+        plans.policies_for(("no such policy",))

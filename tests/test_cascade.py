@@ -1,4 +1,4 @@
-"""finops.cascade.sweep: the sweep, frontier, hull, metrics, parametric mode and loaders."""
+"""finops.cascade.sweep: the sweep, frontier, hull, metrics and parametric mode (the eval CSV reader: test_uploads)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,6 +12,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
+from finops.ingest import uploads
 
 DATA = Path(__file__).resolve().parent / "data"
 GSM8K = DATA / "routellm_gsm8k_cascade.csv"
@@ -20,8 +21,8 @@ MAPPING = "confidence=confidence,small_quality=mixtral_correct,large_quality=gpt
 
 
 @pytest.fixture(scope="module")
-def gsm8k() -> cascade.EvalData:
-    return cascade.load_eval_csv(GSM8K, MAPPING + ",cost_small=mixtral_cost_usd_est,cost_large=gpt4_cost_usd_est")
+def gsm8k() -> uploads.EvalData:
+    return uploads.load_eval_csv(GSM8K, MAPPING + ",cost_small=mixtral_cost_usd_est,cost_large=gpt4_cost_usd_est")
 
 
 def dominated(point, others: pd.DataFrame) -> bool:
@@ -287,44 +288,6 @@ def test_negative_zero_groups_with_zero():
 def test_bad_sweep_input_raises_input_error(kwargs, match):
     with pytest.raises(InputError, match=match):
         cascade.sweep(**{**TINY, **kwargs})
-
-
-# ---------------------------------------------------------------------------------------
-# the eval CSV loader
-# ---------------------------------------------------------------------------------------
-def test_load_eval_csv_mapping_booleans_and_costs(tmp_path):
-    f = tmp_path / "eval.csv"
-    f.write_text("conf,small,large,cs,cl\n0.9,True,true,0.001,0.008\n0.2,False,1,0.002,0.009\n")
-    data = cascade.load_eval_csv(f, "confidence=conf,small_quality=small,large_quality=large,"
-                                    "cost_small=cs,cost_large=cl")
-    assert_array_equal(data.small_quality, [1, 0])
-    assert_array_equal(data.large_quality, [1, 1])
-    assert_allclose(data.cost_large, [0.008, 0.009])
-    plain = cascade.load_eval_csv(f, {"confidence": "conf", "small_quality": "small", "large_quality": "large"})
-    assert plain.cost_small is None
-
-
-@pytest.mark.parametrize("body, mapping, match", [
-    ("confidence,small_quality,large_quality\n0.9,1,1\n0.5,maybe,1\n", None,
-     r"file .*eval\.csv, row 2, field small_quality: 'maybe' is not a finite number"),
-    ("confidence,small_quality,large_quality\n,1,1\n", None, r"row 1, field confidence: '' is empty"),
-    ("c,s,l\n0.9,1,1\n", None, r"column 'confidence' \(for confidence\) is not in the file"),
-    ("c,s,l,x\n0.9,1,1,-2\n", "confidence=c,small_quality=s,large_quality=l,cost_small=x",
-     r"row 1, field x: '-2' is a negative cost"),
-    ("c,s,l\n", "confidence=c,small_quality=s,large_quality=l", "no rows"),
-    ("c,s,l\n0.9,1,1\n", "confidence=c,quality=s", r"unknown mapping key\(s\) \['quality'\]"),
-    ("c,s,l\n0.9,1,1\n", "confidence", "is not KEY=COLUMN"),
-])
-def test_load_eval_csv_errors_name_file_row_field(tmp_path, body, mapping, match):
-    f = tmp_path / "eval.csv"
-    f.write_text(body)
-    with pytest.raises(InputError, match=match):
-        cascade.load_eval_csv(f, mapping)
-
-
-def test_load_eval_csv_missing_file(tmp_path):
-    with pytest.raises(InputError, match="no such file"):
-        cascade.load_eval_csv(tmp_path / "nope.csv")
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""finops.cascade.shadow: shadow evaluation read from the store, quality floors, page helpers."""
+"""finops.cascade.shadow: shadow evaluation read from the store, quality floors, the curve as shown (uploads: test_uploads)."""
 from __future__ import annotations
 
 import json
@@ -264,39 +264,6 @@ def test_seed_form_table_is_the_seeds():
     assert_allclose(table["avg_cost"], [5.8, 3.4, 1.96])
     assert_allclose(table["marginal_cost_per_point"].iloc[1:], [0.8, 1.44 / 5])
     assert "3 Pareto-frontier points" in which
-
-
-def test_upload_reads_the_routellm_excerpt():
-    raw = (DATA / "routellm_gsm8k_cascade.csv").read_bytes()
-    columns = cascade_store.eval_csv_columns(raw)
-    guess = cascade_store.guess_mapping(columns)
-    assert guess["confidence"] == "confidence"
-    mapping = {"confidence": "confidence", "small_quality": "mixtral_correct", "large_quality": "gpt4_correct"}
-    data = cascade_store.eval_from_upload(raw, "gsm8k.csv", mapping)
-    assert data.n_queries == 1319 and data.source == "gsm8k.csv" and data.cost_small is None
-
-
-def test_upload_refuses_qualities_outside_0_1():
-    raw = b"confidence,small,large,prompt_id\n0.5,1,0,17\n0.9,0,1,18\n"
-    mapping = {"confidence": "confidence", "small_quality": "prompt_id", "large_quality": "large"}
-    with pytest.raises(InputError, match="share between 0 and 1") as exc:
-        cascade_store.eval_from_upload(raw, "mine.csv", mapping)
-    assert "mine.csv" in str(exc.value) and "row 1" in str(exc.value)
-    assert cascade_store.guess_mapping(["confidence", "small", "large", "prompt_id"]) == {
-        "confidence": "confidence", "small_quality": "small", "large_quality": "large",
-        "cost_small": None, "cost_large": None}
-
-
-def test_upload_errors_name_the_upload_not_the_temp_file():
-    with pytest.raises(InputError) as exc:
-        cascade_store.eval_from_upload(b"confidence,small_quality,large_quality\n0.5,yes please,1\n", "mine.csv", {})
-    assert "mine.csv" in str(exc.value) and "finops-upload" not in str(exc.value)
-
-
-def test_rtt_samples_from_upload():
-    assert_allclose(cascade_store.rtt_samples_from_upload(b"rtt_ms\n80\n1500\n", "rtt.csv"), [80, 1500])
-    with pytest.raises(InputError, match="rtt.csv"):
-        cascade_store.rtt_samples_from_upload(b"rtt_ms\n-3\n", "rtt.csv")
 
 
 # ---------------------------------------------------------------------------------------- sample fleet

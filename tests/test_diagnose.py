@@ -162,7 +162,6 @@ def test_filters_narrow_the_diagnosis(incidents):
 def test_empty_store(empty_db):
     con = store.connect(empty_db)
     assert diagnose.diagnose(con) == [] and diagnose.as_json([]) == {"findings": []}
-    assert diagnose.findings_frame(con).empty
 
 
 # ---------------------------------------------------------------- the sample fleet

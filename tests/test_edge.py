@@ -119,18 +119,6 @@ def test_policies_on_hand_samples():
         edge.compare_policies(SEED, [])
 
 
-def test_load_rtt_samples(tmp_path):
-    f = tmp_path / "rtt.csv"
-    f.write_text("rtt_ms,region\n80,eu\n95.5,eu\n")
-    assert_allclose(edge.load_rtt_samples(f), [80, 95.5])
-    f.write_text("rtt_ms\n80\nlate\n")
-    with pytest.raises(InputError, match=r"rtt\.csv, row 2, field rtt_ms: 'late'"):
-        edge.load_rtt_samples(f)
-    f.write_text("a,b\n1,2\n")
-    with pytest.raises(InputError, match="name the RTT column"):
-        edge.load_rtt_samples(f)
-
-
 finite = dict(allow_nan=False, allow_infinity=False)
 
 

@@ -30,9 +30,7 @@ FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
 )
 
 # Known edges that break the rule, each with why it is tolerated and until when.
-ALLOWED: dict[tuple[str, str], str] = {
-    ("finops.latency.diagnose", "finops.spend.routing"): "removed by the split branch",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 # What a page may import from Streamlit: the package and its documented component API.
 STREAMLIT_PUBLIC = {"streamlit", "streamlit.components.v1"}

@@ -6,7 +6,7 @@ import pytest
 
 from finops import store
 from finops.errors import InputError
-from finops.ingest import IngestOptions, ingest_frame, ingest_path
+from finops.ingest import IngestOptions, benchruns, ingest_frame, ingest_path
 from finops.ops import alerts, readiness
 from helpers import DATA
 
@@ -50,14 +50,33 @@ def test_load_test_recorded_by_a_benchmark_batch():
     assert _status(con)["load_test"] == "pass"
 
 
+def _load_test_run(con, model: str, completed: int, duration_s: float) -> None:
+    """A stored benchmark run of ``model``: ``completed`` requests in ``duration_s`` (its batch recorded too)."""
+    con.execute("INSERT INTO batches (batch_id, file_name, sha256, format) VALUES (99, 'bench.json', 'abc', 'vllm-bench')")
+    reqs = pd.DataFrame({"ok": [True] * completed, "ttft_ms": 100.0, "total_ms": 1000.0, "mean_itl_ms": 10.0,
+                         "output_tokens": 50})
+    benchruns.record_run(con, benchruns.BenchRun("vllm-bench-abc", "vllm-bench", "bench.json", "abc", model, None,
+                                                 None, 1, completed, datetime(2026, 1, 1), duration_s, requests=reqs))
+
+
 def test_instance_plan_redundancy_band():
     con = store.connect(":memory:")
-    assert _status(con)["instance_plan"] == "manual"
-    store.set_setting(con, readiness.PLAN_KEY, {"instances": 13, "redundancy": 0.25})
-    assert _status(con)["instance_plan"] == "pass"
-    store.set_setting(con, readiness.PLAN_KEY, {"instances": 11, "redundancy": 0.05})
+    con.execute("DELETE FROM prices")
+    con.execute("INSERT INTO prices (model, kind, gpu_hour_usd, gpus_per_replica, replicas, slots_per_replica) "
+                "VALUES ('m-self', 'self_hosted', 1.0, 1, 15, 1)")
+    assert _status(con)["instance_plan"] == "manual"             # no load test, no traffic: nothing to judge
+    _load_test_run(con, "m-self", completed=1, duration_s=1000)  # one instance does 0.001 req/s
+    assert _status(con)["instance_plan"] == "manual"             # still no traffic
+    ts = [datetime(2026, 1, 2, 10, m) for m in range(40)]        # busiest hour: 40 requests = 0.0111 req/s
+    ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(40)], "ts": ts, "model": "m-self"}))
     row = readiness.checklist(con).set_index("id").loc["instance_plan"]
-    assert row.status == "fail" and "5%" in row.evidence
+    # ceil(0.0111 / 0.001) = 12 instances; 15 replicas = 25 % redundancy
+    assert row.status == "pass" and "12 instances" in row.evidence and "25% redundancy" in row.evidence
+    con.execute("UPDATE prices SET replicas = 13 WHERE model = 'm-self'")
+    row = readiness.checklist(con).set_index("id").loc["instance_plan"]
+    assert row.status == "fail" and "8% redundancy" in row.evidence and "20%–30%" in row.evidence
+    con.execute("UPDATE prices SET replicas = 18 WHERE model = 'm-self'")        # 50 %: more than the plan asks
+    assert _status(con)["instance_plan"] == "fail"
 
 
 def test_alert_rules_configured_once_sla_saved():

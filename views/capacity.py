@@ -5,9 +5,12 @@ import pandas as pd
 import streamlit as st
 
 from finops import charts
-from finops.capacity import planner as capacity
-from finops.capacity.planner import BINDING_LABELS, format_seconds
+from finops.capacity import calculator, plans
+from finops.capacity.calculator import BINDING_LABELS, format_seconds
+from finops.capacity.loadtest import fit_loadtest
+from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
+from finops.ingest import loadtests
 from views._shared import current_filters, filter_caption, query, source_label, store_is_empty
 
 st.title("Capacity")
@@ -19,8 +22,8 @@ st.caption(filter_caption(f) + " · Only the date range and the model filter app
            "share one fleet.")
 
 EMPTY_STORE = store_is_empty()
-observed = query(capacity.observed_load, f)
-book = query(capacity.self_hosted_models)
+observed = query(observed_load, f)
+book = query(self_hosted_models)
 MEAN, RATE = "mean service time (s)", "service rate μ (req/s per slot)"
 
 # the seed's worked problem (000, question 3): ten replicas of 2 req/s at ρ = 0.7
@@ -133,8 +136,8 @@ rho_target = d1.slider("Target utilisation ρ", min_value=0.30, max_value=0.95, 
 redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5, key="cap_redundancy_pct", bind="query-params",
                            help="Extra replicas on top of the sizing, for bursts and scale-out delay (20–30 % usual).")
 
-res = capacity.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s, target_utilization=rho_target,
-                         redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
+res = calculator.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s, target_utilization=rho_target,
+                           redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
 q = res.queue
 k1, k2, k3, k4, k5 = st.columns(5)
 k1.metric("Utilisation ρ", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
@@ -161,8 +164,8 @@ else:
     st.success(f"**{res.message}**; P99 wait {format_seconds(q.wait_p99_s)} within the {sla_s:g} s SLA. {need_text}",
                icon=":material/check_circle:")
 
-curve_c = capacity.p99_wait_by_replicas(lam, mean_s, int(slots), (int(replicas), res.required_replicas_with_redundancy),
-                                        cv_service=cv_s, cv_arrival=cv_a)
+curve_c = calculator.p99_wait_by_replicas(lam, mean_s, int(slots), (int(replicas), res.required_replicas_with_redundancy),
+                                          cv_service=cv_s, cv_arrival=cv_a)
 left, right = st.columns(2)
 left.altair_chart(charts.p99_wait_vs_replicas(
     curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
@@ -170,7 +173,7 @@ left.altair_chart(charts.p99_wait_vs_replicas(
     title=f"P99 queue wait against replicas at λ = {lam:.4g} req/s (s)"))
 if res.servers > 0:
     right.altair_chart(charts.wait_vs_utilization(
-        capacity.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
+        calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
         current_rho=float(q.utilization), current_wq_s=float(q.wq_s),
         title=f"Mean queue wait against utilisation at c = {res.servers} slots (s)"))
 else:
@@ -185,8 +188,8 @@ gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, step=0.1, format="%.3
 gpus = e2.number_input("GPUs per replica", min_value=1, max_value=64, step=1, key="cap_gpus")
 tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0, step=100.0, format="%.6g",
                          key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")
-now = capacity.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
-need = capacity.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
+now = calculator.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
+need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(f"$ per hour, {now.replicas:,} replicas", f"${now.cost_per_hour_usd:,.2f}", border=True,
           help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × ${gpu_usd:,.3f} per GPU-hour, busy or idle.")
@@ -253,11 +256,11 @@ source = st.radio("Load test", [EXAMPLE, RUNS, UPLOAD], horizontal=True, key="ca
 points, origin = None, ""
 try:
     if source == EXAMPLE:
-        points = capacity.read_loadtest(capacity.LOADTEST_EXAMPLE)
-        origin = (f"illustrative example, not a measurement (`data/{os.path.basename(capacity.LOADTEST_EXAMPLE)}`: a "
+        points = loadtests.read_loadtest(loadtests.LOADTEST_EXAMPLE)
+        origin = (f"illustrative example, not a measurement (`data/{os.path.basename(loadtests.LOADTEST_EXAMPLE)}`: a "
                   "made-up single-instance test for the exercise P99 < 2 s at 50 QPS)")
     elif source == RUNS:
-        runs = query(capacity.benchmark_points)
+        runs = query(loadtests.benchmark_points)
         if runs.empty:
             st.info("No benchmark runs in the store. Load a `vllm bench serve` or LLMPerf result on the Data page "
                     "(or `python -m finops ingest FILE`), or upload files here.", icon=":material/speed:")
@@ -273,8 +276,8 @@ try:
         clients = u2.number_input("Clients of an LLMPerf run without its summary", min_value=0, step=1,
                                   key="cap_lt_clients", help="0 = read it from the file's summary.")
         if files:
-            points = pd.concat([capacity.read_loadtest_bytes(fl.getvalue(), fl.name, concurrency=clients or None)
-                                for fl in files], ignore_index=True)
+            points = pd.concat([loadtests.read_loadtest_bytes(fl.getvalue(), fl.name, concurrency=clients or None)
+                                 for fl in files], ignore_index=True)
             origin = f"your uploaded files ({', '.join(fl.name for fl in files)})"
         else:
             st.info("Upload one file per load level (or one CSV with a row per level).", icon=":material/upload_file:")
@@ -288,7 +291,7 @@ if points is not None:
     p99_target = t2.number_input("P99 latency target (s)", min_value=0.01, value=2.0, step=0.1, key="cap_lt_p99")
     lt_red = t3.slider("Redundancy (%)", 0, 100, 25, 5, key="cap_lt_red")
     tested = t4.number_input("Instances behind the tested endpoint", min_value=1, value=1, step=1, key="cap_lt_tested")
-    fit = capacity.fit_loadtest(points, target_qps=target_qps, p99_target_s=p99_target, redundancy=lt_red / 100,
+    fit = fit_loadtest(points, target_qps=target_qps, p99_target_s=p99_target, redundancy=lt_red / 100,
                                 instances_tested=int(tested))
     n1, n2, n3, n4 = st.columns(4)
     n1.metric(f"One instance at P99 ≤ {p99_target:g} s (req/s)",
@@ -328,7 +331,7 @@ def _fleet_inputs(model: str) -> dict:
 
 
 def _forecast(model: str, days: int):
-    return query(capacity.forecast_plan, f, model, days, **_fleet_inputs(model),
+    return query(plans.forecast_plan, f, model, days, **_fleet_inputs(model),
                  target_utilization=rho_target, redundancy=redundancy_pct / 100)
 
 
@@ -385,7 +388,7 @@ auto_box = st.expander("Autoscaling: reactive HPA, predictive, warm pool and she
 
 @st.cache_data(show_spinner="Simulating the policies second by second…", max_entries=32)
 def _simulate(**kwargs):
-    return capacity.simulate_policies(**kwargs)
+    return plans.simulate_policies(**kwargs)
 
 
 with auto_box:
@@ -426,7 +429,7 @@ with auto_box:
         kwargs.update(
             cold_start_s=int(b1.number_input("Cold start (s)", min_value=0, value=90, key="cap_as_cold")),
             warm_pool_replicas=int(b2.number_input("Warm pool (replicas)", min_value=0, value=10, key="cap_as_pool")),
-            policy_names=tuple(b3.multiselect("Policies", list(capacity.POLICY_NAMES), default=list(capacity.POLICY_NAMES),
+            policy_names=tuple(b3.multiselect("Policies", list(plans.POLICY_NAMES), default=list(plans.POLICY_NAMES),
                                               key="cap_as_policies")),
             wait_sla_s=sla_s or 2.0, target_utilization=rho_target)
         if not kwargs["policy_names"]:

@@ -9,6 +9,7 @@ from finops.cascade import edge
 from finops.cascade import shadow as cascade_store
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
+from finops.ingest import uploads
 from finops.spend import exports
 from views._shared import current_filters, cursor, data_origin, filter_caption, query, store_path
 
@@ -81,12 +82,12 @@ elif source == "upload":
     else:
         raw = up.getvalue()
         try:
-            columns = cascade_store.eval_csv_columns(raw)
+            columns = uploads.eval_csv_columns(raw)
         except InputError as exc:
             st.error(f"{up.name}: {exc}", icon=":material/error:")
             columns = []
         if columns:
-            guess = cascade_store.guess_mapping(columns)
+            guess = uploads.guess_mapping(columns)
             with st.form("mapping"):
                 st.write("**Which column is which?**")
                 cols = st.columns(5)
@@ -94,8 +95,8 @@ elif source == "upload":
                           "large_quality": "Large model right / score", "cost_small": "Small cost (USD per query)",
                           "cost_large": "Large cost (USD per query)"}
                 mapping = {}
-                for i, key in enumerate(cascade.MAPPING_KEYS):
-                    optional = key not in cascade.REQUIRED_KEYS
+                for i, key in enumerate(uploads.MAPPING_KEYS):
+                    optional = key not in uploads.REQUIRED_KEYS
                     options = ([None] if optional else []) + columns
                     default = guess[key] if guess[key] in options else None
                     mapping[key] = cols[i].selectbox(
@@ -103,13 +104,13 @@ elif source == "upload":
                         options.index(default), placeholder="choose a column",
                         format_func=lambda c: "(none)" if c is None else c)
                 st.form_submit_button("Use these columns")
-            missing = [labels[k] for k in cascade.REQUIRED_KEYS if not mapping[k]]
+            missing = [labels[k] for k in uploads.REQUIRED_KEYS if not mapping[k]]
             if missing:
                 st.info("Choose the column for: " + ", ".join(missing) + ", then press 'Use these columns'.",
                         icon=":material/table_chart:")
             else:
                 try:
-                    data = cascade_store.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
+                    data = uploads.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
                     origin = f"your data: {data.n_queries:,} queries in {up.name}"
                 except InputError as exc:
                     st.error(str(exc), icon=":material/error:")
@@ -342,7 +343,7 @@ if decision is not None:
                                     help="A column rtt_ms, or a single column, one RTT per request.")
         if rtt_file is not None:
             try:
-                samples = cascade_store.rtt_samples_from_upload(rtt_file.getvalue(), rtt_file.name)
+                samples = uploads.rtt_samples_from_upload(rtt_file.getvalue(), rtt_file.name)
                 rtt_origin = f"your RTT samples ({rtt_file.name}, {len(samples):,} requests)"
             except InputError as exc:
                 st.error(str(exc), icon=":material/error:")

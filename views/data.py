@@ -9,6 +9,7 @@ from finops import schema, store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
+from finops.ingest.uploads import save_upload
 from finops.spend import exports, pricing
 from views._shared import (
     FOLLOW_KEY,
@@ -34,11 +35,7 @@ def _saved(upload) -> Path:
     """The upload written to this session's temp folder under its own name (detection reads content,
     DuckDB reads .gz by its extension)."""
     root = Path(st.session_state.setdefault("_upload_dir", tempfile.mkdtemp(prefix="finops-upload-")))
-    path = root / upload.file_id / Path(upload.name).name
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(upload.getbuffer())
-    return path
+    return save_upload(upload.getbuffer(), upload.name, root / upload.file_id)
 
 
 def _size(n: int) -> str:

@@ -94,9 +94,6 @@ DEFAULT_POLICIES = (
            shed_lowest_tier=True),
 )
 
-TIMELINE_COLUMNS = ("t_s", "arrival_rate_per_s", "admitted_rate_per_s", "shed_per_s", "ready_replicas",
-                    "provisioned_replicas", "warm_pool_ready", "queue_len", "p99_wait_s", "sla_violated")
-
 
 @dataclass(frozen=True)
 class SimulationResult:

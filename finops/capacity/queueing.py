@@ -40,11 +40,11 @@ import numpy as np
 from scipy import special
 
 from finops.errors import InputError
+from finops.jsonutil import jsonable
 
 __all__ = [
     "STATE_MESSAGES", "MMCResult", "SizingResult", "erlang_b", "erlang_c", "mmc", "ggc",
     "wait_quantile", "service_level", "halfin_whitt_p_wait", "sqrt_staffing", "required_servers",
-    "json_safe",
 ]
 
 #: Human sentence for each ``state`` code.
@@ -91,23 +91,6 @@ def _out(x, scalar: bool):
     if x.dtype.kind in "iu":
         return int(x)
     return float(x)
-
-
-def json_safe(value):
-    """``value`` as JSON-ready Python: arrays to lists, inf and NaN to ``None``.
-
-    >>> json_safe(np.array([1.5, np.inf]))
-    [1.5, None]
-    """
-    if isinstance(value, np.ndarray):
-        return [json_safe(v) for v in value.tolist()]
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _stirlerr(n: np.ndarray) -> np.ndarray:
@@ -333,8 +316,8 @@ class MMCResult:
 
     def to_dict(self) -> dict:
         """JSON-ready dict: every field, inf as ``None``, plus ``message``."""
-        out = {f.name: json_safe(getattr(self, f.name)) for f in fields(self)}
-        out["message"] = json_safe(self.message)
+        out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
+        out["message"] = jsonable(self.message)
         return out
 
 
@@ -537,7 +520,7 @@ class SizingResult:
     mmc: MMCResult                   #: queue figures at ``servers``
 
     def to_dict(self) -> dict:
-        out = {f.name: json_safe(getattr(self, f.name)) for f in fields(self) if f.name != "mmc"}
+        out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "mmc"}
         out["mmc"] = self.mmc.to_dict()
         return out
 

@@ -38,7 +38,6 @@ case's latency at 0.014 $ instead of the seed's 0.03 $
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -366,26 +365,3 @@ def compare_policies(inputs: EdgeInputs, rtt_samples_ms) -> PolicyComparison:
         when_pays=_outcome("when it pays", inputs, rtt, pays),
         n_samples=int(rtt.size),
     )
-
-
-def load_rtt_samples(path, column: str | None = None) -> np.ndarray:
-    """RTT samples in ms from a CSV: ``column``, else a column named ``rtt_ms``, else the
-    only column. Errors name the file, row (1 = first data row) and column."""
-    from finops.cascade.sweep import read_text_csv
-
-    path = Path(path)
-    frame = read_text_csv(path)
-    if column is None:
-        column = "rtt_ms" if "rtt_ms" in frame.columns else (frame.columns[0] if len(frame.columns) == 1 else None)
-    if column is None or column not in frame.columns:
-        raise InputError(f"name the RTT column (ms); columns are {list(frame.columns)}", file=str(path),
-                         field=column or "rtt_ms")
-    values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
-    if bad.size:
-        i = int(bad[0])
-        raise InputError(f"{frame[column].iloc[i]!r} is not an RTT in ms (a number >= 0)", file=str(path),
-                         row=i + 1, field=column)
-    if values.size == 0:
-        raise InputError("no RTT samples in the file", file=str(path))
-    return values

@@ -1,5 +1,8 @@
-"""The cascade page's data: shadow evaluation read from the store, per-tenant quality floors, and
-the small helpers that turn a :mod:`finops.cascade.sweep` curve into what the page shows.
+"""The shadow evaluation and quality floors of the cascade: per-query confidence, small and large
+quality and costs read from the store, the sweep per tenant, each tenant's quality floor and the
+cheapest threshold meeting it, and the curve's slider points, seed-form table and baselines.
+
+Eval CSVs and RTT samples a person uploads are read by :mod:`finops.ingest.uploads`.
 
 Shadow evaluation in the store (:func:`shadow_eval`)
 ----------------------------------------------------
@@ -50,21 +53,18 @@ share of answers correct (0-1). The page edits them in percent (:func:`floors_ta
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import store
-from finops.cascade import edge
+from finops import sql, store
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.ingest.uploads import EvalData
 from finops.spend import pricing
 from finops.spend import report as spend
 
@@ -128,14 +128,14 @@ class ShadowEval:
         return (done.assign(large_model=done["large_model"].fillna("(unknown)"))
                 .groupby(["small_model", "large_model"]).size().rename("queries").reset_index())
 
-    def eval_data(self, tenant: str | None = None, small_model: str | None = None) -> cascade.EvalData | None:
+    def eval_data(self, tenant: str | None = None, small_model: str | None = None) -> EvalData | None:
         """Arrays for :func:`finops.cascade.sweep.sweep`; costs in **USD per 1,000 queries** (None when
         the per-query costs are incomplete). ``None`` when no query is complete."""
         q = self.complete(tenant, small_model)
         if q.empty:
             return None
         costs = bool(q[["cost_small_usd", "cost_large_usd"]].notna().all().all())
-        return cascade.EvalData(
+        return EvalData(
             q["confidence"].to_numpy(dtype=float), q["small_quality"].to_numpy(dtype=float),
             q["large_quality"].to_numpy(dtype=float),
             q["cost_small_usd"].to_numpy(dtype=float) * PER_1K if costs else None,
@@ -143,8 +143,13 @@ class ShadowEval:
             f"shadow evaluation in the store ({len(q):,} queries)")
 
 
-def _first_attr(column: str, keys: tuple[str, ...], cast: str) -> tuple[str, list[str]]:
-    exprs = [f"TRY_CAST(json_extract_string({column}, ?) AS {cast})" for _ in keys]
+CASTS = ("VARCHAR", "DOUBLE", "BIGINT")
+
+
+def _first_attr(column_sql: str, keys: tuple[str, ...], cast: str) -> tuple[str, list[str]]:
+    """The first of ``keys`` present in the JSON column ``column_sql``, cast to one of :data:`CASTS`."""
+    cast = sql.column(cast, CASTS)
+    exprs = [f"TRY_CAST(json_extract_string({column_sql}, ?) AS {cast})" for _ in keys]
     return (f"coalesce({', '.join(exprs)})" if len(exprs) > 1 else exprs[0]), [f"$.{k}" for k in keys]
 
 
@@ -161,7 +166,14 @@ def _attempts_sql(f: Filters, labelled_only: bool = True) -> tuple[str, list]:
     attr_m, m_params = _first_attr("s.attrs", LARGE_MODEL_ATTRS, "VARCHAR")
     answer_cols = ", ".join(f"a.{c} AS l_{c}" for c in ("quality", "cost_usd", *TOKENS))
     small_cols = ", ".join(f"s.{c} AS s_{c}" for c in ("cost_usd", *TOKENS))
-    sql = f"""
+    large_cols = ", ".join(f"a.l_{c}" for c in ("quality", "cost_usd", *TOKENS))
+    ps = m_params + params
+    model_cond = ""
+    if f.models:
+        marks = ", ".join("?" for _ in f.models)
+        model_cond = f"  AND (s.model IN ({marks}) OR coalesce(a.l_model, {attr_m}, p.large_model) IN ({marks}))"
+        ps += list(f.models) + m_params + list(f.models)
+    query = f"""
 WITH linked AS MATERIALIZED (
   SELECT * FROM (
     SELECT request_id, ts, confidence, json_extract_string(attrs, '$.parent_id') AS parent_id
@@ -188,19 +200,15 @@ pairs AS (
 qm AS (
   SELECT s.request_id, s.ts, coalesce(s.tenant, 'default') AS tenant, s.sla_tier, s.model AS small_model,
          s.confidence, s.quality AS small_quality, s.escalated, {small_cols}, a.l_model,
-         {", ".join(f"a.l_{c}" for c in ("quality", "cost_usd", *TOKENS))}, s.attrs AS s_attrs,
+         {large_cols}, s.attrs AS s_attrs,
          coalesce(a.l_model, {attr_m}, p.large_model) AS large_model
   FROM requests s
   LEFT JOIN answers a ON a.attempt_id = s.request_id
   LEFT JOIN pairs p ON p.small_model = s.model
-  WHERE s.confidence IS NOT NULL AND NOT coalesce(s.cache_hit, false) AND {where}
+  WHERE s.confidence IS NOT NULL AND {sql.served("s")} AND {where}
+{model_cond}
 )"""
-    ps = m_params + params
-    if f.models:
-        marks = ", ".join("?" for _ in f.models)
-        sql = sql[:-1] + f"  AND (s.model IN ({marks}) OR coalesce(a.l_model, {attr_m}, p.large_model) IN ({marks}))\n)"
-        ps += list(f.models) + m_params + list(f.models)
-    return sql, ps
+    return query, ps
 
 
 def effective_request_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, float]:
@@ -249,9 +257,9 @@ def shadow_eval(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> Sha
     attempts with a small-model label are read row by row; the others are counted.
     """
     f = f or Filters()
-    sql, params = _attempts_sql(f)
+    attempts_sql, params = _attempts_sql(f)
     attr_q, q_params = _first_attr("s_attrs", LARGE_QUALITY_ATTRS, "DOUBLE")
-    raw = con.execute(sql + f" SELECT * EXCLUDE (s_attrs), {attr_q} AS attr_large_quality FROM qm "
+    raw = con.execute(attempts_sql + f" SELECT * EXCLUDE (s_attrs), {attr_q} AS attr_large_quality FROM qm "
                             "ORDER BY ts, request_id", params + q_params).df()
     if f.models:
         count_sql, count_params = _attempts_sql(f, labelled_only=False)
@@ -259,7 +267,7 @@ def shadow_eval(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> Sha
     else:     # the same attempts, without the joins
         where, where_params = f.where(prefix="s.")
         n_attempts = con.execute("SELECT count(*) FROM requests s WHERE s.confidence IS NOT NULL "
-                                 f"AND NOT coalesce(s.cache_hit, false) AND {where}", where_params).fetchall()[0][0]
+                                 f"AND {sql.served('s')} AND {where}", where_params).fetchall()[0][0]
     linked = raw["l_model"].notna()
     graded = raw["l_quality"].notna()
     large_quality = raw["l_quality"].where(graded, raw["attr_large_quality"])
@@ -438,7 +446,7 @@ def floor_choices(curve: pd.DataFrame, floors: Mapping[str, float],
 
 
 # ----------------------------------------------------------------------------------------
-# helpers for the page: slider points, the seed-form table, the upload
+# a curve as shown: slider points, the seed-form table, baselines for a hand-made table
 # ----------------------------------------------------------------------------------------
 def slider_points(curve: pd.DataFrame, max_points: int = 201, keep=()) -> pd.DataFrame:
     """At most ``max_points`` rows of the curve for a threshold slider: both ends, evenly spaced
@@ -486,62 +494,3 @@ def random_routing(cost_small: float, cost_large: float, quality_small: float, q
     rates = np.linspace(0.0, 1.0, 11)
     return pd.DataFrame({"escalation_rate": rates, "avg_cost": cost_small + rates * cost_large,
                          "avg_quality": quality_small + rates * (quality_large - quality_small)})
-
-
-def eval_csv_columns(data: bytes) -> list[str]:
-    """Column names of an uploaded CSV (its header), for the mapping form."""
-    import io
-
-    try:
-        return [str(c) for c in pd.read_csv(io.BytesIO(data), nrows=0).columns]
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV ({exc})") from None
-
-
-def guess_mapping(columns) -> dict[str, str | None]:
-    """Mapping key -> the column with that name, or one that contains it (else None)."""
-    cols = list(columns)
-    hints = {"confidence": ("confidence", "conf"), "small_quality": ("small",), "large_quality": ("large",)}
-    out: dict[str, str | None] = {}
-    for key in cascade.MAPPING_KEYS:
-        exact = [c for c in cols if c.lower() == key]
-        fuzzy = [c for c in cols if any(h in c.lower() for h in hints[key])] if key in cascade.REQUIRED_KEYS else []
-        out[key] = (exact or fuzzy or [None])[0]
-    return out
-
-
-def _via_temp_file(data: bytes, name: str, read):
-    """``read(path)`` on the upload written to a temporary file (removed afterwards); error
-    messages name the upload, not the temporary file."""
-    fd, tmp = tempfile.mkstemp(suffix=".csv", prefix="finops-upload-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        try:
-            return read(tmp)
-        except InputError as exc:
-            raise InputError(str(exc).replace(f"file {tmp}", f"file {name}")) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def eval_from_upload(data: bytes, name: str, mapping: Mapping[str, str]) -> cascade.EvalData:
-    """An uploaded eval CSV read by :func:`finops.cascade.sweep.load_eval_csv` with ``mapping``.
-
-    Qualities must be shares between 0 and 1 (0/1 correctness, or a score scaled to 0-1), the
-    unit of the page's quality axes; a column outside that range is most likely the wrong one.
-    """
-    loaded = _via_temp_file(data, name, lambda path: cascade.load_eval_csv(path, dict(mapping)))
-    for key in ("small_quality", "large_quality"):
-        values = getattr(loaded, key)
-        bad = np.flatnonzero((values < 0) | (values > 1))
-        if bad.size:
-            raise InputError(f"{values[bad[0]]:g} is not a share between 0 and 1: map {key} to a 0/1 correctness "
-                             "column, or scale scores to 0-1", file=name, row=int(bad[0]) + 1,
-                             field=str(mapping.get(key, key)))
-    return replace(loaded, source=name)
-
-
-def rtt_samples_from_upload(data: bytes, name: str, column: str | None = None) -> np.ndarray:
-    """Uploaded RTT samples (ms) read by :func:`finops.cascade.edge.load_rtt_samples`."""
-    return _via_temp_file(data, name, lambda path: edge.load_rtt_samples(path, column))

@@ -31,9 +31,8 @@ queries as in the seed); every cost output is in that same unit.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -140,26 +139,6 @@ class CascadeReport:
             "choice": self.choice.as_dict() if self.choice is not None else None,
             "metrics": self.metrics.as_dict(),
         }
-
-
-@dataclass(frozen=True)
-class EvalData:
-    """Per-query evaluation data ready for :func:`sweep`.
-
-    ``cost_small``/``cost_large`` are per-query arrays when the file had cost
-    columns, else ``None`` (use flat prices).
-    """
-
-    confidence: np.ndarray
-    small_quality: np.ndarray
-    large_quality: np.ndarray
-    cost_small: np.ndarray | None
-    cost_large: np.ndarray | None
-    source: str
-
-    @property
-    def n_queries(self) -> int:
-        return int(self.confidence.size)
 
 
 # ----------------------------------------------------------------------------------------
@@ -653,89 +632,8 @@ def analyse(confidence, small_quality, large_quality, cost_small, cost_large, *,
 
 
 # ----------------------------------------------------------------------------------------
-# data sources: an uploaded eval CSV, and RouteLLM's GSM8K responses
+# a confidence for RouteLLM's GSM8K responses (the eval CSVs themselves are read by finops.ingest.uploads)
 # ----------------------------------------------------------------------------------------
-MAPPING_KEYS: tuple[str, ...] = ("confidence", "small_quality", "large_quality", "cost_small", "cost_large")
-REQUIRED_KEYS: tuple[str, ...] = MAPPING_KEYS[:3]
-_BOOL_WORDS = {"true": 1.0, "false": 0.0, "t": 1.0, "f": 0.0, "yes": 1.0, "no": 0.0}
-
-
-def parse_mapping(text: str | Mapping[str, str] | None) -> dict[str, str]:
-    """``"confidence=conf,small_quality=mixtral"`` -> a dict; unmapped keys map to themselves.
-
-    >>> parse_mapping("confidence=c, small_quality=s")["large_quality"]
-    'large_quality'
-    """
-    if text is None:
-        pairs: dict[str, str] = {}
-    elif isinstance(text, Mapping):
-        pairs = dict(text)
-    else:
-        pairs = {}
-        for part in (p.strip() for p in text.split(",")):
-            if not part:
-                continue
-            key, sep, col = part.partition("=")
-            if not sep or not key.strip() or not col.strip():
-                raise InputError(f"mapping entry {part!r} is not KEY=COLUMN", field="map")
-            pairs[key.strip()] = col.strip()
-    unknown = sorted(set(pairs) - set(MAPPING_KEYS))
-    if unknown:
-        raise InputError(f"unknown mapping key(s) {unknown}; use {', '.join(MAPPING_KEYS)}", field="map")
-    mapping = {k: pairs.get(k, k) for k in REQUIRED_KEYS}
-    mapping.update({k: pairs[k] for k in MAPPING_KEYS[3:] if k in pairs})
-    return mapping
-
-
-def _parse_column(raw: pd.Series, *, file: str, key: str, column: str, cost: bool) -> np.ndarray:
-    text = raw.astype(str).str.strip()
-    lowered = text.str.lower()
-    values = pd.to_numeric(text.where(~lowered.isin(_BOOL_WORDS.keys()), lowered.map(_BOOL_WORDS)),
-                           errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~np.isfinite(values) | ((values < 0) if cost else False))
-    if bad.size:
-        i = int(bad[0])
-        why = "is empty" if text.iloc[i] == "" else (
-            "is a negative cost" if cost and np.isfinite(values[i]) else "is not a finite number (or True/False)")
-        raise InputError(f"{text.iloc[i]!r} {why} (column {column!r}, mapped to {key}); "
-                         f"{bad.size} bad value(s) in this column", file=file, row=i + 1, field=column)
-    return values + 0.0
-
-
-def read_text_csv(path) -> pd.DataFrame:
-    """A user's CSV with every cell as text (cells are checked by the caller), or a clear InputError."""
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None
-
-
-def load_eval_csv(path: str | Path, mapping: str | Mapping[str, str] | None = None) -> EvalData:
-    """Read an eval CSV: one row per query, columns mapped by ``mapping``.
-
-    ``mapping`` names the columns for ``confidence``, ``small_quality`` and
-    ``large_quality`` (default: columns with those names) and optionally
-    ``cost_small``/``cost_large`` (per-query costs, >= 0). Quality cells may
-    be numbers or True/False. Rows are numbered from 1 = first data row in
-    error messages, which name the file, row and column.
-    """
-    path = Path(path)
-    cols = parse_mapping(mapping)
-    frame = read_text_csv(path)
-    for key, column in cols.items():
-        if column not in frame.columns:
-            raise InputError(f"column {column!r} (for {key}) is not in the file; columns are "
-                             f"{list(frame.columns)}. Map it with --map {key}=COLUMN", file=str(path), field=key)
-    if frame.empty:
-        raise InputError("the file has a header but no rows", file=str(path))
-    data = {key: _parse_column(frame[column], file=str(path), key=key, column=column,
-                               cost=key.startswith("cost_")) for key, column in cols.items()}
-    return EvalData(data["confidence"], data["small_quality"], data["large_quality"],
-                    data.get("cost_small"), data.get("cost_large"), str(path))
-
-
 _FINAL_ANSWER = re.compile(r"####\s*[-$]?\$?-?[\d,]*\.?\d+\s*")
 _HEDGES = re.compile(r"\b(?:however|actually|but|assum\w*|approximately|round\w*|not possible|can't|cannot|"
                      r"wait|mistake|incorrect|sorry|unclear|not enough|doesn't make sense)\b")
@@ -785,15 +683,3 @@ def routellm_confidence(responses: Iterable[str]) -> np.ndarray:
     brevity = 1.0 - np.minimum(f["chars"].to_numpy(), CONFIDENCE_LENGTH_CAP_CHARS) / CONFIDENCE_LENGTH_CAP_CHARS
     score = 0.5 * f["final_answer"].to_numpy() + 0.2 * (~f["hedged"].to_numpy()) + 0.3 * brevity
     return np.round(score.astype(float), 4)
-
-
-def load_parametric_csv(path: str | Path) -> pd.DataFrame:
-    """Read a hand-made tau table (columns ``threshold, escalation_rate, avg_quality``)
-    for :func:`parametric_curve`, which validates the values."""
-    path = Path(path)
-    try:
-        return pd.read_csv(path)
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None

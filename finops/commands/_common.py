@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 
 from finops.filters import Filters
+from finops.jsonutil import jsonable
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -53,30 +54,3 @@ def filters_from(args) -> Filters:
 def print_json(obj) -> None:
     json.dump(jsonable(obj), sys.stdout, indent=2, default=str, allow_nan=False)
     sys.stdout.write("\n")
-
-
-def jsonable(value):
-    """NaN/inf become None; numpy scalars and timestamps become plain JSON values."""
-    import math
-
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is pd.NaT or (not isinstance(value, str | bytes) and pd.api.types.is_scalar(value) and pd.isna(value)):
-        return None
-    if isinstance(value, pd.Timestamp | datetime):
-        return value.isoformat()
-    return value
-
-
-def records(frame) -> list[dict]:
-    """A DataFrame as a list of JSON-ready dicts."""
-    return [jsonable(r) for r in frame.to_dict(orient="records")]

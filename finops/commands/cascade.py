@@ -6,6 +6,7 @@ import argparse
 from finops.cascade import sweep as cascade
 from finops.commands._common import print_json
 from finops.errors import InputError
+from finops.ingest import uploads
 
 NAME = "cascade"
 MAX_TEXT_ROWS = 25
@@ -54,13 +55,13 @@ def build_report(args) -> cascade.CascadeReport:
         else:
             if not args.file:
                 raise InputError("--parametric needs FILE, a tau table CSV")
-            table = cascade.load_parametric_csv(args.file)
+            table = uploads.load_parametric_csv(args.file)
             cs = _flat_cost(args.cost_small, None, "cost_small")
             cl = _flat_cost(args.cost_large, None, "cost_large")
         return cascade.analyse_curve(cascade.parametric_curve(table, cs, cl), quality_floor=args.quality_floor)
     if not args.file:
         raise InputError("needs FILE (an eval CSV), or --seed-table")
-    data = cascade.load_eval_csv(args.file, args.mapping)
+    data = uploads.load_eval_csv(args.file, args.mapping)
     cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
     cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")
     return cascade.analyse(data.confidence, data.small_quality, data.large_quality, cs, cl,

@@ -6,6 +6,7 @@ from dataclasses import asdict, fields
 
 from finops.cascade import edge
 from finops.commands._common import print_json
+from finops.ingest import uploads
 
 NAME = "edge"
 HELP = ("Edge vs cloud escalation: V_q*dQ > dC_infer + C_net + V_lat*(RTT + T_cloud - T_edge), "
@@ -51,7 +52,7 @@ def run(args) -> int:
     curve = edge.net_benefit_curve(inputs, max_rtt_ms=args.max_rtt_ms, step_ms=args.step_ms)
     samples = None
     if args.rtt_samples:
-        samples = edge.load_rtt_samples(args.rtt_samples, args.rtt_column)
+        samples = uploads.load_rtt_samples(args.rtt_samples, args.rtt_column)
     elif args.rtt_dist:
         samples = edge.RttDistribution(args.rtt_dist, inputs.rtt_ms, args.jitter_ms).sample(args.samples, args.seed)
     policies = edge.compare_policies(inputs, samples) if samples is not None else None

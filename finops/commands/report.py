@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from finops import store
-from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json, records
+from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
+from finops.jsonutil import records
 from finops.spend import report as spend
 
 NAME = "report"

@@ -19,4 +19,6 @@ Modules
 ``metrics``   Prometheus text exposition, with the gateway's own overhead per request
 ``app``       the FastAPI face (``create_app``), timed by ``OverheadTimer``;
               ``python -m finops gateway`` serves it
+``loadgen``   the open-loop load generator (``python -m finops load``)
 """
+__all__ = ["app", "backends", "cache", "classify", "config", "loadgen", "log", "metrics", "pipeline"]

@@ -25,7 +25,6 @@ an English prompt is long from roughly 130 characters.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -101,7 +100,3 @@ CLASSIFIERS: dict[str, Any] = {
     "length": LengthClassifier,
     "none": NoClassifier,
 }
-
-
-def make_classifier(kind: str, options: Mapping[str, Any]) -> Classifier:
-    return CLASSIFIERS[kind](**options)

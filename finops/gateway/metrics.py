@@ -62,7 +62,6 @@ SPECS: tuple[MetricSpec, ...] = (
                "serialising, from the app being called to the response body sent, excluding backend queue "
                "and service time.", ("endpoint",), FINE_BUCKETS_S),
 )
-_BY_NAME = {s.name: s for s in SPECS}
 
 
 def _escape(value: str) -> str:

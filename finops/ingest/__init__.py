@@ -1,6 +1,20 @@
-"""Ingestion: a table of log-format adapters, detected from content, feeding the store.
+"""Ingestion: a table of log-format adapters, detected from content, feeding the store; readers of uploads.
 
-Importing this package registers every adapter (``formats`` and any later modules).
+Importing this package registers every adapter (``formats`` and ``ecosystem``) and offers the load itself
+(``ingest_path``, ``ingest_frame``, ``detect``, ``IngestOptions``...).
+
+Modules
+-------
+``base``       the adapter table (``ADAPTERS``, ``adapter_named``) and the file probe
+``formats``    the foundation's formats: canonical, generic (mapped columns), the seed gateway's text log
+``ecosystem``  LiteLLM, Langfuse, OpenTelemetry GenAI, vLLM, LLMPerf, Azure and Mooncake logs
+``tabular``    tabular files (CSV, JSONL, JSON arrays, Parquet) read as SQL, columns mapped
+``loader``     one file into the store: detect, read, cast, validate, de-duplicate, insert, roll up
+``preview``    a file before loading it: detected format, raw and canonical first rows, rejected rows
+``follow``     follow a growing log file: ingest the complete lines added since last time
+``benchruns``  ``vllm bench serve`` and LLMPerf runs, kept in ``benchmark_runs``
+``loadtests``  load-test files (benchmark results, CSVs) and stored runs as load points (P99 against QPS)
+``uploads``    uploads as files; eval CSVs, tau tables and RTT samples
 """
 import finops.ingest.ecosystem  # noqa: F401  (LiteLLM, Langfuse, OTel, vLLM, LLMPerf, Azure, Mooncake)
 from finops.ingest import formats  # noqa: F401  (registers the adapters)
@@ -8,4 +22,6 @@ from finops.ingest.base import ADAPTERS, IngestOptions, adapter_named, probe
 from finops.ingest.loader import IngestResult, detect, ingest_frame, ingest_path
 
 __all__ = ["ADAPTERS", "IngestOptions", "IngestResult", "adapter_named", "detect", "ingest_frame",
-           "ingest_path", "probe"]
+           "ingest_path", "probe",
+           "base", "benchruns", "ecosystem", "follow", "formats", "loader", "loadtests", "preview", "tabular",
+           "uploads"]

@@ -4,7 +4,7 @@ A benchmark file is two things: requests (loaded into ``requests`` like any log,
 by the ``vllm-bench`` and ``llmperf`` adapters) and a *run* (its model, provider,
 offered load and latency percentiles), kept in the ``benchmark_runs`` table so the
 capacity and latency pages can pick one. The readers here are plain functions
-over a file: the capacity planner reuses them for load-test sizing without a store.
+over a file: finops.ingest.loadtests reuses them to read load points for sizing, without a store.
 
 Percentiles are computed here, the same way for both tools, over the run's
 **successful** requests only (as LLMPerf's own summary does): a failed request
@@ -62,7 +62,6 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 # per-request columns of BenchRun.requests
 REQUEST_COLUMNS: tuple[str, ...] = ("index", "offset_s", "ok", "error", "ttft_ms", "total_ms", "queue_ms",
                                     "mean_itl_ms", "input_tokens", "output_tokens", "attrs")
-BENCH_FORMATS: tuple[str, ...] = ("vllm-bench", "llmperf")
 
 
 @dataclass

@@ -60,8 +60,9 @@ import pandas as pd
 from finops import sql
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.jsonutil import jsonable
 from finops.latency import stats as latency
-from finops.spend import routing
+from finops.latency.servicefit import nonneg_fit
 
 LAYERS = ("routing", "queue", "prefill", "decode", "tail")
 SEVERITIES = ("critical", "warning", "info")
@@ -123,7 +124,7 @@ FROM (SELECT model, CAST(input_tokens AS DOUBLE) AS x1, CAST(output_tokens AS DO
       FROM requests WHERE {where} AND {sql.SERVED} AND total_ms IS NOT NULL
         AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL)
 GROUP BY 1 HAVING count(*) >= 10 ORDER BY 1""", params).df()
-    rows = [(r.model, *routing.nonneg_fit(r)) for r in sums.itertuples(index=False)]
+    rows = [(r.model, *nonneg_fit(r)) for r in sums.itertuples(index=False)]
     return pd.DataFrame(rows, columns=["model", "fit_a", "fit_b", "fit_c"])
 
 
@@ -271,17 +272,6 @@ FROM ({_tagged_sql(where, window, join)}) GROUP BY 1, 2 ORDER BY 1, 2""",
     return m.merge(per_model, on="model", how="left")
 
 
-def window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "hour",
-                   detail: bool = True) -> pd.DataFrame:
-    """One row per model and window with the numbers the rules read (see the module docstring),
-    the model's baselines over the whole filtered period (``base_*``) and its typical window
-    (``typ_*``: the median over its windows). ``detail=False`` leaves out the evidence columns
-    (:data:`DETAIL_COLUMNS`): :func:`diagnose` reads them for the windows a rule flags only."""
-    _check_window(window)
-    hits = _hits(con, f, window)
-    return _window_metrics(con, f, window, hits, _baselines(con, f, window, hits), detail)
-
-
 def _check_window(window: str) -> None:
     if window not in WINDOWS:
         raise InputError(f"window must be one of {', '.join(WINDOWS)}")
@@ -289,6 +279,10 @@ def _check_window(window: str) -> None:
 
 def _window_metrics(con: duckdb.DuckDBPyConnection, f: Filters, window: str, hits: pd.DataFrame, base: list[dict],
                     detail: bool) -> pd.DataFrame:
+    """One row per model and window with the numbers the rules read (see the module docstring),
+    the model's baselines over the whole filtered period (``base_*``) and its typical window
+    (``typ_*``: the median over its windows). ``detail=False`` leaves out the evidence columns
+    (:data:`DETAIL_COLUMNS`): :func:`diagnose` reads them for the windows a rule flags only."""
     m = _window_rows(con, f, window, base, detail) if base else pd.DataFrame()
     if m.empty:
         return m
@@ -797,26 +791,7 @@ def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: s
     return [t[-1] for t in found]
 
 
-def _plain(v):
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, pd.Timestamp):
-        return v.isoformat()
-    return v
-
-
 def as_json(findings: list[Finding]) -> dict:
     """``{"findings": [{"layer", "model", "severity", "evidence", "action", "metrics"}]}``, JSON-ready."""
     return {"findings": [{**{k: v for k, v in fd.as_dict().items() if k != "metrics"},
-                          "metrics": {k: _plain(v) for k, v in fd.metrics.items()}} for fd in findings]}
-
-
-def findings_frame(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> pd.DataFrame:
-    """The findings as a table (for pages): severity, layer, model, window_start, window_end, evidence, action."""
-    rows = [{"severity": fd.severity, "layer": fd.layer, "model": fd.model,
-             "window_start": fd.metrics.get("window_start"), "window_end": fd.metrics.get("window_end"),
-             "evidence": fd.evidence, "action": fd.action} for fd in diagnose(con, f, window)]
-    return pd.DataFrame(rows, columns=["severity", "layer", "model", "window_start", "window_end", "evidence",
-                                       "action"])
+                          "metrics": jsonable(fd.metrics)} for fd in findings]}

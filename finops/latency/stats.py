@@ -1,8 +1,23 @@
 """Slow-path analytics: percentiles, queue-time histograms, segment breakdowns, buckets, concurrency.
 
 Every function takes a DuckDB connection and :class:`~finops.filters.Filters` and returns a
-pandas DataFrame. All percentiles are **exact** (DuckDB ``quantile_cont``: linear interpolation
-between order statistics, the same as ``numpy.percentile``'s default), never sketched.
+pandas DataFrame.
+
+Where percentiles come from
+---------------------------
+* **From the hourly sketch** by default, when the question fits it: whole hours (``since`` and
+  ``until`` on the hour), no tenant or SLA-tier filter, grouped by model and/or hour, day or week,
+  for the sketched fields (total_ms, queue_ms, service_ms, ttft_ms, tpot_ms), once the store's
+  sketch is built for its current version (``store.sketch_ready``). Read by
+  :func:`sketch_quantiles` from ``store.latency_hourly``, every percentile is within
+  ``store.SKETCH_ALPHA`` (0.99 %) of the exact one; :func:`percentiles`, :func:`over_time` and
+  :func:`ttft_tpot` use it unless called with ``exact=True``.
+* **Exact** otherwise (a tenant or tier filter, a partial hour, another grouping or field, or
+  ``exact=True``), and always in :func:`segments`, :func:`length_buckets` and
+  :func:`decode_vs_concurrency`: DuckDB ``quantile_cont`` (numpy in the last), linear interpolation
+  between order statistics, the same as ``numpy.percentile``'s default.
+
+``attrs['max_rel_error']`` of their frames says which it is (0 for exact figures).
 
 What is measured
 ----------------

@@ -33,6 +33,7 @@ import pandas as pd
 from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.jsonutil import jsonable
 from finops.spend import pricing
 from finops.spend import report as spend
 
@@ -95,14 +96,10 @@ def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.Dat
             raise InputError(f"severity of {r.name} must be one of {', '.join(SEVERITIES)}", field="severity")
         if not (r.threshold >= 0) or int(r.sustained) < 1 or int(r.min_requests) < 0:
             raise InputError(f"{r.name}: threshold >= 0, sustained >= 1, min_requests >= 0")
-        diff = {k: _plain(getattr(r, k)) for k in OVERRIDABLE if getattr(r, k) != getattr(defaults[r.name], k)}
+        diff = {k: jsonable(getattr(r, k)) for k in OVERRIDABLE if getattr(r, k) != getattr(defaults[r.name], k)}
         if diff:
             stored[r.name] = diff
     store.set_setting(con, "alerts.rules", stored)
-
-
-def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def sla_targets(con: duckdb.DuckDBPyConnection) -> dict[str, float]:

@@ -9,8 +9,11 @@ From the store
 --------------
 * load test done: a benchmark run is recorded (``benchmark_runs``) or a ``vllm-bench`` /
   ``llmperf`` batch was loaded;
-* instance plan with 20–30 % redundancy: a capacity plan saved in settings (``capacity.plan``,
-  a JSON object with ``redundancy`` as a fraction) whose redundancy is in [0.2, 0.3];
+* instance plan with 20–30 % redundancy: for each self-hosted model whose fleet the price book sizes
+  (``replicas``), that a load test measured (a benchmark run of the model) and that served traffic
+  (load-test batches left out), the instances its busiest hour needs at the measured per-instance
+  throughput, ``⌈peak QPS / run QPS⌉`` (the fastest run, one instance tested), and the redundancy
+  ``replicas / instances − 1``, which must be in [0.2, 0.3] for every such model;
 * metrics ready: the logs carry requests, status (error rate), total_ms (P99), service time on a
   self-hosted model (GPU utilisation) and queue_ms (queue length). GPU memory is never in request
   logs, so the item stays "partial" until a person ticks it;
@@ -20,6 +23,7 @@ For a person: the cold-start buffer, the canary and rollback plans, auth and rat
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,11 +31,11 @@ from datetime import UTC, datetime
 import duckdb
 import pandas as pd
 
-from finops import store
+from finops import sql, store
+from finops.ingest import loadtests
 from finops.ops import alerts
 
 TICKS_KEY = "readiness.ticks"
-PLAN_KEY = "capacity.plan"
 LOAD_TEST_FORMATS = ("vllm-bench", "llmperf")
 REDUNDANCY_BAND = (0.20, 0.30)
 
@@ -68,15 +72,33 @@ def _load_test(con) -> Check:
 
 
 def _plan(con) -> Check:
-    plan = store.get_setting(con, PLAN_KEY)
-    if not isinstance(plan, dict) or plan.get("redundancy") is None:
-        return Check("manual", "no capacity plan saved in this store: tick when the plan exists elsewhere")
-    r = float(plan["redundancy"])
+    fleets = con.execute("SELECT model, replicas FROM prices WHERE kind = 'self_hosted' AND replicas > 0 "
+                         "ORDER BY model").fetchall()
+    marks = ", ".join("?" for _ in LOAD_TEST_FORMATS)
+    peaks = dict(con.execute(f"""
+SELECT model, max(served) / 3600.0 FROM (
+  SELECT model, hour, sum({sql.served_requests('r')}) AS served FROM rollup_hourly r
+  WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.batch_id = r.batch_id AND b.format IN ({marks}))
+  GROUP BY ALL)
+GROUP BY model""", list(LOAD_TEST_FORMATS)).fetchall())
+    points = loadtests.benchmark_points(con)
+    plans = []
+    for model, replicas in fleets:
+        runs = points[(points["model"] == model) & (points["qps"] > 0)]
+        if runs.empty or not peaks.get(model):
+            continue
+        best = runs.loc[runs["qps"].idxmax()]
+        instances = math.ceil(peaks[model] / best.qps - 1e-9)
+        plans.append((model, int(replicas), instances, int(replicas) / instances - 1, float(best.qps)))
+    if not plans:
+        return Check("manual", "no self-hosted model has replicas in the price book, a load test and traffic in this "
+                               "store: tick when the plan exists elsewhere")
     lo, hi = REDUNDANCY_BAND
-    what = f"saved plan: {plan.get('instances', '?')} instances with {r:.0%} redundancy"
-    if lo <= r <= hi:
+    what = "; ".join(f"{m}: {r:,} replicas for the {n:,} instances its busiest hour needs at {q:.3g} req/s per "
+                     f"instance, {red:.0%} redundancy" for m, r, n, red, q in plans)
+    if all(lo - 1e-9 <= red <= hi + 1e-9 for _, _, _, red, _ in plans):
         return Check("pass", what)
-    return Check("fail", f"{what}, outside the {lo:.0%}–{hi:.0%} the checklist asks for")
+    return Check("fail", f"{what}; the checklist asks for {lo:.0%}–{hi:.0%}")
 
 
 METRIC_FIELDS = (  # metric -> (fields any one of which derives it, how)

@@ -1,1 +1,8 @@
-"""finops.sample"""
+"""The sample fleet: synthetic but realistic traffic, and the demo store built from it.
+
+Modules
+-------
+``synth``  a deterministic two-week request log of an LLM fleet (fitted to public traces), with incidents
+``demo``   build the demo store from it (``python -m finops demo``)
+"""
+__all__ = ["demo", "synth"]

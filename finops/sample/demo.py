@@ -5,8 +5,6 @@ from collections.abc import Callable
 
 import duckdb
 
-from finops import store
-
 DEMO_DAYS = 14
 DEMO_SEED = 7
 
@@ -27,15 +25,3 @@ def build_demo(con: duckdb.DuckDBPyConnection, days: int = DEMO_DAYS, seed: int 
     result = ingest_frame(con, frame, name=f"sample fleet: {days} days, seed {seed}", fmt="sample-fleet")
     step(1.0, "done")
     return result.rows_ingested
-
-
-def ensure_demo(path: str | None = None, progress=None) -> bool:
-    """Build the sample store at ``path`` if it holds no requests. True if it was built now."""
-    con = store.connect(path)
-    try:
-        if store.row_count(con) > 0:
-            return False
-        build_demo(con, progress=progress)
-        return True
-    finally:
-        con.close()

@@ -45,9 +45,6 @@ def grain(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
     return sql.grain_for(p.since, p.until, "spend")
 
 
-GRAIN_UNIT = {"hour": "hour", "day": "day", "week": "week", "month": "month"}
-
-
 # ---------------------------------------------------------------- KPIs with change
 
 @dataclass(frozen=True)
@@ -535,9 +532,3 @@ def period_label(f: Filters) -> str:
         return "all data"
     last = f.until - timedelta(microseconds=1)
     return f"{f.since:%Y-%m-%d} to {last:%Y-%m-%d}"
-
-
-def days_in(f: Filters) -> float | None:
-    if f.since is None or f.until is None:
-        return None
-    return (f.until - f.since) / timedelta(days=1)

@@ -50,7 +50,6 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
 # honestly from request logs and the price book: every Mandatory one, plus the Recommended
 # ChargeFrequency / InvoiceId / ServiceSubcategory and the Conditional ConsumedQuantity/Unit,
 # ListUnitPrice, SkuId / SkuMeter / SkuPriceId and Tags.
-FOCUS_VERSION = "1.2"
 FOCUS_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
     ("BilledCost", "Decimal", "Mandatory", False),
     ("BillingAccountId", "String", "Mandatory", False),

@@ -15,9 +15,9 @@ from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
+from finops.schema import IDLE_TENANT  # noqa: F401  (re-exported: spend reports name idle capacity so)
 from finops.spend import pricing
 
-IDLE_TENANT = "(idle capacity)"
 TIME_GRAINS: tuple[str, ...] = ("hour", "day", "week", "month")     # buckets of sql.time_bucket over ``hour``
 GROUPABLE = (*sql.ROLLUP_DIMS, *TIME_GRAINS)
 

@@ -43,6 +43,7 @@ import pandas as pd
 from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.latency.servicefit import nonneg_fit
 from finops.spend import pricing
 from finops.spend import report as spend
 
@@ -275,12 +276,6 @@ SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, fals
 FROM requests WHERE {where} AND {sql.SERVED} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
 
 
-@dataclass(frozen=True)
-class Rates:
-    """Per model: estimated latency ``fixed_ms + ms_per_input_token * in + ms_per_output_token * out``."""
-    table: pd.DataFrame    # model, fixed_ms, ms_per_input_token, ms_per_output_token, requests, basis
-
-
 def latency_rates(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Each model's observed per-token latency: least squares of service time on tokens.
 
@@ -304,24 +299,6 @@ GROUP BY 1 ORDER BY 1""", params).df()
         coef = nonneg_fit(r)
         rows.append((r.model, coef[0] + float(r.wait_ms), coef[1], coef[2], int(r.n)))
     return pd.DataFrame(rows, columns=["model", "fixed_ms", "ms_per_input_token", "ms_per_output_token", "requests"])
-
-
-def nonneg_fit(r) -> tuple[float, float, float]:
-    """Least squares ``y = a + b x1 + c x2`` from sums (fields n, s1, s2, s11, s22, s12, sy, s1y, s2y),
-    with any negative coefficient dropped and the rest refitted, so every term is >= 0."""
-    gram = np.array([[r.n, r.s1, r.s2], [r.s1, r.s11, r.s12], [r.s2, r.s12, r.s22]], dtype=float)
-    rhs = np.array([r.sy, r.s1y, r.s2y], dtype=float)
-    active = [0, 1, 2]
-    while active:
-        g = gram[np.ix_(active, active)]
-        sol = np.linalg.lstsq(g, rhs[active], rcond=None)[0]
-        if (sol >= 0).all() or len(active) == 1:
-            coef = [0.0, 0.0, 0.0]
-            for i, v in zip(active, sol, strict=True):
-                coef[i] = max(float(v), 0.0)
-            return coef[0], coef[1], coef[2]
-        active = [a for a, v in zip(active, sol, strict=True) if v >= 0] or [0]
-    return 0.0, 0.0, 0.0
 
 
 # ---------------------------------------------------------------- policies

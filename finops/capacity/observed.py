@@ -1,0 +1,183 @@
+"""Fill from my logs: each self-hosted model's busiest hour, measured, beside the calculator's prediction.
+
+:func:`observed_load` reads the store: per model, the busiest hour's λ, the service time and its
+CV, the replicas and slots, and the queue_ms observed in that hour beside the Allen–Cunneen
+prediction at that load, so the fit is shown, good or bad. :func:`self_hosted_models` is the
+price book's self-hosted rows; :func:`fleet_filters` the sidebar filters that apply to a fleet.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from finops import sql
+from finops.capacity.queueing import ggc
+from finops.filters import Filters
+
+__all__ = ["OBSERVED_COLUMNS", "fleet_filters", "observed_load", "self_hosted_models"]
+
+
+def self_hosted_models(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The price book's self-hosted rows: model, gpu_hour_usd, gpus_per_replica, replicas, slots_per_replica."""
+    return con.execute("SELECT model, gpu_hour_usd, gpus_per_replica, replicas, slots_per_replica, source "
+                       "FROM prices WHERE kind = 'self_hosted' ORDER BY model").df()
+
+
+# a request's time on a slot; NULL (not 0) where the row has no timing at all
+SERVICE_MS_SQL = f"nullif({sql.SERVICE_MS}, 0)"
+SERVED_SQL = sql.SERVED
+COMPLETED_SQL = sql.OK
+
+OBSERVED_COLUMNS = (
+    "model", "peak_hour", "requests_peak_hour", "arrival_rate_per_s", "mean_service_s", "cv_service",
+    "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source", "fleet", "servers",
+    "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms",
+    "observed_queue_p99_ms", "queue_samples", "implied_servers", "state", "note",
+    "tokens_per_request", "gpus_per_replica", "gpu_hour_usd",
+)
+
+
+def fleet_filters(f: Filters | None) -> Filters:
+    """The sidebar's date range and models; tenants and tiers share a fleet, so they do not apply."""
+    f = f or Filters()
+    return replace(f, tenants=(), sla_tiers=())
+
+
+def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> pd.DataFrame:
+    """Per self-hosted model (or any model whose logs name replicas), its busiest hour, measured.
+
+    * ``arrival_rate_per_s``: requests the model served (cache hits excluded) in its busiest hour
+      of the rollups, / 3600;
+    * ``mean_service_s``, ``cv_service``: mean and std/mean of the completed requests' time on a
+      slot in that hour (``service_ms``, else prefill + decode, else total − queue − route);
+    * ``cv_arrival``: std/mean of the gaps between those requests' arrivals (1 for Poisson);
+    * ``replicas``: distinct ``replica`` values in that hour, else the price book's;
+      ``slots_per_replica`` from the price book, else 1 (``*_source`` says which); ``fleet`` reads
+      "replicas × slots" and ``servers`` is their product c;
+    * ``observed_queue_mean_ms``, ``observed_queue_p99_ms``: queue_ms in that hour (exact P99);
+    * ``predicted_wq_ms``, ``predicted_wait_p99_ms``: Allen–Cunneen at that λ, μ, CVs and
+      c = replicas × slots (None where the model is unstable or lacks timing: ``state``, ``note``);
+    * ``implied_servers``: the c whose predicted mean wait is nearest the observed mean queue_ms,
+      a check of the slot count (None when no request queued);
+    * ``tokens_per_request`` (input + output, served requests, whole period), and the price book's
+      ``gpus_per_replica`` and ``gpu_hour_usd``.
+
+    The sidebar's date range and models apply; tenants and tiers do not (a fleet is shared).
+    """
+    where, params = fleet_filters(f).where(ts_col="hour")
+    peaks = con.execute(f"""
+WITH h AS (SELECT model, hour, sum({sql.served_requests()}) AS served FROM rollup_hourly
+           WHERE {where} GROUP BY ALL HAVING sum({sql.served_requests()}) > 0),
+pk AS (SELECT model, hour AS peak_hour, served FROM h
+       QUALIFY row_number() OVER (PARTITION BY model ORDER BY served DESC, hour) = 1),
+tok AS (SELECT model, sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens
+                          - cache_output_tokens) / nullif(sum({sql.served_requests()}), 0) AS tokens_per_request
+        FROM rollup_hourly WHERE {where} GROUP BY model)
+SELECT pk.model, pk.peak_hour, pk.served, tok.tokens_per_request, p.kind, p.replicas, p.slots_per_replica,
+       p.gpus_per_replica, p.gpu_hour_usd
+FROM pk LEFT JOIN tok USING (model) LEFT JOIN prices p USING (model) ORDER BY pk.model""",
+                        params + params).df()
+    if peaks.empty:
+        return pd.DataFrame(columns=list(OBSERVED_COLUMNS))
+    cond = " OR ".join("(model = ? AND ts >= ? AND ts < ? + INTERVAL 1 HOUR)" for _ in range(len(peaks)))
+    raw_params = [v for m, h in zip(peaks["model"], peaks["peak_hour"], strict=True)
+                  for v in (m, h.to_pydatetime(), h.to_pydatetime())]
+    raw = con.execute(f"""
+WITH r AS (
+  SELECT model, replica, queue_ms, {COMPLETED_SQL} AS completed, {SERVICE_MS_SQL} AS svc_ms,
+         epoch_ms(ts) - lag(epoch_ms(ts)) OVER (PARTITION BY model ORDER BY ts) AS gap_ms
+  FROM requests WHERE ({cond}) AND {SERVED_SQL})
+SELECT model,
+       avg(svc_ms) FILTER (WHERE completed) / 1000 AS mean_service_s,
+       stddev_pop(svc_ms) FILTER (WHERE completed) / nullif(avg(svc_ms) FILTER (WHERE completed), 0) AS cv_service,
+       count(svc_ms) FILTER (WHERE completed) AS service_samples,
+       stddev_pop(gap_ms) / nullif(avg(gap_ms), 0) AS cv_arrival,
+       count(DISTINCT replica) AS replicas_seen,
+       avg(queue_ms) AS observed_queue_mean_ms, quantile_cont(queue_ms, 0.99) AS observed_queue_p99_ms,
+       count(queue_ms) AS queue_samples
+FROM r GROUP BY model""", raw_params).df()
+    frame = peaks.merge(raw, on="model", how="left")
+    keep = (frame["kind"] == "self_hosted") | (frame["replicas_seen"].fillna(0) > 0)
+    rows = [_observed_row(r) for r in frame[keep].itertuples(index=False)]
+    return pd.DataFrame(rows, columns=list(OBSERVED_COLUMNS))
+
+
+def _num(v) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _observed_row(r) -> dict:
+    lam = float(r.served) / 3600.0
+    seen = int(r.replicas_seen) if not pd.isna(r.replicas_seen) else 0
+    if seen:
+        replicas, rep_src = seen, "logs (distinct replica in the peak hour)"
+    elif not pd.isna(r.replicas):
+        replicas, rep_src = int(r.replicas), "price book"
+    else:
+        replicas, rep_src = None, "unknown"
+    if not pd.isna(r.slots_per_replica):
+        slots, slot_src = int(r.slots_per_replica), "price book"
+    else:
+        slots, slot_src = 1, "assumed 1 (not in the price book)"
+    mean_s, cv_s, cv_a = _num(r.mean_service_s), _num(r.cv_service), _num(r.cv_arrival)
+    cv_s = 1.0 if cv_s is None else cv_s
+    cv_a = 1.0 if cv_a is None else cv_a
+    out = {
+        "model": r.model, "peak_hour": r.peak_hour, "requests_peak_hour": int(r.served), "arrival_rate_per_s": lam,
+        "mean_service_s": mean_s, "cv_service": cv_s, "cv_arrival": cv_a, "replicas": replicas,
+        "replicas_source": rep_src, "slots_per_replica": slots, "slots_source": slot_src,
+        "fleet": None if replicas is None else f"{replicas} × {slots}",
+        "servers": None if replicas is None else replicas * slots, "utilization": None,
+        "predicted_wq_ms": None, "observed_queue_mean_ms": _num(r.observed_queue_mean_ms),
+        "predicted_wait_p99_ms": None, "observed_queue_p99_ms": _num(r.observed_queue_p99_ms),
+        "queue_samples": int(r.queue_samples) if not pd.isna(r.queue_samples) else 0,
+        "implied_servers": None, "state": "ok", "note": "",
+        "tokens_per_request": _num(r.tokens_per_request), "gpus_per_replica": _num(r.gpus_per_replica),
+        "gpu_hour_usd": _num(r.gpu_hour_usd),
+    }
+    if mean_s is None:
+        out.update(state="no_timing", note="the logs carry no service time for this model: no prediction")
+        return out
+    if replicas is None:
+        out.update(state="no_replicas", note="no replica column in the logs and no replicas in the price book")
+        return out
+    q = ggc(lam, 1.0 / mean_s, replicas * slots, cv_arrival=cv_a, cv_service=cv_s)
+    out["utilization"] = float(q.utilization)
+    out["state"] = str(q.state)
+    if q.stable:
+        out["predicted_wq_ms"] = float(q.wq_s) * 1000
+        out["predicted_wait_p99_ms"] = float(q.wait_p99_s) * 1000
+    else:
+        out["note"] = q.message
+    observed = out["observed_queue_mean_ms"]
+    if observed is None:
+        out["note"] = (out["note"] + "; " if out["note"] else "") + "the logs carry no queue_ms: nothing to compare"
+        return out
+    implied = _implied_servers(lam, mean_s, cv_a, cv_s, observed / 1000, replicas * slots)
+    out["implied_servers"] = implied
+    if implied is not None and q.stable:
+        pred = out["predicted_wq_ms"]
+        if observed > 2 * pred + 1 and implied < replicas * slots:
+            out["note"] = (f"requests waited longer than {replicas * slots} slots predict: the waits match about "
+                           f"{implied} slots ({implied / replicas:.1f} per replica). Check slots_per_replica, and "
+                           "whether every replica serves one shared queue (M/M/c assumes so; replicas at another "
+                           "site with their own queue wait longer)")
+        elif pred > 2 * observed + 1 and implied > replicas * slots:
+            out["note"] = (f"requests waited less than predicted: the waits match about {implied} slots "
+                           f"({implied / replicas:.1f} per replica)")
+    return out
+
+
+def _implied_servers(lam: float, mean_s: float, cv_a: float, cv_s: float, observed_wq_s: float,
+                     servers: int) -> int | None:
+    """The c ≥ ⌊A⌋ + 1 whose Allen–Cunneen mean wait is nearest ``observed_wq_s`` (None if nothing queued)."""
+    if observed_wq_s <= 0 or lam <= 0:
+        return None
+    a = lam * mean_s
+    cs = np.arange(math.floor(a) + 1, max(servers, math.floor(a) + 1) * 4 + 2)
+    wq = np.asarray(ggc(lam, 1.0 / mean_s, cs, cv_arrival=cv_a, cv_service=cv_s).wq_s, dtype=float)
+    return int(cs[np.argmin(np.abs(np.log(np.maximum(wq, 1e-12)) - math.log(observed_wq_s)))])

@@ -1,0 +1,242 @@
+"""Readers of the small files a person uploads or names on the command line, other than request logs.
+
+* **Uploads as files** (:func:`upload_file`, :func:`read_upload`, :func:`save_upload`): the readers
+  work on paths (DuckDB, the benchmark readers, pandas), so an upload's bytes are written to a file
+  under the upload's own name first; error messages name the upload, not the temporary file.
+* **Text CSVs** (:func:`read_text_csv`, :func:`read_csv`): a user's CSV, or a clear
+  :class:`~finops.errors.InputError` naming the file.
+* **Eval CSVs** (:func:`load_eval_csv`, :func:`eval_from_upload`, :func:`eval_csv_columns`,
+  :func:`guess_mapping`, :func:`parse_mapping`): one row per query with a confidence, the small and
+  the large model's quality and optionally per-query costs, as :class:`EvalData` for the cascade sweep
+  (:mod:`finops.cascade.sweep`).
+* **Threshold tables** (:func:`load_parametric_csv`): a hand-made tau table.
+* **RTT samples** (:func:`load_rtt_samples`, :func:`rtt_samples_from_upload`): round-trip times in ms
+  for the edge-versus-cloud policies (:mod:`finops.cascade.edge`).
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import pandas as pd
+
+from finops.errors import InputError
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------- uploads as files
+
+def save_upload(data: bytes | memoryview, name: str, folder: str | Path) -> Path:
+    """The upload written to ``folder`` under its own name (the last part of ``name`` only), once: a
+    file already there is kept. Detection reads content, but DuckDB and pandas read ``.gz`` by the name."""
+    path = Path(folder) / (Path(name).name or "upload")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path
+
+
+@contextmanager
+def upload_file(data: bytes, name: str) -> Iterator[Path]:
+    """The upload as a file under its own name in a temporary folder, removed on leaving."""
+    with tempfile.TemporaryDirectory(prefix="finops-upload-") as tmp:
+        yield save_upload(data, name, tmp)
+
+
+def read_upload(data: bytes, name: str, read: Callable[[Path], T]) -> T:
+    """``read(path)`` on the upload written to a temporary file; error messages name the upload
+    (``name``), not the temporary file."""
+    with upload_file(data, name) as path:
+        try:
+            return read(path)
+        except InputError as exc:
+            raise InputError(str(exc).replace(f"file {path}", f"file {name}")) from None
+
+
+# ---------------------------------------------------------------- CSVs
+
+def read_csv(path, **options) -> pd.DataFrame:
+    """``pandas.read_csv(path, **options)``, or an InputError naming the file (missing, unreadable)."""
+    try:
+        return pd.read_csv(path, **options)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None
+
+
+def read_text_csv(path) -> pd.DataFrame:
+    """A user's CSV with every cell as text (cells are checked by the caller), or a clear InputError."""
+    return read_csv(path, dtype=str, keep_default_na=False)
+
+
+def load_parametric_csv(path: str | Path) -> pd.DataFrame:
+    """Read a hand-made tau table (columns ``threshold, escalation_rate, avg_quality``)
+    for :func:`finops.cascade.sweep.parametric_curve`, which validates the values."""
+    return read_csv(Path(path))
+
+
+# ---------------------------------------------------------------- eval CSVs
+
+@dataclass(frozen=True)
+class EvalData:
+    """Per-query evaluation data ready for :func:`finops.cascade.sweep.sweep`.
+
+    ``cost_small``/``cost_large`` are per-query arrays when the file had cost
+    columns, else ``None`` (use flat prices).
+    """
+
+    confidence: np.ndarray
+    small_quality: np.ndarray
+    large_quality: np.ndarray
+    cost_small: np.ndarray | None
+    cost_large: np.ndarray | None
+    source: str
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.confidence.size)
+
+
+MAPPING_KEYS: tuple[str, ...] = ("confidence", "small_quality", "large_quality", "cost_small", "cost_large")
+REQUIRED_KEYS: tuple[str, ...] = MAPPING_KEYS[:3]
+_BOOL_WORDS = {"true": 1.0, "false": 0.0, "t": 1.0, "f": 0.0, "yes": 1.0, "no": 0.0}
+
+
+def parse_mapping(text: str | Mapping[str, str] | None) -> dict[str, str]:
+    """``"confidence=conf,small_quality=mixtral"`` -> a dict; unmapped keys map to themselves.
+
+    >>> parse_mapping("confidence=c, small_quality=s")["large_quality"]
+    'large_quality'
+    """
+    if text is None:
+        pairs: dict[str, str] = {}
+    elif isinstance(text, Mapping):
+        pairs = dict(text)
+    else:
+        pairs = {}
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            key, sep, col = part.partition("=")
+            if not sep or not key.strip() or not col.strip():
+                raise InputError(f"mapping entry {part!r} is not KEY=COLUMN", field="map")
+            pairs[key.strip()] = col.strip()
+    unknown = sorted(set(pairs) - set(MAPPING_KEYS))
+    if unknown:
+        raise InputError(f"unknown mapping key(s) {unknown}; use {', '.join(MAPPING_KEYS)}", field="map")
+    mapping = {k: pairs.get(k, k) for k in REQUIRED_KEYS}
+    mapping.update({k: pairs[k] for k in MAPPING_KEYS[3:] if k in pairs})
+    return mapping
+
+
+def _parse_column(raw: pd.Series, *, file: str, key: str, column: str, cost: bool) -> np.ndarray:
+    text = raw.astype(str).str.strip()
+    lowered = text.str.lower()
+    values = pd.to_numeric(text.where(~lowered.isin(_BOOL_WORDS.keys()), lowered.map(_BOOL_WORDS)),
+                           errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values) | ((values < 0) if cost else False))
+    if bad.size:
+        i = int(bad[0])
+        why = "is empty" if text.iloc[i] == "" else (
+            "is a negative cost" if cost and np.isfinite(values[i]) else "is not a finite number (or True/False)")
+        raise InputError(f"{text.iloc[i]!r} {why} (column {column!r}, mapped to {key}); "
+                         f"{bad.size} bad value(s) in this column", file=file, row=i + 1, field=column)
+    return values + 0.0
+
+
+def load_eval_csv(path: str | Path, mapping: str | Mapping[str, str] | None = None) -> EvalData:
+    """Read an eval CSV: one row per query, columns mapped by ``mapping``.
+
+    ``mapping`` names the columns for ``confidence``, ``small_quality`` and
+    ``large_quality`` (default: columns with those names) and optionally
+    ``cost_small``/``cost_large`` (per-query costs, >= 0). Quality cells may
+    be numbers or True/False. Rows are numbered from 1 = first data row in
+    error messages, which name the file, row and column.
+    """
+    path = Path(path)
+    cols = parse_mapping(mapping)
+    frame = read_text_csv(path)
+    for key, column in cols.items():
+        if column not in frame.columns:
+            raise InputError(f"column {column!r} (for {key}) is not in the file; columns are "
+                             f"{list(frame.columns)}. Map it with --map {key}=COLUMN", file=str(path), field=key)
+    if frame.empty:
+        raise InputError("the file has a header but no rows", file=str(path))
+    data = {key: _parse_column(frame[column], file=str(path), key=key, column=column,
+                               cost=key.startswith("cost_")) for key, column in cols.items()}
+    return EvalData(data["confidence"], data["small_quality"], data["large_quality"],
+                    data.get("cost_small"), data.get("cost_large"), str(path))
+
+
+def eval_csv_columns(data: bytes) -> list[str]:
+    """Column names of an uploaded CSV (its header), for the mapping form."""
+    import io
+
+    try:
+        return [str(c) for c in pd.read_csv(io.BytesIO(data), nrows=0).columns]
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a readable CSV ({exc})") from None
+
+
+def guess_mapping(columns) -> dict[str, str | None]:
+    """Mapping key -> the column with that name, or one that contains it (else None)."""
+    cols = list(columns)
+    hints = {"confidence": ("confidence", "conf"), "small_quality": ("small",), "large_quality": ("large",)}
+    out: dict[str, str | None] = {}
+    for key in MAPPING_KEYS:
+        exact = [c for c in cols if c.lower() == key]
+        fuzzy = [c for c in cols if any(h in c.lower() for h in hints[key])] if key in REQUIRED_KEYS else []
+        out[key] = (exact or fuzzy or [None])[0]
+    return out
+
+
+def eval_from_upload(data: bytes, name: str, mapping: Mapping[str, str]) -> EvalData:
+    """An uploaded eval CSV read by :func:`load_eval_csv` with ``mapping``.
+
+    Qualities must be shares between 0 and 1 (0/1 correctness, or a score scaled to 0-1), the
+    unit of the cascade page's quality axes; a column outside that range is most likely the wrong one.
+    """
+    loaded = read_upload(data, name, lambda path: load_eval_csv(path, dict(mapping)))
+    for key in ("small_quality", "large_quality"):
+        values = getattr(loaded, key)
+        bad = np.flatnonzero((values < 0) | (values > 1))
+        if bad.size:
+            raise InputError(f"{values[bad[0]]:g} is not a share between 0 and 1: map {key} to a 0/1 correctness "
+                             "column, or scale scores to 0-1", file=name, row=int(bad[0]) + 1,
+                             field=str(mapping.get(key, key)))
+    return replace(loaded, source=name)
+
+
+# ---------------------------------------------------------------- RTT samples
+
+def load_rtt_samples(path, column: str | None = None) -> np.ndarray:
+    """RTT samples in ms from a CSV: ``column``, else a column named ``rtt_ms``, else the
+    only column. Errors name the file, row (1 = first data row) and column."""
+    path = Path(path)
+    frame = read_text_csv(path)
+    if column is None:
+        column = "rtt_ms" if "rtt_ms" in frame.columns else (frame.columns[0] if len(frame.columns) == 1 else None)
+    if column is None or column not in frame.columns:
+        raise InputError(f"name the RTT column (ms); columns are {list(frame.columns)}", file=str(path),
+                         field=column or "rtt_ms")
+    values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{frame[column].iloc[i]!r} is not an RTT in ms (a number >= 0)", file=str(path),
+                         row=i + 1, field=column)
+    if values.size == 0:
+        raise InputError("no RTT samples in the file", file=str(path))
+    return values
+
+
+def rtt_samples_from_upload(data: bytes, name: str, column: str | None = None) -> np.ndarray:
+    """Uploaded RTT samples (ms) read by :func:`load_rtt_samples`."""
+    return read_upload(data, name, lambda path: load_rtt_samples(path, column))

@@ -1,0 +1,135 @@
+"""finops.ingest.uploads: uploads as files, eval CSVs, tau tables and RTT samples, errors naming the file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from finops.errors import InputError
+from finops.ingest import uploads
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+# ---------------------------------------------------------------------------------------
+# uploads as files
+# ---------------------------------------------------------------------------------------
+def test_an_upload_is_a_file_under_its_own_name_removed_afterwards():
+    with uploads.upload_file(b"a,b\n1,2\n", "../../etc/costs.csv") as path:
+        assert path.name == "costs.csv" and path.read_bytes() == b"a,b\n1,2\n"
+        assert path.parent.name.startswith("finops-upload-")      # the folder part of the name is dropped
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_a_saved_upload_is_written_once(tmp_path):
+    first = uploads.save_upload(b"one", "log.jsonl", tmp_path / "id-1")
+    again = uploads.save_upload(b"two", "log.jsonl", tmp_path / "id-1")
+    assert first == again == tmp_path / "id-1" / "log.jsonl" and first.read_bytes() == b"one"
+
+
+def test_read_upload_names_the_upload_in_errors():
+    def fail(path):
+        raise InputError("broken", file=str(path), row=3)
+
+    with pytest.raises(InputError, match=r"^file mine\.csv, row 3: broken$"):
+        uploads.read_upload(b"x", "mine.csv", fail)
+    assert uploads.read_upload(b"hello", "a.txt", lambda p: p.read_text()) == "hello"
+
+
+def test_load_parametric_csv(tmp_path):
+    f = tmp_path / "tau.csv"
+    f.write_text("threshold,escalation_rate,avg_quality\n0.8,0.4,0.9\n")
+    assert uploads.load_parametric_csv(f).to_dict("records") == [
+        {"threshold": 0.8, "escalation_rate": 0.4, "avg_quality": 0.9}]
+    with pytest.raises(InputError, match="no such file"):
+        uploads.load_parametric_csv(tmp_path / "nope.csv")
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(InputError, match=r"empty\.csv: not a readable CSV"):
+        uploads.load_parametric_csv(tmp_path / "empty.csv")
+
+
+# ---------------------------------------------------------------------------------------
+# eval CSVs
+# ---------------------------------------------------------------------------------------
+def test_load_eval_csv_mapping_booleans_and_costs(tmp_path):
+    f = tmp_path / "eval.csv"
+    f.write_text("conf,small,large,cs,cl\n0.9,True,true,0.001,0.008\n0.2,False,1,0.002,0.009\n")
+    data = uploads.load_eval_csv(f, "confidence=conf,small_quality=small,large_quality=large,"
+                                    "cost_small=cs,cost_large=cl")
+    assert_array_equal(data.small_quality, [1, 0])
+    assert_array_equal(data.large_quality, [1, 1])
+    assert_allclose(data.cost_large, [0.008, 0.009])
+    plain = uploads.load_eval_csv(f, {"confidence": "conf", "small_quality": "small", "large_quality": "large"})
+    assert plain.cost_small is None
+
+
+@pytest.mark.parametrize("body, mapping, match", [
+    ("confidence,small_quality,large_quality\n0.9,1,1\n0.5,maybe,1\n", None,
+     r"file .*eval\.csv, row 2, field small_quality: 'maybe' is not a finite number"),
+    ("confidence,small_quality,large_quality\n,1,1\n", None, r"row 1, field confidence: '' is empty"),
+    ("c,s,l\n0.9,1,1\n", None, r"column 'confidence' \(for confidence\) is not in the file"),
+    ("c,s,l,x\n0.9,1,1,-2\n", "confidence=c,small_quality=s,large_quality=l,cost_small=x",
+     r"row 1, field x: '-2' is a negative cost"),
+    ("c,s,l\n", "confidence=c,small_quality=s,large_quality=l", "no rows"),
+    ("c,s,l\n0.9,1,1\n", "confidence=c,quality=s", r"unknown mapping key\(s\) \['quality'\]"),
+    ("c,s,l\n0.9,1,1\n", "confidence", "is not KEY=COLUMN"),
+])
+def test_load_eval_csv_errors_name_file_row_field(tmp_path, body, mapping, match):
+    f = tmp_path / "eval.csv"
+    f.write_text(body)
+    with pytest.raises(InputError, match=match):
+        uploads.load_eval_csv(f, mapping)
+
+
+def test_load_eval_csv_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        uploads.load_eval_csv(tmp_path / "nope.csv")
+
+
+def test_upload_reads_the_routellm_excerpt():
+    raw = (DATA / "routellm_gsm8k_cascade.csv").read_bytes()
+    columns = uploads.eval_csv_columns(raw)
+    guess = uploads.guess_mapping(columns)
+    assert guess["confidence"] == "confidence"
+    mapping = {"confidence": "confidence", "small_quality": "mixtral_correct", "large_quality": "gpt4_correct"}
+    data = uploads.eval_from_upload(raw, "gsm8k.csv", mapping)
+    assert data.n_queries == 1319 and data.source == "gsm8k.csv" and data.cost_small is None
+
+
+def test_upload_refuses_qualities_outside_0_1():
+    raw = b"confidence,small,large,prompt_id\n0.5,1,0,17\n0.9,0,1,18\n"
+    mapping = {"confidence": "confidence", "small_quality": "prompt_id", "large_quality": "large"}
+    with pytest.raises(InputError, match="share between 0 and 1") as exc:
+        uploads.eval_from_upload(raw, "mine.csv", mapping)
+    assert "mine.csv" in str(exc.value) and "row 1" in str(exc.value)
+    assert uploads.guess_mapping(["confidence", "small", "large", "prompt_id"]) == {
+        "confidence": "confidence", "small_quality": "small", "large_quality": "large",
+        "cost_small": None, "cost_large": None}
+
+
+def test_upload_errors_name_the_upload_not_the_temp_file():
+    with pytest.raises(InputError) as exc:
+        uploads.eval_from_upload(b"confidence,small_quality,large_quality\n0.5,yes please,1\n", "mine.csv", {})
+    assert "mine.csv" in str(exc.value) and "finops-upload" not in str(exc.value)
+
+
+def test_rtt_samples_from_upload():
+    assert_allclose(uploads.rtt_samples_from_upload(b"rtt_ms\n80\n1500\n", "rtt.csv"), [80, 1500])
+    with pytest.raises(InputError, match="rtt.csv"):
+        uploads.rtt_samples_from_upload(b"rtt_ms\n-3\n", "rtt.csv")
+
+
+# ---------------------------------------------------------------------------------------
+# RTT samples
+# ---------------------------------------------------------------------------------------
+def test_load_rtt_samples(tmp_path):
+    f = tmp_path / "rtt.csv"
+    f.write_text("rtt_ms,region\n80,eu\n95.5,eu\n")
+    assert_allclose(uploads.load_rtt_samples(f), [80, 95.5])
+    f.write_text("rtt_ms\n80\nlate\n")
+    with pytest.raises(InputError, match=r"rtt\.csv, row 2, field rtt_ms: 'late'"):
+        uploads.load_rtt_samples(f)
+    f.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="name the RTT column"):
+        uploads.load_rtt_samples(f)
