@@ -145,8 +145,9 @@ def test_litellm_fields_map_onto_the_canonical_schema(con):
     attrs = json.loads(_rows(con, "SELECT attrs FROM requests WHERE request_id = 'chatcmpl-0006a7c1e9f0b5d2'")[0][0])
     assert attrs["request_tags"] == ["prod", "rag"]              # JSON text kept as JSON
     assert attrs["metadata"]["additional_usage_values"]["cache_read_input_tokens"] == 2048
-    assert (attrs["custom_llm_provider"], attrs["end_user"], attrs["model_group"]) == ("anthropic", "cust-004",
-                                                                                         "claude-sonnet")
+    assert (attrs["end_user"], attrs["model_group"]) == ("cust-004", "claude-sonnet")
+    # custom_llm_provider is the provider column now
+    assert _rows(con, "SELECT provider FROM requests WHERE request_id = 'chatcmpl-0006a7c1e9f0b5d2'") == [("anthropic",)]
 
 
 def test_litellm_json_and_csv_agree(con):
