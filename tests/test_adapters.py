@@ -421,3 +421,50 @@ def test_every_adapter_names_an_example_and_an_export_hint():
     for a in ADAPTERS:
         if a.name in ours:
             assert (DATA.parent.parent / a.example).is_file(), a.name
+
+
+# ---------------------------------------------------------------- vllm --append-result, providers of runs
+
+def _append_result(path, doc):
+    """vLLM's --append-result write (vllm/benchmarks/serve.py, main): open "a+", a newline if the file is
+    not empty, then json.dump of the run."""
+    with open(path, mode="a+", encoding="utf-8") as outfile:
+        if outfile.tell() != 0:
+            outfile.write("\n")
+        json.dump(doc, outfile)
+
+
+def test_vllm_append_result_loads_every_run(con, tmp_path):
+    first = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    second = dict(first, date="20250304-151000", request_rate=8.0)
+    f = tmp_path / "runs.json"
+    _append_result(f, first)
+    _append_result(f, second)
+    assert detect(probe(f)).name == "vllm-bench"
+    [r] = ingest_path(con, f)
+    assert (r.rows_ingested, r.rows_rejected) == (20, 0)
+    runs = benchruns.benchmark_runs(con).sort_values("started_at")
+    assert list(runs.request_rate_per_s) == [4.0, 8.0]
+    assert runs.started_at.iloc[1] == datetime(2025, 3, 4, 15, 10) - timedelta(seconds=first["duration"])
+    assert ingest_path(con, f)[0].rows_ingested == 0 and len(benchruns.benchmark_runs(con)) == 2
+    # the second line broken: named by its line
+    f.write_text(f.read_text().splitlines()[0] + "\n{\"model_id\": \n")
+    with pytest.raises(InputError, match=r"line 2|row 2"):
+        ingest_path(con, f)
+
+
+def test_vllm_failed_requests_carry_no_billable_tokens(con):
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    ingest_path(con, DATA / "vllm_bench_serve_detailed.json")
+    failed = [i for i, e in enumerate(doc["errors"]) if e]
+    got = _rows(con, "SELECT input_tokens, output_tokens, CAST(attrs->>'prompt_len' AS BIGINT) FROM requests "
+                     "WHERE status = 'error'")
+    assert got == [(0, 0, doc["input_lens"][i]) for i in failed]
+    ok_input = sum(n for n, e in zip(doc["input_lens"], doc["errors"], strict=True) if not e)
+    assert _rows(con, "SELECT sum(input_tokens) FROM requests") == [(ok_input,)]
+
+
+def test_llmperf_rows_name_the_run_provider(con):
+    ingest_path(con, LLMPERF / "bedrock_13b.json")
+    summary = json.loads((DATA / "llmperf/summary/bedrock_13b.json").read_text())
+    assert _rows(con, "SELECT DISTINCT provider FROM requests") == [(summary["framework"],)]     # "bedrock"

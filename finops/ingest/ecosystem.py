@@ -659,14 +659,19 @@ register(Adapter(
 
 # ---------------------------------------------------------------- benchmark runs: vllm-bench, llmperf
 
-def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun) -> Source:
-    """Canonical rows of a benchmark run; the run is stored once its load has committed."""
-    if run.started_at is None:
-        raise InputError("the run's start time is unknown: give it with --start", file=p.name)
-    if not (run.model or options.model):
-        raise InputError("the run names no model: give it with --model", file=p.name)
+def _bench_source(con, p: Probe, options: IngestOptions, *runs: benchruns.BenchRun) -> Source:
+    """Canonical rows of benchmark runs; each run is stored once its load has committed."""
+    for run in runs:
+        if run.started_at is None:
+            raise InputError("the run's start time is unknown: give it with --start", file=run.file_name or p.name)
+        if not (run.model or options.model):
+            raise InputError("the run names no model: give it with --model", file=run.file_name or p.name)
 
     def rows():
+        for run in runs:
+            yield from run_rows(run)
+
+    def run_rows(run):
         for r in run.requests.to_dict("records"):
             r = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             extra = {"run_id": run.run_id, "provider": run.provider, "mean_itl_ms": r["mean_itl_ms"],
@@ -679,7 +684,7 @@ def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun
                 "_row": r["index"] + 1, "request_id": f"{run.run_id}:{r['index']}",
                 "ts": _iso(run.started_at + timedelta(seconds=r["offset_s"])),
                 "tenant": str(tenant) if tenant is not None else options.tenant,
-                "model": run.model or options.model,
+                "model": run.model or options.model, "provider": run.provider,
                 "input_tokens": _int(r["input_tokens"]), "output_tokens": _int(r["output_tokens"]),
                 "queue_ms": r["queue_ms"], "ttft_ms": r["ttft_ms"], "total_ms": r["total_ms"],
                 "status": "ok" if r["ok"] else "error", "error_type": r["error"],
@@ -687,10 +692,11 @@ def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun
             }
 
     def store_run_if_loaded() -> None:
-        loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
-                             [run.sha256, run.source_format]).fetchall()[0][0]
-        if loaded:
-            benchruns.record_run(con, run)
+        for run in runs:
+            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                                 [run.sha256, run.source_format]).fetchall()[0][0]
+            if loaded:
+                benchruns.record_run(con, run)
     return _python_source(rows(), after=store_run_if_loaded)
 
 
@@ -704,8 +710,7 @@ def _sniff_vllm(p: Probe) -> float:
 
 
 def _read_vllm(con, p: Probe, options: IngestOptions) -> Source:
-    run = benchruns.read_vllm_bench(p.path, p.name, start=options.start)
-    return _bench_source(con, p, options, run)
+    return _bench_source(con, p, options, *benchruns.read_vllm_bench_runs(p.path, p.name, start=options.start))
 
 
 register(Adapter(
