@@ -468,3 +468,36 @@ def test_llmperf_rows_name_the_run_provider(con):
     ingest_path(con, LLMPERF / "bedrock_13b.json")
     summary = json.loads((DATA / "llmperf/summary/bedrock_13b.json").read_text())
     assert _rows(con, "SELECT DISTINCT provider FROM requests") == [(summary["framework"],)]     # "bedrock"
+
+
+# ---------------------------------------------------------------- openinference (written by the real instrumentation)
+
+def _spans(path):
+    for line in path.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for s in ss["spans"]:
+                    yield s, {a["key"]: next(iter(a["value"].values())) for a in s["attributes"]}
+
+
+def test_openinference_spans_load(con):
+    f = DATA / "openinference_openai_spans.jsonl"
+    assert detect(probe(f)).name == "otel"
+    [r] = ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))
+    calls = [(s, a) for s, a in _spans(f) if a.get("openinference.span.kind") in ("LLM", "EMBEDDING")]
+    assert (r.rows_ingested, r.rows_rejected) == (len(calls), 0) == (3, 0)     # the CHAIN span is skipped
+    got = {g[0]: g[1:] for g in _rows(con, "SELECT request_id, model, provider, tenant, input_tokens, output_tokens, "
+                                           "cached_input_tokens, reasoning_tokens, total_ms, status FROM requests")}
+    for s, a in calls:
+        g = got[f"{s['traceId']}:{s['spanId']}"]
+        ms = (int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"])) / 1e6
+        assert g[1:3] == (a["llm.system"], "acme") and g[7] == pytest.approx(ms)
+        assert g[3] == (int(a["llm.token_count.prompt"]) if "llm.token_count.prompt" in a else None)
+    chat = got[next(f"{s['traceId']}:{s['spanId']}" for s, a in calls if "llm.model_name" in a)]
+    assert chat == ("gpt-4o-mini-2024-07-18", "openai", "acme", 1250, 180, 1024, 64, chat[7], "ok")
+    emb = [g for g in got.values() if g[0] == "text-embedding-3-small"]
+    assert [e[3:7] for e in emb] == [(512, None, None, None)]
+    # the 429: no response, so no llm.model_name; the requested model from llm.invocation_parameters
+    [err] = [g for g in got.values() if g[-1] == "error"]
+    assert err[:2] == ("gpt-4o", "openai") and err[3] is None
+    assert ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))[0].rows_ingested == 0

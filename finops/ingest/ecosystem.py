@@ -545,15 +545,47 @@ register(Adapter(
 # operations that are model calls; agent and tool spans wrap them and would count usage twice
 OTEL_MODEL_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings", "completion"}
 OTEL_NOT_MODEL_CALLS = {"execute_tool", "invoke_agent", "create_agent"}
-OTEL_MAPPED = {"gen_ai.request.model", "gen_ai.response.model", "gen_ai.usage.input_tokens",
-               "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
-               "gen_ai.usage.cache_read_input_tokens", "error.type"}
+# OpenInference span kinds that are model calls (CHAIN, AGENT, TOOL, RETRIEVER... wrap or sit beside them)
+OPENINFERENCE_MODEL_CALLS = {"LLM", "EMBEDDING"}
+# canonical column <- span attributes, first present wins: GenAI semantic conventions 1.37 names, the
+# older names (OpenLLMetry 0.33: prompt/completion tokens, gen_ai.system), OpenLIT's cost and
+# OpenInference's (Arize Phoenix: llm.model_name, llm.token_count.*, llm.provider)
+OTEL_FIELDS: dict[str, tuple[str, ...]] = {
+    "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "embedding.model_name"),
+    "provider": ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"),
+    "input_tokens": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+    "output_tokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+    "cached_input_tokens": ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                            "llm.token_count.prompt_details.cache_read"),
+    "cache_write_tokens": ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
+                           "llm.token_count.prompt_details.cache_write"),
+    "reasoning_tokens": ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
+                         "llm.token_count.completion_details.reasoning"),
+    "service_tier": ("gen_ai.openai.response.service_tier", "openai.response.service_tier",
+                     "gen_ai.openai.request.service_tier", "openai.request.service_tier"),
+    "cost_usd": ("gen_ai.usage.cost",),
+}
+OTEL_MAPPED = {k for names in OTEL_FIELDS.values() for k in names} | {"error.type"}
+
+
+def _invocation_model(a: dict) -> str | None:
+    """The requested model in OpenInference's ``*.invocation_parameters`` JSON (a failed call has no
+    ``llm.model_name``: there was no response to name it)."""
+    for key in ("llm.invocation_parameters", "embedding.invocation_parameters"):
+        params = _obj(a.get(key))
+        if isinstance(params.get("model"), str) and params["model"]:
+            return params["model"]
+    return None
+
+
+def _first(a: dict, names: tuple[str, ...]):
+    return next((a[n] for n in names if a.get(n) not in (None, "")), None)
 
 
 def _sniff_otel(p: Probe) -> float:
     if p.kind not in ("json", "jsonl") or "resourceSpans" not in head_keys(p):
         return 0.0
-    return 0.99 if b'"gen_ai.' in p.head else 0.6
+    return 0.99 if b'"gen_ai.' in p.head or b'"llm.model_name"' in p.head else 0.6
 
 
 def otlp_value(v: dict | None):
@@ -607,8 +639,10 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                     for span in ss.get("spans") or []:
                         a = otlp_attrs(span.get("attributes"))
                         op = a.get("gen_ai.operation.name")
-                        model = a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
-                        if op in OTEL_NOT_MODEL_CALLS or not (op in OTEL_MODEL_OPERATIONS or model):
+                        kind = str(a.get("openinference.span.kind") or "").upper()
+                        model = _first(a, OTEL_FIELDS["model"]) or _invocation_model(a)
+                        if (op in OTEL_NOT_MODEL_CALLS or (kind and kind not in OPENINFERENCE_MODEL_CALLS)
+                                or not (op in OTEL_MODEL_OPERATIONS or kind or model)):
                             continue
                         found += 1
                         status = span.get("status") or {}
@@ -619,22 +653,26 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                             tenant = a.get(options.tenant_field, resource.get(options.tenant_field))
                         start, end = _ns_time(span.get("startTimeUnixNano")), _ns_time(span.get("endTimeUnixNano"))
                         s_ns, e_ns = _ns(span.get("startTimeUnixNano")), _ns(span.get("endTimeUnixNano"))
-                        cached = a.get("gen_ai.usage.cache_read.input_tokens",
-                                       a.get("gen_ai.usage.cache_read_input_tokens"))
+                        tokens = {c: _int(_first(a, OTEL_FIELDS[c])) for c in
+                                  ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+                                   "reasoning_tokens")}
+                        provider = _first(a, OTEL_FIELDS["provider"])
+                        cost = _num(_first(a, OTEL_FIELDS["cost_usd"]))
+                        extra = {}
+                        if unpriced_zero(cost, (tokens["input_tokens"] or 0) + (tokens["output_tokens"] or 0)):
+                            cost, extra["source_cost_usd"] = None, cost
                         attrs = {"span_name": span.get("name"), "trace_id": span.get("traceId"),
                                  "span_id": span.get("spanId"), "parent_span_id": span.get("parentSpanId") or None,
                                  "span_kind": span.get("kind"), "scope": scope.get("name"),
                                  "status_message": status.get("message") or None,
                                  **{k: v for k, v in a.items() if k not in OTEL_MAPPED},
-                                 "resource": resource}
+                                 "resource": resource, **extra}
                         yield {
                             "_row": row, "request_id": f"{span.get('traceId')}:{span.get('spanId')}",
                             "ts": _iso(start) if start else None,
                             "tenant": str(tenant) if tenant is not None else options.tenant,
-                            "model": model or options.model,
-                            "input_tokens": _int(a.get("gen_ai.usage.input_tokens")),
-                            "output_tokens": _int(a.get("gen_ai.usage.output_tokens")),
-                            "cached_input_tokens": _int(cached),
+                            "model": model or options.model, "provider": provider,
+                            "service_tier": _first(a, OTEL_FIELDS["service_tier"]), **tokens, "cost_usd": cost,
                             "total_ms": (e_ns - s_ns) / 1e6 if s_ns is not None and e_ns is not None and end else None,
                             "status": "error" if error else "ok",
                             "error_type": (a.get("error.type") or status.get("message") or "error")[:200]
@@ -642,8 +680,9 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                             "attrs": _json(attrs),
                         }
         if not found:
-            raise InputError("no GenAI model-call spans (spans with gen_ai.request.model or "
-                             "gen_ai.operation.name chat/text_completion/embeddings/generate_content)", file=p.name)
+            raise InputError("no GenAI model-call spans (spans with gen_ai.request.model, gen_ai.operation.name "
+                             "chat/text_completion/embeddings/generate_content, or OpenInference LLM spans with "
+                             "llm.model_name)", file=p.name)
     return _python_source(rows())
 
 
