@@ -145,8 +145,9 @@ def test_litellm_fields_map_onto_the_canonical_schema(con):
     attrs = json.loads(_rows(con, "SELECT attrs FROM requests WHERE request_id = 'chatcmpl-0006a7c1e9f0b5d2'")[0][0])
     assert attrs["request_tags"] == ["prod", "rag"]              # JSON text kept as JSON
     assert attrs["metadata"]["additional_usage_values"]["cache_read_input_tokens"] == 2048
-    assert (attrs["custom_llm_provider"], attrs["end_user"], attrs["model_group"]) == ("anthropic", "cust-004",
-                                                                                         "claude-sonnet")
+    assert (attrs["end_user"], attrs["model_group"]) == ("cust-004", "claude-sonnet")
+    # custom_llm_provider is the provider column now
+    assert _rows(con, "SELECT provider FROM requests WHERE request_id = 'chatcmpl-0006a7c1e9f0b5d2'") == [("anthropic",)]
 
 
 def test_litellm_json_and_csv_agree(con):
@@ -420,3 +421,83 @@ def test_every_adapter_names_an_example_and_an_export_hint():
     for a in ADAPTERS:
         if a.name in ours:
             assert (DATA.parent.parent / a.example).is_file(), a.name
+
+
+# ---------------------------------------------------------------- vllm --append-result, providers of runs
+
+def _append_result(path, doc):
+    """vLLM's --append-result write (vllm/benchmarks/serve.py, main): open "a+", a newline if the file is
+    not empty, then json.dump of the run."""
+    with open(path, mode="a+", encoding="utf-8") as outfile:
+        if outfile.tell() != 0:
+            outfile.write("\n")
+        json.dump(doc, outfile)
+
+
+def test_vllm_append_result_loads_every_run(con, tmp_path):
+    first = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    second = dict(first, date="20250304-151000", request_rate=8.0)
+    f = tmp_path / "runs.json"
+    _append_result(f, first)
+    _append_result(f, second)
+    assert detect(probe(f)).name == "vllm-bench"
+    [r] = ingest_path(con, f)
+    assert (r.rows_ingested, r.rows_rejected) == (20, 0)
+    runs = benchruns.benchmark_runs(con).sort_values("started_at")
+    assert list(runs.request_rate_per_s) == [4.0, 8.0]
+    assert runs.started_at.iloc[1] == datetime(2025, 3, 4, 15, 10) - timedelta(seconds=first["duration"])
+    assert ingest_path(con, f)[0].rows_ingested == 0 and len(benchruns.benchmark_runs(con)) == 2
+    # the second line broken: named by its line
+    f.write_text(f.read_text().splitlines()[0] + "\n{\"model_id\": \n")
+    with pytest.raises(InputError, match=r"line 2|row 2"):
+        ingest_path(con, f)
+
+
+def test_vllm_failed_requests_carry_no_billable_tokens(con):
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    ingest_path(con, DATA / "vllm_bench_serve_detailed.json")
+    failed = [i for i, e in enumerate(doc["errors"]) if e]
+    got = _rows(con, "SELECT input_tokens, output_tokens, CAST(attrs->>'prompt_len' AS BIGINT) FROM requests "
+                     "WHERE status = 'error'")
+    assert got == [(0, 0, doc["input_lens"][i]) for i in failed]
+    ok_input = sum(n for n, e in zip(doc["input_lens"], doc["errors"], strict=True) if not e)
+    assert _rows(con, "SELECT sum(input_tokens) FROM requests") == [(ok_input,)]
+
+
+def test_llmperf_rows_name_the_run_provider(con):
+    ingest_path(con, LLMPERF / "bedrock_13b.json")
+    summary = json.loads((DATA / "llmperf/summary/bedrock_13b.json").read_text())
+    assert _rows(con, "SELECT DISTINCT provider FROM requests") == [(summary["framework"],)]     # "bedrock"
+
+
+# ---------------------------------------------------------------- openinference (written by the real instrumentation)
+
+def _spans(path):
+    for line in path.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for s in ss["spans"]:
+                    yield s, {a["key"]: next(iter(a["value"].values())) for a in s["attributes"]}
+
+
+def test_openinference_spans_load(con):
+    f = DATA / "openinference_openai_spans.jsonl"
+    assert detect(probe(f)).name == "otel"
+    [r] = ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))
+    calls = [(s, a) for s, a in _spans(f) if a.get("openinference.span.kind") in ("LLM", "EMBEDDING")]
+    assert (r.rows_ingested, r.rows_rejected) == (len(calls), 0) == (3, 0)     # the CHAIN span is skipped
+    got = {g[0]: g[1:] for g in _rows(con, "SELECT request_id, model, provider, tenant, input_tokens, output_tokens, "
+                                           "cached_input_tokens, reasoning_tokens, total_ms, status FROM requests")}
+    for s, a in calls:
+        g = got[f"{s['traceId']}:{s['spanId']}"]
+        ms = (int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"])) / 1e6
+        assert g[1:3] == (a["llm.system"], "acme") and g[7] == pytest.approx(ms)
+        assert g[3] == (int(a["llm.token_count.prompt"]) if "llm.token_count.prompt" in a else None)
+    chat = got[next(f"{s['traceId']}:{s['spanId']}" for s, a in calls if "llm.model_name" in a)]
+    assert chat == ("gpt-4o-mini-2024-07-18", "openai", "acme", 1250, 180, 1024, 64, chat[7], "ok")
+    emb = [g for g in got.values() if g[0] == "text-embedding-3-small"]
+    assert [e[3:7] for e in emb] == [(512, None, None, None)]
+    # the 429: no response, so no llm.model_name; the requested model from llm.invocation_parameters
+    [err] = [g for g in got.values() if g[-1] == "error"]
+    assert err[:2] == ("gpt-4o", "openai") and err[3] is None
+    assert ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))[0].rows_ingested == 0

@@ -150,9 +150,56 @@ def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime |
     the run *ended*, in the benchmarking machine's local time, read here as UTC)
     minus ``duration``.
     """
+    runs = read_vllm_bench_runs(path, name, start)
+    if len(runs) != 1:
+        raise InputError(f"the file holds {len(runs)} runs (--append-result): read it with read_vllm_bench_runs",
+                         file=name or Path(path).name)
+    return runs[0]
+
+
+def _vllm_docs(path: Path, name: str):
+    """The result documents of a vllm bench file: one (``--save-result``), or one per line (``--append-result``
+    opens the file with ``a+``, writes a newline when it is not empty, then ``json.dump``s the run)."""
+    import gzip
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    opener = (lambda: gzip.open(path, "rt", encoding="utf-8")) if gz else (lambda: open(path, encoding="utf-8"))
+    try:
+        with opener() as fh:
+            first = fh.readline()
+            rest = fh.readline()
+    except (UnicodeDecodeError, EOFError, OSError) as exc:
+        raise InputError(f"not valid JSON: {exc}", file=name) from None
+    try:
+        one_line = json.loads(first) if first.strip() and rest else None
+    except json.JSONDecodeError:
+        one_line = None
+    if not isinstance(one_line, dict):         # a single document (perhaps indented): read it whole
+        yield 1, _load_json(path, name)
+        return
+    with opener() as fh:                        # one run per line: stream
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON ({exc.msg})", file=name, row=lineno) from None
+
+
+def read_vllm_bench_runs(path: str | Path, name: str | None = None, start: datetime | None = None) -> list[BenchRun]:
+    """Every run of a vllm bench result file: one, or one per line of an ``--append-result`` file
+    (run ids then end in ``-<line>``)."""
     path = Path(path)
     name = name or path.name
-    doc = _load_json(path, name)
+    sha = file_sha256(path)
+    docs = list(_vllm_docs(path, name))
+    return [_vllm_run(doc, name if len(docs) == 1 else f"{name}:{line}", sha,
+                      f"vllm-bench-{sha[:16]}" + (f"-{line}" if len(docs) > 1 else ""), start)
+            for line, doc in docs]
+
+
+def _vllm_run(doc, name: str, sha: str, run_id: str, start: datetime | None) -> BenchRun:
     if not isinstance(doc, dict) or "model_id" not in doc:
         raise InputError("not a vllm bench serve result (no model_id)", file=name)
     if "input_lens" not in doc or "ttfts" not in doc:
@@ -176,7 +223,7 @@ def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime |
         ttft = _number(series["ttfts"][i])
         ok = not err if series["errors"] is not None else bool(lat)
         itl = series["itls"][i] if series["itls"] is not None else None
-        attrs = {"ttft_s": ttft, "latency_s": lat, "start_time_perf_s": starts[i],
+        attrs = {"ttft_s": ttft, "latency_s": lat, "start_time_perf_s": starts[i], "prompt_len": doc["input_lens"][i],
                  "itls_s": itl, "error": err or None}
         if series["generated_texts"] is not None:
             attrs["generated_text"] = series["generated_texts"][i]
@@ -188,7 +235,8 @@ def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime |
             "total_ms": lat * 1000 if ok and lat is not None else None,
             "queue_ms": queue * 1000 if queue is not None else None,
             "mean_itl_ms": float(np.mean(itl)) * 1000 if ok and itl else None,
-            "input_tokens": doc["input_lens"][i],
+            # vLLM counts a failed request's prompt in no throughput (calculate_metrics sums completed ones)
+            "input_tokens": doc["input_lens"][i] if ok else 0,
             "output_tokens": series["output_lens"][i] if series["output_lens"] is not None else None,
             "attrs": attrs,
         })
@@ -204,9 +252,8 @@ def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime |
     rate = doc.get("request_rate")
     per_request = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
                    "errors", "generated_texts"}
-    sha = file_sha256(path)
     return BenchRun(
-        run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,
+        run_id=run_id, source_format="vllm-bench", file_name=name, sha256=sha,
         model=doc.get("model_id"), provider=None,
         request_rate_per_s=_number(rate) if rate not in (None, "inf") else None,
         max_concurrency=doc.get("max_concurrency"), num_prompts=doc.get("num_prompts", n),

@@ -2,8 +2,8 @@
 benchmarks, and the public Azure and Mooncake traces.
 
 Each is one :class:`~finops.ingest.base.Adapter` in the table, recognised from the
-file's content by its sniff function. Tabular formats (LiteLLM, Azure) are read as
-SQL through :func:`~finops.ingest.tabular.mapped_source`; nested ones are parsed in
+file's content by its sniff function. The Azure trace is read as SQL through
+:func:`~finops.ingest.tabular.mapped_source`; the others (LiteLLM's JSON columns too) are parsed in
 Python a record at a time and written to a temporary Parquet file in chunks
 (:func:`~finops.ingest.tabular.rows_to_parquet`). Every source field without a
 canonical home is kept in ``attrs``.
@@ -31,7 +31,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,7 +42,7 @@ from finops.ingest import (
     formats,  # noqa: F401  (the foundation's formats are listed first)
 )
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
-from finops.ingest.tabular import mapped_source, relation_sql, rows_to_parquet
+from finops.ingest.tabular import mapped_source, rows_to_parquet
 from finops.sql import quote_ident
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
@@ -54,8 +54,12 @@ ROW_COLUMNS: dict[str, pa.DataType] = {
     "tenant": pa.string(), "model": pa.string(), "cache_hit": pa.bool_(), "input_tokens": pa.int64(),
     "output_tokens": pa.int64(), "cached_input_tokens": pa.int64(), "queue_ms": pa.float64(),
     "ttft_ms": pa.float64(), "total_ms": pa.float64(), "status": pa.string(), "error_type": pa.string(),
-    "cost_usd": pa.float64(), "attrs": pa.string(),
+    "cost_usd": pa.float64(), "attrs": pa.string(), "provider": pa.string(), "service_tier": pa.string(),
+    "cache_write_tokens": pa.int64(), "cache_write_1h_tokens": pa.int64(), "reasoning_tokens": pa.int64(),
 }
+# the same columns as text, for a reader that passes the source's values on for the loader to check
+# (so a bad value is rejected with its row and field rather than read as missing)
+RAW_COLUMNS: dict[str, pa.DataType] = {k: (v if k == "_row" else pa.string()) for k, v in ROW_COLUMNS.items()}
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -190,16 +194,17 @@ def _with_hash(rows: Iterator[dict]) -> Iterator[dict]:
         yield row
 
 
-def _python_source(rows: Iterator[dict], after: Callable[[], None] | None = None) -> Source:
-    path, cleanup = rows_to_parquet(_with_hash(rows), ROW_COLUMNS)
+def _python_source(rows: Iterator[dict], after: Callable[[], None] | None = None,
+                   columns: dict[str, pa.DataType] = ROW_COLUMNS) -> Source:
+    path, cleanup = rows_to_parquet(_with_hash(rows), columns)
 
     def done() -> None:
         cleanup()
         if after:
             after()
 
-    cols = ", ".join(ROW_COLUMNS)
-    return Source(f"SELECT {cols} FROM read_parquet(?)", [path], cleanup=done)
+    cols_sql = ", ".join(quote_ident(c) for c in columns)
+    return Source(f"SELECT {cols_sql} FROM read_parquet(?)", [path], cleanup=done)
 
 
 def _need_model(p: Probe, options: IngestOptions, what: str) -> None:
@@ -209,19 +214,24 @@ def _need_model(p: Probe, options: IngestOptions, what: str) -> None:
 
 # ---------------------------------------------------------------- litellm
 
-LITELLM_JSON_TEXT = ("metadata", "request_tags", "messages", "response", "proxy_server_request")
-# canonical column <- LiteLLM_SpendLogs column (schema.prisma of BerriAI/litellm)
-LITELLM_PRESET = {"request_id": "request_id", "ts": "startTime", "cost_usd": "spend",
-                  "input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
-                  "cache_hit": "cache_hit", "tenant": "team_id"}
-# the JSON paths of LiteLLM's cached prompt tokens, as the SQL list json_extract_string takes
-LITELLM_CACHED_PATHS_SQL = ("['$.additional_usage_values.cache_read_input_tokens', "
-                            "'$.additional_usage_values.prompt_tokens_details.cached_tokens', "
-                            "'$.usage_object.prompt_tokens_details.cached_tokens']")
+# LiteLLM's provider names as they prefix a model ("openai/gpt-4o-mini") or fill custom_llm_provider
+LITELLM_PROVIDERS = frozenset({
+    "openai", "text-completion-openai", "azure", "azure_ai", "anthropic", "bedrock", "bedrock_converse",
+    "sagemaker", "vertex_ai", "vertex_ai_beta", "gemini", "groq", "mistral", "codestral", "cohere", "cohere_chat",
+    "together_ai", "fireworks_ai", "deepseek", "xai", "openrouter", "ollama", "ollama_chat", "hosted_vllm", "vllm",
+    "huggingface", "databricks", "perplexity", "watsonx", "cerebras", "deepinfra", "anyscale", "replicate",
+    "nvidia_nim", "litellm_proxy", "dashscope", "moonshot", "sambanova", "nebius", "novita", "lm_studio",
+})
+# columns LiteLLM_SpendLogs stores as JSON (text in a psql CSV, objects in the API, JSON text in a payload)
+LITELLM_JSON = ("metadata", "request_tags", "messages", "response", "proxy_server_request")
+LITELLM_MAPPED = {"request_id", "startTime", "endTime", "completionStartTime", "request_duration_ms", "model",
+                  "spend", "prompt_tokens", "completion_tokens", "cache_hit", "custom_llm_provider", "status"}
+# what LiteLLM writes for "no value" in its text columns (str(None), str of an empty field)
+LITELLM_NULLS = ("", "None", "null", "NULL")
 
 
 def _sniff_litellm(p: Probe) -> float:
-    if p.kind not in TABULAR:
+    if p.kind not in ("csv", "jsonl", "json"):
         return 0.0
     keys = head_keys(p)
     if {"request_id", "startTime", "spend"} <= keys and keys & {"call_type", "prompt_tokens", "api_key"}:
@@ -229,80 +239,189 @@ def _sniff_litellm(p: Probe) -> float:
     return 0.0
 
 
-def _as_table(p: Probe) -> tuple[Probe, Callable[[], None] | None]:
-    """A JSON document that is an API page (``{"data": [...]}``) becomes a temporary JSON Lines file."""
-    first = p.head.lstrip()[:1]
-    paged = (p.kind == "json" and first == b"{") or (p.kind == "jsonl" and "data" in p.columns)
-    if not paged:
-        return p, None
-    import tempfile
-    tmp = tempfile.NamedTemporaryFile("w", prefix="finops-", suffix=".jsonl", delete=False, encoding="utf-8")
-    with tmp:
-        for _, rec in iter_records(p):
-            tmp.write(json.dumps(rec) + "\n")
-    flat = probe(Path(tmp.name), p.name)
-    return flat, lambda: Path(tmp.name).unlink(missing_ok=True)
+def _text(v) -> str | None:
+    """A LiteLLM text value, with its spellings of null (``"None"``, ``""``) as None."""
+    if v is None:
+        return None
+    s = str(v).strip()
+    return None if s in LITELLM_NULLS else s
+
+
+def _flag(v) -> str | None:
+    """LiteLLM's ``cache_hit``: a bool, or ``str(bool)``; ``"None"`` (no cache lookup) is unknown.
+
+    Returned as ``"true"`` / ``"false"``; any other text goes to the loader, which rejects it.
+    """
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    s = _text(v)
+    if s is None:
+        return None
+    return {"true": "true", "t": "true", "1": "true", "false": "false", "f": "false", "0": "false"}.get(s.lower(), s)
+
+
+def _obj(v) -> dict:
+    """A JSON column as a dict: already an object (API), or JSON text (CSV cell, payload string)."""
+    if isinstance(v, str) and v.strip()[:1] in ("{", "["):
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError:
+            return {}
+    return v if isinstance(v, dict) else {}
+
+
+def _jsonish(v):
+    """A JSON column for attrs: parsed where it is JSON text, else as it came."""
+    if isinstance(v, str) and v.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            return v
+    return v
+
+
+def _count(v):
+    """A whole number, or the source's text where it is not one (the loader rejects it, naming the field)."""
+    n = _int(v)
+    return n if n is not None else _text(v)
+
+
+def _utc(v):
+    """An ISO time as naive UTC text; what cannot be read goes to the loader as it came (it rejects it)."""
+    t = _time(v)
+    if t is None:
+        return _text(v)
+    if t.tzinfo is not None:
+        t = t.astimezone(UTC).replace(tzinfo=None)
+    return _iso(t)
+
+
+def split_provider(model: str | None, provider: str | None, known: frozenset = LITELLM_PROVIDERS):
+    """``(model, provider)``: a ``provider/`` prefix on the model names the provider and is dropped.
+
+    The prefix is the given provider's, or a known provider's where none is given; nothing else of
+    the name is changed (``finops.spend.catalogue.resolve`` maps names to prices).
+
+    >>> split_provider("openai/gpt-4o-mini", None)
+    ('gpt-4o-mini', 'openai')
+    >>> split_provider("gpt-4o-mini", "openai")
+    ('gpt-4o-mini', 'openai')
+    >>> split_provider("accounts/fireworks/models/llama-v3", "fireworks_ai")
+    ('accounts/fireworks/models/llama-v3', 'fireworks_ai')
+    """
+    if model and "/" in model:
+        head, rest = model.split("/", 1)
+        if rest and (head == provider or (provider is None and head in known)):
+            return rest, head
+    return model, provider
+
+
+def _litellm_usage(rec: dict, meta: dict, response: dict) -> dict:
+    """The usage object of one spend-log row: ``metadata.usage_object`` (LiteLLM >= 1.60), else the
+    ``additional_usage_values`` the spend-log builder copies from it, else the stored response's."""
+    usage = meta.get("usage_object")
+    if not isinstance(usage, dict):
+        usage = dict(meta.get("additional_usage_values") or {}) if isinstance(
+            meta.get("additional_usage_values"), dict) else {}
+        if not usage and isinstance(response.get("usage"), dict):
+            usage = response["usage"]
+    return usage
+
+
+def _litellm_tokens(rec: dict, usage: dict) -> dict:
+    """Token classes of one row, in the canonical convention.
+
+    LiteLLM's ``prompt_tokens`` count cache reads (OpenAI's convention; for Anthropic its
+    ``calculate_usage`` adds ``cache_read_input_tokens``) but not Anthropic's cache writes, which come
+    as ``cache_creation_input_tokens`` beside them: those are added to ``input_tokens``.
+    """
+    prompt = _count(rec.get("prompt_tokens"))
+    completion = _count(rec.get("completion_tokens"))
+    pdet = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    cdet = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), dict) else {}
+    cached = _int(pdet.get("cached_tokens"))
+    if cached is None:
+        cached = _int(usage.get("cache_read_input_tokens"))
+    creation = _int(usage.get("cache_creation_input_tokens"))
+    write = creation if creation is not None else _int(pdet.get("cache_write_tokens"))
+    details = usage.get("cache_creation_token_details") or usage.get("cache_creation") or {}
+    write_1h = _int(details.get("ephemeral_1h_input_tokens")) if isinstance(details, dict) else None
+    if write is not None and write_1h is not None:
+        write = max(write - write_1h, 0)
+    if creation and isinstance(prompt, int):
+        prompt += creation
+    return {"input_tokens": prompt, "output_tokens": completion, "cached_input_tokens": cached,
+            "cache_write_tokens": write, "cache_write_1h_tokens": write_1h,
+            "reasoning_tokens": _int(cdet.get("reasoning_tokens"))}
+
+
+def unpriced_zero(cost: float | None, tokens: int | None, free: bool = False) -> bool:
+    """A recorded cost of 0 for a call with tokens is the source's "could not price it" (not free).
+
+    ``free``: the source's 0 is a rule, not a price (a LiteLLM cache hit costs nothing).
+    """
+    return cost == 0 and bool(tokens) and not free
+
+
+def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
+    meta = _obj(rec.get("metadata"))
+    response = _obj(rec.get("response"))
+    request = _obj(rec.get("proxy_server_request"))
+    usage = _litellm_usage(rec, meta, response)
+    tokens = _litellm_tokens(rec, usage)
+    error = meta.get("error_information") if isinstance(meta.get("error_information"), dict) else {}
+    provider = _text(rec.get("custom_llm_provider")) or _text(error.get("llm_provider"))
+    model, provider = split_provider(_text(rec.get("model")) or _text(rec.get("model_group")), provider)
+    status = (_text(rec.get("status")) or _text(meta.get("status")) or "").lower()
+    status = {"success": "ok", "failure": "error"}.get(status, status or ("error" if error else "ok"))
+    hit = _flag(rec.get("cache_hit"))
+    spend = _num(rec.get("spend"))
+    attrs = {k: _jsonish(v) for k, v in rec.items() if k not in LITELLM_MAPPED}
+    attrs["model_logged"] = _text(rec.get("model"))
+    if _text(rec.get("request_id")) is None and rec.get("request_id") is not None:
+        attrs["request_id_logged"] = rec.get("request_id")
+    cost = spend
+    used = sum(v for v in (tokens["input_tokens"], tokens["output_tokens"]) if isinstance(v, int))
+    if unpriced_zero(spend, used, free=hit == "true"):
+        cost, attrs["source_cost_usd"] = None, spend
+    tenant = (_pick(options.tenant_field, rec, {"metadata": meta}) if options.tenant_field
+              else _text(rec.get("team_id")))
+    tier = _text(response.get("service_tier")) or _text(meta.get("service_tier")) or _text(
+        (request.get("body") or {}).get("service_tier") if isinstance(request.get("body"), dict) else None)
+    total = _num(rec.get("request_duration_ms"))
+    if total is None:
+        total = _ms_between(rec.get("startTime"), rec.get("endTime"))
+    spend_text = None if spend is not None or _text(rec.get("spend")) is None else _text(rec.get("spend"))
+    out = {
+        "request_id": _text(rec.get("request_id")), "ts": _utc(rec.get("startTime")),
+        "tenant": str(tenant) if _text(tenant) is not None else options.tenant,
+        "model": model or options.model, "provider": provider, "service_tier": tier, "cache_hit": hit,
+        **tokens,
+        "ttft_ms": _ms_between(rec.get("startTime"), rec.get("completionStartTime")), "total_ms": total,
+        "status": status, "error_type": (_text(error.get("error_class")) or None) if status != "ok" else None,
+        "cost_usd": spend_text if spend_text is not None else cost, "attrs": _json(attrs),
+    }
+    return {"_row": row, **{k: None if v is None else str(v) for k, v in out.items()}}
 
 
 def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
-    p, unlink = _as_table(p)
-    sql, params, cols = relation_sql(con, p)
-    types = {r[0]: r[1].upper() for r in con.execute(f"DESCRIBE {sql}", params).fetchall()}
-
-    def ts(name: str) -> str:
-        # for differences between two times of one row: a UTC offset, if any, is the same on both
-        if types.get(name, "").startswith("TIMESTAMP"):
-            return f"CAST({quote_ident(name)} AS TIMESTAMP)"
-        return f"TRY_CAST({quote_ident(name)} AS TIMESTAMP)"
-
-    def json_path(name: str, path_sql: str) -> str:
-        """``json_extract_string`` of a JSON column, or of JSON text (NULL where the text is not JSON)."""
-        if types.get(name) == "VARCHAR":
-            return f"try(json_extract_string({quote_ident(name)}, {path_sql}))"
-        return f"json_extract_string(to_json({quote_ident(name)}), {path_sql})"
-
-    preset = {k: v for k, v in LITELLM_PRESET.items() if v in cols}
-    exprs: dict[str, tuple[str, list[str]]] = {}
-    if "model" in cols or "model_group" in cols:
-        parts = [f"nullif(trim(CAST({quote_ident(c)} AS VARCHAR)), '')" for c in ("model", "model_group") if c in cols]
-        exprs["model"] = (f"coalesce({', '.join(parts)})", [])    # model_group stays in attrs too
-    if {"startTime", "completionStartTime"} <= set(cols):
-        exprs["ttft_ms"] = (f"date_diff('microsecond', {ts('startTime')}, {ts('completionStartTime')}) / 1000.0",
-                            ["completionStartTime"])
-    ends = []
-    if "request_duration_ms" in cols:
-        ends.append(f"TRY_CAST(nullif(trim(CAST({quote_ident('request_duration_ms')} AS VARCHAR)), '') AS DOUBLE)")
-    if {"startTime", "endTime"} <= set(cols):
-        ends.append(f"date_diff('microsecond', {ts('startTime')}, {ts('endTime')}) / 1000.0")
-    if ends:
-        exprs["total_ms"] = (f"coalesce({', '.join(ends)})", [c for c in ("request_duration_ms", "endTime") if c in cols])
-    if "status" in cols:
-        s = f"lower(trim(CAST({quote_ident('status')} AS VARCHAR)))"
-        exprs["status"] = (f"CASE {s} WHEN 'success' THEN 'ok' WHEN 'failure' THEN 'error' ELSE nullif({s}, '') END",
-                           ["status"])
-    if "metadata" in cols:
-        exprs["cached_input_tokens"] = (
-            f"list_reduce(list_transform({json_path('metadata', LITELLM_CACHED_PATHS_SQL)}, "
-            f"lambda v: TRY_CAST(v AS BIGINT)), "
-            f"lambda a, b: coalesce(a, b))", [])
-        err = json_path("metadata", "'$.error_information.error_class'")
-        exprs["error_type"] = (f"nullif({err}, '')", [])
-    # JSON columns exported as text (CSV) are kept in attrs as JSON, not as strings
-    as_json = {c: f"coalesce(try(CAST({quote_ident(c)} AS JSON)), to_json({quote_ident(c)}))"
-               for c in LITELLM_JSON_TEXT if c in cols and types.get(c) == "VARCHAR"}
-    source = mapped_source(con, p, options, preset=preset, exprs=exprs, attrs_exprs=as_json)
-    if unlink:
-        source.cleanup = unlink
-    return source
+    """LiteLLM_SpendLogs rows in any of its exports, a record at a time (CSV and JSON Lines stream)."""
+    def rows():
+        for row, rec in iter_records(p):
+            if not isinstance(rec, dict):
+                raise InputError("expected a spend-log row (an object)", file=p.name, row=row)
+            yield _litellm_row(row, rec, options)
+    return _python_source(rows(), columns=RAW_COLUMNS)
 
 
 register(Adapter(
     name="litellm", label="LiteLLM proxy spend logs (LiteLLM_SpendLogs)",
     source_tool="LiteLLM proxy",
-    export_hint="the LiteLLM_SpendLogs table as CSV (psql \\copy ... CSV HEADER), or the JSON of GET /spend/logs; "
-                "tenant = team_id unless --tenant-field user|end_user|<column>",
+    export_hint="the LiteLLM_SpendLogs table as CSV (psql \\copy ... CSV HEADER), the JSON of GET /spend/logs or "
+                "of the UI's GET /spend/logs/ui page; tenant = team_id unless --tenant-field user|end_user|<column or "
+                "metadata key>",
     sniff=_sniff_litellm, read=_read_litellm,
-    example="tests/data/litellm_spendlogs.csv",
+    example="tests/data/litellm/spendlogs_v1_74.csv",
 ))
 
 
@@ -427,15 +546,47 @@ register(Adapter(
 # operations that are model calls; agent and tool spans wrap them and would count usage twice
 OTEL_MODEL_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings", "completion"}
 OTEL_NOT_MODEL_CALLS = {"execute_tool", "invoke_agent", "create_agent"}
-OTEL_MAPPED = {"gen_ai.request.model", "gen_ai.response.model", "gen_ai.usage.input_tokens",
-               "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
-               "gen_ai.usage.cache_read_input_tokens", "error.type"}
+# OpenInference span kinds that are model calls (CHAIN, AGENT, TOOL, RETRIEVER... wrap or sit beside them)
+OPENINFERENCE_MODEL_CALLS = {"LLM", "EMBEDDING"}
+# canonical column <- span attributes, first present wins: GenAI semantic conventions 1.37 names, the
+# older names (OpenLLMetry 0.33: prompt/completion tokens, gen_ai.system), OpenLIT's cost and
+# OpenInference's (Arize Phoenix: llm.model_name, llm.token_count.*, llm.provider)
+OTEL_FIELDS: dict[str, tuple[str, ...]] = {
+    "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "embedding.model_name"),
+    "provider": ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"),
+    "input_tokens": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+    "output_tokens": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+    "cached_input_tokens": ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                            "llm.token_count.prompt_details.cache_read"),
+    "cache_write_tokens": ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
+                           "llm.token_count.prompt_details.cache_write"),
+    "reasoning_tokens": ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
+                         "llm.token_count.completion_details.reasoning"),
+    "service_tier": ("gen_ai.openai.response.service_tier", "openai.response.service_tier",
+                     "gen_ai.openai.request.service_tier", "openai.request.service_tier"),
+    "cost_usd": ("gen_ai.usage.cost",),
+}
+OTEL_MAPPED = {k for names in OTEL_FIELDS.values() for k in names} | {"error.type"}
+
+
+def _invocation_model(a: dict) -> str | None:
+    """The requested model in OpenInference's ``*.invocation_parameters`` JSON (a failed call has no
+    ``llm.model_name``: there was no response to name it)."""
+    for key in ("llm.invocation_parameters", "embedding.invocation_parameters"):
+        params = _obj(a.get(key))
+        if isinstance(params.get("model"), str) and params["model"]:
+            return params["model"]
+    return None
+
+
+def _first(a: dict, names: tuple[str, ...]):
+    return next((a[n] for n in names if a.get(n) not in (None, "")), None)
 
 
 def _sniff_otel(p: Probe) -> float:
     if p.kind not in ("json", "jsonl") or "resourceSpans" not in head_keys(p):
         return 0.0
-    return 0.99 if b'"gen_ai.' in p.head else 0.6
+    return 0.99 if b'"gen_ai.' in p.head or b'"llm.model_name"' in p.head else 0.6
 
 
 def otlp_value(v: dict | None):
@@ -489,8 +640,10 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                     for span in ss.get("spans") or []:
                         a = otlp_attrs(span.get("attributes"))
                         op = a.get("gen_ai.operation.name")
-                        model = a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
-                        if op in OTEL_NOT_MODEL_CALLS or not (op in OTEL_MODEL_OPERATIONS or model):
+                        kind = str(a.get("openinference.span.kind") or "").upper()
+                        model = _first(a, OTEL_FIELDS["model"]) or _invocation_model(a)
+                        if (op in OTEL_NOT_MODEL_CALLS or (kind and kind not in OPENINFERENCE_MODEL_CALLS)
+                                or not (op in OTEL_MODEL_OPERATIONS or kind or model)):
                             continue
                         found += 1
                         status = span.get("status") or {}
@@ -501,22 +654,26 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                             tenant = a.get(options.tenant_field, resource.get(options.tenant_field))
                         start, end = _ns_time(span.get("startTimeUnixNano")), _ns_time(span.get("endTimeUnixNano"))
                         s_ns, e_ns = _ns(span.get("startTimeUnixNano")), _ns(span.get("endTimeUnixNano"))
-                        cached = a.get("gen_ai.usage.cache_read.input_tokens",
-                                       a.get("gen_ai.usage.cache_read_input_tokens"))
+                        tokens = {c: _int(_first(a, OTEL_FIELDS[c])) for c in
+                                  ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+                                   "reasoning_tokens")}
+                        provider = _first(a, OTEL_FIELDS["provider"])
+                        cost = _num(_first(a, OTEL_FIELDS["cost_usd"]))
+                        extra = {}
+                        if unpriced_zero(cost, (tokens["input_tokens"] or 0) + (tokens["output_tokens"] or 0)):
+                            cost, extra["source_cost_usd"] = None, cost
                         attrs = {"span_name": span.get("name"), "trace_id": span.get("traceId"),
                                  "span_id": span.get("spanId"), "parent_span_id": span.get("parentSpanId") or None,
                                  "span_kind": span.get("kind"), "scope": scope.get("name"),
                                  "status_message": status.get("message") or None,
                                  **{k: v for k, v in a.items() if k not in OTEL_MAPPED},
-                                 "resource": resource}
+                                 "resource": resource, **extra}
                         yield {
                             "_row": row, "request_id": f"{span.get('traceId')}:{span.get('spanId')}",
                             "ts": _iso(start) if start else None,
                             "tenant": str(tenant) if tenant is not None else options.tenant,
-                            "model": model or options.model,
-                            "input_tokens": _int(a.get("gen_ai.usage.input_tokens")),
-                            "output_tokens": _int(a.get("gen_ai.usage.output_tokens")),
-                            "cached_input_tokens": _int(cached),
+                            "model": model or options.model, "provider": provider,
+                            "service_tier": _first(a, OTEL_FIELDS["service_tier"]), **tokens, "cost_usd": cost,
                             "total_ms": (e_ns - s_ns) / 1e6 if s_ns is not None and e_ns is not None and end else None,
                             "status": "error" if error else "ok",
                             "error_type": (a.get("error.type") or status.get("message") or "error")[:200]
@@ -524,8 +681,9 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                             "attrs": _json(attrs),
                         }
         if not found:
-            raise InputError("no GenAI model-call spans (spans with gen_ai.request.model or "
-                             "gen_ai.operation.name chat/text_completion/embeddings/generate_content)", file=p.name)
+            raise InputError("no GenAI model-call spans (spans with gen_ai.request.model, gen_ai.operation.name "
+                             "chat/text_completion/embeddings/generate_content, or OpenInference LLM spans with "
+                             "llm.model_name)", file=p.name)
     return _python_source(rows())
 
 
@@ -541,14 +699,19 @@ register(Adapter(
 
 # ---------------------------------------------------------------- benchmark runs: vllm-bench, llmperf
 
-def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun) -> Source:
-    """Canonical rows of a benchmark run; the run is stored once its load has committed."""
-    if run.started_at is None:
-        raise InputError("the run's start time is unknown: give it with --start", file=p.name)
-    if not (run.model or options.model):
-        raise InputError("the run names no model: give it with --model", file=p.name)
+def _bench_source(con, p: Probe, options: IngestOptions, *runs: benchruns.BenchRun) -> Source:
+    """Canonical rows of benchmark runs; each run is stored once its load has committed."""
+    for run in runs:
+        if run.started_at is None:
+            raise InputError("the run's start time is unknown: give it with --start", file=run.file_name or p.name)
+        if not (run.model or options.model):
+            raise InputError("the run names no model: give it with --model", file=run.file_name or p.name)
 
     def rows():
+        for run in runs:
+            yield from run_rows(run)
+
+    def run_rows(run):
         for r in run.requests.to_dict("records"):
             r = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             extra = {"run_id": run.run_id, "provider": run.provider, "mean_itl_ms": r["mean_itl_ms"],
@@ -561,7 +724,7 @@ def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun
                 "_row": r["index"] + 1, "request_id": f"{run.run_id}:{r['index']}",
                 "ts": _iso(run.started_at + timedelta(seconds=r["offset_s"])),
                 "tenant": str(tenant) if tenant is not None else options.tenant,
-                "model": run.model or options.model,
+                "model": run.model or options.model, "provider": run.provider,
                 "input_tokens": _int(r["input_tokens"]), "output_tokens": _int(r["output_tokens"]),
                 "queue_ms": r["queue_ms"], "ttft_ms": r["ttft_ms"], "total_ms": r["total_ms"],
                 "status": "ok" if r["ok"] else "error", "error_type": r["error"],
@@ -569,10 +732,11 @@ def _bench_source(con, p: Probe, options: IngestOptions, run: benchruns.BenchRun
             }
 
     def store_run_if_loaded() -> None:
-        loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
-                             [run.sha256, run.source_format]).fetchall()[0][0]
-        if loaded:
-            benchruns.record_run(con, run)
+        for run in runs:
+            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                                 [run.sha256, run.source_format]).fetchall()[0][0]
+            if loaded:
+                benchruns.record_run(con, run)
     return _python_source(rows(), after=store_run_if_loaded)
 
 
@@ -586,8 +750,7 @@ def _sniff_vllm(p: Probe) -> float:
 
 
 def _read_vllm(con, p: Probe, options: IngestOptions) -> Source:
-    run = benchruns.read_vllm_bench(p.path, p.name, start=options.start)
-    return _bench_source(con, p, options, run)
+    return _bench_source(con, p, options, *benchruns.read_vllm_bench_runs(p.path, p.name, start=options.start))
 
 
 register(Adapter(

@@ -1,0 +1,139 @@
+"""LiteLLM spend logs written by LiteLLM's own code (tests/tools/litellm_spendlogs_run.py), in the four
+export shapes, and LiteLLM's own committed spend-log fixture. Expected values are read from the raw files
+here, or are the mock provider's usage the calls were answered with."""
+import csv
+import json
+from datetime import datetime
+
+import pytest
+
+from finops import store
+from finops.ingest import IngestOptions, ingest_path, probe
+from finops.ingest.loader import detect
+from helpers import DATA
+
+LITELLM = DATA / "litellm"
+SHAPES = ["spendlogs_v1_65.csv", "spendlogs_v1_74.csv", "spend_logs.json", "spend_logs_ui.json"]
+COLS = ("request_id, ts, tenant, model, provider, service_tier, cache_hit, input_tokens, output_tokens, "
+        "cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_usd, ttft_ms, total_ms, status, error_type")
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def _raw(name):
+    """The rows of a shape as LiteLLM exported them (JSON columns parsed)."""
+    path = LITELLM / name
+    if path.suffix == ".csv":
+        rows = list(csv.DictReader(path.open()))
+        for r in rows:
+            for k in ("metadata", "response", "request_tags"):
+                r[k] = json.loads(r[k]) if r.get(k) else None
+        return rows
+    doc = json.loads(path.read_text())
+    return doc["data"] if isinstance(doc, dict) else doc
+
+
+def _t(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).replace(tzinfo=None)
+
+
+def _ms(a, b):
+    return round((_t(b) - _t(a)).total_seconds() * 1000, 3)
+
+
+@pytest.mark.parametrize("name", SHAPES + ["spend_logs_payload.json"])
+def test_detection_and_every_row_loads_once(con, name):
+    assert detect(probe(LITELLM / name)).name == "litellm"
+    n = len(_raw(name)) if name != "spend_logs_payload.json" else 1
+    [r] = ingest_path(con, LITELLM / name)
+    assert (r.rows_ingested, r.rows_rejected) == (n, 0)
+    [again] = ingest_path(con, LITELLM / name)
+    assert again.rows_ingested == 0 and store.row_count(con) == n
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_each_shape_matches_the_raw_rows(con, name):
+    raw = _raw(name)
+    assert len(raw) == 6
+    ingest_path(con, LITELLM / name)
+    got = con.execute(f"SELECT {COLS} FROM requests ORDER BY ts").fetchall()
+    for r, g in zip(sorted(raw, key=lambda r: _t(r["startTime"])), got, strict=True):
+        assert g[1] == _t(r["startTime"])
+        assert g[2] == r["team_id"]
+        assert g[13] == pytest.approx(_ms(r["startTime"], r["completionStartTime"]), abs=1e-6)
+        assert g[14] == pytest.approx(_ms(r["startTime"], r["endTime"]), abs=1e-6)
+        assert g[8] == int(r["completion_tokens"])
+    by_model = {g[3]: g for g in got if g[6] is not True}
+    # the mock's usage: OpenAI prompt 1250 with 1024 cached; cache_hit "None" (no lookup) is unknown
+    mini = by_model["gpt-4o-mini"]
+    assert mini[4:13] == ("openai", "default", None, 1250, 180, 1024, None, 0, 0.0002187)
+    # the same call served from LiteLLM's cache: cache_hit "True", spend 0 by the proxy's rule (free)
+    [hit] = [g for g in got if g[6] is True]
+    assert (hit[3], hit[4], hit[7], hit[12]) == ("gpt-4o-mini", "openai", 1250, 0.0)
+    assert by_model["o3-mini"][4:12] == ("openai", "flex", None, 310, 1200, 0, None, 896)
+    # Anthropic: input 52 + cache read 2048 + cache write 1500 = 3600 (LiteLLM's prompt_tokens 2100 lacks the write)
+    claude = by_model["claude-3-5-sonnet-20241022"]
+    assert claude[4:12] == ("anthropic", None, None, 3600, 260, 2048, 1500, None)
+    # spend 0 for a model LiteLLM could not price: unpriced (NULL), LiteLLM's 0 kept in attrs
+    ft = by_model["ft:gpt-4o-mini-2024-07-18:acme:support:B1xQz"]
+    assert (ft[7], ft[8], ft[12]) == (420, 64, None)
+    attrs = json.loads(con.execute("SELECT attrs FROM requests WHERE model LIKE 'ft:%'").fetchone()[0])
+    assert attrs["source_cost_usd"] == 0.0 and attrs["model_group"] == "support-ft"
+    # the 429: request_id "None" (LiteLLM's) is no id, status failure, the provider from error_information
+    fail = by_model["gpt-4o"]
+    assert fail[0] != "None" and fail[4] == "openai" and fail[15:] == ("error", "RateLimitError")
+    assert fail[12] == 0.0 and fail[7] == 0
+
+
+def test_the_four_shapes_hold_the_same_rows(con):
+    seen = []
+    for name in SHAPES:
+        c = store.connect(":memory:")
+        ingest_path(c, LITELLM / name)
+        seen.append(c.execute(f"SELECT {COLS} FROM requests WHERE request_id NOT LIKE '%-1' ORDER BY ts").fetchall())
+        c.close()
+    assert seen[0] == seen[1] == seen[2] == seen[3]
+
+
+def test_litellm_own_fixture_loads(con):
+    """BerriAI/litellm tests/logging_callback_tests/gcs_pub_sub_body/spend_logs_payload.json: cache_hit "None",
+    metadata as JSON text, times naive UTC with microseconds."""
+    raw = json.loads((LITELLM / "spend_logs_payload.json").read_text())
+    ingest_path(con, LITELLM / "spend_logs_payload.json")
+    got = con.execute(f"SELECT {COLS} FROM requests").fetchall()
+    assert got == [(raw["request_id"], _t(raw["startTime"]), "default", "gpt-4o", "openai", None, None, 10, 20,
+                    None, None, None, raw["spend"], 4.583, 4.583, "ok", None)]
+
+
+def test_a_provider_prefix_is_the_provider_and_tenant_field_reads_metadata(con, tmp_path):
+    rows = _raw("spend_logs.json")
+    for r in rows:
+        if r["cache_hit"] == "True":        # as older LiteLLM logged a cache hit: the routed name
+            r["model"], r["custom_llm_provider"] = "openai/gpt-4o-mini", ""
+    (tmp_path / "spend.json").write_text(json.dumps(rows))
+    ingest_path(con, tmp_path / "spend.json", IngestOptions(tenant_field="user_api_key_alias"))
+    assert con.execute("SELECT DISTINCT provider FROM requests WHERE model = 'gpt-4o-mini'").fetchall() == [("openai",)]
+    assert con.execute("SELECT count(*) FROM requests WHERE model = 'gpt-4o-mini'").fetchone()[0] == 2
+    assert sorted(t for (t,) in con.execute("SELECT DISTINCT tenant FROM requests").fetchall()) == [
+        "svc-research", "svc-search", "svc-support"]
+
+
+def test_a_malformed_row_names_file_row_and_field(con, tmp_path):
+    lines = (LITELLM / "spendlogs_v1_74.csv").read_text().splitlines(keepends=True)
+    header = next(csv.reader([lines[0]]))
+    rows = list(csv.reader(lines[1:]))
+    rows[2][header.index("cache_hit")] = "maybe"
+    rows[3][header.index("prompt_tokens")] = "12x"
+    with (tmp_path / "bad.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+    [r] = ingest_path(con, tmp_path / "bad.csv")
+    assert (r.rows_ingested, r.rows_rejected) == (4, 2)
+    reasons = " | ".join(str(x) for x in r.rejects)
+    assert "cache_hit: cannot read maybe as boolean" in reasons and "input_tokens: cannot read 12x" in reasons
