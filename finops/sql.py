@@ -130,7 +130,7 @@ def column(name: str, allowed: tuple[str, ...], what: str = "column") -> str:
 # ---------------------------------------------------------------- column allow-lists
 
 # the dimensions of the hourly rollups (store.rollup_hourly): what spend groups and filters by
-ROLLUP_DIMS: tuple[str, ...] = ("model", "tenant", "route", "sla_tier", "status")
+ROLLUP_DIMS: tuple[str, ...] = ("model", "tenant", "route", "sla_tier", "status", "provider", "service_tier")
 # request columns latency can be grouped by
 GROUP_COLUMNS: tuple[str, ...] = ("model", "tenant", "route", "sla_tier", "status", "replica", "site", "strategy")
 # the latency fields reported by default, and every field a latency view may read
@@ -223,3 +223,26 @@ def grain_for(since, until, kind: str = "spend") -> str:
         return unknown
     hours = (until - since).total_seconds() / 3600
     return next(grain for limit, grain in steps if hours <= limit)
+
+
+# ---------------------------------------------------------------- pricing keys
+
+#: the service tier as the price rows key it: '' for standard (the sources say standard, default, auto,
+#: on_demand or nothing), else the source's word in lower case (batch, flex, priority, ...)
+SERVICE_TIER = ("(CASE WHEN lower(trim(coalesce(service_tier, ''))) IN ('', 'standard', 'default', 'auto', "
+                "'on_demand', 'on-demand') THEN '' ELSE lower(trim(service_tier)) END)")
+
+#: Context-length tier boundaries: a request is priced at the tier of the largest boundary its input
+#: tokens exceed (the whole request at that tier, as the providers bill). These are every tier start
+#: of the catalogue (genai-prices 0.2.3); a price row's ``min_input_tokens`` must be one of them.
+INPUT_BANDS: tuple[int, ...] = (0, 32_000, 100_000, 128_000, 199_999, 200_000, 256_000, 272_000, 512_000, 524_288)
+
+
+#: the tenant of idle self-hosted capacity, as SQL text (schema.IDLE_TENANT)
+IDLE_LABEL = "'" + schema.IDLE_TENANT.replace("'", "''") + "'"
+
+
+def input_band(expr: str = "input_tokens") -> str:
+    """The largest of :data:`INPUT_BANDS` that the request's input tokens exceed (0 for none or null)."""
+    cases = " ".join(f"WHEN {expr} > {b} THEN {b}" for b in sorted(INPUT_BANDS, reverse=True) if b)
+    return f"(CASE {cases} ELSE 0 END)"

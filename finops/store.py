@@ -31,7 +31,7 @@ from pathlib import Path
 
 import duckdb
 
-from finops import schema, sql
+from finops import catalogue, schema, sql
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = ROOT / "data" / "finops.duckdb"
@@ -39,44 +39,62 @@ DEFAULT_DB = ROOT / "data" / "finops.duckdb"
 # Rollup measures: name -> SQL aggregate over canonical rows. Table-driven so the
 # rollup written at load time and the on-the-fly one over raw rows are the same code.
 # "busy_ms" is the self-hosted allocation weight: a request's time on a slot (sql.BUSY_MS).
-# capacity/planner.py reads this name until it moves to finops.sql (it is being split in another change)
 _PRICED = f"cost_usd IS NULL AND {sql.SERVED}"     # tokens of rows without a recorded cost, not cache hits
+# the token classes a price applies to (schema: input_tokens counts cache reads and writes)
+_UNCACHED = ("greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0) - coalesce(cache_write_tokens, 0)"
+             " - coalesce(cache_write_1h_tokens, 0), 0)")
+_TOKEN_CLASSES: tuple[tuple[str, str], ...] = (
+    ("uncached_input_tokens", _UNCACHED), ("cached_input_tokens", "coalesce(cached_input_tokens, 0)"),
+    ("cache_write_tokens", "coalesce(cache_write_tokens, 0)"),
+    ("cache_write_1h_tokens", "coalesce(cache_write_1h_tokens, 0)"), ("output_tokens", "coalesce(output_tokens, 0)"),
+)
 ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
     ("requests", "BIGINT", "count(*)"),
     ("input_tokens", "BIGINT", "coalesce(sum(input_tokens), 0)"),
     ("output_tokens", "BIGINT", "coalesce(sum(output_tokens), 0)"),
     ("cached_input_tokens", "BIGINT", "coalesce(sum(cached_input_tokens), 0)"),
+    ("cache_write_tokens", "BIGINT", "coalesce(sum(cache_write_tokens), 0)"),
+    ("cache_write_1h_tokens", "BIGINT", "coalesce(sum(cache_write_1h_tokens), 0)"),
+    ("reasoning_tokens", "BIGINT", "coalesce(sum(reasoning_tokens), 0)"),
     ("recorded_requests", "BIGINT", "count(cost_usd)"),
-    ("recorded_cost_usd", "DOUBLE", "coalesce(sum(cost_usd), 0)"),
+    # money is summed exactly: each request's cost as a decimal of 12 places, so one store gives one
+    # figure to the last digit whatever order the rows are added in
+    ("recorded_cost_usd", "DECIMAL(38,12)", "coalesce(sum(CAST(cost_usd AS DECIMAL(38,12))), 0)"),
+    # requests whose source wrote a cost of 0 though they had tokens (it could not price them): the
+    # adapter leaves cost_usd empty so the price book or catalogue prices them, and keeps the 0 here
+    ("source_unpriced_requests", "BIGINT",
+     "count(*) FILTER (WHERE cost_usd IS NULL AND json_extract(attrs, '$.source_cost_usd') IS NOT NULL)"),
     # tokens of rows whose cost is not recorded and that are not cache hits: priced from the book
     ("priced_requests", "BIGINT", f"count(*) FILTER (WHERE {_PRICED})"),
-    ("priced_uncached_input_tokens", "BIGINT",
-     "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) "
-     f"FILTER (WHERE {_PRICED}), 0)"),
-    ("priced_cached_input_tokens", "BIGINT", f"coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE {_PRICED}), 0)"),
-    ("priced_output_tokens", "BIGINT", f"coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE {_PRICED}), 0)"),
+    *[(f"priced_{name}", "BIGINT", f"coalesce(sum({expr}) FILTER (WHERE {_PRICED}), 0)")
+      for name, expr in _TOKEN_CLASSES],
+    # the same classes of the rows whose cost the source recorded: what the list prices say they cost
+    *[(f"recorded_{name}", "BIGINT", f"coalesce(sum({expr}) FILTER (WHERE cost_usd IS NOT NULL), 0)")
+      for name, expr in _TOKEN_CLASSES],
     ("cache_hits", "BIGINT", f"count(*) FILTER (WHERE {sql.CACHE_HIT})"),
-    ("cache_uncached_input_tokens", "BIGINT",
-     "coalesce(sum(greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)) "
-     f"FILTER (WHERE {sql.CACHE_HIT}), 0)"),
+    ("cache_uncached_input_tokens", "BIGINT", f"coalesce(sum({_UNCACHED}) FILTER (WHERE {sql.CACHE_HIT}), 0)"),
     ("cache_cached_input_tokens", "BIGINT",
      f"coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE {sql.CACHE_HIT}), 0)"),
     ("cache_output_tokens", "BIGINT", f"coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE {sql.CACHE_HIT}), 0)"),
     ("escalations", "BIGINT", "count(*) FILTER (WHERE escalated)"),
     ("cascade_requests", "BIGINT", "count(*) FILTER (WHERE escalated IS NOT NULL AND strategy = 'cascade')"),
     ("errors", "BIGINT", f"count(*) FILTER (WHERE NOT ({sql.OK}))"),
-    ("busy_ms", "DOUBLE", f"coalesce(sum({sql.BUSY_MS}) FILTER (WHERE {sql.SERVED}), 0)"),
-    ("total_ms_sum", "DOUBLE", "coalesce(sum(total_ms), 0)"),
+    # summed as whole microseconds: exact, so the GPU allocation that divides by it is the same every run
+    ("busy_ms", "DOUBLE",
+     f"coalesce(sum(CAST(round({sql.BUSY_MS} * 1000) AS BIGINT)) FILTER (WHERE {sql.SERVED}), 0) / 1000.0"),
+    ("total_ms_sum", "DOUBLE", "coalesce(sum(CAST(round(total_ms * 1000) AS BIGINT)), 0) / 1000.0"),
     ("total_ms_count", "BIGINT", "count(total_ms)"),
 )
 
 
 def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True) -> str:
     """SELECT producing rollup rows from canonical rows in ``source``."""
-    dims = ", ".join(f"coalesce({d}, '')" + f" AS {d}" for d in sql.ROLLUP_DIMS)
+    dims = ", ".join((sql.SERVICE_TIER if d == "service_tier" else f"coalesce({d}, '')") + f" AS {d}"
+                     for d in sql.ROLLUP_DIMS)
     measures = ", ".join(f"{expr} AS {name}" for name, _, expr in ROLLUP_MEASURES)
     batch = ", batch_id" if with_batch else ""
-    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 2 + (1 if with_batch else 0)))
+    dims += f", {sql.input_band()} AS input_band"
+    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 3 + (1 if with_batch else 0)))
     return (f"SELECT {sql.time_bucket('hour')} AS hour, {dims}{batch}, {measures} "
             f"FROM {source} WHERE {where} GROUP BY {group}")
 
@@ -135,13 +153,26 @@ PRICE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cached_input_usd_per_1m", "DOUBLE"), ("request_usd", "DOUBLE"), ("gpu_hour_usd", "DOUBLE"),
     ("gpus_per_replica", "INTEGER"), ("replicas", "INTEGER"), ("slots_per_replica", "INTEGER"),
     ("price_as_of", "DATE"), ("source", "VARCHAR"),
+    # a dated, tiered row: in force from effective_from (inclusive) to effective_to (exclusive), for
+    # requests of this service tier ('' standard) whose input tokens exceed min_input_tokens
+    ("service_tier", "VARCHAR"), ("min_input_tokens", "BIGINT"), ("effective_from", "DATE"),
+    ("effective_to", "DATE"), ("cache_write_usd_per_1m", "DOUBLE"), ("cache_write_1h_usd_per_1m", "DOUBLE"),
 )
+#: the catalogue's rows (finops.catalogue), synced from the installed genai-prices
+CATALOGUE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("provider", "VARCHAR"), ("model", "VARCHAR"), ("service_tier", "VARCHAR"), ("min_input_tokens", "BIGINT"),
+    ("effective_from", "DATE"), ("effective_to", "DATE"), ("input_usd_per_1m", "DECIMAL(18,9)"),
+    ("cached_input_usd_per_1m", "DECIMAL(18,9)"), ("cache_write_usd_per_1m", "DECIMAL(18,9)"),
+    ("cache_write_1h_usd_per_1m", "DECIMAL(18,9)"), ("output_usd_per_1m", "DECIMAL(18,9)"),
+    ("request_usd", "DECIMAL(18,9)"), ("source", "VARCHAR"),
+)
+ROLLUP_VERSION = 2          # bump when the rollup's keys or measures change: a store rebuilds them on open
 PRICES_CSV = ROOT / "data" / "prices.csv"
 
 
 def _ddl() -> list[str]:
     rollup_cols = ",\n  ".join(
-        ["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS] + ["batch_id BIGINT"]
+        ["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS] + ["input_band BIGINT", "batch_id BIGINT"]
         + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
     price_cols = ", ".join(f"{n} {t}" for n, t in PRICE_COLUMNS)
     return [
@@ -152,6 +183,12 @@ def _ddl() -> list[str]:
   loaded_at TIMESTAMP, min_ts TIMESTAMP, max_ts TIMESTAMP)""",
         f"CREATE TABLE IF NOT EXISTS rollup_hourly (\n  {rollup_cols}\n)",
         f"CREATE TABLE IF NOT EXISTS prices ({price_cols})",
+        f"CREATE TABLE IF NOT EXISTS catalogue_prices ({', '.join(f'{n} {t}' for n, t in CATALOGUE_COLUMNS)})",
+        # a private or deployment name priced as another model (alias -> model, provider optional)
+        "CREATE TABLE IF NOT EXISTS model_aliases (alias VARCHAR, model VARCHAR, provider VARCHAR)",
+        # how each logged (model, provider) is priced: from the price book, the catalogue, or not at all
+        """CREATE TABLE IF NOT EXISTS model_resolution (model VARCHAR, provider VARCHAR, price_source VARCHAR,
+  price_provider VARCHAR, price_model VARCHAR, how VARCHAR)""",
         "CREATE TABLE IF NOT EXISTS budgets (tenant VARCHAR, month DATE, budget_usd DOUBLE)",
         "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
         """CREATE TABLE IF NOT EXISTS latency_hourly (
@@ -192,31 +229,91 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
     if not read_only:
         for stmt in _ddl():
             con.execute(stmt)
-        _add_new_columns(con)
+        _add_new_columns(con, "requests", [(c.name, c.sql_type) for c in schema.COLUMNS])
+        _add_new_columns(con, "prices", PRICE_COLUMNS)
         if con.execute("SELECT count(*) FROM data_version").fetchall()[0][0] == 0:
             con.execute("INSERT INTO data_version VALUES (0)")
         if con.execute("SELECT count(*) FROM prices").fetchall()[0][0] == 0:
             load_price_book(con, PRICES_CSV)
+        if get_setting(con, "rollup_version") != ROLLUP_VERSION:
+            rebuild_rollups(con)
+        if get_setting(con, "catalogue.source") != catalogue.catalogue_source():
+            sync_catalogue(con)
         if not sketch_ready(con):
             rebuild_sketch(con)
     return con
 
 
-def _add_new_columns(con: duckdb.DuckDBPyConnection) -> None:
-    """A store made before a canonical column existed gets it (empty) when opened read-write."""
+def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str, columns) -> None:
+    """A store made before a column existed gets it (empty) when opened read-write."""
+    table = sql.column(table, ("requests", "prices"), "table")
     have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                       "WHERE table_name = 'requests'").fetchall()}
-    for c in schema.COLUMNS:
-        if c.name not in have:
-            con.execute(f"ALTER TABLE requests ADD COLUMN {c.name} {c.sql_type}")
+                                       "WHERE table_name = ?", [table]).fetchall()}
+    for name, sql_type in columns:
+        if name not in have:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {sql.quote_ident(name)} {sql_type}")
+
+
+def rebuild_rollups(con: duckdb.DuckDBPyConnection) -> None:
+    """Write the hourly rollups of every stored request again (their keys or measures changed)."""
+    rollup_cols = ",\n  ".join(
+        ["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS] + ["input_band BIGINT", "batch_id BIGINT"]
+        + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
+    with transaction(con):
+        con.execute("DROP TABLE IF EXISTS rollup_hourly")
+        con.execute(f"CREATE TABLE rollup_hourly (\n  {rollup_cols}\n)")
+        con.execute(f"INSERT INTO rollup_hourly {rollup_select_sql('requests')}")
+        refresh_resolution(con)
+        bump_data_version(con)
+    set_setting(con, "rollup_version", ROLLUP_VERSION)
+
+
+def sync_catalogue(con: duckdb.DuckDBPyConnection) -> int:
+    """Replace the stored catalogue rows with those of the installed genai-prices. Returns the row count."""
+    import pandas as pd
+    rows = catalogue.catalogue_rows()
+    names = [n for n, _ in CATALOGUE_COLUMNS]
+    source = catalogue.catalogue_source()
+    frame = pd.DataFrame([(*(getattr(r, n) for n in names[:-1]), source) for r in rows], columns=names)
+    for n, t in CATALOGUE_COLUMNS:
+        if t.startswith("DECIMAL"):
+            frame[n] = frame[n].map(lambda v: None if v is None else str(v))
+    con.register("_catalogue_in", frame)
+    try:
+        with transaction(con):
+            con.execute("DELETE FROM catalogue_prices")
+            casts = ", ".join(f"CAST({n} AS {t}) AS {n}" for n, t in CATALOGUE_COLUMNS)
+            con.execute(f"INSERT INTO catalogue_prices SELECT {casts} FROM _catalogue_in")
+            refresh_resolution(con)
+            bump_data_version(con)
+    finally:
+        con.unregister("_catalogue_in")
+    set_setting(con, "catalogue.source", source)
+    return len(frame)
+
+
+def refresh_resolution(con: duckdb.DuckDBPyConnection) -> None:
+    """Work out again how every logged (model, provider) is priced (``model_resolution``), after a load, a
+    price-book or alias edit or a catalogue sync: an alias first, then the price book's own row for the
+    name, then the catalogue (dated names, provider prefixes), else unpriced. Call inside the write's
+    transaction."""
+    pairs = con.execute("SELECT DISTINCT model, provider FROM rollup_hourly").fetchall()
+    book = {r[0] for r in con.execute("SELECT DISTINCT model FROM prices WHERE model IS NOT NULL").fetchall()}
+    aliases = {r[0]: (r[1], r[2] or None) for r in con.execute(
+        "SELECT alias, model, provider FROM model_aliases WHERE alias IS NOT NULL AND model IS NOT NULL").fetchall()}
+    rows = [(m, p, *catalogue.price_key(m, p or None, book, aliases)) for m, p in pairs]
+    con.execute("DELETE FROM model_resolution")
+    if rows:
+        con.executemany("INSERT INTO model_resolution VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
 def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike) -> int:
-    """Replace the price book with a CSV of PRICE_COLUMNS. Returns rows loaded."""
+    """Replace the price book with a CSV of PRICE_COLUMNS (columns it lacks stay empty). Returns rows loaded."""
     with transaction(con):
         con.execute("DELETE FROM prices")
-        con.execute("INSERT INTO prices SELECT * FROM read_csv(?, header=true, columns=?)",
+        con.execute("INSERT INTO prices BY NAME SELECT * FROM read_csv(?, header=true, types=?)",
                     [str(csv_path), dict(PRICE_COLUMNS)])
+        refresh_resolution(con)
         bump_data_version(con)
     return con.execute("SELECT count(*) FROM prices").fetchall()[0][0]
 
@@ -257,6 +354,7 @@ def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM latency_hourly WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
+        refresh_resolution(con)
         bump_data_version(con)
     return n
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from genai_prices import Usage, calc_price
 
-from finops.spend import catalogue
+from finops import catalogue
 
 pytestmark = pytest.mark.skipif(catalogue.catalogue_version() != "0.2.3",
                                 reason="hand-worked prices are those of genai-prices 0.2.3")

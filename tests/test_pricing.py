@@ -104,4 +104,6 @@ def test_bad_price_book_is_refused_and_kept(con):
 def test_unpriced_models_are_listed(con):
     ingest_frame(con, _frame([("z1", datetime(2026, 3, 2, 10), "a", "mystery-model", 5, 5, 0, 1.0, None, False,
                                "ok")]))
-    assert pricing.unpriced_models(con) == ["mystery-model"]
+    unpriced = pricing.unpriced_models(con)
+    assert unpriced["model"].tolist() == ["mystery-model"]
+    assert (int(unpriced["requests"].iloc[0]), int(unpriced["tokens"].iloc[0])) == (1, 10)

@@ -225,9 +225,10 @@ else:
 # ---- price book
 st.subheader("Price book")
 unpriced = query(pricing.unpriced_models)
-if unpriced:
-    st.warning(f"Models with traffic but no price: {', '.join(unpriced)}. Their requests cost $0 until you add a row "
-               "for them below (unless the logs carry their cost).", icon=":material/money_off:")
+if len(unpriced):
+    st.warning(f"Models with traffic but no price: {', '.join(unpriced['model'])}. Their requests cost $0 until you "
+               "add a row for them below or an alias naming a priced model (unless the logs carry their cost).",
+               icon=":material/money_off:")
 with st.form("prices"):
     edited = st.data_editor(query(pricing.price_book), hide_index=True, num_rows="dynamic", key="price_editor",
                             column_config={

@@ -6,6 +6,7 @@ import sys
 from finops import store
 from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
 from finops.jsonutil import records
+from finops.spend import pricing
 from finops.spend import report as spend
 
 NAME = "report"
@@ -21,15 +22,27 @@ def add_arguments(p) -> None:
     out.add_argument("--json", action="store_true", help="a JSON list of objects")
     out.add_argument("--csv", action="store_true", help="CSV on stdout")
     p.add_argument("--no-idle", action="store_true", help="leave out idle self-hosted capacity")
+    p.add_argument("--reconcile", action="store_true",
+                   help="per model and provider: the cost the logs recorded against the same requests at list "
+                        "prices, and the requests a source could not price (it wrote 0)")
 
 
 def run(args) -> int:
     con = store.connect(db_path(args))
-    by = [b.strip() for b in args.by.split(",") if b.strip()]
-    frame = spend.report(con, filters_from(args), by, include_idle=False if args.no_idle else None)
-    cols = [*by, "requests", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd",
-            "cost_per_1m_tokens", "error_rate"]
-    frame = frame[cols]
+    unpriced = pricing.unpriced_models(con)
+    if len(unpriced):
+        names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
+                                                                       strict=True))
+        print(f"warning: no price for {names}: {unpriced['share_of_requests'].sum():.1%} of requests are "
+              "counted at $0. Add a price book row or an alias (Data page, or data/prices.csv).", file=sys.stderr)
+    if args.reconcile:
+        frame = spend.reconcile(con, filters_from(args))
+    else:
+        by = [b.strip() for b in args.by.split(",") if b.strip()]
+        frame = spend.report(con, filters_from(args), by, include_idle=False if args.no_idle else None)
+        cols = [*by, "requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+                "reasoning_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"]
+        frame = frame[cols]
     if args.json:
         print_json(records(frame))
     elif args.csv:

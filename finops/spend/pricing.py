@@ -2,13 +2,24 @@
 
 Rules
 -----
-* A request's cost is its recorded ``cost_usd`` where the source has one.
-* Otherwise, for a model with token prices (``kind = 'api'``)::
+* A request's cost is its recorded ``cost_usd`` where the source really priced it. A source that
+  wrote 0 for a request with tokens (LiteLLM when it cannot price a model) recorded nothing: its
+  adapter leaves ``cost_usd`` empty, and the request is priced below and counted as
+  ``source_unpriced_requests``.
+* Otherwise the request is priced at the row in force at its time. Which rows apply to a logged
+  model (``model_resolution``, :func:`finops.store.refresh_resolution`): an alias, then the price
+  book's own row for the name (ours override the catalogue), then the catalogue (genai-prices, dated
+  names and provider prefixes resolved: :mod:`finops.catalogue`). Of those rows, the one for the
+  request's service tier (standard where the model has none for it), the context tier its own input
+  size reaches (``min_input_tokens``, :data:`finops.sql.INPUT_BANDS`), in force on its day
+  (``effective_from`` <= day < ``effective_to``). For a model with token prices (``kind = 'api'``)::
 
-      cost = (input - cached) * in_price / 1e6 + cached * cached_price / 1e6
-             + output * out_price / 1e6 + request_usd
+      cost = (uncached * in + cached * cached_in + writes * write + writes_1h * write_1h
+              + output * out) / 1e6 + request_usd
 
-  (``cached_price`` falls back to ``in_price`` when the book has none.)
+  where ``uncached = input - cached - writes - writes_1h`` (``input_tokens`` counts them all; reasoning
+  tokens are part of ``output``). A class without a price is billed at ``in`` (a 1-hour write at the
+  5-minute write price where only that is known).
 * A semantic-cache hit costs nothing unless the source recorded a cost.
 * A self-hosted model (``kind = 'self_hosted'``) costs its fleet every hour:
   ``replicas * gpus_per_replica * gpu_hour_usd``. Each hour its utilisation is
@@ -22,8 +33,9 @@ Rules
 * A model missing from the book costs nothing and is listed by
   :func:`unpriced_models`, so a page can say so.
 
-Costs are computed when queried, from the rollups and the ``prices`` table, so
-editing the book reprices everything without re-ingesting.
+Costs are computed when queried, from the rollups and the price rows, so editing the book, an
+alias or syncing a newer catalogue reprices everything without re-ingesting. Every request's cost is
+a decimal of 12 places before it is summed, so one store gives one figure to the last digit.
 
 >>> token_cost_usd(1_000_000, 0, 1_000_000, input_usd_per_1m=2.5, output_usd_per_1m=10.0)
 12.5
@@ -53,7 +65,8 @@ def token_cost_usd(input_tokens: float, cached_input_tokens: float, output_token
 #: stay empty (a self-hosted row has no token prices, an API row no GPU fields).
 PRICE_LIMITS: dict[str, tuple[float, float, bool]] = {
     "input_usd_per_1m": (0, 10_000, False), "output_usd_per_1m": (0, 10_000, False),
-    "cached_input_usd_per_1m": (0, 10_000, False), "request_usd": (0, 1_000, False),
+    "cached_input_usd_per_1m": (0, 10_000, False), "cache_write_usd_per_1m": (0, 10_000, False),
+    "cache_write_1h_usd_per_1m": (0, 10_000, False), "request_usd": (0, 1_000, False),
     "gpu_hour_usd": (0, 1_000, False), "gpus_per_replica": (1, 64, True), "replicas": (0, 10_000, True),
     "slots_per_replica": (1, 10_000, True),
 }
@@ -73,9 +86,21 @@ def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
         raise InputError(f"price book lacks columns: {', '.join(missing)}")
     frame = frame[cols].copy()
     frame = frame[frame["model"].notna() & (frame["model"].astype(str).str.strip() != "")]
-    dupes = frame["model"][frame["model"].duplicated()].tolist()
+    key = pd.DataFrame({"model": frame["model"], "tier": frame["service_tier"].fillna("").astype(str).str.lower(),
+                        "band": pd.to_numeric(frame["min_input_tokens"], errors="coerce").fillna(0),
+                        "from": frame["effective_from"].astype(str)})
+    dupes = frame["model"][key.duplicated()].tolist()
     if dupes:
-        raise InputError(f"price book lists a model twice: {', '.join(map(str, dupes))}", field="model")
+        raise InputError(f"price book lists a model twice for the same tier and date: "
+                         f"{', '.join(map(str, dupes))}", field="model")
+    bands = pd.to_numeric(frame["min_input_tokens"], errors="coerce").dropna()
+    off = bands[~bands.isin(sql.INPUT_BANDS)]
+    if len(off):
+        raise InputError(f"min_input_tokens {off.iloc[0]:,.0f} is not a context tier boundary; use one of "
+                         f"{', '.join(f'{b:,}' for b in sql.INPUT_BANDS)}", field="min_input_tokens")
+    fleets = frame[frame["kind"] == "self_hosted"]["model"]
+    if fleets.duplicated().any():
+        raise InputError(f"a self-hosted model has one row: {fleets[fleets.duplicated()].iloc[0]}", field="model")
     bad = frame[~frame["kind"].isin(["api", "self_hosted"])]
     if len(bad):
         raise InputError(f"kind must be api or self_hosted (model {bad['model'].iloc[0]})", field="kind")
@@ -98,25 +123,130 @@ def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
             con.execute("DELETE FROM prices")
             casts = ", ".join(f"CAST({n} AS {t}) AS {n}" for n, t in store.PRICE_COLUMNS)
             con.execute(f"INSERT INTO prices SELECT {casts} FROM _prices_in")
+            store.refresh_resolution(con)
             store.bump_data_version(con)
     finally:
         con.unregister("_prices_in")
     return len(frame)
 
 
-def unpriced_models(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Models with traffic but no row in the price book."""
-    rows = con.execute("SELECT DISTINCT r.model FROM rollup_hourly r ANTI JOIN prices p ON p.model = r.model "
-                       "WHERE r.recorded_requests < r.requests ORDER BY 1").fetchall()
-    return [r[0] for r in rows]
+UNPRICED_COLUMNS = ("model", "provider", "requests", "tokens", "share_of_requests")
 
 
-# SQL fragments over a rollup-shaped relation ``r`` joined to prices ``p``.
-TOKEN_COST_SQL = """(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
-    (r.priced_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0)
-     + r.priced_cached_input_tokens * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
-     + r.priced_output_tokens * coalesce(p.output_usd_per_1m, 0)) / 1e6
-    + r.priced_requests * coalesce(p.request_usd, 0) ELSE 0 END)"""
+def unpriced_models(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Models with traffic to price (requests without a recorded cost) that no price book row, alias or
+    catalogue entry prices: model, provider, requests, tokens, share of all requests."""
+    return con.execute("""
+SELECT r.model, r.provider, sum(r.priced_requests) AS requests,
+       sum(r.priced_uncached_input_tokens + r.priced_cached_input_tokens + r.priced_cache_write_tokens
+           + r.priced_cache_write_1h_tokens + r.priced_output_tokens) AS tokens,
+       sum(r.priced_requests) / (SELECT nullif(sum(requests), 0) FROM rollup_hourly) AS share_of_requests
+FROM rollup_hourly r JOIN model_resolution m ON m.model = r.model AND m.provider = r.provider
+WHERE m.price_source = '' GROUP BY 1, 2 HAVING sum(r.priced_requests) > 0 ORDER BY requests DESC, 1""").df()
+
+
+def resolution(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """How each logged model is priced: model, provider, price_source (book, catalogue or '' unpriced),
+    price_provider, price_model and ``how`` in words."""
+    return con.execute("SELECT * FROM model_resolution ORDER BY model, provider").df()
+
+
+def aliases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The alias table: a private or deployment name (alias) priced as another model."""
+    return con.execute("SELECT alias, model, provider FROM model_aliases ORDER BY alias").df()
+
+
+def save_aliases(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
+    """Replace the alias table (rows without an alias or a model are dropped); reprices at once."""
+    from finops.errors import InputError
+    rows = []
+    for i, r in enumerate(frame.itertuples(index=False), start=1):
+        alias, model = (str(v).strip() if isinstance(v, str) else "" for v in (r.alias, r.model))
+        if not alias and not model:
+            continue
+        if not alias or not model:
+            raise InputError("an alias needs both the logged name and the model it is priced as", row=i,
+                             field="alias" if not alias else "model")
+        provider = str(r.provider).strip() if isinstance(r.provider, str) and r.provider.strip() else None
+        rows.append((alias, model, provider))
+    names = [a for a, _, _ in rows]
+    if len(set(names)) != len(names):
+        raise InputError(f"an alias is listed twice: {sorted(n for n in names if names.count(n) > 1)[0]}",
+                         field="alias")
+    with store.transaction(con):
+        con.execute("DELETE FROM model_aliases")
+        if rows:
+            con.executemany("INSERT INTO model_aliases VALUES (?, ?, ?)", rows)
+        store.refresh_resolution(con)
+        store.bump_data_version(con)
+    return len(rows)
+
+
+def explain(con: duckdb.DuckDBPyConnection, model: str, provider: str | None = None) -> dict:
+    """How a logged name is priced (the resolution rule of the module docstring) and every price row that
+    can apply to it (tiers, dates): ``{model, provider, price_source, price_provider, price_model, how, rows}``."""
+    from finops import catalogue
+    book = {r[0] for r in con.execute("SELECT DISTINCT model FROM prices WHERE model IS NOT NULL").fetchall()}
+    alias_map = {r[0]: (r[1], r[2] or None) for r in con.execute(
+        "SELECT alias, model, provider FROM model_aliases WHERE alias IS NOT NULL AND model IS NOT NULL").fetchall()}
+    source, price_provider, price_model, how = catalogue.price_key(model, provider, book, alias_map)
+    rows = con.execute(f"""
+SELECT * EXCLUDE (price_source) FROM ({PRICE_ROWS_SQL})
+WHERE price_source = ? AND model = ? AND (? = 'book' OR provider = ?)
+ORDER BY service_tier, min_input_tokens, effective_from NULLS FIRST""",
+                       [source, price_model, source, price_provider]).df()
+    return {"model": model, "provider": provider, "price_source": source, "price_provider": price_provider,
+            "price_model": price_model, "how": how, "rows": rows}
+
+
+# Every price row in one shape: the price book's (source 'book', keyed by the logged name) and the
+# catalogue's (keyed by provider and model), prices as 9-place decimals.
+_PRICE_FIELDS = ("input_usd_per_1m", "cached_input_usd_per_1m", "cache_write_usd_per_1m",
+                 "cache_write_1h_usd_per_1m", "output_usd_per_1m", "request_usd")
+PRICE_ROWS_SQL = f"""
+SELECT 'book' AS price_source, '' AS provider, model, coalesce(kind, 'api') AS kind,
+       {sql.SERVICE_TIER} AS service_tier, coalesce(min_input_tokens, 0) AS min_input_tokens,
+       effective_from, effective_to, {", ".join(f"CAST({c} AS DECIMAL(18,9)) AS {c}" for c in _PRICE_FIELDS)}
+FROM prices
+UNION ALL
+SELECT 'catalogue', provider, model, 'api', service_tier, min_input_tokens, effective_from, effective_to,
+       {", ".join(_PRICE_FIELDS)}
+FROM catalogue_prices"""
+
+
+def picked_prices_sql(keys: str) -> str:
+    """For each key of ``keys`` (a relation with model, provider, service_tier, input_band, day), the one
+    price row that applies (see the module rules): its kind and prices, and ``how`` it was found."""
+    return f"""
+SELECT k.model, k.provider, k.service_tier, k.input_band, k.day, m.how, m.price_source,
+       p.kind, p.service_tier AS price_tier, p.min_input_tokens, p.effective_from, {", ".join(f"p.{c}" for c in _PRICE_FIELDS)}
+FROM ({keys}) k
+JOIN model_resolution m ON m.model = k.model AND m.provider = k.provider
+JOIN ({PRICE_ROWS_SQL}) p ON p.price_source = m.price_source AND p.model = m.price_model
+     AND (m.price_source = 'book' OR p.provider = m.price_provider)
+     AND p.service_tier IN (k.service_tier, '') AND p.min_input_tokens <= k.input_band
+     AND (p.effective_from IS NULL OR p.effective_from <= k.day) AND (p.effective_to IS NULL OR k.day < p.effective_to)
+QUALIFY row_number() OVER (PARTITION BY k.model, k.provider, k.service_tier, k.input_band, k.day
+                           ORDER BY p.service_tier = k.service_tier DESC, p.min_input_tokens DESC,
+                                    p.effective_from DESC NULLS LAST) = 1"""
+
+
+def _classes_cost(prefix: str, requests: str) -> str:
+    """SQL of the token-price cost of a rollup row's ``<prefix>_*`` token classes (``r``) at prices ``p``."""
+    return f"""(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
+    (r.{prefix}_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0)
+     + r.{prefix}_cached_input_tokens * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
+     + r.{prefix}_cache_write_tokens * coalesce(p.cache_write_usd_per_1m, p.input_usd_per_1m, 0)
+     + r.{prefix}_cache_write_1h_tokens * coalesce(p.cache_write_1h_usd_per_1m, p.cache_write_usd_per_1m,
+                                                  p.input_usd_per_1m, 0)
+     + r.{prefix}_output_tokens * coalesce(p.output_usd_per_1m, 0)) / 1e6
+    + {requests} * coalesce(p.request_usd, 0) ELSE 0 END)"""
+
+
+# SQL fragments over a rollup-shaped relation ``r`` joined to its picked prices ``p``.
+TOKEN_COST_SQL = _classes_cost("priced", "r.priced_requests")
+# what the requests whose cost was recorded cost at list prices (the reconciliation view)
+LIST_COST_OF_RECORDED_SQL = _classes_cost("recorded", "r.recorded_requests")
 
 # what the cache hits would have cost on their model (token-priced models only)
 CACHE_SAVED_SQL = """(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
@@ -124,6 +254,11 @@ CACHE_SAVED_SQL = """(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
      + r.cache_cached_input_tokens * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
      + r.cache_output_tokens * coalesce(p.output_usd_per_1m, 0)) / 1e6
     + r.cache_hits * coalesce(p.request_usd, 0) ELSE 0 END)"""
+
+# the key a rollup row is priced by, and the join from ``r`` to its picked prices ``p``
+PRICE_KEYS_SQL = "SELECT DISTINCT model, provider, service_tier, input_band, CAST(hour AS DATE) AS day FROM r"
+PRICE_JOIN_SQL = ("p.model = r.model AND p.provider = r.provider AND p.service_tier = r.service_tier "
+                  "AND p.input_band = r.input_band AND p.day = CAST(r.hour AS DATE)")
 
 
 def costed_rollup_sql(source: str, hours_sql: str) -> str:
@@ -137,18 +272,23 @@ def costed_rollup_sql(source: str, hours_sql: str) -> str:
     """
     return f"""
 WITH r AS ({source}),
+p AS ({picked_prices_sql(PRICE_KEYS_SQL)}),
 alloc AS ({alloc_sql(hours_sql)})
 SELECT r.*, false AS is_idle,
-       r.recorded_cost_usd + {TOKEN_COST_SQL}
-       + coalesce(CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * r.busy_ms / a.busy_ms
-                       WHEN a.served > 0 THEN a.allocated_usd * {sql.served_requests('r')} / a.served END, 0)
-         AS cost_usd,
-       {CACHE_SAVED_SQL} AS cache_saved_usd
-FROM r LEFT JOIN prices p ON p.model = r.model
+       CAST(r.recorded_cost_usd + {TOKEN_COST_SQL}
+            + coalesce(CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * r.busy_ms / a.busy_ms
+                            WHEN a.served > 0 THEN a.allocated_usd * {sql.served_requests('r')} / a.served END, 0)
+            AS DECIMAL(38,12)) AS cost_usd,
+       CAST({CACHE_SAVED_SQL} AS DECIMAL(38,12)) AS cache_saved_usd,
+       CAST({LIST_COST_OF_RECORDED_SQL} AS DECIMAL(38,12)) AS list_cost_of_recorded_usd,
+       p.how AS priced_by
+FROM r LEFT JOIN p ON {PRICE_JOIN_SQL}
        LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}
 UNION ALL BY NAME
-SELECT a.hour, a.model, '(idle capacity)' AS tenant, '' AS route, '' AS sla_tier, '' AS status,
-       true AS is_idle, a.fleet_cost_usd - a.allocated_usd AS cost_usd, 0.0 AS cache_saved_usd
+SELECT a.hour, a.model, {sql.IDLE_LABEL} AS tenant, '' AS route, '' AS sla_tier, '' AS status,
+       '' AS provider, '' AS service_tier, true AS is_idle,
+       CAST(a.fleet_cost_usd - a.allocated_usd AS DECIMAL(38,12)) AS cost_usd,
+       CAST(0 AS DECIMAL(38,12)) AS cache_saved_usd, 'price book (idle GPU time)' AS priced_by
 FROM alloc a WHERE a.fleet_cost_usd - a.allocated_usd > 0
 """
 
@@ -162,7 +302,9 @@ WITH fleet AS (
   FROM ({hours_sql}) h CROSS JOIN prices p
   WHERE p.kind = 'self_hosted' AND p.model IN (SELECT DISTINCT model FROM rollup_hourly)),
 busy AS (
-  SELECT hour, model, sum(busy_ms) AS busy_ms, sum({sql.served_requests()}) AS served
+  -- busy_ms of a rollup row is whole microseconds / 1000: summed as integers, the same every run
+  SELECT hour, model, sum(CAST(round(busy_ms * 1000) AS BIGINT)) / 1000.0 AS busy_ms,
+         sum({sql.served_requests()}) AS served
   FROM rollup_hourly GROUP BY ALL)
 SELECT f.hour, f.model, f.fleet_cost_usd, b.busy_ms, coalesce(b.served, 0) AS served,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN least(b.busy_ms / f.capacity_ms, 1.0)

@@ -56,7 +56,8 @@ def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None
 MEASURES_SQL = """
   sum(requests) FILTER (WHERE NOT is_idle) AS requests,
   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-  sum(cached_input_tokens) AS cached_input_tokens,
+  sum(cached_input_tokens) AS cached_input_tokens, sum(cache_write_tokens) AS cache_write_tokens,
+  sum(cache_write_1h_tokens) AS cache_write_1h_tokens, sum(reasoning_tokens) AS reasoning_tokens,
   sum(cost_usd) AS cost_usd,
   sum(cost_usd) / nullif(sum(input_tokens) + sum(output_tokens), 0) * 1e6 AS cost_per_1m_tokens,
   sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) AS error_rate,
@@ -81,10 +82,42 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
     grouping = f"GROUP BY {', '.join(str(i + 1) for i in range(len(by)))}" if by else ""
     order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
     out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
-    for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_hits", "escalations",
-              "cascade_requests"):
+    for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+              "cache_write_1h_tokens", "reasoning_tokens", "cache_hits", "escalations", "cascade_requests"):
         out[c] = out[c].fillna(0).astype("int64")
     return out
+
+
+RECONCILE_COLUMNS = ("model", "provider", "priced_by", "recorded_requests", "recorded_cost_usd", "list_cost_usd",
+                     "difference_usd", "difference_pct", "source_unpriced_requests", "priced_requests",
+                     "priced_cost_usd")
+
+
+def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Recorded against computed cost, per model and provider: the check of a source's own pricing.
+
+    * ``recorded_cost_usd``: what the logs recorded for the ``recorded_requests`` that carry a cost;
+    * ``list_cost_usd``: the same requests at the price row in force for each (book or catalogue);
+    * ``difference_usd`` / ``difference_pct``: recorded less list, and that as a share of list (None
+      where the list cost is 0);
+    * ``source_unpriced_requests``: requests whose source wrote 0 though they had tokens: priced here
+      from the book or catalogue instead, with ``priced_requests`` and their ``priced_cost_usd``;
+    * ``priced_by``: how the model's price was found (price book, alias, catalogue, unpriced).
+    """
+    costed_sql, params = costed(con, f, include_idle=False)
+    out = con.execute(f"""
+SELECT model, provider, any_value(priced_by) AS priced_by, sum(recorded_requests) AS recorded_requests,
+       sum(recorded_cost_usd) AS recorded_cost_usd, sum(list_cost_of_recorded_usd) AS list_cost_usd,
+       sum(recorded_cost_usd) - sum(list_cost_of_recorded_usd) AS difference_usd,
+       (sum(recorded_cost_usd) - sum(list_cost_of_recorded_usd)) / nullif(sum(list_cost_of_recorded_usd), 0)
+         * 100 AS difference_pct,
+       sum(source_unpriced_requests) AS source_unpriced_requests, sum(priced_requests) AS priced_requests,
+       sum(cost_usd) - sum(recorded_cost_usd) AS priced_cost_usd
+FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
+    for c in ("recorded_requests", "source_unpriced_requests", "priced_requests"):
+        out[c] = out[c].fillna(0).astype("int64")
+    out["priced_by"] = out["priced_by"].fillna("unpriced")
+    return out[list(RECONCILE_COLUMNS)]
 
 
 @dataclass(frozen=True)

@@ -261,3 +261,36 @@ def row_cost_usd(row: CatalogueRow, *, input_tokens: int, output_tokens: int, ca
     total = (uncached * base + cached_input_tokens * cached + cache_write_tokens * write
              + cache_write_1h_tokens * write_1h + output_tokens * (row.output_usd_per_1m or Decimal(0)))
     return total / Decimal(1_000_000) + requests * (row.request_usd or Decimal(0))
+
+
+def price_key(model: str, provider: str | None, book: set[str],
+              aliases: dict[str, tuple[str, str | None]]) -> tuple[str, str, str, str]:
+    """How a logged (model, provider) is priced: ``(price_source, price_provider, price_model, how)``.
+
+    An alias first (a private or deployment name priced as another model), then the price book's own
+    row for the name (our rows override the catalogue: self-hosted fleets, negotiated prices), then the
+    catalogue (:func:`resolve`), else unpriced (``price_source`` ``''``).
+
+    >>> price_key("acme-7b", None, {"llama-3.1-8b"}, {"acme-7b": ("llama-3.1-8b", None)})
+    ('book', '', 'llama-3.1-8b', 'alias of llama-3.1-8b, price book')
+    >>> price_key("gpt-4o-2024-11-20", "openai", set(), {})
+    ('catalogue', 'openai', 'gpt-4o', 'catalogue: openai/gpt-4o')
+    >>> price_key("openai/gpt-4o-mini", None, {"gpt-4o-mini"}, {})
+    ('book', '', 'gpt-4o-mini', 'price book (gpt-4o-mini)')
+    >>> price_key("acme-private-7b", None, set(), {})
+    ('', '', '', 'unpriced')
+    """
+    name, hint, via = model, provider, ""
+    if model in aliases:
+        name, alias_provider = aliases[model]
+        hint = alias_provider or provider
+        via = f"alias of {name}, "
+    if name in book:
+        return "book", "", name, f"{via}price book"
+    prefix, bare = _split_prefix(name)
+    if prefix and bare in book:                     # openai/gpt-4o-mini where the book names gpt-4o-mini
+        return "book", "", bare, f"{via}price book ({bare})"
+    found = resolve(name, hint)
+    if found:
+        return "catalogue", found[0], found[1], f"{via}catalogue: {found[0]}/{found[1]}"
+    return "", "", "", f"{via}unpriced".replace(", unpriced", ": unpriced") if via else "unpriced"
