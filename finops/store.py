@@ -244,6 +244,9 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
     return con
 
 
+_COLUMN_TYPES = tuple({c.sql_type for c in schema.COLUMNS} | {"DOUBLE", "INTEGER", "BIGINT", "DATE", "VARCHAR"})
+
+
 def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str, columns) -> None:
     """A store made before a column existed gets it (empty) when opened read-write."""
     table = sql.column(table, ("requests", "prices"), "table")
@@ -251,6 +254,7 @@ def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str, columns) -> Non
                                        "WHERE table_name = ?", [table]).fetchall()}
     for name, sql_type in columns:
         if name not in have:
+            sql_type = sql.column(sql_type, _COLUMN_TYPES, "column type")
             con.execute(f"ALTER TABLE {table} ADD COLUMN {sql.quote_ident(name)} {sql_type}")
 
 

@@ -199,6 +199,13 @@ ORDER BY service_tier, min_input_tokens, effective_from NULLS FIRST""",
             "price_model": price_model, "how": how, "rows": rows}
 
 
+def catalogue_status(con: duckdb.DuckDBPyConnection) -> dict:
+    """The synced catalogue: ``source`` (e.g. genai-prices 0.2.3), ``rows`` and ``providers``."""
+    rows, providers = con.execute("SELECT count(*), count(DISTINCT provider) FROM catalogue_prices").fetchall()[0]
+    return {"source": store.get_setting(con, "catalogue.source", "not synced"), "rows": int(rows),
+            "providers": int(providers)}
+
+
 # Every price row in one shape: the price book's (source 'book', keyed by the logged name) and the
 # catalogue's (keyed by provider and model), prices as 9-place decimals.
 _PRICE_FIELDS = ("input_usd_per_1m", "cached_input_usd_per_1m", "cache_write_usd_per_1m",
@@ -214,13 +221,13 @@ SELECT 'catalogue', provider, model, 'api', service_tier, min_input_tokens, effe
 FROM catalogue_prices"""
 
 
-def picked_prices_sql(keys: str) -> str:
-    """For each key of ``keys`` (a relation with model, provider, service_tier, input_band, day), the one
+def picked_prices_sql(keys_sql: str) -> str:
+    """For each key of ``keys_sql`` (a relation with model, provider, service_tier, input_band, day), the one
     price row that applies (see the module rules): its kind and prices, and ``how`` it was found."""
     return f"""
 SELECT k.model, k.provider, k.service_tier, k.input_band, k.day, m.how, m.price_source,
        p.kind, p.service_tier AS price_tier, p.min_input_tokens, p.effective_from, {", ".join(f"p.{c}" for c in _PRICE_FIELDS)}
-FROM ({keys}) k
+FROM ({keys_sql}) k
 JOIN model_resolution m ON m.model = k.model AND m.provider = k.provider
 JOIN ({PRICE_ROWS_SQL}) p ON p.price_source = m.price_source AND p.model = m.price_model
      AND (m.price_source = 'book' OR p.provider = m.price_provider)
@@ -231,8 +238,9 @@ QUALIFY row_number() OVER (PARTITION BY k.model, k.provider, k.service_tier, k.i
                                     p.effective_from DESC NULLS LAST) = 1"""
 
 
-def _classes_cost(prefix: str, requests: str) -> str:
+def _classes_cost(prefix: str, requests_sql: str) -> str:
     """SQL of the token-price cost of a rollup row's ``<prefix>_*`` token classes (``r``) at prices ``p``."""
+    prefix = sql.column(prefix, ("priced", "recorded"), "token class prefix")
     return f"""(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
     (r.{prefix}_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0)
      + r.{prefix}_cached_input_tokens * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
@@ -240,7 +248,7 @@ def _classes_cost(prefix: str, requests: str) -> str:
      + r.{prefix}_cache_write_1h_tokens * coalesce(p.cache_write_1h_usd_per_1m, p.cache_write_usd_per_1m,
                                                   p.input_usd_per_1m, 0)
      + r.{prefix}_output_tokens * coalesce(p.output_usd_per_1m, 0)) / 1e6
-    + {requests} * coalesce(p.request_usd, 0) ELSE 0 END)"""
+    + {requests_sql} * coalesce(p.request_usd, 0) ELSE 0 END)"""
 
 
 # SQL fragments over a rollup-shaped relation ``r`` joined to its picked prices ``p``.
