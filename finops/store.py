@@ -254,8 +254,8 @@ def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str, columns) -> Non
                                        "WHERE table_name = ?", [table]).fetchall()}
     for name, sql_type in columns:
         if name not in have:
-            sql_type = sql.column(sql_type, _COLUMN_TYPES, "column type")
-            con.execute(f"ALTER TABLE {table} ADD COLUMN {sql.quote_ident(name)} {sql_type}")
+            checked_type = sql.column(sql_type, _COLUMN_TYPES, "column type")
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {sql.quote_ident(name)} {checked_type}")
 
 
 def rebuild_rollups(con: duckdb.DuckDBPyConnection) -> None:
