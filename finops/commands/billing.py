@@ -12,7 +12,7 @@ HELP = ("Load the providers' usage and cost API reports (OpenAI Usage/Costs, Ant
 
 
 def add_arguments(parser) -> None:
-    sub = parser.add_subparsers(dest="billing_command", metavar="ACTION")
+    sub = parser.add_subparsers(dest="billing_command", metavar="ACTION", help="load or show")
     sub.required = True
     load = sub.add_parser("load", help="load report files (JSON pages of the API, or one page per line)",
                           description="Load report files; each loads once, all or nothing.")
