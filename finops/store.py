@@ -194,6 +194,13 @@ def _ddl() -> list[str]:
         """CREATE TABLE IF NOT EXISTS latency_hourly (
   hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",
         "CREATE TABLE IF NOT EXISTS data_version (version BIGINT)",
+        # what the providers billed, per day (finops.ingest.billing): apart from requests, for reconciliation
+        """CREATE TABLE IF NOT EXISTS billing_lines (
+  source VARCHAR, provider VARCHAR, day DATE, bucket_start TIMESTAMP, bucket_end TIMESTAMP, model VARCHAR,
+  project VARCHAR, api_key_id VARCHAR, service_tier VARCHAR, line_item VARCHAR, input_tokens BIGINT,
+  cached_input_tokens BIGINT, cache_write_tokens BIGINT, cache_write_1h_tokens BIGINT, output_tokens BIGINT,
+  requests BIGINT, amount_usd DECIMAL(38,12), currency VARCHAR, file_name VARCHAR, file_sha256 VARCHAR,
+  loaded_at TIMESTAMP)""",
     ]
 
 

@@ -17,6 +17,7 @@ Modules
 ``uploads``    uploads as files; eval CSVs, tau tables and RTT samples
 """
 import finops.ingest.ecosystem  # noqa: F401  (LiteLLM, Langfuse, OTel, vLLM, LLMPerf, Azure, Mooncake)
+import finops.ingest.providers  # noqa: F401  (OpenAI and Anthropic batch results, Helicone, OpenRouter)
 from finops.ingest import formats  # noqa: F401  (registers the adapters)
 from finops.ingest.base import ADAPTERS, IngestOptions, adapter_named, probe
 from finops.ingest.loader import IngestResult, detect, ingest_frame, ingest_path

@@ -1,0 +1,438 @@
+"""Request-level exports of the providers and gateways themselves: OpenAI Batch output, Anthropic Message
+Batches results, Helicone's request export and OpenRouter's generation stats.
+
+Each is one :class:`~finops.ingest.base.Adapter`, recognised from the file's content. Records stream a
+line (or a page) at a time through Python into the canonical columns as text, so the loader checks every
+value and names the row and field of a bad one (:data:`~finops.ingest.ecosystem.RAW_COLUMNS`).
+
+Detection scores (higher wins; a tie is refused with the candidates):
+
+=================  =====  ==============================================================================
+format             score  recognised by
+=================  =====  ==============================================================================
+openai-batch       0.99   JSON Lines with ``custom_id`` and ``response`` (``status_code``/``body``) or ``error``
+                          (a Batch *input* file, ``custom_id`` + ``method`` + ``url``: 0.6, refused with advice)
+anthropic-batch    0.99   JSON Lines with ``custom_id`` and ``result`` (``succeeded``/``errored``/...)
+helicone           0.97   ``request_id``, ``request_created_at`` and ``response_status`` or ``delay_ms``
+openrouter         0.97   ``total_cost`` with ``native_tokens_prompt`` or ``generation_time``
+=================  =====  ==============================================================================
+
+Token classes follow :mod:`finops.schema`: ``input_tokens`` counts cache reads and writes (Anthropic's
+``input_tokens`` does not, so they are added), ``output_tokens`` counts reasoning.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+
+from finops.errors import InputError
+from finops.ingest.base import Adapter, IngestOptions, Probe, Source, register
+from finops.ingest.ecosystem import (
+    RAW_COLUMNS,
+    _count,
+    _iso,
+    _json,
+    _num,
+    _pick,
+    _python_source,
+    _text,
+    _utc,
+    head_keys,
+    iter_records,
+    unpriced_zero,
+)
+
+__all__ = ["anthropic_batch_row", "helicone_row", "openai_batch_row", "openrouter_row"]
+
+
+def _d(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _out(row: int, fields: dict) -> dict:
+    """A row for :data:`RAW_COLUMNS`: every value as text (the loader casts and checks it)."""
+    return {"_row": row, **{k: None if v is None else str(v) for k, v in fields.items()}}
+
+
+def _epoch_iso(v) -> str | None:
+    """Unix seconds (OpenAI's ``created``) as naive UTC text; anything else as it came, for the loader."""
+    n = _num(v)
+    if n is None:
+        return _text(v)
+    return _iso(datetime.fromtimestamp(n, UTC).replace(tzinfo=None)) if 0 <= n < 1e11 else str(v)
+
+
+def _sum_ints(*vals) -> int:
+    return sum(v for v in vals if isinstance(v, int))
+
+
+def _tenant(options: IngestOptions, default, *sources: dict):
+    value = _pick(options.tenant_field, *sources) if options.tenant_field else default
+    return str(value) if _text(value) is not None else options.tenant
+
+
+def _cost(raw, tokens: int, attrs: dict, free: bool = False):
+    """The source's recorded cost; 0 on a call with tokens is "unpriced by the source" (NULL, kept in attrs)."""
+    cost = _num(raw)
+    if cost is None:
+        return _text(raw)           # not a number: the loader rejects it, naming cost_usd
+    if unpriced_zero(cost, tokens, free):
+        attrs["source_cost_usd"] = cost
+        return None
+    return cost
+
+
+# ---------------------------------------------------------------- openai-batch
+
+OPENAI_BATCH_MAPPED = {"id", "custom_id", "response", "error"}
+
+
+def _sniff_openai_batch(p: Probe) -> float:
+    if p.kind != "jsonl":
+        return 0.0
+    cols = set(p.columns)
+    if "custom_id" in cols and ("response" in cols or "error" in cols) and "result" not in cols:
+        return 0.99
+    if {"custom_id", "method", "url", "body"} <= cols:
+        return 0.6          # the Batch input file: refused with advice in the reader
+    return 0.0
+
+
+def _openai_usage(usage: dict) -> dict:
+    """Token classes of an OpenAI usage object: Chat Completions (``prompt_tokens``...) or Responses
+    (``input_tokens``...). Both count cached tokens in the prompt and reasoning in the output."""
+    if "input_tokens" in usage or "output_tokens" in usage:
+        pdet, cdet = _d(usage.get("input_tokens_details")), _d(usage.get("output_tokens_details"))
+        prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+    else:
+        pdet, cdet = _d(usage.get("prompt_tokens_details")), _d(usage.get("completion_tokens_details"))
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if completion is None and prompt is not None:
+            completion = 0          # an embedding's usage: prompt and total only
+    return {"input_tokens": _count(prompt), "output_tokens": _count(completion),
+            "cached_input_tokens": _count(pdet.get("cached_tokens")),
+            "reasoning_tokens": _count(cdet.get("reasoning_tokens"))}
+
+
+def openai_batch_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
+    """One line of an OpenAI Batch output file as canonical fields (text)."""
+    if not isinstance(rec, dict) or "custom_id" not in rec or not ("response" in rec or "error" in rec):
+        raise InputError("expected a Batch output line (custom_id with response or error)", file=name, row=row,
+                         field="response")
+    response = rec.get("response")
+    if response is not None and not isinstance(response, dict):
+        raise InputError("response is not an object", file=name, row=row, field="response")
+    response = _d(response)
+    body = response.get("body")
+    if body is not None and not isinstance(body, dict):
+        raise InputError("response.body is not an object", file=name, row=row, field="response.body")
+    body = _d(body)
+    code = _count(response.get("status_code"))
+    failure = _d(rec.get("error")) or _d(body.get("error"))
+    ok = not failure and (code is None or (isinstance(code, int) and 200 <= code < 300))
+    tokens = _openai_usage(_d(body.get("usage"))) if ok else {}
+    created = body.get("created", body.get("created_at"))
+    attrs = {"custom_id": rec.get("custom_id"), "status_code": code,
+             "upstream_request_id": response.get("request_id"), "object": body.get("object"),
+             "body_id": body.get("id"), "body_service_tier": body.get("service_tier"),
+             "finish_reason": _d((body.get("choices") or [{}])[0]).get("finish_reason")
+             if isinstance(body.get("choices"), list) and body["choices"] else None,
+             "error_message": failure.get("message") if failure else None}
+    return _out(row, {
+        "request_id": _text(rec.get("id")),
+        "ts": _epoch_iso(created) if created is not None else (_iso(options.start) if options.start else None),
+        "tenant": _tenant(options, None, rec, body),
+        "model": _text(body.get("model")) or options.model, "provider": "openai", "service_tier": "batch",
+        **tokens,
+        "status": "ok" if ok else "error",
+        "error_type": None if ok else (_text(failure.get("code")) or _text(failure.get("type"))
+                                       or (f"http_{code}" if code is not None else "error")),
+        "attrs": _json({k: v for k, v in attrs.items() if v is not None}),
+    })
+
+
+def _read_openai_batch(con, p: Probe, options: IngestOptions) -> Source:
+    if {"method", "url", "body"} <= set(p.columns) and "response" not in p.columns:
+        raise InputError("this is an OpenAI Batch input file (the requests): load the batch's output file "
+                         "(output_file_id, and error_file_id for failed requests) instead", file=p.name)
+
+    def rows():
+        # a failed request's line and an embedding's body carry no time: such a line takes --start, else
+        # the time of the nearest line before it that has one (the first ones: the first timed line's),
+        # noted in attrs.ts_from; all lines of a batch ran within its 24-hour window
+        waiting: list[dict] = []
+        last = None
+        for row, rec in iter_records(p):
+            out = openai_batch_row(row, rec, options, p.name)
+            if out["ts"] is None:
+                if last is None:
+                    waiting.append(out)
+                    continue
+                out = _timed(out, last)
+            else:
+                last = out["ts"]
+                for early in waiting:
+                    yield _timed(early, last)
+                waiting = []
+            yield out
+        yield from waiting
+    return _python_source(rows(), columns=RAW_COLUMNS)
+
+
+def _timed(out: dict, ts: str) -> dict:
+    attrs = json.loads(out["attrs"])
+    attrs["ts_from"] = "a neighbouring line (the request's own line carries no time)"
+    return {**out, "ts": ts, "attrs": _json(attrs)}
+
+
+register(Adapter(
+    name="openai-batch", label="OpenAI Batch API output (and error) file",
+    source_tool="OpenAI Batch API",
+    export_hint="download the batch's output_file_id (and error_file_id) with GET /v1/files/{id}/content: one "
+                "JSON line per request (custom_id, response.status_code, response.body with its usage); "
+                "service tier batch; a failed request has no time or model: give --start and --model to keep it",
+    sniff=_sniff_openai_batch, read=_read_openai_batch,
+    example="tests/data/providers/openai_batch_output.jsonl",
+))
+
+
+# ---------------------------------------------------------------- anthropic-batch
+
+# a result that was never run, by its type: the canonical status and error type
+ANTHROPIC_NOT_RUN = {"canceled": ("rejected", "canceled"), "expired": ("timeout", "expired")}
+
+
+def _sniff_anthropic_batch(p: Probe) -> float:
+    if p.kind != "jsonl":
+        return 0.0
+    return 0.99 if {"custom_id", "result"} <= set(p.columns) else 0.0
+
+
+def anthropic_tokens(usage: dict) -> dict:
+    """Canonical token classes of an Anthropic ``usage`` object.
+
+    Anthropic's ``input_tokens`` excludes cache reads and writes, so ``input_tokens = input_tokens +
+    cache_read_input_tokens + cache_creation_input_tokens``; the writes split into 5-minute and 1-hour
+    by ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` (all 5-minute
+    without that split).
+
+    >>> t = anthropic_tokens({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100,
+    ...                       "cache_creation_input_tokens": 30, "cache_creation": {
+    ...                           "ephemeral_5m_input_tokens": 20, "ephemeral_1h_input_tokens": 10}})
+    >>> t["input_tokens"], t["cached_input_tokens"], t["cache_write_tokens"], t["cache_write_1h_tokens"]
+    (140, 100, 20, 10)
+    """
+    base = _count(usage.get("input_tokens"))
+    read, creation = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
+    split = _d(usage.get("cache_creation"))
+    w5, w1h = _count(split.get("ephemeral_5m_input_tokens")), _count(split.get("ephemeral_1h_input_tokens"))
+    if creation is None and (isinstance(w5, int) or isinstance(w1h, int)):
+        creation = _sum_ints(w5, w1h)
+    if isinstance(creation, int):
+        # the count of writes is the total; the split says how much of it has the 1-hour TTL
+        w5 = max(creation - (w1h if isinstance(w1h, int) else 0), 0)
+    total = base + _sum_ints(read, creation) if isinstance(base, int) else base
+    return {"input_tokens": total, "output_tokens": _count(usage.get("output_tokens")),
+            "cached_input_tokens": read, "cache_write_tokens": w5, "cache_write_1h_tokens": w1h}
+
+
+def anthropic_batch_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
+    """One line of a Message Batches results file as canonical fields (text)."""
+    result = rec.get("result") if isinstance(rec, dict) else None
+    if not isinstance(result, dict) or not result.get("type"):
+        raise InputError("expected a Message Batches result line (custom_id, result.type)", file=name, row=row,
+                         field="result")
+    kind = str(result["type"])
+    message = _d(result.get("message"))
+    usage = _d(message.get("usage"))
+    attrs = {"custom_id": rec.get("custom_id"), "result_type": kind, "stop_reason": message.get("stop_reason"),
+             "usage_service_tier": usage.get("service_tier")}
+    status, error_type = "ok", None
+    if kind == "errored":
+        inner = _d(_d(result.get("error")).get("error")) or _d(result.get("error"))
+        status, error_type = "error", _text(inner.get("type")) or "error"
+        attrs["error_message"] = inner.get("message")
+    elif kind in ANTHROPIC_NOT_RUN:
+        status, error_type = ANTHROPIC_NOT_RUN[kind]
+    elif kind != "succeeded":
+        raise InputError(f"result.type {kind!r} is not succeeded, errored, canceled or expired", file=name,
+                         row=row, field="result.type")
+    server = _d(usage.get("server_tool_use"))
+    if server:
+        attrs["server_tool_use"] = server
+    return _out(row, {
+        "request_id": _text(message.get("id")),
+        "ts": _iso(options.start) if options.start else None,
+        "tenant": _tenant(options, None, rec, message),
+        "model": _text(message.get("model")) or options.model, "provider": "anthropic", "service_tier": "batch",
+        **(anthropic_tokens(usage) if kind == "succeeded" else {}),
+        "status": status, "error_type": error_type,
+        "attrs": _json({k: v for k, v in attrs.items() if v is not None}),
+    })
+
+
+def _read_anthropic_batch(con, p: Probe, options: IngestOptions) -> Source:
+    if options.start is None:
+        raise InputError("Message Batches results carry no times: give the batch's ended_at (or created_at) "
+                         "with --start ISO (GET /v1/messages/batches/{id} shows both)", file=p.name)
+    consts = f"|{options.start.isoformat()}|{options.model or ''}|{options.tenant or ''}"
+
+    def rows():
+        for row, rec in iter_records(p):
+            out = anthropic_batch_row(row, rec, options, p.name)
+            if out["request_id"] is None:
+                # a result that was not served has no message id: the batch's custom_id, with the start
+                out["_hash"] = hashlib.md5((_json(rec) + consts).encode()).hexdigest()
+            yield out
+    return _python_source(rows(), columns=RAW_COLUMNS)
+
+
+register(Adapter(
+    name="anthropic-batch", label="Anthropic Message Batches results (JSON Lines)",
+    source_tool="Anthropic Message Batches API",
+    export_hint="GET /v1/messages/batches/{id}/results (the results_url): one JSON line per request; give "
+                "the batch's ended_at with --start (results carry no times); service tier batch",
+    sniff=_sniff_anthropic_batch, read=_read_anthropic_batch,
+    example="tests/data/providers/anthropic_batch_results.jsonl",
+))
+
+
+# ---------------------------------------------------------------- helicone
+
+HELICONE_MAPPED = {"request_id", "request_created_at", "delay_ms", "time_to_first_token", "model", "provider",
+                   "prompt_tokens", "completion_tokens", "prompt_cache_read_tokens", "prompt_cache_write_tokens",
+                   "costUSD", "cost", "response_status", "request_user_id", "request_body", "response_body",
+                   "signed_body_url"}
+HELICONE_NO_CACHE = ("", "00000000-0000-0000-0000-000000000000")
+
+
+def _sniff_helicone(p: Probe) -> float:
+    if p.kind not in ("json", "jsonl"):
+        return 0.0
+    keys = head_keys(p)
+    if {"request_id", "request_created_at"} <= keys and keys & {"response_status", "delay_ms"}:
+        return 0.97
+    return 0.0
+
+
+def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
+    """One ``HeliconeRequest`` (an element of ``POST /v1/request/query``'s ``data``) as canonical fields.
+
+    Helicone copies the provider's usage: for Anthropic its ``prompt_tokens`` excludes the cache
+    reads and writes, which are added; for the others (OpenAI's convention) it counts the reads.
+    """
+    if not isinstance(rec, dict) or "request_id" not in rec:
+        raise InputError("expected a Helicone request (an object with request_id)", file=name, row=row,
+                         field="request_id")
+    provider = _text(rec.get("provider"))
+    prompt, completion = _count(rec.get("prompt_tokens")), _count(rec.get("completion_tokens"))
+    read, write = _count(rec.get("prompt_cache_read_tokens")), _count(rec.get("prompt_cache_write_tokens"))
+    if isinstance(prompt, int) and provider and provider.lower() == "anthropic":
+        prompt += _sum_ints(read, write)
+    code = _count(rec.get("response_status"))
+    ok = code is None or (isinstance(code, int) and 200 <= code < 300)
+    cache_ref = _text(rec.get("cache_reference_id"))
+    hit = cache_ref is not None and cache_ref not in HELICONE_NO_CACHE
+    attrs = {k: v for k, v in rec.items() if k not in HELICONE_MAPPED}
+    raw_cost = rec.get("costUSD", rec.get("cost"))
+    cost = _cost(raw_cost, _sum_ints(prompt, completion), attrs, free=hit) if raw_cost is not None else None
+    properties = _d(rec.get("properties")) or _d(rec.get("request_properties"))
+    return _out(row, {
+        "request_id": _text(rec.get("request_id")), "ts": _utc(rec.get("request_created_at")),
+        "tenant": _tenant(options, rec.get("request_user_id"), rec, properties),
+        "model": _text(rec.get("model")) or _text(rec.get("response_model")) or _text(rec.get("request_model"))
+        or options.model,
+        "provider": provider.lower() if provider else None, "cache_hit": "true" if hit else "false",
+        "input_tokens": prompt, "output_tokens": completion, "cached_input_tokens": read,
+        "cache_write_tokens": write,
+        "ttft_ms": rec.get("time_to_first_token"),
+        "total_ms": rec.get("delay_ms"),
+        "status": "ok" if ok else "error", "error_type": None if ok else f"http_{code}",
+        "cost_usd": cost, "attrs": _json(attrs),
+    })
+
+
+def _read_helicone(con, p: Probe, options: IngestOptions) -> Source:
+    def rows():
+        for row, rec in iter_records(p):
+            yield helicone_row(row, rec, options, p.name)
+    return _python_source(rows(), columns=RAW_COLUMNS)
+
+
+register(Adapter(
+    name="helicone", label="Helicone request export (POST /v1/request/query)",
+    source_tool="Helicone",
+    export_hint="POST /v1/request/query (or query-clickhouse): the JSON {\"data\": [...], \"error\": null}, one "
+                "page per file or per line; tenant = request_user_id (Helicone-User-Id) unless --tenant-field "
+                "names a property",
+    sniff=_sniff_helicone, read=_read_helicone,
+    example="tests/data/providers/helicone_requests.json",
+))
+
+
+# ---------------------------------------------------------------- openrouter
+
+OPENROUTER_MAPPED = {"id", "created_at", "model", "provider_name", "total_cost", "native_tokens_prompt",
+                     "native_tokens_completion", "native_tokens_cached", "native_tokens_reasoning", "latency",
+                     "external_user", "service_tier"}
+
+
+def _sniff_openrouter(p: Probe) -> float:
+    if p.kind not in ("json", "jsonl"):
+        return 0.0
+    keys = head_keys(p)
+    if "total_cost" in keys and keys & {"native_tokens_prompt", "generation_time"}:
+        return 0.97
+    return 0.0
+
+
+def openrouter_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
+    """One generation (``GET /api/v1/generation``'s ``data``) as canonical fields.
+
+    Tokens are the provider's own (``native_tokens_*``: what is billed; ``tokens_*`` are OpenRouter's
+    normalised count, kept in attrs); the cached and reasoning ones are parts of prompt and completion.
+    ``latency`` is the total latency (ms); ``total_cost`` the recorded cost.
+    """
+    if isinstance(rec, dict) and isinstance(rec.get("data"), dict):
+        rec = rec["data"]
+    if not isinstance(rec, dict) or "id" not in rec:
+        raise InputError("expected an OpenRouter generation (an object with id)", file=name, row=row, field="id")
+    prompt, completion = _count(rec.get("native_tokens_prompt")), _count(rec.get("native_tokens_completion"))
+    if prompt is None:
+        prompt = _count(rec.get("tokens_prompt"))
+    if completion is None:
+        completion = _count(rec.get("tokens_completion"))
+    attrs = {k: v for k, v in rec.items() if k not in OPENROUTER_MAPPED and v is not None}
+    cost = _cost(rec.get("total_cost"), _sum_ints(prompt, completion), attrs) \
+        if rec.get("total_cost") is not None else None
+    cancelled = rec.get("cancelled") is True
+    return _out(row, {
+        "request_id": _text(rec.get("id")), "ts": _utc(rec.get("created_at")),
+        "tenant": _tenant(options, rec.get("external_user"), rec),
+        "model": _text(rec.get("model")) or options.model, "provider": _text(rec.get("provider_name")),
+        "service_tier": _text(rec.get("service_tier")),
+        "input_tokens": prompt, "output_tokens": completion,
+        "cached_input_tokens": _count(rec.get("native_tokens_cached")),
+        "reasoning_tokens": _count(rec.get("native_tokens_reasoning")),
+        "total_ms": rec.get("latency"),
+        "status": "error" if cancelled else "ok", "error_type": "cancelled" if cancelled else None,
+        "cost_usd": cost, "attrs": _json(attrs),
+    })
+
+
+def _read_openrouter(con, p: Probe, options: IngestOptions) -> Source:
+    def rows():
+        for row, rec in iter_records(p):
+            yield openrouter_row(row, rec, options, p.name)
+    return _python_source(rows(), columns=RAW_COLUMNS)
+
+
+register(Adapter(
+    name="openrouter", label="OpenRouter generation stats (GET /api/v1/generation)",
+    source_tool="OpenRouter",
+    export_hint="GET /api/v1/generation?id=ID for each generation id: one response per line (or a JSON array "
+                "of their data); tenant = external_user (the request's user) unless --tenant-field",
+    sniff=_sniff_openrouter, read=_read_openrouter,
+    example="tests/data/providers/openrouter_generations.jsonl",
+))

@@ -1,0 +1,245 @@
+"""finops.ingest.providers: OpenAI Batch output, Anthropic Message Batches results, Helicone, OpenRouter.
+
+Every expected number is computed here from the raw file (tests/data/providers/, see its README entry),
+not read back from the adapter.
+"""
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from finops import store
+from finops.errors import InputError
+from finops.ingest import IngestOptions, detect, ingest_path, probe
+from helpers import DATA, read_jsonl
+
+P = DATA / "providers"
+START = datetime(2025, 3, 4, 15, 0)
+
+
+@pytest.fixture
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def rows(con) -> dict:
+    df = con.execute("SELECT * FROM requests").df()
+    return {r["request_id"]: r for r in df.to_dict("records")}
+
+
+def na(v):
+    return None if v is None or v != v else v
+
+
+@pytest.mark.parametrize("name, fmt", [
+    ("openai_batch_output.jsonl", "openai-batch"), ("anthropic_batch_results.jsonl", "anthropic-batch"),
+    ("helicone_requests.json", "helicone"), ("openrouter_generations.jsonl", "openrouter")])
+def test_detection_picks_the_format(name, fmt):
+    assert detect(probe(P / name)).name == fmt
+
+
+def test_other_formats_files_are_not_taken():
+    for f in ("litellm/spend_logs.json", "langfuse_observations.json", "otel_genai_spans.jsonl",
+              "mooncake_conversation_head300.jsonl", "litellm/spendlogs_v1_74.csv"):
+        assert detect(probe(DATA / f)).name not in ("openai-batch", "anthropic-batch", "helicone", "openrouter")
+
+
+# ---------------------------------------------------------------- openai-batch
+
+def test_openai_batch_rows_equal_the_file(con):
+    raw = read_jsonl(P / "openai_batch_output.jsonl")
+    (res,) = ingest_path(con, P / "openai_batch_output.jsonl", IngestOptions(model="gpt-4o-mini-2024-07-18"))
+    assert (res.format, res.rows_read, res.rows_rejected) == ("openai-batch", len(raw), 0)
+    got = rows(con)
+    timed = [r for r in raw if (r["response"] or {}).get("body", {}).get("created")]
+    for r in raw:
+        row = got[r["id"]]
+        assert (row["provider"], row["service_tier"]) == ("openai", "batch")
+        body = (r["response"] or {}).get("body") or {}
+        if "usage" in body and "error" not in body:
+            u = body["usage"]
+            assert row["status"] == "ok" and row["model"] == body["model"]
+            assert row["input_tokens"] == u["prompt_tokens"]
+            assert row["output_tokens"] == u.get("completion_tokens", 0)
+            assert na(row["cached_input_tokens"]) == (u.get("prompt_tokens_details") or {}).get("cached_tokens")
+            assert na(row["reasoning_tokens"]) == (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        else:
+            assert row["status"] == "error"
+            assert row["error_type"] == (body.get("error") or r["error"])["code"]
+            assert row["model"] == "gpt-4o-mini-2024-07-18"        # --model: the line names none
+        if body.get("created"):
+            assert row["ts"] == datetime.fromtimestamp(body["created"], UTC).replace(tzinfo=None)
+        else:
+            # no time of its own: the nearest timed line before it
+            before = [t for t in timed if raw.index(t) < raw.index(r)]
+            t = (before[-1] if before else timed[0])["response"]["body"]["created"]
+            assert row["ts"] == datetime.fromtimestamp(t, UTC).replace(tzinfo=None)
+            assert json.loads(row["attrs"])["ts_from"]
+        assert na(row["cost_usd"]) is None
+    # loading twice adds nothing
+    (again,) = ingest_path(con, P / "openai_batch_output.jsonl", IngestOptions(model="gpt-4o-mini-2024-07-18"))
+    assert again.rows_ingested == 0 and store.row_count(con) == len(raw)
+
+
+def test_openai_batch_failures_without_model_are_rejected_by_name(con):
+    (res,) = ingest_path(con, P / "openai_batch_output.jsonl")
+    failed = [i for i, r in enumerate(read_jsonl(P / "openai_batch_output.jsonl"), start=1)
+              if r["error"] or "error" in r["response"]["body"]]
+    assert [r["row"] for r in res.rejects] == failed
+    assert all("model: missing" in r["reason"] for r in res.rejects)
+
+
+def test_openai_batch_input_file_is_refused_with_advice(con, tmp_path):
+    f = tmp_path / "batch_input.jsonl"
+    f.write_text(json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                             "body": {"model": "gpt-4o-mini", "messages": []}}) + "\n")
+    with pytest.raises(InputError, match="Batch input file.*output file"):
+        ingest_path(con, f, IngestOptions(format="openai-batch"))
+
+
+def test_openai_batch_bad_value_is_named_by_row_and_field(con, tmp_path):
+    lines = (P / "openai_batch_output.jsonl").read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["response"]["body"]["usage"]["prompt_tokens"] = "many"
+    lines[1] = json.dumps(bad)
+    f = tmp_path / "out.jsonl"
+    f.write_text("\n".join(lines[:2]) + "\n" + "{not json\n")
+    with pytest.raises(InputError, match=r"row 3.*not valid JSON"):
+        ingest_path(con, f)
+    assert store.row_count(con) == 0
+    f.write_text("\n".join(lines[:2]) + "\n")
+    (res,) = ingest_path(con, f)
+    assert res.rejects == [{"row": 2, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
+
+
+# ---------------------------------------------------------------- anthropic-batch
+
+def test_anthropic_batch_rows_equal_the_file(con):
+    raw = read_jsonl(P / "anthropic_batch_results.jsonl")
+    (res,) = ingest_path(con, P / "anthropic_batch_results.jsonl",
+                         IngestOptions(start=START, model="claude-sonnet-4-20250514"))
+    assert (res.format, res.rows_read, res.rows_ingested) == ("anthropic-batch", len(raw), len(raw))
+    df = con.execute("SELECT * FROM requests").df()
+    by_custom = {json.loads(r["attrs"])["custom_id"]: r for r in df.to_dict("records")}
+    expected_status = {"succeeded": "ok", "errored": "error", "canceled": "rejected", "expired": "timeout"}
+    for r in raw:
+        row = by_custom[r["custom_id"]]
+        assert row["ts"] == START and row["provider"] == "anthropic" and row["service_tier"] == "batch"
+        assert row["status"] == expected_status[r["result"]["type"]]
+        if r["result"]["type"] != "succeeded":
+            assert na(row["input_tokens"]) is None
+            continue
+        m = r["result"]["message"]
+        u = m["usage"]
+        assert row["request_id"] == m["id"] and row["model"] == m["model"]
+        assert row["input_tokens"] == (u["input_tokens"] + u["cache_read_input_tokens"]
+                                       + u["cache_creation_input_tokens"])
+        assert row["cached_input_tokens"] == u["cache_read_input_tokens"]
+        assert row["cache_write_tokens"] == u["cache_creation"]["ephemeral_5m_input_tokens"]
+        assert row["cache_write_1h_tokens"] == u["cache_creation"]["ephemeral_1h_input_tokens"]
+        assert row["output_tokens"] == u["output_tokens"]
+    assert by_custom["doc-3"]["error_type"] == "invalid_request_error"
+    (again,) = ingest_path(con, P / "anthropic_batch_results.jsonl",
+                           IngestOptions(start=START, model="claude-sonnet-4-20250514"))
+    assert again.rows_ingested == 0 and store.row_count(con) == len(raw)
+
+
+def test_anthropic_batch_needs_start(con):
+    with pytest.raises(InputError, match="anthropic_batch_results.jsonl.*--start"):
+        ingest_path(con, P / "anthropic_batch_results.jsonl")
+
+
+def test_anthropic_batch_unknown_result_type_is_named(con, tmp_path):
+    f = tmp_path / "results.jsonl"
+    f.write_text(json.dumps({"custom_id": "x", "result": {"type": "succeded"}}) + "\n")
+    with pytest.raises(InputError, match="row 1, field result.type: result.type 'succeded'"):
+        ingest_path(con, f, IngestOptions(start=START))
+
+
+# ---------------------------------------------------------------- helicone
+
+def test_helicone_rows_equal_the_file(con):
+    raw = json.loads((P / "helicone_requests.json").read_text())["data"]
+    (res,) = ingest_path(con, P / "helicone_requests.json")
+    assert (res.format, res.rows_ingested, res.rows_rejected) == ("helicone", len(raw), 0)
+    got = rows(con)
+    for r in raw:
+        row = got[r["request_id"]]
+        ts = datetime.fromisoformat(r["request_created_at"].replace("Z", "+00:00")).replace(tzinfo=None)
+        assert row["ts"] == ts and row["model"] == r["model"] and row["provider"] == r["provider"].lower()
+        assert row["tenant"] == (r["request_user_id"] or "default")
+        assert row["total_ms"] == r["delay_ms"] and na(row["ttft_ms"]) == r["time_to_first_token"]
+        assert row["status"] == ("ok" if r["response_status"] == 200 else "error")
+        if r["prompt_tokens"] is None:
+            assert na(row["input_tokens"]) is None
+        else:
+            extra = (r["prompt_cache_read_tokens"] + r["prompt_cache_write_tokens"]
+                     if r["provider"] == "ANTHROPIC" else 0)
+            assert row["input_tokens"] == r["prompt_tokens"] + extra
+            assert row["cached_input_tokens"] == r["prompt_cache_read_tokens"]
+            assert row["cache_write_tokens"] == r["prompt_cache_write_tokens"]
+            assert row["output_tokens"] == r["completion_tokens"]
+        attrs = json.loads(row["attrs"])
+        if r["costUSD"] == 0 and (r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0) > 0:
+            assert na(row["cost_usd"]) is None and attrs["source_cost_usd"] == 0.0     # unpriced by Helicone
+        else:
+            assert row["cost_usd"] == pytest.approx(r["costUSD"])
+    (again,) = ingest_path(con, P / "helicone_requests.json")
+    assert again.rows_ingested == 0
+
+
+def test_helicone_tenant_from_a_property(con):
+    ingest_path(con, P / "helicone_requests.json", IngestOptions(tenant_field="team"))
+    raw = json.loads((P / "helicone_requests.json").read_text())["data"]
+    got = rows(con)
+    assert {r["request_id"]: got[r["request_id"]]["tenant"] for r in raw} == {
+        r["request_id"]: r["properties"]["team"] for r in raw}
+
+
+# ---------------------------------------------------------------- openrouter
+
+def test_openrouter_rows_equal_the_file(con):
+    raw = [line["data"] for line in read_jsonl(P / "openrouter_generations.jsonl")]
+    (res,) = ingest_path(con, P / "openrouter_generations.jsonl")
+    assert (res.format, res.rows_ingested, res.rows_rejected) == ("openrouter", len(raw), 0)
+    got = rows(con)
+    for g in raw:
+        row = got[g["id"]]
+        ts = datetime.fromisoformat(g["created_at"].replace("Z", "+00:00")).replace(tzinfo=None)
+        assert row["ts"] == ts and row["model"] == g["model"] and row["provider"] == g["provider_name"]
+        assert row["tenant"] == (g["external_user"] or "default")
+        assert row["input_tokens"] == g["native_tokens_prompt"]
+        assert row["output_tokens"] == g["native_tokens_completion"]
+        assert na(row["cached_input_tokens"]) == g["native_tokens_cached"]
+        assert na(row["reasoning_tokens"]) == g["native_tokens_reasoning"]
+        assert row["total_ms"] == g["latency"]
+        assert row["status"] == ("error" if g["cancelled"] else "ok")
+        attrs = json.loads(row["attrs"])
+        assert attrs["generation_time"] == g["generation_time"] and attrs["tokens_prompt"] == g["tokens_prompt"]
+        if g["total_cost"] == 0:
+            assert na(row["cost_usd"]) is None and attrs["source_cost_usd"] == 0.0
+        else:
+            assert row["cost_usd"] == pytest.approx(g["total_cost"])
+    (again,) = ingest_path(con, P / "openrouter_generations.jsonl")
+    assert again.rows_ingested == 0
+
+
+def test_openrouter_json_array_of_data_loads_the_same(con, tmp_path):
+    raw = [line["data"] for line in read_jsonl(P / "openrouter_generations.jsonl")]
+    f = tmp_path / "generations.json"
+    f.write_text(json.dumps(raw, indent=1))
+    (res,) = ingest_path(con, f)
+    assert res.format == "openrouter" and res.rows_ingested == len(raw)
+
+
+def test_openrouter_bad_latency_is_named(con, tmp_path):
+    line = read_jsonl(P / "openrouter_generations.jsonl")[0]
+    line["data"]["latency"] = "slow"
+    f = tmp_path / "gen.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    (res,) = ingest_path(con, f)
+    assert res.rejects == [{"row": 1, "field": "total_ms", "reason": "total_ms: cannot read slow as double"}]
