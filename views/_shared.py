@@ -22,6 +22,16 @@ def store_path() -> str:
     return store.resolve_path(os.environ.get("FINOPS_DB") or None)
 
 
+def store_label() -> str:
+    """The store as a visitor may see it: its path under the project (``data/finops.duckdb``), else its
+    file name; never a server's absolute path."""
+    from pathlib import Path
+
+    path = Path(store_path()).resolve()
+    root = Path(__file__).resolve().parent.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else path.name
+
+
 def connection():
     """The process's one connection to the store (a cursor per use is taken by ``cursor``)."""
     return _connection(store_path())
@@ -80,7 +90,7 @@ def stop_if_store_empty(what: str = "this page") -> None:
         return
     st.info(f"The store `{os.path.basename(store_path())}` holds no requests yet, so {what} has nothing to show. "
             "Load request logs on the Data page, or build the sample fleet with "
-            "`python -m finops demo --db " + store_path() + "`.", icon=":material/database:")
+            "`python -m finops demo --db " + store_label() + "`.", icon=":material/database:")
     st.page_link("views/data.py", label="Go to the Data page", icon=":material/upload_file:")
     st.stop()
 

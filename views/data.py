@@ -16,7 +16,7 @@ from views._shared import (
     query,
     start_following,
     stop_following,
-    store_path,
+    store_label,
 )
 
 st.title("Data")
@@ -54,9 +54,9 @@ uploads = st.file_uploader(
     type=["csv", "tsv", "txt", "log", "json", "jsonl", "ndjson", "parquet", "gz", "zip"])
 st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files load from the command line: stop the "
            "dashboard first (one process at a time writes to a DuckDB store), then run")
-st.code(f"python -m finops ingest PATH --db {store_path()}\n"
+st.code(f"python -m finops ingest PATH --db {store_label()}\n"
         "# any other table: add a column mapping and constants, e.g.\n"
-        f"python -m finops ingest trace.csv --db {store_path()} \\\n"
+        f"python -m finops ingest trace.csv --db {store_label()} \\\n"
         "    --map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens --model gpt-4o",
         language="bash")
 
@@ -201,7 +201,7 @@ st.subheader("Loaded batches")
 batches = query(store.batches)
 if batches.empty:
     st.info("No batches loaded yet: the store is empty. Load files above, or build the sample fleet with "
-            f"`python -m finops demo --db {store_path()}`.", icon=":material/database:")
+            f"`python -m finops demo --db {store_label()}`.", icon=":material/database:")
 else:
     st.caption(f"{len(batches):,} batches, {int(batches['rows_ingested'].sum()):,} requests. Deleting a batch removes "
                "its requests and their rollups; loading the same file again brings them back.")

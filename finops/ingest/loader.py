@@ -158,8 +158,11 @@ def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     return out
 
 
-def timestamp_window(now: datetime | None = None) -> tuple[datetime, datetime]:
-    """The timestamps a load accepts: ``schema.TS_MIN`` to a year ahead, or ``$FINOPS_TS_MIN`` / ``$FINOPS_TS_MAX``."""
+def timestamp_window(now: datetime | None = None, strict: bool = True) -> tuple[datetime, datetime]:
+    """The timestamps a load accepts: ``schema.TS_MIN`` to a year ahead, or ``$FINOPS_TS_MIN`` / ``$FINOPS_TS_MAX``.
+
+    A setting that is not an ISO date raises InputError, or (``strict=False``, for reading) is ignored.
+    """
     def parse(env: str, default: datetime) -> datetime:
         text = os.environ.get(env)
         if not text:
@@ -167,11 +170,36 @@ def timestamp_window(now: datetime | None = None) -> tuple[datetime, datetime]:
         try:
             return datetime.fromisoformat(text).replace(tzinfo=None)
         except ValueError:
+            if not strict:
+                return default
             raise InputError(f"{env}={text!r} is not an ISO date (e.g. 2015-01-01)") from None
     now = (now or datetime.now(UTC)).replace(tzinfo=None)
     lo = parse("FINOPS_TS_MIN", datetime.fromisoformat(schema.TS_MIN))
     hi = parse("FINOPS_TS_MAX", now + timedelta(days=schema.TS_MAX_AHEAD_DAYS))
     return lo, hi
+
+
+@dataclass(frozen=True)
+class StoredSpan:
+    """The stored requests' time span within :func:`timestamp_window`, and how many lie outside it
+    (rows loaded before the window was enforced, or under a wider one): what the period filter offers."""
+    first: datetime | None
+    last: datetime | None
+    outside: int
+    window: tuple[datetime, datetime]
+
+
+def stored_span(con: duckdb.DuckDBPyConnection) -> StoredSpan:
+    """First and last stored request inside the accepted window, and the count of those outside it.
+
+    A store holding a row dated 9999-12-31 still has a period a date picker and an hourly chart can
+    take; the pages say how many requests it leaves out and where to delete them.
+    """
+    lo, hi = timestamp_window(strict=False)
+    first, last, outside = con.execute(
+        "SELECT min(ts) FILTER (WHERE ts BETWEEN ? AND ?), max(ts) FILTER (WHERE ts BETWEEN ? AND ?), "
+        "count(*) FILTER (WHERE ts < ? OR ts > ?) FROM requests", [lo, hi, lo, hi, lo, hi]).fetchall()[0]
+    return StoredSpan(first, last, int(outside or 0), (lo, hi))
 
 
 def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
