@@ -22,10 +22,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from finops import schema, store
 from finops.errors import InputError
-from finops.ingest.base import ADAPTERS, IngestOptions, Probe, Source, adapter_named, probe
+from finops.ingest.base import (
+    ADAPTERS,
+    IngestOptions,
+    Probe,
+    Source,
+    adapter_named,
+    probe,
+    scan_text,
+    unreadable,
+)
 
 MAX_REJECTS_KEPT = 10_000
 Progress = Callable[[float, str], None]
@@ -388,6 +398,7 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     p = probe(path, name)
     # a column mapping implies generic; --tenant-field alone does not (every format may take one)
     adapter = detect(p, options.format, bool(options.mapping))
+    scan_text(p)
     _check_truncated(p)
     sha = file_sha256(path)
     opts_json = options.as_json()
@@ -402,15 +413,24 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
         return IngestResult(name, adapter.name, None, read, 0, rejected, read - rejected, [])
 
     _install_macros(con)
-    source = adapter.read(con, p, options)
+    try:
+        source = adapter.read(con, p, options)
+    except (duckdb.Error, pa.ArrowException) as exc:
+        raise unreadable(exc, file=name, what=adapter.name) from None
     while True:
         try:
             with store.transaction(con):
                 result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
             break
-        except duckdb.Error as exc:
+        except (duckdb.Error, pa.ArrowException) as exc:
+            if p.kind == "csv" and not p.serial_csv and "quoted new line" in str(exc):
+                # a quoted newline past the probed head: DuckDB's parallel scanner cannot split such
+                # rows; read the file again on one thread
+                p.serial_csv = True
+                source = adapter.read(con, p, options)
+                continue
             if source.fallback is None:
-                raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=name) from None
+                raise unreadable(exc, file=name, what=adapter.name) from None
             # the fast typed read met a value it cannot take: read again untyped, row by row checks
             source = source.fallback()
         finally:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, quote_ident
+from finops.ingest.base import IngestOptions, Probe, Source, quote_ident, unreadable
 
 
 def _sql_str(value: str) -> str:
@@ -41,7 +41,7 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         spec = ", ".join(f"{_sql_str(c)}: 'VARCHAR'" for c in cols + ["_extra"])
         call = (f"read_csv(?, auto_detect = false, delim = {_sql_str(p.delimiter)}, quote = '\"', escape = '\"', "
                 f"header = false, skip = 1, columns = {{{spec}}}, null_padding = true, strict_mode = false, "
-                f"compression = 'auto')")
+                f"compression = 'auto'{', parallel = false' if p.serial_csv else ''})")
         return call, [path], cols, "ordinality", "ordinality + 1"
     if p.kind in ("jsonl", "json"):
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
@@ -53,7 +53,7 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         try:
             described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path]).fetchall()]
         except duckdb.Error as exc:
-            raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file=p.name) from None
+            raise unreadable(exc, file=p.name, what="JSON") from None
         cols = [c for c, _ in described]
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
