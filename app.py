@@ -8,9 +8,10 @@ import streamlit as st
 
 from finops import store
 from finops.filters import filters_for
+from finops.ingest.loader import stored_span
 from finops.sample import demo
 from views import PAGES, missing_pages
-from views._shared import FOLLOW_KEY, connection, follow_status, query, store_path
+from views._shared import FOLLOW_KEY, connection, follow_status, query, store_label, store_path
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
 
@@ -30,11 +31,17 @@ def _first_start() -> None:
 
 def _sidebar():
     con = connection().cursor()
-    lo, hi = store.time_span(con)
+    span = query(stored_span)
+    lo, hi = span.first, span.last
     rows = store.row_count(con)
+    w_lo, w_hi = span.window
     with st.sidebar:
-        st.caption(f"Store: `{store_path()}`  \n{rows:,} requests"
-                   + (f", {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC" if lo else " (empty)"))
+        st.caption(f"Store: `{store_label()}`  \n{rows:,} requests"
+                   + (f", {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC" if lo else " (empty)" if not rows else ""))
+        if span.outside:
+            st.caption(f":orange[{span.outside:,} request{'s' if span.outside != 1 else ''} outside "
+                       f"{w_lo:%Y-%m-%d} to {w_hi:%Y-%m-%d}] are not shown on any page: delete their batch on "
+                       "the Data page (its time span says which).")
         first = lo.date() if lo else None
         last = hi.date() if hi else None
         start = st.date_input("From", value=first, min_value=first, max_value=last, key="from",
@@ -44,6 +51,9 @@ def _sidebar():
         if start and end and start > end:
             st.warning("'From' is after 'To': showing the single day 'From'.")
             end = start
+        if lo is None and rows:
+            # every stored request lies outside the window: the period is the window, which holds none
+            start, end = w_lo.date(), w_hi.date()
         tenants = st.multiselect("Tenants", query(store.distinct_values, "tenant"), key="tenant",
                                  bind="query-params", placeholder="all tenants")
         models = st.multiselect("Models", query(store.distinct_values, "model"), key="model",

@@ -212,3 +212,36 @@ def test_every_rule_has_an_evaluator():
 def test_empty_store_has_no_alerts(empty_db):
     a = alerts.open_alerts(store.connect(empty_db), Filters())
     assert a.empty and list(a.columns) == alerts.ALERT_COLUMNS
+
+
+# ---------------------------------------------------------------- windows too small to judge (issue 17)
+
+def test_a_store_whose_requests_all_fail_in_small_hours_raises_a_critical_alert():
+    """24 hours of 20 requests, every one failed: no hour reaches min_requests (50), so no hour alone is
+    judged; pooled, 480 of 480 failed, Wilson's 99.9 % lower bound is 480 / (480 + 3.09²) = 98.05 % (98.0 % shown)."""
+    con = _store(*[_rows(20, T0 + timedelta(hours=h), status="error") for h in range(24)])
+    a = _fired(con, "error_rate")
+    assert len(a) == 1
+    row = a.iloc[0]
+    assert (row.model, row.tenant, row.severity) == ("gpt-4o", "acme", "critical")
+    assert row.value == 1.0
+    assert row.window_start == pd.Timestamp(T0) and row.window_end == pd.Timestamp(T0 + timedelta(hours=24))
+    assert_allclose(alerts.wilson_lower(480, 480), 480 / (480 + 3.09 ** 2))
+    assert ("480 of 480 requests failed over 24 hours of fewer than 50 requests each, judged together "
+            "(99.9% lower bound 98.0%)") in row.message
+    assert alerts.unjudged(con).query("rule == 'error_rate'").empty
+
+
+def test_windows_too_small_even_pooled_are_reported_as_unjudged_not_as_fine():
+    """3 requests, all failed: 3 < 50 even together, so no alert, and the window is listed as unjudged."""
+    con = _store(_rows(3, T0, status="error", total_ms=100.0))
+    assert _fired(con, "error_rate").empty
+    blind = alerts.unjudged(con).set_index("rule")
+    assert blind.loc["error_rate", ["windows", "requests", "min_requests"]].tolist() == [1, 3, 50]
+    assert blind.loc["p99_over_sla", ["windows", "requests", "min_requests"]].tolist() == [1, 3, 100]
+
+
+def test_pooling_keeps_the_few_requests_rule():
+    """Small hours pooled still need min_requests together: 5 of 10 failed is not judged."""
+    con = _store(_rows(10, T0, status=["error"] * 5 + ["ok"] * 5))
+    assert _fired(con, "error_rate").empty

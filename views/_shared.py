@@ -5,6 +5,7 @@ Pages import from here and from ``finops``; they hold no SQL and no maths.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 import streamlit as st
@@ -20,6 +21,36 @@ def _connection(path: str):
 
 def store_path() -> str:
     return store.resolve_path(os.environ.get("FINOPS_DB") or None)
+
+
+# what Streamlit's Markdown reads anywhere in a line: CommonMark's inline punctuation, ``$`` (LaTeX),
+# ``<`` and ``&`` (HTML, entities), ``~`` (strike); ``:`` before a word (emoji, icons, ``:red[...]``,
+# and breaks ``http://`` autolinks); ``_`` unless inside a word (where it is no emphasis)
+_INLINE = re.compile(r"([\\`*\[\]()<!$~&]|:(?=\S)|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<=www)\.)")
+# and at the start of a line: headings, quotes, lists, tables
+_LEADING = re.compile(r"^(\s*)([#>+\-=|]|\d+(?=[.)]))")
+
+
+def plain(text) -> str:
+    r"""A user-supplied value (tenant, model, file, batch name, a message naming one) for Markdown:
+    what Markdown would read is backslash-escaped and line breaks become spaces, so it shows as itself:
+    never a link, an image fetched from elsewhere, a colour, an icon, LaTeX or HTML.
+
+    >>> print(plain("![x](http://h/p.png) **b** :red[x] $x$ <img> prompt_chars > 4"))
+    \!\[x\]\(http\://h/p.png\) \*\*b\*\* \:red\[x\] \$x\$ \<img> prompt_chars > 4
+    """
+    one_line = re.sub(r"[\r\n]+", " ", str(text))
+    return _LEADING.sub(r"\1\\\2", _INLINE.sub(r"\\\1", one_line))
+
+
+def store_label() -> str:
+    """The store as a visitor may see it: its path under the project (``data/finops.duckdb``), else its
+    file name; never a server's absolute path."""
+    from pathlib import Path
+
+    path = Path(store_path()).resolve()
+    root = Path(__file__).resolve().parent.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else path.name
 
 
 def connection():
@@ -61,7 +92,7 @@ def filter_caption(f: Filters) -> str:
         parts.append(f"{f.since:%Y-%m-%d} to {(f.until.date()):%Y-%m-%d} (exclusive), UTC")
     for label, values in (("tenants", f.tenants), ("models", f.models), ("tiers", f.sla_tiers)):
         if values:
-            parts.append(f"{label}: {', '.join(values)}")
+            parts.append(f"{label}: {', '.join(plain(v) for v in values)}")
     return " · ".join(parts) or "all data"
 
 
@@ -80,7 +111,7 @@ def stop_if_store_empty(what: str = "this page") -> None:
         return
     st.info(f"The store `{os.path.basename(store_path())}` holds no requests yet, so {what} has nothing to show. "
             "Load request logs on the Data page, or build the sample fleet with "
-            "`python -m finops demo --db " + store_path() + "`.", icon=":material/database:")
+            "`python -m finops demo --db " + store_label() + "`.", icon=":material/database:")
     st.page_link("views/data.py", label="Go to the Data page", icon=":material/upload_file:")
     st.stop()
 
@@ -134,11 +165,28 @@ def follow_status() -> None:
     except InputError as exc:
         step, spec["error"] = None, str(exc)
     spec["checks"] += 1
-    name = os.path.basename(spec["path"])
+    name = plain(os.path.basename(spec["path"]))
     if spec["error"]:
-        st.caption(f":orange[●] Following `{name}`: {spec['error']}")
+        st.caption(f":orange[●] Following {name}: {plain(spec['error'])}")
     else:
-        st.caption(f":green[●] Following `{name}` live: {spec['rows']:,} new requests loaded "
+        st.caption(f":green[●] Following {name} live: {spec['rows']:,} new requests loaded "
                    f"(checked {datetime.now():%H:%M:%S}).")
     if step is not None and step.rows_ingested:
         st.rerun(scope="app")
+
+
+def no_alert_state(f: Filters) -> None:
+    """"No alert fired", said only of the windows the rules could judge; the rest are named."""
+    from finops.ops import alerts
+
+    blind = query(alerts.unjudged, f)
+    if blind.empty:
+        st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
+                   "queue growth are all within their thresholds.", icon=":material/notifications_off:")
+        return
+    parts = [f"{r.title.lower()}: {r.windows:,} window{'s' if r.windows != 1 else ''} with {r.requests:,} "
+             f"request{'s' if r.requests != 1 else ''} in all (a window needs "
+             f"{r.min_requests:,})" for r in blind.itertuples(index=False)]
+    st.warning("No alert fired on the windows the rules could judge, but some had too few requests to judge: "
+               + "; ".join(parts) + ". Their health is unknown, not fine: widen the period, or lower the rule's "
+               "min_requests on the Latency page.", icon=":material/help:")

@@ -4,7 +4,15 @@ import streamlit as st
 from finops import charts
 from finops.errors import InputError
 from finops.spend import budgets
-from views._shared import current_filters, cursor, empty_state, query, source_label, stop_if_store_empty
+from views._shared import (
+    current_filters,
+    cursor,
+    empty_state,
+    plain,
+    query,
+    source_label,
+    stop_if_store_empty,
+)
 
 st.title("Budgets")
 st.caption("Monthly budgets per tenant. The sidebar's tenant filter applies; its dates, models and tiers do not: "
@@ -94,7 +102,7 @@ if saved:
     try:
         stored = budgets.save_budgets(cursor(), month, edited)
     except InputError as exc:
-        st.error(f"Budgets not saved: {exc}", icon=":material/error:")
+        st.error(f"Budgets not saved: {plain(exc)}", icon=":material/error:")
     else:
         st.toast(f"Saved {stored} budgets for {label}.", icon=":material/check:")
         st.rerun()

@@ -14,6 +14,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    plain,
     query,
     source_label,
     stop_if_store_empty,
@@ -96,13 +97,13 @@ if gpu.summary.empty:
 else:
     for r in gpu.summary.itertuples(index=False):
         c1, c2, c3, c4 = st.columns(4)
-        c1.metric(f"{r.model}: fleet cost (USD)", f"${r.fleet_cost_usd:,.2f}", border=True,
+        c1.metric(f"{plain(r.model)}: fleet cost (USD)", f"${r.fleet_cost_usd:,.2f}", border=True,
                   help="Replicas × GPUs per replica × $ per GPU-hour, over every hour of the period.")
-        c2.metric(f"{r.model}: allocated (USD)", f"${r.allocated_usd:,.2f}", border=True,
+        c2.metric(f"{plain(r.model)}: allocated (USD)", f"${r.allocated_usd:,.2f}", border=True,
                   help="The busy share of the fleet cost, charged to the requests that used it.")
-        c3.metric(f"{r.model}: idle (USD)", f"${r.idle_usd:,.2f}", border=True,
+        c3.metric(f"{plain(r.model)}: idle (USD)", f"${r.idle_usd:,.2f}", border=True,
                   help="Paid GPU time no request used: the idle-capacity line of the showback.")
-        c4.metric(f"{r.model}: utilisation (%)", f"{100 * r.utilization:.1f} %", border=True,
+        c4.metric(f"{plain(r.model)}: utilisation (%)", f"{100 * r.utilization:.1f} %", border=True,
                   help="Busy share of the paid GPU capacity over the period.")
     cols = st.columns(min(len(gpu.summary), 2))
     for i, model in enumerate(gpu.summary["model"]):

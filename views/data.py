@@ -1,5 +1,7 @@
 """Data: load request logs (detected format, preview, column mapping, validation report), the loaded
 batches, and the price book."""
+import logging
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,10 +16,11 @@ from finops.spend import exports, pricing
 from views._shared import (
     FOLLOW_KEY,
     cursor,
+    plain,
     query,
     start_following,
     stop_following,
-    store_path,
+    store_label,
 )
 
 st.title("Data")
@@ -31,11 +34,31 @@ DESCRIBED = {c.name: c.description for c in schema.COLUMNS}
 TYPE_LABEL = {"generic": "Map the columns myself (generic)"}
 
 
+log = logging.getLogger("finops")
+
+
+def _upload_root() -> Path:
+    root = Path(st.session_state.setdefault("_upload_dir", tempfile.mkdtemp(prefix="finops-upload-")))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 def _saved(upload) -> Path:
     """The upload written to this session's temp folder under its own name (detection reads content,
-    DuckDB reads .gz by its extension)."""
-    root = Path(st.session_state.setdefault("_upload_dir", tempfile.mkdtemp(prefix="finops-upload-")))
-    return save_upload(upload.getbuffer(), upload.name, root / upload.file_id)
+    DuckDB reads .gz by its extension); deleted once loaded (:func:`_discard`) or removed from the uploader."""
+    return save_upload(upload.getbuffer(), upload.name, _upload_root() / upload.file_id)
+
+
+def _discard(file_id: str) -> None:
+    shutil.rmtree(_upload_root() / file_id, ignore_errors=True)
+
+
+def _prune(uploads) -> None:
+    """Delete the temp copies of files no longer in the uploader."""
+    keep = {u.file_id for u in uploads or []}
+    for d in _upload_root().iterdir():
+        if d.name not in keep:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _size(n: int) -> str:
@@ -51,22 +74,27 @@ uploads = st.file_uploader(
     type=["csv", "tsv", "txt", "log", "json", "jsonl", "ndjson", "parquet", "gz", "zip"])
 st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files load from the command line: stop the "
            "dashboard first (one process at a time writes to a DuckDB store), then run")
-st.code(f"python -m finops ingest PATH --db {store_path()}\n"
+st.code(f"python -m finops ingest PATH --db {store_label()}\n"
         "# any other table: add a column mapping and constants, e.g.\n"
-        f"python -m finops ingest trace.csv --db {store_path()} \\\n"
+        f"python -m finops ingest trace.csv --db {store_label()} \\\n"
         "    --map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens --model gpt-4o",
         language="bash")
 
 def _file_panel(upload) -> None:
     """One uploaded file: detected format, options, mapping form, preview and the load button."""
     key = upload.file_id
+    if key in st.session_state.setdefault("_loaded_uploads", set()):
+        st.caption(f"{plain(upload.name)} is loaded (see the validation report above); its temporary copy is "
+                   "deleted. Remove it from the list above to load it again with other settings.")
+        return
     path = _saved(upload)
     with st.container(border=True):
-        st.markdown(f"**{upload.name}** · {_size(upload.size)}")
+        st.markdown(f"**{plain(upload.name)}** · {_size(upload.size)}")
         try:
             detected = preview_path(cursor(), path, upload.name)
         except InputError as exc:
-            st.error(f"Cannot load this file: {exc}", icon=":material/error:")
+            st.error(f"Cannot load this file: {plain(exc)}", icon=":material/error:")
+            _discard(key)
             return
         choices = [] if detected.needs_mapping else [detected.format]
         if detected.kind in TABULAR and detected.format != "generic":
@@ -108,36 +136,44 @@ def _file_panel(upload) -> None:
         try:
             p = preview_path(cursor(), path, upload.name, options_)
         except InputError as exc:
-            st.error(str(exc), icon=":material/error:")
+            st.error(plain(exc), icon=":material/error:")
             return
         zipped = f" (zip of {len(p.members)} files; the preview shows the first)" if p.members else ""
         st.caption(f"Format: **{p.format_label}** (`{p.format}`){zipped}. Container: {p.container}.")
         raw_tab, stored_tab = st.tabs(["First rows of the file", "First rows as they will be stored"])
         raw_tab.dataframe(p.raw, hide_index=True)
         if p.message:
-            stored_tab.warning(p.message, icon=":material/rule:")
+            stored_tab.warning(plain(p.message), icon=":material/rule:")
         else:
             stored_tab.dataframe(p.shown.rename(columns={"_row": "row", "_reject": "rejected because"}),
                                  hide_index=True)
             bad = int(p.rows["_reject"].notna().sum())
             stored_tab.caption("Typed and validated exactly as the load will do it; empty columns are hidden."
                                + (f" {bad} of these rows would be rejected (see the last column)." if bad else ""))
-        if st.button(f"Load {upload.name} into the store", key=f"load-{key}", type="primary", disabled=not p.ready,
-                     icon=":material/upload:"):
-            bar = st.progress(0.0, text=f"{upload.name}: starting")
+        if st.button(f"Load {plain(upload.name)} into the store", key=f"load-{key}", type="primary",
+                     disabled=not p.ready, icon=":material/upload:"):
+            bar = st.progress(0.0, text=f"{plain(upload.name)}: starting")
             try:
                 results = ingest_path(cursor(), path, options_,
-                                      progress=lambda fr, text: bar.progress(min(max(fr, 0.0), 1.0), text=text))
-            except InputError as exc:
-                bar.empty()
-                st.error(f"Nothing loaded: {exc}", icon=":material/error:")
-            else:
+                                      progress=lambda fr, text: bar.progress(min(max(fr, 0.0), 1.0), text=plain(text)))
                 reports = []
                 for r in results:
                     rej = rejected_rows(cursor(), path, upload.name, r.rejects) if r.rejects else None
                     reports.append({"result": r.as_dict(), "rejected_csv": exports.safe_csv(rej) if rej is not None
                                     else None})
+            except InputError as exc:
+                bar.empty()
+                st.error(f"Nothing loaded: {plain(exc)}", icon=":material/error:")
+            except Exception:      # a bug of ours: the load's transaction rolled back; the details are logged
+                log.exception("loading the upload %s failed", upload.name)
+                bar.empty()
+                st.error(f"Nothing loaded from {plain(upload.name)}: the load stopped on an error of ours, not of "
+                         "the file's, and the store is as it was. The details are in the server log; please "
+                         "report it.", icon=":material/error:")
+            else:
                 st.session_state["_load_reports"] = reports + st.session_state.get("_load_reports", [])
+                st.session_state["_loaded_uploads"].add(key)
+                _discard(key)
                 st.rerun()
 
 
@@ -149,7 +185,7 @@ if reports:
         r = rep["result"]
         with st.container(border=True):
             already = r["batch_id"] is None and r["duplicates_skipped"] == r["rows_read"] - r["rows_rejected"]
-            st.markdown(f"**{r['file']}** read as `{r['format']}`"
+            st.markdown(f"**{plain(r['file'])}** read as `{r['format']}`"
                         + (f", batch {r['batch_id']}" if r["batch_id"] is not None else "")
                         + (" — already loaded: the same file read the same way adds nothing" if already else ""))
             c = st.columns(4)
@@ -170,6 +206,7 @@ if reports:
         st.session_state["_load_reports"] = []
         st.rerun()
 
+_prune(uploads)
 for upload in uploads or []:
     _file_panel(upload)
 
@@ -189,7 +226,7 @@ if following:
         st.rerun()
 elif st.button("Follow it live", icon=":material/play_circle:"):
     if not Path(live_path).exists():
-        st.warning(f"`{live_path}` does not exist yet; following starts anyway and loads it once it appears.")
+        st.warning(f"{plain(live_path)} does not exist yet; following starts anyway and loads it once it appears.")
     start_following(live_path)
     st.rerun()
 
@@ -198,7 +235,7 @@ st.subheader("Loaded batches")
 batches = query(store.batches)
 if batches.empty:
     st.info("No batches loaded yet: the store is empty. Load files above, or build the sample fleet with "
-            f"`python -m finops demo --db {store_path()}`.", icon=":material/database:")
+            f"`python -m finops demo --db {store_label()}`.", icon=":material/database:")
 else:
     st.caption(f"{len(batches):,} batches, {int(batches['rows_ingested'].sum()):,} requests. Deleting a batch removes "
                "its requests and their rollups; loading the same file again brings them back.")
@@ -208,13 +245,13 @@ else:
         col.markdown(f"**{title}**")
     for b in batches.head(100).itertuples(index=False):
         row = st.columns([4, 2, 2, 2, 3, 1], vertical_alignment="center")
-        row[0].markdown(f"{b.file_name}  \n:gray[batch {b.batch_id}, loaded {b.loaded_at:%Y-%m-%d %H:%M}]")
+        row[0].markdown(f"{plain(b.file_name)}  \n:gray[batch {b.batch_id}, loaded {b.loaded_at:%Y-%m-%d %H:%M}]")
         row[1].markdown(f"`{b.format}`")
         row[2].markdown(f"{b.rows_ingested:,} of {b.rows_read:,}")
         row[3].markdown(f"{b.rows_rejected:,} / {b.rows_duplicate:,}")
         row[4].markdown(f"{b.min_ts:%Y-%m-%d %H:%M} to {b.max_ts:%Y-%m-%d %H:%M}" if b.rows_ingested else "—")
         with row[5].popover("Delete", icon=":material/delete:"):
-            st.markdown(f"Delete batch {b.batch_id} ({b.rows_ingested:,} requests of {b.file_name})?")
+            st.markdown(f"Delete batch {b.batch_id} ({b.rows_ingested:,} requests of {plain(b.file_name)})?")
             if st.button("Delete it", key=f"delete-{b.batch_id}", type="primary"):
                 n = store.delete_batch(cursor(), int(b.batch_id))
                 st.toast(f"Deleted batch {b.batch_id}: {n:,} requests.", icon=":material/delete:")
@@ -226,9 +263,9 @@ else:
 st.subheader("Price book")
 unpriced = query(pricing.unpriced_models)
 if len(unpriced):
-    st.warning(f"Models with traffic but no price: {', '.join(unpriced['model'])}. Their requests cost $0 until you "
-               "add a row for them below or an alias naming a priced model (unless the logs carry their cost).",
-               icon=":material/money_off:")
+    st.warning(f"Models with traffic but no price: {', '.join(plain(m) for m in unpriced['model'])}. Their requests "
+               "cost $0 until you add a row for them below or an alias naming a priced model (unless the logs "
+               "carry their cost).", icon=":material/money_off:")
 with st.form("prices"):
     edited = st.data_editor(query(pricing.price_book), hide_index=True, num_rows="dynamic", key="price_editor",
                             column_config={
@@ -251,7 +288,7 @@ if save:
     try:
         n = pricing.save_price_book(cursor(), edited)
     except InputError as exc:
-        st.error(f"Prices not saved: {exc}", icon=":material/error:")
+        st.error(f"Prices not saved: {plain(exc)}", icon=":material/error:")
     else:
         st.toast(f"Saved {n} prices: every page is repriced.", icon=":material/check:")
         st.rerun()

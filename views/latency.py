@@ -12,6 +12,8 @@ from views._shared import (
     cursor,
     empty_state,
     filter_caption,
+    no_alert_state,
+    plain,
     query,
     source_label,
     stop_if_store_empty,
@@ -70,16 +72,16 @@ else:
             start, end = fd.metrics.get("window_start"), fd.metrics.get("window_end")
             when = f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC" if start is not None else ""
             st.markdown(f":{SEVERITY_BADGE[fd.severity]}-badge[{SEVERITY_ICON[fd.severity]} {fd.severity}] "
-                        f"**{LAYER_TITLE[fd.layer]} · {fd.model}** &nbsp; {when}")
-            st.markdown(fd.evidence)
-            st.markdown(f"**Do:** {fd.action}")
+                        f"**{LAYER_TITLE[fd.layer]} · {plain(fd.model)}** &nbsp; {when}")
+            st.markdown(plain(fd.evidence))
+            st.markdown(f"**Do:** {plain(fd.action)}")
 st.caption("Rules: finops/latency/diagnose.py (section 2.5 of the routing text). " + source_label())
 
 # ---------------------------------------------------------------- alerts
 st.header("Open alerts")
 open_alerts = query(alerts_mod.open_alerts, f)
 if open_alerts.empty:
-    st.success("No alert fired in this period.", icon=":material/notifications_off:")
+    no_alert_state(f)
 else:
     st.dataframe(open_alerts, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
                                                              "window_end", "message"],
@@ -120,7 +122,7 @@ with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
             alerts_mod.save_sla_targets(con, new_sla)
             alerts_mod.save_sla_metric(con, metric)
         except InputError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))
         else:
             st.success("Saved. Alerts are re-evaluated with the new rules.")
 
@@ -155,7 +157,7 @@ else:
         total = int(h["count"].sum())
         with grid[i % 2]:
             if h["hi"].max() <= 1.0 and (scale == "log" or h["lo"].max() <= 0.5):
-                st.markdown(f"**{model}**: none of its {total:,} requests waited (queue_ms = 0).")
+                st.markdown(f"**{plain(model)}**: none of its {total:,} requests waited (queue_ms = 0).")
                 continue
             st.altair_chart(charts.queue_histogram(h, marks, scale, title=f"{model}: queue_ms per request"))
             notes = []

@@ -9,6 +9,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    no_alert_state,
     query,
     source_label,
     stop_if_store_empty,
@@ -85,8 +86,7 @@ else:
 st.subheader("Open alerts")
 alerts = query(alerts.open_alerts, f)
 if alerts.empty:
-    st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and queue "
-               "growth are all within their thresholds.", icon=":material/notifications_off:")
+    no_alert_state(f)
 else:
     counts = alerts["severity"].value_counts()
     cols = st.columns(3)

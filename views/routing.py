@@ -8,6 +8,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    plain,
     query,
     source_label,
     stop_if_store_empty,
@@ -189,7 +190,7 @@ if policy == "per-tier":
 try:
     wi = query(routing.whatif, f, policy, **kwargs)
 except InputError as exc:
-    st.warning(str(exc))
+    st.warning(plain(exc))
     st.stop()
 if wi is None:
     empty_state("No request served by a model matches these filters.")
@@ -217,5 +218,5 @@ st.caption(f"The bill for these filters is ${wi.billed_usd:,.2f}"
            + ". Repricing self-hosted traffic at its effective $ per 1M tokens spreads each fleet's cost, idle "
              "time included, over its tokens, so unfiltered the two agree; moving tokens off a fleet saves "
              "money only if the fleet shrinks with them.")
-st.markdown("**Assumptions**\n" + "\n".join(f"- {a}" for a in wi.assumptions))
+st.markdown("**Assumptions**\n" + "\n".join(f"- {plain(a)}" for a in wi.assumptions))
 st.caption(f"{wi.requests:,} requests replayed. " + source_label())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,6 +60,8 @@ class Probe:
     first_record: dict | None = None
     lines: list[str] = field(default_factory=list)
     delimiter: str = ","
+    # read a CSV on one thread: DuckDB's parallel scanner cannot split rows with a quoted newline
+    serial_csv: bool = False
 
 
 @dataclass
@@ -110,6 +113,71 @@ def adapter_named(name: str) -> Adapter:
 # ---------------------------------------------------------------- probing
 
 HEAD_BYTES = 256 * 1024
+#: the longest line a CSV or text log may have (a longer one is refused naming the line); DuckDB's
+#: CSV reader stops at 2 MB with a message about its own buffers
+MAX_LINE_BYTES = 1 << 20
+#: the longest line of a JSON Lines file (DuckDB's largest JSON object, 16 MiB)
+MAX_JSON_LINE_BYTES = 16 << 20
+LINE_LIMITS = {"csv": MAX_LINE_BYTES, "text": MAX_LINE_BYTES, "jsonl": MAX_JSON_LINE_BYTES}
+SCAN_CHUNK = 1 << 20
+
+log = logging.getLogger("finops")
+
+
+def unreadable(exc: BaseException, *, file: str, what: str) -> InputError:
+    """An unexpected reader error (DuckDB's, Arrow's) as a sentence saying what to do; the original,
+    with any server path in it, goes to the ``finops`` log only."""
+    log.warning("reading %s as %s failed", file, what, exc_info=exc)
+    return InputError(f"cannot read it as {what}: the file does not parse. Check that it is complete "
+                      f"and valid {what} (quotes closed, the same fields on every line), or pick another format; "
+                      "the reader's own message is in the server log", file=file)
+
+
+def _nul_error(name: str, offset: int, line: int, container: str) -> InputError:
+    where = " of its decompressed text" if container == "gzip" else ""
+    return InputError(f"the file holds a NUL byte at byte {offset:,}{where} (line {line:,}): it is binary or "
+                      "UTF-16, not UTF-8 text. Re-export it as UTF-8, or remove the NUL bytes", file=name)
+
+
+def _line_error(name: str, line: int, limit: int) -> InputError:
+    return InputError(f"line {line:,} is longer than the limit of {limit:,} bytes ({limit >> 20} MiB) a line "
+                      "may have: refused whole, nothing loaded. Split the field or the line", file=name)
+
+
+def scan_text(p: Probe) -> None:
+    """Read a text file to its end once (decompressed), in :data:`SCAN_CHUNK` blocks: refuse a NUL byte
+    anywhere (the rule the probe applies to the first bytes) and a line over :data:`LINE_LIMITS`.
+
+    With blocks no longer than the limit, a line over it is seen as a run between newlines that
+    crosses a block boundary, so only the first and last newline of each block are looked up.
+    """
+    import gzip
+
+    limit = LINE_LIMITS.get(p.kind)
+    if limit is None or p.container not in ("text", "gzip"):
+        return
+    opener = gzip.open if p.container == "gzip" else open
+    chunk_size = min(SCAN_CHUNK, limit)
+    offset, line, since_nl = 0, 1, 0
+    try:
+        with opener(p.path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(chunk_size), b""):
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    raise _nul_error(p.name, offset + nul, line + chunk.count(b"\n", 0, nul), p.container)
+                first = chunk.find(b"\n")
+                if first < 0:
+                    since_nl += len(chunk)
+                    if since_nl > limit:
+                        raise _line_error(p.name, line, limit)
+                else:
+                    if since_nl + first > limit:
+                        raise _line_error(p.name, line, limit)
+                    since_nl = len(chunk) - chunk.rfind(b"\n") - 1
+                    line += chunk.count(b"\n")
+                offset += len(chunk)
+    except (OSError, EOFError) as exc:
+        raise InputError(f"the file is truncated or corrupt, cannot decompress it ({exc})", file=p.name) from None
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -136,8 +204,9 @@ def probe(path: Path, name: str | None = None) -> Probe:
         try:
             cols = [d[0] for d in duckdb.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()]
         except duckdb.Error as exc:
-            raise InputError(f"the Parquet file is truncated or corrupt ({str(exc).splitlines()[0]})",
-                             file=name) from None
+            log.warning("reading %s as Parquet failed", name, exc_info=exc)
+            raise InputError("the Parquet file is truncated or corrupt: export it again (the reader's own "
+                             "message is in the server log)", file=name) from None
         return Probe(path, name, "parquet", magic, "parquet", columns=cols)
     gz = magic[:2] == b"\x1f\x8b"
     container = "gzip" if gz else "text"
@@ -149,6 +218,10 @@ def probe(path: Path, name: str | None = None) -> Probe:
         raise InputError(f"the file is truncated or corrupt, cannot decompress it ({exc})", file=name) from None
     if not head.strip():
         return Probe(path, name, container, head, "empty")
+    nul = head.find(b"\0")
+    if nul >= 0 and not _looks_binary(head.replace(b"\0", b"")):
+        # text with a NUL in it: refused the same way wherever the NUL is (see scan_text)
+        raise _nul_error(name, nul, head.count(b"\n", 0, nul) + 1, container)
     if _looks_binary(head):
         return Probe(path, name, container, head, "binary")
     text = head.decode("utf-8", errors="ignore").lstrip("\ufeff")
@@ -173,5 +246,17 @@ def probe(path: Path, name: str | None = None) -> Probe:
         header = next(csv.reader(io.StringIO(lines[0]), delimiter=best[1]))
         if best[0] >= 2 and all(h.strip() for h in header) and "[" not in lines[0]:
             return Probe(path, name, container, head, "csv", columns=[h.strip() for h in header], lines=lines,
-                         delimiter=best[1])
+                         delimiter=best[1], serial_csv=_quoted_newline(text, best[1]))
     return Probe(path, name, container, head, "text", lines=lines)
+
+
+def _quoted_newline(text: str, delimiter: str) -> bool:
+    """True when a field of the first rows holds a newline inside quotes (valid CSV)."""
+    if '"' not in text:
+        return False
+    try:
+        return any("\n" in f or "\r" in f for row in csv.reader(io.StringIO(text), delimiter=delimiter)
+                   for f in row)
+    except csv.Error:
+        return True
+

@@ -22,10 +22,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from finops import schema, sql, store
 from finops.errors import InputError
-from finops.ingest.base import ADAPTERS, IngestOptions, Probe, Source, adapter_named, probe
+from finops.ingest.base import (
+    ADAPTERS,
+    IngestOptions,
+    Probe,
+    Source,
+    adapter_named,
+    probe,
+    scan_text,
+    unreadable,
+)
 
 MAX_REJECTS_KEPT = 10_000
 Progress = Callable[[float, str], None]
@@ -163,8 +173,11 @@ def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     return out
 
 
-def timestamp_window(now: datetime | None = None) -> tuple[datetime, datetime]:
-    """The timestamps a load accepts: ``schema.TS_MIN`` to a year ahead, or ``$FINOPS_TS_MIN`` / ``$FINOPS_TS_MAX``."""
+def timestamp_window(now: datetime | None = None, strict: bool = True) -> tuple[datetime, datetime]:
+    """The timestamps a load accepts: ``schema.TS_MIN`` to a year ahead, or ``$FINOPS_TS_MIN`` / ``$FINOPS_TS_MAX``.
+
+    A setting that is not an ISO date raises InputError, or (``strict=False``, for reading) is ignored.
+    """
     def parse(env: str, default: datetime) -> datetime:
         text = os.environ.get(env)
         if not text:
@@ -172,11 +185,36 @@ def timestamp_window(now: datetime | None = None) -> tuple[datetime, datetime]:
         try:
             return datetime.fromisoformat(text).replace(tzinfo=None)
         except ValueError:
+            if not strict:
+                return default
             raise InputError(f"{env}={text!r} is not an ISO date (e.g. 2015-01-01)") from None
     now = (now or datetime.now(UTC)).replace(tzinfo=None)
     lo = parse("FINOPS_TS_MIN", datetime.fromisoformat(schema.TS_MIN))
     hi = parse("FINOPS_TS_MAX", now + timedelta(days=schema.TS_MAX_AHEAD_DAYS))
     return lo, hi
+
+
+@dataclass(frozen=True)
+class StoredSpan:
+    """The stored requests' time span within :func:`timestamp_window`, and how many lie outside it
+    (rows loaded before the window was enforced, or under a wider one): what the period filter offers."""
+    first: datetime | None
+    last: datetime | None
+    outside: int
+    window: tuple[datetime, datetime]
+
+
+def stored_span(con: duckdb.DuckDBPyConnection) -> StoredSpan:
+    """First and last stored request inside the accepted window, and the count of those outside it.
+
+    A store holding a row dated 9999-12-31 still has a period a date picker and an hourly chart can
+    take; the pages say how many requests it leaves out and where to delete them.
+    """
+    lo, hi = timestamp_window(strict=False)
+    first, last, outside = con.execute(
+        "SELECT min(ts) FILTER (WHERE ts BETWEEN ? AND ?), max(ts) FILTER (WHERE ts BETWEEN ? AND ?), "
+        "count(*) FILTER (WHERE ts < ? OR ts > ?) FROM requests", [lo, hi, lo, hi, lo, hi]).fetchall()[0]
+    return StoredSpan(first, last, int(outside or 0), (lo, hi))
 
 
 def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
@@ -365,6 +403,7 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     p = probe(path, name)
     # a column mapping implies generic; --tenant-field alone does not (every format may take one)
     adapter = detect(p, options.format, bool(options.mapping))
+    scan_text(p)
     _check_truncated(p)
     sha = file_sha256(path)
     opts_json = options.as_json()
@@ -379,15 +418,24 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
         return IngestResult(name, adapter.name, None, read, 0, rejected, read - rejected, [])
 
     _install_macros(con)
-    source = adapter.read(con, p, options)
+    try:
+        source = adapter.read(con, p, options)
+    except (duckdb.Error, pa.ArrowException) as exc:
+        raise unreadable(exc, file=name, what=adapter.name) from None
     while True:
         try:
             with store.transaction(con):
                 result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
             break
-        except duckdb.Error as exc:
+        except (duckdb.Error, pa.ArrowException) as exc:
+            if p.kind == "csv" and not p.serial_csv and "quoted new line" in str(exc):
+                # a quoted newline past the probed head: DuckDB's parallel scanner cannot split such
+                # rows; read the file again on one thread
+                p.serial_csv = True
+                source = adapter.read(con, p, options)
+                continue
             if source.fallback is None:
-                raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=name) from None
+                raise unreadable(exc, file=name, what=adapter.name) from None
             # the fast typed read met a value it cannot take: read again untyped, row by row checks
             source = source.fallback()
         finally:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source
+from finops.ingest.base import IngestOptions, Probe, Source, unreadable
 from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
@@ -38,7 +38,7 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         spec = {c: "VARCHAR" for c in cols + ["_extra"]}
         call = ("read_csv(?, auto_detect = false, delim = ?, quote = '\"', escape = '\"', "
                 "header = false, skip = 1, columns = ?, null_padding = true, strict_mode = false, "
-                "compression = 'auto')")
+                "compression = 'auto'" + (", parallel = false" if p.serial_csv else "") + ")")
         return call, [path, p.delimiter, spec], cols, "ordinality", "ordinality + 1"
     if p.kind in ("jsonl", "json"):
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
@@ -50,7 +50,7 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         try:
             described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path, fmt]).fetchall()]
         except duckdb.Error as exc:
-            raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file=p.name) from None
+            raise unreadable(exc, file=p.name, what="JSON") from None
         cols = [c for c, _ in described]
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value

@@ -152,18 +152,87 @@ def configured(con: duckdb.DuckDBPyConnection) -> bool:
 # ---------------------------------------------------------------- evaluators: rule -> firing windows
 # Each returns a DataFrame: model, tenant, window_start, value, threshold, detail (str)
 
-def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+def _error_windows(con, f: Filters, rule: AlertRule) -> tuple[pd.DataFrame, str]:
+    """Requests and errors per model x tenant x window, and the window column's name."""
     grain = "hour" if rule.window in ("15min", "hour") else "day"
     rep = spend.report(con, f, by=[grain, "model", "tenant"], include_idle=False)
     if rep.empty:
-        return _none()
+        return rep, grain
     errors = (rep["error_rate"].fillna(0) * rep["requests"]).round()
-    rep = rep.assign(errors=errors, lower=wilson_lower(errors, rep["requests"]))
-    rep = rep[(rep["requests"] >= max(rule.min_requests, 1)) & (rep["lower"] > rule.threshold)]
-    return pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "window_start": rep[grain],
-                         "value": rep["error_rate"], "threshold": rule.threshold,
-                         "detail": [f"{int(e):,} of {n:,} requests failed (99.9% lower bound {lo:.1%})"
-                                    for e, n, lo in zip(rep["errors"], rep["requests"], rep["lower"], strict=True)]})
+    return rep.assign(errors=errors), grain
+
+
+def _pooled_small_windows(rep: pd.DataFrame, grain: str, rule: AlertRule) -> pd.DataFrame:
+    """The windows with fewer than ``min_requests`` requests, pooled per model x tenant over the period:
+    a fleet that fails all its 20 requests an hour is judged on all its hours together."""
+    need = max(rule.min_requests, 1)
+    small = rep[rep["requests"] < need]
+    if small.empty:
+        return pd.DataFrame(columns=["model", "tenant", "first", "last", "windows", "requests", "errors"])
+    return (small.groupby(["model", "tenant"], as_index=False)
+            .agg(first=(grain, "min"), last=(grain, "max"), windows=(grain, "count"), requests=("requests", "sum"),
+                 errors=("errors", "sum")))
+
+
+def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    rep, grain = _error_windows(con, f, rule)
+    if rep.empty:
+        return _none()
+    need = max(rule.min_requests, 1)
+    step = WINDOWS["hour" if grain == "hour" else "day"]
+    big = rep[rep["requests"] >= need]
+    big = big.assign(lower=wilson_lower(big["errors"], big["requests"]))
+    big = big[big["lower"] > rule.threshold]
+    pooled = _pooled_small_windows(rep, grain, rule)
+    pooled = pooled[pooled["requests"] >= need]
+    pooled = pooled.assign(lower=wilson_lower(pooled["errors"], pooled["requests"]))
+    pooled = pooled[pooled["lower"] > rule.threshold]
+    fired = pd.DataFrame({"model": big["model"], "tenant": big["tenant"], "window_start": big[grain],
+                          "window_end": big[grain] + step, "value": big["errors"] / big["requests"],
+                          "threshold": rule.threshold,
+                          "detail": [f"{int(e):,} of {n:,} requests failed (99.9% lower bound {lo:.1%})"
+                                     for e, n, lo in zip(big["errors"], big["requests"], big["lower"], strict=True)]})
+    if pooled.empty:
+        return fired
+    more = pd.DataFrame({"model": pooled["model"], "tenant": pooled["tenant"], "window_start": pooled["first"],
+                         "window_end": pooled["last"] + step, "value": pooled["errors"] / pooled["requests"],
+                         "threshold": rule.threshold,
+                         "detail": [f"{int(e):,} of {int(n):,} requests failed over {w} {grain}s of fewer than "
+                                    f"{need} requests each, judged together (99.9% lower bound {lo:.1%})"
+                                    for e, n, w, lo in zip(pooled["errors"], pooled["requests"], pooled["windows"],
+                                                           pooled["lower"], strict=True)]})
+    return pd.concat([fired, more], ignore_index=True) if len(fired) else more
+
+
+def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+    """Windows a rule could not judge: too few requests in them (``min_requests``), and for the error
+    rate too few even pooled over the period. Columns: rule, title, windows, requests, min_requests.
+    A page shows these beside "no alert fired", so a quiet store is not called healthy."""
+    f = filters or Filters()
+    out = []
+    for rule in rules(con):
+        if not rule.enabled or rule.name not in ("error_rate", "p99_over_sla"):
+            continue
+        need = max(rule.min_requests, 1)
+        if rule.name == "error_rate":
+            rep, grain = _error_windows(con, f, rule)
+            if rep.empty:
+                continue
+            pooled = _pooled_small_windows(rep, grain, rule)
+            pooled = pooled[pooled["requests"] < need]
+            windows, requests = int(pooled["windows"].sum()), int(pooled["requests"].sum())
+        else:
+            where, params = f.where()
+            metric = sla_metric(con, f)
+            windows, requests = con.execute(f"""
+SELECT count(*), coalesce(sum(n), 0) FROM (
+  SELECT count(*) AS n FROM requests WHERE {where} AND {sql.SERVED} AND {metric} IS NOT NULL
+  GROUP BY {sql.time_bucket(rule.window)}, model, tenant, coalesce(sla_tier, '(none)') HAVING count(*) < ?)""",
+                                            params + [need]).fetchall()[0]
+        if windows:
+            out.append({"rule": rule.name, "title": rule.title, "windows": int(windows), "requests": int(requests),
+                        "min_requests": need})
+    return pd.DataFrame(out, columns=["rule", "title", "windows", "requests", "min_requests"])
 
 
 def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
@@ -265,15 +334,17 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
     out = []
     for (model, tenant), g in fired.sort_values("window_start").groupby(["model", "tenant"], sort=True):
         starts = pd.to_datetime(g["window_start"]).tolist()
+        # an evaluator may give each row its own end (a pooled span); else a window is one step long
+        ends = (pd.to_datetime(g["window_end"]).tolist() if "window_end" in g else [s + step for s in starts])
         values, details = g["value"].tolist(), g["detail"].tolist()
         run = [0]
         for i in range(1, len(starts) + 1):
-            if i < len(starts) and starts[i] == starts[i - 1] + step:
+            if i < len(starts) and starts[i] == ends[i - 1]:
                 run.append(i)
                 continue
             if len(run) >= need:
                 k = values.index(worst(values[j] for j in run))
-                start, end = starts[run[0]], starts[run[-1]] + step
+                start, end = starts[run[0]], ends[run[-1]]
                 n = len(run)
                 span = f"{n} window{'s' if n > 1 else ''} of {rule.window if not rule.name.startswith('gpu_') else 'hour'}"
                 who = model + ("" if tenant in (ALL, FLEET) else f" for tenant {tenant}")
