@@ -24,8 +24,6 @@ azure-trace    0.95   a CSV header of exactly ``TIMESTAMP, ContextTokens, Genera
 """
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
 import json
 import math
@@ -42,7 +40,7 @@ from finops.ingest import (
     formats,  # noqa: F401  (the foundation's formats are listed first)
 )
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
-from finops.ingest.tabular import mapped_source, rows_to_parquet
+from finops.ingest.tabular import iter_records, mapped_source, open_text, rows_to_parquet
 from finops.sql import quote_ident
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
@@ -72,68 +70,7 @@ def head_keys(p: Probe) -> set[str]:
     return keys
 
 
-def _open_text(p: Probe):
-    return gzip.open(p.path, "rt", encoding="utf-8", errors="replace") if p.container == "gzip" \
-        else open(p.path, encoding="utf-8", errors="replace")
-
-
-def _load_whole(p: Probe):
-    try:
-        with _open_text(p) as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", file=p.name) from None
-
-
-def _unpage(doc) -> list:
-    """A JSON document's records: an array, or an API page ``{"data": [...], ...}``, or one object."""
-    if isinstance(doc, list):
-        return doc
-    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
-        return doc["data"]
-    return [doc]
-
-
-def iter_records(p: Probe) -> Iterator[tuple[int, dict]]:
-    """``(row, record)`` for each record of a JSON Lines, JSON or CSV file, streaming where the shape allows.
-
-    JSON Lines stream one line at a time (a line may itself be an API page of
-    records). A single JSON document (an array or a page) is read whole. CSV rows
-    stream; cells holding JSON objects or arrays are parsed.
-    """
-    if p.kind == "jsonl":
-        with _open_text(p) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    doc = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"not valid JSON ({exc.msg})", file=p.name, row=lineno) from None
-                for rec in _unpage(doc):
-                    yield lineno, rec
-    elif p.kind == "json":
-        for i, rec in enumerate(_unpage(_load_whole(p)), start=1):
-            yield i, rec
-    elif p.kind == "csv":
-        with _open_text(p) as fh:
-            reader = csv.DictReader(fh, delimiter=p.delimiter)
-            for rec in reader:
-                yield reader.line_num, {k: _cell(v) for k, v in rec.items() if k is not None}
-    else:
-        raise InputError(f"expected JSON, JSON Lines or CSV, found {p.kind}", file=p.name)
-
-
-def _cell(v: str | None):
-    if v is None or v == "":
-        return None
-    s = v.strip()
-    if s[:1] in "{[":
-        try:
-            return json.loads(s)
-        except json.JSONDecodeError:
-            return v
-    return v
+_open_text = open_text
 
 
 def _num(v) -> float | None:
