@@ -457,8 +457,12 @@ def langfuse_tokens(usage: dict) -> dict:
     (3200, 2048, 100, 260, 60)
     """
     vals = {k: _num(v) for k, v in usage.items() if _num(v) is not None}
+    bad = {k: v for k, v in usage.items() if v is not None and _num(v) is None}
 
-    def total(pred) -> int | None:
+    def total(pred) -> int | str | None:
+        wrong = next((f"{k}={v}" for k, v in bad.items() if pred(k)), None)
+        if wrong is not None:
+            return wrong        # not a number: the loader rejects the row, naming the column and value
         picked = [v for k, v in vals.items() if pred(k)]
         return int(sum(picked)) if picked else None
 
@@ -476,7 +480,8 @@ def langfuse_tokens(usage: dict) -> dict:
 
 def _langfuse_usage(obs: dict) -> dict:
     usage = _obj(_lf(obs, "usage"))
-    if not usage:       # the v1 API's deprecated ``usage`` (input/output already Langfuse's totals)
+    if not any(n in obs for n in LANGFUSE_FIELDS["usage"]):
+        # only the deprecated ``usage`` (input/output already Langfuse's totals; 0 where it had none)
         old = _obj(obs.get("usage"))
         usage = {k: old[k] for k in ("input", "output") if old.get(k) is not None}
     return langfuse_tokens(usage)
@@ -518,7 +523,7 @@ def _langfuse_row(row: int, obs: dict, trace: dict, options: IngestOptions) -> d
     attrs = {k: v for k, v in obs.items() if k not in LANGFUSE_MAPPED}
     attrs.update({name: trace[k] for k, name in LANGFUSE_TRACE_FIELDS.items() if trace.get(k) is not None})
     cost, from_details = _langfuse_cost(obs)
-    used = (tokens["input_tokens"] or 0) + (tokens["output_tokens"] or 0)
+    used = sum(v for v in (tokens["input_tokens"], tokens["output_tokens"]) if isinstance(v, int))
     # Langfuse writes 0 for a call it could not price: the v1 API's calculatedTotalCost is 0 when
     # costDetails is empty; a 0 with tokens is the same
     if cost == 0 and (used or not from_details):
