@@ -1,4 +1,5 @@
-"""python -m finops ingest PATH... --db PATH [--format F] [--map ...] [--model M] [--tenant T] [--strict] [--json]"""
+"""python -m finops ingest PATH... --db PATH [--format F] [--map ...] [--records-path P] [--model M] [--tenant T]
+[--strict] [--json]"""
 from __future__ import annotations
 
 import sys
@@ -34,6 +35,8 @@ def add_arguments(p) -> None:
     p.add_argument("--tenant", help="tenant for rows whose source has none")
     p.add_argument("--tenant-field", help="source field that counts as tenant")
     p.add_argument("--start", type=parse_time, help="start time for traces with relative timestamps (ISO, UTC)")
+    p.add_argument("--records-path", help="dotted path to the records array of a JSON document "
+                   "(e.g. response.data; default: the array itself, or its data/items)")
     p.add_argument("--strict", action="store_true", help="fail the whole file on any bad row")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -41,7 +44,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     options = IngestOptions(format=args.format, mapping=parse_mapping(args.mapping), model=args.model,
                             tenant=args.tenant, tenant_field=args.tenant_field, start=args.start,
-                            strict=args.strict)
+                            strict=args.strict, records_path=args.records_path)
     con = store.connect(db_path(args))
     results = []
     for path in args.paths:

@@ -40,6 +40,7 @@ class IngestOptions:
     start: datetime | None = None               # start time for traces with relative times
     strict: bool = False                        # any bad row fails the whole batch
     file_label: str | None = None               # the name users know the file by (uploads)
+    records_path: str | None = None             # dotted path to the records array of a JSON document
 
     def as_json(self) -> str:
         d = {"format": self.format, "mapping": dict(sorted(self.mapping.items())), "model": self.model,

@@ -24,8 +24,6 @@ azure-trace    0.95   a CSV header of exactly ``TIMESTAMP, ContextTokens, Genera
 """
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
 import json
 import math
@@ -42,7 +40,7 @@ from finops.ingest import (
     formats,  # noqa: F401  (the foundation's formats are listed first)
 )
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
-from finops.ingest.tabular import mapped_source, rows_to_parquet
+from finops.ingest.tabular import iter_records, mapped_source, open_text, rows_to_parquet
 from finops.sql import quote_ident
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
@@ -72,68 +70,7 @@ def head_keys(p: Probe) -> set[str]:
     return keys
 
 
-def _open_text(p: Probe):
-    return gzip.open(p.path, "rt", encoding="utf-8", errors="replace") if p.container == "gzip" \
-        else open(p.path, encoding="utf-8", errors="replace")
-
-
-def _load_whole(p: Probe):
-    try:
-        with _open_text(p) as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", file=p.name) from None
-
-
-def _unpage(doc) -> list:
-    """A JSON document's records: an array, or an API page ``{"data": [...], ...}``, or one object."""
-    if isinstance(doc, list):
-        return doc
-    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
-        return doc["data"]
-    return [doc]
-
-
-def iter_records(p: Probe) -> Iterator[tuple[int, dict]]:
-    """``(row, record)`` for each record of a JSON Lines, JSON or CSV file, streaming where the shape allows.
-
-    JSON Lines stream one line at a time (a line may itself be an API page of
-    records). A single JSON document (an array or a page) is read whole. CSV rows
-    stream; cells holding JSON objects or arrays are parsed.
-    """
-    if p.kind == "jsonl":
-        with _open_text(p) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    doc = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"not valid JSON ({exc.msg})", file=p.name, row=lineno) from None
-                for rec in _unpage(doc):
-                    yield lineno, rec
-    elif p.kind == "json":
-        for i, rec in enumerate(_unpage(_load_whole(p)), start=1):
-            yield i, rec
-    elif p.kind == "csv":
-        with _open_text(p) as fh:
-            reader = csv.DictReader(fh, delimiter=p.delimiter)
-            for rec in reader:
-                yield reader.line_num, {k: _cell(v) for k, v in rec.items() if k is not None}
-    else:
-        raise InputError(f"expected JSON, JSON Lines or CSV, found {p.kind}", file=p.name)
-
-
-def _cell(v: str | None):
-    if v is None or v == "":
-        return None
-    s = v.strip()
-    if s[:1] in "{[":
-        try:
-            return json.loads(s)
-        except json.JSONDecodeError:
-            return v
-    return v
+_open_text = open_text
 
 
 def _num(v) -> float | None:
@@ -428,114 +365,222 @@ register(Adapter(
 # ---------------------------------------------------------------- langfuse
 
 LANGFUSE_MODEL_CALLS = ("GENERATION", "EMBEDDING")
-LANGFUSE_MAPPED = {"id", "startTime", "endTime", "completionStartTime", "model", "usageDetails", "costDetails",
-                   "level", "calculatedTotalCost"}
-LANGFUSE_TRACE_FIELDS = {"userId": "userId", "sessionId": "sessionId", "tags": "tags", "name": "traceName",
-                         "release": "release", "metadata": "traceMetadata"}
+# what we read -> its name in each Langfuse shape, first present wins: the v1 API and the UI's
+# export (camelCase, ``model``), the v2 API (``providedModelName``, ``totalCost``), the blob-storage
+# export (ClickHouse's snake_case columns)
+LANGFUSE_FIELDS: dict[str, tuple[str, ...]] = {
+    "id": ("id",), "type": ("type",), "trace": ("traceId", "trace_id"),
+    "start": ("startTime", "start_time"), "end": ("endTime", "end_time"),
+    "completion_start": ("completionStartTime", "completion_start_time"),
+    "model": ("providedModelName", "provided_model_name", "model"),
+    "usage": ("usageDetails", "usage_details"), "cost": ("costDetails", "cost_details"),
+    "total_cost": ("totalCost", "total_cost", "calculatedTotalCost"),
+    "level": ("level",), "status_message": ("statusMessage", "status_message"),
+    "ttft_s": ("timeToFirstToken", "time_to_first_token"), "latency_s": ("latency",),
+    "user": ("userId", "user_id"),
+}
+LANGFUSE_MAPPED = {n for names in LANGFUSE_FIELDS.values() for n in names} - {"userId", "user_id"}
+# trace fields joined onto each observation (camelCase API / snake_case blob export) -> attrs name
+LANGFUSE_TRACE_FIELDS = {"userId": "userId", "user_id": "userId", "sessionId": "sessionId",
+                         "session_id": "sessionId", "tags": "tags", "name": "traceName", "release": "release",
+                         "metadata": "traceMetadata"}
+# metadata keys naming who served the call (LangChain's ls_provider; OTel GenAI attributes as Langfuse keeps them)
+LANGFUSE_PROVIDER_KEYS = ("ls_provider", "gen_ai.provider.name", "gen_ai.system", "provider")
 
 
 def _sniff_langfuse(p: Probe) -> float:
     if p.kind not in TABULAR:
         return 0.0
     keys = head_keys(p)
-    if {"traceId", "startTime"} <= keys and keys & {"usageDetails", "usage", "model", "level"}:
+    if {"traceId", "startTime"} <= keys and keys & {"usageDetails", "usage", "model", "providedModelName", "level"}:
         return 0.97
-    if {"id", "timestamp", "userId", "sessionId"} <= keys and "traceId" not in keys and "startTime" not in keys:
+    if {"trace_id", "start_time"} <= keys and keys & {"usage_details", "provided_model_name", "cost_details"}:
+        return 0.97     # the blob-storage export (ClickHouse columns)
+    if _langfuse_traces_only(keys):
         return 0.6     # a traces export: refused with advice in the reader
     return 0.0
 
 
+def _langfuse_traces_only(keys: set[str]) -> bool:
+    observation = keys & {"traceId", "trace_id", "startTime", "start_time"}
+    return not observation and "id" in keys and "timestamp" in keys and bool(
+        keys & {"userId", "user_id"}) and bool(keys & {"sessionId", "session_id"})
+
+
 def langfuse_traces_path(path: Path) -> Path | None:
     """The traces file beside an observations/generations export: the same name with
-    ``observations`` (or ``generations``) replaced by ``traces``, as .json or .jsonl."""
+    ``observations`` (or ``generations``) replaced by ``traces``, as .json or .jsonl; or, in a
+    blob-storage export (``<project>/observations/<time>.jsonl``), the same file under ``traces/``."""
     for word in ("observations", "generations"):
         if word in path.name:
             stem = path.name.split(word)[0] + "traces"
-            for suffix in (".json", ".jsonl", ".json.gz", ".jsonl.gz"):
+            for suffix in (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".csv"):
                 if (path.parent / (stem + suffix)).is_file():
                     return path.parent / (stem + suffix)
+    if path.parent.name == "observations" and (path.parent.parent / "traces" / path.name).is_file():
+        return path.parent.parent / "traces" / path.name
     return None
 
 
-def _langfuse_usage(obs: dict) -> tuple[int | None, int | None, int | None]:
-    """(input incl. cached, output, cached read) from ``usageDetails`` (else the older ``usage``).
+def _lf(obs: dict, what: str):
+    return next((obs[n] for n in LANGFUSE_FIELDS[what] if obs.get(n) not in (None, "")), None)
 
-    Langfuse counts every usage type whose name contains ``input`` as input and
-    ``output`` as output; its ``input`` type excludes cached tokens, which have their
-    own types (``input_cached_tokens``, ``cache_read_input_tokens``, ``input_cache_read``).
+
+def _unquote(v):
+    """A value the UI's CSV export wrote as JSON text: a date (a ``Date`` through ``JSON.stringify``)
+    arrives as ``"2025-03-04T14:00:00.000Z"`` with its own quotes."""
+    if isinstance(v, str) and len(v) >= 2 and v[0] == '"' and v[-1] == '"':
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            return v
+    return v
+
+
+def langfuse_tokens(usage: dict) -> dict:
+    """Token classes of one observation's usage details, in the canonical convention.
+
+    Langfuse's ingestion subtracts every detail from the total it came with (its OpenAI usage schema
+    turns ``prompt_tokens_details.cached_tokens`` into ``input_cached_tokens`` and lowers ``input`` by
+    it; its OTel processor lowers ``input`` by cache reads and writes and ``output`` by reasoning), so
+    the types are disjoint and Langfuse's own totals (``reduceUsageOrCostDetails``) add every type
+    whose name contains ``input`` (or ``output``). We add them the same way: ``input_tokens`` counts
+    cache reads and writes, ``output_tokens`` reasoning. Cache reads: ``input_cached_tokens``,
+    ``input_cache_read``, ``cache_read_input_tokens``; writes: ``input_cache_creation`` /
+    ``cache_creation_input_tokens`` / ``input_cache_write`` (``..._1h`` the 1-hour TTL); reasoning:
+    ``output_reasoning_tokens`` / ``output_reasoning`` / ``reasoning_tokens`` (a name without
+    ``output`` is not added: as in Langfuse's totals it is read as part of ``output``).
+
+    >>> t = langfuse_tokens({"input": 1052, "input_cached_tokens": 2048, "input_cache_creation": 100,
+    ...                      "output": 200, "output_reasoning_tokens": 60, "total": 3460})
+    >>> t["input_tokens"], t["cached_input_tokens"], t["cache_write_tokens"], t["output_tokens"], t["reasoning_tokens"]
+    (3200, 2048, 100, 260, 60)
     """
-    usage = obs.get("usageDetails") or {}
-    if not isinstance(usage, dict) or not usage:
-        old = obs.get("usage") if isinstance(obs.get("usage"), dict) else {}
+    vals = {k: _num(v) for k, v in usage.items() if _num(v) is not None}
+    bad = {k: v for k, v in usage.items() if v is not None and _num(v) is None}
+
+    def total(pred) -> int | str | None:
+        wrong = next((f"{k}={v}" for k, v in bad.items() if pred(k)), None)
+        if wrong is not None:
+            return wrong        # not a number: the loader rejects the row, naming the column and value
+        picked = [v for k, v in vals.items() if pred(k)]
+        return int(sum(picked)) if picked else None
+
+    def cache_write(k: str) -> bool:
+        return "input" in k and ("cache_creation" in k or "cache_write" in k)
+    return {
+        "input_tokens": total(lambda k: "input" in k),
+        "output_tokens": total(lambda k: "output" in k),
+        "cached_input_tokens": total(lambda k: "input" in k and ("cache_read" in k or "cached" in k)),
+        "cache_write_tokens": total(lambda k: cache_write(k) and not k.endswith("1h")),
+        "cache_write_1h_tokens": total(lambda k: cache_write(k) and k.endswith("1h")),
+        "reasoning_tokens": total(lambda k: "reasoning" in k),
+    }
+
+
+def _langfuse_usage(obs: dict) -> dict:
+    usage = _obj(_lf(obs, "usage"))
+    if not any(n in obs for n in LANGFUSE_FIELDS["usage"]):
+        # only the deprecated ``usage`` (input/output already Langfuse's totals; 0 where it had none)
+        old = _obj(obs.get("usage"))
         usage = {k: old[k] for k in ("input", "output") if old.get(k) is not None}
-    ins = [v for k, v in usage.items() if "input" in k and _num(v) is not None]
-    outs = [v for k, v in usage.items() if "output" in k and _num(v) is not None]
-    cached = [v for k, v in usage.items() if "input" in k and ("cache_read" in k or "cached" in k)
-              and _num(v) is not None]
-    def total(vs: list) -> int | None:
-        return int(sum(_num(v) for v in vs)) if vs else None
-    return total(ins), total(outs), total(cached)
+    return langfuse_tokens(usage)
 
 
-def _langfuse_cost(obs: dict) -> float | None:
-    cost = obs.get("costDetails")
-    if isinstance(cost, dict) and cost:
+def _langfuse_cost(obs: dict) -> tuple[float | None, bool]:
+    """``(cost, from_details)``: ``costDetails.total`` (else the sum of its types), else the total field."""
+    cost = _obj(_lf(obs, "cost"))
+    if cost:
         if _num(cost.get("total")) is not None:
-            return _num(cost["total"])
+            return _num(cost["total"]), True
         vals = [_num(v) for v in cost.values() if _num(v) is not None]
         if vals:
-            return sum(vals)
-    return _num(obs.get("calculatedTotalCost"))
+            return sum(vals), True
+    return _num(_lf(obs, "total_cost")), False
+
+
+def _langfuse_provider(obs: dict) -> str | None:
+    meta = _obj(obs.get("metadata"))
+    for src in (meta, _obj(meta.get("attributes"))):
+        found = next((src[k] for k in LANGFUSE_PROVIDER_KEYS if isinstance(src.get(k), str) and src[k]), None)
+        if found:
+            return found
+    return None
+
+
+def _langfuse_row(row: int, obs: dict, trace: dict, options: IngestOptions) -> dict:
+    tokens = _langfuse_usage(obs)
+    start, end, first = _lf(obs, "start"), _lf(obs, "end"), _lf(obs, "completion_start")
+    ttft = _ms_between(start, first)
+    if ttft is None and _num(_lf(obs, "ttft_s")) is not None:
+        ttft = _num(_lf(obs, "ttft_s")) * 1000.0
+    total = _ms_between(start, end)
+    if total is None and _num(_lf(obs, "latency_s")) is not None:
+        total = _num(_lf(obs, "latency_s")) * 1000.0
+    error = str(_lf(obs, "level") or "").upper() == "ERROR"
+    tenant = (_pick(options.tenant_field, obs, trace) if options.tenant_field
+              else _lf(obs, "user") or _lf(trace, "user"))
+    attrs = {k: v for k, v in obs.items() if k not in LANGFUSE_MAPPED}
+    attrs.update({name: trace[k] for k, name in LANGFUSE_TRACE_FIELDS.items() if trace.get(k) is not None})
+    cost, from_details = _langfuse_cost(obs)
+    used = sum(v for v in (tokens["input_tokens"], tokens["output_tokens"]) if isinstance(v, int))
+    # Langfuse writes 0 for a call it could not price: the v1 API's calculatedTotalCost is 0 when
+    # costDetails is empty; a 0 with tokens is the same
+    if cost == 0 and (used or not from_details):
+        cost, attrs["source_cost_usd"] = None, 0.0
+    status_message = _lf(obs, "status_message")
+    out = {
+        "_row": row, "request_id": _lf(obs, "id"), "ts": _utc(start),
+        "tenant": str(tenant) if tenant not in (None, "") else options.tenant,
+        "model": _lf(obs, "model") or options.model, "provider": _langfuse_provider(obs), **tokens,
+        "ttft_ms": ttft, "total_ms": total, "status": "error" if error else "ok",
+        "error_type": str(status_message or "error")[:200] if error else None,
+        "cost_usd": cost, "attrs": _json(attrs),
+    }
+    return {k: v if v is None or k == "_row" else str(v) for k, v in out.items()}
+
+
+def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
+    """Trace id -> the trace fields joined onto its observations (only those: memory per trace is small)."""
+    traces: dict[str, dict] = {}
+    if tpath is not None:
+        wanted = set(LANGFUSE_TRACE_FIELDS)
+        for _, t in iter_records(probe(tpath)):
+            if isinstance(t, dict) and t.get("id"):
+                traces[_unquote(t["id"])] = {k: _unquote(v) for k, v in t.items() if k in wanted}
+    return traces
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions) -> Source:
-    keys = head_keys(p)
-    if "traceId" not in keys and "startTime" not in keys:
+    """Observations of any Langfuse shape (v1/v2 API pages, the UI's CSV/JSON/JSONL export, the
+    blob-storage export), a record at a time; only GENERATION and EMBEDDING ones are model calls."""
+    if _langfuse_traces_only(head_keys(p)):
         raise InputError("this is a Langfuse traces export: load the observations export instead; a traces "
-                         "file beside it (same name with 'traces' for 'observations') is joined for "
-                         "userId, sessionId and tags", file=p.name)
-    tpath = langfuse_traces_path(p.path)
-    traces: dict[str, dict] = {}
-    if tpath is not None:
-        for _, t in iter_records(probe(tpath)):
-            if isinstance(t, dict) and t.get("id"):
-                traces[t["id"]] = t
+                         "file beside it (same name with 'traces' for 'observations', or traces/ beside "
+                         "observations/ in a blob-storage export) is joined for userId, sessionId and tags",
+                         file=p.name)
+    traces = _langfuse_traces(langfuse_traces_path(p.path))
+    csv_quoted = p.kind == "csv"
 
     def rows():
-        for row, obs in iter_records(p):
-            if not isinstance(obs, dict) or str(obs.get("type", "GENERATION")).upper() not in LANGFUSE_MODEL_CALLS:
+        for row, obs in iter_records(p, options.records_path):
+            if not isinstance(obs, dict):
+                raise InputError("expected an observation (an object)", file=p.name, row=row)
+            if csv_quoted:
+                obs = {k: _unquote(v) for k, v in obs.items()}
+            if str(obs.get("type") or "GENERATION").upper() not in LANGFUSE_MODEL_CALLS:
                 continue        # spans, events, tools, agents: not model calls
-            trace = traces.get(obs.get("traceId")) or {}
-            inp, out, cached = _langfuse_usage(obs)
-            ttft = _ms_between(obs.get("startTime"), obs.get("completionStartTime"))
-            if ttft is None and _num(obs.get("timeToFirstToken")) is not None:
-                ttft = _num(obs["timeToFirstToken"]) * 1000.0
-            error = str(obs.get("level", "")).upper() == "ERROR"
-            tenant = _pick(options.tenant_field, obs, trace) if options.tenant_field else \
-                _pick("userId", obs, trace)
-            attrs = {k: v for k, v in obs.items() if k not in LANGFUSE_MAPPED}
-            attrs.update({name: trace[k] for k, name in LANGFUSE_TRACE_FIELDS.items() if trace.get(k) is not None})
-            start = _time(obs.get("startTime"))
-            yield {
-                "_row": row, "request_id": obs.get("id"),
-                "ts": _iso(start) if start else obs.get("startTime"),
-                "tenant": str(tenant) if tenant is not None else options.tenant,
-                "model": obs.get("model") or options.model,
-                "input_tokens": inp, "output_tokens": out, "cached_input_tokens": cached,
-                "ttft_ms": ttft, "total_ms": _ms_between(obs.get("startTime"), obs.get("endTime")),
-                "status": "error" if error else "ok",
-                "error_type": (obs.get("statusMessage") or "error")[:200] if error else None,
-                "cost_usd": _langfuse_cost(obs), "attrs": _json(attrs),
-            }
-    return _python_source(rows())
+            yield _langfuse_row(row, obs, traces.get(_lf(obs, "trace")) or {}, options)
+    return _python_source(rows(), columns=RAW_COLUMNS)
 
 
 register(Adapter(
     name="langfuse", label="Langfuse observations (generations), joined to their traces",
     source_tool="Langfuse",
-    export_hint="GET /api/public/observations (JSON pages, or one page per line) or the UI's CSV export; "
-                "put the GET /api/public/traces JSON beside it as *traces.json to add userId (the tenant), "
-                "sessionId and tags",
+    export_hint="GET /api/public/observations or /api/public/v2/observations?fields=core,basic,time,model,usage "
+                "(JSON pages, or one page per line), the UI's export (CSV, JSON or JSONL) or the blob-storage "
+                "export (JSONL/CSV, snake_case); put the traces beside it as *traces.json (or traces/ beside "
+                "observations/) to add userId (the tenant), sessionId and tags",
     sniff=_sniff_langfuse, read=_read_langfuse,
     example="tests/data/langfuse_observations.json",
 ))

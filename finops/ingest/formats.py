@@ -14,7 +14,7 @@ import pyarrow as pa
 from finops import schema
 from finops.errors import InputError
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, register
-from finops.ingest.tabular import mapped_source, rows_to_parquet
+from finops.ingest.tabular import mapped_source, nested_source, rows_to_parquet, wrapped_json
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
 
@@ -53,17 +53,31 @@ register(Adapter(
 # ---------------------------------------------------------------- generic
 
 def _read_generic(con, p: Probe, options: IngestOptions) -> Source:
+    """Columns mapped in SQL (fast); field paths (``usage.prompt_tokens``), a wrapped JSON document
+    (``{"data": [...]}``, ``{"items": [...]}``) or ``--records-path`` are read a record at a time."""
     if not options.mapping and not options.tenant_field:
         raise InputError("the generic format needs a column mapping, e.g. "
                          "--map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens",
                          file=p.name)
-    return mapped_source(con, p, options)
+    mapping = dict(options.mapping)
+    if options.tenant_field:
+        mapping["tenant"] = options.tenant_field
+    paths = [src for src in mapping.values() if src not in p.columns and "." in src]
+    if not (paths or options.records_path or wrapped_json(p)):
+        return mapped_source(con, p, options)
+    for canon in mapping:
+        if canon not in schema.NAMES:
+            raise InputError(f"--map names {canon!r}, which is not a canonical column; "
+                             f"canonical columns: {', '.join(schema.NAMES)}", file=p.name, field=canon)
+    return nested_source(p, options, mapping)
 
 
 register(Adapter(
     name="generic", label="any CSV / JSON Lines / Parquet with a column mapping",
     source_tool="anything tabular",
-    export_hint="--format generic --map ts=COL,model=COL,input_tokens=COL,... [--model M] [--tenant T]",
+    export_hint="--format generic --map ts=COL,model=COL,input_tokens=COL,... [--model M] [--tenant T]; a "
+                "dotted path reaches a nested field (input_tokens=response.body.usage.prompt_tokens); a JSON "
+                "document's records are its array, its data/items array, or the array at --records-path",
     sniff=lambda p: 0.0,        # never guessed: chosen with --format generic or a mapping
     read=_read_generic,
     example="tests/data/azure_code_excerpt.csv",

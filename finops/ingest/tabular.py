@@ -5,8 +5,12 @@ Shared by the ``canonical`` and ``generic`` adapters and by every preset of
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import hashlib
+import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -173,3 +177,270 @@ def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk
         raise
     writer.close()
     return tmp.name, lambda: Path(tmp.name).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- records of JSON / JSON Lines / CSV files
+
+#: the keys of an API page or export that hold its records: ``{"data": [...], "meta": ...}``
+RECORD_KEYS = ("data", "items")
+JSON_CHUNK = 1 << 20
+
+
+def open_text(p: Probe):
+    return gzip.open(p.path, "rt", encoding="utf-8", errors="replace") if p.container == "gzip" \
+        else open(p.path, encoding="utf-8", errors="replace")
+
+
+def cell(v: str | None):
+    """A CSV cell: empty is None; a cell holding a JSON object or array is parsed."""
+    if v is None or v == "":
+        return None
+    s = v.strip()
+    if s[:1] in "{[":
+        try:
+            return json.loads(s)
+        except json.JSONDecodeError:
+            return v
+    return v
+
+
+def _unpage(doc, records_path: str | None = None) -> list:
+    """A JSON value's records: an array, a page ``{"data": [...]}`` / ``{"items": [...]}``, or one object."""
+    if records_path:
+        for part in records_path.split("."):
+            doc = doc.get(part) if isinstance(doc, dict) else None
+        return doc if isinstance(doc, list) else []
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        for key in RECORD_KEYS:
+            if isinstance(doc.get(key), list):
+                return doc[key]
+    return [doc]
+
+
+class _JsonStream:
+    """A JSON document read a value at a time from a text file (``json.JSONDecoder.raw_decode`` on a
+    buffer that grows only as far as the value being read), so one huge array costs the memory of
+    one record, not of the file."""
+
+    def __init__(self, fh, name: str):
+        self.fh, self.name, self.buf, self.pos, self.eof = fh, name, "", 0, False
+        self.decoder = json.JSONDecoder()
+
+    def _more(self, size: int = JSON_CHUNK) -> bool:
+        if self.eof:
+            return False
+        chunk = self.fh.read(size)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space (or the BOM), '' at the end."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n\ufeff":
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def expect(self, chars: str, where: str) -> str:
+        c = self.peek()
+        if not c or c not in chars:
+            found = repr(c) if c else "the end of the file"
+            raise InputError(f"not valid JSON: expected {' or '.join(repr(x) for x in chars)} {where}, "
+                             f"found {found}", file=self.name)
+        self.pos += 1
+        return c
+
+    def value(self, record: int | None = None):
+        self.peek()
+        size = JSON_CHUNK
+        while True:
+            try:
+                val, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self._more(size):
+                    size *= 2       # a record larger than the buffer: read on (doubling: linear overall)
+                    continue
+                raise InputError(f"not valid JSON ({exc.msg})" + ("" if record else f" at character {exc.pos}"),
+                                 file=self.name, row=record) from None
+            if end == len(self.buf) and self._more():
+                continue            # a number or literal may go on in the next chunk
+            self.pos = end
+            return val
+
+    def array(self) -> Iterator:
+        """The elements of the array whose '[' was just read."""
+        n = 0
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            n += 1
+            yield self.value(record=n)
+            if self.expect(",]", f"after record {n}") == "]":
+                return
+
+
+def json_records(p: Probe, records_path: str | None = None) -> Iterator[tuple[int, object]]:
+    """``(row, record)`` of a JSON document, streamed: an array, or the array at ``records_path``
+    (dotted, e.g. ``response.data``) or under ``data`` / ``items`` of an object; an object with
+    none is one record. Rows are numbered from 1 in the array."""
+    parts = records_path.split(".") if records_path else None
+    with open_text(p) as fh:
+        js = _JsonStream(fh, p.name)
+        if js.peek() == "[":
+            if parts:
+                raise InputError(f"--records-path {records_path}: the document is an array, not an object",
+                                 file=p.name, field=records_path)
+            js.pos += 1
+            yield from enumerate(js.array(), start=1)
+            return
+        js.expect("{", "at the start")
+        depth, seen = 0, {}
+        while True:
+            if js.peek() == "}":
+                break
+            key = js.value()
+            if not isinstance(key, str):
+                raise InputError("not valid JSON: an object key is not a string", file=p.name)
+            js.expect(":", f"after the key {key!r}")
+            nxt = js.peek()
+            if parts and key == parts[depth] and depth < len(parts) - 1 and nxt == "{":
+                js.pos += 1
+                depth, seen = depth + 1, {}
+                continue
+            if nxt == "[" and ((parts and depth == len(parts) - 1 and key == parts[depth])
+                               or (not parts and key in RECORD_KEYS)):
+                js.pos += 1
+                yield from enumerate(js.array(), start=1)
+                return
+            seen[key] = js.value()
+            if js.expect(",}", f"after the value of {key!r}") == "}":
+                break
+        if parts:
+            raise InputError(f"--records-path {records_path}: no array there; the object's keys: "
+                             f"{', '.join(seen) or '(none)'}", file=p.name, field=records_path)
+        yield 1, seen
+
+
+def iter_records(p: Probe, records_path: str | None = None) -> Iterator[tuple[int, object]]:
+    """``(row, record)`` for each record of a JSON Lines, JSON or CSV file, streamed.
+
+    JSON Lines stream one line at a time (a line may itself be an API page of records). A JSON
+    document streams a record at a time (:func:`json_records`). CSV rows stream; cells holding JSON
+    objects or arrays are parsed.
+    """
+    if p.kind == "jsonl":
+        with open_text(p) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"not valid JSON ({exc.msg})", file=p.name, row=lineno) from None
+                for rec in _unpage(doc, records_path):
+                    yield lineno, rec
+    elif p.kind == "json":
+        yield from json_records(p, records_path)
+    elif p.kind == "csv":
+        with open_text(p) as fh:
+            reader = csv.DictReader(fh, delimiter=p.delimiter)
+            for rec in reader:
+                yield reader.line_num, {k: cell(v) for k, v in rec.items() if k is not None}
+    else:
+        raise InputError(f"expected JSON, JSON Lines or CSV, found {p.kind}", file=p.name)
+
+
+def dig(rec, path: str):
+    """``(found, value)`` of a field of a record by name, or by a dotted path into nested objects
+    (``response.body.usage.prompt_tokens``; a number indexes an array; JSON text is parsed on the way).
+    A key that itself contains dots (``gen_ai.usage.input_tokens``) is matched whole first."""
+    if isinstance(rec, dict) and path in rec:
+        return True, rec[path]
+    cur = rec
+    for part in path.split("."):
+        if isinstance(cur, str) and cur.strip()[:1] in "{[":
+            cur = cell(cur)
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return False, None
+    return True, cur
+
+
+def wrapped_json(p: Probe) -> bool:
+    """A JSON document that is an object (an API page, an export wrapped in ``{"data": [...]}``)."""
+    return p.kind == "json" and p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[:1] == "{"
+
+
+def _text_value(v) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"), default=str)
+    return str(v)
+
+
+def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> Source:
+    """A JSON, JSON Lines or CSV file mapped by field paths, read a record at a time.
+
+    ``mapping`` is canonical -> path (see :func:`dig`); every top-level field not mapped by its own
+    name is kept in ``attrs``. Values go to the loader as text, which casts and checks them (a bad
+    value is rejected with its row and field). A path found in no record is refused by name.
+    """
+    if p.kind not in ("json", "jsonl", "csv"):
+        raise InputError(f"field paths and --records-path read JSON, JSON Lines or CSV; this file is {p.kind}",
+                         file=p.name)
+    columns = {"_row": pa.int64(), "_hash": pa.string(), **{n: pa.string() for n in schema.NAMES}}
+    consts = {"model": options.model, "tenant": options.tenant}
+    salt = f"|{options.model or ''}|{options.tenant or ''}"
+
+    def rows():
+        found = dict.fromkeys(mapping, False)
+        n = 0
+        for row, rec in iter_records(p, options.records_path):
+            n += 1
+            if not isinstance(rec, dict):
+                raise InputError(f"expected a record (an object), found {type(rec).__name__}", file=p.name, row=row)
+            out = {"_row": row}
+            for canon, path in mapping.items():
+                ok, v = dig(rec, path)
+                found[canon] |= ok
+                out[canon] = _text_value(v)
+            for canon, const in consts.items():
+                if out.get(canon) is None and const is not None:
+                    out[canon] = str(const)
+            extra = {k: v for k, v in rec.items() if k not in mapping.values()}
+            own = out.get("attrs")
+            if own is not None or extra:
+                try:
+                    base = json.loads(own) if own else {}
+                except json.JSONDecodeError:
+                    base = {"attrs": own}
+                out["attrs"] = json.dumps({**extra, **(base if isinstance(base, dict) else {"attrs": base})},
+                                          separators=(",", ":"), default=str)
+            if out.get("request_id") is None:
+                text = json.dumps(rec, sort_keys=True, separators=(",", ":"), default=str) + salt
+                out["_hash"] = hashlib.md5(text.encode()).hexdigest()
+            yield out
+        missing = [f"{c}={mapping[c]}" for c, ok in found.items() if not ok]
+        if n and missing:
+            raise InputError(f"--map {', '.join(missing)}: no record has that field", file=p.name,
+                             field=mapping[next(c for c, ok in found.items() if not ok)])
+        if not n:
+            raise InputError("no records" + (f" at --records-path {options.records_path}"
+                                             if options.records_path else ""), file=p.name)
+
+    path, cleanup = rows_to_parquet(rows(), columns)
+    cols_sql = ", ".join(quote_ident(c) for c in columns)
+    return Source(f"SELECT {cols_sql} FROM read_parquet(?)", [path], cleanup=cleanup)

@@ -1,0 +1,249 @@
+"""Langfuse in every shape it exports: the v1 and v2 API pages, the UI's CSV and JSONL export, the
+blob-storage export. The files are written from real ClickHouse by tests/tools/langfuse_exports_run.py
+(see tests/data/README.md); expected values are computed here from the raw files."""
+import csv
+import json
+import tracemalloc
+from datetime import UTC, datetime
+
+import pytest
+
+from finops import store
+from finops.errors import InputError
+from finops.ingest import ADAPTERS, IngestOptions, ingest_path, probe
+from finops.ingest.loader import detect
+from finops.ingest.tabular import iter_records
+from helpers import DATA
+
+LF = DATA / "langfuse"
+BLOB = LF / "blob" / "proj-1" / "observations" / "2025-03-04T15-00-00.jsonl"
+FILES = {
+    "api_v1": LF / "api_v1_observations.json",
+    "api_v2": LF / "api_v2_observations.json",
+    "ui_csv": LF / "ui_export_observations.csv",
+    "ui_jsonl": LF / "ui_export_observations.jsonl",
+    "blob": BLOB,
+}
+MODEL_CALLS = ("GENERATION", "EMBEDDING")
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+def _raw(path):
+    """The file's observations as plain dicts, read without finops (CSV cells JSON-decoded the way
+    Langfuse's stringifyForCsv encoded them: objects and dates as JSON text)."""
+    if path.suffix == ".csv":
+        out = []
+        with open(path, newline="", encoding="utf-8") as fh:
+            for rec in csv.DictReader(fh):
+                row = {}
+                for k, v in rec.items():
+                    try:
+                        row[k] = json.loads(v) if v[:1] in '{["' else (v or None)
+                    except json.JSONDecodeError:
+                        row[k] = v
+                out.append(row)
+        return out
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())["data"]
+
+
+def _get(rec, *names):
+    return next((rec[n] for n in names if rec.get(n) not in (None, "")), None)
+
+
+def _when(text):
+    """An ISO 'Z' time or ClickHouse's 'YYYY-MM-DD hh:mm:ss.sss' (UTC) as a naive UTC datetime."""
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+def _expected(path):
+    """request_id -> the canonical values, computed from the raw records."""
+    traces = {}
+    tfile = path.with_name(path.name.replace("observations", "traces"))
+    if path == BLOB:
+        tfile = LF / "blob" / "proj-1" / "traces" / path.name
+    if tfile.exists():
+        traces = {t["id"]: t for t in _raw(tfile)}
+    out = {}
+    for r in _raw(path):
+        if r["type"] not in MODEL_CALLS:
+            continue
+        usage = _get(r, "usageDetails", "usage_details") or {}
+        cost = _get(r, "costDetails", "cost_details") or {}
+        start = _when(_get(r, "startTime", "start_time"))
+        end = _when(_get(r, "endTime", "end_time"))
+        first = _get(r, "completionStartTime", "completion_start_time")
+        trace = traces.get(_get(r, "traceId", "trace_id"), {})
+        meta = r.get("metadata") or {}
+        inp = sum(v for k, v in usage.items() if "input" in k) if any("input" in k for k in usage) else None
+        out_ = sum(v for k, v in usage.items() if "output" in k) if any("output" in k for k in usage) else None
+        total_cost = cost.get("total")
+        out[r["id"]] = {
+            "ts": start, "model": _get(r, "providedModelName", "provided_model_name", "model"),
+            "provider": meta.get("ls_provider"),
+            "tenant": _get(r, "userId") or _get(trace, "userId", "user_id"),
+            "input_tokens": inp, "output_tokens": out_,
+            "cached_input_tokens": sum(v for k, v in usage.items() if "cache_read" in k or "cached" in k) or
+            (0 if any("cache_read" in k or "cached" in k for k in usage) else None),
+            "cache_write_tokens": usage.get("input_cache_creation", usage.get("cache_creation_input_tokens")),
+            "reasoning_tokens": usage.get("output_reasoning_tokens"),
+            # a 0 on a call with tokens is Langfuse's "no price": unpriced; a 0 on a call without is free
+            "cost_usd": None if total_cost is None or (total_cost == 0 and (inp or out_)) else total_cost,
+            "ttft_ms": round((_when(first) - start).total_seconds() * 1000, 3) if first else None,
+            "total_ms": round((end - start).total_seconds() * 1000, 3),
+            "status": "error" if r["level"] == "ERROR" else "ok",
+        }
+    return out
+
+
+COLS = ("ts", "model", "provider", "tenant", "input_tokens", "output_tokens", "cached_input_tokens",
+        "cache_write_tokens", "reasoning_tokens", "cost_usd", "ttft_ms", "total_ms", "status")
+
+
+def _loaded(con):
+    rows = con.execute(f"SELECT request_id, {', '.join(COLS)} FROM requests").fetchall()
+    return {r[0]: {c: (round(v, 3) if c.endswith("_ms") and v is not None else v) for c, v in zip(COLS, r[1:], strict=True)}
+            for r in rows}
+
+
+@pytest.mark.parametrize("shape", sorted(FILES))
+def test_detection_picks_langfuse_with_a_unique_top_score(shape):
+    p = probe(FILES[shape])
+    assert detect(p).name == "langfuse"
+    scores = sorted((a.sniff(p) for a in ADAPTERS), reverse=True)
+    assert scores[0] > scores[1]
+
+
+@pytest.mark.parametrize("shape", sorted(FILES))
+def test_every_shape_loads_the_values_of_its_raw_file_and_reloading_adds_nothing(con, shape):
+    first = ingest_path(con, FILES[shape])[0]
+    assert (first.format, first.rows_rejected) == ("langfuse", 0)
+    got, want = _loaded(con), _expected(FILES[shape])
+    assert sorted(got) == sorted(want) == ["obs-002", "obs-003", "obs-004", "obs-005", "obs-006", "obs-007"]
+    for rid in want:
+        for c in COLS:
+            w = want[rid][c]
+            assert got[rid][c] == pytest.approx(w) if isinstance(w, float) else got[rid][c] == w, (rid, c)
+    again = ingest_path(con, FILES[shape])[0]
+    assert again.rows_ingested == 0
+    assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == 6
+
+
+@pytest.mark.parametrize("shape", sorted(FILES))
+def test_hand_counts_in_the_canonical_convention(con, shape):
+    ingest_path(con, FILES[shape])
+    q = ("SELECT request_id, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, "
+         "model, cost_usd, json_extract(attrs, '$.source_cost_usd') FROM requests ORDER BY request_id")
+    got = {r[0]: r[1:] for r in con.execute(q).fetchall()}
+    # OpenAI via Langfuse's OpenAICompletionUsageSchema: input 226 + input_cached_tokens 1024 (+ audio 0)
+    assert got["obs-002"][:5] == (1250, 1024, None, 180, 0)
+    assert got["obs-002"][6] == pytest.approx(0.0002187)
+    # o3-mini: output 188 + output_reasoning_tokens 512 = the 700 completion tokens
+    assert got["obs-003"][:5] == (900, 0, None, 700, 512)
+    # Anthropic-shaped usage: input 1052 excludes the 2048 cache reads and 300 cache writes
+    assert got["obs-004"][:5] == (3400, 2048, 300, 260, None)
+    # a model Langfuse has no price for: cost_details empty. The v1 API's calculatedTotalCost and the
+    # UI export's totalCost write 0 for it (reduceUsageOrCostDetails: total ?? 0): unpriced, the 0 kept
+    # in attrs; the v2 API and the blob export write no cost at all
+    unpriced = "0.0" if shape in ("api_v1", "ui_csv", "ui_jsonl") else None
+    assert got["obs-007"][5:] == ("acme-llama-70b", None, unpriced)
+    # the failed call has no usage; Langfuse priced its nothing at 0 (cost_details {"total": 0}): free
+    assert got["obs-005"][:1] == (None,) and got["obs-005"][5:7] == ("gpt-4o-mini", 0.0)
+
+
+def test_tenants_come_from_the_observation_or_the_traces_beside_it(con):
+    for path in FILES.values():
+        ingest_path(con, path)
+    got = con.execute("SELECT request_id, list(DISTINCT tenant ORDER BY tenant) FROM requests GROUP BY 1 "
+                      "ORDER BY 1").fetchall()
+    assert got == [("obs-002", ["user-17"]), ("obs-003", ["user-17"]), ("obs-004", ["user-42"]),
+                   ("obs-005", ["user-42"]), ("obs-006", ["user-42"]), ("obs-007", ["user-42"])]
+
+
+def test_the_five_shapes_agree(con):
+    seen = {}
+    for shape, path in FILES.items():
+        c = store.connect(":memory:")
+        ingest_path(c, path)
+        seen[shape] = {k: {c_: v[c_] for c_ in COLS if c_ != "provider"} for k, v in _loaded(c).items()}
+        c.close()
+    first = seen.pop("api_v1")
+    for shape, rows in seen.items():
+        assert rows == first, shape
+
+
+def test_the_csv_export_writes_dates_with_their_own_quotes():
+    head = FILES["ui_csv"].read_text().splitlines()[1]
+    assert '"""2025-03-04T14:00:00.000Z"""' in head
+
+
+def test_a_traces_export_is_refused_with_advice_and_a_blob_export_is_not(con):
+    traces = LF / "blob" / "proj-1" / "traces" / BLOB.name
+    assert detect(probe(traces)).name == "langfuse"
+    with pytest.raises(InputError, match="traces export: load the observations"):
+        ingest_path(con, traces)
+    assert ingest_path(con, BLOB, IngestOptions(format="langfuse"))[0].rows_ingested == 6
+
+
+def test_a_malformed_file_names_file_row_and_field(con, tmp_path):
+    page = json.loads(FILES["api_v2"].read_text())
+    bad = tmp_path / "observations_cut.json"
+    text = json.dumps(page)
+    bad.write_text(text[: text.index('"obs-004"') + 40])
+    with pytest.raises(InputError) as e:
+        ingest_path(con, bad)
+    assert "observations_cut.json" in str(e.value) and "row 4" in str(e.value)      # obs-004 is the 4th record
+    rows = FILES["ui_csv"].read_text().splitlines()
+    rows[2] = rows[2].replace('""input"":226', '""input"":""lots""')
+    broken = tmp_path / "ui_export_observations.csv"
+    broken.write_text("\n".join(rows) + "\n")
+    res = ingest_path(con, broken)[0]
+    assert res.rows_rejected == 1
+    assert res.rejects[0]["row"] == 3 and "input_tokens" in res.rejects[0]["reason"]
+
+
+def test_generic_reaches_nested_fields_and_a_records_path(con, tmp_path):
+    mapping = {"request_id": "id", "ts": "startTime", "model": "providedModelName",
+               "input_tokens": "usageDetails.input", "output_tokens": "usageDetails.output",
+               "cost_usd": "costDetails.total"}
+    res = ingest_path(con, FILES["api_v2"], IngestOptions(format="generic", mapping=mapping))[0]
+    assert res.rows_rejected == 1          # the span has no model
+    raw = {r["id"]: r for r in _raw(FILES["api_v2"])}
+    got = dict(con.execute("SELECT request_id, input_tokens FROM requests WHERE request_id = 'obs-002'").fetchall())
+    assert got == {"obs-002": raw["obs-002"]["usageDetails"]["input"]}
+    nested = tmp_path / "export.json"
+    nested.write_text(json.dumps({"response": {"page": 1, "rows": raw and list(raw.values())}}))
+    c2 = store.connect(":memory:")
+    opts = IngestOptions(format="generic", mapping=mapping, records_path="response.rows")
+    assert ingest_path(c2, nested, opts)[0].rows_ingested == 6
+    with pytest.raises(InputError, match="records-path response.items"):
+        ingest_path(store.connect(":memory:"), nested, IngestOptions(format="generic", mapping=mapping, records_path="response.items"))
+
+
+def test_a_json_document_streams_with_flat_memory(tmp_path):
+    rec = json.loads(FILES["api_v2"].read_text())["data"][1]
+
+    def peak(n):
+        path = tmp_path / f"obs_{n}.json"
+        with open(path, "w") as fh:
+            fh.write('{"data": [')
+            fh.write(",".join(json.dumps({**rec, "id": f"o{i}"}) for i in range(n)))
+            fh.write('], "meta": {}}')
+        tracemalloc.start()
+        count = sum(1 for _ in iter_records(probe(path)))
+        size = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert count == n
+        return size, path.stat().st_size
+    small, small_bytes = peak(5_000)
+    large, large_bytes = peak(15_000)
+    assert large_bytes > 2.9 * small_bytes
+    assert large < 1.5 * small          # the file tripled; the peak did not
