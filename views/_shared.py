@@ -190,3 +190,19 @@ def no_alert_state(f: Filters) -> None:
     st.warning("No alert fired on the windows the rules could judge, but some had too few requests to judge: "
                + "; ".join(parts) + ". Their health is unknown, not fine: widen the period, or lower the rule's "
                "min_requests on the Latency page.", icon=":material/help:")
+
+
+def unpriced_banner() -> None:
+    """Traffic no price book row, alias or catalogue entry prices counts at $0: say so, never in silence."""
+    from finops.spend import pricing
+    unpriced = query(pricing.unpriced_models)
+    if unpriced.empty:
+        return
+    names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
+                                                                   strict=True))
+    share = float(unpriced["share_of_requests"].sum())
+    with st.container(border=True):
+        st.warning(f"No price for {len(unpriced)} model(s), {share:.1%} of all requests, counted at $0.00 in every "
+                   "figure here:", icon=":material/money_off:")
+        st.text(names)
+        st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")

@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.spend import costviews, exports
+from finops.spend import report as spend
 from finops.spend.costviews import (
     cost_matrix_wide,
     period_label,
@@ -18,12 +19,14 @@ from views._shared import (
     query,
     source_label,
     stop_if_store_empty,
+    unpriced_banner,
 )
 
 st.title("Cost")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the cost page")
+unpriced_banner()
 
 sb = query(costviews.showback, f)
 if sb.empty:
@@ -145,3 +148,27 @@ c3.download_button("Download FOCUS 1.2 CSV", exports.focus_csv(focus), file_name
 st.caption("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
            "(it is left out when tenants or tiers are filtered). In the CSV exports, cells that begin with "
            "=, +, - or @ are prefixed with ' so spreadsheets do not run them. " + source_label())
+
+# ---- recorded against list price
+st.subheader("Recorded cost against list price")
+rec = query(spend.reconcile, f)
+rec = rec[(rec["recorded_requests"] > 0) | (rec["source_unpriced_requests"] > 0)]
+if rec.empty:
+    st.info("These logs record no cost of their own: every figure on this page is tokens × the price row in force "
+            "for each request (price book or catalogue), so there is nothing to reconcile.", icon=":material/info:")
+else:
+    st.dataframe(rec, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
+        "priced_by": st.column_config.TextColumn("List price from"),
+        "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
+        "recorded_cost_usd": USD("Recorded by the source ($)", format="$%.2f"),
+        "list_cost_usd": USD("Same requests at list price ($)", format="$%.2f"),
+        "difference_usd": USD("Recorded − list ($)", format="$%.2f"),
+        "difference_pct": USD("Recorded − list (%)", format="%.1f %%"),
+        "source_unpriced_requests": COUNT("Source wrote $0 (priced here)", format="localized"),
+        "priced_requests": COUNT("Requests priced here", format="localized"),
+        "priced_cost_usd": USD("Priced here ($)", format="$%.2f")})
+    st.caption("Where the logs carry a cost (LiteLLM's spend, a provider's cost field) it counts as billed; this "
+               "table prices the same requests at the list price in force for each, so a source that is off shows. "
+               "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
+               "here from the price book or the catalogue instead. " + source_label())

@@ -282,7 +282,16 @@ with st.form("prices"):
         "replicas": st.column_config.NumberColumn("Replicas", format="%d"),
         "slots_per_replica": st.column_config.NumberColumn("Concurrent slots per replica", format="%d"),
         "price_as_of": st.column_config.DateColumn("Price as of"),
-        "source": st.column_config.TextColumn("Source of the price")})
+        "source": st.column_config.TextColumn("Source of the price"),
+        "service_tier": st.column_config.TextColumn("Service tier", help="empty: standard; or batch, flex, priority"),
+        "min_input_tokens": st.column_config.NumberColumn(
+            "Above input tokens", format="%d", help="a context tier: the row prices requests whose input exceeds "
+            "this (0 or empty: every request)"),
+        "effective_from": st.column_config.DateColumn("In force from", help="empty: always"),
+        "effective_to": st.column_config.DateColumn("In force until (exclusive)", help="empty: open-ended"),
+        "cache_write_usd_per_1m": st.column_config.NumberColumn("Cache write ($ per 1M tokens)", format="$%.3f"),
+        "cache_write_1h_usd_per_1m": st.column_config.NumberColumn("1-hour cache write ($ per 1M tokens)",
+                                                                   format="$%.3f")})
     save = st.form_submit_button("Save prices", type="primary", icon=":material/save:")
 if save:
     try:
@@ -295,7 +304,37 @@ if save:
 if st.button("Reset to the bundled list prices (data/prices.csv)", key="reset-prices"):
     store.load_price_book(cursor(), store.PRICES_CSV)
     st.rerun()
-st.caption("API models cost their tokens at these prices unless the logs record a cost; self-hosted models cost "
-           "replicas × GPUs per replica × $ per GPU-hour every hour, allocated to requests by busy time. Saving "
-           "reprices every page at once; nothing is re-loaded. The bundled prices are list prices as of the date "
-           "shown; yours are your inputs.")
+st.caption("These rows are ours and override the catalogue: API models cost their tokens at these prices unless "
+           "the logs record a cost; self-hosted models cost replicas × GPUs per replica × $ per GPU-hour every "
+           "hour, allocated to requests by busy time. A model with no row here is priced from the catalogue. "
+           "Saving reprices every page at once; nothing is re-loaded.")
+
+# ---- how each model is priced, aliases, the catalogue
+st.subheader("How each model is priced")
+st.dataframe(query(pricing.resolution), hide_index=True, column_config={
+    "model": st.column_config.TextColumn("Model as logged"), "provider": st.column_config.TextColumn("Provider"),
+    "price_source": None, "price_provider": None, "price_model": None,
+    "how": st.column_config.TextColumn("Priced by")})
+st.caption("In this order: an alias below, our price book row for the name, the catalogue (dated names such as "
+           "gpt-4o-2024-11-20 and provider prefixes such as openai/ resolved), else unpriced ($0, and said on "
+           "the Overview and Cost pages).")
+with st.form("aliases"):
+    st.markdown("**Aliases**: price a private or deployment name as another model (a price book model, or a "
+                "catalogue model with its provider).")
+    alias_edit = st.data_editor(query(pricing.aliases), hide_index=True, num_rows="dynamic", key="alias_editor",
+                                column_config={"alias": st.column_config.TextColumn("Name as logged"),
+                                               "model": st.column_config.TextColumn("Priced as model"),
+                                               "provider": st.column_config.TextColumn("Catalogue provider")})
+    save_aliases = st.form_submit_button("Save aliases", icon=":material/save:")
+if save_aliases:
+    try:
+        n = pricing.save_aliases(cursor(), alias_edit)
+    except InputError as exc:
+        st.error(f"Aliases not saved: {exc}", icon=":material/error:")
+    else:
+        st.toast(f"Saved {n} aliases: every page is repriced.", icon=":material/check:")
+        st.rerun()
+cat = query(pricing.catalogue_status)
+st.caption(f"Catalogue: {cat['source']}, {cat['rows']:,} dated price rows of {cat['providers']:,} providers, "
+           "shipped inside the package (no network). To take a newer one, raise the genai-prices pin in "
+           "requirements.txt and run `python -m finops prices sync`.")

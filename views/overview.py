@@ -13,12 +13,14 @@ from views._shared import (
     query,
     source_label,
     stop_if_store_empty,
+    unpriced_banner,
 )
 
 st.title("Overview")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the overview")
+unpriced_banner()
 
 k = query(costviews.kpis_with_change, f)
 if not k.current.requests and not k.current.spend_usd:
