@@ -59,7 +59,8 @@ def test_tenant_with_sql_in_its_name_round_trips(tmp_path):
     [row] = json.loads(r.stdout)
     assert row["tenant"] == BAD_TENANT and row["requests"] == 500
     assert set(row) == {"model", "tenant", "requests", "input_tokens", "output_tokens", "cached_input_tokens",
-                        "cache_write_tokens", "reasoning_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"}
+                        "cache_write_tokens", "reasoning_tokens", "served_tokens", "cost_usd", "cost_per_1m_tokens",
+                        "error_rate"}
 
 
 def test_bad_file_exits_1_and_leaves_store(tmp_path):

@@ -61,7 +61,7 @@ def test_cost_on_the_demo_store(demo_db):
     assert not at.exception
     assert _subheaders(at) == ["$ per 1M tokens by model and tenant", "Token mix and what it does to cost",
                                "Cost of one request", "Self-hosted GPU fleet: allocated vs idle",
-                               "Showback: spend per tenant and model"]
+                               "Recorded cost against list price", "Showback: spend per tenant and model"]
     kinds = _kinds(at)
     assert kinds["vega_lite_chart"] >= 6 and kinds["download_button"] == 3
     labels = [b.proto.label for b in at.get("download_button")]
@@ -81,9 +81,10 @@ def test_budgets_on_the_demo_store(demo_db):
 def test_data_page_on_the_demo_store(demo_db):
     at = run_page(demo_db, "views/data.py")
     assert not at.exception
-    assert _subheaders(at) == ["Load request logs", "Follow a live log", "Loaded batches", "Price book"]
+    assert _subheaders(at) == ["Load request logs", "Follow a live log", "Loaded batches", "Price book",
+                               "How each model is priced"]
     kinds = _kinds(at)
-    assert kinds["file_uploader"] == 1 and kinds["form"] == 1
+    assert kinds["file_uploader"] == 1 and kinds["form"] == 2          # the price book and the aliases
     assert "python -m finops ingest PATH --db" in at.code[0].value
     assert "sample fleet" in texts(at)
 
@@ -143,7 +144,8 @@ def test_overview_kpis_match_the_cli_report(demo_db, tmp_path):
     tokens = sum(r["input_tokens"] + r["output_tokens"] for r in cli)
     assert on_screen["Tokens (input + output)"] == format_value("tokens", tokens)
     spend = sum(r["cost_usd"] for r in cli)
-    assert on_screen["$ per 1M tokens"] == format_value("usd3", spend / tokens * 1e6)
+    served = sum(r["served_tokens"] for r in cli)              # cache hits reached no model
+    assert on_screen["$ per 1M tokens"] == format_value("usd3", spend / served * 1e6)
 
 
 def test_filtered_numbers_match_the_cli_report(demo_db, tmp_path):

@@ -193,12 +193,13 @@ need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), g
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(f"$ per hour, {now.replicas:,} replicas", f"${now.cost_per_hour_usd:,.2f}", border=True,
           help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × ${gpu_usd:,.3f} per GPU-hour, busy or idle.")
-m2.metric(f"$ per 1M tokens, {now.replicas:,} replicas",
+m2.metric(f"Projected $ per 1M tokens, {now.replicas:,} replicas",
           f"${now.cost_per_1m_tokens:,.3f}" if now.cost_per_1m_tokens is not None else "n/a", border=True,
-          help="Cost per hour ÷ (λ × 3,600 × tokens per request) × 1,000,000.")
+          help="A what-if, not the fleet's measured unit cost: cost per hour ÷ (λ × 3,600 × tokens per request) × "
+               "1,000,000 at this load. The measured ones (billed, allocated, fully loaded) are on the Cost page.")
 m3.metric(f"$ per hour, {need.replicas:,} needed", f"${need.cost_per_hour_usd:,.2f}", border=True,
           help="At the replica count the targets need, with redundancy.")
-m4.metric(f"$ per 1M tokens, {need.replicas:,} needed",
+m4.metric(f"Projected $ per 1M tokens, {need.replicas:,} needed",
           f"${need.cost_per_1m_tokens:,.3f}" if need.cost_per_1m_tokens is not None else "n/a", border=True)
 if now.note:
     st.caption(now.note)

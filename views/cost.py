@@ -48,8 +48,23 @@ else:
     table.dataframe(wide, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         **{c: USD(f"{c} ($ per 1M tokens)", format="$%.3f") for c in wide.columns if c != "model"}})
-    st.caption("Spend divided by input + output tokens, per million. Self-hosted models include their "
-               "allocated GPU time; idle capacity is left out (it has no tokens). " + source_label())
+    st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
+               "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
+               "capacity is left out). " + source_label())
+    units = query(spend.unit_costs, f)
+    st.dataframe(units, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model"),
+        "kind": st.column_config.TextColumn("Kind", help="api: a provider bills tokens; self_hosted: a GPU fleet"),
+        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%.2f"),
+        "billed_usd_per_1m": USD("Billed ($ per 1M tokens)", format="$%.3f", help=spend.UNIT_COSTS["billed"]),
+        "allocated_usd_per_1m": USD("Allocated ($ per 1M tokens)", format="$%.3f",
+                                    help=spend.UNIT_COSTS["allocated"]),
+        "fleet_served_tokens": None, "fleet_cost_usd": None,
+        "fully_loaded_usd_per_1m": USD("Fully loaded ($ per 1M tokens)", format="$%.3f",
+                                       help=spend.UNIT_COSTS["fully_loaded"])})
+    st.caption("The three unit costs, the same on every page and in `python -m finops report --unit-costs`: "
+               "billed for API models; for a self-hosted fleet, allocated (busy GPU time only) and fully loaded "
+               "(idle included, over every tenant's tokens: the price the Routing page reprices a fleet at).")
 
 # ---- token mix and its cost effect
 st.subheader("Token mix and what it does to cost")
@@ -116,6 +131,30 @@ else:
                "is allocated to requests by their service time; the rest is idle. Tenant and tier filters do not "
                "apply: the fleet is shared. " + source_label())
 
+# ---- recorded against list price
+st.subheader("Recorded cost against list price")
+rec = query(spend.reconcile, f)
+rec = rec[(rec["recorded_requests"] > 0) | (rec["source_unpriced_requests"] > 0)]
+if rec.empty:
+    st.info("These logs record no cost of their own: every figure on this page is tokens × the price row in force "
+            "for each request (price book or catalogue), so there is nothing to reconcile.", icon=":material/info:")
+else:
+    st.dataframe(rec, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
+        "priced_by": st.column_config.TextColumn("List price from"),
+        "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
+        "recorded_cost_usd": USD("Recorded by the source ($)", format="$%.2f"),
+        "list_cost_usd": USD("Same requests at list price ($)", format="$%.2f"),
+        "difference_usd": USD("Recorded − list ($)", format="$%.2f"),
+        "difference_pct": USD("Recorded − list (%)", format="%.1f %%"),
+        "source_unpriced_requests": COUNT("Source wrote $0 (priced here)", format="localized"),
+        "priced_requests": COUNT("Requests priced here", format="localized"),
+        "priced_cost_usd": USD("Priced here ($)", format="$%.2f")})
+    st.caption("Where the logs carry a cost (LiteLLM's spend, a provider's cost field) it counts as billed; this "
+               "table prices the same requests at the list price in force for each, so a source that is off shows. "
+               "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
+               "here from the price book or the catalogue instead. " + source_label())
+
 # ---- showback / chargeback
 st.subheader("Showback: spend per tenant and model")
 total = float(sb["cost_usd"].sum())
@@ -148,27 +187,3 @@ c3.download_button("Download FOCUS 1.2 CSV", exports.focus_csv(focus), file_name
 st.caption("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
            "(it is left out when tenants or tiers are filtered). In the CSV exports, cells that begin with "
            "=, +, - or @ are prefixed with ' so spreadsheets do not run them. " + source_label())
-
-# ---- recorded against list price
-st.subheader("Recorded cost against list price")
-rec = query(spend.reconcile, f)
-rec = rec[(rec["recorded_requests"] > 0) | (rec["source_unpriced_requests"] > 0)]
-if rec.empty:
-    st.info("These logs record no cost of their own: every figure on this page is tokens × the price row in force "
-            "for each request (price book or catalogue), so there is nothing to reconcile.", icon=":material/info:")
-else:
-    st.dataframe(rec, hide_index=True, column_config={
-        "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
-        "priced_by": st.column_config.TextColumn("List price from"),
-        "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
-        "recorded_cost_usd": USD("Recorded by the source ($)", format="$%.2f"),
-        "list_cost_usd": USD("Same requests at list price ($)", format="$%.2f"),
-        "difference_usd": USD("Recorded − list ($)", format="$%.2f"),
-        "difference_pct": USD("Recorded − list (%)", format="%.1f %%"),
-        "source_unpriced_requests": COUNT("Source wrote $0 (priced here)", format="localized"),
-        "priced_requests": COUNT("Requests priced here", format="localized"),
-        "priced_cost_usd": USD("Priced here ($)", format="$%.2f")})
-    st.caption("Where the logs carry a cost (LiteLLM's spend, a provider's cost field) it counts as billed; this "
-               "table prices the same requests at the list price in force for each, so a source that is off shows. "
-               "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
-               "here from the price book or the catalogue instead. " + source_label())

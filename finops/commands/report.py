@@ -22,6 +22,9 @@ def add_arguments(p) -> None:
     out.add_argument("--json", action="store_true", help="a JSON list of objects")
     out.add_argument("--csv", action="store_true", help="CSV on stdout")
     p.add_argument("--no-idle", action="store_true", help="leave out idle self-hosted capacity")
+    p.add_argument("--unit-costs", action="store_true",
+                   help="per model, $ per 1M served tokens: billed (API models), allocated (self-hosted, busy GPU "
+                        "time) and fully loaded (self-hosted, idle included)")
     p.add_argument("--reconcile", action="store_true",
                    help="per model and provider: the cost the logs recorded against the same requests at list "
                         "prices, and the requests a source could not price (it wrote 0)")
@@ -37,11 +40,13 @@ def run(args) -> int:
               "counted at $0. Add a price book row or an alias (Data page, or data/prices.csv).", file=sys.stderr)
     if args.reconcile:
         frame = spend.reconcile(con, filters_from(args))
+    elif args.unit_costs:
+        frame = spend.unit_costs(con, filters_from(args))
     else:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
         frame = spend.report(con, filters_from(args), by, include_idle=False if args.no_idle else None)
         cols = [*by, "requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
-                "reasoning_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"]
+                "reasoning_tokens", "served_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"]
         frame = frame[cols]
     if args.json:
         print_json(records(frame))

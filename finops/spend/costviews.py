@@ -63,7 +63,10 @@ KPI_SPECS: tuple[KpiSpec, ...] = (
             "Recorded costs, token-priced requests and self-hosted GPU hours, idle capacity included."),
     KpiSpec("requests", "Requests", "count", "neutral", "Model calls served (a cascade escalation is two)."),
     KpiSpec("tokens", "Tokens (input + output)", "tokens", "neutral", "Prompt tokens (cached included) plus generated tokens."),
-    KpiSpec("cost_per_1m_tokens", "$ per 1M tokens", "usd3", "worse", "Spend divided by tokens, per million."),
+    KpiSpec("cost_per_1m_tokens", "$ per 1M tokens", "usd3", "worse",
+            "Spend, idle GPU time included, per 1M tokens the models served (cache hits reached none): the "
+            "fleet's fully loaded unit cost. Per model: billed (API), allocated and fully loaded (self-hosted) "
+            "on the Cost page."),
     KpiSpec("cache_saved_usd", "Cache savings (USD)", "usd", "better",
             "What semantic-cache hits would have cost on their model at book prices."),
     KpiSpec("escalation_rate", "Cascade escalation rate (%)", "pct", "worse",
@@ -268,13 +271,13 @@ def top_tenants(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 8) -> TopTe
 # ---------------------------------------------------------------- $ per 1M tokens, model x tenant
 
 def cost_matrix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """$ per 1M tokens for every model x tenant pair with traffic (idle capacity left out: it has no tokens).
-
-    Columns: model, tenant, requests, tokens, cost_usd, cost_per_1m_tokens.
+    """$ per 1M tokens for every model x tenant pair with traffic: the *billed* unit cost of API models and the
+    *allocated* one of self-hosted models (``spend.report.UNIT_COSTS``: idle capacity left out, per 1M served
+    tokens). Columns: model, tenant, requests, tokens (served), cost_usd, cost_per_1m_tokens.
     """
     rep = spend.report(con, period_of(con, f), by=["model", "tenant"], include_idle=False)
     out = pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "requests": rep["requests"],
-                        "tokens": rep["input_tokens"] + rep["output_tokens"], "cost_usd": rep["cost_usd"],
+                        "tokens": rep["served_tokens"], "cost_usd": rep["cost_usd"],
                         "cost_per_1m_tokens": rep["cost_per_1m_tokens"]})
     return out
 

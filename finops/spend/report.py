@@ -59,7 +59,10 @@ MEASURES_SQL = """
   sum(cached_input_tokens) AS cached_input_tokens, sum(cache_write_tokens) AS cache_write_tokens,
   sum(cache_write_1h_tokens) AS cache_write_1h_tokens, sum(reasoning_tokens) AS reasoning_tokens,
   sum(cost_usd) AS cost_usd,
-  sum(cost_usd) / nullif(sum(input_tokens) + sum(output_tokens), 0) * 1e6 AS cost_per_1m_tokens,
+  sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens - cache_output_tokens)
+    AS served_tokens,
+  sum(cost_usd) / nullif(sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens
+                             - cache_output_tokens), 0) * 1e6 AS cost_per_1m_tokens,
   sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) AS error_rate,
   sum(cache_hits) AS cache_hits, sum(cache_saved_usd) AS cache_saved_usd,
   sum(escalations) AS escalations, sum(cascade_requests) AS cascade_requests"""
@@ -83,9 +86,47 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
     order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
     out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
     for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
-              "cache_write_1h_tokens", "reasoning_tokens", "cache_hits", "escalations", "cascade_requests"):
+              "cache_write_1h_tokens", "reasoning_tokens", "served_tokens", "cache_hits", "escalations",
+              "cascade_requests"):
         out[c] = out[c].fillna(0).astype("int64")
     return out
+
+
+#: The unit costs the product defines, each with one name on every page and in the CLI. All are $ per 1M
+#: *served* tokens (input + output of the requests a model served: a semantic-cache hit reached none).
+UNIT_COSTS: dict[str, str] = {
+    "billed": "API models: what the requests cost (recorded, else tokens × the price in force) per 1M tokens",
+    "allocated": "self-hosted models: the busy share of the fleet's GPU cost per 1M tokens (idle left out)",
+    "fully_loaded": "self-hosted models: the whole fleet's GPU cost, idle included, per 1M tokens the fleet served",
+}
+UNIT_COST_COLUMNS = ("model", "kind", "served_tokens", "cost_usd", "billed_usd_per_1m", "allocated_usd_per_1m",
+                     "fleet_served_tokens", "fleet_cost_usd", "fully_loaded_usd_per_1m")
+
+
+def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Each model's unit cost in the variants of :data:`UNIT_COSTS`, the one function every page and the CLI use.
+
+    * ``billed_usd_per_1m`` (API models) and ``allocated_usd_per_1m`` (self-hosted): ``cost_usd`` of the
+      filtered requests (idle left out) / ``served_tokens`` × 1e6;
+    * ``fully_loaded_usd_per_1m`` (self-hosted): the fleet's whole cost in the period, idle included
+      (``fleet_cost_usd``), / the tokens it served for every tenant (``fleet_served_tokens``) × 1e6 — a property
+      of the fleet, so tenant and tier filters do not change it (the period and the model filter do).
+    """
+    usage = report(con, f, by=["model"], include_idle=False)
+    fleet = report(con, Filters(since=f.since, until=f.until, models=f.models), by=["model"], include_idle=True)
+    kinds = dict(con.execute("SELECT model, kind FROM prices WHERE kind = 'self_hosted'").fetchall())
+    fleet = fleet.set_index("model")
+    rows = []
+    for r in usage.itertuples(index=False):
+        kind = kinds.get(r.model, "api")
+        per_1m = float(r.cost_usd) / r.served_tokens * 1e6 if r.served_tokens > 0 else None
+        fleet_tokens = int(fleet.loc[r.model, "served_tokens"]) if r.model in fleet.index else 0
+        fleet_cost = float(fleet.loc[r.model, "cost_usd"]) if r.model in fleet.index else 0.0
+        loaded = fleet_cost / fleet_tokens * 1e6 if kind == "self_hosted" and fleet_tokens > 0 else None
+        rows.append((r.model, kind, int(r.served_tokens), float(r.cost_usd),
+                     per_1m if kind == "api" else None, per_1m if kind == "self_hosted" else None,
+                     fleet_tokens, fleet_cost, loaded))
+    return pd.DataFrame(rows, columns=list(UNIT_COST_COLUMNS))
 
 
 RECONCILE_COLUMNS = ("model", "provider", "priced_by", "recorded_requests", "recorded_cost_usd", "list_cost_usd",

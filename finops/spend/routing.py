@@ -107,18 +107,13 @@ def effective_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame
     fleet); null when it served no tokens in the period.
     """
     book = pricing.price_book(con)
-    fleet = _model_totals(con, Filters(since=f.since, until=f.until), include_idle=True)
-    fleet = fleet.set_index("model") if len(fleet) else fleet
+    # the fully loaded unit cost (spend.report.UNIT_COSTS): the fleet's cost, idle included, per 1M served tokens
+    loaded = spend.unit_costs(con, Filters(since=f.since, until=f.until)).set_index("model")["fully_loaded_usd_per_1m"]
     rows = []
     for p in book.itertuples(index=False):
         if p.kind == "self_hosted":
-            served = 0.0
-            cost = None
-            if len(fleet) and p.model in fleet.index:
-                t = fleet.loc[p.model]
-                served = float(t.input_tokens + t.output_tokens - t.cache_input_tokens - t.cache_output_tokens)
-                cost = float(t.cost_usd)
-            eff = cost / served * 1e6 if cost is not None and served > 0 else None
+            eff = loaded.get(p.model)
+            eff = None if eff is None or pd.isna(eff) else float(eff)
             rows.append((p.model, p.kind, p.size_class, eff, eff, eff, 0.0,
                          "fleet cost / served tokens in the period" if eff is not None
                          else "self-hosted: no tokens served in the period"))
