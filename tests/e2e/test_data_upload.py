@@ -93,7 +93,7 @@ def test_upload_with_a_mapping_is_ingested(upload_server, page):
     assert load.is_enabled()            # the mapped rows previewed without a problem
     shoot(page, "data_mapping")
     load.click()
-    page.get_by_text("Validation report").wait_for(timeout=120_000)
+    page.get_by_text("Validation report", exact=True).wait_for(timeout=120_000)
     wait_ready(page)
     shoot(page, "data_upload")
     assert exceptions_on(page) == []
