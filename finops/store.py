@@ -68,8 +68,10 @@ ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
     ("priced_requests", "BIGINT", f"count(*) FILTER (WHERE {_PRICED})"),
     *[(f"priced_{name}", "BIGINT", f"coalesce(sum({expr}) FILTER (WHERE {_PRICED}), 0)")
       for name, expr in _TOKEN_CLASSES],
-    # the same classes of the rows whose cost the source recorded: what the list prices say they cost
-    *[(f"recorded_{name}", "BIGINT", f"coalesce(sum({expr}) FILTER (WHERE cost_usd IS NOT NULL), 0)")
+    # the same classes of the served rows whose cost the source recorded: what the list prices say they cost
+    # (a cache hit reached no model: its list cost is 0, whatever the source wrote for it)
+    ("recorded_served_requests", "BIGINT", f"count(*) FILTER (WHERE cost_usd IS NOT NULL AND {sql.SERVED})"),
+    *[(f"recorded_{name}", "BIGINT", f"coalesce(sum({expr}) FILTER (WHERE cost_usd IS NOT NULL AND {sql.SERVED}), 0)")
       for name, expr in _TOKEN_CLASSES],
     ("cache_hits", "BIGINT", f"count(*) FILTER (WHERE {sql.CACHE_HIT})"),
     ("cache_uncached_input_tokens", "BIGINT", f"coalesce(sum({_UNCACHED}) FILTER (WHERE {sql.CACHE_HIT}), 0)"),
@@ -166,7 +168,7 @@ CATALOGUE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cache_write_1h_usd_per_1m", "DECIMAL(18,9)"), ("output_usd_per_1m", "DECIMAL(18,9)"),
     ("request_usd", "DECIMAL(18,9)"), ("source", "VARCHAR"),
 )
-ROLLUP_VERSION = 2          # bump when the rollup's keys or measures change: a store rebuilds them on open
+ROLLUP_VERSION = 3          # bump when the rollup's keys or measures change: a store rebuilds them on open
 PRICES_CSV = ROOT / "data" / "prices.csv"
 
 

@@ -56,12 +56,12 @@ else:
         "model": st.column_config.TextColumn("Model"),
         "kind": st.column_config.TextColumn("Kind", help="api: a provider bills tokens; self_hosted: a GPU fleet"),
         "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%.2f"),
-        "billed_usd_per_1m": USD("Billed ($ per 1M tokens)", format="$%.3f", help=spend.UNIT_COSTS["billed"]),
-        "allocated_usd_per_1m": USD("Allocated ($ per 1M tokens)", format="$%.3f",
-                                    help=spend.UNIT_COSTS["allocated"]),
+        "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
+        "usd_per_1m": USD("Billed (API) or allocated (self-hosted), $ per 1M tokens", format="$%.3f",
+                          help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + "."),
         "fleet_served_tokens": None, "fleet_cost_usd": None,
-        "fully_loaded_usd_per_1m": USD("Fully loaded ($ per 1M tokens)", format="$%.3f",
-                                       help=spend.UNIT_COSTS["fully_loaded"])})
+        "fully_loaded_usd_per_1m": USD("Fully loaded, $ per 1M tokens", format="$%.3f",
+                                       help=spend.UNIT_COSTS["fully_loaded"] + "; an API model's is its billed one")})
     st.caption("The three unit costs, the same on every page and in `python -m finops report --unit-costs`: "
                "billed for API models; for a self-hosted fleet, allocated (busy GPU time only) and fully loaded "
                "(idle included, over every tenant's tokens: the price the Routing page reprices a fleet at).")

@@ -254,7 +254,7 @@ def _classes_cost(prefix: str, requests_sql: str) -> str:
 # SQL fragments over a rollup-shaped relation ``r`` joined to its picked prices ``p``.
 TOKEN_COST_SQL = _classes_cost("priced", "r.priced_requests")
 # what the requests whose cost was recorded cost at list prices (the reconciliation view)
-LIST_COST_OF_RECORDED_SQL = _classes_cost("recorded", "r.recorded_requests")
+LIST_COST_OF_RECORDED_SQL = _classes_cost("recorded", "r.recorded_served_requests")
 
 # what the cache hits would have cost on their model (token-priced models only)
 CACHE_SAVED_SQL = """(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN

@@ -100,7 +100,7 @@ UNIT_COSTS: dict[str, str] = {
     "fully_loaded": "self-hosted models: the whole fleet's GPU cost, idle included, per 1M tokens the fleet served",
 }
 UNIT_COST_COLUMNS = ("model", "kind", "served_tokens", "cost_usd", "billed_usd_per_1m", "allocated_usd_per_1m",
-                     "fleet_served_tokens", "fleet_cost_usd", "fully_loaded_usd_per_1m")
+                     "usd_per_1m", "fleet_served_tokens", "fleet_cost_usd", "fully_loaded_usd_per_1m")
 
 
 def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
@@ -108,9 +108,11 @@ def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
 
     * ``billed_usd_per_1m`` (API models) and ``allocated_usd_per_1m`` (self-hosted): ``cost_usd`` of the
       filtered requests (idle left out) / ``served_tokens`` × 1e6;
+    * ``usd_per_1m``: the one of those two that applies to the model's kind;
     * ``fully_loaded_usd_per_1m`` (self-hosted): the fleet's whole cost in the period, idle included
       (``fleet_cost_usd``), / the tokens it served for every tenant (``fleet_served_tokens``) × 1e6 — a property
-      of the fleet, so tenant and tier filters do not change it (the period and the model filter do).
+      of the fleet, so tenant and tier filters do not change it (the period and the model filter do). An API
+      model has no idle capacity: its fully loaded unit cost is its billed one.
     """
     usage = report(con, f, by=["model"], include_idle=False)
     fleet = report(con, Filters(since=f.since, until=f.until, models=f.models), by=["model"], include_idle=True)
@@ -122,9 +124,12 @@ def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
         per_1m = float(r.cost_usd) / r.served_tokens * 1e6 if r.served_tokens > 0 else None
         fleet_tokens = int(fleet.loc[r.model, "served_tokens"]) if r.model in fleet.index else 0
         fleet_cost = float(fleet.loc[r.model, "cost_usd"]) if r.model in fleet.index else 0.0
-        loaded = fleet_cost / fleet_tokens * 1e6 if kind == "self_hosted" and fleet_tokens > 0 else None
+        if kind == "self_hosted":
+            loaded = fleet_cost / fleet_tokens * 1e6 if fleet_tokens > 0 else None
+        else:
+            loaded = per_1m
         rows.append((r.model, kind, int(r.served_tokens), float(r.cost_usd),
-                     per_1m if kind == "api" else None, per_1m if kind == "self_hosted" else None,
+                     per_1m if kind == "api" else None, per_1m if kind == "self_hosted" else None, per_1m,
                      fleet_tokens, fleet_cost, loaded))
     return pd.DataFrame(rows, columns=list(UNIT_COST_COLUMNS))
 
@@ -137,7 +142,8 @@ RECONCILE_COLUMNS = ("model", "provider", "priced_by", "recorded_requests", "rec
 def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Recorded against computed cost, per model and provider: the check of a source's own pricing.
 
-    * ``recorded_cost_usd``: what the logs recorded for the ``recorded_requests`` that carry a cost;
+    * ``recorded_cost_usd``: what the logs recorded for the ``recorded_requests`` that carry a cost (requests a
+      model served; a cache hit's recorded cost, usually 0, is included in the figure but lists at 0);
     * ``list_cost_usd``: the same requests at the price row in force for each (book or catalogue);
     * ``difference_usd`` / ``difference_pct``: recorded less list, and that as a share of list (None
       where the list cost is 0);
@@ -147,7 +153,7 @@ def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """
     costed_sql, params = costed(con, f, include_idle=False)
     out = con.execute(f"""
-SELECT model, provider, any_value(priced_by) AS priced_by, sum(recorded_requests) AS recorded_requests,
+SELECT model, provider, any_value(priced_by) AS priced_by, sum(recorded_served_requests) AS recorded_requests,
        sum(recorded_cost_usd) AS recorded_cost_usd, sum(list_cost_of_recorded_usd) AS list_cost_usd,
        sum(recorded_cost_usd) - sum(list_cost_of_recorded_usd) AS difference_usd,
        (sum(recorded_cost_usd) - sum(list_cost_of_recorded_usd)) / nullif(sum(list_cost_of_recorded_usd), 0)
