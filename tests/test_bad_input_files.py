@@ -117,8 +117,6 @@ def test_a_reader_error_is_a_sentence_and_the_detail_is_logged(con, tmp_path, ca
     _unchanged(con)
 
 
-@pytest.mark.xfail(strict=True, reason="needs finops/ingest/formats.py's _sniff_canonical to accept a file whose "
-                   "columns are all canonical (owner of the adapters)")
 def test_a_ts_and_model_only_csv_is_detected_as_canonical(con, tmp_path):
     f = tmp_path / "minimal.csv"
     f.write_text("ts,model\n2026-11-20T10:00:00Z,gpt-4o\n")

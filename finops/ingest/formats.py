@@ -28,7 +28,8 @@ def _sniff_canonical(p: Probe) -> float:
     if not {"ts", "model"} <= cols:
         return 0.0
     known = len(cols & set(schema.NAMES))
-    return 0.9 if known >= 3 else 0.0
+    # three canonical columns, or a file whose every column is canonical (a bare ts,model log)
+    return 0.9 if known >= 3 or cols <= set(schema.NAMES) else 0.0
 
 
 def _read_canonical(con, p: Probe, options: IngestOptions) -> Source:
