@@ -205,3 +205,22 @@ def test_a_store_made_before_the_new_token_columns_gets_them_when_opened(tmp_pat
     cols = {r[0] for r in con.execute("DESCRIBE requests").fetchall()}
     assert {"provider", "reasoning_tokens", "service_tier", "cache_write_tokens"} <= cols
     con.close()
+
+
+@pytest.mark.parametrize("params,shown", [
+    ({"cap_lambda": "1e300"}, {"cap_lambda": 1_000_000.0}),
+    ({"cap_lambda": "1e6", "cap_service_s": "1e300"}, {"cap_lambda": 1_000_000.0, "cap_service_s": 3_600.0}),
+    ({"cap_lambda": "0", "cap_replicas": "0"}, {"cap_lambda": 0.0, "cap_replicas": 0}),
+    ({"cap_slots": "99999999"}, {"cap_slots": 4096}),
+])
+def test_an_extreme_capacity_url_is_clamped_and_said_and_a_zero_is_a_zero(tmp_path, params, shown):
+    from helpers import run_page, texts
+    db = str(tmp_path / "empty.duckdb")
+    store.connect(db).close()
+    at = run_page(db, "views/capacity.py", query_params=params)
+    assert not at.exception
+    values = {n.key: n.value for n in at.number_input}
+    for key, value in shown.items():
+        assert values[key] == value
+    if any(float(v) > 1e6 for v in params.values()) or params.get("cap_slots"):
+        assert "does not take" in texts(at)

@@ -39,11 +39,36 @@ if len(PRICED):           # priced like the book's first self-hosted model until
 else:
     DEFAULTS.update(cap_gpu_hour_usd=2.0, cap_gpus=1, cap_priced_as="an illustrative $2 per GPU-hour (no self-hosted "
                                                                       "model in the price book)")
-for key, value in DEFAULTS.items():
-    st.session_state.setdefault(key, value)
-# the inputs that define a scenario (bound to the URL, so a scenario can be shared)
+# the inputs that define a scenario (bound to the URL, so a scenario can be shared), with the range each takes:
+# a URL asking for more is clamped and said; a 0 in a URL is a 0
 SCENARIO_KEYS = ("cap_lambda", "cap_sla_s", "cap_service_s", "cap_cv_service", "cap_cv_arrival", "cap_replicas",
                  "cap_slots", "cap_rho", "cap_redundancy_pct")
+LIMITS = {"cap_lambda": (0.0, 1_000_000.0), "cap_sla_s": (0.0, 3_600.0), "cap_service_s": (0.001, 3_600.0),
+          "cap_mu": (0.001, 1_000.0), "cap_cv_service": (0.0, 10.0), "cap_cv_arrival": (0.0, 10.0),
+          "cap_replicas": (0, 100_000), "cap_slots": (1, 4096), "cap_rho": (0.30, 0.95), "cap_redundancy_pct": (0, 100)}
+if "cap_url_read" not in st.session_state:
+    st.session_state["cap_url_read"] = True
+    clamped = []
+    for key, (lo, hi) in LIMITS.items():
+        raw = st.query_params.get(key)
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            clamped.append(f"{key}={raw!r} is not a number: the default is used")
+            continue
+        if value != value or value < lo or value > hi:
+            value = lo if value != value or value < lo else hi
+            clamped.append(f"{key}={raw} is outside {lo:,} to {hi:,}: {value:,} is used")
+        st.session_state[key] = int(value) if isinstance(lo, int) else value
+    if clamped:
+        st.session_state["cap_url_clamped"] = clamped
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
+if st.session_state.get("cap_url_clamped"):
+    st.warning("The link asked for values the calculator does not take: " + "; ".join(st.session_state["cap_url_clamped"]),
+               icon=":material/tune:")
 
 
 def _scenario_origin() -> str:
@@ -111,16 +136,16 @@ with st.container(border=True):
                    f"{row['replicas_source']}, slots from {row['slots_source']}. {source_label()}")
 
 c1, c2, c3, c4 = st.columns(4)
-lam = c1.number_input("Arrival rate λ (req/s)", min_value=0.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
+lam = c1.number_input("Arrival rate λ (req/s)", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
                       help="Requests per second reaching the fleet at the hour you size for (e.g. the peak hour).")
-sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, step=0.5, format="%.3g", key="cap_sla_s", bind="query-params",
+sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, max_value=3_600.0, step=0.5, format="%.3g", key="cap_sla_s", bind="query-params",
                         help="99 % of requests must wait in the queue less than this, in seconds.")
 service_as = c2.radio("Service given as", [MEAN, RATE], key="cap_service_as")
 if service_as == MEAN:
-    mean_s = c2.number_input("Mean service time (s)", min_value=0.001, step=0.1, format="%.4g", key="cap_service_s", bind="query-params",
+    mean_s = c2.number_input("Mean service time (s)", min_value=0.001, max_value=3_600.0, step=0.1, format="%.4g", key="cap_service_s", bind="query-params",
                              help="Time one request holds a slot (prefill + decode), in seconds.")
 else:
-    mu = c2.number_input("Service rate μ (req/s per slot)", min_value=0.001, step=0.1, format="%.4g", key="cap_mu",
+    mu = c2.number_input("Service rate μ (req/s per slot)", min_value=0.001, max_value=1_000.0, step=0.1, format="%.4g", key="cap_mu",
                          help="Requests one slot completes per second: 1 / mean service time.")
     mean_s = 1.0 / mu
 cv_s = c3.number_input("Service-time CV (std / mean)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
