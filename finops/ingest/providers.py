@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from finops.errors import InputError
@@ -150,6 +151,14 @@ def openai_batch_row(row: int, rec: dict, options: IngestOptions, name: str = ""
                                        or (f"http_{code}" if code is not None else "error")),
         "attrs": _json({k: v for k, v in attrs.items() if v is not None}),
     })
+
+
+def _one_row_per_record(to_row: Callable[[int, dict, IngestOptions, str], dict]):
+    """An adapter's ``read`` that turns each record of the file into one canonical row with ``to_row``."""
+    def read(con, p: Probe, options: IngestOptions) -> Source:
+        rows = (to_row(row, rec, options, p.name) for row, rec in iter_records(p))
+        return _python_source(rows, columns=RAW_COLUMNS)
+    return read
 
 
 def _read_openai_batch(con, p: Probe, options: IngestOptions) -> Source:
@@ -353,11 +362,7 @@ def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") ->
     })
 
 
-def _read_helicone(con, p: Probe, options: IngestOptions) -> Source:
-    def rows():
-        for row, rec in iter_records(p):
-            yield helicone_row(row, rec, options, p.name)
-    return _python_source(rows(), columns=RAW_COLUMNS)
+_read_helicone = _one_row_per_record(helicone_row)
 
 
 register(Adapter(
@@ -421,11 +426,7 @@ def openrouter_row(row: int, rec: dict, options: IngestOptions, name: str = "") 
     })
 
 
-def _read_openrouter(con, p: Probe, options: IngestOptions) -> Source:
-    def rows():
-        for row, rec in iter_records(p):
-            yield openrouter_row(row, rec, options, p.name)
-    return _python_source(rows(), columns=RAW_COLUMNS)
+_read_openrouter = _one_row_per_record(openrouter_row)
 
 
 register(Adapter(
