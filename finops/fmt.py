@@ -1,0 +1,61 @@
+"""How a number is written for people: one money formatter, one duration formatter, one "no value" mark.
+
+Every page and every user-facing message writes money through :func:`usd` and durations through
+:func:`duration_ms`, so the same figure reads the same everywhere: thousands separators, cents, more
+decimals only under a dollar (two significant figures), and :data:`MISSING` instead of ``None`` or ``NaN``.
+Exports keep full precision in numeric columns; this module is for text only.
+"""
+from __future__ import annotations
+
+import math
+
+MISSING = "—"
+"""What a figure with no value shows (with the reason beside it or on hover), never ``None`` or ``NaN``."""
+
+MAX_DECIMALS = 6        # micro-dollars: the finest a cost is stored or exported at
+
+
+def _missing(x) -> bool:
+    if x is None:
+        return True
+    try:
+        return not math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return True
+
+
+def usd(x) -> str:
+    """Dollars as text: separators and cents; under $1, two significant figures (up to micro-dollars).
+
+    >>> usd(11316.814), usd(1605.02), usd(43.497), usd(0.152), usd(0.0043), usd(0.075)
+    ('$11,316.81', '$1,605.02', '$43.50', '$0.15', '$0.0043', '$0.075')
+    >>> usd(0), usd(-2500), usd(-0.0043), usd(1e-9), usd(None), usd(float("nan"))
+    ('$0.00', '−$2,500.00', '−$0.0043', '< $0.000001', '—', '—')
+    """
+    if _missing(x):
+        return MISSING
+    x = float(x)
+    sign, a = ("−" if x < 0 else ""), abs(x)
+    if a == 0 or round(a, 2) >= 1:
+        return f"{sign}${a:,.2f}"
+    if a < 10 ** -MAX_DECIMALS / 2:
+        return f"{sign}< $0.{'0' * (MAX_DECIMALS - 1)}1"
+    decimals = max(2, min(MAX_DECIMALS, 1 - math.floor(math.log10(a))))
+    return f"{sign}${a:,.{decimals}f}"
+
+
+def duration_ms(x, decimals: int = 0) -> str:
+    """Milliseconds as text; 1,000 ms and more in seconds.
+
+    >>> duration_ms(850), duration_ms(999.6), duration_ms(1000), duration_ms(12_345), duration_ms(2.345, 1)
+    ('850 ms', '1.00 s', '1.00 s', '12.3 s', '2.3 ms')
+    >>> duration_ms(None)
+    '—'
+    """
+    if _missing(x):
+        return MISSING
+    x = float(x)
+    if abs(round(x, decimals)) < 1000:
+        return f"{x:,.{decimals}f} ms"
+    s = x / 1000
+    return f"{s:,.2f} s" if abs(s) < 10 else f"{s:,.1f} s" if abs(s) < 100 else f"{s:,.0f} s"
