@@ -59,3 +59,21 @@ def duration_ms(x, decimals: int = 0) -> str:
         return f"{x:,.{decimals}f} ms"
     s = x / 1000
     return f"{s:,.2f} s" if abs(s) < 10 else f"{s:,.1f} s" if abs(s) < 100 else f"{s:,.0f} s"
+
+
+def period(since, until) -> str:
+    """A period ``[since, until)`` as people say it: the last day included, times only when not whole days.
+
+    >>> from datetime import datetime as d
+    >>> period(d(2026, 11, 17), d(2026, 12, 1)), period(d(2026, 11, 30, 14), d(2026, 12, 1, 14))
+    ('2026-11-17 to 2026-11-30', '2026-11-30 14:00 to 2026-12-01 14:00')
+    >>> period(None, d(2026, 12, 1))
+    'all data'
+    """
+    from datetime import time, timedelta
+
+    if since is None or until is None:
+        return "all data"
+    if since.time() == time() and until.time() == time():
+        return f"{since:%Y-%m-%d} to {until - timedelta(days=1):%Y-%m-%d}"
+    return f"{since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M}"

@@ -528,8 +528,5 @@ def showback_by_tenant(sb: pd.DataFrame) -> pd.DataFrame:
 
 
 def period_label(f: Filters) -> str:
-    """``2026-11-01 to 2026-11-14`` (the inclusive last day) for captions and file names."""
-    if f.since is None or f.until is None:
-        return "all data"
-    last = f.until - timedelta(microseconds=1)
-    return f"{f.since:%Y-%m-%d} to {last:%Y-%m-%d}"
+    """``2026-11-01 to 2026-11-14`` (the inclusive last day) for captions and file names (:func:`finops.fmt.period`)."""
+    return fmt_.period(f.since, f.until)
