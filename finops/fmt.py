@@ -77,3 +77,46 @@ def period(since, until) -> str:
     if since.time() == time() and until.time() == time():
         return f"{since:%Y-%m-%d} to {until - timedelta(days=1):%Y-%m-%d}"
     return f"{since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M}"
+
+
+def _is_cost(column: str) -> bool:
+    return column.endswith("_usd") or (column.endswith("Cost") and column[:1].isupper())
+
+
+def round_costs(frame):
+    """An export's cost columns (``*_usd``, FOCUS ``*Cost``) rounded to micro-dollars; every other column, unit
+    prices and rates included, keeps full precision.
+
+    >>> import pandas as pd
+    >>> round_costs(pd.DataFrame({"cost_usd": [1605.0212345678901], "BilledCost": [0.1 + 0.2],
+    ...                           "cost_per_1m_tokens": [0.1234567891]})).iloc[0].tolist()
+    [1605.021235, 0.3, 0.1234567891]
+    """
+    out = frame.copy()
+    for c in out.columns:
+        if _is_cost(str(c)) and out[c].dtype.kind == "f":
+            out[c] = out[c].round(MAX_DECIMALS)
+    return out
+
+
+def _slug(value) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._]+", "-", str(value)).strip("-") or "blank"
+
+
+def export_name(what: str, f) -> str:
+    """A download's file name (no extension) that carries its period and filters, so exports never collide.
+
+    >>> from datetime import datetime as d
+    >>> from finops.filters import Filters
+    >>> export_name("showback", Filters(d(2026, 11, 17), d(2026, 12, 1), tenants=("acme", "o'brien co")))
+    'showback_2026-11-17_to_2026-11-30_tenant-acme+o-brien-co'
+    >>> export_name("showback", Filters())
+    'showback_all-data'
+    """
+    parts = [what, _slug(period(f.since, f.until)).replace("-to-", "_to_").replace(":", "")]
+    for label, values in (("tenant", f.tenants), ("model", f.models), ("tier", f.sla_tiers)):
+        if values:
+            parts.append(f"{label}-" + "+".join(_slug(v) for v in values))
+    return "_".join(parts)

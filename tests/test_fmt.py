@@ -28,3 +28,29 @@ def test_usd_of_no_value_is_a_dash_never_none_or_nan(value):
 ])
 def test_duration_in_seconds_from_1000_ms(value, text):
     assert duration_ms(value) == text
+
+
+def test_export_names_carry_the_filters_so_filtered_and_unfiltered_never_collide():
+    from datetime import datetime
+
+    from finops.filters import Filters
+    from finops.fmt import export_name
+
+    whole = Filters(datetime(2026, 11, 17), datetime(2026, 12, 1))
+    acme = Filters(datetime(2026, 11, 17), datetime(2026, 12, 1), tenants=("acme",), sla_tiers=("gold",))
+    assert export_name("showback", whole) == "showback_2026-11-17_to_2026-11-30"
+    assert export_name("showback", acme) == "showback_2026-11-17_to_2026-11-30_tenant-acme_tier-gold"
+    assert export_name("x", Filters(models=("../etc/passwd",))) == "x_all-data_model-..-etc-passwd"
+
+
+def test_csv_and_parquet_exports_round_cost_to_micro_dollars_and_keep_rates():
+    import io
+
+    import pandas as pd
+
+    from finops.spend.exports import parquet_bytes, safe_csv
+
+    frame = pd.DataFrame({"tenant": ["acme"], "cost_usd": [11316.81234567891234], "cost_per_1m_tokens": [0.123456789]})
+    assert safe_csv(frame).splitlines()[1] == "acme,11316.812346,0.123456789"
+    back = pd.read_parquet(io.BytesIO(parquet_bytes(frame)))
+    assert back["cost_usd"].iloc[0] == 11316.812346 and back["cost_per_1m_tokens"].iloc[0] == 0.123456789

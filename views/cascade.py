@@ -9,7 +9,7 @@ from finops.cascade import edge
 from finops.cascade import shadow as cascade_store
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
-from finops.fmt import MISSING, duration_ms, usd
+from finops.fmt import MISSING, duration_ms, export_name, usd
 from finops.ingest import uploads
 from finops.spend import exports
 from views._shared import current_filters, cursor, data_origin, filter_caption, query, store_path
@@ -225,7 +225,7 @@ else:
     st.caption(f"Rows: {which}, from the highest threshold down. Marginal: money saved per quality point given up "
                f"against the row above (e.g. $2.40 saved for 3 points ≈ $0.80 per point). {label}")
     st.download_button("Download the whole curve (CSV)", exports.safe_csv(report.curve),
-                       file_name=f"cascade_curve_{source}.csv", mime="text/csv", icon=":material/download:",
+                       file_name=f"{export_name(f'cascade_curve_{source}', f)}.csv", mime="text/csv", icon=":material/download:",
                        on_click="ignore")
 
     st.subheader("Routing metrics and baselines")

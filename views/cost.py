@@ -2,12 +2,11 @@
 import streamlit as st
 
 from finops import charts
-from finops.fmt import MISSING, usd
+from finops.fmt import MISSING, export_name, usd
 from finops.spend import costviews, exports
 from finops.spend import report as spend
 from finops.spend.costviews import (
     cost_matrix_wide,
-    period_label,
     showback_by_tenant,
     token_effect,
     token_mix_long,
@@ -135,7 +134,7 @@ COLUMNS = {
 by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
 by_tenant.dataframe(showback_by_tenant(sb), placeholder=MISSING, hide_index=True, column_config=COLUMNS)
 by_pair.dataframe(sb, placeholder=MISSING, hide_index=True, column_config=COLUMNS)
-name = f"showback_{period_label(period).replace(' to ', '_to_')}"
+name = export_name("showback", period)
 focus = query(exports.focus_frame, f)
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download CSV", exports.safe_csv(sb), file_name=f"{name}.csv", mime="text/csv",
