@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from datetime import datetime, time, timedelta
 from pathlib import Path
 
 import streamlit as st
@@ -11,7 +13,7 @@ from finops.filters import filters_for
 from finops.ingest.loader import stored_span
 from finops.sample import demo
 from views import PAGES, missing_pages
-from views._shared import FOLLOW_KEY, connection, follow_status, query, store_label, store_path
+from views._shared import FOLLOW_KEY, connection, follow_status, plain, query, store_label, store_path
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
 
@@ -29,6 +31,53 @@ def _first_start() -> None:
     bar.empty()
 
 
+PRESETS = ("custom", "last 24 h", "last 7 days", "last 30 days", "this month", "last month")
+FILTER_KEYS = (("tenant", "Tenants", "tenant"), ("model", "Models", "model"), ("tier", "SLA tiers", "sla_tier"))
+
+
+def preset_range(preset: str, newest: datetime) -> tuple[datetime, datetime] | None:
+    """``[since, until)`` of a period preset, counted back from the newest stored request (a store's "now")."""
+    day = datetime.combine(newest.date(), time())
+    if preset == "last 24 h":
+        end = newest.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        return end - timedelta(hours=24), end
+    if preset in ("last 7 days", "last 30 days"):
+        return day - timedelta(days=int(preset.split()[1]) - 1), day + timedelta(days=1)
+    first = day.replace(day=1)
+    if preset == "this month":
+        return first, day + timedelta(days=1)
+    if preset == "last month":
+        return (first - timedelta(days=1)).replace(day=1), first
+    return None
+
+
+def _to_custom() -> None:
+    st.session_state["period"] = "custom"
+
+
+def _unknown_in_url(options: dict[str, list]) -> dict[str, list[str]]:
+    """Values the URL names that the store does not hold, per filter (read before the widgets drop them)."""
+    out = {}
+    for key, _, _ in FILTER_KEYS:
+        asked = [v for v in st.query_params.get_all(key) if v]
+        unknown = [v for v in asked if v not in options[key]]
+        if unknown:
+            out[key] = unknown
+    return out
+
+
+# Enter in a date field applies the typed date at once (the field applies it when it loses focus)
+ENTER_APPLIES_DATE = """<script>
+const doc = window.parent.document;
+if (!doc.__finopsEnterBlur) {
+  doc.__finopsEnterBlur = true;
+  doc.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && e.target.closest && e.target.closest('[data-testid="stDateInput"]')) e.target.blur();
+  }, true);
+}
+</script>"""
+
+
 def _sidebar():
     con = connection().cursor()
     span = query(stored_span)
@@ -44,25 +93,40 @@ def _sidebar():
                        "the Data page (its time span says which).")
         first = lo.date() if lo else None
         last = hi.date() if hi else None
-        start = st.date_input("From", value=first, min_value=first, max_value=last, key="from",
-                              bind="query-params", disabled=lo is None)
-        end = st.date_input("To", value=last, min_value=first, max_value=last, key="to",
-                            bind="query-params", disabled=lo is None)
+        preset = st.selectbox("Period", PRESETS, key="period", bind="query-params", disabled=lo is None,
+                              help="Counted back from the newest stored request. Editing From or To makes it custom.")
+        exact = preset_range(preset, hi) if hi is not None else None
+        if exact is not None:        # the fields show the preset's days, clamped to the stored ones
+            shown_from = min(max(exact[0].date(), first), last)
+            st.session_state["from"] = shown_from
+            st.session_state["to"] = max(min((exact[1] - timedelta(microseconds=1)).date(), last), shown_from)
+        start = st.date_input("From", value=None if exact is not None else first, min_value=first, max_value=last, key="from",
+                              bind="query-params", disabled=lo is None, on_change=_to_custom)
+        end = st.date_input("To", value=None if exact is not None else last, min_value=first, max_value=last, key="to",
+                            bind="query-params", disabled=lo is None, on_change=_to_custom,
+                            help="Included: the period ends at the end of this day (UTC).")
+        st.iframe(ENTER_APPLIES_DATE, height=1)
         if start and end and start > end:
             st.warning("'From' is after 'To': showing the single day 'From'.")
             end = start
         if lo is None and rows:
             # every stored request lies outside the window: the period is the window, which holds none
             start, end = w_lo.date(), w_hi.date()
-        tenants = st.multiselect("Tenants", query(store.distinct_values, "tenant"), key="tenant",
-                                 bind="query-params", placeholder="all tenants")
-        models = st.multiselect("Models", query(store.distinct_values, "model"), key="model",
-                                bind="query-params", placeholder="all models")
-        tiers = st.multiselect("SLA tiers", query(store.distinct_values, "sla_tier"), key="tier",
-                               bind="query-params", placeholder="all tiers")
+        options = {key: query(store.distinct_values, column) for key, _, column in FILTER_KEYS}
+        unknown = _unknown_in_url(options)
+        picked = {key: st.multiselect(label, options[key], key=key, bind="query-params",
+                                      placeholder=f"all {label.lower()}") for key, label, _ in FILTER_KEYS}
+        for key, label, _ in FILTER_KEYS:
+            if key in unknown:
+                rest = "showing the others" if picked[key] else f"showing all {label.lower()}"
+                st.warning(f"The link names {label.lower()} this store does not hold, left out: "
+                           f"{', '.join(plain(v) for v in unknown[key])}; {rest}.", icon=":material/link_off:")
         if st.session_state.get(FOLLOW_KEY):
             follow_status()
-    st.session_state["_filters"] = filters_for(start, end, tenants, models, tiers)
+    f = filters_for(start, end, picked["tenant"], picked["model"], picked["tier"])
+    if exact is not None:            # a preset filters its exact span, even where the store holds nothing
+        f = replace(f, since=exact[0], until=exact[1])
+    st.session_state["_filters"] = f
 
 
 missing = missing_pages()

@@ -1,5 +1,6 @@
 """The CLI: exit codes, JSON shapes, quoting, and report totals recomputed independently from raw rows."""
 import json
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,43 @@ def test_every_command_and_option_has_help():
         for action in p._actions:
             if action.dest != "help":
                 assert action.help, f"{name} {action.dest} has no help text"
+
+
+COURSE_WORDS = re.compile(r"\bseed\b|\bseed's|\bsection \d|\b(routing|deployment|course) text|(?<![.,\d])00\d\b|000_|"
+                          r"\.txt\b|exercise|worked (problem|example)|problems? \d of", re.IGNORECASE)
+
+
+def _help_texts() -> dict[str, str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    out = {}
+    for name, p in sub.choices.items():
+        out[name] = p.description or ""
+        for action in p._actions:
+            if action.help and action.dest != "seed":      # --seed is a random seed: the word is its name
+                out[f"{name} {action.dest}"] = action.help
+    return out
+
+
+def test_no_help_text_names_the_documents_the_product_was_designed_from():
+    named = {k: v for k, v in _help_texts().items() if COURSE_WORDS.search(v)}
+    assert named == {}
+
+
+def test_until_includes_the_day_like_the_dashboards_to():
+    """``--until 2026-11-30`` is the sidebar's To = 2026-11-30: the whole day, SQL end 2026-12-01 00:00."""
+    from datetime import date, datetime
+
+    from finops.commands._common import filters_from
+    from finops.filters import filters_for
+
+    args = build_parser().parse_args(["report", "--since", "2026-11-17", "--until", "2026-11-30"])
+    assert filters_from(args) == filters_for(date(2026, 11, 17), date(2026, 11, 30))
+    assert filters_from(args).until == datetime(2026, 12, 1)
+    one_day = build_parser().parse_args(["report", "--since", "2026-11-30", "--until", "2026-11-30"])
+    assert filters_from(one_day).until - filters_from(one_day).since == datetime(2026, 12, 1) - datetime(2026, 11, 30)
+    instant = build_parser().parse_args(["report", "--until", "2026-11-30T12:00:00"])
+    assert filters_from(instant).until == datetime(2026, 11, 30, 12)     # a time of day: that instant, excluded
 
 
 def test_top_level_help_lists_every_command(capsys):

@@ -53,7 +53,7 @@ def test_cascade_json_per_query_costs(capsys):
 
 
 def test_cascade_seed_table_json(capsys):
-    out = run_json(capsys, "cascade", "--seed-table", "--quality-floor", "0.9")
+    out = run_json(capsys, "cascade", "--example-table", "--quality-floor", "0.9")
     assert [round(p["avg_cost"], 6) for p in out["curve"]] == [1.96, 3.4, 5.8]
     assert out["choice"]["threshold"] == 0.8 and out["choice"]["avg_cost"] == pytest.approx(3.4)
     assert out["metrics"] == {"apgr": None, "cpt50": None, "cpt80": None}   # the table has no ends
@@ -67,7 +67,7 @@ def test_cascade_parametric_file(tmp_path, capsys):
 
 
 def test_cascade_text_output(capsys):
-    assert main(["cascade", "--seed-table", "--quality-floor", "0.9"]) == 0
+    assert main(["cascade", "--example-table", "--quality-floor", "0.9"]) == 0
     text = capsys.readouterr().out
     assert "tau 0.8, escalate 30.0%, cost 3.4" in text and "0.288" in text
 

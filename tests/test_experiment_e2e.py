@@ -39,7 +39,7 @@ def test_seed_experiment_is_diagnosed_from_the_gateway_log(tmp_path):
                 return False
 
         wait_until(healthy, timeout=60, interval=0.1, message="gateway answering /healthz")
-        run = _finops("load", "--url", url, "--preset", "seed-3.3", "--json")
+        run = _finops("load", "--url", url, "--preset", "dual-model", "--json")
         assert run.returncode == 0, run.stderr
     finally:
         gw.send_signal(signal.SIGTERM)

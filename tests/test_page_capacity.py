@@ -9,7 +9,7 @@ import pytest
 from helpers import APP, run_page, texts
 
 PAGE = "views/capacity.py"
-KPIS = ("Utilisation ρ", "P(wait)", "Mean queue wait", "P99 queue wait", "Replicas needed")
+KPIS = ("Utilisation", "P(wait)", "Mean queue wait", "P99 queue wait", "Replicas needed")
 
 
 def _metrics(at) -> dict[str, str]:
@@ -49,7 +49,7 @@ def test_demo_store_renders_calculator_and_logs_table(demo_page):
     _assert_calculator(at)
     table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns)
     assert set(table["model"]) == {"llama-3.1-8b", "llama-3.1-70b"}
-    assert "Source: the defaults: the seed's worked problem" in texts(at)
+    assert "Source: the defaults, a common starting point: 14 req/s on 10 replicas" in texts(at)
     # the load-test example: the exercise of 002 answered
     m = _metrics(at)
     assert m["Instances for 50 req/s"] == "4" and m["With 25 % redundancy"] == "5"
@@ -60,7 +60,7 @@ def test_empty_store_calculator_still_works(empty_db):
     _assert_calculator(at)
     body = texts(at)
     assert "store is empty" in body or "store holds no requests" in body
-    assert _metrics(at)["Utilisation ρ"] == "70.0%"       # the seed's worked problem by default
+    assert _metrics(at)["Utilisation"] == "70.0%"       # the seed's worked problem by default
 
 
 def test_scenario_comes_from_the_url(empty_db):
@@ -78,7 +78,7 @@ def test_scenario_comes_from_the_url(empty_db):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.number_input(key="cap_replicas").value == 12
-    assert _metrics(at)["Utilisation ρ"] == f"{14 / 24:.1%}"
+    assert _metrics(at)["Utilisation"] == f"{14 / 24:.1%}"
     assert "Source: your inputs." in texts(at)
 
 
@@ -88,8 +88,8 @@ def test_moving_replicas_changes_the_kpis(demo_page):
     at.number_input(key="cap_replicas").set_value(12).run()
     after = _metrics(at)
     assert not at.exception
-    assert after["Utilisation ρ"] != before["Utilisation ρ"]
-    assert after["Utilisation ρ"] == f"{14 / (12 * 2):.1%}"
+    assert after["Utilisation"] != before["Utilisation"]
+    assert after["Utilisation"] == f"{14 / (12 * 2):.1%}"
     assert after["P99 queue wait"] != before["P99 queue wait"]
 
 
@@ -98,7 +98,7 @@ def test_unstable_shows_state_without_nan(empty_db):
     at.number_input(key="cap_lambda").set_value(30.0).run()     # 30 req/s on 10 replicas of 2 req/s: rho = 1.5
     assert not at.exception
     m = _metrics(at)
-    assert m["Utilisation ρ"] == "150.0%"
+    assert m["Utilisation"] == "150.0%"
     assert m["Mean queue wait"] == "unbounded" and m["P99 queue wait"] == "unbounded"
     assert not any("nan" in v.lower() or "inf" == v.lower() for v in m.values()), m
     assert any("unstable" in e.value for e in at.error)

@@ -8,6 +8,7 @@ from numpy.testing import assert_allclose
 
 from finops import store
 from finops.cascade import shadow as cascade_store
+from finops.fmt import MISSING
 from helpers import run_page, texts
 
 PAGE = "views/cascade.py"
@@ -37,7 +38,7 @@ def _charts(at) -> int:
 
 def _assert_key_elements(at):
     assert not at.exception, [e.value for e in at.exception]
-    assert len(at.select_slider) == 1 and "Threshold τ" in at.select_slider[0].label
+    assert len(at.select_slider) == 1 and "Confidence threshold" in at.select_slider[0].label
     _frame(at, "marginal_cost_per_point")
     assert _charts(at) >= 3                       # frontier, net benefit vs RTT, RTT histogram
     assert "break-even" in texts(at).lower()
@@ -53,7 +54,7 @@ def demo_copy(demo_db, tmp_path) -> str:
 def test_empty_store_falls_back_to_the_seeds_table(empty_db):
     at = _open(empty_db)
     _assert_key_elements(at)
-    assert at.radio(key="source").value == "seed"
+    assert at.radio(key="source").value == "example"
 
 
 def test_empty_store_asked_for_shadow_evaluation_says_there_is_none(empty_db):
@@ -65,41 +66,41 @@ def test_empty_store_asked_for_shadow_evaluation_says_there_is_none(empty_db):
 
 
 def test_parametric_mode_shows_the_seeds_figures(empty_db):
-    at = _open(empty_db, "seed")
+    at = _open(empty_db, "example")
     table = _frame(at, "marginal_cost_per_point")
     assert_allclose(table["avg_cost"], [5.8, 3.4, 1.96])
     assert_allclose(table["escalation_rate"], [0.60, 0.30, 0.12])
     assert_allclose(table["marginal_cost_per_point"].iloc[1:], [0.8, 0.288])
     body = texts(at)
-    assert "τ = 0.8**" in body and "$3.400 per 1,000" in body      # 90 % floor -> the seed's tau 0.80
+    assert "floor: **0.8**" in body and "$3.40 per 1,000" in body      # 90 % floor -> threshold 0.80
 
 
 def test_parametric_mode_follows_the_floor(empty_db):
-    at = _open(empty_db, "seed")
+    at = _open(empty_db, "example")
     at.number_input(key="floor").set_value(95.0).run()
     assert not at.exception
-    assert "τ = 0.95**" in texts(at) and "$5.800 per 1,000" in texts(at)
+    assert "floor: **0.95**" in texts(at) and "$5.80 per 1,000" in texts(at)
     at.number_input(key="floor").set_value(99.0).run()
     assert "No threshold reaches the 99 % quality floor" in texts(at)
 
 
 def test_parametric_metrics_need_the_ends(empty_db):
-    at = _open(empty_db, "seed")
+    at = _open(empty_db, "example")
     assert "Metrics not computed" in texts(at)
     ends = [n for n in at.number_input if "alone: quality" in n.label]
     ends[0].set_value(0.80)
     ends[1].set_value(0.97).run()
     assert not at.exception
     apgr = next(m for m in at.metric if m.label == "APGR")
-    assert apgr.value != "–"
+    assert apgr.value != MISSING
     assert "small only" in _frame(at, "large_call_rate")["name"].tolist()
 
 
 def test_edge_section_shows_the_seeds_worked_example(empty_db):
     at = _open(empty_db)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Gain worth ($/request)"] == "$0.0750"
-    assert metrics["Cost of escalating ($/request)"] == "$0.0400"
+    assert metrics["Gain worth ($/request)"] == "$0.075"
+    assert metrics["Cost of escalating ($/request)"] == "$0.040"
     assert metrics["Decision at this RTT"] == "Escalate"
     assert metrics["Break-even RTT (ms)"] == "523 ms"
     at.number_input(key="rtt_ms").set_value(1500.0).run()
@@ -141,6 +142,6 @@ def test_sample_fleet_one_pair_at_flat_prices(demo_db):
     at.radio(key="costs_store").set_value("flat").run()
     assert not at.exception
     body = texts(at)
-    assert "of gpt-4o-mini" in body and "flat prices $1 and $8 per 1,000" in body
+    assert "of gpt-4o-mini" in body and "flat prices $1.00 and $8.00 per 1,000" in body
     table = _frame(at, "marginal_cost_per_point")
     assert table["avg_cost"].between(1.0, 9.0).all()          # flat: 1 + rate x 8

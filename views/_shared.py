@@ -12,6 +12,7 @@ import streamlit as st
 
 from finops import store
 from finops.filters import Filters
+from finops.fmt import period
 
 
 @st.cache_resource(show_spinner=False)
@@ -89,7 +90,7 @@ def current_filters() -> Filters:
 def filter_caption(f: Filters) -> str:
     parts = []
     if f.since and f.until:
-        parts.append(f"{f.since:%Y-%m-%d} to {(f.until.date()):%Y-%m-%d} (exclusive), UTC")
+        parts.append(f"{period(f.since, f.until)} (UTC)")
     for label, values in (("tenants", f.tenants), ("models", f.models), ("tiers", f.sla_tiers)):
         if values:
             parts.append(f"{label}: {', '.join(plain(v) for v in values)}")

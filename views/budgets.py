@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.errors import InputError
+from finops.fmt import MISSING, usd
 from finops.spend import budgets
 from views._shared import (
     current_filters,
@@ -45,9 +46,9 @@ else:
     c[1].metric("Tenants at risk", f"{int(n.get('at risk', 0))}", border=True,
                 help=f"Forecast within budget, but the upper end of the {100 * report.confidence:.0f} % "
                      "interval above it.")
-    c[2].metric(f"Spent so far in {label} (USD)", f"${table['spent_usd'].sum():,.2f}", border=True,
+    c[2].metric(f"Spent so far in {label} (USD)", usd(table['spent_usd'].sum()), border=True,
                 help="All tenants shown, idle GPU capacity excluded.")
-    c[3].metric("Forecast month end (USD)", f"${table['forecast_usd'].sum():,.2f}", border=True,
+    c[3].metric("Forecast month end (USD)", usd(table['forecast_usd'].sum()), border=True,
                 help="Spent so far plus the mean daily spend times the days left.")
     if report.as_of is not None:
         st.caption(f"Data through {report.as_of:%Y-%m-%d %H:%M} UTC; {report.days_left:.1f} days left in {label}. "
@@ -56,25 +57,25 @@ else:
                    "interval (t-quantile × daily standard deviation × √(d + d²/n) for d days left after n days). "
                    + (f"The store starts on {report.first_day:%Y-%m-%d}: spend before that is not counted. "
                       if report.first_day and report.first_day.day > 1 else "")
-                   + (f"Idle GPU capacity (${report.idle_usd:,.2f} this month) is a fleet cost in no tenant's "
+                   + (f"Idle GPU capacity ({usd(report.idle_usd)} this month) is a fleet cost in no tenant's "
                       "budget." if report.idle_usd > 0 else ""))
 
     # ---- status of every tenant
     st.subheader("Forecast against budget")
     st.altair_chart(charts.budget_status(table, title=f"Month-end forecast against budget, {label} (USD)"))
-    st.dataframe(table, hide_index=True, column_order=[
+    st.dataframe(table, placeholder=MISSING, hide_index=True, column_order=[
         "tenant", "status", "budget_usd", "spent_usd", "used_share", "forecast_usd", "forecast_low_usd",
         "forecast_high_usd", "forecast_share", "mean_daily_usd"], column_config={
         "tenant": st.column_config.TextColumn("Tenant"), "status": st.column_config.TextColumn("Status"),
-        "budget_usd": st.column_config.NumberColumn("Budget ($)", format="$%.2f"),
-        "spent_usd": st.column_config.NumberColumn("Spent so far ($)", format="$%.2f"),
+        "budget_usd": st.column_config.NumberColumn("Budget ($)", format="$%,.2f"),
+        "spent_usd": st.column_config.NumberColumn("Spent so far ($)", format="$%,.2f"),
         "used_share": st.column_config.ProgressColumn("Budget used (%)", format="percent", min_value=0,
                                                       max_value=1),
-        "forecast_usd": st.column_config.NumberColumn("Forecast month end ($)", format="$%.2f"),
-        "forecast_low_usd": st.column_config.NumberColumn("Forecast low ($)", format="$%.2f"),
-        "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format="$%.2f"),
+        "forecast_usd": st.column_config.NumberColumn("Forecast month end ($)", format="$%,.2f"),
+        "forecast_low_usd": st.column_config.NumberColumn("Forecast low ($)", format="$%,.2f"),
+        "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format="$%,.2f"),
         "forecast_share": st.column_config.NumberColumn("Forecast / budget (%)", format="percent"),
-        "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format="$%.2f")})
+        "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format="$%,.2f")})
     st.caption("Budgets: your inputs (stored in the store's budgets table). " + source_label())
 
     # ---- one tenant's burn
@@ -92,11 +93,11 @@ else:
 # ---- the budget editor
 st.subheader(f"Set budgets for {label}")
 with st.form("budgets_form"):
-    edited = st.data_editor(query(budgets.budget_table, month), hide_index=True, num_rows="dynamic",
+    edited = st.data_editor(query(budgets.budget_table, month), placeholder=MISSING, hide_index=True, num_rows="dynamic",
                             key="budget_editor", column_config={
                                 "tenant": st.column_config.TextColumn("Tenant", required=True),
                                 "budget_usd": st.column_config.NumberColumn("Monthly budget ($)", min_value=0,
-                                                                            format="$%.2f")})
+                                                                            format="$%,.2f")})
     saved = st.form_submit_button("Save budgets", type="primary", icon=":material/save:")
 if saved:
     try:

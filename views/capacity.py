@@ -10,6 +10,7 @@ from finops.capacity.calculator import BINDING_LABELS, format_seconds
 from finops.capacity.loadtest import fit_loadtest
 from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
+from finops.fmt import MISSING, usd
 from finops.ingest import loadtests
 from views._shared import current_filters, filter_caption, query, source_label, store_is_empty
 
@@ -24,9 +25,9 @@ st.caption(filter_caption(f) + " · Only the date range and the model filter app
 EMPTY_STORE = store_is_empty()
 observed = query(observed_load, f)
 book = query(self_hosted_models)
-MEAN, RATE = "mean service time (s)", "service rate μ (req/s per slot)"
+MEAN, RATE = "mean service time (s)", "requests per second per slot"
 
-# the seed's worked problem (000, question 3): ten replicas of 2 req/s at ρ = 0.7
+# a common starting point: 14 req/s on ten replicas of 2 req/s each, 70 % busy
 DEFAULTS = {
     "cap_lambda": 14.0, "cap_service_as": MEAN, "cap_service_s": 0.5, "cap_mu": 2.0, "cap_cv_service": 1.0,
     "cap_cv_arrival": 1.0, "cap_replicas": 10, "cap_slots": 1, "cap_sla_s": 2.0, "cap_rho": 0.70,
@@ -80,7 +81,7 @@ def _scenario_origin() -> str:
         return f"your inputs, filled from your logs ({st.session_state['cap_filled_from']}" + (
             ", then edited)" if edited else ")")
     if all(now[k] == DEFAULTS[k] for k in SCENARIO_KEYS) and st.session_state["cap_service_as"] == MEAN:
-        return "the defaults: the seed's worked problem, 14 req/s on 10 replicas of 2 req/s (illustrative)"
+        return "the defaults, a common starting point: 14 req/s on 10 replicas of 2 req/s, 70 % busy (illustrative)"
     return "your inputs"
 
 
@@ -112,7 +113,7 @@ with st.container(border=True):
     st.markdown("**Fill from my logs**")
     if EMPTY_STORE:
         st.info("The store holds no requests, so there is nothing to fill from: the calculator works from the "
-                "inputs below. Load logs on the Data page to measure λ, service time and replicas.",
+                "inputs below. Load logs on the Data page to measure arrivals per second, service time and replicas.",
                 icon=":material/database:")
     elif observed.empty:
         st.info("No self-hosted model (kind self_hosted in the price book) and no logs naming a replica in these "
@@ -132,12 +133,12 @@ with st.container(border=True):
                              help=f"The price book says {int(row['slots_per_replica'])} slots per replica; the "
                                   f"queue_ms in the busiest hour matches about {int(implied)} slots in all.")
         st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {int(row['requests_peak_hour']):,} "
-                   f"served requests (λ = {row['arrival_rate_per_s']:.4g} req/s); replicas from "
+                   f"served requests ({row['arrival_rate_per_s']:.4g} arrivals per second); replicas from "
                    f"{row['replicas_source']}, slots from {row['slots_source']}. {source_label()}")
 
 c1, c2, c3, c4 = st.columns(4)
-lam = c1.number_input("Arrival rate λ (req/s)", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
-                      help="Requests per second reaching the fleet at the hour you size for (e.g. the peak hour).")
+lam = c1.number_input("Arrivals per second", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
+                      help="Arrivals per second (λ): requests reaching the fleet at the hour you size for (e.g. the peak hour).")
 sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, max_value=3_600.0, step=0.5, format="%.3g", key="cap_sla_s", bind="query-params",
                         help="99 % of requests must wait in the queue less than this, in seconds.")
 service_as = c2.radio("Service given as", [MEAN, RATE], key="cap_service_as")
@@ -145,19 +146,19 @@ if service_as == MEAN:
     mean_s = c2.number_input("Mean service time (s)", min_value=0.001, max_value=3_600.0, step=0.1, format="%.4g", key="cap_service_s", bind="query-params",
                              help="Time one request holds a slot (prefill + decode), in seconds.")
 else:
-    mu = c2.number_input("Service rate μ (req/s per slot)", min_value=0.001, max_value=1_000.0, step=0.1, format="%.4g", key="cap_mu",
-                         help="Requests one slot completes per second: 1 / mean service time.")
+    mu = c2.number_input("Requests per second per slot", min_value=0.001, max_value=1_000.0, step=0.1, format="%.4g", key="cap_mu",
+                         help="Service rate (μ): requests one slot completes per second, 1 / mean service time.")
     mean_s = 1.0 / mu
-cv_s = c3.number_input("Service-time CV (std / mean)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
-                       key="cap_cv_service", bind="query-params", help="1 = exponential (M/M/c); 0 = every request takes the same time.")
-cv_a = c3.number_input("Inter-arrival CV", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
-                       key="cap_cv_arrival", bind="query-params", help="1 = Poisson arrivals; above 1 = bursty.")
+cv_s = c3.number_input("Service-time variability (std / mean)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
+                       key="cap_cv_service", bind="query-params", help="Coefficient of variation (CV) of service time: 1 = exponential (M/M/c); 0 = every request takes the same time.")
+cv_a = c3.number_input("Arrival burstiness (std / mean gap)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
+                       key="cap_cv_arrival", bind="query-params", help="Coefficient of variation (CV) of the gaps between arrivals: 1 = Poisson arrivals; above 1 = bursty.")
 replicas = c4.number_input("Replicas", min_value=0, max_value=100_000, step=1, key="cap_replicas", bind="query-params")
 slots = c4.number_input("Concurrent slots per replica", min_value=1, max_value=4096, step=1, key="cap_slots", bind="query-params",
                         help="Requests one replica serves at once (its batch / max_num_seqs). c = replicas × slots.")
 d1, d2 = st.columns(2)
-rho_target = d1.slider("Target utilisation ρ", min_value=0.30, max_value=0.95, step=0.01, key="cap_rho", bind="query-params",
-                       help="The seed's sweet spot is 0.6–0.75: headroom for bursts without paying for idle GPUs.")
+rho_target = d1.slider("Target utilisation", min_value=0.30, max_value=0.95, step=0.01, key="cap_rho", bind="query-params",
+                       help="Target utilisation (ρ): 0.6–0.75 is the usual sweet spot, headroom for bursts without paying for idle GPUs.")
 redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5, key="cap_redundancy_pct", bind="query-params",
                            help="Extra replicas on top of the sizing, for bursts and scale-out delay (20–30 % usual).")
 
@@ -165,23 +166,23 @@ res = calculator.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sl
                            redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
 q = res.queue
 k1, k2, k3, k4, k5 = st.columns(5)
-k1.metric("Utilisation ρ", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
-          help=f"λ / (c μ) with c = {int(replicas)} × {int(slots)} = {res.servers} slots.")
+k1.metric("Utilisation", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
+          help=f"Utilisation (ρ) = arrivals per second (λ) / (slots c × rate per slot μ), with c = {int(replicas)} × {int(slots)} = {res.servers} slots.")
 k2.metric("P(wait)", f"{q.p_wait:.1%}", border=True, help="Share of requests that queue at all (Erlang C).")
 k3.metric("Mean queue wait", format_seconds(q.wq_s), border=True,
           help="Allen–Cunneen: the M/M/c mean wait × (ca² + cs²) / 2.")
 k4.metric("P99 queue wait", format_seconds(q.wait_p99_s), border=True,
-          help="From P(W > t) = C · e^{−(cμ − λ) t}, scaled like the mean for non-exponential service.")
+          help="P99 queue wait, from P(W > t) = C · e^{−(cμ − λ) t} (λ arrivals per second, c slots, μ rate per slot), scaled like the mean for non-exponential service.")
 k5.metric("Replicas needed", f"{res.required_replicas_with_redundancy:,}", border=True,
-          help=f"{res.required_replicas:,} replicas meet ρ ≤ {rho_target:.0%} and the P99 wait SLA, "
+          help=f"{res.required_replicas:,} replicas meet utilisation (ρ) ≤ {rho_target:.0%} and the P99 wait SLA, "
                f"+{redundancy_pct} % redundancy, rounded up.")
 need_text = (f"Needed: {res.required_replicas:,} replicas (held by {BINDING_LABELS[res.binding_constraint]}), "
              f"{res.required_replicas_with_redundancy:,} with {redundancy_pct} % redundancy.")
 if not res.stable:
-    st.error(f"**{res.message}.** λ = {lam:.4g} req/s reaches or exceeds the fleet's capacity c·μ = "
+    st.error(f"**{res.message}.** {lam:.4g} arrivals per second reach or exceed the fleet's capacity of "
              f"{res.capacity_per_s:.4g} req/s, so no wait figure exists. {need_text}", icon=":material/error:")
 elif res.state == "no_traffic":
-    st.info(f"**{res.message}.** With λ = 0 nothing queues. {need_text}", icon=":material/info:")
+    st.info(f"**{res.message}.** With no arrivals nothing queues. {need_text}", icon=":material/info:")
 elif res.wait_sla_met is False:
     st.warning(f"**Stable but over the SLA:** P99 wait {format_seconds(q.wait_p99_s)} > {sla_s:g} s at "
                f"{int(replicas)} replicas. {need_text}", icon=":material/warning:")
@@ -195,14 +196,14 @@ left, right = st.columns(2)
 left.altair_chart(charts.p99_wait_vs_replicas(
     curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
     required_replicas=res.required_replicas_with_redundancy, wait_sla_s=sla_s or None,
-    title=f"P99 queue wait against replicas at λ = {lam:.4g} req/s (s)"))
+    title=f"P99 queue wait against replicas at {lam:.4g} arrivals per second (s)"))
 if res.servers > 0:
     right.altair_chart(charts.wait_vs_utilization(
         calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
         current_rho=float(q.utilization), current_wq_s=float(q.wq_s),
         title=f"Mean queue wait against utilisation at c = {res.servers} slots (s)"))
 else:
-    right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against ρ.")
+    right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against utilisation.")
 filled = st.session_state["cap_filled_from"]
 st.caption(f"Source: {_scenario_origin()}. Waits are queue waits before service, in seconds.")
 
@@ -216,16 +217,18 @@ tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0, s
 now = calculator.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
 need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
 m1, m2, m3, m4 = st.columns(4)
-m1.metric(f"$ per hour, {now.replicas:,} replicas", f"${now.cost_per_hour_usd:,.2f}", border=True,
-          help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × ${gpu_usd:,.3f} per GPU-hour, busy or idle.")
+m1.metric(f"$ per hour, {now.replicas:,} replicas", usd(now.cost_per_hour_usd), border=True,
+          help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × {usd(gpu_usd)} per GPU-hour, busy or idle.")
 m2.metric(f"Projected $ per 1M tokens, {now.replicas:,} replicas",
-          f"${now.cost_per_1m_tokens:,.3f}" if now.cost_per_1m_tokens is not None else "n/a", border=True,
-          help="A what-if, not the fleet's measured unit cost: cost per hour ÷ (λ × 3,600 × tokens per request) × "
-               "1,000,000 at this load. The measured ones (billed, allocated, fully loaded) are on the Cost page.")
-m3.metric(f"$ per hour, {need.replicas:,} needed", f"${need.cost_per_hour_usd:,.2f}", border=True,
+          usd(now.cost_per_1m_tokens), border=True,
+          help="A what-if, not the fleet's measured unit cost: cost per hour ÷ (arrivals per second (λ) × 3,600 × "
+               "tokens per request) × 1,000,000 at this load; — when no tokens flow. The measured ones (billed, "
+               "allocated, fully loaded) are on the Cost page.")
+m3.metric(f"$ per hour, {need.replicas:,} needed", usd(need.cost_per_hour_usd), border=True,
           help="At the replica count the targets need, with redundancy.")
 m4.metric(f"Projected $ per 1M tokens, {need.replicas:,} needed",
-          f"${need.cost_per_1m_tokens:,.3f}" if need.cost_per_1m_tokens is not None else "n/a", border=True)
+          usd(need.cost_per_1m_tokens), border=True,
+          help="A what-if at the replica count needed; — when no tokens flow (no arrivals or no tokens per request).")
 if now.note:
     st.caption(now.note)
 st.caption(f"Source: your inputs; $ per GPU-hour and GPUs per replica start from {st.session_state['cap_priced_as']} "
@@ -243,48 +246,48 @@ elif observed.empty:
             icon=":material/dns:")
 else:
     MS = st.column_config.NumberColumn
-    st.dataframe(observed, hide_index=True, column_order=(
+    st.dataframe(observed, placeholder=MISSING, hide_index=True, column_order=(
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms",
         "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
-        "arrival_rate_per_s": MS("λ (req/s)", format="%.4g", help="Served requests in the busiest hour / 3,600."),
+        "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
         "mean_service_s": MS("Service (s)", format="%.3g", help="Mean time on a slot of completed requests."),
-        "cv_service": MS("CV", format="%.2f", help="Service-time coefficient of variation (std / mean)."),
+        "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean."),
         "fleet": st.column_config.TextColumn("Replicas × slots", width="small",
-                                             help="c = replicas × slots per replica"),
-        "utilization": MS("ρ", format="percent", width="small"),
+                                             help="Slots in all (c) = replicas × slots per replica"),
+        "utilization": MS("Utilisation", format="percent", width="small", help="Utilisation (ρ)"),
         "predicted_wq_ms": MS("Mean wait pred. (ms)", format="%.1f", width="small",
-                              help="Predicted mean queue wait at this λ and c, in ms."),
+                              help="Predicted mean queue wait at these arrivals (λ) and slots (c), in ms."),
         "observed_queue_mean_ms": MS("Mean queue obs. (ms)", format="%.1f", width="small",
                                      help="Mean queue_ms logged in that hour."),
         "predicted_wait_p99_ms": MS("P99 wait pred. (ms)", format="%.1f", width="small",
-                                    help="Predicted P99 queue wait at this λ and c, in ms."),
+                                    help="Predicted P99 queue wait at these arrivals (λ) and slots (c), in ms."),
         "observed_queue_p99_ms": MS("P99 queue obs. (ms)", format="%.1f", width="small",
                                     help="P99 of queue_ms logged in that hour (exact)."),
-        "implied_servers": MS("c implied", format="%d",
-                              help="The slot count c whose predicted mean wait is nearest the observed mean queue_ms."),
+        "implied_servers": MS("Slots implied", format="%d",
+                              help="The slot count (c) whose predicted mean wait is nearest the observed mean queue_ms."),
     })
     for r in observed[observed["note"] != ""].itertuples(index=False):
         st.markdown(f"- **{r.model}**: {r.note}.")
-    st.caption("Each model at its busiest hour in the filters: λ = served requests / 3,600 (cache hits excluded); "
-               "service time = time on a slot of completed requests; predicted waits are Allen–Cunneen at c = "
-               "replicas × slots with the measured CVs; observed = the queue_ms logged in that same hour. A large "
+    st.caption("Each model at its busiest hour in the filters: arrivals per second = served requests / 3,600 (cache hits excluded); "
+               "service time = time on a slot of completed requests; predicted waits are Allen–Cunneen at "
+               "replicas × slots with the measured variability; observed = the queue_ms logged in that same hour. A large "
                "gap says the model's inputs (most often the slots per replica) do not describe this fleet. "
                + source_label())
 
 # ================================================================ load test -> instances
 st.header("Load test → instances")
-st.caption("The method of the deployment text: load one instance at rising concurrency, find the highest "
+st.caption("The method: load one instance at rising concurrency, find the highest "
            "throughput whose P99 latency stays under the target, then instances = ⌈target QPS ÷ that⌉ plus "
            "20–30 % redundancy. Never size from one request's latency.")
-EXAMPLE, RUNS, UPLOAD = ("Illustrative example (002's exercise)", "Benchmark runs in the store", "Upload files")
+EXAMPLE, RUNS, UPLOAD = ("Illustrative example", "Benchmark runs in the store", "Upload files")
 source = st.radio("Load test", [EXAMPLE, RUNS, UPLOAD], horizontal=True, key="cap_lt_source")
 points, origin = None, ""
 try:
     if source == EXAMPLE:
         points = loadtests.read_loadtest(loadtests.LOADTEST_EXAMPLE)
         origin = (f"illustrative example, not a measurement (`data/{os.path.basename(loadtests.LOADTEST_EXAMPLE)}`: a "
-                  "made-up single-instance test for the exercise P99 < 2 s at 50 QPS)")
+                  "made-up single-instance test for a target of P99 < 2 s at 50 QPS)")
     elif source == RUNS:
         runs = query(loadtests.benchmark_points)
         if runs.empty:
@@ -322,8 +325,9 @@ if points is not None:
     n1, n2, n3, n4 = st.columns(4)
     n1.metric(f"One instance at P99 ≤ {p99_target:g} s (req/s)",
               f"{fit.per_instance_qps:.3g}" if fit.per_instance_qps else "none", border=True)
-    n2.metric("In flight per instance there", f"{fit.concurrency_at_target:.3g}" if fit.concurrency_at_target else "n/a",
-              border=True, help="Concurrency at that load (interpolated; Little's law where the file has none).")
+    n2.metric("In flight per instance there", f"{fit.concurrency_at_target:.3g}" if fit.concurrency_at_target else MISSING,
+              border=True, help="Concurrency at that load (interpolated; Little's law where the file has none); — "
+                                "when no load meets the target.")
     n3.metric(f"Instances for {target_qps:g} req/s", f"{fit.instances:,}" if fit.instances is not None else "none",
               border=True, help="⌈target QPS ÷ per-instance QPS⌉")
     n4.metric(f"With {lt_red} % redundancy", f"{fit.instances_with_redundancy:,}"
@@ -333,7 +337,7 @@ if points is not None:
     st.altair_chart(charts.loadtest_fit(fit.points, p99_target_s=p99_target, per_instance_qps=fit.per_instance_qps,
                                         title="Load test: end-to-end latency against throughput per instance (s)"))
     with st.expander("The load points"):
-        st.dataframe(fit.points, hide_index=True, column_config={
+        st.dataframe(fit.points, placeholder=MISSING, hide_index=True, column_config={
             "source": "Source", "model": "Model", "concurrency": st.column_config.NumberColumn("Concurrency", format="%.3g"),
             "qps": st.column_config.NumberColumn("req/s per instance", format="%.4g"),
             "p50_s": st.column_config.NumberColumn("P50 (s)", format="%.3g"),
@@ -390,20 +394,20 @@ with forecast_box:
             h1, h2, h3, h4 = st.columns(4)
             h1.metric("Peak forecast (req/s)", f"{fp.peak_qps:.4g}", border=True)
             h2.metric("Peak replicas (with redundancy)", f"{fp.peak_replicas:,}", border=True)
-            h3.metric("Backtest MAPE", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None else "n/a",
+            h3.metric("Backtest MAPE", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None else MISSING,
                       border=True, help=fc.backtest_note)
-            h4.metric(f"GPU cost over {days} days", f"${fp.cost_usd_total:,.0f}" if fp.cost_usd_total is not None
-                      else "n/a", border=True, help="Σ replicas per hour × GPUs per replica × $ per GPU-hour "
-                                                    "(the model's price-book row).")
+            h4.metric(f"GPU cost over {days} days", usd(fp.cost_usd_total), border=True,
+                      help="Σ replicas per hour × GPUs per replica × $ per GPU-hour (the model's price-book "
+                           "row); — when that row has no GPU price.")
             st.altair_chart(charts.qps_forecast(fp.history, fp.plan, interval=fc.interval,
                                                 title=f"{fmodel}: served requests per second, history and forecast "
                                                       f"({fc.interval:.0%} interval)"))
-            st.altair_chart(charts.replica_plan(fp.plan, title=f"{fmodel}: replicas per hour at ρ ≤ {rho_target:.0%} "
+            st.altair_chart(charts.replica_plan(fp.plan, title=f"{fmodel}: replicas per hour at utilisation ≤ {rho_target:.0%} "
                                                                 f"+{redundancy_pct} % redundancy"))
             rate = own["slots_per_replica"] / own["mean_service_s"]
             st.caption(f"Source: your logs ({fp.history.size:,} hours of {fmodel}'s served requests). One replica "
                        f"serves {own['slots_per_replica']} slots ÷ {own['mean_service_s']:.4g} s = {rate:.4g} req/s; "
-                       f"target ρ and redundancy from the calculator above; never fewer than 1 replica (scaling to 0 "
+                       f"target utilisation and redundancy from the calculator above; never fewer than 1 replica (scaling to 0 "
                        f"means a cold start for the next request). Method: {fc.method}. "
                        f"Backtest: {fc.backtest_note}.")
 
@@ -419,7 +423,7 @@ def _simulate(**kwargs):
 
 with auto_box:
     if auto_box.open:
-        RAMP, FORECAST = "the seed's 30 s ramp (illustrative)", "the forecast's climb to its peak (your logs)"
+        RAMP, FORECAST = "a 30 s ramp to double the load (illustrative)", "the forecast's climb to its peak (your logs)"
         traffic = st.radio("Traffic", [RAMP, FORECAST], horizontal=True, key="cap_as_traffic",
                            disabled=EMPTY_STORE or observed.empty,
                            help="The forecast needs logs of a self-hosted model (see the Forecast section).")
@@ -430,26 +434,26 @@ with auto_box:
             fmodel = st.session_state.get("cap_fc_model") or observed["model"].iloc[0]
             fp = _forecast(fmodel, st.session_state.get("cap_fc_days", 7))
             if fp.state != "ok":
-                st.info(f"No forecast to simulate ({fp.message}): showing the seed's ramp instead.")
+                st.info(f"No forecast to simulate ({fp.message}): showing the illustrative ramp instead.")
         if fp is not None and fp.state == "ok":
             own = _fleet_inputs(fmodel)
             rate = own["slots_per_replica"] / own["mean_service_s"]
             kwargs.update(traffic="forecast", forecast_qps_hourly=tuple(fp.plan["qps"].round(6)),
                           service_rate_per_replica=rate, slots_per_replica=own["slots_per_replica"],
                           gpus_per_replica=own["gpus_per_replica"], gpu_hour_usd=own["gpu_hour_usd"])
-            a1.metric("μ per replica (req/s)", f"{rate:.4g}", help="Slots ÷ mean service time (Forecast section).")
+            a1.metric("Requests per second per replica", f"{rate:.4g}", help="Service rate (μ) of one replica: slots ÷ mean service time (Forecast section).")
             a2.metric("Slots per replica", f"{own['slots_per_replica']}")
             origin = (f"your logs: {fmodel}'s forecast; one replica = {own['slots_per_replica']} slots of "
                       f"{own['mean_service_s']:.4g} s each, priced from the price book")
         else:
             kwargs.update(traffic="ramp",
-                          base_qps=a1.number_input("Base λ (req/s)", min_value=0.0, value=14.0, key="cap_as_base"),
-                          peak_qps=a2.number_input("Peak λ (req/s)", min_value=0.0, value=28.0, key="cap_as_peak"),
+                          base_qps=a1.number_input("Base arrivals per second", min_value=0.0, value=14.0, key="cap_as_base"),
+                          peak_qps=a2.number_input("Peak arrivals per second", min_value=0.0, value=28.0, key="cap_as_peak"),
                           ramp_s=int(a3.number_input("Ramp (s)", min_value=0, value=30, key="cap_as_ramp")),
-                          service_rate_per_replica=a4.number_input("μ per replica (req/s)", min_value=0.01, value=2.0,
+                          service_rate_per_replica=a4.number_input("Requests per second per replica", min_value=0.01, value=2.0,
                                                                    key="cap_as_mu"),
                           gpus_per_replica=int(gpus), gpu_hour_usd=gpu_usd)
-            origin = ("illustrative: the seed's worked problem (000, question 3: ρ = 0.7 on 10 replicas, load doubles "
+            origin = ("illustrative: a fleet sized 70 % busy on 10 replicas whose load doubles "
                       "in 30 s, 90 s cold start), with your edits; GPU price from the cost inputs above")
         b1, b2, b3 = st.columns([1, 1, 3])
         kwargs.update(
@@ -464,13 +468,13 @@ with auto_box:
             run = _simulate(**kwargs)
             if run.note:
                 st.warning(run.note, icon=":material/warning:")
-            st.dataframe(run.summary, hide_index=True, column_config={
+            st.dataframe(run.summary, placeholder=MISSING, hide_index=True, column_config={
                 "policy": "Policy",
                 "sla_violation_s": st.column_config.NumberColumn(f"Seconds over the {kwargs['wait_sla_s']:g} s P99 SLA",
                                                                  format="%d"),
                 "shed_requests": st.column_config.NumberColumn("Shed requests", format="%.0f"),
                 "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%.2f"),
-                "cost_usd": st.column_config.NumberColumn("GPU cost ($)", format="$%.2f"),
+                "cost_usd": st.column_config.NumberColumn("GPU cost ($)", format="$%,.2f"),
                 "peak_queue_len": st.column_config.NumberColumn("Peak queue (requests)", format="%.0f"),
                 "peak_p99_wait_s": st.column_config.NumberColumn("Peak P99 wait (s)", format="%.2f"),
                 "peak_replicas": st.column_config.NumberColumn("Peak replicas", format="%.4g")})
@@ -483,5 +487,5 @@ with auto_box:
             st.caption(f"Traffic: {run.traffic_label}. Source: {origin}. A 1 s fluid simulation (finops.capacity.autoscale): "
                        f"HPA every 15 s with 10 % tolerance and 300 s scale-down stabilisation; new replicas are ready "
                        f"after the cold start, warm-pool ones after 5 s; predictive policies see a perfect forecast "
-                       f"one cold start ahead; shedding drops up to 30 % of arrivals (the lowest tier) when ρ would "
+                       f"one cold start ahead; shedding drops up to 30 % of arrivals (the lowest tier) when utilisation would "
                        f"pass 1. GPU-hours count ready, starting and warm-pool replicas{step}.")

@@ -9,31 +9,32 @@ from finops.cascade import edge
 from finops.cascade import shadow as cascade_store
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
+from finops.fmt import MISSING, duration_ms, export_name, usd
 from finops.ingest import uploads
 from finops.spend import exports
 from views._shared import current_filters, cursor, data_origin, filter_caption, query, store_path
 
-SEED = "the seed text (000_b5db6f0ad1bec1d3.txt)"
 SOURCES = {
     "store": "Shadow evaluation in the store",
     "upload": "An eval CSV you upload",
-    "seed": "The seed's table (parametric, editable)",
+    "example": "An illustrative table (editable)",
 }
 USD = st.column_config.NumberColumn
 PCT = st.column_config.NumberColumn
 CURVE_COLUMNS = {
-    "threshold": USD("τ (threshold)", format="%.4g", help="Escalate when the small model's confidence is below τ."),
+    "threshold": USD("Confidence threshold", format="%.4g",
+                     help="Confidence threshold (τ): escalate when the small model's confidence is below it."),
     "escalation_rate": PCT("Escalated (%)", format="percent"),
-    "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%.3f"),
+    "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%,.3f"),
     "avg_quality": PCT("Quality (% correct)", format="percent"),
-    "marginal_cost_per_point": USD("Marginal ($ per 1,000 requests per quality point)", format="$%.3f",
+    "marginal_cost_per_point": USD("Marginal ($ per 1,000 requests per quality point)", format="$%,.3f",
                                    help="Money saved per quality point given up, moving from the row above."),
 }
 
 st.title("Cascade thresholds and edge vs cloud")
 st.caption("A cascade sends every request to the small model first and escalates it to the large model when the "
-           "small model's confidence is under the threshold τ. Set τ high and cost approaches all-large; set it "
-           f"low and quality drops. Worked problems 1 and 2 of {SEED}.")
+           "small model's confidence is under a threshold. Set the threshold high and cost approaches all-large; set it "
+           "low and quality drops.")
 f = current_filters()
 shadow = query(cascade_store.shadow_eval, f)
 
@@ -49,7 +50,7 @@ ends = (None, None)    # small-only and large-only quality for a parametric tabl
 if source == "store":
     st.caption(filter_caption(f) + " · " + shadow.message)
     if shadow.status != "ok":
-        st.info(shadow.message + " Upload an eval CSV or use the seed's table above; the sample fleet "
+        st.info(shadow.message + " Upload an eval CSV or use the illustrative table above; the sample fleet "
                 "(`python -m finops demo`) carries shadow-evaluation labels on a sample of cascade requests.",
                 icon=":material/science:")
     else:
@@ -115,13 +116,13 @@ elif source == "upload":
                 except InputError as exc:
                     st.error(str(exc), icon=":material/error:")
 else:
-    st.caption(f"Problem 1 of {SEED}: τ → share escalated and quality. Edit it, add rows or delete them; "
-               "shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 it gives the seed's 5.8, 3.4 and 1.96 $ "
-               "per 1,000 (the seed's prose later calls the τ = 0.80 point 3.1 $; its own formula gives 3.4 $).")
-    table = st.data_editor(cascade.seed_table(), num_rows="dynamic", hide_index=True, key="seed_table",
+    st.caption("A common starting point: for each confidence threshold, the share escalated and the quality. Edit it, "
+               "add rows or delete them; shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 requests it gives "
+               "$5.80, $3.40 and $1.96 per 1,000.")
+    table = st.data_editor(cascade.seed_table(), num_rows="dynamic", placeholder=MISSING, hide_index=True, key="seed_table",
                            column_config={
-                               "threshold": USD("τ (threshold)", min_value=0.0, max_value=1.0, step=0.01,
-                                                format="%.2f"),
+                               "threshold": USD("Confidence threshold", min_value=0.0, max_value=1.0, step=0.01,
+                                                format="%.2f", help="Confidence threshold (τ)"),
                                "escalation_rate": PCT("Escalated (share, 0-1)", min_value=0.0, max_value=1.0,
                                                       step=0.01, format="%.2f"),
                                "avg_quality": PCT("Quality (share correct, 0-1)", min_value=0.0, max_value=1.0,
@@ -132,7 +133,7 @@ else:
     q_large = c2.number_input("Large model alone: quality (share correct, 0-1)", 0.0, 1.0, value=None, step=0.01,
                               placeholder="unknown", help="Optional: gives APGR, CPT and the all-large baseline.")
     ends = (q_small, q_large)
-    origin = f"the seed's table (problem 1 of {SEED}), as edited"
+    origin = "the illustrative table, as edited"
 
 # ---------------------------------------------------------------------------------------- costs
 st.subheader("Costs per model")
@@ -145,9 +146,9 @@ mode = st.radio("Costs", list(cost_modes), format_func=cost_modes.get, horizonta
                 index=len(cost_modes) - 1, label_visibility="collapsed")
 c1, c2 = st.columns(2)
 c_small = c1.number_input("Small model ($ per 1,000 requests)", min_value=0.0, value=cascade.SEED_COST_SMALL_PER_1K_USD,
-                          step=0.1, format="%.3f", disabled=mode != "flat", help="Default: the seed's $1 per 1,000.")
+                          step=0.1, format="%.3f", disabled=mode != "flat", help="Default: an illustrative $1 per 1,000.")
 c_large = c2.number_input("Large model ($ per 1,000 requests)", min_value=0.0, value=cascade.SEED_COST_LARGE_PER_1K_USD,
-                          step=0.5, format="%.3f", disabled=mode != "flat", help="Default: the seed's $8 per 1,000.")
+                          step=0.5, format="%.3f", disabled=mode != "flat", help="Default: an illustrative $8 per 1,000.")
 if mode == "per_query" and source == "store":
     st.caption("Per query: the small attempt's recorded cost or its tokens at the book's prices; the large answer's "
                "cost when production escalated, else this prompt priced on the large model (an estimate). "
@@ -158,12 +159,12 @@ elif source == "store" and shadow.status == "ok" and not shadow.costs_complete:
         f"models missing from the price book: {', '.join(shadow.unpriced_models)}." if shadow.unpriced_models
         else "some queries carry neither a recorded cost nor token counts.") + " Using flat prices.")
 cost_note = ("per-query costs" if mode == "per_query" else
-             f"flat prices ${c_small:g} and ${c_large:g} per 1,000 (your inputs)")
+             f"flat prices {usd(c_small)} and {usd(c_large)} per 1,000 (your inputs)")
 
 # ---------------------------------------------------------------------------------------- analysis
 floor_pct = st.number_input("Quality floor for the chart (% correct)", min_value=0.0, max_value=100.0, value=90.0,
                             step=0.5, key="floor", bind="query-params",
-                            help="The seed's example: with a 90 % floor the cheapest τ is 0.80.")
+                            help="With the illustrative table, a 90 % floor makes 0.80 the cheapest confidence threshold (τ).")
 floor = floor_pct / 100          # the page speaks percent; finops.cascade.sweep takes shares
 report = base_frame = random_line = None
 try:
@@ -174,7 +175,7 @@ try:
                                  quality_floor=floor)
         base_frame = report.baselines.as_frame()
         random_line = report.baselines.random_routing
-    elif source == "seed":
+    elif source == "example":
         report = cascade.analyse_curve(cascade.parametric_curve(table, c_small, c_large), quality_floor=floor,
                                        quality_small=ends[0], quality_large=ends[1])
         base_frame = cascade_store.parametric_baselines(c_small, c_large, *ends)
@@ -191,66 +192,66 @@ else:
     thresholds = pts["threshold"].tolist()
     start = (thresholds.index(report.choice.threshold) if report.choice is not None
              else len(thresholds) // 2)
-    i = st.select_slider("Threshold τ: escalate when the small model's confidence is below it",
+    i = st.select_slider("Confidence threshold: escalate when the small model's confidence is below it",
                          options=range(len(thresholds)), value=start,
                          format_func=lambda j: f"{thresholds[j]:.4g} (escalate {pts['escalation_rate'].iloc[j]:.0%})",
-                         help="Starts at the cheapest τ meeting the quality floor.")
+                         help="Confidence threshold (τ); starts at the cheapest one meeting the quality floor.")
     point = cascade.CascadePoint(*(float(pts[c].iloc[i]) for c in cascade.CURVE_COLUMNS))
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Threshold τ", f"{point.threshold:.4g}", border=True)
+    m1.metric("Confidence threshold", f"{point.threshold:.4g}", border=True, help="Confidence threshold (τ)")
     m2.metric("Escalated to the large model", f"{point.escalation_rate:.1%}", border=True)
-    m3.metric("Average cost ($ per 1,000 requests)", f"${point.avg_cost:,.3f}", border=True)
+    m3.metric("Average cost ($ per 1,000 requests)", usd(point.avg_cost), border=True)
     m4.metric("Quality (% correct)", f"{point.avg_quality:.2%}", border=True)
     if report.choice is None:
         st.warning(f"No threshold reaches the {floor_pct:g} % quality floor: the best is "
                    f"{report.curve['avg_quality'].max():.2%}.", icon=":material/warning:")
     else:
         c = report.choice
-        st.success(f"Cheapest τ meeting the {floor_pct:g} % floor: **τ = {c.threshold:.4g}**, escalating "
-                   f"{c.escalation_rate:.1%}, ${c.avg_cost:,.3f} per 1,000 requests at {c.avg_quality:.2%} quality.",
+        st.success(f"Cheapest confidence threshold meeting the {floor_pct:g} % floor: **{c.threshold:.4g}**, escalating "
+                   f"{c.escalation_rate:.1%}, {usd(c.avg_cost)} per 1,000 requests at {c.avg_quality:.2%} quality.",
                    icon=":material/check_circle:")
     st.altair_chart(charts.cascade_frontier(
         report.curve, report.frontier, report.hull, chosen=point.as_dict(), quality_floor=floor,
         baselines=base_frame, random_line=random_line,
-        title="Average cost ($ per 1,000 requests) vs quality (% correct), one point per threshold τ"))
+        title="Average cost ($ per 1,000 requests) vs quality (% correct), one point per confidence threshold"))
     st.caption(f"Faint points: every threshold ({len(report.curve):,}); line: the Pareto frontier "
                f"({len(report.frontier):,} points no other threshold beats on both cost and quality); dashed: its "
                f"convex hull ({len(report.hull):,} corners; points under it are beaten by mixing two corners at "
                "random). " + label)
 
-    st.subheader("The seed's table: τ, escalation, cost, quality, marginal $ per point")
+    st.subheader("Thresholds, escalation, cost, quality, marginal $ per point")
     seed_form, which = cascade_store.seed_form_table(report)
-    st.dataframe(seed_form, hide_index=True, column_config=CURVE_COLUMNS, placeholder="–")
-    st.caption(f"Rows: {which}, from the highest τ down. Marginal: money saved per quality point given up "
-               f"against the row above (the seed: 2.4 $ / 3 points ≈ 0.8 $ per point). {label}")
+    st.dataframe(seed_form, hide_index=True, column_config=CURVE_COLUMNS, placeholder=MISSING)
+    st.caption(f"Rows: {which}, from the highest threshold down. Marginal: money saved per quality point given up "
+               f"against the row above (e.g. $2.40 saved for 3 points ≈ $0.80 per point). {label}")
     st.download_button("Download the whole curve (CSV)", exports.safe_csv(report.curve),
-                       file_name=f"cascade_curve_{source}.csv", mime="text/csv", icon=":material/download:",
+                       file_name=f"{export_name(f'cascade_curve_{source}', f)}.csv", mime="text/csv", icon=":material/download:",
                        on_click="ignore")
 
     st.subheader("Routing metrics and baselines")
     m = report.metrics
     k1, k2, k3 = st.columns(3)
-    k1.metric("APGR", "–" if m.apgr is None else f"{m.apgr:.3f}", border=True,
+    k1.metric("APGR", MISSING if m.apgr is None else f"{m.apgr:.3f}", border=True,
               help="Average performance gap recovered over all escalation rates (RouteLLM): 0.5 = random routing, "
                    "1 = perfect.")
-    k2.metric("CPT(50%)", "–" if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
+    k2.metric("CPT(50%)", MISSING if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
               help="Share of requests sent to the large model to recover half the small-large quality gap.")
-    k3.metric("CPT(80%)", "–" if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
+    k3.metric("CPT(80%)", MISSING if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
               help="Share of requests sent to the large model to recover 80 % of the gap.")
     if m.note:
         st.caption(f"Metrics not computed: {m.note}." + (" Enter the small-only and large-only qualities above."
-                                                          if source == "seed" else ""))
+                                                          if source == "example" else ""))
     if base_frame is not None and len(base_frame):
-        st.dataframe(base_frame, hide_index=True, column_config={
+        st.dataframe(base_frame, placeholder=MISSING, hide_index=True, column_config={
             "name": st.column_config.TextColumn("Policy"),
             "large_call_rate": PCT("Requests calling the large model (%)", format="percent"),
-            "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%.3f"),
+            "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%,.3f"),
             "avg_quality": PCT("Quality (% correct)", format="percent")})
         st.caption("Small only: never escalate. Direct to large: every request to the large model, no small attempt. "
                    "Oracle cascade: escalate exactly the queries the large model gets right and the small one does "
                    "not (small attempt paid); oracle router: the same choice made before calling the small model. "
                    "Random routing (dotted line on the chart): escalate a random share. "
-                   + ("The oracles need per-query data. " if source == "seed" else "") + label)
+                   + ("The oracles need per-query data. " if source == "example" else "") + label)
 
     # ------------------------------------------------------------------------------------ floors per tenant
     st.subheader("Quality floors per tenant")
@@ -284,33 +285,33 @@ else:
             "floor": PCT("Floor (% correct)", format="percent"),
             "curve": st.column_config.TextColumn("Curve used"),
             **{k: v for k, v in CURVE_COLUMNS.items() if k != "marginal_cost_per_point"},
-            "meets": st.column_config.CheckboxColumn("Floor reachable")}, placeholder="–")
-        st.caption("The cheapest τ whose average quality meets each tenant's floor (empty when none does). "
+            "meets": st.column_config.CheckboxColumn("Floor reachable")}, placeholder=MISSING)
+        st.caption("The cheapest confidence threshold whose average quality meets each tenant's floor (empty when none does). "
                    f"Floors are stored in the store's settings. A tenant with {cascade_store.MIN_TENANT_QUERIES}+ "
                    "shadow-evaluated queries is answered on its own queries, others on all of them. " + label)
 
 # ---------------------------------------------------------------------------------------- edge vs cloud
 st.header("Edge vs cloud: when does escalating a request pay?")
-st.caption(f"Problem 2 of {SEED}: escalate a low-confidence edge request to the cloud iff the quality gained, in "
+st.caption("Escalate a low-confidence edge request to the cloud iff the quality gained, in "
            "money, beats the extra inference and network cost plus the extra latency, in money.")
 st.latex(r"V_q \cdot \Delta Q \;>\; \Delta C_{infer} + C_{net} + V_{lat} \cdot (RTT + T_{cloud} - T_{edge})")
 d0 = edge.EdgeInputs()
 e1, e2, e3 = st.columns(3)
 dq = e1.number_input("ΔQ: quality gain (share of answers made right)", -1.0, 1.0, d0.quality_gain, 0.01,
-                     help="The seed: 80 % → 95 % right, ΔQ = 0.15.")
+                     help="For example 80 % → 95 % right: ΔQ = 0.15.")
 vq = e1.number_input("V_q: value of one wrong answer made right ($)", 0.0, None, d0.value_usd, 0.05)
 q_edge = e1.number_input("Edge model quality (share right, for expected quality)", 0.0, 1.0, d0.edge_quality, 0.01)
 dc = e2.number_input("ΔC_infer: cloud minus edge inference ($ per request)", 0.0, None, d0.infer_cost_diff_usd,
-                     0.001, format="%.4f", help="The seed: (8 − 1) $ per 1,000 = 0.007 $.")
+                     0.001, format="%.4f", help="For example ($8 − $1) per 1,000 = $0.007.")
 cnet = e2.number_input("C_net: traffic up and down ($ per request)", 0.0, None, d0.network_cost_usd, 0.001,
-                       format="%.4f", help="The seed: inference difference + traffic ≈ 0.01 $, so 0.003 $.")
+                       format="%.4f", help="For example inference difference + traffic ≈ $0.01, so $0.003.")
 vlat = e2.number_input("V_lat: value of latency ($ per second)", 0.0, None, d0.latency_value_usd_per_s, 0.005,
-                       format="%.4f", help="The seed prices 80 ms RTT + 300 ms cloud time at ≈ 0.03 $: "
-                                           "0.03 / 0.38 = 0.0789 $ per second.")
+                       format="%.4f", help="For example 80 ms RTT + 300 ms cloud time worth ≈ $0.03: "
+                                           "0.03 / 0.38 = $0.0789 per second.")
 rtt = e3.number_input("RTT: network round trip (ms)", 0.0, None, d0.rtt_ms, 10.0, key="rtt_ms")
 t_cloud = e3.number_input("T_cloud: cloud inference time (ms)", 0.0, None, d0.cloud_ms, 10.0)
 t_edge = e3.number_input("T_edge: edge time saved by escalating (ms)", 0.0, None, d0.edge_ms, 10.0,
-                         help="0 in the seed: the edge attempt is already spent.")
+                         help="0 by default: the edge attempt is already spent.")
 inputs = edge.EdgeInputs(dq, vq, dc, cnet, rtt, t_cloud, t_edge, vlat, q_edge)
 try:
     decision = edge.decide(inputs)
@@ -320,18 +321,18 @@ except InputError as exc:
 if decision is not None:
     be = decision.break_even
     d1, d2, d3, d4 = st.columns(4)
-    d1.metric("Gain worth ($/request)", f"${decision.benefit_usd:.4f}", border=True)
-    d2.metric("Cost of escalating ($/request)", f"${decision.cost_usd:.4f}", border=True,
-              help=f"Inference + network ${decision.money_cost_usd:.4f}, latency ${decision.latency_cost_usd:.4f}.")
+    d1.metric("Gain worth ($/request)", usd(decision.benefit_usd), border=True)
+    d2.metric("Cost of escalating ($/request)", usd(decision.cost_usd), border=True,
+              help=f"Inference + network {usd(decision.money_cost_usd)}, latency {usd(decision.latency_cost_usd)}.")
     d3.metric("Decision at this RTT", "Escalate" if decision.escalate else "Stay on the edge", border=True)
-    d4.metric("Break-even RTT (ms)", "none" if be.rtt_ms is None else f"{be.rtt_ms:,.0f} ms", border=True,
+    d4.metric("Break-even RTT (ms)", "none" if be.rtt_ms is None else duration_ms(be.rtt_ms), border=True,
               help=be.note)
     (st.success if decision.escalate else st.warning)(decision.verdict[0].upper() + decision.verdict[1:] + ".")
     st.caption(
-        f"{be.note[0].upper() + be.note[1:]}. With the seed's default numbers the break-even is about 523 ms, not 1.5 s: "
-        "the seed says the decision flips when congestion pushes RTT from 80 ms to 1.5 s, and by 1.5 s it has "
-        "clearly flipped (cost 0.152 $ against a 0.075 $ gain), but the crossing is much earlier. finops/cascade/edge.py "
-        "shows the arithmetic. Source: your inputs (defaults: the seed's worked example).")
+        f"{be.note[0].upper() + be.note[1:]}. With the default numbers the break-even is about 523 ms: a congested "
+        "link at 1.5 s RTT has clearly flipped the decision (cost $0.15 against a $0.075 gain), but the crossing "
+        "comes much earlier. Source: your inputs (defaults: a common starting point, 80 ms RTT and 300 ms in the "
+        "cloud).")
 
     st.subheader("Network jitter: how often does escalation pay?")
     r1, r2, r3, r4 = st.columns(4)
@@ -357,27 +358,27 @@ if decision is not None:
         except InputError as exc:
             st.error(str(exc), icon=":material/error:")
     max_rtt = r4.number_input("Chart RTT up to (ms)", 100.0, edge.MAX_RTT_MS, 2000.0, 100.0,
-                              help=f"Up to {edge.MAX_RTT_MS:,.0f} ms (ten minutes).")
+                              help=f"Up to {duration_ms(edge.MAX_RTT_MS)} (ten minutes).")
     if samples is None:
         st.info("Upload RTT samples to see the share of requests for which escalation pays.",
                 icon=":material/upload_file:")
     else:
         comparison = edge.compare_policies(inputs, samples)
         st.metric("Requests for which escalation pays", f"{comparison.share_pays:.1%}", border=True, width="content")
-        st.dataframe(comparison.as_frame(), hide_index=True, column_config={
+        st.dataframe(comparison.as_frame(), placeholder=MISSING, hide_index=True, column_config={
             "policy": st.column_config.TextColumn("Policy"),
             "escalation_share": PCT("Escalated", format="percent"),
             "expected_quality": PCT("Quality (% right)", format="percent"),
-            "money_cost_usd": USD("Inference + network ($)", format="$%.4f"),
-            "latency_cost_usd": USD("Latency ($)", format="$%.4f"),
+            "money_cost_usd": USD("Inference + network ($)", format="$%,.4f"),
+            "latency_cost_usd": USD("Latency ($)", format="$%,.4f"),
             "extra_latency_ms": USD("Extra latency (ms)", format="%.0f"),
-            "net_benefit_usd": USD("Net benefit vs never ($)", format="$%.4f")})
+            "net_benefit_usd": USD("Net benefit vs never ($)", format="$%,.4f")})
         st.caption("Expected values per request ($ per request, mean extra latency), averaged over the RTT draws. "
                    "'When it pays' feeds each request's live RTT into the inequality. Source: " + rtt_origin + ".")
         left, right = st.columns(2)
         left.altair_chart(charts.edge_net_benefit(
             edge.net_benefit_curve(inputs, max_rtt_ms=max_rtt), break_even_ms=be.rtt_ms,
-            markers=[(rtt, f"your RTT {rtt:,.0f} ms"), (1500.0, "congested 1.5 s (the seed)")],
+            markers=[(rtt, f"your RTT {duration_ms(rtt)}"), (1500.0, "congested 1.5 s")],
             title="Net benefit of escalating one request ($) by RTT (ms)"))
         right.altair_chart(charts.rtt_histogram(samples, be.rtt_ms, always_pays=be.always_pays, max_rtt_ms=max_rtt,
                                                 title="Share of requests by RTT (ms): green where escalation pays"))

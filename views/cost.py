@@ -2,11 +2,11 @@
 import streamlit as st
 
 from finops import charts
+from finops.fmt import MISSING, export_name, usd
 from finops.spend import costviews, exports
 from finops.spend import report as spend
 from finops.spend.costviews import (
     cost_matrix_wide,
-    period_label,
     showback_by_tenant,
     token_effect,
     token_mix_long,
@@ -45,22 +45,22 @@ else:
     heat, table = st.tabs(["Heatmap", "Table"])
     heat.altair_chart(charts.cost_heatmap(matrix, title="$ per 1M tokens (input + output) by model and tenant"))
     wide = cost_matrix_wide(matrix)
-    table.dataframe(wide, hide_index=True, column_config={
+    table.dataframe(wide, placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
-        **{c: USD(f"{c} ($ per 1M tokens)", format="$%.3f") for c in wide.columns if c != "model"}})
+        **{c: USD(f"{c} ($ per 1M tokens)", format="$%,.3f") for c in wide.columns if c != "model"}})
     st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
                "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
                "capacity is left out). " + source_label())
     units = query(spend.unit_costs, f)
-    st.dataframe(units, hide_index=True, column_config={
+    st.dataframe(units, placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         "kind": st.column_config.TextColumn("Kind", help="api: a provider bills tokens; self_hosted: a GPU fleet"),
-        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%.2f"),
+        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%,.2f"),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
-        "usd_per_1m": USD("Billed (API) or allocated (self-hosted), $ per 1M tokens", format="$%.3f",
+        "usd_per_1m": USD("Billed (API) or allocated (self-hosted), $ per 1M tokens", format="$%,.3f",
                           help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + "."),
         "fleet_served_tokens": None, "fleet_cost_usd": None,
-        "fully_loaded_usd_per_1m": USD("Fully loaded, $ per 1M tokens", format="$%.3f",
+        "fully_loaded_usd_per_1m": USD("Fully loaded, $ per 1M tokens", format="$%,.3f",
                                        help=spend.UNIT_COSTS["fully_loaded"] + "; an API model's is its billed one")})
     st.caption("The three unit costs, the same on every page and in `python -m finops report --unit-costs`: "
                "billed for API models; for a self-hosted fleet, allocated (busy GPU time only) and fully loaded "
@@ -77,7 +77,7 @@ eff = token_effect(mix)
 if eff.output_token_share is not None and eff.output_cost_share is not None:
     st.caption(f"On API models, output tokens are {100 * eff.output_token_share:.1f} % of the tokens but "
                f"{100 * eff.output_cost_share:.1f} % of the token cost; prompt caching saved "
-               f"${eff.prompt_cache_saving_usd:,.2f} against uncached input prices. Self-hosted models are paid "
+               f"{usd(eff.prompt_cache_saving_usd)} against uncached input prices. Self-hosted models are paid "
                "per GPU hour, whatever the mix. " + source_label())
 else:
     st.caption("No token-priced API traffic in these filters: self-hosted models are paid per GPU hour, "
@@ -93,12 +93,12 @@ else:
         st.info("Every request here costs nothing (cache hits or models missing from the price book).")
     else:
         st.altair_chart(charts.cost_per_request(dist.histogram, title="Cost of one request by model (USD, log scale)"))
-    st.dataframe(dist.summary, hide_index=True, column_config={
+    st.dataframe(dist.summary, placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         "requests": COUNT("Requests", format="localized"),
-        "mean_usd": USD("Mean ($ per request)", format="$%.6f"), "p50_usd": USD("Median ($)", format="$%.6f"),
-        "p90_usd": USD("P90 ($)", format="$%.6f"), "p99_usd": USD("P99 ($)", format="$%.6f"),
-        "max_usd": USD("Max ($)", format="$%.6f"),
+        "mean_usd": USD("Mean ($ per request)", format="$%,.6f"), "p50_usd": USD("Median ($)", format="$%,.6f"),
+        "p90_usd": USD("P90 ($)", format="$%,.6f"), "p99_usd": USD("P99 ($)", format="$%,.6f"),
+        "max_usd": USD("Max ($)", format="$%,.6f"),
         "free_share": st.column_config.ProgressColumn("Free: cache hits (%)", format="percent", min_value=0,
                                                       max_value=1)})
     sample = (f"Estimated from a random sample of {dist.rows_read:,} requests. " if dist.sampled
@@ -115,11 +115,11 @@ if gpu.summary.empty:
 else:
     for r in gpu.summary.itertuples(index=False):
         c1, c2, c3, c4 = st.columns(4)
-        c1.metric(f"{plain(r.model)}: fleet cost (USD)", f"${r.fleet_cost_usd:,.2f}", border=True,
+        c1.metric(f"{plain(r.model)}: fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
                   help="Replicas × GPUs per replica × $ per GPU-hour, over every hour of the period.")
-        c2.metric(f"{plain(r.model)}: allocated (USD)", f"${r.allocated_usd:,.2f}", border=True,
+        c2.metric(f"{plain(r.model)}: allocated (USD)", usd(r.allocated_usd), border=True,
                   help="The busy share of the fleet cost, charged to the requests that used it.")
-        c3.metric(f"{plain(r.model)}: idle (USD)", f"${r.idle_usd:,.2f}", border=True,
+        c3.metric(f"{plain(r.model)}: idle (USD)", usd(r.idle_usd), border=True,
                   help="Paid GPU time no request used: the idle-capacity line of the showback.")
         c4.metric(f"{plain(r.model)}: utilisation (%)", f"{100 * r.utilization:.1f} %", border=True,
                   help="Busy share of the paid GPU capacity over the period.")
@@ -139,17 +139,17 @@ if rec.empty:
     st.info("These logs record no cost of their own: every figure on this page is tokens × the price row in force "
             "for each request (price book or catalogue), so there is nothing to reconcile.", icon=":material/info:")
 else:
-    st.dataframe(rec, hide_index=True, column_config={
+    st.dataframe(rec, placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
         "priced_by": st.column_config.TextColumn("List price from"),
         "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
-        "recorded_cost_usd": USD("Recorded by the source ($)", format="$%.2f"),
-        "list_cost_usd": USD("Same requests at list price ($)", format="$%.2f"),
-        "difference_usd": USD("Recorded − list ($)", format="$%.2f"),
+        "recorded_cost_usd": USD("Recorded by the source ($)", format="$%,.2f"),
+        "list_cost_usd": USD("Same requests at list price ($)", format="$%,.2f"),
+        "difference_usd": USD("Recorded − list ($)", format="$%,.2f"),
         "difference_pct": USD("Recorded − list (%)", format="%.1f %%"),
         "source_unpriced_requests": COUNT("Source wrote $0 (priced here)", format="localized"),
         "priced_requests": COUNT("Requests priced here", format="localized"),
-        "priced_cost_usd": USD("Priced here ($)", format="$%.2f")})
+        "priced_cost_usd": USD("Priced here ($)", format="$%,.2f")})
     st.caption("Where the logs carry a cost (LiteLLM's spend, a provider's cost field) it counts as billed; this "
                "table prices the same requests at the list price in force for each, so a source that is off shows. "
                "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
@@ -158,7 +158,7 @@ else:
 # ---- showback / chargeback
 st.subheader("Showback: spend per tenant and model")
 total = float(sb["cost_usd"].sum())
-st.metric("Total spend in the table (USD)", f"${total:,.2f}", border=False)
+st.metric("Total spend in the table (USD)", usd(total), border=False)
 COLUMNS = {
     "tenant": st.column_config.TextColumn("Tenant"), "model": st.column_config.TextColumn("Model"),
     "models": COUNT("Models used"),
@@ -167,13 +167,13 @@ COLUMNS = {
     "output_tokens": COUNT("Output tokens", format="localized"),
     "cached_input_tokens": COUNT("Cached input tokens", format="localized"),
     "tokens": COUNT("Tokens (in + out)", format="localized"),
-    "cost_usd": USD("Spend ($)", format="$%.2f"),
-    "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%.3f"),
+    "cost_usd": USD("Spend ($)", format="$%,.2f"),
+    "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%,.3f"),
     "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)}
 by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
-by_tenant.dataframe(showback_by_tenant(sb), hide_index=True, column_config=COLUMNS)
-by_pair.dataframe(sb, hide_index=True, column_config=COLUMNS)
-name = f"showback_{period_label(period).replace(' to ', '_to_')}"
+by_tenant.dataframe(showback_by_tenant(sb), placeholder=MISSING, hide_index=True, column_config=COLUMNS)
+by_pair.dataframe(sb, placeholder=MISSING, hide_index=True, column_config=COLUMNS)
+name = export_name("showback", period)
 focus = query(exports.focus_frame, f)
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download CSV", exports.safe_csv(sb), file_name=f"{name}.csv", mime="text/csv",

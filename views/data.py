@@ -9,6 +9,7 @@ import streamlit as st
 
 from finops import schema, store
 from finops.errors import InputError
+from finops.fmt import MISSING
 from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
 from finops.ingest.uploads import save_upload
@@ -141,12 +142,12 @@ def _file_panel(upload) -> None:
         zipped = f" (zip of {len(p.members)} files; the preview shows the first)" if p.members else ""
         st.caption(f"Format: **{p.format_label}** (`{p.format}`){zipped}. Container: {p.container}.")
         raw_tab, stored_tab = st.tabs(["First rows of the file", "First rows as they will be stored"])
-        raw_tab.dataframe(p.raw, hide_index=True)
+        raw_tab.dataframe(p.raw, placeholder=MISSING, hide_index=True)
         if p.message:
             stored_tab.warning(plain(p.message), icon=":material/rule:")
         else:
             stored_tab.dataframe(p.shown.rename(columns={"_row": "row", "_reject": "rejected because"}),
-                                 hide_index=True)
+                                 placeholder=MISSING, hide_index=True)
             bad = int(p.rows["_reject"].notna().sum())
             stored_tab.caption("Typed and validated exactly as the load will do it; empty columns are hidden."
                                + (f" {bad} of these rows would be rejected (see the last column)." if bad else ""))
@@ -195,7 +196,7 @@ if reports:
             c[3].metric("Duplicates skipped", f"{r['duplicates_skipped']:,}",
                         help="Rows whose request_id is already stored (or repeated in the file).")
             if r["rejects"]:
-                st.dataframe(r["rejects"][:200], hide_index=True, column_config={
+                st.dataframe(r["rejects"][:200], placeholder=MISSING, hide_index=True, column_config={
                     "row": st.column_config.NumberColumn("Row in the file"),
                     "field": st.column_config.TextColumn("Field"), "reason": st.column_config.TextColumn("Reason")})
                 if rep["rejected_csv"]:
@@ -267,17 +268,17 @@ if len(unpriced):
                "cost $0 until you add a row for them below or an alias naming a priced model (unless the logs "
                "carry their cost).", icon=":material/money_off:")
 with st.form("prices"):
-    edited = st.data_editor(query(pricing.price_book), hide_index=True, num_rows="dynamic", key="price_editor",
+    edited = st.data_editor(query(pricing.price_book), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="price_editor",
                             column_config={
         "model": st.column_config.TextColumn("Model", required=True),
         "provider": st.column_config.TextColumn("Provider"), "publisher": st.column_config.TextColumn("Publisher"),
         "kind": st.column_config.SelectboxColumn("Kind", options=["api", "self_hosted"], required=True),
         "size_class": st.column_config.TextColumn("Size class"),
-        "input_usd_per_1m": st.column_config.NumberColumn("Input ($ per 1M tokens)", format="$%.3f"),
-        "output_usd_per_1m": st.column_config.NumberColumn("Output ($ per 1M tokens)", format="$%.3f"),
-        "cached_input_usd_per_1m": st.column_config.NumberColumn("Cached input ($ per 1M tokens)", format="$%.3f"),
-        "request_usd": st.column_config.NumberColumn("Per request ($)", format="$%.4f"),
-        "gpu_hour_usd": st.column_config.NumberColumn("GPU-hour ($)", format="$%.2f"),
+        "input_usd_per_1m": st.column_config.NumberColumn("Input ($ per 1M tokens)", format="$%,.3f"),
+        "output_usd_per_1m": st.column_config.NumberColumn("Output ($ per 1M tokens)", format="$%,.3f"),
+        "cached_input_usd_per_1m": st.column_config.NumberColumn("Cached input ($ per 1M tokens)", format="$%,.3f"),
+        "request_usd": st.column_config.NumberColumn("Per request ($)", format="$%,.4f"),
+        "gpu_hour_usd": st.column_config.NumberColumn("GPU-hour ($)", format="$%,.2f"),
         "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", format="%d"),
         "replicas": st.column_config.NumberColumn("Replicas", format="%d"),
         "slots_per_replica": st.column_config.NumberColumn("Concurrent slots per replica", format="%d"),
@@ -289,9 +290,9 @@ with st.form("prices"):
             "this (0 or empty: every request)"),
         "effective_from": st.column_config.DateColumn("In force from", help="empty: always"),
         "effective_to": st.column_config.DateColumn("In force until (exclusive)", help="empty: open-ended"),
-        "cache_write_usd_per_1m": st.column_config.NumberColumn("Cache write ($ per 1M tokens)", format="$%.3f"),
+        "cache_write_usd_per_1m": st.column_config.NumberColumn("Cache write ($ per 1M tokens)", format="$%,.3f"),
         "cache_write_1h_usd_per_1m": st.column_config.NumberColumn("1-hour cache write ($ per 1M tokens)",
-                                                                   format="$%.3f")})
+                                                                   format="$%,.3f")})
     save = st.form_submit_button("Save prices", type="primary", icon=":material/save:")
 if save:
     try:
@@ -311,7 +312,7 @@ st.caption("These rows are ours and override the catalogue: API models cost thei
 
 # ---- how each model is priced, aliases, the catalogue
 st.subheader("How each model is priced")
-st.dataframe(query(pricing.resolution), hide_index=True, column_config={
+st.dataframe(query(pricing.resolution), placeholder=MISSING, hide_index=True, column_config={
     "model": st.column_config.TextColumn("Model as logged"), "provider": st.column_config.TextColumn("Provider"),
     "price_source": None, "price_provider": None, "price_model": None,
     "how": st.column_config.TextColumn("Priced by")})
@@ -321,7 +322,7 @@ st.caption("In this order: an alias below, our price book row for the name, the 
 with st.form("aliases"):
     st.markdown("**Aliases**: price a private or deployment name as another model (a price book model, or a "
                 "catalogue model with its provider).")
-    alias_edit = st.data_editor(query(pricing.aliases), hide_index=True, num_rows="dynamic", key="alias_editor",
+    alias_edit = st.data_editor(query(pricing.aliases), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="alias_editor",
                                 column_config={"alias": st.column_config.TextColumn("Name as logged"),
                                                "model": st.column_config.TextColumn("Priced as model"),
                                                "provider": st.column_config.TextColumn("Catalogue provider")})

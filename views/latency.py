@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts, sql, store
 from finops.errors import InputError
+from finops.fmt import MISSING, duration_ms
 from finops.latency import diagnose
 from finops.latency import stats as latency
 from finops.ops import alerts as alerts_mod
@@ -75,7 +76,8 @@ else:
                         f"**{LAYER_TITLE[fd.layer]} · {plain(fd.model)}** &nbsp; {when}")
             st.markdown(plain(fd.evidence))
             st.markdown(f"**Do:** {plain(fd.action)}")
-st.caption("Rules: finops/latency/diagnose.py (section 2.5 of the routing text). " + source_label())
+st.caption("Rules: a slow-path playbook that compares each window with the model's usual queue, service and "
+           "decode times. " + source_label())
 
 # ---------------------------------------------------------------- alerts
 st.header("Open alerts")
@@ -83,7 +85,7 @@ open_alerts = query(alerts_mod.open_alerts, f)
 if open_alerts.empty:
     no_alert_state(f)
 else:
-    st.dataframe(open_alerts, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
+    st.dataframe(open_alerts, placeholder=MISSING, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
                                                              "window_end", "message"],
                  column_config={"severity": "Severity", "rule": "Rule", "model": "Model", "tenant": "Tenant",
                                 "window_start": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
@@ -91,10 +93,10 @@ else:
                                 "message": st.column_config.TextColumn("Alert", width="large")})
 with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
     con = cursor()
-    st.caption("The thresholds of the deployment text, section 5.2. Changes are saved in this store's settings.")
+    st.caption("Common production thresholds to start from. Changes are saved in this store's settings.")
     rules = query(alerts_mod.rules_frame)
     edited = st.data_editor(
-        rules, hide_index=True, key="alert_rules", disabled=["name", "title", "unit"],
+        rules, placeholder=MISSING, hide_index=True, key="alert_rules", disabled=["name", "title", "unit"],
         column_order=["enabled", "title", "threshold", "unit", "window", "sustained", "min_requests", "severity"],
         column_config={
             "enabled": st.column_config.CheckboxColumn("On"), "title": "Rule",
@@ -131,11 +133,11 @@ st.header("Percentiles")
 by = st.segmented_control("Per", ["model", "sla_tier", "tenant", "route", "replica"], default="model",
                           key="lat_by", bind="query-params") or "model"
 pct = query(latency.percentiles, f, by=(by,))
-st.dataframe(pct, hide_index=True, column_config={
+st.dataframe(pct, placeholder=MISSING, hide_index=True, column_config={
     by: by.replace("_", " ").capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").replace("_", " "), format="%,.0f ms")
        for c in pct.columns if "_ms_p" in c}})
-st.caption(percentile_note(pct) + " 'None': that group's logs lack the field (API models report no queue time). "
+st.caption(percentile_note(pct) + f" {MISSING}: that group's logs lack the field (API models report no queue time). "
            + source_label())
 
 # ---------------------------------------------------------------- queue histogram
@@ -165,7 +167,7 @@ else:
                 zero = int(h[h["bin"] == 0]["count"].sum())
                 notes.append(f"{zero:,} of {total:,} requests ({zero / total:.0%}) waited less than "
                              f"{h['hi'].iloc[0]:,.3g} ms (their lowest non-zero wait) and are not drawn on the log axis.")
-            marks_text = ", ".join(f"{k} {v:,.0f} ms" for k, v in marks.items())
+            marks_text = ", ".join(f"{k} {duration_ms(v)}" for k, v in marks.items())
             if marks_text:
                 notes.append(f"queue_ms {marks_text}.")
             st.caption(" ".join(notes))
@@ -237,7 +239,7 @@ if tt.empty or (tt["with_ttft"].sum() == 0 and tt["with_tpot"].sum() == 0):
 else:
     order = ["grp", "requests", "with_ttft", "with_tpot"] + sorted(
         (c for c in tt.columns if "_ms_p" in c), key=lambda c: (not c.startswith("ttft"), float(c.rsplit("_p", 1)[1])))
-    st.dataframe(tt, hide_index=True, column_order=order, column_config={
+    st.dataframe(tt, placeholder=MISSING, hide_index=True, column_order=order, column_config={
         "grp": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
         "with_ttft": st.column_config.NumberColumn("With TTFT", format="%,d"),
         "with_tpot": st.column_config.NumberColumn("With TPOT", format="%,d"),
@@ -251,7 +253,7 @@ st.header("The slowest requests")
 n = st.slider("How many", 5, 50, 15, step=5, key="slow_n")
 slow = query(latency.slowest, f, n)
 st.altair_chart(charts.slowest_traces(slow, title=f"The {len(slow)} slowest requests, segment by segment"))
-st.dataframe(slow, hide_index=True, column_config={
+st.dataframe(slow, placeholder=MISSING, hide_index=True, column_config={
     "ts": st.column_config.DatetimeColumn("Arrival (UTC)", format="YYYY-MM-DD HH:mm:ss.SSS"),
     **{c: st.column_config.NumberColumn(c, format="%,.1f") for c in slow.columns if c.endswith("_ms")}})
 st.caption("The P99 'trace': each request's own segments. 'other' is the part no logged segment accounts for. "
@@ -278,5 +280,5 @@ for category, items in check.groupby("category", sort=False):
         with c2:
             st.markdown(STATUS[item.status] + (f" · ticked {item.ticked_at}" if item.ticked else ""))
             st.caption(item.evidence)
-st.caption("The checklist of the deployment text, section 4. Items marked 'from the store' are judged from the "
+st.caption("A production-readiness checklist. Items marked 'from the store' are judged from the "
            "logs, load tests and settings in this store.")

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from finops import charts
+from finops.fmt import MISSING, usd
 from finops.ops import alerts
 from finops.spend import costviews
 from finops.spend.costviews import period_label
@@ -54,7 +55,7 @@ else:
 notes.append(source_label())
 st.caption(" ".join(notes))
 if k.idle_share is not None and k.idle_share >= 0.05:
-    st.warning(f"**${k.idle_usd:,.2f} ({100 * k.idle_share:.1f} %) of this spend is idle self-hosted GPU capacity**: "
+    st.warning(f"**{usd(k.idle_usd)} ({100 * k.idle_share:.1f} %) of this spend is idle self-hosted GPU capacity**: "
                "GPU hours paid for that served no request. The Cost page shows it per model and hour.",
                icon=":material/memory:")
 
@@ -79,7 +80,7 @@ else:
     left.altair_chart(charts.top_tenants(top.table, title="Tenant spend in the period (USD)"))
     right.altair_chart(charts.tenant_trend(top.trend, top.grain, title=f"Tenant spend per {top.grain} (USD)"))
     extra = f" {top.others} smaller tenants are not shown." if top.others else ""
-    idle = (f" Idle GPU capacity (${top.idle_usd:,.2f} in the period) is a fleet cost and in no tenant's total."
+    idle = (f" Idle GPU capacity ({usd(top.idle_usd)} in the period) is a fleet cost and in no tenant's total."
             if top.idle_usd > 0 else "")
     st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
                + source_label())
@@ -94,7 +95,7 @@ else:
     cols = st.columns(3)
     for col, sev in zip(cols, ("critical", "warning", "info"), strict=True):
         col.metric(f"{sev.capitalize()} alerts", f"{int(counts.get(sev, 0)):,}")
-    st.dataframe(alerts.head(20), hide_index=True, column_order=["severity", "message"],
+    st.dataframe(alerts.head(20), placeholder=MISSING, hide_index=True, column_order=["severity", "message"],
                  column_config={"severity": st.column_config.TextColumn("Severity"),
                                 "message": st.column_config.TextColumn("Alert", width="large")})
     more = f" Showing the 20 most severe and most recent of {len(alerts):,}." if len(alerts) > 20 else ""

@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts, sql, store
 from finops.errors import InputError
+from finops.fmt import MISSING, duration_ms, usd
 from finops.spend import routing
 from views._shared import (
     current_filters,
@@ -49,7 +50,7 @@ with tab_tier:
     per = query(routing.mix, f, dim, split="sla_tier")
     st.altair_chart(charts.share_by_split(per, "sla_tier", share, series_title,
                                           title=f"Share of each SLA tier's {measure} by {dim}"))
-st.dataframe(mix_total, hide_index=True, column_config={
+st.dataframe(mix_total, placeholder=MISSING, hide_index=True, column_config={
     "series": series_title, "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     "tokens": st.column_config.NumberColumn("Tokens", format="%,d"),
     "cost_usd": st.column_config.NumberColumn("Spend (USD)", format="$%,.2f"),
@@ -73,13 +74,13 @@ else:
     m[0].metric("Cache hit rate", f"{hits / requests_total:.1%}", border=True,
                 help="Requests served from the semantic cache over all requests.")
     m[1].metric("Cache hits", f"{hits:,}", border=True)
-    m[2].metric("Spend the cache saved (API models)", f"${saved:,.2f}", border=True,
+    m[2].metric("Spend the cache saved (API models)", usd(saved), border=True,
                 help="Each hit on an API model priced at its price-book token prices.")
     st.altair_chart(charts.cache_savings(cache[cache["cache_hits"] > 0],
                                          title="Semantic-cache hit rate by model, and what the hits saved"))
     if scaled > 0:
         st.caption(f"Hits on self-hosted models save GPU time, not dollars: their fleets are paid by the hour. Priced "
-                   f"at each fleet's effective $ per 1M tokens they would be worth ${scaled:,.2f}, but only if the "
+                   f"at each fleet's effective $ per 1M tokens they would be worth {usd(scaled)}, but only if the "
                    "fleets were shrunk to match.")
     st.caption(source_label())
 
@@ -91,12 +92,12 @@ if not casc.cascade_rows:
             icon=":material/info:")
 else:
     m = st.columns(3)
-    m[0].metric("Escalation rate", "n/a" if casc.escalation_rate is None else f"{casc.escalation_rate:.1%}",
-                border=True, help="Escalated small-model attempts per cascade request.")
-    m[1].metric("Rejected attempts cost", f"${casc.rejected_attempts_usd:,.2f}", border=True,
+    m[0].metric("Escalation rate", MISSING if casc.escalation_rate is None else f"{casc.escalation_rate:.1%}",
+                border=True, help="Escalated small-model attempts per cascade request; — with no cascade requests.")
+    m[1].metric("Rejected attempts cost", usd(casc.rejected_attempts_usd), border=True,
                 help="What the small-model answers that were rejected (and escalated) cost.")
-    m[2].metric("Share of cascade spend", "n/a" if casc.rejected_share is None else f"{casc.rejected_share:.1%}",
-                border=True)
+    m[2].metric("Share of cascade spend", MISSING if casc.rejected_share is None else f"{casc.rejected_share:.1%}",
+                border=True, help="Rejected attempts as a share of cascade spend; — when cascades cost nothing.")
     left, right = st.columns([3, 2])
     with left:
         if len(casc.over_time):
@@ -109,7 +110,7 @@ else:
         else:
             q = casc.quality.assign(escalated=casc.quality["escalated"].map(
                 {True: "rejected attempt", False: "answer served"}))
-            st.dataframe(q, hide_index=True, column_config={
+            st.dataframe(q, placeholder=MISSING, hide_index=True, column_config={
                 "model": "Model", "escalated": "Row",
                 "labelled": st.column_config.NumberColumn("Labelled", format="%,d"),
                 "mean_quality": st.column_config.NumberColumn("Mean quality", format="%.3f"),
@@ -131,8 +132,8 @@ else:
     top = max(lp99, default + 1, 10)
     threshold = st.slider(f"Prompt-length threshold ({unit})", 0, int(top), int(min(default, top)),
                           key="mis_threshold", bind="query-params",
-                          help="The seed gateway's rule: longer than this goes to the large model, else the small "
-                               f"one (LEN_THRESHOLD = {routing.LEN_THRESHOLD} characters there).")
+                          help="A simple gateway rule: longer than this goes to the large model, else the small "
+                               f"one (a common starting point: {routing.LEN_THRESHOLD} characters).")
     mis = query(routing.misrouting, f, threshold, length)
     if len(mis.by_length):
         st.altair_chart(charts.prompt_lengths(mis.by_length, threshold, unit,
@@ -141,7 +142,7 @@ else:
         st.success(f"No candidate at {threshold:,} {unit}: every short prompt went to a small model and every long "
                    "one to a large model.", icon=":material/check_circle:")
     else:
-        st.dataframe(mis.summary, hide_index=True, column_config={
+        st.dataframe(mis.summary, placeholder=MISSING, hide_index=True, column_config={
             "kind": "Candidate", "model": "Served by",
             "requests": st.column_config.NumberColumn("Requests", format="%,d"),
             "share_of_model": st.column_config.ProgressColumn("Share of the model's requests", format="percent",
@@ -196,23 +197,23 @@ if wi is None:
     empty_state("No request served by a model matches these filters.")
     st.stop()
 m = st.columns(4)
-m[0].metric("Actual routing (repriced)", f"${wi.actual_usd:,.2f}", border=True,
+m[0].metric("Actual routing (repriced)", usd(wi.actual_usd), border=True,
             help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
-m[1].metric("What-if spend", f"${wi.counterfactual_usd:,.2f}",
+m[1].metric("What-if spend", usd(wi.counterfactual_usd),
             delta=None if wi.delta_pct is None else
-            f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}${abs(wi.delta_usd):,.2f})",
+            f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}{usd(abs(wi.delta_usd))})",
             delta_color="inverse", border=True)
-m[2].metric("Mean latency now", "n/a" if wi.actual_mean_ms is None else f"{wi.actual_mean_ms:,.0f} ms", border=True)
-m[3].metric("Mean latency, estimated", "n/a" if wi.counterfactual_mean_ms is None
-            else f"{wi.counterfactual_mean_ms:,.0f} ms", border=True,
-            help="From each target model's observed per-token rates; n/a where a target has no token counts.")
+m[2].metric("Mean latency now", duration_ms(wi.actual_mean_ms), border=True,
+            help="— when no request in these filters records a latency.")
+m[3].metric("Mean latency, estimated", duration_ms(wi.counterfactual_mean_ms), border=True,
+            help="From each target model's observed per-token rates; — where a target has no token counts.")
 st.altair_chart(charts.whatif_by_model(wi.by_model, title=f"Spend by model: actual vs {policy}"))
 if policy == "per-tier":
-    st.dataframe(wi.by_tier, hide_index=True, column_config={
+    st.dataframe(wi.by_tier, placeholder=MISSING, hide_index=True, column_config={
         "sla_tier": "SLA tier", "strategy": "Strategy",
         "actual_usd": st.column_config.NumberColumn("Actual (USD)", format="$%,.2f"),
         "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format="$%,.2f")})
-st.caption(f"The bill for these filters is ${wi.billed_usd:,.2f}"
+st.caption(f"The bill for these filters is {usd(wi.billed_usd)}"
            + (" (idle GPU time included)" if not (f.tenants or f.sla_tiers) else " (idle GPU time not included: "
               "tenants or tiers are picked)")
            + ". Repricing self-hosted traffic at its effective $ per 1M tokens spreads each fleet's cost, idle "

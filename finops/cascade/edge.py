@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from finops.errors import InputError
+from finops.fmt import usd
 
 SEED_LATENCY_VALUE_USD_PER_S = 0.03 / 0.380
 """The seed prices 80 ms RTT + 300 ms cloud time at about 0.03 $."""
@@ -214,8 +215,8 @@ def decide(inputs: EdgeInputs = EdgeInputs()) -> EdgeDecision:
     net = inputs.benefit_usd - cost
     escalate = bool(net > 0)
     verdict = (f"{'escalate' if escalate else 'stay on the edge'}: quality gain worth "
-               f"{inputs.benefit_usd:.4f} $ {'>' if escalate else '<='} cost {cost:.4f} $ "
-               f"(inference + network {inputs.money_cost_usd:.4f} $, latency {latency:.4f} $)")
+               f"{usd(inputs.benefit_usd)} {'>' if escalate else '<='} cost {usd(cost)} "
+               f"(inference + network {usd(inputs.money_cost_usd)}, latency {usd(latency)})")
     return EdgeDecision(escalate, inputs.benefit_usd, inputs.money_cost_usd, latency, cost, net,
                         inputs.rtt_ms + inputs.cloud_ms - inputs.edge_ms, break_even_rtt(inputs), verdict)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from finops.filters import Filters
 from finops.jsonutil import jsonable
@@ -33,13 +33,26 @@ def parse_time(text: str) -> datetime:
     return value
 
 
+def parse_until(text: str) -> datetime:
+    """The end of a period, as the dashboard's "To": a bare date includes that whole day (``2026-11-30``
+    ends at 2026-12-01 00:00); a date with a time of day is that exact instant, excluded.
+
+    >>> parse_until("2026-11-30"), parse_until("2026-11-30T12:00")
+    (datetime.datetime(2026, 12, 1, 0, 0), datetime.datetime(2026, 11, 30, 12, 0))
+    """
+    value = parse_time(text)
+    return value + timedelta(days=1) if len(text.strip()) == 10 else value
+
+
 def _csv_list(text: str) -> tuple[str, ...]:
     return tuple(v for v in (s.strip() for s in text.split(",")) if v)
 
 
 def add_filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", type=parse_time, help="start, inclusive (ISO, UTC)")
-    parser.add_argument("--until", type=parse_time, help="end, exclusive (ISO, UTC)")
+    parser.add_argument("--since", type=parse_time, help="first day (or instant), included (ISO, UTC)")
+    parser.add_argument("--until", type=parse_until,
+                        help="last day, included, as the dashboard's To (ISO date, UTC); a date with a time "
+                             "of day ends just before that instant")
     parser.add_argument("--tenant", type=_csv_list, default=(), help="tenants, comma-separated")
     parser.add_argument("--model", dest="models", type=_csv_list, default=(),
                         help="models, comma-separated")

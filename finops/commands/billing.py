@@ -3,7 +3,7 @@ API reports), kept apart from requests for reconciliation (see :mod:`finops.inge
 from __future__ import annotations
 
 from finops import store
-from finops.commands._common import add_db, db_path, parse_time, print_json
+from finops.commands._common import add_db, db_path, parse_time, parse_until, print_json
 from finops.jsonutil import records
 
 NAME = "billing"
@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
                           description="What the providers billed, per day, provider and model.")
     add_db(show)
     show.add_argument("--since", type=parse_time, help="first day, inclusive (ISO, UTC)")
-    show.add_argument("--until", type=parse_time, help="last day, exclusive (ISO, UTC)")
+    show.add_argument("--until", type=parse_until, help="last day, included (ISO, UTC), as the dashboard's To")
     show.add_argument("--json", action="store_true", help="print the lines as JSON")
 
 

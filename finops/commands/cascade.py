@@ -28,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minimum average quality (0-1 for correctness); picks the cheapest tau meeting it")
     parser.add_argument("--parametric", action="store_true",
                         help="FILE is a tau table with columns threshold, escalation_rate (0-1), avg_quality")
-    parser.add_argument("--seed-table", action="store_true",
-                        help="use the seed's tau table (0.95/60%%/96%%, 0.80/30%%/93%%, 0.65/12%%/88%%); "
-                             "costs default to 1 and 8 USD per 1,000 queries")
+    parser.add_argument("--example-table", "--seed-table", dest="seed_table", action="store_true",
+                        help="use an illustrative threshold table (0.95/60%%/96%%, 0.80/30%%/93%%, "
+                             "0.65/12%%/88%%); costs default to 1 and 8 USD per 1,000 queries")
     parser.add_argument("--json", action="store_true",
                         help="print JSON with keys curve, frontier, choice, metrics")
 
@@ -60,7 +60,7 @@ def build_report(args) -> cascade.CascadeReport:
             cl = _flat_cost(args.cost_large, None, "cost_large")
         return cascade.analyse_curve(cascade.parametric_curve(table, cs, cl), quality_floor=args.quality_floor)
     if not args.file:
-        raise InputError("needs FILE (an eval CSV), or --seed-table")
+        raise InputError("needs FILE (an eval CSV), or --example-table")
     data = uploads.load_eval_csv(args.file, args.mapping)
     cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
     cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")

@@ -10,13 +10,14 @@ from finops.ingest import uploads
 
 NAME = "edge"
 HELP = ("Edge vs cloud escalation: V_q*dQ > dC_infer + C_net + V_lat*(RTT + T_cloud - T_edge), "
-        "break-even RTT, net benefit vs RTT, policies under RTT jitter. Defaults: the seed's example.")
+        "break-even RTT, net benefit vs RTT, policies under RTT jitter. Defaults: a common starting point "
+        "(80 ms RTT, 300 ms in the cloud, $1 and $8 per 1,000 requests).")
 
 # (flag, EdgeInputs field, help): one row per input, defaults read from EdgeInputs.
 INPUT_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--delta-q", "quality_gain", "dQ: gain in the probability of a right answer, 0-1"),
     ("--value-usd", "value_usd", "V_q: USD value of turning one wrong answer into a right one "
-                                 "(the seed's '0.5 $ per point'; 0.5 x 0.15 = 0.075)"),
+                                 "(e.g. $0.5 a point: 0.5 x 0.15 = $0.075 a request)"),
     ("--infer-cost-diff-usd", "infer_cost_diff_usd", "dC_infer: cloud minus edge inference cost per request"),
     ("--network-cost-usd", "network_cost_usd", "C_net: traffic cost per escalated request"),
     ("--rtt-ms", "rtt_ms", "network round trip edge <-> cloud, ms (the mean with --rtt-dist)"),

@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
                         help="tenants sent as X-Tenant, drawn at random, comma-separated (--preset: the first)")
     parser.add_argument("--api-key", help="sent as Authorization: Bearer KEY")
     parser.add_argument("--endpoint", choices=["chat", "route"],
-                        help="POST /v1/chat/completions (chat) or the seed's /route "
+                        help="POST /v1/chat/completions (chat) or the reference gateway's /route "
                              "(default: chat, and route for --preset)")
     parser.add_argument("--model", default="auto",
                         help="model of chat requests: auto (the gateway routes, default) or a backend to pin")
@@ -33,8 +33,8 @@ def add_arguments(parser) -> None:
                         help="httpx (default), or raw: a minimal HTTP/1.1 client costing several times "
                              "less CPU per request, for benchmarks at hundreds of requests/s")
     parser.add_argument("--seed", type=int, default=0, help="seed of the arrival schedule and prompt draws")
-    parser.add_argument("--preset", choices=["seed-3.3"],
-                        help="seed-3.3: 2 uninjected slow requests, then 6 concurrent "
+    parser.add_argument("--preset", choices=["dual-model"], type=lambda s: "dual-model" if s == "seed-3.3" else s,
+                        help="dual-model: 2 uninjected slow requests, then 6 concurrent "
                              "injected slow requests beside one short request to fast "
                              "(rate, duration and pattern are ignored)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-p-wait", type=float, metavar="P",
                         help="maximum probability that a request waits at all (Erlang C)")
     parser.add_argument("--redundancy", type=float, default=0.0, metavar="FRACTION",
-                        help="headroom on top, as a fraction (0.25 = +25%%; the seed suggests 0.2-0.3)")
+                        help="headroom on top, as a fraction (0.25 = +25%%; 0.2-0.3 is usual)")
     parser.add_argument("--cold-start-buffer", type=int, default=0, metavar="N",
                         help="extra replicas kept ready to cover cold starts")
 

@@ -517,7 +517,7 @@ class PresetReport:
         base_ms = sum(baseline) / len(baseline) if baseline else None
         inj_service = [r.service_ms for r in injected if r.service_ms is not None]
         return {
-            "url": self.url, "preset": "seed-3.3", "requests": self.rows(),
+            "url": self.url, "preset": "dual-model", "requests": self.rows(),
             "summary": {
                 "injected_routes": dict(Counter(r.route for r in injected)),
                 "injected_queue_ms_sorted": sorted(r.queue_ms for r in injected if r.queue_ms is not None),
@@ -559,5 +559,5 @@ def run_seed_33(url: str, **kwargs: Any) -> PresetReport:
 
 
 PRESETS: dict[str, Callable[..., PresetReport]] = {
-    "seed-3.3": run_seed_33,
+    "dual-model": run_seed_33,
 }

@@ -153,8 +153,8 @@ def _read_gateway(con, p: Probe, options: IngestOptions) -> Source:
 
 
 register(Adapter(
-    name="gateway-log", label="the seed dual-model gateway's [ROUTE] text log",
-    source_tool="the gateway of the course text, section 3.2 (uvicorn + logging)",
+    name="gateway-log", label="a dual-model gateway's [ROUTE] text log",
+    source_tool="a small FastAPI gateway that logs [ROUTE] lines (uvicorn + logging)",
     export_hint="save the gateway's stdout/stderr: lines like "
                 "'2026-11-29 10:00:00,123 [ROUTE] target=slow len=63 route_ms=0.01 queue_ms=812.3 ...'",
     sniff=_sniff_gateway, read=_read_gateway,

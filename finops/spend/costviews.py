@@ -17,6 +17,7 @@ from datetime import timedelta
 import duckdb
 import pandas as pd
 
+from finops import fmt as fmt_
 from finops import sql, store
 from finops.filters import Filters
 from finops.latency import stats as latency
@@ -81,17 +82,17 @@ KPI_SPECS: tuple[KpiSpec, ...] = (
 def format_value(fmt: str, value) -> str:
     """A KPI value as text, with its unit.
 
+    Money and durations go through :mod:`finops.fmt`, as everywhere else.
+
     >>> format_value("usd", 1234.5), format_value("pct", 0.0123), format_value("tokens", 2.5e9)
     ('$1,234.50', '1.23 %', '2.50 B')
-    >>> format_value("ms", None)
-    'n/a'
+    >>> format_value("usd3", 0.1534), format_value("ms", 2345.6), format_value("ms", None)
+    ('$0.15', '2.35 s', '—')
     """
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if fmt == "usd":
-        return f"${value:,.2f}"
-    if fmt == "usd3":
-        return f"${value:,.3f}"
+        return fmt_.MISSING
+    if fmt in ("usd", "usd3"):
+        return fmt_.usd(value)
     if fmt == "count":
         return f"{int(value):,}"
     if fmt == "tokens":
@@ -102,7 +103,7 @@ def format_value(fmt: str, value) -> str:
     if fmt == "pct":
         return f"{100 * value:.2f} %"
     if fmt == "ms":
-        return f"{value:,.0f} ms"
+        return fmt_.duration_ms(value)
     raise ValueError(f"unknown format {fmt}")
 
 
@@ -530,8 +531,5 @@ def showback_by_tenant(sb: pd.DataFrame) -> pd.DataFrame:
 
 
 def period_label(f: Filters) -> str:
-    """``2026-11-01 to 2026-11-14`` (the inclusive last day) for captions and file names."""
-    if f.since is None or f.until is None:
-        return "all data"
-    last = f.until - timedelta(microseconds=1)
-    return f"{f.since:%Y-%m-%d} to {last:%Y-%m-%d}"
+    """``2026-11-01 to 2026-11-14`` (the inclusive last day) for captions and file names (:func:`finops.fmt.period`)."""
+    return fmt_.period(f.since, f.until)

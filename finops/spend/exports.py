@@ -10,6 +10,7 @@ from decimal import Decimal
 import pandas as pd
 
 from finops import sql
+from finops.fmt import round_costs
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -26,8 +27,9 @@ def neutralise(value):
 
 
 def safe_csv(frame: pd.DataFrame) -> str:
-    """CSV text of ``frame`` with formula-like text cells neutralised (numbers are left as numbers)."""
-    out = frame.copy()
+    """CSV text of ``frame`` with formula-like text cells neutralised (numbers are left as numbers, costs
+    rounded to micro-dollars: :func:`finops.fmt.round_costs`)."""
+    out = round_costs(frame)
     for c in out.columns:
         if out[c].dtype == object or pd.api.types.is_string_dtype(out[c]):
             out[c] = out[c].map(neutralise)
@@ -40,7 +42,7 @@ def safe_csv(frame: pd.DataFrame) -> str:
 def parquet_bytes(frame: pd.DataFrame) -> bytes:
     """The frame as a Parquet file (pyarrow, no index), for downloads."""
     buf = io.BytesIO()
-    frame.to_parquet(buf, index=False, engine="pyarrow")
+    round_costs(frame).to_parquet(buf, index=False, engine="pyarrow")      # costs to micro-dollars
     return buf.getvalue()
 
 

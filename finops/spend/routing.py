@@ -302,7 +302,7 @@ TIER_STRATEGIES: dict[str, str] = {
     "actual": "as logged",
     "small": "everything to the small model (cost-first)",
     "large": "everything to the large model (quality-first)",
-    "threshold": "prompt longer than the threshold to large, else small (the seed's LEN_THRESHOLD rule)",
+    "threshold": "prompt longer than the threshold to large, else small (a simple gateway's length rule)",
     "cascade": "small first, escalate the observed share to large (cost-first cascade)",
     "latency-first": "whichever of small and large is estimated faster for the request's tokens",
 }
@@ -504,7 +504,7 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
         "A rejected cascade attempt disappears under a policy that does not cascade.",
         f"Cascade: every request pays the small model and {p:.0%} also pay the large one "
         + ("(the escalation rate observed in these logs)." if escalation_rate is None and p_obs is not None
-           else "(the seed's worked example; these logs show no cascade)." if escalation_rate is None
+           else "(a common starting point; these logs show no cascade)." if escalation_rate is None
            else "(set by hand)."),
         "Latency: mean total_ms estimated from each target model's observed per-token rates "
         "(least squares of service time on input and output tokens, plus its mean wait).",

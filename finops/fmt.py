@@ -1,0 +1,122 @@
+"""How a number is written for people: one money formatter, one duration formatter, one "no value" mark.
+
+Every page and every user-facing message writes money through :func:`usd` and durations through
+:func:`duration_ms`, so the same figure reads the same everywhere: thousands separators, cents, more
+decimals only under a dollar (two significant figures), and :data:`MISSING` instead of ``None`` or ``NaN``.
+Exports keep full precision in numeric columns; this module is for text only.
+"""
+from __future__ import annotations
+
+import math
+
+MISSING = "—"
+"""What a figure with no value shows (with the reason beside it or on hover), never ``None`` or ``NaN``."""
+
+MAX_DECIMALS = 6        # micro-dollars: the finest a cost is stored or exported at
+
+
+def _missing(x) -> bool:
+    if x is None:
+        return True
+    try:
+        return not math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return True
+
+
+def usd(x) -> str:
+    """Dollars as text: separators and cents; under $1, two significant figures (up to micro-dollars).
+
+    >>> usd(11316.814), usd(1605.02), usd(43.497), usd(0.152), usd(0.0043), usd(0.075)
+    ('$11,316.81', '$1,605.02', '$43.50', '$0.15', '$0.0043', '$0.075')
+    >>> usd(0), usd(-2500), usd(-0.0043), usd(1e-9), usd(None), usd(float("nan"))
+    ('$0.00', '−$2,500.00', '−$0.0043', '< $0.000001', '—', '—')
+    """
+    if _missing(x):
+        return MISSING
+    x = float(x)
+    sign, a = ("−" if x < 0 else ""), abs(x)
+    if a == 0 or round(a, 2) >= 1:
+        return f"{sign}${a:,.2f}"
+    if a < 10 ** -MAX_DECIMALS / 2:
+        return f"{sign}< $0.{'0' * (MAX_DECIMALS - 1)}1"
+    decimals = max(2, min(MAX_DECIMALS, 1 - math.floor(math.log10(a))))
+    return f"{sign}${a:,.{decimals}f}"
+
+
+def duration_ms(x, decimals: int = 0) -> str:
+    """Milliseconds as text; 1,000 ms and more in seconds.
+
+    >>> duration_ms(850), duration_ms(999.6), duration_ms(1000), duration_ms(12_345), duration_ms(2.345, 1)
+    ('850 ms', '1.00 s', '1.00 s', '12.3 s', '2.3 ms')
+    >>> duration_ms(None)
+    '—'
+    """
+    if _missing(x):
+        return MISSING
+    x = float(x)
+    if abs(round(x, decimals)) < 1000:
+        return f"{x:,.{decimals}f} ms"
+    s = x / 1000
+    return f"{s:,.2f} s" if abs(s) < 10 else f"{s:,.1f} s" if abs(s) < 100 else f"{s:,.0f} s"
+
+
+def period(since, until) -> str:
+    """A period ``[since, until)`` as people say it: the last day included, times only when not whole days.
+
+    >>> from datetime import datetime as d
+    >>> period(d(2026, 11, 17), d(2026, 12, 1)), period(d(2026, 11, 30, 14), d(2026, 12, 1, 14))
+    ('2026-11-17 to 2026-11-30', '2026-11-30 14:00 to 2026-12-01 14:00')
+    >>> period(None, d(2026, 12, 1))
+    'all data'
+    """
+    from datetime import time, timedelta
+
+    if since is None or until is None:
+        return "all data"
+    if since.time() == time() and until.time() == time():
+        return f"{since:%Y-%m-%d} to {until - timedelta(days=1):%Y-%m-%d}"
+    return f"{since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M}"
+
+
+def _is_cost(column: str) -> bool:
+    return column.endswith("_usd") or (column.endswith("Cost") and column[:1].isupper())
+
+
+def round_costs(frame):
+    """An export's cost columns (``*_usd``, FOCUS ``*Cost``) rounded to micro-dollars; every other column, unit
+    prices and rates included, keeps full precision.
+
+    >>> import pandas as pd
+    >>> round_costs(pd.DataFrame({"cost_usd": [1605.0212345678901], "BilledCost": [0.1 + 0.2],
+    ...                           "cost_per_1m_tokens": [0.1234567891]})).iloc[0].tolist()
+    [1605.021235, 0.3, 0.1234567891]
+    """
+    out = frame.copy()
+    for c in out.columns:
+        if _is_cost(str(c)) and out[c].dtype.kind == "f":
+            out[c] = out[c].round(MAX_DECIMALS)
+    return out
+
+
+def _slug(value) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._]+", "-", str(value)).strip("-") or "blank"
+
+
+def export_name(what: str, f) -> str:
+    """A download's file name (no extension) that carries its period and filters, so exports never collide.
+
+    >>> from datetime import datetime as d
+    >>> from finops.filters import Filters
+    >>> export_name("showback", Filters(d(2026, 11, 17), d(2026, 12, 1), tenants=("acme", "o'brien co")))
+    'showback_2026-11-17_to_2026-11-30_tenant-acme+o-brien-co'
+    >>> export_name("showback", Filters())
+    'showback_all-data'
+    """
+    parts = [what, _slug(period(f.since, f.until)).replace("-to-", "_to_").replace(":", "")]
+    for label, values in (("tenant", f.tenants), ("model", f.models), ("tier", f.sla_tiers)):
+        if values:
+            parts.append(f"{label}-" + "+".join(_slug(v) for v in values))
+    return "_".join(parts)
