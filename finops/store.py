@@ -344,9 +344,14 @@ def rollup_only(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 #: what a section that reads raw rows says on a rollup-only store (:func:`rollup_only`)
-RAW_ROWS_NEEDED = ("needs raw request rows, and this store holds only hourly rollups attached from the Spark job "
-                   "(`python -m finops attach-rollups`). Load the requests of the period with "
+RAW_ROWS_NEEDED = ("this needs raw request rows, and this store holds only the hourly rollups attached with "
+                   "`python -m finops attach-rollups` (from the Spark job). Load the period's requests with "
                    "`python -m finops ingest` to see it.")
+
+
+def rollup_requests(con: duckdb.DuckDBPyConnection) -> int:
+    """The requests counted in the hourly rollups (on a rollup-only store, every request it knows of)."""
+    return int(con.execute("SELECT coalesce(sum(requests), 0) FROM rollup_hourly").fetchall()[0][0])
 
 
 def time_span(con: duckdb.DuckDBPyConnection):

@@ -11,7 +11,15 @@ from finops.cascade import sweep as cascade
 from finops.errors import InputError
 from finops.ingest import uploads
 from finops.spend import exports
-from views._shared import current_filters, cursor, data_origin, filter_caption, query, store_path
+from views._shared import (
+    current_filters,
+    cursor,
+    data_origin,
+    filter_caption,
+    query,
+    raw_rows_notice,
+    store_path,
+)
 
 SEED = "the seed text (000_b5db6f0ad1bec1d3.txt)"
 SOURCES = {
@@ -36,6 +44,7 @@ st.caption("A cascade sends every request to the small model first and escalates
            f"low and quality drops. Worked problems 1 and 2 of {SEED}.")
 f = current_filters()
 shadow = query(cascade_store.shadow_eval, f)
+raw_rows_notice("The store's shadow evaluation (graded cascade attempts)")
 
 # ---------------------------------------------------------------------------------------- data source
 st.header("Cost-quality frontier of the cascade")
