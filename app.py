@@ -85,7 +85,9 @@ def _sidebar():
     rows = store.row_count(con)
     w_lo, w_hi = span.window
     with st.sidebar:
-        st.caption(f"Store: `{store_label()}`  \n{rows:,} requests"
+        counted = (f"{query(store.rollup_requests):,} requests in attached rollups (no raw rows)"
+                   if not rows and query(store.rollup_only) else f"{rows:,} requests")
+        st.caption(f"Store: `{store_label()}`  \n{counted}"
                    + (f", {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC" if lo else " (empty)" if not rows else ""))
         if span.outside:
             st.caption(f":orange[{span.outside:,} request{'s' if span.outside != 1 else ''} outside "

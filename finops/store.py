@@ -89,11 +89,15 @@ ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True) -> str:
-    """SELECT producing rollup rows from canonical rows in ``source``."""
+def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True,
+                      measures_sql: tuple[tuple[str, str, str], ...] = ROLLUP_MEASURES) -> str:
+    """SELECT producing rollup rows from canonical rows in ``source``.
+
+    ``measures_sql`` is :data:`ROLLUP_MEASURES` or the same measures written in another engine's SQL
+    (finops.scale.spark: Spark SQL), so the keys are written once for both engines."""
     dims = ", ".join((sql.SERVICE_TIER if d == "service_tier" else f"coalesce({d}, '')") + f" AS {d}"
                      for d in sql.ROLLUP_DIMS)
-    measures = ", ".join(f"{expr} AS {name}" for name, _, expr in ROLLUP_MEASURES)
+    measures = ", ".join(f"{expr} AS {name}" for name, _, expr in measures_sql)
     batch = ", batch_id" if with_batch else ""
     dims += f", {sql.input_band()} AS input_band"
     group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 3 + (1 if with_batch else 0)))
@@ -333,6 +337,23 @@ def load_price_book(con: duckdb.DuckDBPyConnection, csv_path: str | os.PathLike)
 
 def row_count(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute("SELECT count(*) FROM requests").fetchall()[0][0]
+
+
+def rollup_only(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store holds rollups but no raw rows: outputs of the Spark job attached with
+    ``python -m finops attach-rollups`` (finops.scale), so what needs raw rows has nothing to read."""
+    return row_count(con) == 0 and con.execute("SELECT EXISTS (SELECT 1 FROM rollup_hourly)").fetchall()[0][0]
+
+
+#: what a section that reads raw rows says on a rollup-only store (:func:`rollup_only`)
+RAW_ROWS_NEEDED = ("this needs raw request rows, and this store holds only the hourly rollups attached with "
+                   "`python -m finops attach-rollups` (from the Spark job). Load the period's requests with "
+                   "`python -m finops ingest` to see it.")
+
+
+def rollup_requests(con: duckdb.DuckDBPyConnection) -> int:
+    """The requests counted in the hourly rollups (on a rollup-only store, every request it knows of)."""
+    return int(con.execute("SELECT coalesce(sum(requests), 0) FROM rollup_hourly").fetchall()[0][0])
 
 
 def time_span(con: duckdb.DuckDBPyConnection):

@@ -103,7 +103,22 @@ def empty_state(message: str = "No requests match these filters.") -> None:
 
 
 def store_is_empty() -> bool:
-    return query(store.row_count) == 0
+    """No requests and no attached rollups: nothing to show (a rollup-only store is not empty)."""
+    return query(store.row_count) == 0 and not query(store.rollup_only)
+
+
+def rollup_only() -> bool:
+    """The store holds attached rollups but no raw rows (finops.scale): raw-row sections say so."""
+    return query(store.rollup_only)
+
+
+def raw_rows_notice(what: str) -> bool:
+    """On a rollup-only store, say that ``what`` needs raw rows and return True (the caller skips the
+    section); else False."""
+    if not rollup_only():
+        return False
+    st.info(f"{what}: {store.RAW_ROWS_NEEDED}", icon=":material/table_rows:")
+    return True
 
 
 def stop_if_store_empty(what: str = "this page") -> None:

@@ -12,7 +12,14 @@ from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
 from finops.fmt import MISSING, usd
 from finops.ingest import loadtests
-from views._shared import current_filters, filter_caption, query, source_label, store_is_empty
+from views._shared import (
+    current_filters,
+    filter_caption,
+    query,
+    raw_rows_notice,
+    source_label,
+    store_is_empty,
+)
 
 st.title("Capacity")
 st.caption("How many GPU replicas a model needs, what they cost, and what happens when traffic spikes: "
@@ -241,6 +248,8 @@ st.header("Fill from my logs: predicted against observed waits")
 if EMPTY_STORE:
     st.info("This table needs request logs: the store is empty. The calculator above still works from your inputs.",
             icon=":material/database:")
+elif raw_rows_notice("This table (each request's service time on a replica)"):
+    pass
 elif observed.empty:
     st.info("No self-hosted model and no logs naming a replica in these filters: nothing to compare.",
             icon=":material/dns:")
@@ -369,6 +378,8 @@ forecast_box = st.expander("Forecast: hourly QPS ahead and the replicas it needs
                            on_change="rerun", icon=":material/trending_up:")
 with forecast_box:
     if not forecast_box.open:
+        pass
+    elif raw_rows_notice("The forecast (hourly QPS of a self-hosted model)"):
         pass
     elif EMPTY_STORE or observed.empty:
         st.info("The forecast needs request logs of a self-hosted model: " + (

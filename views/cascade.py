@@ -12,7 +12,15 @@ from finops.errors import InputError
 from finops.fmt import MISSING, duration_ms, export_name, usd
 from finops.ingest import uploads
 from finops.spend import exports
-from views._shared import current_filters, cursor, data_origin, filter_caption, query, store_path
+from views._shared import (
+    current_filters,
+    cursor,
+    data_origin,
+    filter_caption,
+    query,
+    raw_rows_notice,
+    store_path,
+)
 
 SOURCES = {
     "store": "Shadow evaluation in the store",
@@ -37,6 +45,7 @@ st.caption("A cascade sends every request to the small model first and escalates
            "low and quality drops.")
 f = current_filters()
 shadow = query(cascade_store.shadow_eval, f)
+raw_rows_notice("The store's shadow evaluation (graded cascade attempts)")
 
 # ---------------------------------------------------------------------------------------- data source
 st.header("Cost-quality frontier of the cascade")

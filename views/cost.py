@@ -17,6 +17,7 @@ from views._shared import (
     filter_caption,
     plain,
     query,
+    raw_rows_notice,
     source_label,
     stop_if_store_empty,
     unpriced_banner,
@@ -86,7 +87,9 @@ else:
 # ---- cost per request
 st.subheader("Cost of one request")
 dist = query(costviews.cost_per_request, f)
-if dist.summary.empty:
+if raw_rows_notice("The distribution of one request's cost"):
+    pass
+elif dist.summary.empty:
     empty_state("No requests to price.")
 else:
     if dist.histogram.empty:

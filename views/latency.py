@@ -16,6 +16,7 @@ from views._shared import (
     no_alert_state,
     plain,
     query,
+    raw_rows_notice,
     source_label,
     stop_if_store_empty,
 )
@@ -39,6 +40,8 @@ st.title("Latency")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the latency page")
+if raw_rows_notice("The latency page (diagnosis, breakdowns, exact percentiles)"):
+    st.stop()
 
 cov = query(latency.coverage, f)
 if not cov.get("ts"):

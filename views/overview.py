@@ -12,6 +12,7 @@ from views._shared import (
     filter_caption,
     no_alert_state,
     query,
+    raw_rows_notice,
     source_label,
     stop_if_store_empty,
     unpriced_banner,
@@ -88,7 +89,9 @@ else:
 # ---- alerts
 st.subheader("Open alerts")
 alerts = query(alerts.open_alerts, f)
-if alerts.empty:
+if raw_rows_notice("Alerts on latency, errors and queues"):
+    pass
+elif alerts.empty:
     no_alert_state(f)
 else:
     counts = alerts["severity"].value_counts()

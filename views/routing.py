@@ -11,6 +11,7 @@ from views._shared import (
     filter_caption,
     plain,
     query,
+    raw_rows_notice,
     source_label,
     stop_if_store_empty,
 )
@@ -122,7 +123,9 @@ else:
 # ---------------------------------------------------------------- misrouting
 st.header("Misrouting candidates")
 length = query(routing.length_field, f)
-if length is None:
+if raw_rows_notice("Misrouting candidates (each request's prompt length)"):
+    pass
+elif length is None:
     st.info("These logs carry no prompt length (`input_tokens` or `prompt_chars`), so routing by length cannot be "
             "checked.", icon=":material/info:")
 else:

@@ -1,8 +1,8 @@
 """CLI subcommands, one module each, discovered by :mod:`finops.cli` (``_common`` holds shared arguments).
 
 Each module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int`` and calls the
-same functions the pages call: ``alerts``, ``billing``, ``cascade``, ``demo``, ``diagnose``, ``edge``, ``gateway``,
-``ingest``, ``latency``, ``load``, ``mmc``, ``report``, ``size``.
+same functions the pages call: ``alerts``, ``attach_rollups``, ``billing``, ``cascade``, ``demo``, ``diagnose``, ``edge``, ``gateway``,
+``ingest``, ``latency``, ``load``, ``mmc``, ``report``, ``rollup``, ``size``.
 """
-__all__ = ["alerts", "billing", "cascade", "demo", "diagnose", "edge", "gateway", "ingest", "latency", "load", "mmc",
-           "report", "size"]
+__all__ = ["alerts", "attach_rollups", "billing", "cascade", "demo", "diagnose", "edge", "gateway", "ingest", "latency", "load", "mmc",
+           "report", "rollup", "size"]

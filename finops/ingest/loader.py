@@ -208,12 +208,18 @@ def stored_span(con: duckdb.DuckDBPyConnection) -> StoredSpan:
     """First and last stored request inside the accepted window, and the count of those outside it.
 
     A store holding a row dated 9999-12-31 still has a period a date picker and an hourly chart can
-    take; the pages say how many requests it leaves out and where to delete them.
+    take; the pages say how many requests it leaves out and where to delete them. A store of attached
+    rollups only (no raw rows) spans their hours.
     """
     lo, hi = timestamp_window(strict=False)
     first, last, outside = con.execute(
         "SELECT min(ts) FILTER (WHERE ts BETWEEN ? AND ?), max(ts) FILTER (WHERE ts BETWEEN ? AND ?), "
         "count(*) FILTER (WHERE ts < ? OR ts > ?) FROM requests", [lo, hi, lo, hi, lo, hi]).fetchall()[0]
+    if first is None and not outside and store.rollup_only(con):
+        # rollups attached without raw rows (finops.scale): their hours, the last one to its end
+        first, last = con.execute(
+            "SELECT min(hour), max(hour) + INTERVAL 1 HOUR - INTERVAL 1 MICROSECOND FROM rollup_hourly "
+            "WHERE hour BETWEEN ? AND ?", [lo, hi]).fetchall()[0]
     return StoredSpan(first, last, int(outside or 0), (lo, hi))
 
 
