@@ -212,9 +212,24 @@ def stored_span(con: duckdb.DuckDBPyConnection) -> StoredSpan:
     rollups only (no raw rows) spans their hours.
     """
     lo, hi = timestamp_window(strict=False)
-    first, last, outside = con.execute(
-        "SELECT min(ts) FILTER (WHERE ts BETWEEN ? AND ?), max(ts) FILTER (WHERE ts BETWEEN ? AND ?), "
-        "count(*) FILTER (WHERE ts < ? OR ts > ?) FROM requests", [lo, hi, lo, hi, lo, hi]).fetchall()[0]
+    # the batches table knows each load's span: only batches that reach outside the window are scanned
+    first, last, wide = con.execute(
+        "SELECT min(min_ts), max(max_ts), list(batch_id) FILTER (WHERE min_ts < ? OR max_ts > ?) FROM batches",
+        [lo, hi]).fetchall()[0]
+    outside = 0
+    if wide:
+        marks = ", ".join("?" for _ in wide)
+        in_first, in_last, outside = con.execute(
+            "SELECT min(ts) FILTER (WHERE ts BETWEEN ? AND ?), max(ts) FILTER (WHERE ts BETWEEN ? AND ?), "
+            f"count(*) FILTER (WHERE ts < ? OR ts > ?) FROM requests WHERE batch_id IN ({marks})",
+            [lo, hi, lo, hi, lo, hi, *wide]).fetchall()[0]
+        rest = con.execute(f"SELECT min(min_ts), max(max_ts) FROM batches WHERE batch_id NOT IN ({marks})",
+                           list(wide)).fetchall()[0]
+        firsts = [v for v in (in_first, rest[0]) if v is not None]
+        lasts = [v for v in (in_last, rest[1]) if v is not None]
+        first, last = (min(firsts) if firsts else None), (max(lasts) if lasts else None)
+    if store.row_count(con) == 0 and not store.rollup_only(con):
+        first = last = None
     if first is None and not outside and store.rollup_only(con):
         # rollups attached without raw rows (finops.scale): their hours, the last one to its end
         first, last = con.execute(
