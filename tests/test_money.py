@@ -173,3 +173,16 @@ def test_prices_show_names_how_a_model_is_priced(tmp_path, capsys):
     assert "alias of llama-3.1-8b, price book" in capsys.readouterr().out
     assert main(["prices", "sync", "--db", db]) == 0
     assert "catalogue rows from genai-prices 0.2.3" in capsys.readouterr().out
+
+
+def test_the_focus_export_charges_catalogue_prices_per_token_class(con):
+    from finops.spend import exports
+    _load(con, [("c1", datetime(2026, 11, 20, 10), "t", "claude-sonnet-4-20250514", "anthropic", None,
+                 3_500, 2_000, 500, 300, None, None)])
+    focus = exports.focus_frame(con, NOV).set_index("SkuMeter")
+    assert list(focus.index) == ["Input Tokens", "Cached Input Tokens", "Cache Write Tokens", "Output Tokens"]
+    assert focus["ListUnitPrice"].tolist() == [3.0, 0.3, 3.75, 15.0]
+    assert focus["ConsumedQuantity"].tolist() == [1_000, 2_000, 500, 300]
+    assert focus["BilledCost"].tolist() == pytest.approx([0.003, 0.0006, 0.001875, 0.0045], abs=1e-15)
+    assert exports.check_focus(focus.reset_index()) == []
+    assert focus["BilledCost"].sum() == pytest.approx(_cost(con)["claude-sonnet-4-20250514"], abs=1e-12)

@@ -26,10 +26,10 @@ def neutralise(value):
     return value
 
 
-def safe_csv(frame: pd.DataFrame) -> str:
+def safe_csv(frame: pd.DataFrame, round_money: bool = True) -> str:
     """CSV text of ``frame`` with formula-like text cells neutralised (numbers are left as numbers, costs
-    rounded to micro-dollars: :func:`finops.fmt.round_costs`)."""
-    out = round_costs(frame)
+    rounded to micro-dollars: :func:`finops.fmt.round_costs`, unless ``round_money`` is false)."""
+    out = round_costs(frame) if round_money else frame.copy()
     for c in out.columns:
         if out[c].dtype == object or pd.api.types.is_string_dtype(out[c]):
             out[c] = out[c].map(neutralise)
@@ -117,16 +117,24 @@ class Meter:
     book_only: bool = False
 
 
-# Table-driven: a new token class (cache writes, reasoning) is one more entry here.
+# Table-driven: a new token class is one more entry here. Prices are the ``list_*`` columns of the costed
+# rows: the price row in force for each request (book or catalogue, its tier and date), first non-null.
+_UNCACHED_SERVED = ("input_tokens - cached_input_tokens - cache_write_tokens - cache_write_1h_tokens "
+                    "- cache_uncached_input_tokens")
 API_METERS: tuple[Meter, ...] = (
-    Meter("input", "Input Tokens", "input_tokens - cached_input_tokens - cache_uncached_input_tokens",
-          "priced_uncached_input_tokens", ("input_usd_per_1m",), 1_000_000, "1000000 Tokens", "Tokens"),
+    Meter("input", "Input Tokens", _UNCACHED_SERVED, "priced_uncached_input_tokens", ("list_input_usd_per_1m",),
+          1_000_000, "1000000 Tokens", "Tokens"),
     Meter("cached_input", "Cached Input Tokens", "cached_input_tokens - cache_cached_input_tokens",
-          "priced_cached_input_tokens", ("cached_input_usd_per_1m", "input_usd_per_1m"), 1_000_000,
+          "priced_cached_input_tokens", ("list_cached_input_usd_per_1m", "list_input_usd_per_1m"), 1_000_000,
+          "1000000 Tokens", "Tokens"),
+    Meter("cache_write", "Cache Write Tokens", "cache_write_tokens", "priced_cache_write_tokens",
+          ("list_cache_write_usd_per_1m", "list_input_usd_per_1m"), 1_000_000, "1000000 Tokens", "Tokens"),
+    Meter("cache_write_1h", "Cache Write Tokens (1 hour)", "cache_write_1h_tokens", "priced_cache_write_1h_tokens",
+          ("list_cache_write_1h_usd_per_1m", "list_cache_write_usd_per_1m", "list_input_usd_per_1m"), 1_000_000,
           "1000000 Tokens", "Tokens"),
     Meter("output", "Output Tokens", "output_tokens - cache_output_tokens", "priced_output_tokens",
-          ("output_usd_per_1m",), 1_000_000, "1000000 Tokens", "Tokens"),
-    Meter("request", "Requests", sql.served_requests(), "priced_requests", ("request_usd",), 1,
+          ("list_output_usd_per_1m",), 1_000_000, "1000000 Tokens", "Tokens"),
+    Meter("request", "Requests", sql.served_requests(), "priced_requests", ("list_request_usd",), 1,
           "Requests", "Requests", book_only=True),
 )
 REQUEST_METER = API_METERS[-1]
@@ -162,16 +170,19 @@ def _usage_sql(con, period) -> tuple[str, list]:
     costed_sql, params = spend.costed(con, period)
     meters = ", ".join(f"coalesce(sum({m.served_sql}), 0) AS served_{m.key}, "
                        f"coalesce(sum({m.priced_sql}), 0) AS priced_{m.key}" for m in API_METERS)
-    return (f"SELECT {sql.time_bucket('day', 'hour')} AS day, tenant, model, sla_tier, is_idle, "
+    prices = ", ".join(f"list_{c}" for c in ("input_usd_per_1m", "cached_input_usd_per_1m", "cache_write_usd_per_1m",
+                                              "cache_write_1h_usd_per_1m", "output_usd_per_1m", "request_usd"))
+    return (f"SELECT {sql.time_bucket('day', 'hour')} AS day, tenant, model, sla_tier, is_idle, price_kind, {prices}, "
             f"coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(recorded_cost_usd), 0) AS recorded_cost_usd, "
             f"{meters} FROM ({costed_sql}) GROUP BY ALL ORDER BY 1, 2, 3, 4", params)
 
 
 def _book_price(p, meter: Meter) -> Decimal | None:
-    """The list price of ``meter`` in price-book row ``p`` (None: the book has none)."""
+    """The list price of ``meter`` in a row ``p`` (a price-book row, or a usage row's ``list_*`` columns)."""
     for col in meter.prices:
-        if p is not None and pd.notna(p[col]):
-            return _dec(p[col])
+        value = p.get(col) if isinstance(p, dict) else (p[col] if p is not None and col in p else None)
+        if value is not None and pd.notna(value):
+            return _dec(value)
     return None
 
 
@@ -194,8 +205,9 @@ def _charges(g, p, kind: str) -> list[tuple[Meter, Decimal, Decimal, Decimal, De
         if hours > 0:
             rows.append([GPU_METER, hours, rate, hours * rate, hours * rate, Decimal(0)])
     else:
+        listed = g._asdict()
         for m in API_METERS:
-            price = _book_price(p, m)
+            price = _book_price(listed, m)
             served, priced = int(getattr(g, f"served_{m.key}")), int(getattr(g, f"priced_{m.key}"))
             if served <= 0 or (m.book_only and price is None):
                 continue
@@ -208,7 +220,7 @@ def _charges(g, p, kind: str) -> list[tuple[Meter, Decimal, Decimal, Decimal, De
         if not any(weights):                 # nothing at list price to split over: the Requests meter carries it
             carrier = next((r for r in rows if r[0] is REQUEST_METER), None)
             if carrier is None:
-                price = _book_price(p, REQUEST_METER) or Decimal(0)
+                price = _book_price(g._asdict(), REQUEST_METER) or Decimal(0)
                 qty = Decimal(max(int(g.served_request), 0))
                 carrier = [REQUEST_METER, qty, price, qty * price, Decimal(0), Decimal(0)]
                 rows.append(carrier)
@@ -266,7 +278,7 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> p
         bstart = day.replace(day=1)
         bend = bstart + pd.offsets.MonthBegin(1)
         p = book.loc[g.model] if g.model in book.index else None
-        kind = p["kind"] if p is not None else "api"
+        kind = p["kind"] if p is not None else (g.price_kind if isinstance(g.price_kind, str) else "api")
         provider = (p["provider"] if p is not None and isinstance(p["provider"], str) else None) or "unknown (not in price book)"
         publisher = (p["publisher"] if p is not None and isinstance(p["publisher"], str) else None) or provider
         service = "Self-hosted LLM inference" if kind == "self_hosted" else f"{provider} API"
@@ -296,8 +308,10 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> p
 
 
 def focus_csv(frame: pd.DataFrame) -> str:
-    """A FOCUS frame as CSV text (formula-like cells neutralised like every other export)."""
-    return safe_csv(frame)
+    """A FOCUS frame as CSV text (formula-like cells neutralised like every other export). Costs keep every
+    digit: FOCUS checks ListCost = ListUnitPrice × PricingQuantity exactly, which a micro-dollar rounding of
+    a 9-decimal GPU-hour quantity would break."""
+    return safe_csv(frame, round_money=False)
 
 
 # FOCUS UnitFormat, as focus-validator 2.2.1 checks it: a count unit ("Tokens", "API Requests"), optionally

@@ -289,7 +289,8 @@ SELECT r.*, false AS is_idle,
             AS DECIMAL(38,12)) AS cost_usd,
        CAST({CACHE_SAVED_SQL} AS DECIMAL(38,12)) AS cache_saved_usd,
        CAST({LIST_COST_OF_RECORDED_SQL} AS DECIMAL(38,12)) AS list_cost_of_recorded_usd,
-       p.how AS priced_by
+       p.how AS priced_by, p.kind AS price_kind,
+       {", ".join(f"p.{c} AS list_{c}" for c in _PRICE_FIELDS)}
 FROM r LEFT JOIN p ON {PRICE_JOIN_SQL}
        LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}
 UNION ALL BY NAME
