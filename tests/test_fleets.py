@@ -62,8 +62,10 @@ def test_a_declared_fleet_is_billed_its_hours_and_no_other(con):
     fleets.save_schedule(con, pd.DataFrame([_period()]))
     ingest_frame(con, spend_frame([_gpu("g1", march(1, 10)), _gpu("g2", march(3, 15)),
                                    _api("p1", march(5, 9))]))
+    # the store's span is its traffic's widened to the declared periods: all data bills the 3 days too
     everything = costviews.period_of(con, Filters())
-    assert (everything.since, everything.until) == (datetime(2026, 3, 1, 10), datetime(2026, 3, 5, 10))
+    assert (everything.since, everything.until) == (datetime(2026, 3, 1), datetime(2026, 3, 5, 10))
+    assert _gpu_bill(con, Filters()) == _gpu_bill(con, everything) == Decimal("288")
     whole = Filters(since=datetime(2026, 2, 27), until=datetime(2026, 3, 7))
     assert _gpu_bill(con, whole) == Decimal("288")
     summary = costviews.gpu_fleet(con, whole).summary.set_index("model")

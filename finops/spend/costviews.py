@@ -29,10 +29,11 @@ IDLE = spend.IDLE_TENANT
 # ---------------------------------------------------------------- periods
 
 def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
-    """``f`` with ``since``/``until`` filled from the store's span where open (whole hours)."""
+    """``f`` with ``since``/``until`` filled from the store's span where open (whole hours; the traffic's and
+    the declared fleet periods', :func:`finops.spend.pricing.store_span`)."""
     if f.since is not None and f.until is not None:
         return f
-    lo, hi = con.execute("SELECT min(hour), max(hour) FROM rollup_hourly").fetchall()[0]
+    lo, hi = pricing.store_span(con)
     if lo is None:
         return f
     return Filters(since=f.since or lo, until=f.until or hi + timedelta(hours=1), tenants=f.tenants,

@@ -514,11 +514,27 @@ SELECT f.hour, f.model, f.fleet_cost_usd, f.gpu_hours, f.gpu_hour_usd, f.replica
 FROM fleet f LEFT JOIN busy b ON b.hour = f.hour AND b.model = f.model"""
 
 
+#: the store's span in whole hours (``lo``, ``hi``: the first and the last hour): its traffic's, widened to
+#: the declared fleet periods (their start, and their last hour where they end), which are billed too
+SPAN_SQL = f"""
+SELECT min(lo) AS lo, max(hi) AS hi FROM (
+  SELECT min(hour) AS lo, max(hour) AS hi FROM rollup_hourly
+  UNION ALL
+  SELECT {sql.time_bucket('hour', 'starts_at')},
+         {sql.time_bucket('hour', 'coalesce(ends_at - INTERVAL 1 MICROSECOND, starts_at)')}
+  FROM fleet_schedule WHERE starts_at IS NOT NULL AND model IN (SELECT model FROM prices WHERE kind = 'self_hosted'))"""
+
+
+def store_span(con: duckdb.DuckDBPyConnection):
+    """(first hour, last hour) of the store (:data:`SPAN_SQL`), or (None, None) when it is empty."""
+    return tuple(con.execute(SPAN_SQL).fetchall()[0])
+
+
 def hours_sql(since=None, until=None) -> tuple[str, list]:
-    """The paid hours of a period: [since, until) floored to hours, else the store's span."""
-    lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else "(SELECT min(hour) FROM rollup_hourly)"
+    """The paid hours of a period: [since, until) floored to hours, else the store's span (:data:`SPAN_SQL`)."""
+    lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else f"(SELECT lo FROM ({SPAN_SQL}))"
     hi = (sql.time_bucket("hour", "CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND") if until is not None
-          else "(SELECT max(hour) FROM rollup_hourly)")
+          else f"(SELECT hi FROM ({SPAN_SQL}))")
     params = [v for v in (since, until) if v is not None]
     return (f"SELECT unnest(generate_series({lo}, {hi}, INTERVAL 1 HOUR)) AS hour "
             f"WHERE {lo} IS NOT NULL AND {hi} IS NOT NULL"), params + params
