@@ -127,3 +127,19 @@ def test_plan_by_hand_against_a_flat_schedule(tmp_path, capsys):
     assert "would have saved $64.00" in capsys.readouterr().out
     assert main(["plan", "--model", "gpt-4o", "--db", path]) == 1
     assert "not a self-hosted model" in capsys.readouterr().out
+
+
+def test_the_example_schedule_loads_and_bills_by_hand(tmp_path, capsys):
+    """examples/fleet_schedule.csv: llama-3.1-70b on 3 replicas x 4 H100 x $2.50 to 22 Nov, then 2 (open-ended);
+    llama-3.1-8b 3 + 1 (edge) L4 at $0.80."""
+    from helpers import ROOT
+
+    path = str(tmp_path / "ex.duckdb")
+    store.connect(path).close()
+    assert main(["fleet", "load", str(ROOT / "examples" / "fleet_schedule.csv"), "--db", path]) == 0
+    assert capsys.readouterr().out.startswith("4 periods loaded")
+    rows = _json(capsys, "report", "--by", "model", "--since", "2026-11-21T00:00:00", "--until", "2026-11-23T00:00:00",
+                 "--json", "--db", path)
+    # no traffic at all: every dollar is idle; 21 Nov 24 h x 30 $/h, 22 Nov 24 h x 20 $/h; 8b 48 h x 4 x $0.80
+    assert {r["model"]: r["cost_usd"] for r in rows} == pytest.approx({"llama-3.1-70b": 24 * 30 + 24 * 20,
+                                                                       "llama-3.1-8b": 48 * 3.2})
