@@ -162,7 +162,8 @@ try:
 except InputError as exc:
     st.warning(f"{plain(exc)}: idle is kept apart until one is named.", icon=":material/warning:")
     policy = pricing.KEEP_APART
-sb = query(costviews.showback, f, idle_policy=policy)
+if policy != stored_policy:          # the default's showback is the one read above
+    sb = query(costviews.showback, f, idle_policy=policy)
 total = float(sb["cost_usd"].sum())
 st.metric("Total spend in the table (USD)", f"${total:,.2f}", border=False)
 COLUMNS = {

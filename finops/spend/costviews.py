@@ -410,15 +410,14 @@ SELECT r.model, sum(r.priced_uncached_input_tokens + r.priced_cached_input_token
 FROM r JOIN p ON {pricing.PRICE_JOIN_SQL}
 WHERE coalesce(p.kind, 'api') = 'api' GROUP BY 1 HAVING sum(r.priced_requests) > 0 ORDER BY 1""", params).df()
     gpu = con.execute(f"""
-WITH r AS ({src}), alloc AS ({pricing.alloc_sql(hours)})
+WITH r AS ({src}), alloc AS MATERIALIZED ({pricing.alloc_sql(hours)}),
+idle AS (SELECT model, sum(fleet_cost_usd - allocated_usd) AS idle_usd FROM alloc GROUP BY 1)
 SELECT r.model, sum({served_in}) AS input_tokens, sum({served_out}) AS output_tokens,
        sum({pricing.allocated_sql('r.busy_prefill_ms', f'{served} * {by_tokens}')}) AS input_usd,
        sum({pricing.allocated_sql('r.busy_ms', served)}) AS gpu_usd,
-       sum(r.busy_ms) AS busy_ms, sum(r.busy_split_estimated_ms) AS estimated_ms
-FROM r JOIN alloc a ON a.model = r.model AND a.hour = r.hour GROUP BY 1 ORDER BY 1""",
-                      params + hparams).df()
-    util = pricing.fleet_utilization(con, period.since, period.until)
-    idle = util.groupby("model")["idle_usd"].sum() if len(util) else pd.Series(dtype=float)
+       sum(r.busy_ms) AS busy_ms, sum(r.busy_split_estimated_ms) AS estimated_ms, any_value(i.idle_usd) AS idle_usd
+FROM r JOIN alloc a ON a.model = r.model AND a.hour = r.hour LEFT JOIN idle i ON i.model = r.model
+GROUP BY 1 ORDER BY 1""", params + hparams).df()
 
     def per_1m(usd, tokens):
         return float(usd) / float(tokens) * 1e6 if tokens and tokens > 0 and pd.notna(usd) else None
@@ -432,7 +431,7 @@ FROM r JOIN alloc a ON a.model = r.model AND a.hour = r.hour GROUP BY 1 ORDER BY
         gpu_usd = float(r.gpu_usd) if pd.notna(r.gpu_usd) else 0.0
         input_usd = float(r.input_usd) if pd.notna(r.input_usd) else 0.0
         output_usd = gpu_usd - input_usd
-        extra = float(idle.get(r.model, 0.0))
+        extra = float(r.idle_usd) if pd.notna(r.idle_usd) else 0.0
         in_share = input_usd / gpu_usd if gpu_usd > 0 else 0.5
         measured = 1 - float(r.estimated_ms) / float(r.busy_ms) if r.busy_ms and r.busy_ms > 0 else 0.0
         basis = ("GPU time split by measured prefill and decode time" if measured >= 0.9995 else
@@ -567,7 +566,11 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
         gpu_hours=("gpu_hours", "sum"), hours_billed=("hour", "nunique"))
     summary["idle_share"] = (summary["idle_usd"] / summary["fleet_cost_usd"]).where(summary["fleet_cost_usd"] > 0)
     summary["utilization"] = 1 - summary["idle_share"]
-    unbilled = fleets.unbilled_requests(con, period.since, period.until).rename(columns={"requests": "unbilled_requests"})
+    basis = fleets.billing_basis(con)
+    unbilled = pd.DataFrame({"model": pd.Series(dtype=object), "unbilled_requests": pd.Series(dtype="int64")})
+    if (basis["billed_by"] != "traffic").any():      # billed while serving traffic, no served hour goes unbilled
+        unbilled = fleets.unbilled_requests(con, period.since, period.until).rename(
+            columns={"requests": "unbilled_requests"})
     if f.models:
         unbilled = unbilled[unbilled["model"].isin(f.models)]
     # a model whose schedule leaves the whole period out still shows, with its unbilled requests
@@ -575,7 +578,7 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
     money = ["fleet_cost_usd", "allocated_usd", "idle_usd", "gpu_hours", "hours_billed", "unbilled_requests"]
     summary[money] = summary[money].fillna(0)
     summary[["hours_billed", "unbilled_requests"]] = summary[["hours_billed", "unbilled_requests"]].astype("int64")
-    summary = summary.merge(fleets.billing_basis(con)[["model", "billed_by", "how"]], on="model", how="left")
+    summary = summary.merge(basis[["model", "billed_by", "how"]], on="model", how="left")
     return GpuFleet(series, summary, g)
 
 

@@ -470,9 +470,7 @@ UNION ALL
 SELECT p.model, t.first_hour, t.last_hour + INTERVAL 1 HOUR, p.replicas, p.gpus_per_replica, p.gpu_hour_usd,
        p.slots_per_replica, 'traffic', ''
 FROM prices p JOIN (SELECT model, min(hour) AS first_hour, max(hour) AS last_hour FROM rollup_hourly
-                    WHERE {sql.served_requests()} > 0
-                      AND model IN (SELECT model FROM prices WHERE kind = 'self_hosted')
-                    GROUP BY model) t ON t.model = p.model
+                    WHERE {sql.served_requests()} > 0 GROUP BY model) t ON t.model = p.model
 WHERE p.kind = 'self_hosted'
   AND p.model NOT IN (SELECT model FROM fleet_schedule WHERE model IS NOT NULL AND starts_at IS NOT NULL)"""
 
@@ -484,7 +482,8 @@ _OVERLAP_H = ("date_diff('microsecond', greatest(s.starts_at, h.hour), "
 def alloc_sql(hours_sql: str) -> str:
     """Per self-hosted model and hour of ``hours_sql`` in which its fleet ran (:data:`FLEET_PERIODS_SQL`):
     fleet_cost_usd, gpu_hours, gpu_hour_usd (its rate, or the blend of its periods' rates), replicas
-    (replica-hours in the hour), billed_by, busy_ms, served, utilization, allocated_usd."""
+    (replica-hours in the hour), billed_by (declared before inferred before traffic), busy_ms, served,
+    utilization, allocated_usd."""
     return f"""
 WITH periods AS MATERIALIZED ({FLEET_PERIODS_SQL}),
 covered AS (
@@ -498,13 +497,13 @@ fleet AS (
          CASE WHEN min(gpu_hour_usd) = max(gpu_hour_usd) THEN min(gpu_hour_usd)
               ELSE sum(replicas * gpus_per_replica * gpu_hour_usd * hours)
                    / nullif(sum(replicas * gpus_per_replica * hours), 0) END AS gpu_hour_usd,
-         string_agg(DISTINCT billed_by, ', ' ORDER BY billed_by) AS billed_by
+         min(billed_by) AS billed_by
   FROM covered WHERE hours > 0 GROUP BY 1, 2),
 busy AS (
   -- busy_ms of a rollup row is whole microseconds / 1000: summed as integers, the same every run
   SELECT b.hour, b.model, sum(CAST(round(b.busy_ms * 1000) AS BIGINT)) / 1000.0 AS busy_ms,
          sum({sql.served_requests('b')}) AS served
-  FROM rollup_hourly b SEMI JOIN fleet f ON f.hour = b.hour AND f.model = b.model GROUP BY ALL)
+  FROM rollup_hourly b WHERE b.model IN (SELECT model FROM periods) GROUP BY ALL)
 SELECT f.hour, f.model, f.fleet_cost_usd, f.gpu_hours, f.gpu_hour_usd, f.replicas, f.billed_by, b.busy_ms,
        coalesce(b.served, 0) AS served,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN least(b.busy_ms / f.capacity_ms, 1.0)
