@@ -46,8 +46,8 @@ Rules
 
 Costs are computed when queried, from the rollups, the price rows and the fleet schedule, so editing
 the book, an alias, a fleet's periods or syncing a newer catalogue reprices everything without
-re-ingesting. Every request's cost is
-a decimal of 12 places before it is summed, so one store gives one figure to the last digit.
+re-ingesting. Every request's cost is a decimal of 12 places before it is summed, so one store gives
+one figure to the last digit.
 
 >>> token_cost_usd(1_000_000, 0, 1_000_000, input_usd_per_1m=2.5, output_usd_per_1m=10.0)
 12.5
