@@ -894,6 +894,31 @@ def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height
     ).properties(autosize=FIT_X, title=title, height=height)
 
 
+def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed against the plan, per hour",
+                      height: int = 220) -> alt.Chart:
+    """Replicas the fleet was billed for against the replicas the plan needs, per hour
+    (:class:`finops.capacity.plans.PlanComparison`'s ``hours``), the short hours marked red."""
+    frame = hours.reset_index()
+    long = frame.melt(id_vars=["ts", "short"], value_vars=["replicas_billed", "replicas_planned"],
+                      var_name="series", value_name="n")
+    names = {"replicas_billed": "billed (schedule)", "replicas_planned": "plan (sizing rule)"}
+    long["series"] = long["series"].map(names)
+    lines = alt.Chart(long).mark_line(interpolate="step-after").encode(
+        x=_x_time("hour", "ts"),
+        y=alt.Y("n:Q", title="Replicas", scale=alt.Scale(zero=True), axis=alt.Axis(tickMinStep=1)),
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),
+                                                                range=[PALETTE[0], PALETTE[1]]),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("series:N", title="Replicas"), alt.Tooltip("n:Q", title="Replicas", format=",.3g")])
+    short = alt.Chart(frame[frame["short"]]).mark_tick(color="#d62728", thickness=2).encode(
+        x=_x_time("hour", "ts"), y=alt.Y("replicas_planned:Q"),
+        tooltip=[alt.Tooltip("ts:T", title="Short hour (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("replicas_billed:Q", title="Billed", format=",.3g"),
+                 alt.Tooltip("replicas_planned:Q", title="Needed", format=",.3g")])
+    return alt.layer(lines, short).properties(autosize=FIT_X, title=title, height=height)
+
+
 AUTOSCALE_PANELS = (
     ("ready_capacity_per_s", "Ready capacity (req/s)", "Arrivals (black) and ready capacity"),
     ("queue_len", "Queue length (requests)", "Queue length"),

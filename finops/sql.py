@@ -36,6 +36,12 @@ Fragments
     ``prefill_ms``, else the time to the first token less the wait (TTFT includes queue and routing).
 :data:`DECODE_MS`
     ``decode_ms``, else everything after the first token (``total_ms - ttft_ms``).
+:data:`PREFILL_SHARE`, :data:`PREFILL_SPLIT_MEASURED`
+    The share of a request's time on the model spent on its prompt (prefill) rather than its answer
+    (decode): ``PREFILL_MS / (PREFILL_MS + DECODE_MS)`` where both are known and not negative (the
+    split is *measured*), else the documented estimate from token counts, an output token weighing
+    :data:`DECODE_TOKEN_WEIGHT` input tokens: ``input / (input + 4 * output)`` (one half with no
+    tokens either). A self-hosted fleet's busy cost is split into input and output by it.
 :data:`TPOT_MS`
     Time per output token after the first, the vLLM benchmark definition:
     ``(total_ms - ttft_ms) / (output_tokens - 1)``, with ``decode_ms`` where TTFT is absent; null for
@@ -154,6 +160,23 @@ SERVICE_MS = f"coalesce(service_ms, prefill_ms + decode_ms, {AFTER_WAIT_MS})"
 BUSY_MS = f"coalesce({SERVICE_MS}, 0)"
 PREFILL_MS = "coalesce(prefill_ms, ttft_ms - coalesce(queue_ms, 0) - coalesce(route_ms, 0))"
 DECODE_MS = "coalesce(decode_ms, total_ms - ttft_ms)"
+#: the estimate of the prefill/decode split where the logs time neither: an output token takes as long
+#: as this many input tokens (the ratio of output to input list prices of most API models, e.g. gpt-4o's
+#: $10 and $2.50 per 1M: what the providers' own costs suggest, not a measurement of this fleet)
+DECODE_TOKEN_WEIGHT = 4
+PREFILL_SPLIT_MEASURED = (f"coalesce({PREFILL_MS} >= 0 AND {DECODE_MS} >= 0 AND {PREFILL_MS} + {DECODE_MS} > 0, "
+                          "false)")
+
+
+def prefill_share_by_tokens(input_expr: str = "coalesce(input_tokens, 0)",
+                            output_expr: str = "coalesce(output_tokens, 0)") -> str:
+    """The estimated prefill share of time on the model from token counts (SQL expressions, never
+    values): ``input / (input + DECODE_TOKEN_WEIGHT * output)``, one half with no tokens."""
+    return f"coalesce({input_expr} / nullif({input_expr} + {DECODE_TOKEN_WEIGHT} * {output_expr}, 0), 0.5)"
+
+
+PREFILL_SHARE = (f"(CASE WHEN {PREFILL_SPLIT_MEASURED} THEN {PREFILL_MS} / ({PREFILL_MS} + {DECODE_MS}) "
+                 f"ELSE {prefill_share_by_tokens()} END)")
 TPOT_MS = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode_ms) / (output_tokens - 1) END)"
 
 

@@ -13,6 +13,10 @@ Tables
                    fields (a log-bucket sketch, see :data:`SKETCH_GAMMA`), written at each load,
                    so the latency percentiles of whole hours never sort raw rows.
 ``prices``         the price book (seeded from data/prices.csv; editable).
+``fleet_schedule`` the periods each self-hosted fleet ran: from, to (open-ended allowed), replicas, GPUs
+                   per replica, $ per GPU-hour, GPU type, site (:mod:`finops.spend.fleets`).
+``fleet_reservations`` replicas (weights) each tenant reserved of a self-hosted fleet, for the
+                   "spread by reservations" idle policy.
 ``budgets``        monthly budget per tenant.
 ``settings``       small key/value pairs (e.g. readiness ticks).
 ``data_version``   one counter that every write bumps (:func:`bump_data_version`): the dashboard's
@@ -84,6 +88,15 @@ ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
     # summed as whole microseconds: exact, so the GPU allocation that divides by it is the same every run
     ("busy_ms", "DOUBLE",
      f"coalesce(sum(CAST(round({sql.BUSY_MS} * 1000) AS BIGINT)) FILTER (WHERE {sql.SERVED}), 0) / 1000.0"),
+    # the part of busy_ms spent on the prompt (prefill) rather than the answer (decode): the split of a
+    # self-hosted fleet's cost into input and output (sql.PREFILL_SHARE), and the busy time whose split
+    # is the documented estimate from token counts rather than measured
+    ("busy_prefill_ms", "DOUBLE",
+     f"coalesce(sum(CAST(round({sql.BUSY_MS} * {sql.PREFILL_SHARE} * 1000) AS BIGINT)) FILTER (WHERE {sql.SERVED}), 0)"
+     " / 1000.0"),
+    ("busy_split_estimated_ms", "DOUBLE",
+     f"coalesce(sum(CAST(round({sql.BUSY_MS} * 1000) AS BIGINT)) FILTER (WHERE {sql.SERVED} AND NOT "
+     f"{sql.PREFILL_SPLIT_MEASURED}), 0) / 1000.0"),
     ("total_ms_sum", "DOUBLE", "coalesce(sum(CAST(round(total_ms * 1000) AS BIGINT)), 0) / 1000.0"),
     ("total_ms_count", "BIGINT", "count(total_ms)"),
 )
@@ -172,7 +185,17 @@ CATALOGUE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cache_write_1h_usd_per_1m", "DECIMAL(18,9)"), ("output_usd_per_1m", "DECIMAL(18,9)"),
     ("request_usd", "DECIMAL(18,9)"), ("source", "VARCHAR"),
 )
-ROLLUP_VERSION = 3          # bump when the rollup's keys or measures change: a store rebuilds them on open
+#: a self-hosted fleet's periods (finops.spend.fleets): ``starts_at`` inclusive, ``ends_at`` exclusive (NULL:
+#: open-ended); GPUs per replica and $ per GPU-hour left empty are the price book row's; ``source`` is
+#: ``declared`` (entered or loaded) or ``inferred`` (from the replica ids in the logs)
+FLEET_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("model", "VARCHAR"), ("starts_at", "TIMESTAMP"), ("ends_at", "TIMESTAMP"), ("replicas", "INTEGER"),
+    ("gpus_per_replica", "INTEGER"), ("gpu_hour_usd", "DOUBLE"), ("gpu_type", "VARCHAR"), ("site", "VARCHAR"),
+    ("source", "VARCHAR"),
+)
+RESERVATION_COLUMNS: tuple[tuple[str, str], ...] = (("model", "VARCHAR"), ("tenant", "VARCHAR"),
+                                                    ("replicas", "DOUBLE"))
+ROLLUP_VERSION = 4          # bump when the rollup's keys or measures change: a store rebuilds them on open
 PRICES_CSV = ROOT / "data" / "prices.csv"
 
 
@@ -189,6 +212,8 @@ def _ddl() -> list[str]:
   loaded_at TIMESTAMP, min_ts TIMESTAMP, max_ts TIMESTAMP)""",
         f"CREATE TABLE IF NOT EXISTS rollup_hourly (\n  {rollup_cols}\n)",
         f"CREATE TABLE IF NOT EXISTS prices ({price_cols})",
+        f"CREATE TABLE IF NOT EXISTS fleet_schedule ({', '.join(f'{n} {t}' for n, t in FLEET_COLUMNS)})",
+        f"CREATE TABLE IF NOT EXISTS fleet_reservations ({', '.join(f'{n} {t}' for n, t in RESERVATION_COLUMNS)})",
         f"CREATE TABLE IF NOT EXISTS catalogue_prices ({', '.join(f'{n} {t}' for n, t in CATALOGUE_COLUMNS)})",
         # a private or deployment name priced as another model (alias -> model, provider optional)
         "CREATE TABLE IF NOT EXISTS model_aliases (alias VARCHAR, model VARCHAR, provider VARCHAR)",

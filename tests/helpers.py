@@ -134,3 +134,30 @@ def add_test_models(con) -> None:
              input_usd_per_1m=1.0, output_usd_per_1m=4.0, cached_input_usd_per_1m=0.25, request_usd=0.001),
     ])
     pricing.save_price_book(con, pd.concat([book[~book.model.isin(own.model)], own], ignore_index=True))
+
+
+def fleet_day_store(replicas: int):
+    """A store where ``m-self`` (self-hosted, 1 GPU x $2 a replica, 1 slot) is declared with ``replicas`` for
+    1 March 2026, serving requests of 10 s each: 270 an hour off-peak (λ = 0.075 req/s, A = 0.75) and 630 an
+    hour from 10:00 to 17:59 (λ = 0.175, A = 1.75)."""
+    from datetime import timedelta
+
+    from finops import store
+    from finops.ingest import ingest_frame
+    from finops.spend import fleets, pricing
+
+    con = store.connect(":memory:")
+    book = pricing.price_book(con)
+    own = pd.DataFrame([dict(model="m-self", provider="self", publisher="x", kind="self_hosted", gpu_hour_usd=2.0,
+                             gpus_per_replica=1, replicas=2, slots_per_replica=1)])
+    pricing.save_price_book(con, pd.concat([book, own], ignore_index=True))
+    fleets.save_schedule(con, pd.DataFrame([{"model": "m-self", "starts_at": "2026-03-01", "ends_at": "2026-03-02",
+                                             "replicas": replicas}]))
+    rows = []
+    for h in range(24):
+        n = 630 if 10 <= h < 18 else 270
+        start = datetime(2026, 3, 1, h)
+        rows += [{"request_id": f"q{h}-{i}", "ts": start + timedelta(seconds=3600 * i / n), "model": "m-self",
+                  "service_ms": 10_000.0, "tenant": "t", "status": "ok"} for i in range(n)]
+    ingest_frame(con, pd.DataFrame(rows))
+    return con

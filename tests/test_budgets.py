@@ -125,8 +125,18 @@ def test_idle_capacity_is_in_no_budget(con):
     ingest_frame(con, pd.DataFrame([_row("g", datetime(2026, 11, 5, 3), "a", None, model="gpu-model")], columns=SPEND_COLS))
     rep = budgets.status(con, NOV)
     assert "(idle capacity)" not in set(rep.table["tenant"])
-    # the fleet ($4/hour) is paid from the first observed day to the last observed hour: 10 days + 6 hours
-    assert rep.idle_usd + rep.table["spent_usd"].sum() == pytest.approx(103 + 101 + 4 * (240 + 6))
+    # the fleet ($4/hour, no schedule declared) is billed for its one hour of traffic
+    assert rep.idle_usd + rep.table["spent_usd"].sum() == pytest.approx(103 + 101 + 4)
+    assert rep.idle_usd > 0
+
+
+def test_idle_charged_out_counts_in_the_tenants_spend(con):
+    from finops.spend import fleets
+    ingest_frame(con, pd.DataFrame([_row("g", datetime(2026, 11, 5, 3), "a", None, model="gpu-model")], columns=SPEND_COLS))
+    fleets.set_default_policy(con, "usage")
+    rep = budgets.status(con, NOV)
+    # a used the fleet alone: its whole hour ($4) is a's, on top of its $103
+    assert rep.idle_usd == 0 and rep.table.set_index("tenant").loc["a", "spent_usd"] == pytest.approx(107.0)
 
 
 def test_a_month_without_traffic_and_an_empty_store(con):

@@ -18,6 +18,7 @@ from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame, loadtests
 from finops.spend import pricing
+from helpers import fleet_day_store
 
 DATA = loadtests.LOADTEST_EXAMPLE.parent
 PEAK = datetime(2026, 1, 1, 10)
@@ -336,3 +337,70 @@ def test_simulate_policies_in_slots_and_downsampled():
         plans.simulate_policies(traffic="bogus")
     with pytest.raises(InputError):
         plans.policies_for(("no such policy",))
+
+
+# ---------------------------------------------------------------- capacity meets cost
+
+def test_compare_plan_by_hand():
+    # a flat 4-replica schedule against a plan of 2 off-peak (16 h) and 4 at peak (8 h), $2 a replica-hour
+    r = plans.compare_plan([4.0] * 24, [2.0] * 16 + [4.0] * 8, [2.0] * 24)
+    assert (r.replica_hours_billed, r.replica_hours_planned, r.surplus_replica_hours) == (96.0, 64.0, 32.0)
+    assert (r.saving_usd, r.surplus_usd, r.short_hours, r.short_replica_hours) == (64.0, 64.0, 0, 0.0)
+    assert r.sentence() == ("scaling to the plan would have saved $64.00 over the period at the same SLA "
+                            "(32 of 96 replica-hours)")
+    short = plans.compare_plan([2.0] * 24, [2.0] * 16 + [4.0] * 8, [2.0] * 24)
+    assert (short.saving_usd, short.short_hours, short.short_replica_hours) == (-32.0, 8, 16.0)
+    assert short.sentence().startswith("meeting the SLA in every hour would have cost $32.00 more")
+    with pytest.raises(InputError, match="same hours"):
+        plans.compare_plan([1.0], [1.0, 2.0], [1.0])
+
+
+SIZING = dict(mean_service_s=10.0, target_utilization=0.5, wait_sla_s=None, redundancy=0.0, cv_service=1.0,
+              cv_arrival=1.0)
+
+
+def test_a_flat_schedule_against_the_hourly_plan_saves_the_hand_count_of_replica_hours():
+    # at ρ <= 0.5: ⌈0.75 / 0.5⌉ = 2 replicas off-peak, ⌈1.75 / 0.5⌉ = 4 at peak
+    con = fleet_day_store(4)
+    fp = plans.fleet_against_plan(con, Filters(), "m-self", **SIZING)
+    assert fp.state == "ok" and fp.billed_by.startswith("billed by its declared schedule")
+    hours = fp.past.hours
+    assert len(hours) == 24 and hours["replicas_billed"].eq(4).all()
+    assert hours["replicas_planned"].tolist() == [2.0] * 10 + [4.0] * 8 + [2.0] * 6
+    assert fp.past.surplus_replica_hours == 32.0 and fp.past.saving_usd == pytest.approx(64.0)
+    assert fp.past.short_hours == 0
+    # the same day on 2 replicas: 8 peak hours short by 2, the plan costs 16 replica-hours ($32) more
+    short = plans.fleet_against_plan(fleet_day_store(2), Filters(), "m-self", **SIZING).past
+    assert (short.short_hours, short.short_replica_hours, short.saving_usd) == (8, 16.0, pytest.approx(-32.0))
+    assert set(short.hours.index[short.hours["short"]].hour) == set(range(10, 18))
+
+
+def test_the_hourly_plan_is_the_calculators_rule_at_each_hour():
+    con = fleet_day_store(4)
+    fp = plans.fleet_against_plan(con, Filters(), "m-self", wait_sla_s=2.0, cv_service=1.0, cv_arrival=1.0)
+    assert fp.mean_service_s == pytest.approx(10.0)                  # measured in the busiest hour
+    peak = fp.past.hours.loc[pd.Timestamp(2026, 3, 1, 12)]
+    calc = calculator.calculate(peak["qps"], 10.0, 4, 1, wait_sla_s=2.0)
+    assert peak["replicas_planned"] == calc.required_replicas_with_redundancy == 8
+
+
+def test_fleet_against_plan_degenerate_cases():
+    con = fleet_day_store(4)
+    assert plans.fleet_against_plan(con, Filters(), "gpt-4o", **SIZING).state == "not_self_hosted"
+    none = plans.fleet_against_plan(con, Filters(since=datetime(2025, 1, 1), until=datetime(2025, 1, 2)), "m-self",
+                                    **SIZING)
+    assert none.state == "no_hours" and "neither billed" in none.message
+
+
+def test_the_forecast_ahead_is_set_against_the_schedule_still_in_force():
+    from finops.spend import fleets
+    con = fleet_day_store(4)
+    fleets.save_schedule(con, pd.DataFrame([{"model": "m-self", "starts_at": "2026-03-01", "ends_at": None,
+                                             "replicas": 4}]))
+    fp = plans.fleet_against_plan(con, Filters(), "m-self", days_ahead=1, **SIZING)
+    assert fp.ahead_message is None
+    ahead = fp.ahead.hours
+    assert ahead.index[0] == pd.Timestamp(2026, 3, 2) and len(ahead) == 24
+    assert ahead["replicas_billed"].eq(4).all()                      # the open-ended period runs on
+    assert ahead["replicas_planned"].between(1, 4).all()
+    assert fp.ahead.saving_usd == pytest.approx(2.0 * (96 - ahead["replicas_planned"].sum()))

@@ -131,17 +131,19 @@ def _independent_costs(con) -> pd.DataFrame:
     hit = raw["cache_hit"].fillna(False).astype(bool)
     recorded = raw["cost_usd"]
     cost[api] = np.where(recorded[api].notna(), recorded[api], np.where(hit[api], 0.0, token[api]))
-    # self-hosted: allocate utilisation x fleet cost by busy time; idle is the rest of every paid hour
+    # self-hosted: allocate utilisation x fleet cost by busy time; idle is the rest of every paid hour, from the
+    # model's first to its last hour of served traffic (no schedule declared)
     busy = raw["service_ms"].fillna(raw["prefill_ms"] + raw["decode_ms"]).fillna(
         raw["total_ms"] - raw["queue_ms"].fillna(0) - raw["route_ms"].fillna(0)).fillna(0)
     busy[hit] = 0.0
     raw["busy"] = busy
     idle_rows = []
-    hours = pd.date_range(raw["hour"].min(), raw["hour"].max(), freq="h")
     for model, pr in prices[prices["kind"] == "self_hosted"].iterrows():
         mine = raw["model"] == model
         if not mine.any():
             continue
+        served = raw.loc[mine & ~hit, "hour"]
+        hours = pd.date_range(served.min(), served.max(), freq="h")
         fleet = pr.replicas * pr.gpus_per_replica * pr.gpu_hour_usd
         capacity = pr.replicas * pr.slots_per_replica * 3.6e6
         per_hour = raw[mine].groupby("hour")["busy"].sum().reindex(hours, fill_value=0.0)
@@ -161,7 +163,7 @@ def test_demo_report_matches_an_independent_recomputation(demo_db):
     r = cli("report", "--by", "model,tenant", "--json", db=demo_db)
     assert r.returncode == 0, r.stderr
     rep = pd.DataFrame(json.loads(r.stdout))
-    con = store.connect(demo_db, read_only=True)
+    con = store.connect(demo_db)       # read-write, as a page test in this process may hold it open already
     ref = _independent_costs(con)
     con.close()
     merged = rep.merge(ref, on=["model", "tenant"], how="outer", suffixes=("", "_ref"), indicator=True)

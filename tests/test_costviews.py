@@ -30,7 +30,8 @@ def con():
          None, None),
         # a cache hit: free, saves 0.001 + 0.0004 + 0.001
         ("a3", march(2, 10, 9), "b", "batch", "api-model", 1000, 100, 0, None, 10.0, None, True, "ok", None, None),
-        # hour 12: one gpu request -> the fleet is paid for hours 10, 11 and 12
+        # hour 12: one gpu request -> with no schedule declared, the fleet is billed from its first to its
+        # last hour of traffic: hours 10, 11 and 12 of 2 March, $12
         ("g3", march(2, 12), "a", "premium", "gpu-model", 1, 1, 0, 0.72e6, 500.0, None, False, "ok", None, None),
         # 1 March: one api request of tenant a, 1M uncached input -> $1.001
         ("p1", march(1, 9), "a", "premium", "api-model", 1_000_000, 0, 0, 10.0, 1000.0, None, False, "ok", None,
@@ -45,20 +46,20 @@ MARCH_2 = Filters(since=datetime(2026, 3, 2), until=datetime(2026, 3, 3))
 
 def test_kpis_with_change_against_the_previous_day(con):
     k = costviews.kpis_with_change(con, MARCH_2)
-    # 2 March: gpu fleet 24 hours x $4 (the fleet is paid all day once it has traffic) + api 2.851 + 0.5
-    assert k.current.spend_usd == pytest.approx(24 * 4.0 + 2.851 + 0.5)
-    # 1 March: the fleet has no traffic in the period but is paid for it (pricing's rule) + 1.001
+    # 2 March: the gpu fleet billed 10:00-13:00 (no schedule: while it served traffic), 3 h x $4, + api 2.851 + 0.5
+    assert k.current.spend_usd == pytest.approx(3 * 4.0 + 2.851 + 0.5)
+    # 1 March: before the fleet's first request, so no GPU cost; api 1.001
     assert k.previous_period == Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 2))
-    assert k.previous.spend_usd == pytest.approx(24 * 4.0 + 1.001)
+    assert k.previous.spend_usd == pytest.approx(1.001)
     items = {i.spec.field: i for i in k.items}
-    assert items["spend_usd"].change == pytest.approx((2.851 + 0.5 - 1.001) / (96 + 1.001))
+    assert items["spend_usd"].change == pytest.approx((12 + 2.851 + 0.5 - 1.001) / 1.001)
     assert items["requests"].change == pytest.approx(6 / 1 - 1)
     assert items["requests"].change_text == "+500.0 %"
     # rates change in percentage points: 1 error in 5 served rows... of 6 requests; 0 before
     assert items["error_rate"].change == pytest.approx(100 * (1 / 6 - 0))
     assert items["error_rate"].change_text.endswith(" pp")
-    assert items["spend_usd"].text == f"${24 * 4.0 + 2.851 + 0.5:,.2f}"
-    assert k.idle_usd == pytest.approx(96.0 - (1.0 + 0.5 + 0.4))        # fleet minus allocated
+    assert items["spend_usd"].text == "$15.35"
+    assert k.idle_usd == pytest.approx(12.0 - (1.0 + 0.5 + 0.4))        # fleet minus allocated
     assert k.previous_coverage == pytest.approx(15 / 24)                 # the store starts at 1 March 09:00
 
 
@@ -95,7 +96,7 @@ def test_top_tenants_rank_share_and_change(con):
     assert row.previous_cost_usd == pytest.approx(1.001)
     assert row.change == pytest.approx(4.251 / 1.001 - 1)
     assert top.others == 1
-    assert top.idle_usd == pytest.approx(96.0 - 1.9)
+    assert top.idle_usd == pytest.approx(12.0 - 1.9)
     assert set(top.trend.tenant) == {"a"} and top.trend.cost_usd.sum() == pytest.approx(4.251)
 
 

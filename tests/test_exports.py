@@ -94,8 +94,9 @@ def test_focus_totals_equal_the_cost_page_to_the_cent(con):
     focus = exports.focus_frame(con, TWO_DAYS)
     sb = costviews.showback(con, TWO_DAYS)
     total = spend.report(con, TWO_DAYS, by=[]).cost_usd.iloc[0]
-    # by hand: api-model 2.851 + 0.5 (recorded) + 0.0024; gpu-model fleet 48 h x $4 = 192
-    assert total == pytest.approx(195.3534)
+    # by hand: api-model 2.851 + 0.5 (recorded) + 0.0024; gpu-model fleet, billed for its one hour of traffic
+    # (no schedule declared), 1 h x $4
+    assert total == pytest.approx(7.3534)
     assert round(focus["BilledCost"].sum(), 2) == round(total, 2) == round(sb["cost_usd"].sum(), 2)
     assert focus["EffectiveCost"].sum() == pytest.approx(total, abs=1e-9)
     # the list cost differs only where a cost was recorded: a2 paid 0.5 for 1M input tokens listed at 1.001
@@ -163,11 +164,12 @@ def test_focus_gpu_hours_of_tenants_and_idle_by_hand(con):
     assert (b["PricingQuantity"], b["BilledCost"]) == (pytest.approx(0.25), pytest.approx(0.5))
     idle = _meters(gpu, spend.IDLE_TENANT)
     assert idle["ChargeDescription"].iloc[0] == "Idle GPU capacity of gpu-model (paid for, used by no request)"
-    # idle on 2 March: 24 h x 2 GPUs = 48 GPU-hours less the 0.75 busy; 3 March all 48
+    # idle: the fleet ran (no schedule: while it served traffic) in hour 10 of 2 March only, 1 h x 2 GPUs = 2
+    # GPU-hours less the 0.75 busy; nothing on 3 March
     by_day = idle.set_index("ChargePeriodStart")
-    assert by_day.loc["2026-03-02T00:00:00Z", "PricingQuantity"] == pytest.approx(47.25)
-    assert by_day.loc["2026-03-02T00:00:00Z", "BilledCost"] == pytest.approx(94.5)
-    assert by_day.loc["2026-03-03T00:00:00Z", "ConsumedQuantity"] == pytest.approx(48)
+    assert list(by_day.index) == ["2026-03-02T00:00:00Z"]
+    assert by_day.loc["2026-03-02T00:00:00Z", "PricingQuantity"] == pytest.approx(1.25)
+    assert by_day.loc["2026-03-02T00:00:00Z", "BilledCost"] == pytest.approx(2.5)
     assert a["PublisherName"] == "Meta" and a["ServiceName"] == "Self-hosted LLM inference"
     assert set(gpu["InvoiceId"]) == {"finops-llm-fleet-self-hosted-2026-03"}
 

@@ -117,6 +117,24 @@ def test_sample_export_adds_up_to_the_spend_report(sample, sample_csv):
     assert not focus.duplicated(["ChargePeriodStart", "SkuId", "Tags", "SkuMeter"]).any()
 
 
+def test_the_export_under_spread_by_usage_passes_and_has_no_idle_row(validator_venv, tmp_path):
+    from finops.spend import pricing
+    con = store.connect(":memory:")
+    build_demo(con, days=2, seed=7)
+    usage = pricing.IdlePolicy("usage")
+    focus = exports.focus_frame(con, Filters(), idle_policy=usage)
+    total = float(spend.report(con, Filters(), by=[], idle_policy=usage).cost_usd.iloc[0])
+    con.close()
+    assert not focus["Tags"].str.contains("idle capacity").any()
+    assert focus["BilledCost"].sum() == pytest.approx(total, abs=1e-6)
+    path = tmp_path / "usage_focus.csv"
+    path.write_text(exports.focus_csv(focus))
+    report = fv.validate(path, venv=validator_venv)
+    assert set(report.failed) <= VALIDATOR_DEFECTS, _report_failures(report, VALIDATOR_DEFECTS)
+    priced = fv.validate(path, criteria=PRICE_LIST_CRITERIA, venv=validator_venv)
+    assert not {r: priced.results.get(r) for r in PRICE_LIST_RULES if r not in priced.passed}, priced.failures_text
+
+
 def test_report_parser_checks_the_totals():
     text = ("✅ ListCost-C-009-C: PASS  (violations=0, 2.8ms)\n"
             "❌ InvoiceId-C-004-C: FAIL  (violations=50, msg=InvoiceId MUST be NULL., 1.6ms)\n"

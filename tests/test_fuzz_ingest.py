@@ -67,11 +67,12 @@ def _page_functions():
     from finops.latency import diagnose
     from finops.latency import stats as latency
     from finops.ops import alerts
-    from finops.spend import budgets, costviews, exports, routing
+    from finops.spend import budgets, costviews, exports, pricing, routing
     return [
         costviews.kpis_with_change, costviews.kpi_trends, costviews.spend_over_time, costviews.cost_matrix,
         costviews.cost_per_request, costviews.gpu_fleet, costviews.showback, costviews.token_mix,
-        lambda con, f: costviews.top_tenants(con, f, 8), exports.focus_frame,
+        lambda con, f: costviews.top_tenants(con, f, 8), exports.focus_frame, costviews.token_class_prices,
+        lambda con, f: costviews.showback(con, f, idle_policy=pricing.IdlePolicy("usage")),
         alerts.open_alerts, alerts.unjudged, diagnose.diagnose,
         latency.coverage, latency.segments, latency.ttft_tpot, lambda con, f: latency.slowest(con, f, 20),
         lambda con, f: latency.percentiles(con, f, by=("model",)),

@@ -145,3 +145,31 @@ def test_empty_store_sections_say_they_need_logs(empty_db):
     assert not at.exception
     assert "The forecast needs request logs" in texts(at)
     assert any("sla_violation_s" in df.value.columns for df in at.dataframe)   # the seed's ramp needs no logs
+
+
+def test_capacity_meets_cost_on_the_demo_store(demo_db):
+    at = run_page(demo_db, PAGE)
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Capacity meets cost: the plan against the fleet you pay for" in [h.value for h in at.header]
+    m = _metrics(at)
+    billed = next(k for k in m if k.startswith("Replica-hours billed"))
+    assert float(m[billed].replace(",", "")) > 0
+    assert "Saving from scaling to the plan (USD)" in m and "Hours the fleet was short" in m
+    assert at.selectbox(key="cap_plan_model").value in ("llama-3.1-70b", "llama-3.1-8b")
+    body = texts(at)
+    assert "billed while the model served traffic" in body
+    assert "over the period" in body
+
+
+def test_capacity_meets_cost_follows_the_calculators_targets(demo_db):
+    """A looser target (ρ 0.95, no wait SLA, no redundancy) plans fewer replica-hours than the defaults."""
+    at = run_page(demo_db, PAGE)
+    planned = lambda a: float(next(v for k, v in _metrics(a).items()          # noqa: E731
+                                   if k.startswith("Replica-hours the plan needs")).replace(",", ""))
+    before = planned(at)
+    at.slider(key="cap_rho").set_value(0.95)
+    at.slider(key="cap_redundancy_pct").set_value(0)
+    at.number_input(key="cap_sla_s").set_value(0.0)
+    at.run()
+    assert not at.exception
+    assert planned(at) < before

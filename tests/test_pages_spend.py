@@ -39,6 +39,11 @@ def _cli_report(db: str, tmp_path, *args) -> list[dict]:
     return json.loads(out.stdout)
 
 
+def _table(at, *columns: str):
+    """The last dataframe on the page holding ``columns`` (the pages' tables are told apart by their columns)."""
+    return next(d.value for d in reversed(at.dataframe) if set(columns) <= set(d.value.columns))
+
+
 def _period_args(at) -> list[str]:
     f = at.session_state["_filters"]
     return ["--since", f.since.isoformat(), "--until", f.until.isoformat()]
@@ -60,8 +65,9 @@ def test_cost_on_the_demo_store(demo_db):
     at = run_page(demo_db, "views/cost.py")
     assert not at.exception
     assert _subheaders(at) == ["$ per 1M tokens by model and tenant", "Token mix and what it does to cost",
-                               "Cost of one request", "Self-hosted GPU fleet: allocated vs idle",
-                               "Recorded cost against list price", "Showback: spend per tenant and model"]
+                               "$ per 1M input and output tokens: self-hosted beside API", "Cost of one request",
+                               "Self-hosted GPU fleet: allocated vs idle", "Recorded cost against list price",
+                               "Showback: spend per tenant and model"]
     kinds = _kinds(at)
     assert kinds["vega_lite_chart"] >= 6 and kinds["download_button"] == 3
     labels = [b.proto.label for b in at.get("download_button")]
@@ -82,9 +88,10 @@ def test_data_page_on_the_demo_store(demo_db):
     at = run_page(demo_db, "views/data.py")
     assert not at.exception
     assert _subheaders(at) == ["Load request logs", "Follow a live log", "Loaded batches", "Price book",
-                               "How each model is priced"]
+                               "How each model is priced", "Self-hosted fleets"]
     kinds = _kinds(at)
-    assert kinds["file_uploader"] == 1 and kinds["form"] == 2          # the price book and the aliases
+    # the price book, aliases, the fleet schedule, reservations and the default idle policy
+    assert kinds["file_uploader"] == 1 and kinds["form"] == 5
     assert "python -m finops ingest PATH --db" in at.code[0].value
     assert "sample fleet" in texts(at)
 
@@ -120,7 +127,7 @@ def test_pages_on_an_empty_store(empty_db, page):
 
 def test_cost_page_showback_matches_the_cli_report(demo_db, tmp_path):
     at = run_page(demo_db, "views/cost.py")
-    shown = at.dataframe[-1].value.set_index(["tenant", "model"])
+    shown = _table(at, "tenant", "model", "share").set_index(["tenant", "model"])
     cli = _cli_report(demo_db, tmp_path, "--by", "tenant,model", *_period_args(at))
     assert len(cli) == len(shown)
     for row in cli:
@@ -129,7 +136,7 @@ def test_cost_page_showback_matches_the_cli_report(demo_db, tmp_path):
         assert got["requests"] == row["requests"]
         assert got["input_tokens"] == row["input_tokens"] and got["output_tokens"] == row["output_tokens"]
     total = sum(r["cost_usd"] for r in cli)
-    per_tenant = at.dataframe[-2].value.set_index("tenant")["cost_usd"]
+    per_tenant = _table(at, "tenant", "models").set_index("tenant")["cost_usd"]
     for tenant in per_tenant.index:
         assert per_tenant[tenant] == pytest.approx(sum(r["cost_usd"] for r in cli if r["tenant"] == tenant), rel=1e-9)
     assert [m.value for m in at.metric if m.label == "Total spend in the table (USD)"] == [f"${total:,.2f}"]
@@ -152,7 +159,7 @@ def test_filtered_numbers_match_the_cli_report(demo_db, tmp_path):
     at = run_page(demo_db, "views/cost.py", query_params={"tenant": "globex-search", "tier": "standard"})
     f = at.session_state["_filters"]
     assert f.tenants == ("globex-search",) and f.sla_tiers == ("standard",)
-    shown = at.dataframe[-1].value
+    shown = _table(at, "tenant", "model", "share")
     cli = _cli_report(demo_db, tmp_path, "--by", "tenant,model", "--tenant", "globex-search", "--sla-tier", "standard",
                       *_period_args(at))
     assert "(idle capacity)" not in set(shown["tenant"])        # idle is a fleet line: not in a tenant's view
@@ -186,3 +193,70 @@ def test_budgets_form_saves(demo_copy):
     _button(at, "Save budgets").click().run()
     assert not at.exception and not at.error
     assert at.metric[0].value == "0 of 0"               # no budget was set: nobody is over
+
+
+# ---------------------------------------------------------------- self-hosted fleets on the pages
+
+def test_cost_page_idle_policy_charges_idle_out_and_keeps_the_total(demo_copy):
+    at = run_page(demo_copy, "views/cost.py")
+    total = next(m.value for m in at.metric if m.label == "Total spend in the table (USD)")
+    assert "(idle capacity)" in set(_table(at, "tenant", "models")["tenant"])
+    assert at.selectbox(key="idle_policy").value == "apart"
+    at.selectbox(key="idle_policy").set_value("usage").run()
+    assert not at.exception
+    tenants = _table(at, "tenant", "models")
+    assert "(idle capacity)" not in set(tenants["tenant"])
+    assert next(m.value for m in at.metric if m.label == "Total spend in the table (USD)") == total
+    assert "charged out (spread by usage)" in texts(at)
+    at.selectbox(key="idle_policy").set_value("centre").run()
+    assert "platform" in set(_table(at, "tenant", "models")["tenant"])
+
+
+def test_cost_page_says_how_each_fleet_is_billed_and_shows_input_and_output_prices(demo_db):
+    at = run_page(demo_db, "views/cost.py")
+    body = texts(at)
+    assert "llama-3.1-70b: billed while the model served traffic; declare the fleet's schedule" in body
+    classes = _table(at, "input_usd_per_1m", "output_usd_per_1m").set_index("model")
+    assert {"llama-3.1-8b", "llama-3.1-70b", "gpt-4o"} <= set(classes.index)
+    # the sample fleet times prefill and decode: its split is measured
+    assert classes.loc["llama-3.1-70b", "split_measured_share"] == pytest.approx(1.0)
+    assert classes.loc["gpt-4o", "input_usd_per_1m"] <= 2.5 and classes.loc["gpt-4o", "output_usd_per_1m"] == \
+        pytest.approx(10.0)
+
+
+def test_data_page_fleet_schedule_round_trips_and_infers(demo_copy):
+    from finops import store
+    from finops.spend import fleets
+
+    at = run_page(demo_copy, "views/data.py")
+    assert "billed while the model served traffic" in texts(at)
+    _button(at, "Infer periods from the logs' replica ids").click().run()
+    assert not at.exception and not at.error
+    con = store.connect(demo_copy)
+    inferred = fleets.schedule(con)
+    assert len(inferred) and set(inferred["source"]) == {"inferred"}
+    con.close()
+    at = run_page(demo_copy, "views/data.py")
+    assert "periods inferred from the logs' replica ids" in texts(at)
+    _button(at, "Save the schedule").click().run()                    # the editor's table saves back unchanged
+    assert not at.exception and not at.error
+    con = store.connect(demo_copy)
+    assert len(fleets.schedule(con)) == len(inferred)
+    con.close()
+
+
+def test_data_page_sets_the_default_idle_policy(demo_copy):
+    from finops import store
+    from finops.spend import fleets, pricing
+
+    at = run_page(demo_copy, "views/data.py")
+    at.selectbox(key="default_idle_policy").set_value("centre")
+    at.text_input(key="default_idle_centre").set_value("ml-platform")
+    _button(at, "Save the idle policy").click().run()
+    assert not at.exception and not at.error
+    con = store.connect(demo_copy)
+    assert fleets.default_policy(con) == pricing.IdlePolicy("centre", "ml-platform")
+    con.close()
+    cost = run_page(demo_copy, "views/cost.py")
+    assert cost.selectbox(key="idle_policy").value == "centre"
+    assert "ml-platform" in set(_table(cost, "tenant", "models")["tenant"])

@@ -15,6 +15,7 @@ from finops.ingest import loadtests
 from views._shared import (
     current_filters,
     filter_caption,
+    plain,
     query,
     raw_rows_notice,
     source_label,
@@ -283,6 +284,60 @@ else:
                "replicas × slots with the measured variability; observed = the queue_ms logged in that same hour. A large "
                "gap says the model's inputs (most often the slots per replica) do not describe this fleet. "
                + source_label())
+
+# ================================================================ capacity meets cost
+st.header("Capacity meets cost: the plan against the fleet you pay for")
+st.caption("Hour by hour, the replicas each self-hosted fleet was billed for (its schedule on the Data page, else "
+           "its price book row while it served traffic) against the replicas that hour's traffic needed by the "
+           "calculator's rule above: the target utilisation, the P99 wait SLA and the redundancy.")
+plan_models = [m for m in observed["model"] if m in set(book["model"])] if not observed.empty else []
+if EMPTY_STORE or not plan_models:
+    st.info("This needs request logs of a self-hosted model (kind self_hosted in the price book): " + (
+        "the store is empty." if EMPTY_STORE else "none in these filters."), icon=":material/database:")
+else:
+    q1, q2 = st.columns([2, 1])
+    plan_model = q1.selectbox("Self-hosted model", plan_models, key="cap_plan_model")
+    ahead_days = q2.number_input("And the next days, from the forecast", min_value=0, max_value=14, value=0, step=1,
+                                 key="cap_plan_days", help="0: only the period shown. The forecast takes seconds.")
+    fleet_plan = query(plans.fleet_against_plan, f, plan_model, target_utilization=rho_target,
+                       wait_sla_s=sla_s or None, redundancy=redundancy_pct / 100, days_ahead=int(ahead_days))
+    if fleet_plan.state != "ok":
+        st.info(f"No plan: {fleet_plan.message}.", icon=":material/info:")
+    else:
+        for part, span in (("past", "over the period"), ("ahead", f"over the next {int(ahead_days)} days")):
+            comparison = getattr(fleet_plan, part)
+            if comparison is None:
+                continue
+            r1, r2, r3, r4 = st.columns(4)
+            r1.metric(f"Replica-hours billed, {span}", f"{comparison.replica_hours_billed:,.0f}", border=True,
+                      help=f"${comparison.cost_billed_usd:,.2f}: replicas × GPUs × $ per GPU-hour of each hour.")
+            r2.metric(f"Replica-hours the plan needs, {span}", f"{comparison.replica_hours_planned:,.0f}", border=True,
+                      help=f"${comparison.cost_planned_usd:,.2f} at the same hours' rates.")
+            r3.metric("Saving from scaling to the plan (USD)", f"${comparison.saving_usd:,.2f}", border=True,
+                      help=f"Billed less planned; trimming the surplus hours alone: ${comparison.surplus_usd:,.2f}.")
+            r4.metric("Hours the fleet was short", f"{comparison.short_hours:,}", border=True,
+                      help=f"{comparison.short_replica_hours:,.0f} replica-hours under what the SLA needed.")
+            say = st.success if comparison.saving_usd > 0 and not comparison.short_hours else st.warning
+            say(comparison.sentence(span)[0].upper() + comparison.sentence(span)[1:] + ".", icon=":material/savings:")
+            st.altair_chart(charts.billed_vs_planned(comparison.hours, title=f"{plan_model}: replicas billed against "
+                                                     f"the plan, per hour ({span})"))
+            short = comparison.hours[comparison.hours["short"]]
+            if len(short):
+                with st.expander(f"The {len(short):,} hours the fleet was short ({span})"):
+                    st.dataframe(short.reset_index(), hide_index=True, column_config={
+                        "ts": st.column_config.DatetimeColumn("Hour (UTC)", format="YYYY-MM-DD HH:00"),
+                        "qps": st.column_config.NumberColumn("Served (req/s)", format="%.4g"),
+                        "replicas_billed": st.column_config.NumberColumn("Replicas billed", format="%.3g"),
+                        "replicas_planned": st.column_config.NumberColumn("Replicas needed", format="%d"),
+                        "usd_per_replica_hour": st.column_config.NumberColumn("$ per replica-hour", format="$%.2f"),
+                        "cost_billed_usd": None, "cost_planned_usd": None, "short": None})
+        if fleet_plan.ahead_message:
+            st.info(f"No forecast ahead: {fleet_plan.ahead_message}.", icon=":material/info:")
+        st.caption(f"{plain(plan_model)}: {fleet_plan.billed_by}. One replica = {fleet_plan.slots_per_replica} slots of "
+                   f"{fleet_plan.mean_service_s:.4g} s (measured in the busiest hour), sized for ρ ≤ {rho_target:.0%}"
+                   + (f" and a P99 wait under {sla_s:g} s" if sla_s else "") + f", +{redundancy_pct} % redundancy, "
+                   "never under 1 replica. The same comparison on the command line: `python -m finops plan "
+                   "--model MODEL`. " + source_label())
 
 # ================================================================ load test -> instances
 st.header("Load test → instances")

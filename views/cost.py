@@ -2,8 +2,9 @@
 import streamlit as st
 
 from finops import charts
+from finops.errors import InputError
 from finops.fmt import MISSING, export_name, usd
-from finops.spend import costviews, exports
+from finops.spend import costviews, exports, fleets, pricing
 from finops.spend import report as spend
 from finops.spend.costviews import (
     cost_matrix_wide,
@@ -84,6 +85,29 @@ else:
     st.caption("No token-priced API traffic in these filters: self-hosted models are paid per GPU hour, "
                "whatever the mix. " + source_label())
 
+# ---- $ per 1M input and output tokens
+st.subheader("$ per 1M input and output tokens: self-hosted beside API")
+classes = query(costviews.token_class_prices, f)
+if classes.empty:
+    empty_state("No priced tokens in these filters.")
+else:
+    st.dataframe(classes, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model"), "kind": st.column_config.TextColumn("Kind"),
+        "input_tokens": COUNT("Input tokens", format="localized"),
+        "output_tokens": COUNT("Output tokens", format="localized"),
+        "input_usd_per_1m": USD("Input ($ per 1M)", format="$%.3f"),
+        "output_usd_per_1m": USD("Output ($ per 1M)", format="$%.3f"),
+        "input_usd_per_1m_with_idle": USD("Input, idle included ($ per 1M)", format="$%.3f"),
+        "output_usd_per_1m_with_idle": USD("Output, idle included ($ per 1M)", format="$%.3f"),
+        "split_measured_share": st.column_config.ProgressColumn("Split measured (%)", format="percent", min_value=0,
+                                                                max_value=1),
+        "basis": st.column_config.TextColumn("How", width="large")})
+    st.caption("API models: the cost of their priced tokens at the rows in force (prompt-cache prices, tiers and "
+               "dates as billed) per 1M input and per 1M output tokens. Self-hosted models: the GPU time allocated "
+               "to requests, split into input and output by prefill against decode time (where the logs time "
+               "neither, estimated from the tokens, as the How column says); 'idle included' adds the fleet's idle "
+               "GPU time, split the same way. The fleet is shared: tenant and tier filters do not apply. " + source_label())
+
 # ---- cost per request
 st.subheader("Cost of one request")
 dist = query(costviews.cost_per_request, f)
@@ -119,20 +143,26 @@ else:
     for r in gpu.summary.itertuples(index=False):
         c1, c2, c3, c4 = st.columns(4)
         c1.metric(f"{plain(r.model)}: fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
-                  help="Replicas × GPUs per replica × $ per GPU-hour, over every hour of the period.")
+                  help="Replicas × GPUs per replica × $ per GPU-hour, over the hours the fleet ran in the period.")
         c2.metric(f"{plain(r.model)}: allocated (USD)", usd(r.allocated_usd), border=True,
                   help="The busy share of the fleet cost, charged to the requests that used it.")
         c3.metric(f"{plain(r.model)}: idle (USD)", usd(r.idle_usd), border=True,
                   help="Paid GPU time no request used: the idle-capacity line of the showback.")
-        c4.metric(f"{plain(r.model)}: utilisation (%)", f"{100 * r.utilization:.1f} %", border=True,
+        c4.metric(f"{plain(r.model)}: utilisation (%)",
+                  f"{100 * r.utilization:.1f} %" if r.utilization == r.utilization else "n/a", border=True,
                   help="Busy share of the paid GPU capacity over the period.")
+        unbilled = (f" {r.unbilled_requests:,} of its requests fall in hours its schedule leaves out: they carry no "
+                    "GPU cost." if r.unbilled_requests else "")
+        st.caption(f"{plain(r.model)}: {plain(r.how) if isinstance(r.how, str) else 'not in the price book'}, "
+                   f"{r.gpu_hours:,.1f} GPU-hours in {r.hours_billed:,} hours.{unbilled}")
     cols = st.columns(min(len(gpu.summary), 2))
     for i, model in enumerate(gpu.summary["model"]):
         cols[i % len(cols)].altair_chart(charts.gpu_cost(gpu.series, gpu.grain, model))
     st.altair_chart(charts.utilization(gpu.series, gpu.grain, title=f"GPU utilisation per {gpu.grain} (%)"))
-    st.caption("A self-hosted model costs replicas × GPUs per replica × $ per GPU-hour every hour. The busy share "
-               "is allocated to requests by their service time; the rest is idle. Tenant and tier filters do not "
-               "apply: the fleet is shared. " + source_label())
+    st.caption("A self-hosted model costs replicas × GPUs per replica × $ per GPU-hour for each hour its fleet ran: "
+               "the periods of its schedule (declare them on the Data page), else from its first to its last hour of "
+               "traffic. The busy share is allocated to requests by their service time; the rest is idle. Tenant "
+               "and tier filters do not apply: the fleet is shared. " + source_label())
 
 # ---- recorded against list price
 st.subheader("Recorded cost against list price")
@@ -160,6 +190,22 @@ else:
 
 # ---- showback / chargeback
 st.subheader("Showback: spend per tenant and model")
+POLICIES = {p.key: p for p in pricing.IDLE_POLICIES}
+stored_policy = query(fleets.default_policy)
+p1, p2 = st.columns([2, 3])
+policy_key = p1.selectbox("Idle GPU capacity", list(POLICIES), index=list(POLICIES).index(stored_policy.kind),
+                          format_func=lambda k: POLICIES[k].label, key="idle_policy", bind="query-params",
+                          help=" ".join(f"{p.label}: {p.help}" for p in pricing.IDLE_POLICIES)
+                          + " The default is set on the Data page.")
+centre = (p2.text_input("Cost centre that pays for idle GPU time", value=stored_policy.cost_centre or "platform",
+                        key="idle_centre", bind="query-params") if policy_key == "centre" else "")
+try:
+    policy = pricing.IdlePolicy(policy_key, centre)
+except InputError as exc:
+    st.warning(f"{plain(exc)}: idle is kept apart until one is named.", icon=":material/warning:")
+    policy = pricing.KEEP_APART
+if policy != stored_policy:          # the default's showback is the one read above
+    sb = query(costviews.showback, f, idle_policy=policy)
 total = float(sb["cost_usd"].sum())
 st.metric("Total spend in the table (USD)", usd(total), border=False)
 COLUMNS = {
@@ -177,7 +223,7 @@ by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
 by_tenant.dataframe(showback_by_tenant(sb), placeholder=MISSING, hide_index=True, column_config=COLUMNS)
 by_pair.dataframe(sb, placeholder=MISSING, hide_index=True, column_config=COLUMNS)
 name = export_name("showback", period)
-focus = query(exports.focus_frame, f)
+focus = query(exports.focus_frame, f, idle_policy=policy)
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download CSV", exports.safe_csv(sb), file_name=f"{name}.csv", mime="text/csv",
                    icon=":material/download:", on_click="ignore")
@@ -187,6 +233,9 @@ c3.download_button("Download FOCUS 1.2 CSV", exports.focus_csv(focus), file_name
                    mime="text/csv", icon=":material/download:", on_click="ignore",
                    help="FinOps FOCUS 1.2 cost-and-usage rows: one per day, tenant, model, SLA tier and meter "
                         "(input, cached input and output tokens, requests, GPU-hours).")
-st.caption("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
-           "(it is left out when tenants or tiers are filtered). In the CSV exports, cells that begin with "
+idle_text = ("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
+             "(it is left out when tenants or tiers are filtered)." if not policy.spreads else
+             f"Idle self-hosted capacity is charged out ({policy.label}): it is in the tenants' rows, which add up to "
+             "the whole bill; a fleet nobody used in the period keeps its idle as '(idle capacity)'.")
+st.caption(idle_text + " The downloads carry the same allocation. In the CSV exports, cells that begin with "
            "=, +, - or @ are prefixed with ' so spreadsheets do not run them. " + source_label())

@@ -13,7 +13,7 @@ from finops.fmt import MISSING
 from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
 from finops.ingest.uploads import save_upload
-from finops.spend import exports, pricing
+from finops.spend import exports, fleets, pricing
 from views._shared import (
     FOLLOW_KEY,
     cursor,
@@ -306,8 +306,9 @@ if st.button("Reset to the bundled list prices (data/prices.csv)", key="reset-pr
     store.load_price_book(cursor(), store.PRICES_CSV)
     st.rerun()
 st.caption("These rows are ours and override the catalogue: API models cost their tokens at these prices unless "
-           "the logs record a cost; self-hosted models cost replicas × GPUs per replica × $ per GPU-hour every "
-           "hour, allocated to requests by busy time. A model with no row here is priced from the catalogue. "
+           "the logs record a cost; self-hosted models cost replicas × GPUs per replica × $ per GPU-hour for the "
+           "hours their fleet ran (its schedule below, else while it served traffic), allocated to requests by "
+           "busy time. A model with no row here is priced from the catalogue. "
            "Saving reprices every page at once; nothing is re-loaded.")
 
 # ---- how each model is priced, aliases, the catalogue
@@ -339,3 +340,85 @@ cat = query(pricing.catalogue_status)
 st.caption(f"Catalogue: {cat['source']}, {cat['rows']:,} dated price rows of {cat['providers']:,} providers, "
            "shipped inside the package (no network). To take a newer one, raise the genai-prices pin in "
            "requirements.txt and run `python -m finops prices sync`.")
+
+# ---- self-hosted fleets: the schedule, reservations, the idle policy
+st.subheader("Self-hosted fleets")
+fleet_basis = query(fleets.billing_basis)
+if fleet_basis.empty:
+    st.info("No self-hosted model in the price book: give a model the kind self_hosted above (with its GPUs per "
+            "replica and $ per GPU-hour) to describe its fleet here.", icon=":material/dns:")
+else:
+    st.markdown("\n".join(f"- **{plain(r.model)}**: {plain(r.how)}" for r in fleet_basis.itertuples(index=False)))
+    with st.form("fleet_schedule"):
+        st.markdown("**Schedule**: the periods each fleet ran, in UTC. A fleet is billed replicas × GPUs per replica × "
+                    "$ per GPU-hour for the hours of its periods, and for no other; periods at different sites add "
+                    "up. A model without periods is billed while it served traffic.")
+        schedule_edit = st.data_editor(query(fleets.schedule), hide_index=True, num_rows="dynamic",
+                                       key="schedule_editor", column_config={
+            "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),
+            "starts_at": st.column_config.DatetimeColumn("From (UTC)", required=True),
+            "ends_at": st.column_config.DatetimeColumn("To (UTC, exclusive)", help="empty: still running"),
+            "replicas": st.column_config.NumberColumn("Replicas", min_value=0, step=1, format="%d", required=True),
+            "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", min_value=1, step=1, format="%d",
+                                                              help="empty: the price book's"),
+            "gpu_hour_usd": st.column_config.NumberColumn("$ per GPU-hour", min_value=0.0, format="$%.3f",
+                                                          help="empty: the price book's"),
+            "gpu_type": st.column_config.TextColumn("GPU type"), "site": st.column_config.TextColumn("Site"),
+            "source": st.column_config.SelectboxColumn("Source", options=list(fleets.SOURCES),
+                                                       help="declared by you, or inferred from the logs")})
+        save_schedule = st.form_submit_button("Save the schedule", type="primary", icon=":material/save:")
+    if save_schedule:
+        try:
+            n = fleets.save_schedule(cursor(), schedule_edit)
+        except InputError as exc:
+            st.error(f"Schedule not saved: {plain(exc)}", icon=":material/error:")
+        else:
+            st.toast(f"Saved {n} periods: every page is repriced.", icon=":material/check:")
+            st.rerun()
+    if st.button("Infer periods from the logs' replica ids", key="infer-fleet", icon=":material/auto_fix_high:",
+                 help="For each fleet without a declared period: the distinct replicas each hour's requests name, "
+                      "per site, labelled inferred. A replica that served nothing in an hour is not seen."):
+        n = fleets.apply_inferred(cursor())
+        st.toast(f"{n} periods inferred from the logs." if n else "No request names its replica: nothing to infer.",
+                 icon=":material/check:")
+        st.rerun()
+    st.caption("Or load a CSV (model, from, to, replicas, gpus_per_replica, gpu_hour_usd, gpu_type, site) from the "
+               f"command line: `python -m finops fleet load FILE --db {store_label()}`; `fleet show` lists them.")
+    with st.form("fleet_reservations"):
+        st.markdown("**Reservations**: the replicas of a fleet a tenant reserved, the weights by which the "
+                    "'spread by reservations' policy charges out its idle GPU time.")
+        reservations_edit = st.data_editor(query(fleets.reservations), hide_index=True, num_rows="dynamic",
+                                           key="reservations_editor", column_config={
+            "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),
+            "tenant": st.column_config.TextColumn("Tenant", required=True),
+            "replicas": st.column_config.NumberColumn("Replicas reserved", min_value=0.0, required=True)})
+        save_reservations = st.form_submit_button("Save reservations", icon=":material/save:")
+    if save_reservations:
+        try:
+            n = fleets.save_reservations(cursor(), reservations_edit)
+        except InputError as exc:
+            st.error(f"Reservations not saved: {plain(exc)}", icon=":material/error:")
+        else:
+            st.toast(f"Saved {n} reservations.", icon=":material/check:")
+            st.rerun()
+    current_policy = query(fleets.default_policy)
+    with st.form("idle_policy_default"):
+        st.markdown("**Idle policy**: how reports and FOCUS exports charge idle GPU time unless they choose "
+                    "otherwise (the Cost page and `python -m finops report --idle-policy` do).")
+        keys = [p.key for p in pricing.IDLE_POLICIES]
+        labels = {p.key: f"{p.label}: {p.help}" for p in pricing.IDLE_POLICIES}
+        c1, c2 = st.columns([3, 2])
+        chosen = c1.selectbox("Default idle policy", keys, index=keys.index(current_policy.kind),
+                              format_func=labels.get, key="default_idle_policy")
+        centre_name = c2.text_input("Cost centre (for 'charge to a cost centre')",
+                                    value=current_policy.cost_centre or "platform", key="default_idle_centre")
+        save_policy = st.form_submit_button("Save the idle policy", icon=":material/save:")
+    if save_policy:
+        try:
+            saved = fleets.set_default_policy(cursor(), pricing.IdlePolicy(chosen, centre_name if chosen == "centre"
+                                                                          else ""))
+        except InputError as exc:
+            st.error(f"Idle policy not saved: {plain(exc)}", icon=":material/error:")
+        else:
+            st.toast(f"Idle GPU time is now charged: {saved.label}.", icon=":material/check:")
+            st.rerun()

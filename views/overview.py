@@ -4,13 +4,14 @@ import streamlit as st
 from finops import charts
 from finops.fmt import MISSING, usd
 from finops.ops import alerts
-from finops.spend import costviews
+from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
 from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
     no_alert_state,
+    plain,
     query,
     raw_rows_notice,
     source_label,
@@ -59,6 +60,9 @@ if k.idle_share is not None and k.idle_share >= 0.05:
     st.warning(f"**{usd(k.idle_usd)} ({100 * k.idle_share:.1f} %) of this spend is idle self-hosted GPU capacity**: "
                "GPU hours paid for that served no request. The Cost page shows it per model and hour.",
                icon=":material/memory:")
+    by_traffic = query(fleets.billing_basis).query("billed_by == 'traffic'")["model"]
+    if len(by_traffic):
+        st.caption(f"{', '.join(plain(m) for m in by_traffic)}: {fleets.TRAFFIC_NOTE} (Data page).")
 
 # ---- spend over time
 st.subheader("Spend over time")

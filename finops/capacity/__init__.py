@@ -10,6 +10,7 @@ Modules
 ``forecast``    hourly QPS forecasts with daily and weekly seasonality, a backtest, a replica plan
                 (imports statsmodels: seconds, so nothing here imports it until a forecast is asked for)
 ``autoscale``   the autoscaling simulator: reactive, warm-pool and predictive policies against cold starts
-``plans``       a forecast turned into replicas hour by hour; autoscaling policies compared on a ramp or forecast
+``plans``       a forecast turned into replicas hour by hour; autoscaling policies compared on a ramp or forecast;
+                the replicas a fleet was billed for against the hourly plan (capacity meets cost)
 """
 __all__ = ["autoscale", "calculator", "forecast", "loadtest", "observed", "plans", "queueing"]

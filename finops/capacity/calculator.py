@@ -25,8 +25,9 @@ from finops.capacity.queueing import MMCResult, ggc, required_servers
 from finops.errors import InputError
 
 __all__ = [
-    "BINDING_LABELS", "SWEET_SPOT", "WAIT_PERCENTILE", "CapacityResult", "FleetCost", "calculate", "check_positive",
-    "check_whole", "fleet_cost", "format_seconds", "p99_wait_by_replicas", "wait_by_utilization",
+    "BINDING_LABELS", "SWEET_SPOT", "WAIT_PERCENTILE", "CapacityResult", "FleetCost", "ReplicaNeed", "calculate",
+    "check_positive", "check_whole", "fleet_cost", "format_seconds", "p99_wait_by_replicas", "required_replicas",
+    "wait_by_utilization",
 ]
 
 SWEET_SPOT = (0.6, 0.75)          #: the utilisation band the seed recommends (section 2.4)
@@ -119,6 +120,40 @@ class CapacityResult:
         return bool(self.queue.stable)
 
 
+@dataclass(frozen=True)
+class ReplicaNeed:
+    """The fewest replicas meeting the targets, per arrival rate (arrays, or ints for a scalar rate)."""
+    replicas: np.ndarray                    #: ⌈servers / slots⌉ meeting target ρ and the wait SLA
+    replicas_with_redundancy: np.ndarray    #: ⌈replicas · (1 + redundancy)⌉
+    binding_constraint: np.ndarray          #: key of :data:`BINDING_LABELS`
+
+
+def required_replicas(arrival_rate_per_s, mean_service_s: float, slots_per_replica: int = 1, *,
+                      wait_sla_s: float | None = 2.0, target_utilization: float = 0.7, redundancy: float = 0.25,
+                      cv_service: float = 1.0, cv_arrival: float = 1.0,
+                      wait_percentile: float = WAIT_PERCENTILE) -> ReplicaNeed:
+    """The calculator's sizing rule, for one arrival rate or an array of them (an hourly plan): the fewest
+    servers ``c`` with ρ ≤ target and the P99 wait within the SLA (Allen–Cunneen, slots of μ = 1 / mean
+    service time each), ``⌈c / slots⌉`` replicas, then ``⌈replicas · (1 + redundancy)⌉``.
+
+    >>> need = required_replicas([0.0, 50.0], 0.5, wait_sla_s=None)
+    >>> need.replicas.tolist(), need.replicas_with_redundancy.tolist()
+    ([0, 36], [0, 45])
+    """
+    mean_s = check_positive("mean_service_s", mean_service_s)
+    slots = check_whole("slots_per_replica", slots_per_replica, 1)
+    if not 0 < target_utilization <= 1:
+        raise InputError(f"must be in (0, 1], got {target_utilization}", field="target_utilization")
+    if wait_sla_s is not None:
+        check_positive("wait_sla_s", wait_sla_s, allow_zero=True)
+    sizing = required_servers(arrival_rate_per_s, 1.0 / mean_s, target_utilization=target_utilization,
+                              wait_sla_s=wait_sla_s, wait_percentile=wait_percentile if wait_sla_s is not None else None,
+                              cv_arrival=cv_arrival, cv_service=cv_service)
+    need = np.ceil(np.asarray(sizing.servers, dtype=float) / slots).astype(int)
+    with_red = np.ceil(need * (1.0 + redundancy) - 1e-9).astype(int)
+    return ReplicaNeed(need, with_red, np.asarray(sizing.binding_constraint))
+
+
 def calculate(arrival_rate_per_s: float, mean_service_s: float, replicas: int, slots_per_replica: int = 1, *,
               wait_sla_s: float | None = 2.0, target_utilization: float = 0.7, redundancy: float = 0.25,
               cv_service: float = 1.0, cv_arrival: float = 1.0,
@@ -137,25 +172,20 @@ def calculate(arrival_rate_per_s: float, mean_service_s: float, replicas: int, s
     mean_s = check_positive("mean_service_s", mean_service_s)
     reps = check_whole("replicas", replicas, 0)
     slots = check_whole("slots_per_replica", slots_per_replica, 1)
-    if not 0 < target_utilization <= 1:
-        raise InputError(f"must be in (0, 1], got {target_utilization}", field="target_utilization")
-    if wait_sla_s is not None:
-        check_positive("wait_sla_s", wait_sla_s, allow_zero=True)
+    sizing = required_replicas(lam, mean_s, slots, wait_sla_s=wait_sla_s, target_utilization=target_utilization,
+                               redundancy=redundancy, cv_service=cv_service, cv_arrival=cv_arrival,
+                               wait_percentile=wait_percentile)
     mu = 1.0 / mean_s
     servers = reps * slots
     queue = ggc(lam, mu, servers, cv_arrival=cv_arrival, cv_service=cv_service)
-    sizing = required_servers(lam, mu, target_utilization=target_utilization, wait_sla_s=wait_sla_s,
-                              wait_percentile=wait_percentile if wait_sla_s is not None else None,
-                              cv_arrival=cv_arrival, cv_service=cv_service)
-    need = math.ceil(sizing.servers / slots)
-    with_red = math.ceil(need * (1.0 + redundancy) - 1e-9)
+    need, with_red = int(sizing.replicas), int(sizing.replicas_with_redundancy)
     met = None
     if wait_sla_s is not None:
         p = _wait_quantile(queue, wait_percentile)
         met = bool(queue.stable) and p <= wait_sla_s
     return CapacityResult(servers=servers, capacity_per_s=servers * mu, queue=queue, required_replicas=need,
                           required_replicas_with_redundancy=with_red,
-                          binding_constraint=str(sizing.binding_constraint), wait_sla_met=met)
+                          binding_constraint=str(sizing.binding_constraint.item()), wait_sla_met=met)
 
 
 def _wait_quantile(queue: MMCResult, p: float) -> float:

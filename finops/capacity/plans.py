@@ -4,6 +4,11 @@
   served QPS, forecast by :mod:`finops.capacity.forecast`, sized hour by hour at the target ρ.
 * **Autoscaling** (:func:`policies_for`, :func:`simulate_policies`): the seed's ramp or the forecast's
   climb to its peak, policy by policy, by :mod:`finops.capacity.autoscale`.
+* **Capacity meets cost** (:func:`compare_plan`, :func:`fleet_against_plan`): the replicas the fleet was
+  billed for (its schedule, :mod:`finops.spend.fleets`) hour by hour against the replicas the calculator's
+  sizing rule (:func:`finops.capacity.calculator.required_replicas`: target ρ and the P99 wait SLA) gives
+  for each hour's traffic, in replica-hours and dollars, with the hours the fleet was short; and, from a
+  forecast, the same ahead against the schedule still in force.
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ import pandas as pd
 from finops import sql
 from finops.capacity import autoscale
 from finops.capacity.calculator import check_positive, check_whole
-from finops.capacity.observed import fleet_filters
+from finops.capacity.calculator import required_replicas as calculator_required
+from finops.capacity.observed import fleet_filters, observed_load
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -26,8 +32,8 @@ if TYPE_CHECKING:                    # statsmodels takes seconds to import: only
     from finops.capacity.forecast import ForecastResult
 
 __all__ = [
-    "POLICY_NAMES", "AutoscaleRun", "ForecastPlan", "forecast_plan", "forecast_window", "hourly_qps", "policies_for",
-    "simulate_policies",
+    "POLICY_NAMES", "AutoscaleRun", "FleetPlan", "ForecastPlan", "PlanComparison", "compare_plan", "fleet_against_plan",
+    "forecast_plan", "forecast_window", "hourly_qps", "policies_for", "simulate_policies",
 ]
 
 
@@ -216,3 +222,190 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
                 "over the SLA (long requests on few slots): lower the target utilisation, or plan with the "
                 "calculator's required replicas, which meet the SLA.")
     return AutoscaleRun(traffic_label=label, summary=summary, timeline=agg, step_s=step, note=note)
+
+
+# ---------------------------------------------------------------- capacity meets cost
+
+@dataclass(frozen=True)
+class PlanComparison:
+    """The replicas a fleet was billed for against a replica plan, hour by hour.
+
+    ``hours`` (index ``ts``): ``qps``, ``replicas_billed`` (replica-hours in the hour), ``replicas_planned``,
+    ``usd_per_replica_hour``, ``cost_billed_usd``, ``cost_planned_usd`` and ``short`` (the plan needs more
+    than was billed). Totals in replica-hours and dollars; ``saving_usd`` = billed − planned (what scaling
+    to the plan saves; negative: the plan costs more, to cover the hours the fleet was short);
+    ``surplus_usd`` what trimming the surplus hours alone saves.
+    """
+
+    hours: pd.DataFrame
+    replica_hours_billed: float
+    replica_hours_planned: float
+    surplus_replica_hours: float
+    short_replica_hours: float
+    short_hours: int
+    cost_billed_usd: float
+    cost_planned_usd: float
+    surplus_usd: float
+    saving_usd: float
+
+    def sentence(self, span: str = "over the period") -> str:
+        """The result in one line, e.g. "scaling to the plan would have saved $64.00 over the period at the
+        same SLA (32 replica-hours of 96)"."""
+        short = (f"; the fleet was short in {self.short_hours:,} hour{'s' if self.short_hours != 1 else ''} "
+                 f"({self.short_replica_hours:,.4g} replica-hours under the plan)") if self.short_hours else ""
+        if self.saving_usd >= 0.005:
+            head = (f"scaling to the plan would have saved ${self.saving_usd:,.2f} {span} at the same SLA "
+                    f"({self.replica_hours_billed - self.replica_hours_planned:,.4g} of "
+                    f"{self.replica_hours_billed:,.4g} replica-hours)")
+        elif self.saving_usd <= -0.005:
+            head = (f"meeting the SLA in every hour would have cost ${-self.saving_usd:,.2f} more {span} "
+                    f"({self.replica_hours_planned - self.replica_hours_billed:,.4g} replica-hours)")
+        else:
+            head = f"the fleet matched the plan {span}"
+        return head + short
+
+
+def compare_plan(replicas_billed, replicas_planned, usd_per_replica_hour, qps=None) -> PlanComparison:
+    """Billed replicas ``b_h`` against planned ``p_h``, each hour ``h`` at ``usd_h`` a replica-hour
+    (pandas Series on one hourly index, or arrays)::
+
+        saving = Σ (b_h − p_h) · usd_h;   surplus = Σ max(b_h − p_h, 0);   short = Σ max(p_h − b_h, 0)
+
+    >>> r = compare_plan([4] * 24, [2] * 16 + [4] * 8, [2.0] * 24)     # flat 4 against 2 off-peak, 4 at peak
+    >>> r.surplus_replica_hours, r.saving_usd, r.short_hours
+    (32.0, 64.0, 0)
+    """
+    idx = replicas_billed.index if isinstance(replicas_billed, pd.Series) else None
+    b = np.asarray(replicas_billed, dtype=float)
+    p = np.asarray(replicas_planned, dtype=float)
+    usd = np.asarray(usd_per_replica_hour, dtype=float)
+    if not (b.shape == p.shape == usd.shape):
+        raise InputError("billed replicas, planned replicas and their prices must cover the same hours")
+    if (b < 0).any() or (p < 0).any() or (usd < 0).any() or not np.isfinite(np.concatenate([b, p, usd])).all():
+        raise InputError("replicas and prices must be finite and not negative")
+    q = np.full(b.shape, np.nan) if qps is None else np.asarray(qps, dtype=float)
+    hours = pd.DataFrame({"qps": q, "replicas_billed": b, "replicas_planned": p, "usd_per_replica_hour": usd,
+                          "cost_billed_usd": b * usd, "cost_planned_usd": p * usd, "short": p > b + 1e-9},
+                         index=idx if idx is not None else pd.RangeIndex(b.size, name="hour"))
+    surplus = np.maximum(b - p, 0.0)
+    return PlanComparison(
+        hours=hours, replica_hours_billed=float(b.sum()), replica_hours_planned=float(p.sum()),
+        surplus_replica_hours=float(surplus.sum()), short_replica_hours=float(np.maximum(p - b, 0.0).sum()),
+        short_hours=int(hours["short"].sum()), cost_billed_usd=float((b * usd).sum()),
+        cost_planned_usd=float((p * usd).sum()), surplus_usd=float((surplus * usd).sum()),
+        saving_usd=float(((b - p) * usd).sum()))
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """A self-hosted fleet's billed replicas against the sizing rule's plan (:func:`fleet_against_plan`).
+
+    ``state`` is ``ok``, ``not_self_hosted`` (no self-hosted row in the price book), ``no_timing`` (no
+    service time to size with) or ``no_hours`` (nothing billed and no traffic in the filters);
+    ``message`` says why. ``past`` compares the period's hours sized on their own traffic; ``ahead``
+    the forecast's hours against the schedule in force then (None unless asked, or when the
+    forecast cannot be made: ``ahead_message``). ``billed_by`` says how the fleet is billed.
+    """
+
+    state: str
+    message: str | None
+    model: str
+    past: PlanComparison | None
+    ahead: PlanComparison | None
+    ahead_message: str | None
+    billed_by: str
+    mean_service_s: float | None
+    slots_per_replica: int | None
+    gpus_per_replica: int | None
+    gpu_hour_usd: float | None
+
+
+def _size(qps: np.ndarray, need_kwargs: dict, min_replicas: int) -> np.ndarray:
+    need = calculator_required(qps, **need_kwargs)
+    return np.maximum(need.replicas_with_redundancy, min_replicas).astype(float)
+
+
+def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model: str, *,
+                       mean_service_s: float | None = None, slots_per_replica: int | None = None,
+                       target_utilization: float = 0.7, wait_sla_s: float | None = 2.0, redundancy: float = 0.25,
+                       cv_service: float | None = None, cv_arrival: float | None = None, min_replicas: int = 1,
+                       days_ahead: int = 0) -> FleetPlan:
+    """``model``'s billed replicas in the period of ``f`` hour by hour (:func:`finops.spend.pricing.fleet_utilization`)
+    against the replicas the calculator's sizing rule gives each hour's served traffic
+    (:func:`finops.capacity.calculator.required_replicas`, at least ``min_replicas``), priced at the hour's
+    $ per replica-hour (its schedule's GPUs × rate; the book's where nothing was billed).
+
+    Service time, CVs and slots default to what the logs measured in the model's busiest hour and the
+    price book (:func:`finops.capacity.observed.observed_load`). With ``days_ahead``, the forecast's hours
+    (:func:`finops.capacity.forecast.forecast_qps`) are sized the same way and set against the schedule
+    in force then (the book's fleet for a model billed while it serves traffic).
+    """
+    from finops.spend import costviews, fleets, pricing
+
+    book = con.execute("SELECT gpus_per_replica, gpu_hour_usd, slots_per_replica FROM prices "
+                       "WHERE model = ? AND kind = 'self_hosted'", [model]).fetchall()
+    basis = fleets.billing_basis(con).set_index("model")
+    billed_by = basis.loc[model, "how"] if model in basis.index else ""
+    empty = dict(model=model, past=None, ahead=None, ahead_message=None, billed_by=billed_by)
+    if not book:
+        return FleetPlan("not_self_hosted", f"{model} is not a self-hosted model of the price book: nothing is "
+                         "billed per GPU-hour to compare", mean_service_s=None, slots_per_replica=None,
+                         gpus_per_replica=None, gpu_hour_usd=None, **empty)
+    gpus, rate, book_slots = book[0]
+    f = fleet_filters(f)
+    measured = observed_load(con, replace(f, models=(model,)))
+    row = measured.iloc[0] if len(measured) else None
+    mean_s = mean_service_s if mean_service_s is not None else (
+        row["mean_service_s"] if row is not None and pd.notna(row["mean_service_s"]) else None)
+    slots = int(slots_per_replica or (book_slots if book_slots is not None and pd.notna(book_slots) else 1))
+    out = dict(mean_service_s=mean_s, slots_per_replica=slots, gpus_per_replica=None if gpus is None else int(gpus),
+               gpu_hour_usd=None if rate is None else float(rate))
+    if mean_s is None:
+        return FleetPlan("no_timing", f"the logs carry no service time for {model}: there is nothing to size a "
+                         "plan with (give a mean service time)", **empty, **out)
+    need_kwargs = dict(mean_service_s=float(mean_s), slots_per_replica=slots, wait_sla_s=wait_sla_s,
+                       target_utilization=target_utilization, redundancy=redundancy,
+                       cv_service=cv_service if cv_service is not None else (
+                           float(row["cv_service"]) if row is not None else 1.0),
+                       cv_arrival=cv_arrival if cv_arrival is not None else (
+                           float(row["cv_arrival"]) if row is not None else 1.0))
+    floor = check_whole("min_replicas", min_replicas, 0)
+    book_usd = float(gpus or 0) * float(rate or 0)
+    period = costviews.period_of(con, f)
+    util = pricing.fleet_utilization(con, period.since, period.until)
+    util = util[util["model"] == model].set_index("hour")
+    qps = hourly_qps(con, period, model)
+    index = util.index.union(qps.index).rename("ts")
+    if index.empty:
+        return FleetPlan("no_hours", f"{model} was neither billed nor served traffic in these filters", **empty, **out)
+    billed = util["replicas"].reindex(index).fillna(0.0)
+    usd = (util["fleet_cost_usd"] / util["replicas"].where(util["replicas"] > 0)).reindex(index).fillna(book_usd)
+    lam = qps.reindex(index).fillna(0.0)
+    past = compare_plan(billed, _size(lam.to_numpy(), need_kwargs, floor), usd, lam.to_numpy())
+    ahead, ahead_message = None, None
+    if days_ahead:
+        from finops.capacity.forecast import forecast_qps
+        try:
+            fc = forecast_qps(hourly_qps(con, f, model), days=days_ahead)
+        except InputError as exc:
+            ahead_message = str(exc)
+        else:
+            hours = fc.frame.index
+            if hours.tz is not None:                        # the forecast's hours are UTC; the store's naive UTC
+                hours = hours.tz_convert("UTC").tz_localize(None)
+            start, end = hours.min().to_pydatetime(), (hours.max() + pd.Timedelta(hours=1)).to_pydatetime()
+            later = pricing.fleet_utilization(con, start, end)
+            later = later[later["model"] == model].set_index("hour")
+            if basis.loc[model, "billed_by"] == "traffic":     # billed while serving: the book's fleet runs on
+                book_replicas = con.execute("SELECT replicas FROM prices WHERE model = ? AND kind = 'self_hosted'",
+                                            [model]).fetchall()[0][0] or 0
+                b_ahead = pd.Series(float(book_replicas), index=hours)
+                u_ahead = pd.Series(book_usd, index=hours)
+            else:
+                b_ahead = later["replicas"].reindex(hours).fillna(0.0)
+                u_ahead = (later["fleet_cost_usd"] / later["replicas"].where(later["replicas"] > 0)).reindex(
+                    hours).fillna(book_usd)
+            q_ahead = fc.frame["qps"].to_numpy(dtype=float)
+            b_ahead.index = u_ahead.index = hours.rename("ts")
+            ahead = compare_plan(b_ahead, _size(q_ahead, need_kwargs, floor), u_ahead, q_ahead)
+    return FleetPlan("ok", None, model, past, ahead, ahead_message, billed_by, **out)

@@ -8,6 +8,7 @@ from finops.commands._common import add_db, add_filters, db_path, filters_from, 
 from finops.jsonutil import records
 from finops.spend import pricing
 from finops.spend import report as spend
+from finops.spend.pricing import IdlePolicy
 
 NAME = "report"
 HELP = "Spend, tokens, $ per 1M tokens and error rate per group."
@@ -21,10 +22,16 @@ def add_arguments(p) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="a JSON list of objects")
     out.add_argument("--csv", action="store_true", help="CSV on stdout")
+    out.add_argument("--focus", action="store_true",
+                     help="FOCUS 1.2 cost-and-usage rows as CSV on stdout (one per day, tenant, model, tier, meter)")
     p.add_argument("--no-idle", action="store_true", help="leave out idle self-hosted capacity")
     p.add_argument("--unit-costs", action="store_true",
                    help="per model, $ per 1M served tokens: billed (API models), allocated (self-hosted, busy GPU "
                         "time) and fully loaded (self-hosted, idle included)")
+    p.add_argument("--idle-policy", metavar="POLICY",
+                   help="how idle GPU time is charged: apart (its own row), usage (spread over tenants by busy "
+                        "time), reservations (by the replicas they reserved) or centre:NAME (one cost centre); "
+                        "default: the store's (python -m finops fleet policy)")
     p.add_argument("--reconcile", action="store_true",
                    help="per model and provider: the cost the logs recorded against the same requests at list "
                         "prices, and the requests a source could not price (it wrote 0)")
@@ -32,19 +39,25 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     con = store.connect(db_path(args))
+    policy = IdlePolicy.parse(args.idle_policy) if args.idle_policy else None
     unpriced = pricing.unpriced_models(con)
     if len(unpriced):
         names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                        strict=True))
         print(f"warning: no price for {names}: {unpriced['share_of_requests'].sum():.1%} of requests are "
               "counted at $0. Add a price book row or an alias (Data page, or data/prices.csv).", file=sys.stderr)
+    if args.focus:
+        from finops.spend import exports
+        sys.stdout.write(exports.focus_csv(exports.focus_frame(con, filters_from(args), idle_policy=policy)))
+        return 0
     if args.reconcile:
         frame = spend.reconcile(con, filters_from(args))
     elif args.unit_costs:
         frame = spend.unit_costs(con, filters_from(args))
     else:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
-        frame = spend.report(con, filters_from(args), by, include_idle=False if args.no_idle else None)
+        frame = spend.report(con, filters_from(args), by, include_idle=False if args.no_idle else None,
+                             idle_policy=policy)
         cols = [*by, "requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
                 "reasoning_tokens", "served_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"]
         frame = frame[cols]

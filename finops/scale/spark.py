@@ -42,7 +42,7 @@ from finops.errors import InputError
 LOADER_DEFAULT_TENANT = "default"
 #: functions whose DuckDB meaning Spark SQL shares for the arguments the measures give them: a measure
 #: calling only these runs in Spark as written (with CAST and ``count(*) FILTER (WHERE ...)``)
-SAME_IN_SPARK = frozenset({"count", "sum", "coalesce", "greatest", "round"})
+SAME_IN_SPARK = frozenset({"count", "sum", "coalesce", "greatest", "round", "nullif"})
 #: measure -> (its DuckDB fragment, the Spark SQL fragment of the same meaning). DuckDB's
 #: ``json_extract(attrs, '$.k') IS NOT NULL`` is true when the key is there, a JSON ``null`` too;
 #: Spark's ``get_json_object`` would say null for that, so the key is looked up among the object's keys.

@@ -17,8 +17,9 @@ below ``S``. With fewer than two complete days there is no spread to measure: th
 rate so far and the interval is unknown (NaN). A month that has ended has ``d = 0``.
 
 A tenant is **over budget** when the forecast exceeds its budget, **at risk** when only the upper end
-of the interval does, and **on track** otherwise. Idle self-hosted capacity is a fleet cost: it is in no
-tenant's budget.
+of the interval does, and **on track** otherwise. Idle self-hosted capacity kept apart is a fleet cost, in no
+tenant's budget; where the store's idle policy charges it out (:func:`finops.spend.fleets.default_policy`),
+each tenant's share counts in its spend, as on its chargeback.
 
 >>> r = forecast_month_end([10.0, 12.0, 8.0, 10.0], spent_usd=40.0, days_left=10.0)
 >>> round(r.forecast_usd, 2), round(r.low_usd, 2), round(r.high_usd, 2)
@@ -177,7 +178,7 @@ class BudgetReport:
     confidence: float
     table: pd.DataFrame             # one row per tenant (see status())
     daily: pd.DataFrame             # tenant, day, spent_usd (complete and partial days)
-    idle_usd: float                 # idle capacity this month (no tenant's budget)
+    idle_usd: float                 # idle capacity this month kept apart (no tenant's budget)
 
 
 def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_of: datetime | None = None,

@@ -30,10 +30,11 @@ IDLE = spend.IDLE_TENANT
 # ---------------------------------------------------------------- periods
 
 def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
-    """``f`` with ``since``/``until`` filled from the store's span where open (whole hours)."""
+    """``f`` with ``since``/``until`` filled from the store's span where open (whole hours; the traffic's and
+    the declared fleet periods', :func:`finops.spend.pricing.store_span`)."""
     if f.since is not None and f.until is not None:
         return f
-    lo, hi = con.execute("SELECT min(hour), max(hour) FROM rollup_hourly").fetchall()[0]
+    lo, hi = pricing.store_span(con)
     if lo is None:
         return f
     return Filters(since=f.since or lo, until=f.until or hi + timedelta(hours=1), tenants=f.tenants,
@@ -167,8 +168,8 @@ def kpis_with_change(con: duckdb.DuckDBPyConnection, f: Filters) -> PeriodKpis:
         change, text = _change(spec, v, p)
         items.append(KpiChange(spec, v, p, change, text))
     idle = 0.0
-    if not f.tenants and not f.sla_tiers:
-        by_tenant = spend.report(con, period, by=["tenant"])
+    if not f.tenants and not f.sla_tiers:       # idle GPU time as such, whatever policy charges it out
+        by_tenant = spend.report(con, period, by=["tenant"], idle_policy=pricing.KEEP_APART)
         idle = float(by_tenant.loc[by_tenant["tenant"] == IDLE, "cost_usd"].sum())
     return PeriodKpis(cur, prev, period, prev_period, tuple(items), _coverage(con, prev_period), idle)
 
@@ -215,7 +216,8 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
 def spend_over_time(con: duckdb.DuckDBPyConnection, f: Filters, grain_name: str | None = None,
                     include_idle: bool = True) -> pd.DataFrame:
     """Spend per time bucket and model; idle self-hosted capacity is its own series ``(idle capacity)``
-    (unless ``include_idle`` is False, or the filters pick tenants or tiers).
+    (unless ``include_idle`` is False, or the filters pick tenants or tiers), or, under an idle policy that
+    charges it out, part of its model's series.
 
     Columns: period (bucket start), series, cost_usd, requests. The grain follows the range
     (:func:`finops.sql.grain_for`) unless given.
@@ -238,15 +240,19 @@ class TopTenants:
     trend: pd.DataFrame     # period, tenant, cost_usd (the top tenants only)
     grain: str
     others: int             # tenants not in the top n
-    idle_usd: float         # idle capacity in the period (not a tenant)
+    idle_usd: float         # idle capacity in the period kept apart (in no tenant's total)
 
 
 def top_tenants(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 8) -> TopTenants:
     """The ``n`` tenants with the highest spend, their share of tenant spend, change against the previous
-    period of equal length, and their spend per time bucket (for trend lines)."""
+    period of equal length, and their spend per time bucket (for trend lines). A tenant's spend includes
+    its share of idle GPU time where the store's idle policy charges it out; idle kept apart is
+    ``idle_usd``, in no tenant's total."""
     period = period_of(con, f)
     g = grain(con, f)
-    by_tenant = spend.report(con, period, by=["tenant"], include_idle=False)
+    whole = spend.report(con, period, by=["tenant"])
+    idle = float(whole.loc[whole["tenant"] == IDLE, "cost_usd"].sum())
+    by_tenant = whole[whole["tenant"] != IDLE]
     by_tenant = by_tenant.sort_values("cost_usd", ascending=False, kind="stable")
     total = float(by_tenant["cost_usd"].sum())
     top = by_tenant.head(n)
@@ -255,17 +261,14 @@ def top_tenants(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 8) -> TopTe
                           "requests": top["requests"]})
     prev = pd.DataFrame(columns=["tenant", "cost_usd"])
     if period.since is not None:
-        prev = spend.report(con, period.shifted_back(), by=["tenant"], include_idle=False)[["tenant", "cost_usd"]]
+        prev = spend.report(con, period.shifted_back(), by=["tenant"])[["tenant", "cost_usd"]]
+        prev = prev[prev["tenant"] != IDLE]
     table = table.merge(prev.rename(columns={"cost_usd": "previous_cost_usd"}), on="tenant", how="left")
     pc = table["previous_cost_usd"].astype("float64")
     table["change"] = ((table["cost_usd"] - pc) / pc).where(pc > 0)
     trend = spend.report(con, Filters(since=period.since, until=period.until, tenants=tuple(top["tenant"]),
-                                      models=f.models, sla_tiers=f.sla_tiers), by=[g, "tenant"], include_idle=False)
+                                      models=f.models, sla_tiers=f.sla_tiers), by=[g, "tenant"])
     trend = trend.rename(columns={g: "period"})[["period", "tenant", "cost_usd"]]
-    idle = 0.0
-    if not f.tenants and not f.sla_tiers:
-        whole = spend.report(con, period, by=["tenant"])
-        idle = float(whole.loc[whole["tenant"] == IDLE, "cost_usd"].sum())
     return TopTenants(table.reset_index(drop=True), trend, g, max(len(by_tenant) - n, 0), idle)
 
 
@@ -373,6 +376,79 @@ def token_effect(mix: pd.DataFrame) -> TokenEffect:
                        float(mix["prompt_cache_saving_usd"].sum()), cost)
 
 
+# ---------------------------------------------------------------- $ per 1M input and output tokens
+
+TOKEN_CLASS_COLUMNS = ("model", "kind", "input_tokens", "output_tokens", "input_usd_per_1m", "output_usd_per_1m",
+                       "input_usd_per_1m_with_idle", "output_usd_per_1m_with_idle", "split_measured_share", "basis")
+
+
+def token_class_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """$ per 1M input and per 1M output tokens of every model with traffic, self-hosted beside API.
+
+    * API models: the cost of the tokens priced at the rows in force (book or catalogue; tiers, dates and
+      prompt-cache prices as billed) per 1M priced input tokens and per 1M output tokens. Requests whose
+      cost the logs recorded are left out (their split is unknown).
+    * Self-hosted models: the GPU time allocated to requests (their busy share of the fleet) split into
+      input and output by prefill against decode time (:data:`finops.sql.PREFILL_SHARE`; measured where the
+      logs time both, else the documented estimate from tokens), per 1M served input and output tokens.
+      ``*_with_idle`` adds the model's idle GPU time in the period, split the same way: what a token costs
+      when the whole fleet is paid for by its traffic. ``split_measured_share`` is the share of busy time
+      whose split was measured.
+
+    The fleet is shared: tenant and tier filters do not apply; the period and models do.
+    Columns: TOKEN_CLASS_COLUMNS.
+    """
+    period = period_of(con, f)
+    fleet_f = Filters(since=period.since, until=period.until, models=f.models)
+    src, params = spend.rollup_source(fleet_f)
+    hours, hparams = pricing.hours_sql(period.since, period.until)
+    served_in = "(r.input_tokens - r.cache_uncached_input_tokens - r.cache_cached_input_tokens)"
+    served_out = "(r.output_tokens - r.cache_output_tokens)"
+    by_tokens = sql.prefill_share_by_tokens(served_in, served_out)
+    served = sql.served_requests("r")
+    api = con.execute(f"""
+WITH r AS ({src}), p AS ({pricing.picked_prices_sql(pricing.PRICE_KEYS_SQL)})
+SELECT r.model, sum(r.priced_uncached_input_tokens + r.priced_cached_input_tokens + r.priced_cache_write_tokens
+                    + r.priced_cache_write_1h_tokens) AS input_tokens, sum(r.priced_output_tokens) AS output_tokens,
+       sum({pricing.PRICED_INPUT_COST_SQL}) AS input_usd, sum({pricing.PRICED_OUTPUT_COST_SQL}) AS output_usd
+FROM r JOIN p ON {pricing.PRICE_JOIN_SQL}
+WHERE coalesce(p.kind, 'api') = 'api' GROUP BY 1 HAVING sum(r.priced_requests) > 0 ORDER BY 1""", params).df()
+    gpu = con.execute(f"""
+WITH r AS ({src}), alloc AS MATERIALIZED ({pricing.alloc_sql(hours)}),
+idle AS (SELECT model, sum(fleet_cost_usd - allocated_usd) AS idle_usd FROM alloc GROUP BY 1)
+SELECT r.model, sum({served_in}) AS input_tokens, sum({served_out}) AS output_tokens,
+       sum({pricing.allocated_sql('r.busy_prefill_ms', f'{served} * {by_tokens}')}) AS input_usd,
+       sum({pricing.allocated_sql('r.busy_ms', served)}) AS gpu_usd,
+       sum(r.busy_ms) AS busy_ms, sum(r.busy_split_estimated_ms) AS estimated_ms, any_value(i.idle_usd) AS idle_usd
+FROM r JOIN alloc a ON a.model = r.model AND a.hour = r.hour LEFT JOIN idle i ON i.model = r.model
+GROUP BY 1 ORDER BY 1""", params + hparams).df()
+
+    def per_1m(usd, tokens):
+        return float(usd) / float(tokens) * 1e6 if tokens and tokens > 0 and pd.notna(usd) else None
+
+    rows = []
+    for r in api.itertuples(index=False):
+        i, o = per_1m(r.input_usd, r.input_tokens), per_1m(r.output_usd, r.output_tokens)
+        rows.append((r.model, "api", int(r.input_tokens), int(r.output_tokens), i, o, i, o, None,
+                     "list prices in force (price book or catalogue)"))
+    for r in gpu.itertuples(index=False):
+        gpu_usd = float(r.gpu_usd) if pd.notna(r.gpu_usd) else 0.0
+        input_usd = float(r.input_usd) if pd.notna(r.input_usd) else 0.0
+        output_usd = gpu_usd - input_usd
+        extra = float(r.idle_usd) if pd.notna(r.idle_usd) else 0.0
+        in_share = input_usd / gpu_usd if gpu_usd > 0 else 0.5
+        measured = 1 - float(r.estimated_ms) / float(r.busy_ms) if r.busy_ms and r.busy_ms > 0 else 0.0
+        basis = ("GPU time split by measured prefill and decode time" if measured >= 0.9995 else
+                 f"GPU time split by prefill and decode time, {measured:.0%} measured; the rest estimated from "
+                 f"tokens (an output token as {sql.DECODE_TOKEN_WEIGHT} input tokens)")
+        rows.append((r.model, "self_hosted", int(r.input_tokens), int(r.output_tokens),
+                     per_1m(input_usd, r.input_tokens), per_1m(output_usd, r.output_tokens),
+                     per_1m(input_usd + extra * in_share, r.input_tokens),
+                     per_1m(output_usd + extra * (1 - in_share), r.output_tokens), measured, basis))
+    out = pd.DataFrame(rows, columns=list(TOKEN_CLASS_COLUMNS))
+    return out.sort_values(["kind", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
 # ---------------------------------------------------------------- cost per request (raw rows)
 
 def request_costs_sql(where: str, hours_sql: str, sample_pct: float | None = None) -> str:
@@ -399,9 +475,7 @@ SELECT q.model, q.tenant,
        + coalesce(q.cached_input_tokens, 0) * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
        + coalesce(q.output_tokens, 0) * coalesce(p.output_usd_per_1m, 0)) / 1e6 + coalesce(p.request_usd, 0)
     ELSE 0 END
-  + CASE WHEN {served} AND a.model IS NOT NULL THEN
-      CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * q.busy_ms / a.busy_ms
-           WHEN a.served > 0 THEN a.allocated_usd / a.served ELSE 0 END
+  + CASE WHEN {served} AND a.model IS NOT NULL THEN coalesce({pricing.allocated_sql('q.busy_ms', '1')}, 0)
     ELSE 0 END AS cost_usd
 FROM q LEFT JOIN prices p ON p.model = q.model
        LEFT JOIN alloc a ON a.model = q.model AND a.hour = {sql.time_bucket('hour', 'q.ts')}"""
@@ -467,7 +541,8 @@ FROM b GROUP BY model, k ORDER BY model, k""").df()
 @dataclass(frozen=True)
 class GpuFleet:
     series: pd.DataFrame    # period, model, fleet_cost_usd, allocated_usd, idle_usd, utilization
-    summary: pd.DataFrame   # model, fleet_cost_usd, allocated_usd, idle_usd, idle_share, utilization
+    summary: pd.DataFrame   # model, fleet_cost_usd, allocated_usd, idle_usd, idle_share, utilization, gpu_hours,
+                            # hours_billed, billed_by, how, unbilled_requests
     grain: str
 
 
@@ -476,8 +551,11 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
 
     Hourly up to 31 days, daily beyond. Utilisation of a bucket is allocated / fleet cost (the busy
     share of paid GPU time). The fleet is shared, so tenant and tier filters do not apply here; model
-    filters do.
+    filters do. The summary says how each fleet is billed (``billed_by``: declared, inferred or traffic;
+    ``how`` in words, :data:`finops.spend.fleets.TRAFFIC_NOTE` where no schedule is declared), its GPU-hours
+    and hours billed, and ``unbilled_requests``: served requests in hours its declared schedule leaves out.
     """
+    from finops.spend import fleets
     period = period_of(con, f)
     util = pricing.fleet_utilization(con, period.since, period.until)
     if f.models:
@@ -487,9 +565,24 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
     util = util.assign(period=util["hour"] if g == "hour" else util["hour"].dt.floor("D"))
     series = util.groupby(["period", "model"], as_index=False)[["fleet_cost_usd", "allocated_usd", "idle_usd"]].sum()
     series["utilization"] = (series["allocated_usd"] / series["fleet_cost_usd"]).where(series["fleet_cost_usd"] > 0)
-    summary = util.groupby("model", as_index=False)[["fleet_cost_usd", "allocated_usd", "idle_usd"]].sum()
+    summary = util.groupby("model", as_index=False).agg(
+        fleet_cost_usd=("fleet_cost_usd", "sum"), allocated_usd=("allocated_usd", "sum"), idle_usd=("idle_usd", "sum"),
+        gpu_hours=("gpu_hours", "sum"), hours_billed=("hour", "nunique"))
     summary["idle_share"] = (summary["idle_usd"] / summary["fleet_cost_usd"]).where(summary["fleet_cost_usd"] > 0)
     summary["utilization"] = 1 - summary["idle_share"]
+    basis = fleets.billing_basis(con)
+    unbilled = pd.DataFrame({"model": pd.Series(dtype=object), "unbilled_requests": pd.Series(dtype="int64")})
+    if (basis["billed_by"] != "traffic").any():      # billed while serving traffic, no served hour goes unbilled
+        unbilled = fleets.unbilled_requests(con, period.since, period.until).rename(
+            columns={"requests": "unbilled_requests"})
+    if f.models:
+        unbilled = unbilled[unbilled["model"].isin(f.models)]
+    # a model whose schedule leaves the whole period out still shows, with its unbilled requests
+    summary = summary.merge(unbilled, on="model", how="outer")
+    money = ["fleet_cost_usd", "allocated_usd", "idle_usd", "gpu_hours", "hours_billed", "unbilled_requests"]
+    summary[money] = summary[money].fillna(0)
+    summary[["hours_billed", "unbilled_requests"]] = summary[["hours_billed", "unbilled_requests"]].astype("int64")
+    summary = summary.merge(basis[["model", "billed_by", "how"]], on="model", how="left")
     return GpuFleet(series, summary, g)
 
 
@@ -499,13 +592,15 @@ SHOWBACK_COLUMNS = ("tenant", "model", "requests", "input_tokens", "output_token
                     "tokens", "cost_usd", "cost_per_1m_tokens", "share")
 
 
-def showback(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """Showback / chargeback: spend per tenant x model. Idle self-hosted capacity is the tenant
-    ``(idle capacity)`` (kept unless the filters pick tenants or tiers), so the rows add up to the bill.
+def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.IdlePolicy | None = None) -> pd.DataFrame:
+    """Showback / chargeback: spend per tenant x model. Idle self-hosted capacity follows ``idle_policy``
+    (the store's default when None): kept apart it is the tenant ``(idle capacity)`` (kept unless the
+    filters pick tenants or tiers); charged out it is in the tenants' rows. Either way the rows add up to
+    the bill.
 
     Columns: SHOWBACK_COLUMNS; ``share`` is the row's share of the table's total.
     """
-    rep = spend.report(con, period_of(con, f), by=["tenant", "model"])
+    rep = spend.report(con, period_of(con, f), by=["tenant", "model"], idle_policy=idle_policy)
     out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"])
     total = float(out["cost_usd"].sum())
     out["share"] = out["cost_usd"] / total if total > 0 else 0.0

@@ -163,16 +163,17 @@ def invoice_id(account_id: str, provider: str, billing_period_start) -> str:
     return f"finops-{account_id}-{issuer}-{pd.Timestamp(billing_period_start):%Y-%m}"
 
 
-def _usage_sql(con, period) -> tuple[str, list]:
-    """Costed rollup rows summed per UTC day, tenant, model and tier, with each meter's served and priced
-    quantity (one implementation of the costs: ``spend.report.costed``)."""
+def _usage_sql(con, period, idle_policy=None) -> tuple[str, list]:
+    """Costed rollup rows summed per UTC day, tenant, model, tier, charge and GPU rate, with each meter's
+    served and priced quantity (one implementation of the costs: ``spend.report.costed``)."""
     from finops.spend import report as spend
-    costed_sql, params = spend.costed(con, period)
+    costed_sql, params = spend.costed(con, period, idle_policy=idle_policy)
     meters = ", ".join(f"coalesce(sum({m.served_sql}), 0) AS served_{m.key}, "
                        f"coalesce(sum({m.priced_sql}), 0) AS priced_{m.key}" for m in API_METERS)
     prices = ", ".join(f"list_{c}" for c in ("input_usd_per_1m", "cached_input_usd_per_1m", "cache_write_usd_per_1m",
                                               "cache_write_1h_usd_per_1m", "output_usd_per_1m", "request_usd"))
-    return (f"SELECT {sql.time_bucket('day', 'hour')} AS day, tenant, model, sla_tier, is_idle, price_kind, {prices}, "
+    return (f"SELECT {sql.time_bucket('day', 'hour')} AS day, tenant, model, sla_tier, is_idle, charge, gpu_hour_usd, "
+            f"price_kind, {prices}, "
             f"coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(recorded_cost_usd), 0) AS recorded_cost_usd, "
             f"{meters} FROM ({costed_sql}) GROUP BY ALL ORDER BY 1, 2, 3, 4", params)
 
@@ -199,7 +200,8 @@ def _charges(g, p, kind: str) -> list[tuple[Meter, Decimal, Decimal, Decimal, De
     recorded = _dec(g.recorded_cost_usd)
     rows: list[list] = []
     if kind == "self_hosted":
-        rate = _book_price(p, GPU_METER) or Decimal(0)
+        # the fleet's rate in those hours (its schedule's), else the book's
+        rate = _dec(g.gpu_hour_usd) if pd.notna(g.gpu_hour_usd) else _book_price(p, GPU_METER) or Decimal(0)
         gpu_usd = _dec(g.cost_usd) - recorded                  # allocated busy share, or the idle rest
         hours = (gpu_usd / rate).quantize(Decimal(1).scaleb(-GPU_HOURS_DECIMALS)) if rate else Decimal(0)
         if hours > 0:
@@ -231,7 +233,7 @@ def _charges(g, p, kind: str) -> list[tuple[Meter, Decimal, Decimal, Decimal, De
     return [(m, qty, price, list_cost, billed) for m, qty, price, list_cost, billed, _w in rows]
 
 
-def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> pd.DataFrame:
+def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT, idle_policy=None) -> pd.DataFrame:
     """The spend of ``f`` as FOCUS 1.2 cost-and-usage rows: one charge row per UTC day x tenant x model
     x SLA tier x meter (``SkuMeter``), that passes the FinOps Foundation's ``focus-validator``.
 
@@ -242,8 +244,12 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> p
       (cached input falls back to the input price, as the cost rules do; a model missing from the book
       is priced 0), ConsumedQuantity = tokens, ConsumedUnit "Tokens".
     * Self-hosted fleets: one "GPU-Hours" row per tenant (its busy-time share of the fleet) and the idle
-      row (tenant "(idle capacity)"), PricingUnit and ConsumedUnit "GPU-Hours", ListUnitPrice = the
-      book's $ per GPU-hour; the hours are rounded to 1e-9 so that the cost is hours x rate exactly.
+      GPU time as ``idle_policy`` (the store's default when None) charges it: one row of tenant
+      "(idle capacity)" kept apart, or a "GPU-Hours" row of idle per tenant charged (SkuPriceId
+      "<model>/gpu_hour_idle", Tags ``charge: idle_share``), so that under a spreading policy the file has no
+      idle row and still adds up to the fleet bill. PricingUnit and ConsumedUnit "GPU-Hours",
+      ListUnitPrice = the fleet's $ per GPU-hour in those hours (its schedule's, else the book's); the
+      hours are rounded to 1e-9 so that the cost is hours x rate exactly.
     * ListCost = ListUnitPrice x PricingQuantity exactly (decimal arithmetic), as the validator checks.
       BilledCost = EffectiveCost = ContractedCost: the list cost of the tokens the book prices, plus
       the cost the logs recorded. A recorded cost is split over the row's meters in proportion to
@@ -266,7 +272,7 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> p
     """
     from finops.spend import costviews, pricing
     period = costviews.period_of(con, f)
-    sql, params = _usage_sql(con, period)
+    sql, params = _usage_sql(con, period, idle_policy)
     usage = con.execute(sql, params).df()
     book = pricing.price_book(con).set_index("model")
     rows = []
@@ -285,9 +291,13 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> p
         tags = {"tenant": g.tenant, "provider": provider}
         if g.sla_tier:
             tags["sla_tier"] = g.sla_tier
+        shared = g.charge == "idle_share"
+        if shared:
+            tags["charge"] = "idle_share"
         whom = f"tenant {g.tenant}" + (f" ({g.sla_tier} tier)" if g.sla_tier else "")
         for meter, qty, price, list_cost, billed in _charges(g, p, kind):
             desc = (f"Idle GPU capacity of {g.model} (paid for, used by no request)" if g.is_idle
+                    else f"Idle GPU capacity of {g.model} charged to {whom}" if shared
                     else f"{g.model} {meter.name} for {whom}")
             rows.append({
                 "BilledCost": float(billed), "BillingAccountId": billing_account[0],
@@ -303,7 +313,7 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT) -> p
                 "PricingUnit": meter.pricing_unit, "ProviderName": provider, "PublisherName": publisher,
                 "ServiceCategory": SERVICE_CATEGORY, "ServiceName": service,
                 "ServiceSubcategory": SERVICE_SUBCATEGORY, "SkuId": g.model, "SkuMeter": meter.name,
-                "SkuPriceId": f"{g.model}/{meter.key}", "Tags": json.dumps(tags, sort_keys=True)})
+                "SkuPriceId": f"{g.model}/{meter.key}{'_idle' if shared else ''}", "Tags": json.dumps(tags, sort_keys=True)})
     return pd.DataFrame(rows, columns=[c for c, *_ in FOCUS_COLUMNS])
 
 

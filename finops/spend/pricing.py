@@ -21,21 +21,33 @@ Rules
   tokens are part of ``output``). A class without a price is billed at ``in`` (a 1-hour write at the
   5-minute write price where only that is known).
 * A semantic-cache hit costs nothing unless the source recorded a cost.
-* A self-hosted model (``kind = 'self_hosted'``) costs its fleet every hour:
-  ``replicas * gpus_per_replica * gpu_hour_usd``. Each hour its utilisation is
-  ``busy_ms / (replicas * slots_per_replica * 3.6e6)`` (capped at 1), where
-  ``busy_ms`` sums the requests' service time. A self-hosted model is paid for
-  over the whole period shown once the store holds any of its traffic. ``utilisation * fleet cost`` is
-  allocated to that hour's requests by their share of busy time; the rest is
-  the *idle* line, reported on its own and never spread over requests. An hour
-  with requests but no timing at all allocates the whole fleet cost by request
-  count and leaves utilisation unknown.
+* A self-hosted model (``kind = 'self_hosted'``) costs its fleet for the hours the fleet ran:
+  ``replicas * gpus_per_replica * gpu_hour_usd`` per hour, summed over the periods of its **fleet
+  schedule** (``fleet_schedule``, :mod:`finops.spend.fleets`) in force in that hour, each for the part
+  of the hour it covers. A period's empty GPUs per replica or $ per GPU-hour are the price book row's;
+  periods at different sites add up. A model with no period declared is billed at its price book row
+  from the first to the last hour in which it served a request (``billed_by = 'traffic'``), never
+  before or after; hours outside a declared schedule cost nothing (its requests there are counted as
+  unbilled). Each hour its utilisation is ``busy_ms / capacity_ms`` (capped at 1), where ``busy_ms``
+  sums the requests' service time and ``capacity_ms`` is ``replicas * slots_per_replica * 3.6e6`` over
+  the periods. ``utilisation * fleet cost`` is allocated to that hour's requests by their share of busy
+  time; the rest is *idle*. An hour with requests but no timing at all allocates the whole fleet cost
+  by request count and leaves utilisation unknown.
+* Idle GPU time is charged by the **idle policy** (:class:`IdlePolicy`, chosen per report and export,
+  the store's default in its settings): ``apart`` keeps it as its own row, tenant ``(idle capacity)``
+  (showback); ``usage`` spreads each model's idle over the tenants (and tiers) by their share of its busy
+  time in the period shown (request counts where nothing is timed); ``reservations`` by the replicas each
+  tenant reserved (``fleet_reservations``); ``centre`` charges it to one named cost centre. The shares of
+  an hour's idle are 12-place decimals and the last takes the rest, so every policy gives the same total
+  to the digit. A model nobody can be charged for (no busy time in the period, no reservation) keeps
+  its idle apart.
 * A model missing from the book costs nothing and is listed by
   :func:`unpriced_models`, so a page can say so.
 
-Costs are computed when queried, from the rollups and the price rows, so editing the book, an
-alias or syncing a newer catalogue reprices everything without re-ingesting. Every request's cost is
-a decimal of 12 places before it is summed, so one store gives one figure to the last digit.
+Costs are computed when queried, from the rollups, the price rows and the fleet schedule, so editing
+the book, an alias, a fleet's periods or syncing a newer catalogue reprices everything without
+re-ingesting. Every request's cost is a decimal of 12 places before it is summed, so one store gives
+one figure to the last digit.
 
 >>> token_cost_usd(1_000_000, 0, 1_000_000, input_usd_per_1m=2.5, output_usd_per_1m=10.0)
 12.5
@@ -43,6 +55,7 @@ a decimal of 12 places before it is summed, so one store gives one figure to the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import duckdb
 import pandas as pd
@@ -238,17 +251,34 @@ QUALIFY row_number() OVER (PARTITION BY k.model, k.provider, k.service_tier, k.i
                                     p.effective_from DESC NULLS LAST) = 1"""
 
 
-def _classes_cost(prefix: str, requests_sql: str) -> str:
-    """SQL of the token-price cost of a rollup row's ``<prefix>_*`` token classes (``r``) at prices ``p``."""
+def _input_cost(prefix: str) -> str:
+    """SQL of the token-price cost of a rollup row's ``<prefix>_*`` input classes (``r``) at prices ``p``,
+    an API model's (uncached, cached, cache writes of 5 minutes and of an hour), times 1e6."""
     prefix = sql.column(prefix, ("priced", "recorded"), "token class prefix")
-    return f"""(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
-    (r.{prefix}_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0)
+    return f"""(r.{prefix}_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0)
      + r.{prefix}_cached_input_tokens * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
      + r.{prefix}_cache_write_tokens * coalesce(p.cache_write_usd_per_1m, p.input_usd_per_1m, 0)
      + r.{prefix}_cache_write_1h_tokens * coalesce(p.cache_write_1h_usd_per_1m, p.cache_write_usd_per_1m,
-                                                  p.input_usd_per_1m, 0)
-     + r.{prefix}_output_tokens * coalesce(p.output_usd_per_1m, 0)) / 1e6
+                                                  p.input_usd_per_1m, 0))"""
+
+
+def _output_cost(prefix: str) -> str:
+    """The output class's cost, times 1e6 (see :func:`_input_cost`)."""
+    prefix = sql.column(prefix, ("priced", "recorded"), "token class prefix")
+    return f"(r.{prefix}_output_tokens * coalesce(p.output_usd_per_1m, 0))"
+
+
+def _classes_cost(prefix: str, requests_sql: str) -> str:
+    """SQL of the token-price cost of a rollup row's ``<prefix>_*`` token classes (``r``) at prices ``p``."""
+    return f"""(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
+    ({_input_cost(prefix)}
+     + {_output_cost(prefix)}) / 1e6
     + {requests_sql} * coalesce(p.request_usd, 0) ELSE 0 END)"""
+
+
+#: an API model's priced input and output classes at the prices in force, in $ (the per-class view)
+PRICED_INPUT_COST_SQL = f"({_input_cost('priced')} / 1e6)"
+PRICED_OUTPUT_COST_SQL = f"({_output_cost('priced')} / 1e6)"
 
 
 # SQL fragments over a rollup-shaped relation ``r`` joined to its picked prices ``p``.
@@ -269,53 +299,214 @@ PRICE_JOIN_SQL = ("p.model = r.model AND p.provider = r.provider AND p.service_t
                   "AND p.input_band = r.input_band AND p.day = CAST(r.hour AS DATE)")
 
 
-def costed_rollup_sql(source: str, hours_sql: str) -> str:
-    """Rollup rows with ``cost_usd`` (recorded + token-priced + allocated GPU time) and ``cache_saved_usd``,
-    plus one idle row per self-hosted model and hour (``is_idle``).
+def allocated_sql(busy_sql: str, served_sql: str) -> str:
+    """SQL of the part of an hour's allocated GPU cost (``alloc`` row ``a``) that busy time ``busy_sql``
+    and served requests ``served_sql`` carry: by busy time, by request count in an hour with no timing."""
+    return (f"(CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * {busy_sql} / a.busy_ms "
+            f"WHEN a.served > 0 THEN a.allocated_usd * {served_sql} / a.served END)")
 
-    ``source`` is a rollup-shaped relation already filtered; ``hours_sql`` a query
-    yielding the ``hour`` values the fleet is paid for (the period shown). The
-    allocation uses each hour's busy time of *all* traffic of the model, so a
-    tenant filter does not inflate its share.
+
+@dataclass(frozen=True)
+class IdlePolicySpec:
+    """One idle policy: its key, what it is called and what it does (its weights: :data:`IDLE_WEIGHTS_SQL`)."""
+    key: str
+    label: str
+    help: str
+
+
+IDLE_POLICIES: tuple[IdlePolicySpec, ...] = (
+    IdlePolicySpec("apart", "keep idle apart (showback)",
+                   "Idle GPU time is its own row, tenant (idle capacity): no tenant pays for it."),
+    IdlePolicySpec("usage", "spread by usage",
+                   "Each model's idle is shared by the tenants by their share of its busy time in the period."),
+    IdlePolicySpec("reservations", "spread by reservations",
+                   "Each model's idle is shared by the tenants by the replicas they reserved of it."),
+    IdlePolicySpec("centre", "charge to a cost centre",
+                   "All idle GPU time is charged to one named cost centre (e.g. the platform team)."),
+)
+#: the weights each spreading policy splits a model's idle by: ``model, tenant, sla_tier, weight``; they
+#: may read the ``alloc`` relation (the fleet's paid hours, :func:`alloc_sql`); ``centre``'s ``?`` is the
+#: cost centre. A policy without an entry keeps idle apart.
+IDLE_WEIGHTS_SQL: dict[str, str] = {
+    # busy time (whole microseconds) of each tenant and tier in the model's paid hours; request counts
+    # where the model has no timing at all
+    "usage": f"""
+SELECT b.model, b.tenant, b.sla_tier,
+       CASE WHEN sum(sum(CAST(round(b.busy_ms * 1000) AS BIGINT))) OVER (PARTITION BY b.model) > 0
+            THEN sum(CAST(round(b.busy_ms * 1000) AS BIGINT)) ELSE sum({sql.served_requests('b')}) END AS weight
+FROM rollup_hourly b SEMI JOIN alloc a ON a.model = b.model AND a.hour = b.hour
+GROUP BY 1, 2, 3""",
+    "reservations": """
+SELECT model, tenant, '' AS sla_tier, replicas AS weight FROM fleet_reservations
+WHERE model IS NOT NULL AND tenant IS NOT NULL""",
+    "centre": "SELECT DISTINCT model, CAST(? AS VARCHAR) AS tenant, '' AS sla_tier, 1 AS weight FROM alloc",
+}
+IDLE_POLICY_KEYS = tuple(p.key for p in IDLE_POLICIES)
+_POLICY_BY_KEY = {p.key: p for p in IDLE_POLICIES}
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    """How idle GPU time is charged (the module rules): ``kind`` one of :data:`IDLE_POLICY_KEYS`, and the
+    cost centre for ``centre``.
+
+    >>> IdlePolicy.parse("centre:platform"), IdlePolicy.parse("usage").text
+    (IdlePolicy(kind='centre', cost_centre='platform'), 'usage')
     """
-    return f"""
-WITH r AS ({source}),
-p AS ({picked_prices_sql(PRICE_KEYS_SQL)}),
-alloc AS ({alloc_sql(hours_sql)})
-SELECT r.*, false AS is_idle,
+    kind: str = "apart"
+    cost_centre: str = ""
+
+    def __post_init__(self):
+        from finops.errors import InputError
+        if self.kind not in _POLICY_BY_KEY:
+            raise InputError(f"unknown idle policy {self.kind!r}; choose from {', '.join(IDLE_POLICY_KEYS)} "
+                             "(centre:NAME for a cost centre)", field="idle_policy")
+        if self.kind == "centre" and not self.cost_centre.strip():
+            raise InputError("name the cost centre that pays for idle GPU time (centre:NAME)", field="idle_policy")
+
+    @classmethod
+    def parse(cls, text: str) -> IdlePolicy:
+        """``apart``, ``usage``, ``reservations`` or ``centre:NAME``."""
+        kind, _, centre = str(text).strip().partition(":")
+        return cls(kind.strip().lower(), centre.strip())
+
+    @property
+    def text(self) -> str:
+        return f"centre:{self.cost_centre}" if self.kind == "centre" else self.kind
+
+    @property
+    def spec(self) -> IdlePolicySpec:
+        return _POLICY_BY_KEY[self.kind]
+
+    @property
+    def label(self) -> str:
+        return f"charge to {self.cost_centre}" if self.kind == "centre" else self.spec.label
+
+    @property
+    def spreads(self) -> bool:
+        return self.kind in IDLE_WEIGHTS_SQL
+
+    def weights_sql(self) -> tuple[str, list]:
+        """The weights relation of a spreading policy and its parameters (:data:`IDLE_WEIGHTS_SQL`)."""
+        return IDLE_WEIGHTS_SQL[self.kind], ([self.cost_centre] if self.kind == "centre" else [])
+
+
+KEEP_APART = IdlePolicy()
+
+#: what a costed row is: a request's ``usage``, ``idle`` GPU time kept apart, or an ``idle_share`` charged out
+CHARGES = ("usage", "idle", "idle_share")
+
+
+def costed_rollup_sql(source: str, hours_sql: str, weights_sql: str | None = None) -> str:
+    """Rollup rows with ``cost_usd`` (recorded + token-priced + allocated GPU time), ``cache_saved_usd``,
+    ``gpu_hour_usd`` (the fleet's rate that hour) and ``charge`` (:data:`CHARGES`), plus the idle GPU time
+    of each self-hosted model and hour.
+
+    ``source`` is a rollup-shaped relation already filtered; ``hours_sql`` a query yielding the ``hour``
+    values of the period (the fleet is paid for those it ran in). The allocation uses each hour's busy
+    time of *all* traffic of the model, so a tenant filter does not inflate its share. Without
+    ``weights_sql`` idle is one row per model and hour (tenant ``(idle capacity)``, ``is_idle``); with it
+    (an idle policy's, :meth:`IdlePolicy.weights_sql`) it is split over the weights' tenants as
+    ``idle_share`` rows, of every tenant (filter them by tenant afterwards). Parameters: the source's,
+    the hours', the weights'.
+    """
+    usage = f"""
+SELECT r.*, 'usage' AS charge, false AS is_idle,
        CAST(r.recorded_cost_usd + {TOKEN_COST_SQL}
-            + coalesce(CASE WHEN a.busy_ms > 0 THEN a.allocated_usd * r.busy_ms / a.busy_ms
-                            WHEN a.served > 0 THEN a.allocated_usd * {sql.served_requests('r')} / a.served END, 0)
-            AS DECIMAL(38,12)) AS cost_usd,
+            + coalesce({allocated_sql('r.busy_ms', sql.served_requests('r'))}, 0) AS DECIMAL(38,12)) AS cost_usd,
        CAST({CACHE_SAVED_SQL} AS DECIMAL(38,12)) AS cache_saved_usd,
        CAST({LIST_COST_OF_RECORDED_SQL} AS DECIMAL(38,12)) AS list_cost_of_recorded_usd,
-       p.how AS priced_by, p.kind AS price_kind,
+       a.gpu_hour_usd, p.how AS priced_by, p.kind AS price_kind,
        {", ".join(f"p.{c} AS list_{c}" for c in _PRICE_FIELDS)}
 FROM r LEFT JOIN p ON {PRICE_JOIN_SQL}
-       LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}
-UNION ALL BY NAME
+       LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}"""
+    idle_row = f"""
 SELECT a.hour, a.model, {sql.IDLE_LABEL} AS tenant, '' AS route, '' AS sla_tier, '' AS status,
-       '' AS provider, '' AS service_tier, true AS is_idle,
+       '' AS provider, '' AS service_tier, 'idle' AS charge, true AS is_idle,
        CAST(a.fleet_cost_usd - a.allocated_usd AS DECIMAL(38,12)) AS cost_usd,
-       CAST(0 AS DECIMAL(38,12)) AS cache_saved_usd, 'price book (idle GPU time)' AS priced_by
-FROM alloc a WHERE a.fleet_cost_usd - a.allocated_usd > 0
+       CAST(0 AS DECIMAL(38,12)) AS cache_saved_usd, a.gpu_hour_usd, 'price book (idle GPU time)' AS priced_by
+FROM alloc a WHERE a.fleet_cost_usd - a.allocated_usd > 0"""
+    head = f"""
+WITH r AS ({source}),
+p AS ({picked_prices_sql(PRICE_KEYS_SQL)}),
+alloc AS MATERIALIZED ({alloc_sql(hours_sql)})"""
+    if weights_sql is None:
+        return f"{head}{usage}\nUNION ALL BY NAME{idle_row}\n"
+    # an hour's idle split by the weights: 12-place shares, the last one (by tenant, tier) takes the rest
+    return f"""{head},
+w AS ({weights_sql}),
+wn AS (SELECT model, tenant, sla_tier, weight / sum(weight) OVER (PARTITION BY model) AS share
+       FROM w WHERE weight > 0),
+parts AS (
+  SELECT i.hour, i.model, wn.tenant, wn.sla_tier, i.gpu_hour_usd,
+         CAST(i.fleet_cost_usd - i.allocated_usd AS DECIMAL(38,12)) AS idle_usd,
+         CAST(CAST(i.fleet_cost_usd - i.allocated_usd AS DECIMAL(38,12)) * wn.share AS DECIMAL(38,12)) AS part,
+         row_number() OVER (PARTITION BY i.model, i.hour ORDER BY wn.tenant, wn.sla_tier) AS k,
+         count(*) OVER (PARTITION BY i.model, i.hour) AS n
+  FROM alloc i JOIN wn ON wn.model = i.model WHERE i.fleet_cost_usd - i.allocated_usd > 0)
+{usage}
+UNION ALL BY NAME
+SELECT * FROM ({idle_row}) WHERE model NOT IN (SELECT model FROM wn)
+UNION ALL BY NAME
+SELECT hour, model, tenant, '' AS route, sla_tier, '' AS status, '' AS provider, '' AS service_tier,
+       'idle_share' AS charge, false AS is_idle,
+       CAST(CASE WHEN k = n THEN idle_usd - (sum(part) OVER (PARTITION BY model, hour) - part) ELSE part END
+            AS DECIMAL(38,12)) AS cost_usd,
+       CAST(0 AS DECIMAL(38,12)) AS cache_saved_usd, gpu_hour_usd, 'idle GPU time charged out' AS priced_by
+FROM parts
 """
 
 
+#: the periods each self-hosted model's fleet is billed for (the module rules): its declared schedule
+#: (empty GPUs and rates from the price book), else the price book's fleet from the first to the end of
+#: the last hour in which the model served a request; ``billed_by`` declared, inferred or traffic
+FLEET_PERIODS_SQL = f"""
+SELECT s.model, s.starts_at, s.ends_at, s.replicas,
+       coalesce(s.gpus_per_replica, p.gpus_per_replica) AS gpus_per_replica,
+       coalesce(s.gpu_hour_usd, p.gpu_hour_usd) AS gpu_hour_usd, p.slots_per_replica,
+       coalesce(nullif(s.source, ''), 'declared') AS billed_by, coalesce(s.site, '') AS site
+FROM fleet_schedule s JOIN prices p ON p.model = s.model AND p.kind = 'self_hosted'
+WHERE s.starts_at IS NOT NULL
+UNION ALL
+SELECT p.model, t.first_hour, t.last_hour + INTERVAL 1 HOUR, p.replicas, p.gpus_per_replica, p.gpu_hour_usd,
+       p.slots_per_replica, 'traffic', ''
+FROM prices p JOIN (SELECT model, min(hour) AS first_hour, max(hour) AS last_hour FROM rollup_hourly
+                    WHERE {sql.served_requests()} > 0 GROUP BY model) t ON t.model = p.model
+WHERE p.kind = 'self_hosted'
+  AND p.model NOT IN (SELECT model FROM fleet_schedule WHERE model IS NOT NULL AND starts_at IS NOT NULL)"""
+
+#: how many hours of [hour, hour + 1 h) a period ``s`` covers (1.0 for a whole hour)
+_OVERLAP_H = ("date_diff('microsecond', greatest(s.starts_at, h.hour), "
+              "least(coalesce(s.ends_at, h.hour + INTERVAL 1 HOUR), h.hour + INTERVAL 1 HOUR)) / 3.6e9")
+
+
 def alloc_sql(hours_sql: str) -> str:
-    """Per self-hosted model and paid hour: fleet_cost_usd, busy_ms, served, utilization, allocated_usd."""
+    """Per self-hosted model and hour of ``hours_sql`` in which its fleet ran (:data:`FLEET_PERIODS_SQL`):
+    fleet_cost_usd, gpu_hours, gpu_hour_usd (its rate, or the blend of its periods' rates), replicas
+    (replica-hours in the hour), billed_by (declared before inferred before traffic), busy_ms, served,
+    utilization, allocated_usd."""
     return f"""
-WITH fleet AS (
-  SELECT h.hour, p.model, p.replicas * p.gpus_per_replica * p.gpu_hour_usd AS fleet_cost_usd,
-         p.replicas * p.slots_per_replica * 3.6e6 AS capacity_ms
-  FROM ({hours_sql}) h CROSS JOIN prices p
-  WHERE p.kind = 'self_hosted' AND p.model IN (SELECT DISTINCT model FROM rollup_hourly)),
+WITH periods AS MATERIALIZED ({FLEET_PERIODS_SQL}),
+covered AS (
+  SELECT h.hour, s.*, {_OVERLAP_H} AS hours
+  FROM ({hours_sql}) h JOIN periods s
+    ON s.starts_at < h.hour + INTERVAL 1 HOUR AND (s.ends_at IS NULL OR s.ends_at > h.hour)),
+fleet AS (
+  SELECT hour, model, sum(replicas * gpus_per_replica * gpu_hour_usd * hours) AS fleet_cost_usd,
+         sum(replicas * slots_per_replica * 3.6e6 * hours) AS capacity_ms,
+         sum(replicas * gpus_per_replica * hours) AS gpu_hours, sum(replicas * hours) AS replicas,
+         CASE WHEN min(gpu_hour_usd) = max(gpu_hour_usd) THEN min(gpu_hour_usd)
+              ELSE sum(replicas * gpus_per_replica * gpu_hour_usd * hours)
+                   / nullif(sum(replicas * gpus_per_replica * hours), 0) END AS gpu_hour_usd,
+         min(billed_by) AS billed_by
+  FROM covered WHERE hours > 0 GROUP BY 1, 2),
 busy AS (
   -- busy_ms of a rollup row is whole microseconds / 1000: summed as integers, the same every run
-  SELECT hour, model, sum(CAST(round(busy_ms * 1000) AS BIGINT)) / 1000.0 AS busy_ms,
-         sum({sql.served_requests()}) AS served
-  FROM rollup_hourly GROUP BY ALL)
-SELECT f.hour, f.model, f.fleet_cost_usd, b.busy_ms, coalesce(b.served, 0) AS served,
+  SELECT b.hour, b.model, sum(CAST(round(b.busy_ms * 1000) AS BIGINT)) / 1000.0 AS busy_ms,
+         sum({sql.served_requests('b')}) AS served
+  FROM rollup_hourly b WHERE b.model IN (SELECT model FROM periods) GROUP BY ALL)
+SELECT f.hour, f.model, f.fleet_cost_usd, f.gpu_hours, f.gpu_hour_usd, f.replicas, f.billed_by, b.busy_ms,
+       coalesce(b.served, 0) AS served,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN least(b.busy_ms / f.capacity_ms, 1.0)
             WHEN coalesce(b.served, 0) = 0 THEN 0.0 END AS utilization,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN f.fleet_cost_usd * least(b.busy_ms / f.capacity_ms, 1.0)
@@ -323,11 +514,27 @@ SELECT f.hour, f.model, f.fleet_cost_usd, b.busy_ms, coalesce(b.served, 0) AS se
 FROM fleet f LEFT JOIN busy b ON b.hour = f.hour AND b.model = f.model"""
 
 
+#: the store's span in whole hours (``lo``, ``hi``: the first and the last hour): its traffic's, widened to
+#: the declared fleet periods (their start, and their last hour where they end), which are billed too
+SPAN_SQL = f"""
+SELECT min(lo) AS lo, max(hi) AS hi FROM (
+  SELECT min(hour) AS lo, max(hour) AS hi FROM rollup_hourly
+  UNION ALL
+  SELECT {sql.time_bucket('hour', 'starts_at')},
+         {sql.time_bucket('hour', 'coalesce(ends_at - INTERVAL 1 MICROSECOND, starts_at)')}
+  FROM fleet_schedule WHERE starts_at IS NOT NULL AND model IN (SELECT model FROM prices WHERE kind = 'self_hosted'))"""
+
+
+def store_span(con: duckdb.DuckDBPyConnection):
+    """(first hour, last hour) of the store (:data:`SPAN_SQL`), or (None, None) when it is empty."""
+    return tuple(con.execute(SPAN_SQL).fetchall()[0])
+
+
 def hours_sql(since=None, until=None) -> tuple[str, list]:
-    """The paid hours of a period: [since, until) floored to hours, else the store's span."""
-    lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else "(SELECT min(hour) FROM rollup_hourly)"
+    """The paid hours of a period: [since, until) floored to hours, else the store's span (:data:`SPAN_SQL`)."""
+    lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else f"(SELECT lo FROM ({SPAN_SQL}))"
     hi = (sql.time_bucket("hour", "CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND") if until is not None
-          else "(SELECT max(hour) FROM rollup_hourly)")
+          else f"(SELECT hi FROM ({SPAN_SQL}))")
     params = [v for v in (since, until) if v is not None]
     return (f"SELECT unnest(generate_series({lo}, {hi}, INTERVAL 1 HOUR)) AS hour "
             f"WHERE {lo} IS NOT NULL AND {hi} IS NOT NULL"), params + params

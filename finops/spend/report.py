@@ -26,7 +26,7 @@ def _hour_aligned(value) -> bool:
     return value is None or (value.minute == 0 and value.second == 0 and value.microsecond == 0)
 
 
-def _source(f: Filters) -> tuple[str, list]:
+def rollup_source(f: Filters) -> tuple[str, list]:
     """A filtered rollup-shaped relation for ``f`` and its parameters."""
     if _hour_aligned(f.since) and _hour_aligned(f.until):
         where, params = f.where(ts_col="hour")
@@ -35,22 +35,35 @@ def _source(f: Filters) -> tuple[str, list]:
     return store.rollup_select_sql("requests", where, with_batch=False), params
 
 
-def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None = None) -> tuple[str, list]:
-    """SQL of costed rollup rows for the filters (see pricing.costed_rollup_sql).
+def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None = None,
+           idle_policy: pricing.IdlePolicy | None = None) -> tuple[str, list]:
+    """SQL of costed rollup rows for the filters (see pricing.costed_rollup_sql) and its parameters.
 
-    Idle capacity is a fleet line: included unless the filters pick tenants or tiers.
+    Idle GPU time follows ``idle_policy`` (the store's default, :func:`finops.spend.fleets.default_policy`,
+    when None). Kept apart, it is a fleet line: included unless the filters pick tenants or tiers (or
+    ``include_idle`` says otherwise). Charged out, each tenant's share is a row of that tenant, kept
+    where the filters keep the tenant. ``include_idle=False`` leaves every kind of idle out: requests only.
     """
-    if include_idle is None:
-        include_idle = not f.tenants and not f.sla_tiers
-    src, params = _source(f)
+    from finops.spend import fleets
+    policy = idle_policy or fleets.default_policy(con)
+    src, params = rollup_source(f)
     hours, hparams = pricing.hours_sql(f.since, f.until)
-    rows = pricing.costed_rollup_sql(src, hours)
-    if not include_idle:
-        rows = f"SELECT * FROM ({rows}) WHERE NOT is_idle"
-    elif f.models:
-        rows = f"SELECT * FROM ({rows}) WHERE NOT is_idle OR model IN ({', '.join('?' for _ in f.models)})"
-        return rows, params + hparams + list(f.models)
-    return rows, params + hparams
+    params = params + hparams
+    apart = not f.tenants and not f.sla_tiers if include_idle is None else include_idle
+    models = f"model IN ({', '.join('?' for _ in f.models)})" if f.models else "TRUE"
+    if include_idle is False or not policy.spreads:
+        rows = pricing.costed_rollup_sql(src, hours)
+        if not apart:
+            return f"SELECT * FROM ({rows}) WHERE NOT is_idle", params
+        if f.models:
+            return f"SELECT * FROM ({rows}) WHERE NOT is_idle OR {models}", params + list(f.models)
+        return rows, params
+    weights, wparams = policy.weights_sql()
+    rows = pricing.costed_rollup_sql(src, hours, weights)
+    shares, sparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
+    kept = models if apart else "FALSE"
+    return (f"SELECT * FROM ({rows}) WHERE charge = 'usage' OR (charge = 'idle_share' AND {shares}) "
+            f"OR (charge = 'idle' AND {kept})", params + wparams + sparams + (list(f.models) if apart else []))
 
 
 MEASURES_SQL = """
@@ -69,17 +82,19 @@ MEASURES_SQL = """
 
 
 def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str, ...] = ("model",),
-           include_idle: bool | None = None) -> pd.DataFrame:
+           include_idle: bool | None = None, idle_policy: pricing.IdlePolicy | None = None) -> pd.DataFrame:
     """One row per group: requests, tokens, cost_usd, cost_per_1m_tokens, error_rate, ...
 
     ``by`` names dimensions (model, tenant, route, sla_tier, status) and/or a
     time grain (hour, day, week, month). Idle self-hosted capacity appears as
-    tenant ``(idle capacity)`` so that the groups add up to the whole bill.
+    tenant ``(idle capacity)``, or in the tenants' rows under an idle policy that
+    charges it out (``idle_policy``, see :func:`costed`), so that the groups add up
+    to the whole bill.
     """
     bad = [b for b in by if b not in GROUPABLE]
     if bad:
         raise InputError(f"cannot group by {', '.join(bad)}; choose from {', '.join(GROUPABLE)}")
-    costed_sql, params = costed(con, f, include_idle)
+    costed_sql, params = costed(con, f, include_idle, idle_policy)
     names = [sql.column(b, GROUPABLE) for b in by]
     keys = "".join(f"{sql.time_bucket(b, 'hour') if b in TIME_GRAINS else b} AS {b}, " for b in names)
     grouping = f"GROUP BY {', '.join(str(i + 1) for i in range(len(by)))}" if by else ""
