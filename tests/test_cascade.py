@@ -196,7 +196,7 @@ def test_routellm_confidence_features():
 # parametric mode: the seed's table
 # ---------------------------------------------------------------------------------------
 def test_parametric_reproduces_the_seed_table():
-    curve = cascade.parametric_curve(cascade.seed_table(), 1.0, 8.0)   # $ per 1,000 queries
+    curve = cascade.parametric_curve(cascade.example_table(), 1.0, 8.0)   # $ per 1,000 queries
     by_tau = curve.set_index("threshold")
     assert_allclose(by_tau.loc[[0.95, 0.80, 0.65], "avg_cost"], [5.8, 3.4, 1.96])
     table = cascade.marginal_table(curve)
@@ -206,29 +206,29 @@ def test_parametric_reproduces_the_seed_table():
 
 
 def test_parametric_choice_is_3_4_not_the_seeds_3_1_typo():
-    point = cascade.cheapest_meeting(cascade.parametric_curve(cascade.seed_table()), 0.90)
+    point = cascade.cheapest_meeting(cascade.parametric_curve(cascade.example_table()), 0.90)
     assert point.threshold == 0.80 and point.avg_cost == pytest.approx(3.4)
 
 
 def test_parametric_edited_table_and_its_checks():
-    table = cascade.seed_table()
+    table = cascade.example_table()
     table.loc[len(table)] = [0.5, 0.0, 0.80]
     table.loc[len(table)] = [1.01, 1.0, 0.97]
     rep = cascade.analyse_curve(cascade.parametric_curve(table, 1.0, 8.0))
     assert rep.metrics.quality_small == 0.80 and rep.metrics.quality_large == 0.97
     assert rep.metrics.apgr is not None
-    bad = cascade.seed_table()
+    bad = cascade.example_table()
     bad.loc[0, "escalation_rate"] = 60          # a percentage, not a share
     with pytest.raises(InputError, match="row 1.*escalation_rate.*outside 0..1"):
         cascade.parametric_curve(bad)
-    bad = cascade.seed_table()
+    bad = cascade.example_table()
     bad.loc[0, "escalation_rate"] = 0.05        # tau 0.95 escalating less than tau 0.80
     with pytest.raises(InputError, match="falls as tau rises"):
         cascade.parametric_curve(bad)
 
 
 def test_parametric_metrics_with_explicit_ends():
-    m = cascade.routing_metrics(cascade.parametric_curve(cascade.seed_table()),
+    m = cascade.routing_metrics(cascade.parametric_curve(cascade.example_table()),
                                 quality_small=0.80, quality_large=0.96)
     # points (r, PGR): (0,0) (.12,.5) (.3,.8125) (.6,1) (1,1)
     want_apgr = (.12 * .25 + .18 * (.5 + .8125) / 2 + .3 * (.8125 + 1) / 2 + .4 * 1)

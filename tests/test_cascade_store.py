@@ -219,7 +219,7 @@ def test_floor_out_of_range_is_refused(hand):
 
 
 def test_floor_choices_on_the_seed_table():
-    curve = cascade.parametric_curve(cascade.seed_table())
+    curve = cascade.parametric_curve(cascade.example_table())
     out = cascade_store.floor_choices(curve, {"premium": 0.95, "standard": 0.90, "gold": 0.99})
     assert out["tenant"].tolist() == ["gold", "premium", "standard"]
     assert out["meets"].tolist() == [False, True, True]
@@ -229,7 +229,7 @@ def test_floor_choices_on_the_seed_table():
 
 
 def test_floor_choices_use_a_tenants_own_curve():
-    seed = cascade.parametric_curve(cascade.seed_table())
+    seed = cascade.parametric_curve(cascade.example_table())
     own = cascade.sweep([0.9, 0.1], [1, 0], [1, 1], 1.0, 8.0)      # one escalation reaches 100 %
     out = cascade_store.floor_choices(seed, {"a": 0.9, "b": 0.9}, {"a": own})
     assert out["curve"].tolist() == ["this tenant's queries", "all queries"]
@@ -259,8 +259,8 @@ def test_slider_points_thin_long_curves_and_keep_the_choice():
 
 
 def test_seed_form_table_is_the_seeds():
-    report = cascade.analyse_curve(cascade.parametric_curve(cascade.seed_table()))
-    table, which = cascade_store.seed_form_table(report)
+    report = cascade.analyse_curve(cascade.parametric_curve(cascade.example_table()))
+    table, which = cascade_store.example_form_table(report)
     assert_allclose(table["avg_cost"], [5.8, 3.4, 1.96])
     assert_allclose(table["marginal_cost_per_point"].iloc[1:], [0.8, 1.44 / 5])
     assert "3 Pareto-frontier points" in which
@@ -268,7 +268,7 @@ def test_seed_form_table_is_the_seeds():
 
 # ---------------------------------------------------------------------------------------- sample fleet
 def test_sample_fleet_has_a_sweepable_shadow_evaluation(demo_db):
-    con = store.connect(demo_db, read_only=True)
+    con = store.connect(demo_db)       # read-write, as a page test in this process may hold it open already
     try:
         s = cascade_store.shadow_eval(con)
     finally:

@@ -169,8 +169,8 @@ def test_prices_show_names_how_a_model_is_priced(tmp_path, capsys):
     assert "catalogue: anthropic/claude-sonnet-4-0" in capsys.readouterr().out
     assert main(["prices", "show", "acme-private-7b", "--db", db]) == 0
     assert "unpriced" in capsys.readouterr().out
-    assert main(["prices", "alias", "acme-private-7b", "llama-3.1-8b", "--db", db]) == 0
-    assert "alias of llama-3.1-8b, price book" in capsys.readouterr().out
+    assert main(["prices", "alias", "acme-private-7b", "gpt-4o-mini", "--db", db]) == 0
+    assert "alias of gpt-4o-mini, price book" in capsys.readouterr().out
     assert main(["prices", "sync", "--db", db]) == 0
     assert "catalogue rows from genai-prices 0.2.3" in capsys.readouterr().out
 
@@ -186,3 +186,11 @@ def test_the_focus_export_charges_catalogue_prices_per_token_class(con):
     assert focus["BilledCost"].tolist() == pytest.approx([0.003, 0.0006, 0.001875, 0.0045], abs=1e-15)
     assert exports.check_focus(focus.reset_index()) == []
     assert focus["BilledCost"].sum() == pytest.approx(_cost(con)["claude-sonnet-4-20250514"], abs=1e-12)
+
+
+def test_an_alias_cannot_name_a_self_hosted_fleet(con):
+    from finops.errors import InputError
+    with pytest.raises(InputError, match="self-hosted fleet") as exc:
+        pricing.save_aliases(con, pd.DataFrame([{"alias": "acme-7b", "model": "llama-3.1-8b", "provider": None}]))
+    assert exc.value.field == "model"
+    assert pricing.aliases(con).empty

@@ -128,7 +128,7 @@ else:
     st.caption("A common starting point: for each confidence threshold, the share escalated and the quality. Edit it, "
                "add rows or delete them; shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 requests it gives "
                "$5.80, $3.40 and $1.96 per 1,000.")
-    table = st.data_editor(cascade.seed_table(), num_rows="dynamic", placeholder=MISSING, hide_index=True, key="seed_table",
+    table = st.data_editor(cascade.example_table(), num_rows="dynamic", placeholder=MISSING, hide_index=True, key="example_table",
                            column_config={
                                "threshold": USD("Confidence threshold", min_value=0.0, max_value=1.0, step=0.01,
                                                 format="%.2f", help="Confidence threshold (τ)"),
@@ -229,8 +229,8 @@ else:
                "random). " + label)
 
     st.subheader("Thresholds, escalation, cost, quality, marginal $ per point")
-    seed_form, which = cascade_store.seed_form_table(report)
-    st.dataframe(seed_form, hide_index=True, column_config=CURVE_COLUMNS, placeholder=MISSING)
+    example_form, which = cascade_store.example_form_table(report)
+    st.dataframe(example_form, hide_index=True, column_config=CURVE_COLUMNS, placeholder=MISSING)
     st.caption(f"Rows: {which}, from the highest threshold down. Marginal: money saved per quality point given up "
                f"against the row above (e.g. $2.40 saved for 3 points ≈ $0.80 per point). {label}")
     st.download_button("Download the whole curve (CSV)", exports.safe_csv(report.curve),
@@ -362,7 +362,7 @@ if decision is not None:
         jitter_ms = r3.number_input("Jitter: standard deviation (ms)", 0.0, None, 150.0, 10.0,
                                     help="Your input. 150 ms around an 80 ms mean is a congested link.")
         try:
-            samples = edge.RttDistribution(kind, mean_ms, jitter_ms).sample(100_000, seed=0)
+            samples = edge.RttDistribution(kind, mean_ms, jitter_ms).sample(100_000, 0)   # a fixed draw
             rtt_origin = f"100,000 draws of a {kind} RTT, mean {mean_ms:g} ms, jitter {jitter_ms:g} ms (your inputs)"
         except InputError as exc:
             st.error(str(exc), icon=":material/error:")

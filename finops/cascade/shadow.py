@@ -428,7 +428,7 @@ def floor_choices(curve: pd.DataFrame, floors: Mapping[str, float],
     ``curve``. Columns: tenant, floor, curve (whose queries), threshold, escalation_rate,
     avg_cost, avg_quality (NaN when no threshold meets the floor), meets.
 
-    >>> out = floor_choices(cascade.parametric_curve(cascade.seed_table()), {"premium": 0.95, "std": 0.9})
+    >>> out = floor_choices(cascade.parametric_curve(cascade.example_table()), {"premium": 0.95, "std": 0.9})
     >>> print(out[["tenant", "threshold", "avg_cost", "meets"]].to_string(index=False))
      tenant  threshold  avg_cost  meets
     premium       0.95       5.8   True
@@ -452,7 +452,7 @@ def slider_points(curve: pd.DataFrame, max_points: int = 201, keep=()) -> pd.Dat
     """At most ``max_points`` rows of the curve for a threshold slider: both ends, evenly spaced
     in escalation rate in between, plus the thresholds in ``keep`` (e.g. the chosen one).
 
-    >>> slider_points(cascade.parametric_curve(cascade.seed_table())).threshold.tolist()
+    >>> slider_points(cascade.parametric_curve(cascade.example_table())).threshold.tolist()
     [0.65, 0.8, 0.95]
     """
     c = curve.reset_index(drop=True)
@@ -468,7 +468,7 @@ def slider_points(curve: pd.DataFrame, max_points: int = 201, keep=()) -> pd.Dat
 MAX_SEED_TABLE_ROWS = 25
 
 
-def seed_form_table(report: cascade.CascadeReport) -> tuple[pd.DataFrame, str]:
+def example_form_table(report: cascade.CascadeReport) -> tuple[pd.DataFrame, str]:
     """The seed's table (tau, escalation, cost, quality, marginal cost per point) and which points
     it lists: the whole Pareto frontier, or its convex hull when the frontier is long."""
     if len(report.frontier) > MAX_SEED_TABLE_ROWS:

@@ -316,7 +316,7 @@ SEED_COST_SMALL_PER_1K_USD = 1.0
 SEED_COST_LARGE_PER_1K_USD = 8.0
 
 
-def seed_table() -> pd.DataFrame:
+def example_table() -> pd.DataFrame:
     """The seed's worked table (000_b5db6f0ad1bec1d3.txt, problem 1): tau -> escalation share, quality.
 
     Editable: the page hands a copy to the user and passes it to
@@ -338,7 +338,7 @@ def parametric_curve(table: pd.DataFrame, cost_small: float = SEED_COST_SMALL_PE
     result has the same columns and order as :func:`sweep` and every other
     function here applies to it.
 
-    >>> parametric_curve(seed_table()).round(2).avg_cost.tolist()
+    >>> parametric_curve(example_table()).round(2).avg_cost.tolist()
     [1.96, 3.4, 5.8]
     """
     missing = [c for c in ("threshold", "escalation_rate", "avg_quality") if c not in table.columns]
@@ -423,7 +423,7 @@ def cheapest_meeting(curve: pd.DataFrame, quality_floor: float) -> CascadePoint 
     """The cheapest point whose ``avg_quality >= quality_floor`` (ties: higher quality,
     then lower escalation rate); ``None`` when no threshold meets the floor.
 
-    >>> curve = parametric_curve(seed_table())
+    >>> curve = parametric_curve(example_table())
     >>> cheapest_meeting(curve, 0.90)
     CascadePoint(threshold=0.8, escalation_rate=0.3, avg_cost=3.4, avg_quality=0.93)
     >>> cheapest_meeting(curve, 0.99) is None
@@ -451,7 +451,7 @@ def marginal_table(curve: pd.DataFrame, *, points_per_quality_unit: float = 100.
     hence the default 100). The first row has no predecessor: NaN, shown as
     "-". On the frontier both differences are > 0, so no value is infinite.
 
-    >>> marginal_table(parametric_curve(seed_table())).marginal_cost_per_point.round(3).tolist()
+    >>> marginal_table(parametric_curve(example_table())).marginal_cost_per_point.round(3).tolist()
     [nan, 0.8, 0.288]
     """
     front = pareto_frontier(curve).iloc[::-1].reset_index(drop=True)
@@ -480,7 +480,7 @@ def pgr(avg_quality, quality_small: float, quality_large: float) -> np.ndarray:
 def pgr_at_cost(curve: pd.DataFrame, cost: float, quality_small: float, quality_large: float) -> float | None:
     """PGR of the best threshold whose average cost is within ``cost``; ``None`` when none is.
 
-    >>> round(pgr_at_cost(parametric_curve(seed_table()), 4.0, 0.80, 0.96), 6)   # (0.93-0.80)/(0.96-0.80)
+    >>> round(pgr_at_cost(parametric_curve(example_table()), 4.0, 0.80, 0.96), 6)   # (0.93-0.80)/(0.96-0.80)
     0.8125
     """
     ok = curve[curve["avg_cost"] <= float(cost)]
@@ -600,7 +600,7 @@ def analyse_curve(curve: pd.DataFrame, *, quality_floor: float | None = None,
                   base: Baselines | None = None) -> CascadeReport:
     """Frontier, hull, cheapest point meeting ``quality_floor`` and metrics of any curve.
 
-    >>> rep = analyse_curve(parametric_curve(seed_table()), quality_floor=0.9)
+    >>> rep = analyse_curve(parametric_curve(example_table()), quality_floor=0.9)
     >>> rep.choice.avg_cost, len(rep.frontier), rep.metrics.apgr is None
     (3.4, 3, True)
     """

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minimum average quality (0-1 for correctness); picks the cheapest tau meeting it")
     parser.add_argument("--parametric", action="store_true",
                         help="FILE is a tau table with columns threshold, escalation_rate (0-1), avg_quality")
-    parser.add_argument("--example-table", "--seed-table", dest="seed_table", action="store_true",
+    parser.add_argument("--example-table", "--seed-table", dest="example_table", action="store_true",
                         help="use an illustrative threshold table (0.95/60%%/96%%, 0.80/30%%/93%%, "
                              "0.65/12%%/88%%); costs default to 1 and 8 USD per 1,000 queries")
     parser.add_argument("--json", action="store_true",
@@ -47,9 +47,9 @@ def _flat_cost(value: float | None, column: object, name: str) -> float | object
 
 def build_report(args) -> cascade.CascadeReport:
     """The same library calls the cascade page makes."""
-    if args.seed_table or args.parametric:
-        if args.seed_table:
-            table = cascade.seed_table()
+    if args.example_table or args.parametric:
+        if args.example_table:
+            table = cascade.example_table()
             cs = cascade.SEED_COST_SMALL_PER_1K_USD if args.cost_small is None else args.cost_small
             cl = cascade.SEED_COST_LARGE_PER_1K_USD if args.cost_large is None else args.cost_large
         else:

@@ -182,6 +182,12 @@ def save_aliases(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
                              field="alias" if not alias else "model")
         provider = str(r.provider).strip() if isinstance(r.provider, str) and r.provider.strip() else None
         rows.append((alias, model, provider))
+    fleets = {r[0] for r in con.execute("SELECT model FROM prices WHERE kind = 'self_hosted'").fetchall()}
+    for i, (alias, model, _) in enumerate(rows, start=1):
+        if model in fleets:
+            raise InputError(f"{model} is a self-hosted fleet, billed by its GPU hours, not by name: log "
+                             f"{alias}'s requests under {model}, or give {alias} a price book row", row=i,
+                             field="model")
     names = [a for a, _, _ in rows]
     if len(set(names)) != len(names):
         raise InputError(f"an alias is listed twice: {sorted(n for n in names if names.count(n) > 1)[0]}",
