@@ -334,15 +334,22 @@ def sync_catalogue(con: duckdb.DuckDBPyConnection) -> int:
     return len(frame)
 
 
+def price_names(con: duckdb.DuckDBPyConnection) -> tuple[set[str], dict[str, tuple[str, str | None]]]:
+    """What a logged name resolves against (:func:`finops.catalogue.price_key`): the price book's model names
+    and the alias table (alias -> (model, provider or None))."""
+    book = {r[0] for r in con.execute("SELECT DISTINCT model FROM prices WHERE model IS NOT NULL").fetchall()}
+    aliases = {r[0]: (r[1], r[2] or None) for r in con.execute(
+        "SELECT alias, model, provider FROM model_aliases WHERE alias IS NOT NULL AND model IS NOT NULL").fetchall()}
+    return book, aliases
+
+
 def refresh_resolution(con: duckdb.DuckDBPyConnection) -> None:
     """Work out again how every logged (model, provider) is priced (``model_resolution``), after a load, a
     price-book or alias edit or a catalogue sync: an alias first, then the price book's own row for the
     name, then the catalogue (dated names, provider prefixes), else unpriced. Call inside the write's
     transaction."""
     pairs = con.execute("SELECT DISTINCT model, provider FROM rollup_hourly").fetchall()
-    book = {r[0] for r in con.execute("SELECT DISTINCT model FROM prices WHERE model IS NOT NULL").fetchall()}
-    aliases = {r[0]: (r[1], r[2] or None) for r in con.execute(
-        "SELECT alias, model, provider FROM model_aliases WHERE alias IS NOT NULL AND model IS NOT NULL").fetchall()}
+    book, aliases = price_names(con)
     rows = [(m, p, *catalogue.price_key(m, p or None, book, aliases)) for m, p in pairs]
     con.execute("DELETE FROM model_resolution")
     if rows:

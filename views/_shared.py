@@ -222,3 +222,16 @@ def unpriced_banner() -> None:
                    "figure here:", icon=":material/money_off:")
         st.text(names)
         st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")
+
+
+def save_edits(save, what: str, done) -> None:
+    """Run a write of an editor's rows; its refusal is a sentence naming ``what`` was not saved, its success a
+    toast (``done(result)``) and a rerun, so every page reads the new data version."""
+    from finops.errors import InputError
+    try:
+        result = save()
+    except InputError as exc:
+        st.error(f"{what} not saved: {plain(exc)}", icon=":material/error:")
+    else:
+        st.toast(done(result), icon=":material/check:")
+        st.rerun()

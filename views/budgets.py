@@ -2,15 +2,14 @@
 import streamlit as st
 
 from finops import charts
-from finops.errors import InputError
 from finops.fmt import MISSING, usd
 from finops.spend import budgets
 from views._shared import (
     current_filters,
     cursor,
     empty_state,
-    plain,
     query,
+    save_edits,
     source_label,
     stop_if_store_empty,
 )
@@ -100,11 +99,6 @@ with st.form("budgets_form"):
                                                                             format="$%,.2f")})
     saved = st.form_submit_button("Save budgets", type="primary", icon=":material/save:")
 if saved:
-    try:
-        stored = budgets.save_budgets(cursor(), month, edited)
-    except InputError as exc:
-        st.error(f"Budgets not saved: {plain(exc)}", icon=":material/error:")
-    else:
-        st.toast(f"Saved {stored} budgets for {label}.", icon=":material/check:")
-        st.rerun()
+    save_edits(lambda: budgets.save_budgets(cursor(), month, edited), "Budgets",
+               lambda stored: f"Saved {stored} budgets for {label}.")
 st.caption("Leave a budget blank to remove it. Budgets are kept in the DuckDB store, per month.")

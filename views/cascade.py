@@ -17,6 +17,7 @@ from views._shared import (
     cursor,
     data_origin,
     filter_caption,
+    plain,
     query,
     raw_rows_notice,
     store_path,
@@ -94,7 +95,7 @@ elif source == "upload":
         try:
             columns = uploads.eval_csv_columns(raw)
         except InputError as exc:
-            st.error(f"{up.name}: {exc}", icon=":material/error:")
+            st.error(f"{plain(up.name)}: {plain(exc)}", icon=":material/error:")
             columns = []
         if columns:
             guess = uploads.guess_mapping(columns)
@@ -123,7 +124,7 @@ elif source == "upload":
                     data = uploads.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
                     origin = f"your data: {data.n_queries:,} queries in {up.name}"
                 except InputError as exc:
-                    st.error(str(exc), icon=":material/error:")
+                    st.error(plain(exc), icon=":material/error:")
 else:
     st.caption("A common starting point: for each confidence threshold, the share escalated and the quality. Edit it, "
                "add rows or delete them; shares are 0-1 (0.6 = 60 %). With $1 and $8 per 1,000 requests it gives "

@@ -19,6 +19,7 @@ from views._shared import (
     cursor,
     plain,
     query,
+    save_edits,
     start_following,
     stop_following,
     store_label,
@@ -295,13 +296,8 @@ with st.form("prices"):
                                                                    format="$%,.3f")})
     save = st.form_submit_button("Save prices", type="primary", icon=":material/save:")
 if save:
-    try:
-        n = pricing.save_price_book(cursor(), edited)
-    except InputError as exc:
-        st.error(f"Prices not saved: {plain(exc)}", icon=":material/error:")
-    else:
-        st.toast(f"Saved {n} prices: every page is repriced.", icon=":material/check:")
-        st.rerun()
+    save_edits(lambda: pricing.save_price_book(cursor(), edited), "Prices",
+               lambda n: f"Saved {n} prices: every page is repriced.")
 if st.button("Reset to the bundled list prices (data/prices.csv)", key="reset-prices"):
     store.load_price_book(cursor(), store.PRICES_CSV)
     st.rerun()
@@ -329,13 +325,8 @@ with st.form("aliases"):
                                                "provider": st.column_config.TextColumn("Catalogue provider")})
     save_aliases = st.form_submit_button("Save aliases", icon=":material/save:")
 if save_aliases:
-    try:
-        n = pricing.save_aliases(cursor(), alias_edit)
-    except InputError as exc:
-        st.error(f"Aliases not saved: {exc}", icon=":material/error:")
-    else:
-        st.toast(f"Saved {n} aliases: every page is repriced.", icon=":material/check:")
-        st.rerun()
+    save_edits(lambda: pricing.save_aliases(cursor(), alias_edit), "Aliases",
+               lambda n: f"Saved {n} aliases: every page is repriced.")
 cat = query(pricing.catalogue_status)
 st.caption(f"Catalogue: {cat['source']}, {cat['rows']:,} dated price rows of {cat['providers']:,} providers, "
            "shipped inside the package (no network). To take a newer one, raise the genai-prices pin in "
@@ -368,13 +359,8 @@ else:
                                                        help="declared by you, or inferred from the logs")})
         save_schedule = st.form_submit_button("Save the schedule", type="primary", icon=":material/save:")
     if save_schedule:
-        try:
-            n = fleets.save_schedule(cursor(), schedule_edit)
-        except InputError as exc:
-            st.error(f"Schedule not saved: {plain(exc)}", icon=":material/error:")
-        else:
-            st.toast(f"Saved {n} periods: every page is repriced.", icon=":material/check:")
-            st.rerun()
+        save_edits(lambda: fleets.save_schedule(cursor(), schedule_edit), "Schedule",
+                   lambda n: f"Saved {n} periods: every page is repriced.")
     if st.button("Infer periods from the logs' replica ids", key="infer-fleet", icon=":material/auto_fix_high:",
                  help="For each fleet without a declared period: the distinct replicas each hour's requests name, "
                       "per site, labelled inferred. A replica that served nothing in an hour is not seen."):
@@ -394,13 +380,8 @@ else:
             "replicas": st.column_config.NumberColumn("Replicas reserved", min_value=0.0, required=True)})
         save_reservations = st.form_submit_button("Save reservations", icon=":material/save:")
     if save_reservations:
-        try:
-            n = fleets.save_reservations(cursor(), reservations_edit)
-        except InputError as exc:
-            st.error(f"Reservations not saved: {plain(exc)}", icon=":material/error:")
-        else:
-            st.toast(f"Saved {n} reservations.", icon=":material/check:")
-            st.rerun()
+        save_edits(lambda: fleets.save_reservations(cursor(), reservations_edit), "Reservations",
+                   lambda n: f"Saved {n} reservations.")
     current_policy = query(fleets.default_policy)
     with st.form("idle_policy_default"):
         st.markdown("**Idle policy**: how reports and FOCUS exports charge idle GPU time unless they choose "
@@ -414,11 +395,6 @@ else:
                                     value=current_policy.cost_centre or "platform", key="default_idle_centre")
         save_policy = st.form_submit_button("Save the idle policy", icon=":material/save:")
     if save_policy:
-        try:
-            saved = fleets.set_default_policy(cursor(), pricing.IdlePolicy(chosen, centre_name if chosen == "centre"
-                                                                          else ""))
-        except InputError as exc:
-            st.error(f"Idle policy not saved: {plain(exc)}", icon=":material/error:")
-        else:
-            st.toast(f"Idle GPU time is now charged: {saved.label}.", icon=":material/check:")
-            st.rerun()
+        save_edits(lambda: fleets.set_default_policy(
+                       cursor(), pricing.IdlePolicy(chosen, centre_name if chosen == "centre" else "")),
+                   "Idle policy", lambda saved: f"Idle GPU time is now charged: {saved.label}.")

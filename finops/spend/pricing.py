@@ -205,10 +205,7 @@ def explain(con: duckdb.DuckDBPyConnection, model: str, provider: str | None = N
     """How a logged name is priced (the resolution rule of the module docstring) and every price row that
     can apply to it (tiers, dates): ``{model, provider, price_source, price_provider, price_model, how, rows}``."""
     from finops import catalogue
-    book = {r[0] for r in con.execute("SELECT DISTINCT model FROM prices WHERE model IS NOT NULL").fetchall()}
-    alias_map = {r[0]: (r[1], r[2] or None) for r in con.execute(
-        "SELECT alias, model, provider FROM model_aliases WHERE alias IS NOT NULL AND model IS NOT NULL").fetchall()}
-    source, price_provider, price_model, how = catalogue.price_key(model, provider, book, alias_map)
+    source, price_provider, price_model, how = catalogue.price_key(model, provider, *store.price_names(con))
     rows = con.execute(f"""
 SELECT * EXCLUDE (price_source) FROM ({PRICE_ROWS_SQL})
 WHERE price_source = ? AND model = ? AND (? = 'book' OR provider = ?)
