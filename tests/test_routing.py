@@ -248,3 +248,35 @@ def test_empty_store(empty_db):
         routing.whatif(con, Filters(), "all-small")
     assert routing.whatif(con, Filters(), "all-small", small_model=SMALL, large_model=LARGE) is None
     assert routing.misrouting(con, Filters()).candidates == 0
+
+
+def test_whatif_defaults_to_todays_routing_and_weighs_quality(fleet):
+    con, df = fleet
+    base = routing.whatif(con, Filters(), small_model=SMALL, large_model=LARGE)
+    assert base.policy == "as-logged" and list(routing.POLICIES)[0] == "as-logged"
+    assert_allclose(base.counterfactual_usd, base.actual_usd, rtol=1e-12)
+    assert base.delta_usd == pytest.approx(0.0, abs=1e-12)
+    graded = df[df.quality.notna() & ~df.cache_hit.fillna(False).astype(bool)]
+    small_share = (graded[graded.model == SMALL].quality >= 0.5).mean()      # rejected attempts graded 0 count
+    large_share = (graded[graded.model == LARGE].quality >= 0.5).mean()
+    assert 0 < small_share < 1 and large_share == 1.0
+    # the self-hosted model has no graded answer: today's quality, and a policy keeping it, are unknown
+    assert base.actual_quality is None and base.counterfactual_quality is None
+    assert SELF in base.quality_note and "unknown" in base.quality_note
+    w = routing.whatif(con, Filters(), "all-small", small_model=SMALL, large_model=LARGE)
+    assert_allclose(w.counterfactual_quality, small_share)
+    assert "gpt-4o-mini" in w.quality_note
+    w = routing.whatif(con, Filters(), "all-large", small_model=SMALL, large_model=LARGE)
+    assert w.counterfactual_quality == 1.0
+    # the standard tier only: today a kept small answer or an escalated large one, by hand
+    std = Filters(sla_tiers=("standard",))
+    served = df[(df.sla_tier == "standard") & ~df.cache_hit.fillna(False).astype(bool)]
+    kept = int(((served.model == SMALL) & ~served.escalated.fillna(False).astype(bool)).sum())
+    escalated = int(((served.model == LARGE)).sum())
+    w = routing.whatif(con, std, "all-small", small_model=SMALL, large_model=LARGE)
+    assert_allclose(w.actual_quality, (kept * small_share + escalated * large_share) / (kept + escalated))
+    assert_allclose(w.counterfactual_quality, small_share)
+    # a cascade at 25 %: three answers in four from the small model
+    w = routing.whatif(con, std, "per-tier", small_model=SMALL, large_model=LARGE,
+                       tier_strategies={"standard": "cascade"}, escalation_rate=0.25)
+    assert_allclose(w.counterfactual_quality, 0.75 * small_share + 0.25 * large_share)

@@ -16,6 +16,11 @@ from views._shared import (
     stop_if_store_empty,
 )
 
+
+def _share(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.1%}"
+
+
 MEASURES = {"spend": "spend_share", "requests": "request_share", "tokens": "token_share"}
 
 st.title("Routing")
@@ -199,17 +204,29 @@ except InputError as exc:
 if wi is None:
     empty_state("No request served by a model matches these filters.")
     st.stop()
-m = st.columns(4)
-m[0].metric("Actual routing (repriced)", usd(wi.actual_usd), border=True,
+m = st.columns(3)
+m[0].metric("Today's routing (repriced)", usd(wi.actual_usd), border=True,
             help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
-m[1].metric("What-if spend", usd(wi.counterfactual_usd),
-            delta=None if wi.delta_pct is None else
-            f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}{usd(abs(wi.delta_usd))})",
-            delta_color="inverse", border=True)
-m[2].metric("Mean latency now", duration_ms(wi.actual_mean_ms), border=True,
+m[1].metric("Answers graded correct today", _share(wi.actual_quality), border=True,
+            help="Estimated from the graded requests in these logs; unknown where a model has none.")
+m[2].metric("Mean latency today", duration_ms(wi.actual_mean_ms), border=True,
             help="— when no request in these filters records a latency.")
-m[3].metric("Mean latency, estimated", duration_ms(wi.counterfactual_mean_ms), border=True,
+m = st.columns(3)
+m[0].metric(f"Spend under {policy}", usd(wi.counterfactual_usd),
+            delta=None if wi.delta_pct is None or policy == "as-logged" else
+            f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}{usd(abs(wi.delta_usd))})",
+            delta_color="off", border=True)
+q_delta = (None if wi.actual_quality is None or wi.counterfactual_quality is None or policy == "as-logged"
+           else f"{100 * (wi.counterfactual_quality - wi.actual_quality):+.1f} points")
+m[1].metric(f"Answers graded correct under {policy}", _share(wi.counterfactual_quality), delta=q_delta,
+            border=True, help="The quality cost of the policy; unknown where a target model has no graded answer.")
+m[2].metric(f"Mean latency under {policy}, estimated", duration_ms(wi.counterfactual_mean_ms), border=True,
             help="From each target model's observed per-token rates; — where a target has no token counts.")
+st.caption(plain(wi.quality_note))
+if policy != "as-logged" and wi.delta_usd < 0:
+    st.info("A saving here is real only if the answers stay good enough (quality above) and, for self-hosted "
+            "models, the fleets shrink with the tokens moved off them: a fleet is paid by the hour.",
+            icon=":material/info:")
 st.altair_chart(charts.whatif_by_model(wi.by_model, title=f"Spend by model: actual vs {policy}"))
 if policy == "per-tier":
     st.dataframe(wi.by_tier, placeholder=MISSING, hide_index=True, column_config={

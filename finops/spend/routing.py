@@ -308,6 +308,7 @@ TIER_STRATEGIES: dict[str, str] = {
 }
 DEFAULT_TIER_STRATEGIES = {"premium": "latency-first", "standard": "cascade", "batch": "small"}
 POLICIES: dict[str, str] = {
+    "as-logged": "today's routing, as logged (the baseline)",
     "all-small": "every request to the small model",
     "all-large": "every request to the large model",
     "threshold": "prompt longer than the threshold to the large model, else the small one",
@@ -331,6 +332,9 @@ class WhatIf:
     by_model: pd.DataFrame             # model, actual_calls, counterfactual_calls, actual_usd, counterfactual_usd
     by_tier: pd.DataFrame              # sla_tier, strategy, actual_usd, counterfactual_usd
     assumptions: list[str] = field(default_factory=list)
+    actual_quality: float | None = None          # share of answers graded correct, today's routing (estimate)
+    counterfactual_quality: float | None = None  # the same under the policy; None = unknown
+    quality_note: str = ""                       # where the quality figures come from, or why unknown
 
     @property
     def delta_usd(self) -> float:
@@ -394,7 +398,27 @@ def _latency_matrix(basis: pd.DataFrame, rates: pd.DataFrame, models: list[str])
     return out
 
 
-def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small", *,
+def quality_by_model(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+    """Per model: the graded rows (``quality`` set, cache hits left out) and the share graded correct
+    (quality >= 0.5). Rejected cascade attempts count: they are the small model's answers on the hard
+    queries, so leaving them out would flatter it."""
+    where, params = f.where()
+    return con.execute(f"""
+SELECT model, count(*) AS labelled, avg(CASE WHEN quality >= 0.5 THEN 1.0 ELSE 0.0 END) AS correct_share
+FROM requests WHERE {where} AND {sql.SERVED} AND quality IS NOT NULL GROUP BY 1 ORDER BY 1""", params).df()
+
+
+def _quality(answers: pd.Series, shares: pd.DataFrame) -> tuple[float | None, list[str]]:
+    """Answer-weighted share graded correct, and the models with answers but no label (then None)."""
+    known = shares.set_index("model")["correct_share"]
+    used = answers[answers > 0]
+    missing = [m for m in used.index if m not in known.index]
+    if missing or used.sum() <= 0:
+        return None, missing
+    return float((used * known.reindex(used.index)).sum() / used.sum()), []
+
+
+def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged", *,
            small_model: str | None = None, large_model: str | None = None, threshold: float | None = None,
            length: str | None = None, tier_strategies: dict | tuple | None = None,
            escalation_rate: float | None = None) -> WhatIf | None:
@@ -436,8 +460,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
     if policy == "per-tier":
         strategy = basis["sla_tier"].map(lambda t: tiers.get(t, "actual")).to_numpy()
     else:
-        strategy = np.full(n, {"all-small": "small", "all-large": "large", "threshold": "threshold"}[policy],
-                           dtype=object)
+        strategy = np.full(n, {"as-logged": "actual", "all-small": "small", "all-large": "large",
+                               "threshold": "threshold"}[policy], dtype=object)
     attempt = basis["escalated"].to_numpy(dtype=bool)
     length_v = basis["length"].to_numpy(dtype="float64", na_value=np.nan)
     weights = np.zeros((n, len(models)))
@@ -487,6 +511,26 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
         "counterfactual_usd": (weights * cost).sum(axis=0),
     })
     by_model = by_model[(by_model.actual_calls > 0) | (by_model.counterfactual_calls > 0)].reset_index(drop=True)
+    # answers served per model: a rejected attempt is no answer; a cascade answers on small (1 - p) or large (p)
+    answer_w = weights.copy()
+    answer_w[cas, j_small] = 1.0 - p
+    actual_answers = pd.Series((actual_w * answered[:, None]).sum(axis=0), index=models)
+    cf_answers = pd.Series((answer_w * answered[:, None]).sum(axis=0), index=models)
+    shares = quality_by_model(con, f)
+    q_actual, _ = _quality(actual_answers, shares)
+    q_cf, q_missing = _quality(cf_answers, shares)
+    if q_missing:
+        quality_note = ("Quality under this policy is unknown: no answer of " + ", ".join(q_missing)
+                        + " is graded in these logs (the quality column).")
+    elif q_cf is None:
+        quality_note = "Quality is unknown: no request in these filters is graded."
+    else:
+        labelled = shares[shares.model.isin(cf_answers[cf_answers > 0].index)]
+        quality_note = ("Share of answers graded correct, estimated per model from its graded requests in these "
+                        "logs (" + ", ".join(f"{r.model} {r.correct_share:.1%} of {int(r.labelled):,}"
+                                             for r in labelled.itertuples())
+                        + "), weighted by the answers each model gives. It assumes a moved request is like the "
+                          "graded requests of the model it moves to.")
     by_tier = (pd.DataFrame({"sla_tier": basis["sla_tier"], "strategy": strategy, "actual_usd": actual_cost,
                              "counterfactual_usd": cf_cost})
                .groupby(["sla_tier", "strategy"], as_index=False)[["actual_usd", "counterfactual_usd"]].sum())
@@ -516,7 +560,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
     return WhatIf(policy=policy, small_model=small, large_model=large, actual_usd=float(actual_cost.sum()),
                   counterfactual_usd=float(cf_cost.sum()), billed_usd=billed_usd, requests=requests_total,
                   unassigned=int((req * no_len).sum()), escalation_rate=p, actual_mean_ms=actual_mean,
-                  counterfactual_mean_ms=cf_mean, by_model=by_model, by_tier=by_tier, assumptions=assumptions)
+                  counterfactual_mean_ms=cf_mean, by_model=by_model, by_tier=by_tier, assumptions=assumptions,
+                  actual_quality=q_actual, counterfactual_quality=q_cf, quality_note=quality_note)
 
 
 def _escalation_counts(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[float, float]:
