@@ -141,7 +141,10 @@ def test_idle_charged_out_counts_in_the_tenants_spend(con):
 
 def test_a_month_without_traffic_and_an_empty_store(con):
     rep = budgets.status(con, date(2026, 12, 1))
-    assert rep.as_of is None and set(rep.table["status"]) == {"no budget"}
+    assert rep.as_of is None and rep.table.empty          # nobody has traffic or a budget in December
+    budgets.set_budget(con, "b", date(2026, 12, 1), 10.0)  # a budget set ahead lists its tenant
+    rep = budgets.status(con, date(2026, 12, 1))
+    assert list(rep.table["tenant"]) == ["b"] and set(rep.table["status"]) == {"on track"}
     assert rep.table["spent_usd"].sum() == 0
     empty = store.connect(":memory:")
     assert budgets.months(empty) == [] and budgets.status(empty, NOV).table.empty
@@ -166,3 +169,31 @@ def test_months_and_month_parsing(con):
     with pytest.raises(InputError, match="month"):
         budgets.month_start("November")
     assert budgets.status(con, NOV, as_of=datetime(2026, 11, 6)).days_left == pytest.approx(25.0)
+
+
+def test_the_editor_lists_the_months_tenants_and_its_key_follows_them(con):
+    nov = budgets.budget_table(con, NOV)
+    assert list(nov["tenant"]) == sorted(nov["tenant"]) and len(nov) > 0
+    key = budgets.editor_key(nov, NOV)
+    assert budgets.editor_key(budgets.budget_table(con, NOV), NOV) == key      # same tenants, same key
+    ingest_frame(con, pd.DataFrame([_row("n1", datetime(2026, 11, 9, 3), "aa-new", 1.0)], columns=SPEND_COLS))
+    grown = budgets.budget_table(con, NOV)
+    assert "aa-new" in set(grown["tenant"]) and budgets.editor_key(grown, NOV) != key
+    assert budgets.budget_table(con, date(2026, 12, 1)).empty
+
+
+def test_sample_budgets_put_one_tenant_over_and_one_at_risk():
+    from finops.sample import demo
+    con = store.connect(":memory:")
+    demo.build_demo(con, days=3)
+    (month,) = budgets.months(con)
+    table = budgets.status(con, month).table.set_index("tenant")
+    assert (table["status"] == "over budget").sum() == 1 and (table["status"] == "at risk").sum() == 1
+    assert table["budget_usd"].notna().all()
+    top = table["forecast_usd"].idxmax()
+    assert table.loc[top, "status"] == "over budget"
+    assert table.loc[top, "budget_usd"] % 100 == 0 and table.loc[top, "budget_usd"] < table.loc[top, "forecast_usd"]
+    assert budgets.sample_months(con) == [month.strftime("%Y-%m")]
+    assert demo.sample_budgets(con) == {}                        # built once: a month with budgets is left alone
+    budgets.save_budgets(con, month, pd.DataFrame({"tenant": [top], "budget_usd": [5.0]}))
+    assert budgets.sample_months(con) == []                      # a person's save makes them theirs

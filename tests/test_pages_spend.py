@@ -80,6 +80,7 @@ def test_budgets_on_the_demo_store(demo_db):
     assert not at.exception
     assert at.selectbox(key="month").value is not None
     assert [m.label for m in at.metric][:2] == ["Tenants forecast over budget", "Tenants at risk"]
+    assert at.metric[1].value == "1" and at.metric[0].value.startswith("1 of ")
     assert _subheaders(at)[:2] == ["Forecast against budget", "Burn through the month"]
     assert _kinds(at).get("vega_lite_chart", 0) == 2
 
@@ -190,9 +191,13 @@ def test_saving_the_price_book_unchanged_reprices_nothing(demo_copy):
 
 def test_budgets_form_saves(demo_copy):
     at = run_page(demo_copy, "views/budgets.py")
+    n = len(at.dataframe[0].value)
+    assert at.metric[0].value == f"1 of {n}" and at.metric[1].value == "1"     # the sample's example budgets
+    assert any("examples the sample store" in i.value for i in at.info)
     _button(at, "Save budgets").click().run()
     assert not at.exception and not at.error
-    assert at.metric[0].value == "0 of 0"               # no budget was set: nobody is over
+    assert at.metric[0].value == f"1 of {n}"            # saved unchanged: the same budgets, now the user's
+    assert not any("examples the sample store" in i.value for i in at.info)
 
 
 # ---------------------------------------------------------------- self-hosted fleets on the pages

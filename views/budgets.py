@@ -14,6 +14,25 @@ from views._shared import (
     stop_if_store_empty,
 )
 
+
+def budget_editor(month: str, label: str) -> None:
+    """The month's budgets, one row per tenant with traffic or a budget in it (the rows never shift under an
+    edit: a new tenant arriving resets the editor, see budgets.editor_key)."""
+    table = query(budgets.budget_table, month)
+    with st.form("budgets_form"):
+        edited = st.data_editor(table, placeholder=MISSING, hide_index=True, num_rows="dynamic",
+                                key=budgets.editor_key(table, month), column_config={
+                                    "tenant": st.column_config.TextColumn("Tenant", required=True),
+                                    "budget_usd": st.column_config.NumberColumn("Monthly budget ($)", min_value=0,
+                                                                                format="$%,.2f")})
+        saved = st.form_submit_button("Save budgets", type="primary", icon=":material/save:")
+    if saved:
+        save_edits(lambda: budgets.save_budgets(cursor(), month, edited), "Budgets",
+                   lambda stored: f"Saved {stored} budgets for {label}.")
+    st.caption("One row per tenant with spend in the month or a budget for it; add a row for a tenant yet to "
+               "spend. Leave a budget blank to remove it. Budgets are kept in the store, per month.")
+
+
 st.title("Budgets")
 st.caption("Monthly budgets per tenant. The sidebar's tenant filter applies; its dates, models and tiers do not: "
            "a budget covers all of a tenant's spend in its month.")
@@ -29,16 +48,24 @@ if month is None:
 report = query(budgets.status, month, f)
 table = report.table
 label = budgets.month_start(month).strftime("%B %Y")
+is_sample = month in query(budgets.sample_months)
+budget_source = ("Budgets: examples the sample store was built with (one tenant over, one at risk), until you save "
+                 "your own." if is_sample else "Budgets: your inputs (stored in the store's budgets table).")
 
 if table.empty:
     empty_state(f"No tenant matches the filters in {label}.")
+    st.subheader(f"Set budgets for {label}")
+    budget_editor(month, label)
 else:
     # ---- headline
     n = table["status"].value_counts()
     budgeted = table.dropna(subset=["budget_usd"])
     if budgeted.empty:
-        st.info(f"No budgets are set for {label} yet: set them in the table at the bottom of the page. Until then "
-                "the forecasts below run without a limit to compare with.", icon=":material/savings:")
+        st.info(f"No budgets are set for {label} yet: set them under \"Set budgets\" below. Until then the "
+                "forecasts run without a limit to compare with.", icon=":material/savings:")
+    elif is_sample:
+        st.info("These budgets are examples the sample store was built with; set your own under \"Set budgets\".",
+                icon=":material/info:")
     c = st.columns(4)
     c[0].metric("Tenants forecast over budget", f"{int(n.get('over budget', 0))} of {len(budgeted)}",
                 help="Forecast month-end spend above the budget.", border=True)
@@ -59,6 +86,9 @@ else:
                    + (f"Idle GPU capacity ({usd(report.idle_usd)} this month) is a fleet cost in no tenant's "
                       "budget." if report.idle_usd > 0 else ""))
 
+    with st.expander(f"Set budgets for {label}", expanded=budgeted.empty, icon=":material/edit:"):
+        budget_editor(month, label)
+
     # ---- status of every tenant
     st.subheader("Forecast against budget")
     st.altair_chart(charts.budget_status(table, title=f"Month-end forecast against budget, {label} (USD)"))
@@ -75,7 +105,7 @@ else:
         "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format="$%,.2f"),
         "forecast_share": st.column_config.NumberColumn("Forecast / budget (%)", format="percent"),
         "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format="$%,.2f")})
-    st.caption("Budgets: your inputs (stored in the store's budgets table). " + source_label())
+    st.caption(budget_source + " " + source_label())
 
     # ---- one tenant's burn
     st.subheader("Burn through the month")
@@ -89,16 +119,3 @@ else:
         st.caption("Solid: spend so far. Dashed with band: forecast and its interval. Red line: the budget. "
                    + source_label())
 
-# ---- the budget editor
-st.subheader(f"Set budgets for {label}")
-with st.form("budgets_form"):
-    edited = st.data_editor(query(budgets.budget_table, month), placeholder=MISSING, hide_index=True, num_rows="dynamic",
-                            key="budget_editor", column_config={
-                                "tenant": st.column_config.TextColumn("Tenant", required=True),
-                                "budget_usd": st.column_config.NumberColumn("Monthly budget ($)", min_value=0,
-                                                                            format="$%,.2f")})
-    saved = st.form_submit_button("Save budgets", type="primary", icon=":material/save:")
-if saved:
-    save_edits(lambda: budgets.save_budgets(cursor(), month, edited), "Budgets",
-               lambda stored: f"Saved {stored} budgets for {label}.")
-st.caption("Leave a budget blank to remove it. Budgets are kept in the DuckDB store, per month.")

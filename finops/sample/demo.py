@@ -1,9 +1,11 @@
 """The bundled sample fleet: build a store from finops.sample.synth, once."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import duckdb
+import pandas as pd
 
 DEMO_DAYS = 14
 DEMO_SEED = 7
@@ -23,5 +25,50 @@ def build_demo(con: duckdb.DuckDBPyConnection, days: int = DEMO_DAYS, seed: int 
     frame = synth.generate(days=days, seed=seed)
     step(0.6, f"loading {len(frame):,} requests into the store")
     result = ingest_frame(con, frame, name=f"sample fleet: {days} days, seed {seed}", fmt="sample-fleet")
+    step(0.95, "setting example budgets")
+    sample_budgets(con)
     step(1.0, "done")
     return result.rows_ingested
+
+
+def _round_between(lo: float, hi: float) -> float | None:
+    """The roundest amount strictly between ``lo`` and ``hi`` (whole hundreds, tens, dollars, cents)."""
+    mid = (lo + hi) / 2
+    for step in (100.0, 10.0, 1.0, 0.01):
+        v = round(mid / step) * step
+        if lo < v < hi:
+            return round(v, 2)
+    return None
+
+
+def sample_budgets(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
+    """Example monthly budgets for the sample fleet, set from its own forecasts so the Budgets page opens on
+    something to look at: the tenant with the largest forecast over budget (budget 90 % of its forecast, in
+    whole hundreds), the next at risk (a round budget between its forecast and the interval's upper end),
+    every other tenant on track (120 % of the upper end). Months that already have budgets are left alone.
+    The months set are kept in the settings (:data:`finops.spend.budgets.SAMPLE_KEY`), so the page can say
+    the budgets are examples until someone saves their own. Returns month -> tenant -> budget_usd."""
+    from finops.spend import budgets
+
+    out: dict[str, dict[str, float]] = {}
+    for month in budgets.months(con):
+        if budgets.budget_table(con, month)["budget_usd"].notna().any():
+            continue
+        table = budgets.status(con, month).table.sort_values("forecast_usd", ascending=False, kind="stable")
+        table = table[table["forecast_usd"] > 0]
+        chosen: dict[str, float] = {}
+        for i, r in enumerate(table.itertuples()):
+            high = r.forecast_high_usd if not math.isnan(r.forecast_high_usd) else r.forecast_usd
+            if i == 0:
+                chosen[r.tenant] = math.floor(0.9 * r.forecast_usd / 100) * 100 or round(0.9 * r.forecast_usd, 2)
+            elif i == 1 and (v := _round_between(r.forecast_usd, high)) is not None:
+                chosen[r.tenant] = v
+            else:
+                chosen[r.tenant] = math.ceil(1.2 * high / 10) * 10
+        if chosen:
+            key = month.strftime("%Y-%m")
+            budgets.save_budgets(con, month, pd.DataFrame({"tenant": list(chosen),
+                                                                   "budget_usd": list(chosen.values())}),
+                                 sample=True)
+            out[key] = chosen
+    return out

@@ -27,6 +27,7 @@ each tenant's share counts in its spend, as on its chargeback.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -74,16 +75,35 @@ def tenants(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def budget_table(con: duckdb.DuckDBPyConnection, month) -> pd.DataFrame:
-    """Every known tenant with its budget for ``month`` (NaN where none is set). Columns: tenant, budget_usd."""
+    """The tenants with traffic in ``month`` or a budget for it, by name, each with its budget (NaN where
+    none is set). Columns: tenant, budget_usd."""
     m = month_start(month)
-    known = pd.DataFrame({"tenant": tenants(con)}, dtype=object)
+    start, end = datetime.combine(m, datetime.min.time()), datetime.combine(next_month(m), datetime.min.time())
+    known = con.execute("SELECT DISTINCT tenant FROM rollup_hourly WHERE tenant <> '' AND hour >= ? AND hour < ? "
+                        "UNION SELECT tenant FROM budgets WHERE month = ? ORDER BY 1", [start, end, m]).df()
     set_ = con.execute("SELECT tenant, budget_usd FROM budgets WHERE month = ?", [m]).df()
-    out = known.merge(set_, on="tenant", how="left")
+    out = known.astype({"tenant": object}).merge(set_, on="tenant", how="left")
     out["budget_usd"] = out["budget_usd"].astype("float64")
     return out
 
 
-def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame) -> int:
+def editor_key(table: pd.DataFrame, month) -> str:
+    """A widget key that changes whenever the editor's rows would: an edit made on one list of tenants is
+    never applied to another (a load that adds a tenant mid-edit resets the editor instead of shifting it)."""
+    import hashlib
+    digest = hashlib.sha1("\n".join(map(str, table["tenant"])).encode()).hexdigest()[:12]
+    return f"budget_editor_{month_start(month):%Y-%m}_{digest}"
+
+
+SAMPLE_KEY = "budgets.sample_months"   # months whose budgets are the sample store's examples
+
+
+def sample_months(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Months (YYYY-MM) whose budgets are still the examples the sample store was built with."""
+    return list(store.get_setting(con, SAMPLE_KEY, []) or [])
+
+
+def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame, sample: bool = False) -> int:
     """Replace ``month``'s budgets with ``frame`` (tenant, budget_usd). A blank budget removes it.
 
     Raises InputError (naming the row and field) for a blank tenant, a tenant listed twice, or a budget
@@ -110,10 +130,14 @@ def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame) -> 
             raise InputError(f"budget {raw!r} must be a non-negative amount in USD", row=i, field="budget_usd")
         seen.add(name)
         rows.append((name, value))
+    key = m.strftime("%Y-%m")
+    marked = [x for x in sample_months(con) if x != key] + ([key] if sample else [])
     with store.transaction(con):
         con.execute("DELETE FROM budgets WHERE month = ?", [m])
         if rows:
             con.executemany("INSERT INTO budgets VALUES (?, ?, ?)", [(t, m, v) for t, v in rows])
+        con.execute("DELETE FROM settings WHERE key = ?", [SAMPLE_KEY])
+        con.execute("INSERT INTO settings VALUES (?, ?)", [SAMPLE_KEY, json.dumps(marked)])
         store.bump_data_version(con)
     return len(rows)
 
