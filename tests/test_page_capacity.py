@@ -49,7 +49,13 @@ def test_demo_store_renders_calculator_and_logs_table(demo_page):
     _assert_calculator(at)
     table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns)
     assert set(table["model"]) == {"llama-3.1-8b", "llama-3.1-70b"}
-    assert "Source: the defaults, a common starting point: 14 req/s on 10 replicas" in texts(at)
+    # it opens on the busiest self-hosted model's peak hour and its declared fleet, not on a textbook scenario
+    busiest = table.sort_values("requests_peak_hour", ascending=False).iloc[0]
+    assert at.selectbox(key="cap_model").value == busiest["model"]
+    assert at.number_input(key="cap_lambda").value == round(busiest["arrival_rate_per_s"], 4)
+    assert at.number_input(key="cap_replicas").value == busiest["replicas"]
+    assert f"filled from your logs ({busiest['model']}'s busiest hour" in texts(at)
+    assert "common starting point" not in texts(at)
     # the load-test example: the exercise of 002 answered
     m = _metrics(at)
     assert m["Instances for 50 req/s"] == "4" and m["With 25 % redundancy"] == "5"
@@ -85,11 +91,13 @@ def test_scenario_comes_from_the_url(empty_db):
 def test_moving_replicas_changes_the_kpis(demo_page):
     at = demo_page
     before = _metrics(at)
+    lam, service_s = at.number_input(key="cap_lambda").value, at.number_input(key="cap_service_s").value
+    slots = at.number_input(key="cap_slots").value
     at.number_input(key="cap_replicas").set_value(12).run()
     after = _metrics(at)
     assert not at.exception
     assert after["Utilisation"] != before["Utilisation"]
-    assert after["Utilisation"] == f"{14 / (12 * 2):.1%}"
+    assert after["Utilisation"] == f"{lam * service_s / (12 * slots):.1%}"
     assert after["P99 queue wait"] != before["P99 queue wait"]
 
 

@@ -55,6 +55,8 @@ SCENARIO_KEYS = ("cap_lambda", "cap_sla_s", "cap_service_s", "cap_cv_service", "
 LIMITS = {"cap_lambda": (0.0, 1_000_000.0), "cap_sla_s": (0.0, 3_600.0), "cap_service_s": (0.001, 3_600.0),
           "cap_mu": (0.001, 1_000.0), "cap_cv_service": (0.0, 10.0), "cap_cv_arrival": (0.0, 10.0),
           "cap_replicas": (0, 100_000), "cap_slots": (1, 4096), "cap_rho": (0.30, 0.95), "cap_redundancy_pct": (0, 100)}
+# a first visit with no scenario in its link opens on the busiest self-hosted model of the logs (below)
+FRESH = "cap_lambda" not in st.session_state and not any(k in st.query_params for k in SCENARIO_KEYS)
 if "cap_url_read" not in st.session_state:
     st.session_state["cap_url_read"] = True
     clamped = []
@@ -114,6 +116,11 @@ def _fill(model: str, slots: int | None = None) -> None:
     st.session_state.update(values)
     st.session_state["cap_filled_values"] = {k: v for k, v in values.items() if k in SCENARIO_KEYS}
 
+
+if FRESH and not observed.empty:
+    _busiest = observed.sort_values(["requests_peak_hour", "model"], ascending=[False, True])["model"].iloc[0]
+    st.session_state["cap_model"] = _busiest
+    _fill(_busiest)
 
 # ================================================================ calculator
 st.header("Queueing calculator")
