@@ -134,7 +134,9 @@ def test_forecast_and_autoscaling_sections_when_opened(demo_page):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     m = _metrics(at)
-    assert "Peak forecast (req/s)" in m and "Backtest MAPE" in m
+    assert "Peak forecast (req/s)" in m and "Backtest error (MAPE)" in m
+    mape = float(m["Backtest error (MAPE)"].split()[0])
+    assert (mape > 25) == any("missed the held-out days" in w.value for w in at.warning)
     assert any("weekly seasonality" in w.value for w in at.warning)     # 9 days of history
     summary = next(df.value for df in at.dataframe if "sla_violation_s" in df.value.columns)
     s = summary.set_index("policy")

@@ -33,6 +33,7 @@ st.caption(filter_caption(f) + " · Only the date range and the model filter app
 EMPTY_STORE = store_is_empty()
 observed = query(observed_load, f)
 book = query(self_hosted_models)
+FORECAST_TRUST_MAPE_PCT = 25.0   # a backtest error above this is said in a warning beside the forecast
 MEAN, RATE = "mean service time (s)", "requests per second per slot"
 
 # a common starting point: 14 req/s on ten replicas of 2 req/s each, 70 % busy
@@ -467,11 +468,16 @@ with forecast_box:
             h1, h2, h3, h4 = st.columns(4)
             h1.metric("Peak forecast (req/s)", f"{fp.peak_qps:.4g}", border=True)
             h2.metric("Peak replicas (with redundancy)", f"{fp.peak_replicas:,}", border=True)
-            h3.metric("Backtest MAPE", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None else MISSING,
-                      border=True, help=fc.backtest_note)
+            h3.metric("Backtest error (MAPE)", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None
+                      else MISSING, border=True, help="Mean absolute percentage error of the method on the last "
+                      "days held out: " + fc.backtest_note)
             h4.metric(f"GPU cost over {days} days", usd(fp.cost_usd_total), border=True,
                       help="Σ replicas per hour × GPUs per replica × $ per GPU-hour (the model's price-book "
                            "row); — when that row has no GPU price.")
+            if fc.backtest_mape_pct is not None and fc.backtest_mape_pct > FORECAST_TRUST_MAPE_PCT:
+                st.warning(f"This forecast missed the held-out days by {fc.backtest_mape_pct:.0f} % on average: plan "
+                           "on the upper end of its interval, or on the observed peak, not on the line.",
+                           icon=":material/warning:")
             st.altair_chart(charts.qps_forecast(fp.history, fp.plan, interval=fc.interval,
                                                 title=f"{fmodel}: served requests per second, history and forecast "
                                                       f"({fc.interval:.0%} interval)"))
