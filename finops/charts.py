@@ -567,7 +567,7 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
 # ---------------------------------------------------------------- cascade and edge
 
 CASCADE_SERIES = ("every threshold", "Pareto frontier", "convex hull", "random routing", "small only",
-                  "direct to large", "oracle cascade", "oracle router", "chosen τ")
+                  "direct to large", "oracle cascade", "oracle router", "chosen threshold")
 CASCADE_COLORS = ("#b9bec7", PALETTE[0], PALETTE[1], "#7f7f7f", PALETTE[2], PALETTE[3], PALETTE[6], PALETTE[4],
                   "#d62728")
 CASCADE_MAX_POINTS = 1500
@@ -599,7 +599,7 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
     present = {"every threshold", "Pareto frontier", "convex hull"}
     present |= {"random routing"} if random_line is not None and len(random_line) else set()
     present |= set(base["series"]) if base is not None else set()
-    present |= {"chosen τ"} if chosen is not None else set()
+    present |= {"chosen threshold"} if chosen is not None else set()
     domain = [s for s in CASCADE_SERIES if s in present]
     color = alt.Color("series:N", title=None,
                       scale=alt.Scale(domain=domain, range=[CASCADE_COLORS[CASCADE_SERIES.index(s)] for s in domain]),
@@ -641,7 +641,7 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
         layers.append(alt.Chart(floor).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
                                                  color=FLOOR_COLOR).encode(y=y, text="label:N"))
     if chosen is not None:
-        pick = pd.DataFrame([{**chosen, "series": "chosen τ", "label": f"τ = {chosen['threshold']:.4g}"}])
+        pick = pd.DataFrame([{**chosen, "series": "chosen threshold", "label": f"threshold {chosen['threshold']:.4g}"}])
         layers.append(alt.Chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
             x=x, y=y, color=color, tooltip=_cascade_tooltip()))
         layers.append(alt.Chart(pick).mark_text(align="right", dx=-12, dy=-10, fontSize=12, fontWeight="bold",

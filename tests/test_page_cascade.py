@@ -91,7 +91,7 @@ def test_parametric_metrics_need_the_ends(empty_db):
     ends[0].set_value(0.80)
     ends[1].set_value(0.97).run()
     assert not at.exception
-    apgr = next(m for m in at.metric if m.label == "APGR")
+    apgr = next(m for m in at.metric if m.label == "Quality gap recovered (APGR)")
     assert apgr.value != MISSING
     assert "small only" in _frame(at, "large_call_rate")["name"].tolist()
 
@@ -113,7 +113,13 @@ def test_sample_fleet_store_source(demo_db):
     assert at.radio(key="source").value == "store"
     body = texts(at)
     assert "carry both shadow labels" in body and "per-query costs" in body
-    assert {m.label for m in at.metric} >= {"APGR", "CPT(50%)", "CPT(80%)"}
+    assert {m.label for m in at.metric} >= {"Quality gap recovered (APGR)",
+                                            "Large-model calls for half the gap (CPT 50 %)",
+                                            "Large-model calls for 80 % of the gap (CPT 80 %)"}
+    # the floor starts where the sample can meet it, and says how it was chosen
+    assert not any("No threshold reaches" in w.value for w in at.warning)
+    assert any("Cheapest confidence threshold meeting" in s.value for s in at.success)
+    assert "Floor chosen for you: halfway between the lowest" in body
     assert "oracle router" in _frame(at, "large_call_rate")["name"].tolist()
 
 

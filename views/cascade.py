@@ -1,7 +1,9 @@
 """Cascade: the cost-quality frontier of a small -> large cascade, the cheapest threshold for each
 tenant's quality floor, and when an edge request should escalate to the cloud."""
 import os
+from dataclasses import replace
 
+import pandas as pd
 import streamlit as st
 
 from finops import charts, store
@@ -172,27 +174,39 @@ cost_note = ("per-query costs" if mode == "per_query" else
              f"flat prices {usd(c_small)} and {usd(c_large)} per 1,000 (your inputs)")
 
 # ---------------------------------------------------------------------------------------- analysis
-floor_pct = st.number_input("Quality floor for the chart (% correct)", min_value=0.0, max_value=100.0, value=90.0,
-                            step=0.5, key="floor", bind="query-params",
-                            help="With the illustrative table, a 90 % floor makes 0.80 the cheapest confidence threshold (τ).")
-floor = floor_pct / 100          # the page speaks percent; finops.cascade.sweep takes shares
 report = base_frame = random_line = None
 try:
     if data is not None:
         per_query = mode == "per_query"
         report = cascade.analyse(data.confidence, data.small_quality, data.large_quality,
-                                 data.cost_small if per_query else c_small, data.cost_large if per_query else c_large,
-                                 quality_floor=floor)
+                                 data.cost_small if per_query else c_small, data.cost_large if per_query else c_large)
         base_frame = report.baselines.as_frame()
         random_line = report.baselines.random_routing
     elif source == "example":
-        report = cascade.analyse_curve(cascade.parametric_curve(table, c_small, c_large), quality_floor=floor,
+        report = cascade.analyse_curve(cascade.parametric_curve(table, c_small, c_large),
                                        quality_small=ends[0], quality_large=ends[1])
         base_frame = cascade_store.parametric_baselines(c_small, c_large, *ends)
         if None not in ends:
             random_line = cascade_store.random_routing(c_small, c_large, *ends)
 except InputError as exc:
     st.error(str(exc), icon=":material/error:")
+
+# the floor starts where this data can meet it (a link's floor is kept on arrival); new data, new default
+default_floor, floor_how = cascade.default_floor(report.curve if report is not None else pd.DataFrame())
+floor_for = (source, origin, len(report.curve) if report is not None else 0)
+if "floor_default_for" not in st.session_state and "floor" in st.query_params:
+    st.session_state["floor_default_for"] = floor_for
+elif st.session_state.get("floor_default_for") != floor_for:
+    st.session_state["floor"] = round(100 * default_floor, 2)
+    st.session_state["floor_default_for"] = floor_for
+floor_pct = st.number_input("Quality floor for the chart (% correct)", min_value=0.0, max_value=100.0, step=0.5,
+                            key="floor", bind="query-params",
+                            help="The cheapest confidence threshold whose quality is at least this is marked.")
+floor = floor_pct / 100          # the page speaks percent; finops.cascade.sweep takes shares
+if abs(floor - default_floor) < 1e-9:
+    st.caption(f"Floor chosen for you: {floor_how}. Type your own.")
+if report is not None:
+    report = replace(report, quality_floor=floor, choice=cascade.cheapest_meeting(report.curve, floor))
 
 if report is None:
     st.info("No curve to draw yet: choose a data source with data above.", icon=":material/show_chart:")
@@ -241,12 +255,12 @@ else:
     st.subheader("Routing metrics and baselines")
     m = report.metrics
     k1, k2, k3 = st.columns(3)
-    k1.metric("APGR", MISSING if m.apgr is None else f"{m.apgr:.3f}", border=True,
+    k1.metric("Quality gap recovered (APGR)", MISSING if m.apgr is None else f"{m.apgr:.3f}", border=True,
               help="Average performance gap recovered over all escalation rates (RouteLLM): 0.5 = random routing, "
                    "1 = perfect.")
-    k2.metric("CPT(50%)", MISSING if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
+    k2.metric("Large-model calls for half the gap (CPT 50 %)", MISSING if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
               help="Share of requests sent to the large model to recover half the small-large quality gap.")
-    k3.metric("CPT(80%)", MISSING if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
+    k3.metric("Large-model calls for 80 % of the gap (CPT 80 %)", MISSING if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
               help="Share of requests sent to the large model to recover 80 % of the gap.")
     if m.note:
         st.caption(f"Metrics not computed: {m.note}." + (" Enter the small-only and large-only qualities above."
@@ -304,23 +318,24 @@ else:
 st.header("Edge vs cloud: when does escalating a request pay?")
 st.caption("Escalate a low-confidence edge request to the cloud iff the quality gained, in "
            "money, beats the extra inference and network cost plus the extra latency, in money.")
-st.latex(r"V_q \cdot \Delta Q \;>\; \Delta C_{infer} + C_{net} + V_{lat} \cdot (RTT + T_{cloud} - T_{edge})")
+st.markdown("**Escalate when** value of a right answer × quality gained  >  extra inference cost + network cost "
+            "+ value of a second × (round trip + cloud time − edge time)")
 d0 = edge.EdgeInputs()
 e1, e2, e3 = st.columns(3)
-dq = e1.number_input("ΔQ: quality gain (share of answers made right)", -1.0, 1.0, d0.quality_gain, 0.01,
+dq = e1.number_input("Quality gained (share of answers made right, ΔQ)", -1.0, 1.0, d0.quality_gain, 0.01,
                      help="For example 80 % → 95 % right: ΔQ = 0.15.")
-vq = e1.number_input("V_q: value of one wrong answer made right ($)", 0.0, None, d0.value_usd, 0.05)
+vq = e1.number_input("Value of one wrong answer made right ($, V_q)", 0.0, None, d0.value_usd, 0.05)
 q_edge = e1.number_input("Edge model quality (share right, for expected quality)", 0.0, 1.0, d0.edge_quality, 0.01)
-dc = e2.number_input("ΔC_infer: cloud minus edge inference ($ per request)", 0.0, None, d0.infer_cost_diff_usd,
+dc = e2.number_input("Extra inference cost, cloud minus edge ($ per request, ΔC_infer)", 0.0, None, d0.infer_cost_diff_usd,
                      0.001, format="%.4f", help="For example ($8 − $1) per 1,000 = $0.007.")
-cnet = e2.number_input("C_net: traffic up and down ($ per request)", 0.0, None, d0.network_cost_usd, 0.001,
+cnet = e2.number_input("Network cost up and down ($ per request, C_net)", 0.0, None, d0.network_cost_usd, 0.001,
                        format="%.4f", help="For example inference difference + traffic ≈ $0.01, so $0.003.")
-vlat = e2.number_input("V_lat: value of latency ($ per second)", 0.0, None, d0.latency_value_usd_per_s, 0.005,
+vlat = e2.number_input("Value of a second of latency ($ per second, V_lat)", 0.0, None, d0.latency_value_usd_per_s, 0.005,
                        format="%.4f", help="For example 80 ms RTT + 300 ms cloud time worth ≈ $0.03: "
                                            "0.03 / 0.38 = $0.0789 per second.")
-rtt = e3.number_input("RTT: network round trip (ms)", 0.0, None, d0.rtt_ms, 10.0, key="rtt_ms")
-t_cloud = e3.number_input("T_cloud: cloud inference time (ms)", 0.0, None, d0.cloud_ms, 10.0)
-t_edge = e3.number_input("T_edge: edge time saved by escalating (ms)", 0.0, None, d0.edge_ms, 10.0,
+rtt = e3.number_input("Network round trip (ms, RTT)", 0.0, None, d0.rtt_ms, 10.0, key="rtt_ms")
+t_cloud = e3.number_input("Cloud inference time (ms, T_cloud)", 0.0, None, d0.cloud_ms, 10.0)
+t_edge = e3.number_input("Edge time saved by escalating (ms, T_edge)", 0.0, None, d0.edge_ms, 10.0,
                          help="0 by default: the edge attempt is already spent.")
 inputs = edge.EdgeInputs(dq, vq, dc, cnet, rtt, t_cloud, t_edge, vlat, q_edge)
 try:

@@ -30,6 +30,7 @@ queries as in the seed); every cost output is in that same unit.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -438,6 +439,23 @@ def cheapest_meeting(curve: pd.DataFrame, quality_floor: float) -> CascadePoint 
     best = ok.sort_values(["avg_cost", "avg_quality", "escalation_rate"],
                           ascending=[True, False, True], kind="mergesort").iloc[0]
     return _point(best)
+
+
+def default_floor(curve: pd.DataFrame, step: float = 0.005) -> tuple[float, str]:
+    """A quality floor that the data can meet, and how it was chosen: halfway between the lowest and the
+    highest quality any threshold reaches on ``curve``, rounded down to ``step`` (0.5 %), so the cheapest
+    threshold meeting it sits inside the curve rather than at either end.
+
+    >>> default_floor(parametric_curve(example_table()))[0]
+    0.92
+    """
+    q = pd.to_numeric(curve["avg_quality"], errors="coerce").dropna() if len(curve) else pd.Series(dtype=float)
+    if q.empty:
+        return 0.9, "no curve to choose from: 90 %, a common starting point"
+    lo, hi = float(q.min()), float(q.max())
+    floor = min(math.floor(((lo + hi) / 2 + 1e-12) / step) * step, hi)
+    return round(floor, 6), (f"halfway between the lowest ({lo:.1%}) and the highest ({hi:.1%}) quality any "
+                             f"threshold reaches on this data, rounded down to {step:.1%}")
 
 
 def marginal_table(curve: pd.DataFrame, *, points_per_quality_unit: float = 100.0) -> pd.DataFrame:
