@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import duckdb
 import pytest
 
 from finops.spend.costviews import KPI_SPECS, format_value
@@ -54,8 +55,18 @@ def _period_args(at) -> list[str]:
 def test_overview_on_the_demo_store(demo_db):
     at = run_page(demo_db)
     assert not at.exception
-    assert [m.label for m in at.metric][:8] == [s.label for s in KPI_SPECS]
-    assert _subheaders(at) == ["Spend over time", "Top tenants by spend", "Open alerts"]
+    # no fleet-wide P99 (it blends every model): latency is a table per model, in seconds, with its rule
+    assert [m.label for m in at.metric][:7] == [s.label for s in KPI_SPECS if s.field != "p99_total_ms"]
+    assert _subheaders(at) == ["Latency per model", "Spend over time", "Top tenants by spend", "Open alerts"]
+    lat = next(d.value for d in at.dataframe if "sla_p99_s" in d.value.columns).set_index("model")
+    con = duckdb.connect(demo_db)            # served rows: every status, cache hits left out (as the Latency page)
+    exact = con.execute("SELECT model, quantile_cont(ttft_ms, 0.99) / 1000 FROM requests WHERE ttft_ms IS NOT NULL "
+                        "AND NOT coalesce(cache_hit, false) GROUP BY 1").fetchall()
+    con.close()
+    for model, p99_s in exact:                  # the hourly sketch answers within 1 %
+        assert lat.loc[model, "sla_p99_s"] == pytest.approx(p99_s, rel=0.011)
+    assert (lat["hours_over"] >= 0).all() and lat["hours_over"].max() > 0     # the sample's incident hours
+    assert "P99 time to first token is above 1.5 × the tier's SLA" in texts(at) and "premium 2 s" in texts(at)
     assert _kinds(at).get("vega_lite_chart", 0) >= 3
     assert "the sample fleet" in texts(at)
     assert at.toggle(key="idle").value is True

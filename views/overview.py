@@ -3,7 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.fmt import MISSING, usd
-from finops.ops import alerts
+from finops.ops import alerts, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
 from views._shared import (
@@ -35,7 +35,9 @@ trends = query(costviews.kpi_trends, f)
 prev = (f"vs {period_label(k.previous_period)}" if k.previous is not None
         else "no data in the previous period to compare with")
 DELTA_COLOR = {"worse": "inverse", "better": "normal", "neutral": "off"}
-for row in (k.items[:4], k.items[4:]):
+# one P99 over every model describes none of them: latency is per model below
+items = [i for i in k.items if i.spec.field != "p99_total_ms"]
+for row in (items[:4], items[4:]):
     cols = st.columns(len(row))
     for col, item in zip(cols, row, strict=True):
         spark = trends[item.spec.field].dropna().tolist() if item.spec.field in trends else None
@@ -63,6 +65,25 @@ if k.idle_share is not None and k.idle_share >= 0.05:
     by_traffic = query(fleets.billing_basis).query("billed_by == 'traffic'")["model"]
     if len(by_traffic):
         st.caption(f"{', '.join(plain(m) for m in by_traffic)}: {fleets.TRAFFIC_NOTE} (Data page).")
+
+# ---- latency per model, against its rule
+lat = query(slo.model_latency, f)
+if len(lat.table):
+    st.subheader("Latency per model")
+    shown = slo.overview_table(lat, query(alerts.open_alerts, f))
+    sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
+    st.dataframe(shown, placeholder=MISSING, hide_index=True,
+                 column_order=["model", "requests", "sla_p99_s", "total_p99_s", "hours_over"], column_config={
+                     "model": st.column_config.TextColumn("Model"),
+                     "requests": st.column_config.NumberColumn("Requests served", format="%,d"),
+                     "sla_p99_s": st.column_config.NumberColumn(f"P99 {sla_name} (s)", format="%.2f",
+                                                                help="The latency the SLA is on."),
+                     "total_p99_s": st.column_config.NumberColumn("P99 total latency (s)", format="%.2f"),
+                     "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%.2f",
+                                                                 help="Hours of the period with an open P99 alert "
+                                                                      "on this model (any tenant).")})
+    st.caption(plain(lat.rule) + (" The rule is switched off." if not lat.enabled else "")
+               + " Percentiles over the whole period; the Latency page has them per tier and hour. " + source_label())
 
 # ---- spend over time
 st.subheader("Spend over time")
