@@ -136,6 +136,11 @@ if missing:
     raise RuntimeError(f"app.py: page files declared in views.PAGES are missing: {', '.join(missing)}")
 pages = [st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, default=(n == 0)) for n, p in enumerate(PAGES)]
 page = st.navigation(pages)      # first, so the menu is ours even while the sample store is built
+try:
+    connection()
+except store.StoreError as exc:     # held by another process, or not a store: a sentence, never a traceback
+    st.error(plain(exc), icon=":material/lock:")
+    st.stop()
 _first_start()
 _sidebar()
 page.run()

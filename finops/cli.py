@@ -37,7 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _logging() -> None:
+    """The ``finops`` log (a reader's or DuckDB's own text, with server paths) stays out of a person's
+    terminal, which gets one sentence per problem; ``FINOPS_DEBUG=1`` prints it to stderr."""
+    import logging
+    import os
+    logger = logging.getLogger("finops")
+    if os.environ.get("FINOPS_DEBUG"):
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+    elif not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+
+
 def main(argv: list[str] | None = None) -> int:
+    _logging()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

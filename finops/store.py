@@ -27,8 +27,10 @@ One connection per process; callers take ``con.cursor()`` per thread.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +38,9 @@ from pathlib import Path
 import duckdb
 
 from finops import catalogue, schema, sql
+from finops.errors import InputError
+
+log = logging.getLogger("finops")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = ROOT / "data" / "finops.duckdb"
@@ -254,13 +259,42 @@ def resolve_path(path: str | os.PathLike | None = None) -> str:
     return str(path)
 
 
+class StoreError(InputError):
+    """The store cannot be opened: held by another process, not a store, unreadable. Its message is a
+    sentence saying what to do; DuckDB's own text (paths, internals) goes to the ``finops`` log."""
+
+
+_LOCK_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as exc:
+        text = str(exc)
+        log.warning("opening store %s failed: %s", path, text)
+        name = os.path.basename(path)
+        if "lock" in text.lower():
+            pid = _LOCK_PID.search(text)
+            who = f"process {pid.group(1)}" if pid else "another process"
+            raise StoreError(
+                f"The store {name} is in use by {who} (the dashboard, a load or a report): DuckDB lets one process "
+                "write a store at a time. Stop that process and try again, or load logs on the Data page while "
+                "the dashboard runs.") from None
+        if read_only and not os.path.exists(path):
+            raise StoreError(f"There is no store at {name}: load logs into it first (python -m finops ingest).") \
+                from None
+        raise StoreError(f"{name} could not be opened as a finops store (it may not be a DuckDB file, or be damaged "
+                         "or unreadable): check the path given with --db or FINOPS_DB.") from None
+
+
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
             memory_limit: str | None = "1536MB") -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a store and make sure its tables exist."""
     path = resolve_path(path)
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(path, read_only=read_only)
+    con = _open(path, read_only)
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     con.execute("SET TimeZone = 'UTC'")
