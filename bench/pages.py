@@ -53,7 +53,9 @@ for name in ("finops.charts", "finops.ops.alerts", "finops.spend.budgets", "fino
 at = AppTest.from_file({app!r}, default_timeout=1800)
 page = {page!r}
 if page != "overview":
-    at.switch_page(f"views/{{page}}.py")
+    # this tree's views/, or pages/ in a revision from before the layout moved
+    at.switch_page(f"views/{{page}}.py" if os.path.exists(os.path.join({root!r}, "views", page + ".py"))
+                   else f"pages/{{page}}.py")
 t = time.perf_counter()
 at.run()
 cold = time.perf_counter() - t
