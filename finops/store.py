@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +42,7 @@ from finops import catalogue, schema, sql
 from finops.errors import InputError
 
 log = logging.getLogger("finops")
+WRITE_LOCK = threading.RLock()     # one write transaction at a time in this process (see transaction)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = ROOT / "data" / "finops.duckdb"
@@ -242,14 +244,19 @@ def _ddl() -> list[str]:
 
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """BEGIN ... COMMIT, or ROLLBACK and re-raise: all of a change or none of it."""
-    con.execute("BEGIN")
-    try:
-        yield con
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+    """BEGIN ... COMMIT, or ROLLBACK and re-raise: all of a change or none of it.
+
+    Writes of one process take turns (:data:`WRITE_LOCK`): two browser tabs of one dashboard load on two
+    threads, and DuckDB's snapshots would let both read the same next batch id and miss each other's
+    rows. Another process cannot write the store at all while this one holds it (DuckDB's file lock)."""
+    with WRITE_LOCK:
+        con.execute("BEGIN")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> str:

@@ -429,9 +429,7 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     sha = file_sha256(path)
     opts_json = options.as_json()
 
-    prior = con.execute("SELECT rows_read, rows_rejected FROM batches WHERE sha256 = ? AND format = ? "
-                        "AND options = ? ORDER BY batch_id LIMIT 1", [sha, adapter.name, opts_json]).fetchall()
-    prior = prior[0] if prior else None
+    prior = _prior(con, sha, adapter.name, opts_json)
     if prior is not None:
         # the same bytes, read the same way, are already stored: nothing new can come of them
         read, rejected = prior
@@ -492,7 +490,19 @@ def _stage(con, source) -> list[str]:
     return ["TABLE _stage"]
 
 
+def _prior(con, sha: str, fmt: str, opts_json: str) -> tuple[int, int] | None:
+    """(rows_read, rows_rejected) of the batch that already holds these bytes read this way, if any."""
+    rows = con.execute("SELECT rows_read, rows_rejected FROM batches WHERE sha256 = ? AND format = ? "
+                       "AND options = ? ORDER BY batch_id LIMIT 1", [sha, fmt, opts_json]).fetchall()
+    return rows[0] if rows else None
+
+
 def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
+    if sha and (prior := _prior(con, sha, fmt, opts_json)) is not None:
+        # the same file loaded by another tab or thread while this one read it: it is stored once
+        read, rejected = prior
+        step(1.0, "already loaded")
+        return IngestResult(name, fmt, None, read, 0, rejected, read - rejected, [])
     step(0.1, "validating")
     staged = _stage(con, source)
     # one pass for every count the load needs, and the screen for ids repeated within the file:
