@@ -120,7 +120,9 @@ def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
     if chosen in sql.SLA_COLUMNS:
         return sql.column(chosen, sql.SLA_COLUMNS, "SLA latency")
     where, params = (f or Filters()).where()
-    has_ttft = con.execute(f"SELECT count(ttft_ms) FROM requests WHERE {where}", params).fetchall()[0][0]
+    # EXISTS stops at the first row with a TTFT instead of counting every one
+    has_ttft = con.execute(f"SELECT EXISTS (SELECT 1 FROM requests WHERE {where} AND ttft_ms IS NOT NULL)",
+                           params).fetchall()[0][0]
     return "ttft_ms" if has_ttft else "total_ms"
 
 
