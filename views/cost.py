@@ -223,14 +223,15 @@ by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
 by_tenant.dataframe(showback_by_tenant(sb), placeholder=MISSING, hide_index=True, column_config=COLUMNS)
 by_pair.dataframe(sb, placeholder=MISSING, hide_index=True, column_config=COLUMNS)
 name = export_name("showback", period)
-focus = query(exports.focus_frame, f, idle_policy=policy)
+# the files are made when a button is pressed (a FOCUS export of a big store takes seconds), not on each render
 c1, c2, c3 = st.columns(3)
-c1.download_button("Download CSV", exports.safe_csv(sb), file_name=f"{name}.csv", mime="text/csv",
+c1.download_button("Download CSV", lambda: exports.safe_csv(sb), file_name=f"{name}.csv", mime="text/csv",
                    icon=":material/download:", on_click="ignore")
-c2.download_button("Download Parquet", exports.parquet_bytes(sb), file_name=f"{name}.parquet",
+c2.download_button("Download Parquet", lambda: exports.parquet_bytes(sb), file_name=f"{name}.parquet",
                    mime="application/vnd.apache.parquet", icon=":material/download:", on_click="ignore")
-c3.download_button("Download FOCUS 1.2 CSV", exports.focus_csv(focus), file_name=f"{name}_focus.csv",
-                   mime="text/csv", icon=":material/download:", on_click="ignore",
+c3.download_button("Download FOCUS 1.2 CSV",
+                   lambda: exports.focus_csv(query(exports.focus_frame, f, idle_policy=policy)),
+                   file_name=f"{name}_focus.csv", mime="text/csv", icon=":material/download:", on_click="ignore",
                    help="FinOps FOCUS 1.2 cost-and-usage rows: one per day, tenant, model, SLA tier and meter "
                         "(input, cached input and output tokens, requests, GPU-hours).")
 idle_text = ("Idle self-hosted capacity is the row '(idle capacity)', so the table adds up to the whole bill "
