@@ -154,9 +154,15 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
                "day": f"epoch_us({sql.time_bucket('day', 'hour')})", "week": f"epoch_us({sql.time_bucket('week', 'hour')})"}
     key_params = [models] if "model" in keys else []
     select = "".join(f"{key_num[k]} AS {k}, " for k in keys)
-    got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, n, lo, hi FROM latency_hourly "
-                  f"WHERE {where} AND list_contains(?, field)",
-                  params=key_params + [fields] + params + [fields]).fetchnumpy()
+    if "hour" in keys:
+        got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, n, lo, hi FROM latency_hourly "
+                      f"WHERE {where} AND list_contains(?, field)",
+                      params=key_params + [fields] + params + [fields]).fetchnumpy()
+    else:   # days, weeks, models or nothing: few groups, so DuckDB sums the buckets before they are fetched
+        group = ", ".join(str(i + 1) for i in range(len(keys) + 2))
+        got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, sum(n) AS n, min(lo) AS lo, "
+                      f"max(hi) AS hi FROM latency_hourly WHERE {where} AND list_contains(?, field) GROUP BY {group}",
+                      params=key_params + [fields] + params + [fields]).fetchnumpy()
     if len(got["k"]) == 0:
         return pd.DataFrame({c: [] for c in cols})
     # group columns packed into one integer key (field, model, time, bucket) and sorted once
