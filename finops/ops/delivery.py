@@ -508,7 +508,7 @@ def delivery_log(con: duckdb.DuckDBPyConnection, limit: int = 200) -> pd.DataFra
 SELECT attempted_at, target, kind,
        CASE WHEN alert_id = 'test' THEN 'test' WHEN alert_id LIKE 'digest:%' THEN 'digest' ELSE 'alerts' END AS what,
        count(*) FILTER (WHERE alert_id <> 'test' AND alert_id NOT LIKE 'digest:%') AS alerts,
-       min(severity) AS severity, outcome, any_value(detail) AS detail
+       arg_min(severity, CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END) AS severity, outcome, any_value(detail) AS detail
 FROM alert_deliveries GROUP BY message_id, attempted_at, target, kind, what, outcome
 ORDER BY attempted_at DESC, target LIMIT ?""", [int(limit)]).df()
 
