@@ -357,7 +357,9 @@ def slack_payload(title: str, lines: list[str]) -> dict:
     section per line, so a tenant or model name is never read as Slack markup)."""
     blocks = [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}}]
     blocks += [{"type": "section", "text": {"type": "plain_text", "text": line[:3000]}} for line in lines[:45]]
-    return {"text": f"finops {title}"[:3000], "blocks": blocks}
+    # the top-level text is read as Slack markup: its control characters are escaped as Slack asks
+    text = f"finops {title}"[:3000].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return {"text": text, "blocks": blocks}
 
 
 def _record(a) -> dict:
@@ -437,6 +439,8 @@ def _send_email(target: Target, msg: EmailMessage) -> None:
     except smtplib.SMTPNotSupportedError:
         raise DeliveryError(f"{where} does not offer STARTTLS (or AUTH); untick STARTTLS only on a trusted "
                             "network") from None
+    except smtplib.SMTPServerDisconnected:
+        raise DeliveryError(f"{where} closed the connection") from None
     except smtplib.SMTPResponseException as exc:
         raise DeliveryError(f"{where} answered {exc.smtp_code}") from None
     except smtplib.SMTPException as exc:
