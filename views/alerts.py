@@ -22,6 +22,24 @@ ICONS = {"critical": ":material/error:", "warning": ":material/warning:", "info"
 SHOW = ("open", "every alert", "acknowledged or snoozed")
 CUSTOM = "until a date and time"
 
+
+
+def plural(n: int) -> str:
+    return f"{n} alert{'s' if n != 1 else ''}"
+
+
+def act(action: str, rows, who: str, note: str, until) -> None:
+    """Acknowledge, snooze or reopen ``rows`` for ``who``; a refusal is a sentence, a success a toast."""
+    if action == "acknowledge":
+        save_edits(lambda: alerts.acknowledge(cursor(), rows, who, note), "Acknowledgement",
+                   lambda n: f"Acknowledged {plural(n)}.")
+    elif action == "snooze":
+        save_edits(lambda: alerts.snooze(cursor(), rows, until, who, note), "Snooze",
+                   lambda n: f"Snoozed {plural(n)} until {until:%Y-%m-%d %H:%M} UTC.")
+    else:
+        save_edits(lambda: alerts.reopen(cursor(), rows, who), "Reopening", lambda n: f"Reopened {plural(n)}.")
+
+
 st.title("Alerts")
 st.caption("Alerts of one model whose windows overlap or touch are one group, sent as one message. Acknowledge a "
            "group (or one of its alerts) to stop its delivery, or snooze it until a time. " + filter_caption(
@@ -89,20 +107,12 @@ else:
                 ack = b1.form_submit_button("Acknowledge", icon=":material/check:", type="primary")
                 snz = b2.form_submit_button("Snooze", icon=":material/snooze:")
                 reo = b3.form_submit_button("Reopen", icon=":material/undo:")
-            rows = g.alerts if pick == "all" else g.alerts[g.alerts["alert_id"] == pick]
             if ack or snz or reo:
                 st.session_state["alert_actor"] = who
-            if ack:
-                save_edits(lambda rows=rows: alerts.acknowledge(cursor(), rows, who, note), "Acknowledgement",
-                           lambda n: f"Acknowledged {n} alert{'s' if n != 1 else ''}.")
-            elif snz:
+                rows = g.alerts if pick == "all" else g.alerts[g.alerts["alert_id"] == pick]
                 until = (now + alerts.SNOOZES[length] if length in alerts.SNOOZES
                          else datetime.combine(day, at) if day is not None and at is not None else None)
-                save_edits(lambda rows=rows: alerts.snooze(cursor(), rows, until, who, note), "Snooze",
-                           lambda n: f"Snoozed {n} alert{'s' if n != 1 else ''} until {until:%Y-%m-%d %H:%M} UTC.")
-            elif reo:
-                save_edits(lambda rows=rows: alerts.reopen(cursor(), rows, who), "Reopening",
-                           lambda n: f"Reopened {n} alert{'s' if n != 1 else ''}.")
+                act("acknowledge" if ack else "snooze" if snz else "reopen", rows, who, note, until)
 
 # ---------------------------------------------------------------- delivery targets
 st.header("Delivery targets")
