@@ -18,6 +18,7 @@ from views._shared import (
 )
 
 MAX_GROUPS = 20
+ALERTS_PER_GROUP = 20
 ICONS = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 SHOW = ("open", "every alert", "acknowledged or snoozed")
 CUSTOM = "until a date and time"
@@ -76,14 +77,19 @@ else:
         summary = ", ".join(f"{n} {s}" for s, n in states.items())
         with st.expander(f"{plain(g.title)} · {plain(summary)}", icon=ICONS.get(g.severity), expanded=i == 0):
             st.dataframe(g.alerts, placeholder=MISSING, hide_index=True,
-                         column_order=["severity", "state_shown", "tenant", "window_start", "window_end", "message"],
+                         column_order=["severity", "state_shown", "tenant", "rule", "window_start", "window_end"],
                          column_config={
                              "severity": st.column_config.TextColumn("Severity"),
                              "state_shown": st.column_config.TextColumn("State"),
                              "tenant": st.column_config.TextColumn("Tenant"),
                              "window_start": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
                              "window_end": st.column_config.DatetimeColumn("To (UTC)", format="YYYY-MM-DD HH:mm"),
-                             "message": st.column_config.TextColumn("Alert", width="large")})
+                             "rule": st.column_config.TextColumn("Rule")})
+            # the whole sentence of each alert, never cut off by a table cell
+            st.markdown("\n".join(f"- **{r.severity}** · {plain(r.message)}"
+                                   for r in g.alerts.head(ALERTS_PER_GROUP).itertuples(index=False)))
+            if len(g.alerts) > ALERTS_PER_GROUP:
+                st.caption(f"and {len(g.alerts) - ALERTS_PER_GROUP:,} more in the table above.")
             handled = g.alerts[g.alerts["state"] != "open"]
             for r in handled.itertuples(index=False):
                 st.caption(f"{plain(alerts.state_label(r.state, r.state_until))} by {plain(r.state_by)} at "
