@@ -2,6 +2,8 @@
 against a local HTTP receiver on 127.0.0.1, the delivery log; and the empty store."""
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from finops import store
@@ -89,3 +91,21 @@ def test_alerts_page_on_an_empty_store(empty_db):
     at = run_page(empty_db, PAGE)
     assert not at.exception
     assert "holds no requests yet" in texts(at)
+
+
+def test_a_snooze_into_the_past_or_without_a_name_is_a_sentence_not_a_crash(db):
+    con = store.connect(db)
+    g = delivery.group_alerts(alerts.open_alerts(con))[0]
+    con.close()
+    at = run_page(db, PAGE, query_params=PERIOD)
+    at.selectbox(key=f"for_{g.key}").select("until a date and time")
+    at.date_input(key=f"day_{g.key}").set_value(datetime(2020, 1, 1).date())
+    at.text_input(key=f"who_{g.key}").input("Ada")
+    next(b for b in at.button if b.label == "Snooze" and g.key in str(b.form_id)).click().run()
+    assert not at.exception
+    assert "Snooze not saved: a snooze ends in the future" in texts(at)
+    at.text_input(key=f"who_{g.key}").input("  ")
+    next(b for b in at.button if b.label == "Acknowledge" and g.key in str(b.form_id)).click().run()
+    assert not at.exception
+    assert "Acknowledgement not saved: say who you are" in texts(at)
+    assert set(_states(db)["state"]) == {"open"}

@@ -546,12 +546,12 @@ def state_label(state: str, until) -> str:
 def _person(actor: str, note: str) -> tuple[str, str]:
     who = " ".join(str(actor or "").split())
     if not who:
-        raise InputError("say who you are (a name or an e-mail address)", field="by")
+        raise InputError("say who you are (a name or an e-mail address)")
     if len(who) > 100:
-        raise InputError("a name of at most 100 characters", field="by")
+        raise InputError("a name of at most 100 characters")
     text = " ".join(str(note or "").split())
     if len(text) > 500:
-        raise InputError("a note of at most 500 characters", field="note")
+        raise InputError("a note of at most 500 characters")
     return who, text
 
 
@@ -585,7 +585,7 @@ def snooze(con: duckdb.DuckDBPyConnection, alerts_frame: pd.DataFrame, until: da
     """Snooze the alerts until ``until`` (naive UTC, after ``now``): not delivered before then. Returns how many."""
     now = now or utc_now()
     if until is None or pd.isna(until) or pd.Timestamp(until) <= pd.Timestamp(now):
-        raise InputError("a snooze ends in the future", field="until")
+        raise InputError("a snooze ends in the future")
     return _set_state(con, alerts_frame, "snoozed", by, note, pd.Timestamp(until).to_pydatetime(), now)
 
 
