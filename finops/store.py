@@ -20,7 +20,7 @@ Tables
 ``budgets``        monthly budget per tenant.
 ``settings``       small key/value pairs (e.g. readiness ticks, alert delivery targets).
 ``alert_states``   an alert a person acknowledged or snoozed: its identity (finops.ops.alerts.alert_id and
-                   the rule, model, tenant, window start it is made of), who, when, until and a note.
+                   the rule, model, tenant, window start it is made of) and window end, who, when, until, a note.
 ``alert_deliveries`` every attempt to deliver an alert (or a digest, or a test) to a target: when, the
                    outcome (sent / failed) and why, so an alert is sent once and a failure is retried.
 ``data_version``   one counter that every write bumps (:func:`bump_data_version`): the dashboard's
@@ -227,9 +227,9 @@ def _ddl() -> list[str]:
         "CREATE TABLE IF NOT EXISTS budgets (tenant VARCHAR, month DATE, budget_usd DOUBLE)",
         "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
         """CREATE TABLE IF NOT EXISTS alert_states (alert_id VARCHAR, rule VARCHAR, model VARCHAR, tenant VARCHAR,
-  window_start TIMESTAMP, state VARCHAR, actor VARCHAR, acted_at TIMESTAMP, until TIMESTAMP, note VARCHAR)""",
+  window_start TIMESTAMP, window_end TIMESTAMP, state VARCHAR, actor VARCHAR, acted_at TIMESTAMP, until TIMESTAMP, note VARCHAR)""",
         """CREATE TABLE IF NOT EXISTS alert_deliveries (alert_id VARCHAR, rule VARCHAR, model VARCHAR, tenant VARCHAR,
-  severity VARCHAR, target VARCHAR, kind VARCHAR, message_id VARCHAR, attempted_at TIMESTAMP, outcome VARCHAR,
+  window_start TIMESTAMP, window_end TIMESTAMP, severity VARCHAR, target VARCHAR, kind VARCHAR, message_id VARCHAR, attempted_at TIMESTAMP, outcome VARCHAR,
   detail VARCHAR)""",
         """CREATE TABLE IF NOT EXISTS latency_hourly (
   hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",

@@ -512,22 +512,44 @@ def utc_now() -> datetime:
 def alert_states(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The stored state of every alert a person acknowledged or snoozed: alert_id, rule, model, tenant,
     window_start, state (acknowledged / snoozed), actor, acted_at, until (snoozed until), note."""
-    return con.execute("SELECT * FROM alert_states ORDER BY acted_at DESC").df()
+    try:
+        return con.execute("SELECT * FROM alert_states ORDER BY acted_at DESC").df()
+    except duckdb.CatalogException:            # a store made before the table, opened read-only
+        return pd.DataFrame(columns=["alert_id", "rule", "model", "tenant", "window_start", "window_end", "state",
+                                     "actor", "acted_at", "until", "note"])
+
+
+def same_alert(frame: pd.DataFrame, rows: pd.DataFrame, latest: str) -> pd.DataFrame:
+    """For each alert of ``frame``, the row of ``rows`` (stored states or deliveries: alert_id, rule, model,
+    tenant, window_start, window_end) that is the same alert, the latest by column ``latest``; indexed as
+    ``frame``, alerts without one left out. The same alert is the same identity, or the same rule, model and
+    tenant with a window that overlaps or touches: an episode that began before the period judged is seen
+    with a later start, and stays the alert a person acknowledged or a target was sent."""
+    keys = ["alert_id", "rule", "model", "tenant", "window_start", "window_end"]
+    if frame.empty or rows.empty:
+        return rows.iloc[0:0]
+    f = frame[keys].assign(_i=frame.index)
+    r = rows.rename(columns={k: f"{k}_r" for k in ("alert_id", "window_start", "window_end")})
+    m = f.merge(r, on=["rule", "model", "tenant"])
+    ws, we = pd.to_datetime(m["window_start"]), pd.to_datetime(m["window_end"])
+    rs, re_ = pd.to_datetime(m["window_start_r"]), pd.to_datetime(m["window_end_r"])
+    same = (m["alert_id"] == m["alert_id_r"]) | ((ws <= re_) & (rs <= we))
+    m = m[same.fillna(False).astype(bool)].sort_values(latest, ascending=False, kind="stable")
+    return m.drop_duplicates("_i").set_index("_i")
 
 
 def annotate(frame: pd.DataFrame, states: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
     """``frame`` (alerts with ``alert_id``) with its state at ``now``: ``acknowledged``, ``snoozed`` (until a
-    time still ahead) or ``open`` (also once a snooze has run out), and who set it, when, until and the note."""
+    time still ahead) or ``open`` (also once a snooze has run out), and who set it, when, until and the note.
+    A stored state applies to the same alert (:func:`same_alert`)."""
     now = now or utc_now()
     out = frame.drop(columns=[c for c in STATE_COLUMNS if c in frame.columns])
-    s = states.drop_duplicates("alert_id").set_index("alert_id") if len(states) else None
+    match = same_alert(out, states, "acted_at")
     rows = []
-    for aid in out["alert_id"]:
-        if s is None or aid not in s.index:
-            rows.append(("open", "", pd.NaT, pd.NaT, ""))
-            continue
-        r = s.loc[aid]
-        live = r["state"] == "acknowledged" or (r["state"] == "snoozed" and pd.Timestamp(r["until"]) > now)
+    for i in out.index:
+        r = match.loc[i] if i in match.index else None
+        live = r is not None and (r["state"] == "acknowledged"
+                                  or (r["state"] == "snoozed" and pd.Timestamp(r["until"]) > now))
         rows.append((r["state"], r["actor"], r["acted_at"], r["until"], r["note"]) if live
                     else ("open", "", pd.NaT, pd.NaT, ""))
     cols = pd.DataFrame(rows, columns=list(STATE_COLUMNS), index=out.index)
@@ -558,14 +580,18 @@ def _person(actor: str, note: str) -> tuple[str, str]:
 def _set_state(con, alerts_frame: pd.DataFrame, state: str | None, actor: str, note: str, until, now) -> int:
     who, text = _person(actor, note)
     now = now or utc_now()
-    rows = [(r.alert_id, r.rule, r.model, r.tenant, pd.Timestamp(r.window_start).to_pydatetime(), state, who, now,
-             until, text) for r in alerts_frame.itertuples(index=False)]
+    rows = [(r.alert_id, r.rule, r.model, r.tenant, pd.Timestamp(r.window_start).to_pydatetime(),
+             pd.Timestamp(r.window_end).to_pydatetime(), state, who, now, until, text)
+            for r in alerts_frame.itertuples(index=False)]
     if not rows:
         raise InputError("choose at least one alert")
+    # the states this alert had, under its identity or seen through another period (same_alert)
+    older = same_alert(alerts_frame, alert_states(con), "acted_at")
+    gone = {r[0] for r in rows} | set(older["alert_id_r"]) if len(older) else {r[0] for r in rows}
     with store.transaction(con):
-        con.executemany("DELETE FROM alert_states WHERE alert_id = ?", [(r[0],) for r in rows])
+        con.executemany("DELETE FROM alert_states WHERE alert_id = ?", [(a,) for a in sorted(gone)])
         if state is not None:
-            con.executemany("INSERT INTO alert_states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany("INSERT INTO alert_states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         store.bump_data_version(con)
     return len(rows)
 

@@ -20,7 +20,8 @@ Delivery
 :func:`deliver` sends each target the *open* alerts (neither acknowledged nor snoozed) of the severities it
 takes that it has not been sent yet. Alerts of one model whose windows overlap or touch are one message
 (:func:`group_alerts`). Every attempt is a row of ``alert_deliveries`` (target, time, outcome, why): an
-alert sent to a target is never sent to it again; one that failed is tried again on the next run. Each
+alert sent to a target is never sent to it again, nor is the same episode seen through a later period
+(:func:`finops.ops.alerts.same_alert`); one that failed is tried again on the next run. Each
 attempt waits at most the target's ``timeout_s`` on the network (1 to 60 s).
 """
 from __future__ import annotations
@@ -501,7 +502,7 @@ def _log_rows(con, rows: list[tuple]) -> None:
     if not rows:
         return
     with store.transaction(con):
-        con.executemany("INSERT INTO alert_deliveries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        con.executemany("INSERT INTO alert_deliveries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         store.bump_data_version(con)
 
 
@@ -515,6 +516,12 @@ SELECT attempted_at, target, kind,
        arg_min(severity, CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END) AS severity, outcome, any_value(detail) AS detail
 FROM alert_deliveries GROUP BY message_id, attempted_at, target, kind, what, outcome
 ORDER BY attempted_at DESC, target LIMIT ?""", [int(limit)]).df()
+
+
+def sent_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Every alert delivered: alert_id, rule, model, tenant, window_start, window_end, target, attempted_at."""
+    return con.execute("SELECT alert_id, rule, model, tenant, window_start, window_end, target, attempted_at "
+                       "FROM alert_deliveries WHERE outcome = 'sent' AND rule <> ''").df()
 
 
 def sent_pairs(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
@@ -544,14 +551,15 @@ def deliver(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, now: datetime |
     now = now or alerts_mod.utc_now()
     frame = alerts_mod.annotate(frame, alerts_mod.alert_states(con), now)
     pending = frame[frame["state"] == "open"]
-    done = sent_pairs(con)
+    sent = sent_rows(con)
     results = []
     for t in targets(con):
         if not t.enabled:
             continue
         res = TargetResult(t.name, t.kind)
-        todo = pending[pending["severity"].isin(t.severities)
-                       & ~pending["alert_id"].map(lambda a, name=t.name: (a, name) in done)]
+        # an alert this target was sent, under its identity or seen through another period, is not sent again
+        done = alerts_mod.same_alert(pending, sent[sent["target"] == t.name], "attempted_at").index
+        todo = pending[pending["severity"].isin(t.severities) & ~pending.index.isin(done)]
         rows: list[tuple] = []
         for g in group_alerts(todo):
             if dry_run:
@@ -563,8 +571,9 @@ def deliver(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, now: datetime |
                 continue
             outcome, detail = _attempt(t, "alerts", g.title, _lines(g), g.alerts)
             message_id = uuid.uuid4().hex
-            rows += [(a.alert_id, a.rule, a.model, a.tenant, a.severity, t.name, t.kind, message_id, now, outcome,
-                      detail) for a in g.alerts.itertuples(index=False)]
+            rows += [(a.alert_id, a.rule, a.model, a.tenant, a.window_start.to_pydatetime(),
+                      a.window_end.to_pydatetime(), a.severity, t.name, t.kind, message_id, now, outcome, detail)
+                     for a in g.alerts.itertuples(index=False)]
             if outcome == "sent":
                 res.messages += 1
                 res.alerts += len(g.alerts)
@@ -587,7 +596,7 @@ def send_test(con: duckdb.DuckDBPyConnection, name: str, now: datetime | None = 
     lines = [f"This is a test from finops at {now:%Y-%m-%d %H:%M} UTC: alerts of severity "
              f"{', '.join(t.severities)} will be delivered here."]
     outcome, detail = _attempt(t, "test", title, lines, None)
-    _log_rows(con, [("test", "", "", "", "", t.name, t.kind, uuid.uuid4().hex, now, outcome, detail)])
+    _log_rows(con, [("test", "", "", "", None, None, "", t.name, t.kind, uuid.uuid4().hex, now, outcome, detail)])
     res = TargetResult(t.name, t.kind)
     if outcome == "sent":
         res.note = "test message sent"
@@ -654,7 +663,7 @@ def deliver_digest(con: duckdb.DuckDBPyConnection, d: Digest, now: datetime | No
             res.previews.append(d.title)
         else:
             outcome, detail = _attempt(t, "digest", d.title, d.lines, d.alerts)
-            _log_rows(con, [(key, "", "", "", "", t.name, t.kind, uuid.uuid4().hex, now, outcome, detail)])
+            _log_rows(con, [(key, "", "", "", None, None, "", t.name, t.kind, uuid.uuid4().hex, now, outcome, detail)])
             if outcome == "sent":
                 res.note = f"digest of {d.day} sent"
             else:
