@@ -86,6 +86,13 @@ def test_alerts_page_groups_acknowledges_snoozes_and_sends_a_test(db, receiver):
     assert not at.exception and len(at.expander) == 2
     assert "acknowledged by Ada \\<script> at" in texts(at)
 
+    # deliver now: only the alert still open (gpt-4o for acme at 03:00) goes out
+    at.button(key="deliver_now").click().run()
+    assert not at.exception
+    posts = [p["json"] for p in receiver.posts if p["json"]["kind"] == "alerts"]
+    assert [[(a["model"], a["tenant"]) for a in p["alerts"]] for p in posts] == [[("gpt-4o", "acme")]]
+    assert any("sent 1 message \\(1 alert\\)" in s.value for s in at.success)
+
 
 def test_alerts_page_on_an_empty_store(empty_db):
     at = run_page(empty_db, PAGE)

@@ -26,6 +26,7 @@ attempt waits at most the target's ``timeout_s`` on the network (1 to 60 s).
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -401,6 +402,9 @@ def _post_json(url: str, payload: dict, timeout: float) -> None:
         raise DeliveryError(f"could not reach {host}: {_reason(exc.reason)}") from None
     except (TimeoutError, OSError) as exc:
         raise DeliveryError(f"could not reach {host}: {_reason(exc)}") from None
+    except (ValueError, http.client.HTTPException):  # a URL urllib cannot read, or an answer that is no HTTP
+        # (the URL's text may hold the secret: not repeated)
+        raise DeliveryError(f"{host} is not a URL that can be reached") from None
 
 
 def _reason(exc) -> str:
@@ -450,6 +454,8 @@ def _send_email(target: Target, msg: EmailMessage) -> None:
         raise DeliveryError(f"TLS with {where} failed: {exc.reason or 'handshake'}") from None
     except OSError as exc:
         raise DeliveryError(f"could not reach {where}: {_reason(exc)}") from None
+    except (ValueError, UnicodeError):      # a host name that cannot be looked up (IDNA), an address smtplib refuses
+        raise DeliveryError(f"{where} is not a server name that can be reached") from None
 
 
 def send(target: Target, kind: str, title: str, lines: list[str], alerts: pd.DataFrame | None = None) -> None:
@@ -491,11 +497,15 @@ class TargetResult:
             return head + f"would send {len(self.previews)} message{'s' if len(self.previews) != 1 else ''}"
         if not self.messages and not self.failed_messages:
             return head + "nothing new to send"
-        sent = f"sent {self.messages} message{'s' if self.messages != 1 else ''} ({self.alerts} alerts)"
+        sent = f"sent {_n(self.messages, 'message')} ({_n(self.alerts, 'alert')})"
         if self.ok:
             return head + sent
-        return head + (f"{sent}; {self.failed_messages} failed ({self.failed_alerts} alerts): {self.error}; "
+        return head + (f"{sent}; {self.failed_messages} failed ({_n(self.failed_alerts, 'alert')}): {self.error}; "
                        "tried again on the next run")
+
+
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _log_rows(con, rows: list[tuple]) -> None:
