@@ -435,3 +435,25 @@ def test_cli_send_exits_1_on_a_failure_and_without_targets(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == [
         f"http hook: sent 0 messages (0 alerts); 3 failed (4 alerts): could not reach http://127.0.0.1:{port}/…: "
         "Connection refused; tried again on the next run"]
+
+
+def test_cli_acknowledges_snoozes_and_reopens_by_id(tmp_path, capsys):
+    import json
+
+    db = str(tmp_path / "cli.duckdb")
+    alert_store(db).close()
+    assert main(["alerts", "--json", "--db", db]) == 0
+    ids = [a["alert_id"] for a in json.loads(capsys.readouterr().out)]
+    assert main(["alerts", "--ack", ids[0], ids[1], "--db", db]) == 1           # no --by
+    assert "say who you are" in capsys.readouterr().err
+    assert main(["alerts", "--ack", ids[0], ids[1], "--by", "Ada", "--note", "on it", "--db", db]) == 0
+    assert capsys.readouterr().out.strip() == "2 alerts acknowledged"
+    assert main(["alerts", "--snooze", ids[2], "--hours", "2", "--by", "Ada", "--db", db]) == 0
+    assert capsys.readouterr().out.startswith("1 alert snoozed until ")
+    assert main(["alerts", "--ack", "0000000000000000", "--by", "Ada", "--db", db]) == 1
+    assert "no alert 0000000000000000" in capsys.readouterr().err
+    assert main(["alerts", "--db", db]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count("(acknowledged)") == 2 and listed.count("(snoozed until ") == 1
+    assert main(["alerts", "--reopen", ids[0], "--by", "Ada", "--db", db]) == 0
+    assert capsys.readouterr().out.strip() == "1 alert reopened"

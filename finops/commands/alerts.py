@@ -31,6 +31,14 @@ def add_arguments(p) -> None:
                            "tried again on the next run")
     what.add_argument("--digest", action="store_true",
                       help="send the daily summary to the targets that take it (once a day each)")
+    what.add_argument("--ack", nargs="+", metavar="ALERT_ID",
+                      help="acknowledge these alerts (ids from --json) so they are not delivered; needs --by")
+    what.add_argument("--snooze", nargs="+", metavar="ALERT_ID",
+                      help="snooze these alerts for --hours (default 1); needs --by")
+    what.add_argument("--reopen", nargs="+", metavar="ALERT_ID", help="clear an acknowledgement or a snooze")
+    p.add_argument("--by", default="", help="with --ack, --snooze or --reopen: who you are")
+    p.add_argument("--note", default="", help="with --ack or --snooze: a note kept with the state")
+    p.add_argument("--hours", type=float, default=1.0, help="with --snooze: how long, in hours (default 1)")
     p.add_argument("--dry-run", action="store_true", help="with --send or --digest: print what would be sent, "
                                                           "send nothing and record nothing")
     p.add_argument("--lookback-hours", type=float, default=None,
@@ -82,6 +90,24 @@ def run(args) -> int:
                 print(f"  {line}")
         return _report(delivery.deliver_digest(con, d, dry_run=args.dry_run), False)
     frame = alerts.open_alerts(con, filters_from(args))
+    ids = args.ack or args.snooze or args.reopen
+    if ids:
+        chosen = frame[frame["alert_id"].isin(ids)]
+        missing = sorted(set(ids) - set(chosen["alert_id"]))
+        if missing:
+            raise InputError(f"no alert {', '.join(missing)} in this period (ids: python -m finops alerts --json)")
+        if args.ack:
+            n, did = alerts.acknowledge(con, chosen, args.by, args.note), "acknowledged"
+        elif args.snooze:
+            if not 0 < args.hours <= 24 * 366:
+                raise InputError("--hours must be more than 0 and at most a year")
+            until = alerts.utc_now() + timedelta(hours=args.hours)
+            n = alerts.snooze(con, chosen, until, args.by, args.note)
+            did = f"snoozed until {until:%Y-%m-%d %H:%M} UTC"
+        else:
+            n, did = alerts.reopen(con, chosen, args.by), "reopened"
+        print(f"{n} alert{'s' if n != 1 else ''} {did}")
+        return 0
     if args.json:
         print_json(records(frame))
     elif frame.empty:
