@@ -116,3 +116,10 @@ def test_a_snooze_into_the_past_or_without_a_name_is_a_sentence_not_a_crash(db):
     assert not at.exception
     assert "Acknowledgement not saved: say who you are" in texts(at)
     assert set(_states(db)["state"]) == {"open"}
+
+
+def test_the_view_chosen_is_kept_in_the_url(db):
+    at = run_page(db, PAGE, query_params={**PERIOD, "alerts_show": "acknowledged or snoozed"})
+    assert not at.exception
+    assert len(at.expander) == 0
+    assert "No alert is acknowledged or snoozed in this period." in texts(at)

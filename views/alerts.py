@@ -63,7 +63,7 @@ else:
     c[3].metric("Acknowledged", f"{int((frame['state'] == 'acknowledged').sum()):,}", border=True)
     c[4].metric("Snoozed", f"{int((frame['state'] == 'snoozed').sum()):,}", border=True,
                 help="A snoozed alert opens again when its snooze ends.")
-    show = st.segmented_control("Show", SHOW, default=SHOW[0], key="alerts_show") or SHOW[0]
+    show = st.segmented_control("Show", SHOW, default=SHOW[0], key="alerts_show", bind="query-params") or SHOW[0]
     shown = (frame[is_open] if show == SHOW[0] else frame[~is_open] if show == SHOW[2] else frame)
     shown = shown.assign(state_shown=[alerts.state_label(s, u) for s, u in zip(shown["state"], shown["state_until"],
                                                                                strict=True)])
