@@ -417,6 +417,12 @@ def test_cli_send_dry_run_then_send_then_nothing_new(receiver, tmp_path, capsys)
     assert capsys.readouterr().out.splitlines() == ["http hook: nothing new to send"]
     assert main(["alerts", "--digest", "--db", db]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("http hook: digest of ")
+    con = store.connect(db)
+    _http(con, receiver.url, digest=False)
+    con.close()
+    assert main(["alerts", "--digest", "--db", db]) == 1
+    assert capsys.readouterr().out.strip() == ("no enabled delivery target takes the digest: enable one on the Alerts "
+                                               "page of the dashboard")
     assert main(["alerts", "--db", db]) == 0
     assert capsys.readouterr().out.count("[critical]") == 4
 

@@ -60,9 +60,12 @@ def _filters(con, args, default_hours: float):
     return replace(f, since=end - timedelta(hours=hours), until=end)
 
 
-def _report(results: list[delivery.TargetResult], previews: bool) -> int:
+def _report(results: list[delivery.TargetResult], previews: bool, con=None, what: str = "alerts") -> int:
     if not results:
-        print("no delivery target is set: add one on the Alerts page of the dashboard")
+        if con is not None and delivery.targets(con):
+            print(f"no enabled delivery target takes the {what}: enable one on the Alerts page of the dashboard")
+        else:
+            print("no delivery target is set: add one on the Alerts page of the dashboard")
         return 1
     for r in results:
         print(r.line)
@@ -78,7 +81,7 @@ def run(args) -> int:
         raise InputError("--dry-run goes with --send or --digest")
     if args.send:
         frame = alerts.open_alerts(con, _filters(con, args, 48))
-        return _report(delivery.deliver(con, frame, dry_run=args.dry_run), args.dry_run)
+        return _report(delivery.deliver(con, frame, dry_run=args.dry_run), args.dry_run, con)
     if args.digest:
         f = _filters(con, args, 24)
         frame = alerts.open_alerts(con, f)
@@ -88,7 +91,7 @@ def run(args) -> int:
             print(d.title)
             for line in d.lines:
                 print(f"  {line}")
-        return _report(delivery.deliver_digest(con, d, dry_run=args.dry_run), False)
+        return _report(delivery.deliver_digest(con, d, dry_run=args.dry_run), False, con, "digest")
     frame = alerts.open_alerts(con, filters_from(args))
     ids = args.ack or args.snooze or args.reopen
     if ids:
