@@ -18,7 +18,11 @@ Tables
 ``fleet_reservations`` replicas (weights) each tenant reserved of a self-hosted fleet, for the
                    "spread by reservations" idle policy.
 ``budgets``        monthly budget per tenant.
-``settings``       small key/value pairs (e.g. readiness ticks).
+``settings``       small key/value pairs (e.g. readiness ticks, alert delivery targets).
+``alert_states``   an alert a person acknowledged or snoozed: its identity (finops.ops.alerts.alert_id and
+                   the rule, model, tenant, window start it is made of) and window end, who, when, until, a note.
+``alert_deliveries`` every attempt to deliver an alert (or a digest, or a test) to a target: when, the
+                   outcome (sent / failed) and why, so an alert is sent once and a failure is retried.
 ``data_version``   one counter that every write bumps (:func:`bump_data_version`): the dashboard's
                    cache key, so a load, a deletion, a price, budget or setting edit shows at once.
 
@@ -229,6 +233,11 @@ def _ddl() -> list[str]:
   price_provider VARCHAR, price_model VARCHAR, how VARCHAR)""",
         "CREATE TABLE IF NOT EXISTS budgets (tenant VARCHAR, month DATE, budget_usd DOUBLE)",
         "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
+        """CREATE TABLE IF NOT EXISTS alert_states (alert_id VARCHAR, rule VARCHAR, model VARCHAR, tenant VARCHAR,
+  window_start TIMESTAMP, window_end TIMESTAMP, state VARCHAR, actor VARCHAR, acted_at TIMESTAMP, until TIMESTAMP, note VARCHAR)""",
+        """CREATE TABLE IF NOT EXISTS alert_deliveries (alert_id VARCHAR, rule VARCHAR, model VARCHAR, tenant VARCHAR,
+  window_start TIMESTAMP, window_end TIMESTAMP, severity VARCHAR, target VARCHAR, kind VARCHAR, message_id VARCHAR, attempted_at TIMESTAMP, outcome VARCHAR,
+  detail VARCHAR)""",
         """CREATE TABLE IF NOT EXISTS latency_hourly (
   hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",
         "CREATE TABLE IF NOT EXISTS data_version (version BIGINT)",

@@ -161,3 +161,81 @@ def fleet_day_store(replicas: int):
                   "service_ms": 10_000.0, "tenant": "t", "status": "ok"} for i in range(n)]
     ingest_frame(con, pd.DataFrame(rows))
     return con
+
+
+# ---------------------------------------------------------------- alert delivery: a store and local receivers
+
+ALERT_T0 = datetime(2026, 4, 6, 0, 0)
+
+
+def alert_rows(n: int, start: datetime, model: str = "gpt-4o", tenant: str = "acme", errors: int = 0) -> pd.DataFrame:
+    """``n`` requests over the hour from ``start``, the first ``errors`` of them failed."""
+    from datetime import timedelta
+
+    return pd.DataFrame({"request_id": [f"{model}-{tenant}-{start:%d%H}-{i}" for i in range(n)],
+                         "ts": [start + timedelta(minutes=60 * i / n) for i in range(n)], "model": model,
+                         "tenant": tenant, "sla_tier": "premium",
+                         "status": ["error"] * errors + ["ok"] * (n - errors), "total_ms": 500.0, "queue_ms": 0.0})
+
+
+def alert_store(path: str = ":memory:"):
+    """A store with four critical error-rate alerts (20 of 200 requests failed in each hour named) in three
+    groups: gpt-4o for acme and for beta in 00:00-01:00 (one group: same model, same window), gpt-4o for acme
+    in 03:00-04:00 (apart: it does not touch 01:00), gpt-4o-mini for acme in 00:00-01:00 (another model)."""
+    from datetime import timedelta
+
+    from finops import store
+    from finops.ingest import ingest_frame
+
+    con = store.connect(path)
+    h = lambda k: ALERT_T0 + timedelta(hours=k)  # noqa: E731
+    frames = [alert_rows(200, h(0), errors=20), alert_rows(200, h(0), tenant="beta", errors=20),
+              alert_rows(200, h(1)), alert_rows(200, h(2)), alert_rows(200, h(3), errors=20),
+              alert_rows(200, h(0), model="gpt-4o-mini", errors=20)]
+    ingest_frame(con, pd.concat(frames, ignore_index=True))
+    return con
+
+
+class Receiver:
+    """A local HTTP server on 127.0.0.1 (http.server, a thread) that keeps every POST: path, headers and the
+    JSON body. ``fail`` answers that many requests with HTTP 500 first; a POST to ``/slow`` waits until
+    :meth:`close` (for timeouts)."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.posts: list[dict] = []
+        self.fail = 0
+        self.release = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path.startswith("/slow"):
+                    outer.release.wait(30)
+                if outer.fail > 0:
+                    outer.fail -= 1
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                outer.posts.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(body)})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()

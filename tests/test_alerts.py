@@ -245,3 +245,73 @@ def test_pooling_keeps_the_few_requests_rule():
     """Small hours pooled still need min_requests together: 5 of 10 failed is not judged."""
     con = _store(_rows(10, T0, status=["error"] * 5 + ["ok"] * 5))
     assert _fired(con, "error_rate").empty
+
+
+# ---------------------------------------------------------------- spend rules
+
+def _spend_rows(tenant, costs, start=datetime(2026, 4, 1, 12, 0), model="gpt-4o"):
+    """One request a day at noon from ``start`` with a recorded cost each."""
+    return pd.DataFrame({"request_id": [f"s-{tenant}-{i}" for i in range(len(costs))],
+                         "ts": [start + timedelta(days=i) for i in range(len(costs))], "model": model,
+                         "tenant": tenant, "status": "ok", "input_tokens": 100, "output_tokens": 10,
+                         "cost_usd": costs})
+
+
+def test_spend_spike_fires_above_twice_the_median_of_the_seven_days_before():
+    """acme, 1-10 April: $1 $1 $2 $1 $3 $1 $1, then $2.50, $1.90, $5.
+    8 Apr: median($1 $1 $2 $1 $3 $1 $1) = $1, 2.5 x: fires.
+    9 Apr: median($1 $2 $1 $3 $1 $1 $2.50) = $1, 1.9 x: not above 2.
+    10 Apr: median($2 $1 $3 $1 $1 $2.50 $1.90) = $1.90, 5 / 1.9 = 2.63 x: fires (a new alert: 9 Apr apart).
+    The first seven days have no full baseline and are not judged; beta at $1 a day never fires."""
+    con = _store(_spend_rows("acme", [1, 1, 2, 1, 3, 1, 1, 2.5, 1.9, 5.0]), _spend_rows("beta", [1.0] * 10))
+    a = _fired(con, "spend_spike").sort_values("window_start")
+    assert a["tenant"].tolist() == ["acme", "acme"] and set(a["model"]) == {alerts.ALL_MODELS}
+    assert a["window_start"].tolist() == [pd.Timestamp(2026, 4, 8), pd.Timestamp(2026, 4, 10)]
+    assert_allclose(a["value"].to_numpy(), [2.5, 5 / 1.9])
+    assert ("Daily spend above 2 x its 7-day median: spend for tenant acme, 2.50 x baseline (threshold 2.00 x "
+            "baseline) from 2026-04-08 00:00 to 2026-04-09 00:00 UTC, 1 window of day; worst: $2.50 spent on "
+            "2026-04-08 against a 7-day median of $1.00 a day.") in a["message"].tolist()
+    # a period from 9 April still takes its baseline from the days before it
+    later = _fired(con, "spend_spike", Filters(since=datetime(2026, 4, 9)))
+    assert later["window_start"].tolist() == [pd.Timestamp(2026, 4, 10)]
+
+
+def test_spend_spike_needs_a_baseline_above_zero():
+    con = _store(_spend_rows("acme", [0, 0, 0, 0, 0, 0, 0, 5.0]))
+    assert _fired(con, "spend_spike").empty
+
+
+def test_budget_forecast_fires_for_a_tenant_forecast_over_its_budget():
+    """acme and beta spend $10, $12, $8 on 1-3 April and $10 at noon on the 4th: spent $40, the data run to 13:00
+    on 4 April, so 26 days and 11 hours are left; the mean of the three complete days is $10, the forecast
+    $40 + $10 x (26 + 11/24) = $304.58. acme's budget is $300 (over: 1.0153 x), beta's $310 (not over)."""
+    from finops.spend import budgets
+
+    con = _store(_spend_rows("acme", [10.0, 12.0, 8.0, 10.0]), _spend_rows("beta", [10.0, 12.0, 8.0, 10.0]))
+    budgets.save_budgets(con, "2026-04", pd.DataFrame({"tenant": ["acme", "beta"], "budget_usd": [300.0, 310.0]}))
+    a = _fired(con, "budget_forecast")
+    assert len(a) == 1
+    row = a.iloc[0]
+    forecast = 40 + 10 * (26 + 11 / 24)
+    assert (row.tenant, row.model, row.severity) == ("acme", alerts.ALL_MODELS, "warning")
+    assert_allclose(row.value, forecast / 300)
+    assert row.window_start == pd.Timestamp(2026, 4, 1) and row.window_end == pd.Timestamp(2026, 4, 4, 13)
+    assert "forecast $304.58 for April 2026 against a budget of $300.00 ($40.00 spent so far)" in row.message
+    # a period in another month judges no April budget
+    assert _fired(con, "budget_forecast", Filters(since=datetime(2026, 5, 1), until=datetime(2026, 6, 1))).empty
+
+
+def test_unpriced_share_fires_above_five_percent_of_a_day_s_requests():
+    """6 Apr: 6 of 100 requests on a model nothing prices (6 % > 5 %): fires. 7 Apr: 5 of 100 (5 %, not above)."""
+    def day(d, unpriced):
+        start = datetime(2026, 4, d, 8, 0)
+        return _rows(100, start, model=["mystery-model-x"] * unpriced + ["gpt-4o"] * (100 - unpriced),
+                     input_tokens=100, output_tokens=10)
+    con = _store(day(6, 6), day(7, 5))
+    a = _fired(con, "unpriced_share")
+    assert len(a) == 1
+    row = a.iloc[0]
+    assert row.window_start == pd.Timestamp(2026, 4, 6) and row.window_end == pd.Timestamp(2026, 4, 7)
+    assert_allclose(row.value, 0.06)
+    assert "6 of 100 requests unpriced, counted at $0.00 (mystery-model-x)" in row.message
+    assert "6.0% (threshold 5.0%)" in row.message

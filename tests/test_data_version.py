@@ -9,10 +9,10 @@ from finops.cascade import shadow
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import IngestOptions, benchruns, ingest_frame, ingest_path
-from finops.ops import alerts, readiness
+from finops.ops import alerts, delivery, readiness
 from finops.spend import budgets, pricing
 from finops.spend import report as spend
-from helpers import DATA, march, spend_frame
+from helpers import DATA, alert_rows, free_port, march, spend_frame
 
 ROWS = [("r1", march(2, 10, 5), "a", "premium", "gpt-4o", 100, 10, 0, 50.0, 100.0, None, False, "ok", None, None),
         ("r2", march(2, 11, 5), "b", "batch", "gpt-4o", 200, 20, 0, 60.0, 120.0, None, False, "ok", None, None)]
@@ -34,6 +34,16 @@ def _quiet(con) -> None:
     """No setup beyond an empty store."""
 
 
+def _alerting(con) -> None:
+    """A critical error-rate alert, and a delivery target whose port nobody listens on."""
+    ingest_frame(con, alert_rows(200, march(2), errors=20))
+    delivery.save_targets(con, [{"name": "h", "kind": "http", "url": f"http://127.0.0.1:{free_port()}/", "timeout_s": 1}])
+
+
+def _first_alert(con):
+    return alerts.open_alerts(con).head(1)
+
+
 # name -> (setup before the count is read, the write)
 WRITES = {
     "ingest_path": (_quiet, lambda con: ingest_path(con, DATA / "seed_gateway_injected.log",
@@ -52,6 +62,16 @@ WRITES = {
     "quality floors": (_quiet, lambda con: shadow.save_quality_floors(con, {"a": 0.8})),
     "readiness tick": (_quiet, lambda con: readiness.tick(con, readiness.CHECKLIST[0].id)),
     "benchmark file ingest": (_quiet, lambda con: ingest_path(con, DATA / "vllm_bench_serve_detailed.json")),
+    "alert acknowledged": (_alerting, lambda con: alerts.acknowledge(con, _first_alert(con), "Ada")),
+    "alert snoozed": (_alerting, lambda con: alerts.snooze(con, _first_alert(con), march(2) + pd.Timedelta(days=3650),
+                                                           "Ada", now=march(2))),
+    "alert reopened": (_alerting, lambda con: alerts.reopen(con, _first_alert(con), "Ada")),
+    "delivery targets": (_quiet, lambda con: delivery.save_targets(
+        con, [{"name": "h", "kind": "http", "url": "http://127.0.0.1:9/"}])),
+    "delivery attempt logged": (_alerting, lambda con: delivery.deliver(con, _first_alert(con))),
+    "test message logged": (_alerting, lambda con: delivery.send_test(con, "h")),
+    "digest logged": (_alerting, lambda con: delivery.deliver_digest(
+        con, delivery.digest(con, alerts.open_alerts(con)))),
     # the run on its own: the ingest's bump above would hide a record_run that forgot its own
     "benchmark run stored": (_quiet, lambda con: benchruns.record_run(
         con, benchruns.read_vllm_bench(DATA / "vllm_bench_serve_detailed.json"))),
@@ -92,6 +112,8 @@ def test_reads_leave_the_version(con):
     store.row_count(con), store.time_span(con), store.batches(con), store.distinct_values(con, "model")
     store.get_setting(con, "anything"), pricing.price_book(con), budgets.budget_table(con, "2026-03-01")
     alerts.rules(con), alerts.open_alerts(con, f), readiness.checklist(con), shadow.quality_floors(con)
+    alerts.alert_states(con), delivery.targets(con), delivery.targets_frame(con), delivery.delivery_log(con)
+    delivery.deliver(con, alerts.open_alerts(con, f)), delivery.deliver(con, alerts.open_alerts(con, f), dry_run=True)
     spend.kpis(con, f), spend.report(con, f)
     benchruns.benchmark_runs(con)
     assert store.data_version(con) == before

@@ -29,6 +29,7 @@ class PageSpec:
 
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("views/overview.py", "Overview", ":material/dashboard:"),
+    PageSpec("views/alerts.py", "Alerts", ":material/notifications_active:"),
     PageSpec("views/cost.py", "Cost", ":material/payments:"),
     PageSpec("views/budgets.py", "Budgets", ":material/savings:"),
     PageSpec("views/routing.py", "Routing", ":material/alt_route:"),

@@ -88,9 +88,9 @@ open_alerts = query(alerts_mod.open_alerts, f)
 if open_alerts.empty:
     no_alert_state(f)
 else:
-    st.dataframe(open_alerts, placeholder=MISSING, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
+    st.dataframe(open_alerts, placeholder=MISSING, hide_index=True, column_order=["severity", "state", "model", "tenant", "window_start",
                                                              "window_end", "message"],
-                 column_config={"severity": "Severity", "rule": "Rule", "model": "Model", "tenant": "Tenant",
+                 column_config={"severity": "Severity", "state": "State", "rule": "Rule", "model": "Model", "tenant": "Tenant",
                                 "window_start": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
                                 "window_end": st.column_config.DatetimeColumn("To (UTC)", format="YYYY-MM-DD HH:mm"),
                                 "message": st.column_config.TextColumn("Alert", width="large")})

@@ -1,6 +1,6 @@
 """Alert rules as data, evaluated per model and tenant per window.
 
-The thresholds of section 5.2 of the deployment text (002)::
+The rules and their default thresholds::
 
     error rate > 1 %                      per model x tenant x hour (rollups); fires when the 99.9 % lower
                                           confidence bound (Wilson) of the rate is above 1 %, so two
@@ -11,6 +11,17 @@ The thresholds of section 5.2 of the deployment text (002)::
     GPU utilisation > 90 % or < 20 %      per self-hosted model x hour, sustained (pricing.fleet_utilization)
     queue length growing                  per model x 15 min: Little's law L_q = lambda x W_q,
                                           rising over consecutive windows
+    daily spend > 2 x its baseline        per tenant x day: the day's spend over the median of the
+                                          7 days before it (a day without traffic counts $0; a day
+                                          with fewer than 7 days of store before it is not judged)
+    budget forecast > 1 x budget          per tenant x month: the month-end forecast of
+                                          finops.spend.budgets over the tenant's budget
+    unpriced traffic > 5 % of requests    per day: requests no price prices (counted at $0) over all
+
+Every alert has an identity that re-evaluation keeps: :func:`alert_id` of its rule, model, tenant and
+window start (a run of adjacent windows keeps the start of its first). A person may acknowledge it
+or snooze it until a time (:func:`acknowledge`, :func:`snooze`, :func:`reopen`); the ``alert_states``
+table keeps who, when, until and a note, and :func:`annotate` gives every alert its state now.
 
 Each rule is an :class:`AlertRule` in :data:`DEFAULT_RULES`; a store may override any field
 of a rule (threshold, window, sustained, min_requests, enabled) and the SLA per tier, kept
@@ -22,9 +33,10 @@ adjacent firing windows merge into one alert with the whole span and its worst v
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import duckdb
 import numpy as np
@@ -33,18 +45,23 @@ import pandas as pd
 from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.fmt import usd
 from finops.jsonutil import jsonable
 from finops.spend import pricing
 from finops.spend import report as spend
 
 ALL = "(all tenants)"
 FLEET = "(fleet)"
+ALL_MODELS = "(all models)"      # the model of a spend rule's alert: spend of every model together
+BASELINE_DAYS = 7                # the trailing days whose median is a day's spend baseline
 SEVERITIES = ("critical", "warning", "info")
 WINDOWS = {"15min": timedelta(minutes=15), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 DEFAULT_SLA_P99_MS = {"premium": 2000.0, "standard": 5000.0, "batch": 30000.0, "(none)": 5000.0}
 WILSON_Z = 3.09                # one-sided 99.9 %: hundreds of windows are judged, chance must rarely alert
 ALERT_COLUMNS = ["rule", "model", "tenant", "window_start", "window_end", "value", "threshold", "severity",
-                 "message"]
+                 "message", "alert_id", "state", "state_by", "state_at", "state_until", "state_note"]
+STATES = ("open", "acknowledged", "snoozed")
+STATE_COLUMNS = ("state", "state_by", "state_at", "state_until", "state_note")
 
 
 @dataclass(frozen=True)
@@ -66,6 +83,12 @@ DEFAULT_RULES: tuple[AlertRule, ...] = (
     AlertRule("gpu_util_high", "GPU utilisation above 90 %, sustained", 0.90, "%", "warning", sustained=2),
     AlertRule("gpu_util_low", "GPU utilisation below 20 %, sustained", 0.20, "%", "info", sustained=6),
     AlertRule("queue_growing", "Queue length growing", 1.0, "requests", "warning", window="15min", sustained=3),
+    AlertRule("spend_spike", f"Daily spend above 2 x its {BASELINE_DAYS}-day median", 2.0, "x baseline", "warning",
+              window="day"),
+    AlertRule("budget_forecast", "Tenant forecast to pass its monthly budget", 1.0, "x budget", "warning",
+              window="day"),
+    AlertRule("unpriced_share", "Unpriced traffic above 5 % of requests", 0.05, "%", "warning", window="day",
+              min_requests=100),
 )
 OVERRIDABLE = ("threshold", "window", "sustained", "min_requests", "enabled", "severity")
 
@@ -304,6 +327,78 @@ def _queue_growing(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
 
 
+def _spend_spike(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    """A tenant's spend on a day over the median of its :data:`BASELINE_DAYS` days before (a day without
+    traffic counts $0). Judged only on days with that many days of the store before them, and a
+    baseline above $0; ``min_requests`` is the day's fewest requests."""
+    since = f.since - timedelta(days=BASELINE_DAYS) if f.since is not None else None
+    rep = spend.report(con, replace(f, since=since), by=["day", "tenant"], include_idle=False)
+    rep = rep[rep["tenant"] != spend.IDLE_TENANT]
+    if rep.empty:
+        return _none()
+    rep = rep.assign(day=pd.to_datetime(rep["day"]))
+    first = store.time_span(con)[0]
+    first_day = pd.Timestamp(first).normalize() if first is not None else rep["day"].min()
+    days = pd.date_range(max(first_day, rep["day"].min()), rep["day"].max(), freq="D")
+    out = []
+    for tenant, g in rep.groupby("tenant"):
+        cost = g.set_index("day")["cost_usd"].astype(float).reindex(days, fill_value=0.0)
+        requests = g.set_index("day")["requests"].reindex(days, fill_value=0)
+        baseline = cost.shift(1).rolling(BASELINE_DAYS, min_periods=BASELINE_DAYS).median()
+        for day, c, b, n in zip(days, cost.to_numpy(), baseline.to_numpy(), requests.to_numpy(), strict=True):
+            if f.since is not None and day < pd.Timestamp(f.since).normalize():
+                continue
+            if not (b > 0) or n < rule.min_requests or c / b <= rule.threshold:
+                continue
+            out.append((ALL_MODELS, tenant, day, c / b, rule.threshold,
+                        f"{usd(c)} spent on {day:%Y-%m-%d} against a {BASELINE_DAYS}-day median of {usd(b)} a day"))
+    return pd.DataFrame(out, columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
+
+
+def _budget_forecast(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    """Tenants whose month-end forecast (:func:`finops.spend.budgets.status`) is above ``threshold`` x their
+    budget, for each month of the period. The window is the month, from its start to the last observation."""
+    from finops.spend import budgets
+
+    out = []
+    for m in budgets.months(con):
+        start = datetime.combine(m, time())
+        end = datetime.combine(budgets.next_month(m), time())
+        if (f.since is not None and end <= f.since) or (f.until is not None and start >= f.until):
+            continue
+        rep = budgets.status(con, m, Filters(tenants=f.tenants))
+        t = rep.table.dropna(subset=["budget_usd"])
+        t = t[(t["budget_usd"] > 0) & (t["forecast_usd"] > rule.threshold * t["budget_usd"])]
+        for r in t.itertuples(index=False):
+            out.append({"model": ALL_MODELS, "tenant": r.tenant, "window_start": pd.Timestamp(start),
+                        "window_end": pd.Timestamp(rep.as_of or end), "value": r.forecast_usd / r.budget_usd,
+                        "threshold": rule.threshold,
+                        "detail": f"forecast {usd(r.forecast_usd)} for {m:%B %Y} against a budget of "
+                                  f"{usd(r.budget_usd)} ({usd(r.spent_usd)} spent so far)"})
+    return pd.DataFrame(out, columns=["model", "tenant", "window_start", "window_end", "value", "threshold", "detail"])
+
+
+def _unpriced_share(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    """The share of a window's requests that no price book row, alias or catalogue entry prices (counted at
+    $0; requests whose source recorded a cost and cache hits are priced)."""
+    src, params = spend.rollup_source(f)
+    rows = con.execute(f"""
+SELECT {sql.time_bucket(rule.window, 'r.hour')} AS window_start, sum(r.requests) AS requests,
+       coalesce(sum(r.priced_requests) FILTER (WHERE m.price_source = ''), 0) AS unpriced,
+       string_agg(DISTINCT r.model, ', ' ORDER BY r.model) FILTER (WHERE m.price_source = '' AND r.priced_requests > 0)
+         AS models
+FROM ({src}) r LEFT JOIN model_resolution m ON m.model = r.model AND m.provider = r.provider
+GROUP BY 1 HAVING sum(r.requests) >= ? ORDER BY 1""", params + [max(rule.min_requests, 1)]).df()
+    if rows.empty:
+        return _none()
+    rows["share"] = rows["unpriced"] / rows["requests"]
+    hit = rows[rows["share"] > rule.threshold]
+    return pd.DataFrame({"model": ALL_MODELS, "tenant": ALL, "window_start": hit["window_start"],
+                         "value": hit["share"].astype(float), "threshold": rule.threshold,
+                         "detail": [f"{int(u):,} of {int(n):,} requests unpriced, counted at $0.00 ({m})"
+                                    for u, n, m in zip(hit["unpriced"], hit["requests"], hit["models"], strict=True)]})
+
+
 def _none() -> pd.DataFrame:
     return pd.DataFrame(columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
 
@@ -314,6 +409,9 @@ EVALUATORS: dict[str, Callable] = {
     "gpu_util_high": _gpu(True),
     "gpu_util_low": _gpu(False),
     "queue_growing": _queue_growing,
+    "spend_spike": _spend_spike,
+    "budget_forecast": _budget_forecast,
+    "unpriced_share": _unpriced_share,
 }
 
 
@@ -322,8 +420,8 @@ EVALUATORS: dict[str, Callable] = {
 def _fmt(value: float, unit: str) -> str:
     if unit == "%":
         return f"{value:.1%}"
-    if unit == "x SLA":
-        return f"{value:.2f} x SLA"
+    if unit.startswith("x "):
+        return f"{value:.2f} {unit}"
     return f"{value:,.1f} {unit}"
 
 
@@ -349,7 +447,10 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
                 start, end = starts[run[0]], ends[run[-1]]
                 n = len(run)
                 span = f"{n} window{'s' if n > 1 else ''} of {rule.window if not rule.name.startswith('gpu_') else 'hour'}"
-                who = model + ("" if tenant in (ALL, FLEET) else f" for tenant {tenant}")
+                if rule.name == "budget_forecast":
+                    span = "the month so far"
+                who = (model if model != ALL_MODELS else "spend") + (
+                    "" if tenant in (ALL, FLEET) else f" for tenant {tenant}")
                 out.append({"rule": rule.name, "model": model, "tenant": tenant, "window_start": start,
                             "window_end": end, "value": values[k], "threshold": rule.threshold,
                             "severity": rule.severity,
@@ -360,11 +461,14 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
     return out
 
 
-def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None,
+                now: datetime | None = None) -> pd.DataFrame:
     """Alerts of every enabled rule in the filtered period, most severe and most recent first.
 
-    Columns: rule, model, tenant, window_start, window_end, value, threshold, severity, message.
-    ``tenant`` is ``(all tenants)`` for per-model rules (queue) and ``(fleet)`` for GPU rules.
+    Columns: rule, model, tenant, window_start, window_end, value, threshold, severity, message, alert_id
+    (:func:`alert_id`) and the state at ``now`` (default: the current time; see :func:`annotate`).
+    ``tenant`` is ``(all tenants)`` for per-model rules (queue) and ``(fleet)`` for GPU rules; ``model`` is
+    ``(all models)`` for the spend rules.
     """
     f = filters or Filters()
     sla = sla_targets(con)
@@ -375,14 +479,144 @@ def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) 
         fired = EVALUATORS[rule.name](con, f, rule, sla)
         if len(fired):
             found.extend(_episodes(rule, fired))
-    out = pd.DataFrame(found, columns=ALERT_COLUMNS)
-    if out.empty:
-        return out
-    out["_sev"] = out["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
-    out = out.sort_values(["_sev", "window_end", "rule", "model"], ascending=[True, False, True, True])
-    return out.drop(columns="_sev").reset_index(drop=True)
+    out = pd.DataFrame(found, columns=ALERT_COLUMNS[:9])
+    out["alert_id"] = [alert_id(r, m, t, w) for r, m, t, w in
+                       zip(out["rule"], out["model"], out["tenant"], out["window_start"], strict=True)]
+    if not out.empty:
+        out["_sev"] = out["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
+        out = out.sort_values(["_sev", "window_end", "rule", "model"], ascending=[True, False, True, True])
+        out = out.drop(columns="_sev").reset_index(drop=True)
+    return annotate(out, alert_states(con), now)
 
 
 def rules_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The rules in force, as a table for a page's editor."""
     return pd.DataFrame([asdict(r) for r in rules(con)])
+
+
+# ---------------------------------------------------------------- identity, acknowledge and snooze
+
+def alert_id(rule: str, model: str, tenant: str, window_start) -> str:
+    """An alert's identity, kept when the rules are evaluated again: its rule, model, tenant and window start.
+
+    >>> alert_id("error_rate", "gpt-4o", "acme", datetime(2026, 4, 6))
+    '331d9beb4e3dc2fb'
+    """
+    start = pd.Timestamp(window_start).strftime("%Y-%m-%dT%H:%M:%S")
+    return hashlib.sha256("\x1f".join((str(rule), str(model), str(tenant), start)).encode()).hexdigest()[:16]
+
+
+def utc_now() -> datetime:
+    """The current time, naive UTC (as the store keeps times)."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def alert_states(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The stored state of every alert a person acknowledged or snoozed: alert_id, rule, model, tenant,
+    window_start, state (acknowledged / snoozed), actor, acted_at, until (snoozed until), note."""
+    try:
+        return con.execute("SELECT * FROM alert_states ORDER BY acted_at DESC").df()
+    except duckdb.CatalogException:            # a store made before the table, opened read-only
+        return pd.DataFrame(columns=["alert_id", "rule", "model", "tenant", "window_start", "window_end", "state",
+                                     "actor", "acted_at", "until", "note"])
+
+
+def same_alert(frame: pd.DataFrame, rows: pd.DataFrame, latest: str) -> pd.DataFrame:
+    """For each alert of ``frame``, the row of ``rows`` (stored states or deliveries: alert_id, rule, model,
+    tenant, window_start, window_end) that is the same alert, the latest by column ``latest``; indexed as
+    ``frame``, alerts without one left out. The same alert is the same identity, or the same rule, model and
+    tenant with a window that overlaps or touches: an episode that began before the period judged is seen
+    with a later start, and stays the alert a person acknowledged or a target was sent."""
+    keys = ["alert_id", "rule", "model", "tenant", "window_start", "window_end"]
+    if frame.empty or rows.empty:
+        return rows.iloc[0:0]
+    f = frame[keys].assign(_i=frame.index)
+    r = rows.rename(columns={k: f"{k}_r" for k in ("alert_id", "window_start", "window_end")})
+    m = f.merge(r, on=["rule", "model", "tenant"])
+    ws, we = pd.to_datetime(m["window_start"]), pd.to_datetime(m["window_end"])
+    rs, re_ = pd.to_datetime(m["window_start_r"]), pd.to_datetime(m["window_end_r"])
+    same = (m["alert_id"] == m["alert_id_r"]) | ((ws <= re_) & (rs <= we))
+    m = m[same.fillna(False).astype(bool)].sort_values(latest, ascending=False, kind="stable")
+    return m.drop_duplicates("_i").set_index("_i")
+
+
+def annotate(frame: pd.DataFrame, states: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
+    """``frame`` (alerts with ``alert_id``) with its state at ``now``: ``acknowledged``, ``snoozed`` (until a
+    time still ahead) or ``open`` (also once a snooze has run out), and who set it, when, until and the note.
+    A stored state applies to the same alert (:func:`same_alert`)."""
+    now = now or utc_now()
+    out = frame.drop(columns=[c for c in STATE_COLUMNS if c in frame.columns])
+    match = same_alert(out, states, "acted_at")
+    rows = []
+    for i in out.index:
+        r = match.loc[i] if i in match.index else None
+        live = r is not None and (r["state"] == "acknowledged"
+                                  or (r["state"] == "snoozed" and pd.Timestamp(r["until"]) > now))
+        rows.append((r["state"], r["actor"], r["acted_at"], r["until"], r["note"]) if live
+                    else ("open", "", pd.NaT, pd.NaT, ""))
+    cols = pd.DataFrame(rows, columns=list(STATE_COLUMNS), index=out.index)
+    cols["state_at"] = pd.to_datetime(cols["state_at"])
+    cols["state_until"] = pd.to_datetime(cols["state_until"])
+    return pd.concat([out, cols], axis=1)
+
+
+def state_label(state: str, until) -> str:
+    """How a state reads beside an alert: ``snoozed until 2026-11-23 15:00 UTC``, ``acknowledged``, ``open``."""
+    if state == "snoozed" and not pd.isna(until):
+        return f"snoozed until {pd.Timestamp(until):%Y-%m-%d %H:%M} UTC"
+    return state
+
+
+def _person(actor: str, note: str) -> tuple[str, str]:
+    who = " ".join(str(actor or "").split())
+    if not who:
+        raise InputError("say who you are (a name or an e-mail address)")
+    if len(who) > 100:
+        raise InputError("a name of at most 100 characters")
+    text = " ".join(str(note or "").split())
+    if len(text) > 500:
+        raise InputError("a note of at most 500 characters")
+    return who, text
+
+
+def _set_state(con, alerts_frame: pd.DataFrame, state: str | None, actor: str, note: str, until, now) -> int:
+    who, text = _person(actor, note)
+    now = now or utc_now()
+    rows = [(r.alert_id, r.rule, r.model, r.tenant, pd.Timestamp(r.window_start).to_pydatetime(),
+             pd.Timestamp(r.window_end).to_pydatetime(), state, who, now, until, text)
+            for r in alerts_frame.itertuples(index=False)]
+    if not rows:
+        raise InputError("choose at least one alert")
+    # the states this alert had, under its identity or seen through another period (same_alert)
+    older = same_alert(alerts_frame, alert_states(con), "acted_at")
+    gone = {r[0] for r in rows} | set(older["alert_id_r"]) if len(older) else {r[0] for r in rows}
+    with store.transaction(con):
+        con.executemany("DELETE FROM alert_states WHERE alert_id = ?", [(a,) for a in sorted(gone)])
+        if state is not None:
+            con.executemany("INSERT INTO alert_states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        store.bump_data_version(con)
+    return len(rows)
+
+
+def acknowledge(con: duckdb.DuckDBPyConnection, alerts_frame: pd.DataFrame, by: str, note: str = "",
+                now: datetime | None = None) -> int:
+    """Acknowledge the alerts of ``alerts_frame`` (rows of :func:`open_alerts`): they are not delivered again.
+    Returns how many."""
+    return _set_state(con, alerts_frame, "acknowledged", by, note, None, now)
+
+
+SNOOZES = {"1 hour": timedelta(hours=1), "1 day": timedelta(days=1)}
+
+
+def snooze(con: duckdb.DuckDBPyConnection, alerts_frame: pd.DataFrame, until: datetime, by: str, note: str = "",
+           now: datetime | None = None) -> int:
+    """Snooze the alerts until ``until`` (naive UTC, after ``now``): not delivered before then. Returns how many."""
+    now = now or utc_now()
+    if until is None or pd.isna(until) or pd.Timestamp(until) <= pd.Timestamp(now):
+        raise InputError("a snooze ends in the future")
+    return _set_state(con, alerts_frame, "snoozed", by, note, pd.Timestamp(until).to_pydatetime(), now)
+
+
+def reopen(con: duckdb.DuckDBPyConnection, alerts_frame: pd.DataFrame, by: str, now: datetime | None = None) -> int:
+    """Clear the acknowledgement or snooze of the alerts. Returns how many."""
+    return _set_state(con, alerts_frame, None, by, "", None, now)

@@ -1,0 +1,125 @@
+"""AppTest smoke test of the Alerts page: grouped alerts, acknowledge and snooze from the page, "send a test"
+against a local HTTP receiver on 127.0.0.1, the delivery log; and the empty store."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from finops import store
+from finops.ops import alerts, delivery
+from helpers import Receiver, alert_store, run_page, texts
+
+PAGE = "views/alerts.py"
+# the period of the alert store (6 April 2026), as the sidebar's URL gives it
+PERIOD = {"from": "2026-04-06", "to": "2026-04-06"}
+
+
+@pytest.fixture()
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture()
+def db(tmp_path, receiver):
+    path = str(tmp_path / "alerts.duckdb")
+    con = alert_store(path)
+    delivery.save_targets(con, [{"name": "o'brien <b>hook</b>", "kind": "http",
+                                 "url": receiver.url + "/hook?token=SECRET42"}])
+    con.close()
+    return path
+
+
+def _states(path):
+    """The alerts' states, read through a connection like the page's (DuckDB shares one instance per file and
+    configuration in a process, and the page's stays open)."""
+    con = store.connect(path)
+    try:
+        return alerts.open_alerts(con).set_index("alert_id")
+    finally:
+        con.close()
+
+
+def test_alerts_page_groups_acknowledges_snoozes_and_sends_a_test(db, receiver):
+    con = store.connect(db)
+    groups = delivery.group_alerts(alerts.open_alerts(con))
+    con.close()
+    at = run_page(db, PAGE, query_params=PERIOD)
+    assert not at.exception
+    shown = texts(at)
+    assert [m.value for m in at.metric] == ["4", "0", "0", "0", "0"]      # 4 open critical alerts
+    assert len(at.expander) == 3
+    assert "critical: 2 alerts on gpt-4o, 2026-04-06 00\\:00 to 2026-04-06 01\\:00 UTC" in at.expander[1].label
+    assert "SECRET42" not in shown and "/hook" not in shown
+    assert "Nothing delivered yet." in shown
+
+    # send a test: the receiver gets it, the page says so and the log lists it
+    at.button(key="test_0").click().run()
+    assert not at.exception
+    assert [p["json"]["kind"] for p in receiver.posts] == ["test"]
+    assert any("test message sent" in s.value for s in at.success)
+    log = at.dataframe[-1].value
+    assert log[["what", "outcome"]].values.tolist() == [["test", "sent"]]
+
+    # acknowledge the pair of gpt-4o alerts (the second group)
+    pair = next(g for g in groups if len(g.alerts) == 2)
+    at.text_input(key=f"who_{pair.key}").input("Ada <script>")
+    at.text_input(key=f"note_{pair.key}").input("on it")
+    next(b for b in at.button if b.label == "Acknowledge" and pair.key in str(b.form_id)).click().run()
+    assert not at.exception
+    # snooze the gpt-4o-mini alert for a day
+    mini = next(g for g in groups if g.model == "gpt-4o-mini")
+    at.text_input(key=f"who_{mini.key}").input("Grace")
+    at.selectbox(key=f"for_{mini.key}").select("1 day")
+    next(b for b in at.button if b.label == "Snooze" and mini.key in str(b.form_id)).click().run()
+    assert not at.exception
+
+    states = _states(db)
+    assert states.loc[list(pair.alerts["alert_id"]), "state"].tolist() == ["acknowledged"] * 2
+    assert states.loc[list(pair.alerts["alert_id"]), "state_by"].tolist() == ["Ada <script>"] * 2
+    assert states.loc[mini.key, "state"] == "snoozed"
+    at.run()
+    assert [m.value for m in at.metric] == ["1", "0", "0", "2", "1"]
+    at.segmented_control(key="alerts_show").set_value("acknowledged or snoozed").run()
+    assert not at.exception and len(at.expander) == 2
+    assert "acknowledged by Ada \\<script> at" in texts(at)
+
+    # deliver now: only the alert still open (gpt-4o for acme at 03:00) goes out
+    at.button(key="deliver_now").click().run()
+    assert not at.exception
+    posts = [p["json"] for p in receiver.posts if p["json"]["kind"] == "alerts"]
+    assert [[(a["model"], a["tenant"]) for a in p["alerts"]] for p in posts] == [[("gpt-4o", "acme")]]
+    assert any("sent 1 message \\(1 alert\\)" in s.value for s in at.success)
+
+
+def test_alerts_page_on_an_empty_store(empty_db):
+    at = run_page(empty_db, PAGE)
+    assert not at.exception
+    assert "holds no requests yet" in texts(at)
+
+
+def test_a_snooze_into_the_past_or_without_a_name_is_a_sentence_not_a_crash(db):
+    con = store.connect(db)
+    g = delivery.group_alerts(alerts.open_alerts(con))[0]
+    con.close()
+    at = run_page(db, PAGE, query_params=PERIOD)
+    at.selectbox(key=f"for_{g.key}").select("until a date and time")
+    at.date_input(key=f"day_{g.key}").set_value(datetime(2020, 1, 1).date())
+    at.text_input(key=f"who_{g.key}").input("Ada")
+    next(b for b in at.button if b.label == "Snooze" and g.key in str(b.form_id)).click().run()
+    assert not at.exception
+    assert "Snooze not saved: a snooze ends in the future" in texts(at)
+    at.text_input(key=f"who_{g.key}").input("  ")
+    next(b for b in at.button if b.label == "Acknowledge" and g.key in str(b.form_id)).click().run()
+    assert not at.exception
+    assert "Acknowledgement not saved: say who you are" in texts(at)
+    assert set(_states(db)["state"]) == {"open"}
+
+
+def test_the_view_chosen_is_kept_in_the_url(db):
+    at = run_page(db, PAGE, query_params={**PERIOD, "alerts_show": "acknowledged or snoozed"})
+    assert not at.exception
+    assert len(at.expander) == 0
+    assert "No alert is acknowledged or snoozed in this period." in texts(at)
