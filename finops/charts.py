@@ -493,6 +493,38 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
     ).properties(autosize=FIT_X, title=title, height=300)
 
 
+PERCENTILE_STYLE = (("P99", "#e45756", [1, 0]), ("P95", "#f58518", [6, 3]), ("P50", "#4c78a8", [2, 2]))
+
+
+def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, height: int = 220) -> alt.Chart:
+    """One model's P50, P95 and P99 of a latency over time (``over``: ts, requests, p50, p95, p99 in ms): three
+    lines told apart by colour and dash alike, the legend drawing each line's style; seconds when its P99
+    reaches 1,000 ms, else ms; log scale, so a spike stands out against the median."""
+    long = over.melt(id_vars=["ts", "requests"], value_vars=["p50", "p95", "p99"], var_name="percentile",
+                     value_name="ms")
+    long["percentile"] = long["percentile"].str.upper()
+    long = long[long["ms"] > 0]
+    seconds = bool(len(long)) and float(long["ms"].max()) >= 1000
+    long["value"] = long["ms"] / 1000.0 if seconds else long["ms"]
+    unit = "s" if seconds else "ms"
+    domain = [p for p, _, _ in PERCENTILE_STYLE]
+    style = alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=2.5, symbolSize=300)
+    return alt.Chart(long).mark_line(strokeWidth=1.6).encode(
+        x=alt.X("ts:T", title="Time (UTC)", scale=alt.Scale(type="utc"),
+                axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+        y=alt.Y("value:Q", title=f"{what} ({unit}, log scale)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(format=",.3~g")),
+        color=alt.Color("percentile:N", sort=domain, legend=style,
+                        scale=alt.Scale(domain=domain, range=[c for _, c, _ in PERCENTILE_STYLE])),
+        strokeDash=alt.StrokeDash("percentile:N", sort=domain, legend=style,
+                                  scale=alt.Scale(domain=domain, range=[d for _, _, d in PERCENTILE_STYLE])),
+        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("percentile:N", title="Percentile"),
+                 alt.Tooltip("value:Q", title=f"{what} ({unit})", format=",.3~f"),
+                 alt.Tooltip("requests:Q", title="Requests", format=",")],
+    ).properties(autosize=FIT_X, title=title, height=height)
+
+
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
     """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model."""
     long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],

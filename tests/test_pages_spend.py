@@ -55,7 +55,7 @@ def test_overview_on_the_demo_store(demo_db):
     at = run_page(demo_db)
     assert not at.exception
     assert [m.label for m in at.metric][:8] == [s.label for s in KPI_SPECS]
-    assert _subheaders(at) == ["Spend over time", "Top tenants by spend", "Open alerts"]
+    assert _subheaders(at) == ["Spend over time", "Top tenants by spend", "Incidents"]
     assert _kinds(at).get("vega_lite_chart", 0) >= 3
     assert "the sample fleet" in texts(at)
     assert at.toggle(key="idle").value is True

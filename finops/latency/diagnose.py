@@ -601,7 +601,7 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         evidence = (f"{_span(start, end)}: {metrics['waited_share']:.0%} of {n:,} requests to {model} waited over "
                     f"{WAITED_MS:.0f} ms; queue P95 {_capped(worst.queue_p95, cap)}"
                     + ("" if _capped(worst.queue_max, cap) == _capped(worst.queue_p95, cap)
-                       else f" (longest {_capped(worst.queue_max, cap)})")
+                       else f", longest {_capped(worst.queue_max, cap)},")
                     + (f" against {_ms(worst.typ_queue_p95)} in a typical window" if _history(worst) else "")
                     + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound.{rho_text}{slowed}")
         need = math.ceil(max(rho_peak or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None

@@ -95,6 +95,7 @@ class Incident:
     findings: list[Finding] = field(default_factory=list)
     alerts: pd.DataFrame = field(default_factory=pd.DataFrame)
     outages: list[Outage] = field(default_factory=list)
+    hit: pd.DataFrame = field(default_factory=pd.DataFrame)   # the affected requests, worst first (a cap of them)
 
     @property
     def minutes(self) -> int:
@@ -112,12 +113,13 @@ class Incident:
 
 # ---------------------------------------------------------------- words
 
-def hhmm(start: datetime, end: datetime) -> str:
-    """``from 13:00 to 15:00`` (dates where the span crosses midnight or is not one day)."""
-    start, end = pd.Timestamp(start).round("min"), pd.Timestamp(end).round("min")
+def hhmm(start: datetime, end: datetime, seconds: bool = False) -> str:
+    """``from 13:00 to 15:00`` (``seconds``: 12:59:48; dates where the span crosses midnight)."""
+    unit, clock = ("s", "%H:%M:%S") if seconds else ("min", "%H:%M")
+    start, end = pd.Timestamp(start).round(unit), pd.Timestamp(end).round(unit)
     if start.date() == (end - pd.Timedelta(microseconds=1)).date():
-        return f"from {start:%H:%M} to {end:%H:%M}"
-    return f"from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M}"
+        return f"from {start.strftime(clock)} to {end.strftime(clock)}"
+    return f"from {start.strftime('%Y-%m-%d ' + clock)} to {end.strftime('%Y-%m-%d ' + clock)}"
 
 
 def span_text(start: datetime, end: datetime) -> str:
@@ -342,10 +344,18 @@ def _names(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def idle_span(outages: list[Outage]) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The stretch every one of ``outages`` began no service in, rounded inwards to 5 minutes (so the words
+    "served nothing from 13:00 to 15:00" hold for all of it); their union where they do not overlap."""
+    lo, hi = max(o.idle_from for o in outages), min(o.idle_to for o in outages)
+    if lo >= hi:
+        lo, hi = min(o.idle_from for o in outages), max(o.idle_to for o in outages)
+    a, b = pd.Timestamp(lo).ceil("5min"), pd.Timestamp(hi).floor("5min")
+    return (a, b) if a < b else (pd.Timestamp(lo), pd.Timestamp(hi))
+
+
 def _outage_title(c: Context) -> str:
-    lo = min(o.idle_from for o in c.outages)
-    hi = max(o.idle_to for o in c.outages)
-    lo, hi = max(pd.Timestamp(lo), pd.Timestamp(c.start) - OUTAGE_CONTEXT), hi
+    lo, hi = idle_span(c.outages)
     return f"{len(c.outages)} of {c.replicas} {c.model} replicas served nothing {hhmm(lo, hi)}"
 
 
@@ -522,7 +532,8 @@ def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str])
     fleet_share = a["requests"] / fleet_n if fleet_n else None
     evidence = []
     if outages:
-        evidence.append("; ".join(f"{o.replica} began serving nothing {hhmm(o.idle_from, o.idle_to)} where its usual "
+        evidence.append("; ".join(f"{o.replica} began no request {hhmm(o.idle_from, o.idle_to, seconds=True)} (its last and next "
+                                  "starts of service) where its usual "
                                   f"share of the traffic is about {o.expected:,.0f} requests" for o in outages) + ".")
     if a["requests"]:
         parts = []
@@ -550,28 +561,29 @@ def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str])
                     title=title, cause=cause.name, evidence=evidence, action=cause.action(ctx),
                     timeline=_timeline(fds, al, units), requests=a["requests"], affected=a["affected"],
                     failed=a["failed"], over_sla=a["over_sla"], impact=impact, sla_minutes=sla_minutes,
-                    fleet_share=fleet_share, tenants=a["tenants"], findings=fds, alerts=al, outages=outages)
+                    fleet_share=fleet_share, tenants=a["tenants"], findings=fds, alerts=al, outages=outages,
+                    hit=hit)
 
 
 ORDERS = ("worst first", "newest first")
 
 
-def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour",
-              order: str = "worst first") -> list[Incident]:
-    """The incidents of the filtered period: worst first (severity, then requests hit, then newest) or newest
-    first (by end, then severity)."""
+def ordered(items: list[Incident], order: str = "worst first") -> list[Incident]:
+    """Worst first (severity, then requests hit, then newest) or newest first (by end, then severity)."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    if order == "newest first":
+        return sorted(items, key=lambda i: (-i.end.timestamp(), rank[i.severity], -i.affected))
+    return sorted(items, key=lambda i: (rank[i.severity], -i.affected, -i.end.timestamp()))
+
+
+def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> list[Incident]:
+    """The incidents of the filtered period, worst first (:func:`ordered`); ``window`` is the diagnosis's."""
     f = f or Filters()
     findings = diag.diagnose(con, f, window=window)
     found = alerts.open_alerts(con, f)
     found = found[~found["rule"].isin(COST_RULES)].reset_index(drop=True)
     units = {r.name: r.unit for r in alerts.rules(con)}
-    out = [_build(con, f, g, found, units) for g in _groups(findings, found)]
-    rank = {s: i for i, s in enumerate(SEVERITIES)}
-    if order == "newest first":
-        out.sort(key=lambda i: (-i.end.timestamp(), rank[i.severity], -i.affected))
-    else:
-        out.sort(key=lambda i: (rank[i.severity], -i.affected, -i.end.timestamp()))
-    return out
+    return ordered([_build(con, f, g, found, units) for g in _groups(findings, found)])
 
 
 def find(con: duckdb.DuckDBPyConnection, f: Filters, key: str, window: str = "hour") -> Incident | None:
@@ -587,3 +599,15 @@ def summary(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: st
              "sla_minutes": i.sla_minutes} for i in incidents(con, f, window)]
     return pd.DataFrame(rows, columns=["key", "severity", "title", "model", "start", "end", "minutes", "affected",
                                        "requests", "sla_minutes"])
+
+
+REQUEST_TABLE = (("request_id", "request_id"), ("ts", "ts"), ("tenant", "tenant"), ("sla_tier", "sla_tier"),
+                 ("replica", "replica"), ("queue_s", "queue_ms"), ("ttft_s", "ttft_ms"), ("total_s", "total_ms"),
+                 ("why", "why"))
+
+
+def requests_table(hit: pd.DataFrame) -> pd.DataFrame:
+    """The affected requests for a page: times in seconds (``*_s``), in the order of :data:`REQUEST_TABLE`."""
+    out = pd.DataFrame({name: hit[src] / 1000.0 if name.endswith("_s") else hit[src]
+                        for name, src in REQUEST_TABLE if src in hit})
+    return out.reset_index(drop=True)
