@@ -24,7 +24,7 @@ START_OF_SERVICE = "epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_
 
 @pytest.fixture(scope="module")
 def con(demo_db):
-    return store.connect(demo_db, read_only=True)
+    return store.connect(demo_db)       # read-write, as a page test in this process may hold it open already
 
 
 @pytest.fixture(scope="module")

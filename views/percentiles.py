@@ -8,6 +8,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    plain,
     query,
     raw_rows_notice,
     source_label,
@@ -72,6 +73,10 @@ else:
         with grid[i % 2]:
             st.altair_chart(charts.percentile_panel(over[over["grp"] == model], grain, what,
                                                     title=f"{model}: {what} per {grain}"))
+    without = [m for m in query(store.distinct_values, "model") if m not in models and (not f.models or m in f.models)]
+    if without:
+        st.caption(f"No {what} in the logs of {', '.join(plain(m) for m in without)} (API models report no queue "
+                   "or service split).")
     st.caption(f"One panel per model, one point per {grain}: P99 (solid), P95 (dashed) and P50 (dotted); log scale, "
                "so a tail spike stands out against the median. " + percentile_note(over) + " " + source_label())
 st.page_link("views/incidents.py", label="What went wrong and when: the Incidents page", icon=":material/emergency:")
