@@ -141,7 +141,8 @@ GROUP BY 1 ORDER BY 1""", [MODEL, day, day + timedelta(days=1)]).fetchall() if p
     assert inc.sla_minutes >= (breach[1] - breach[0]).total_seconds() / 60
     # the diagnosis flags only its worst hour: that one hour must not title or bound the incident
     assert any(fd.layer == "queue" for fd in inc.findings)
-    assert inc.title.startswith("Premium") and f"from {breach[0]:%H:%M} to {breach[1]:%H:%M}" in inc.title
+    assert inc.title.startswith("Premium") and "SLA on time to first token broken" in inc.title
+    assert f"from {breach[0]:%H:%M} to {breach[1]:%H:%M}" in inc.title
     assert inc.severity != "critical" or inc.impact >= incidents.CRITICAL_IMPACT
 
 

@@ -51,7 +51,7 @@ def test_latency_page_shows_an_incidents_requests(demo_db):
     text = texts(at)
     assert "Requests hit by an incident" in text and plain(inc.title) in text
     shown = at.dataframe[-1].value
-    assert set(shown["request_id"]) <= set(inc.hit["request_id"]) and len(shown) == min(50, inc.affected)
+    assert set(shown["request_id"]) <= set(inc.hit["request_id"]) and len(shown) == min(incidents.LINKED_MAX, inc.affected)
 
 
 def test_latency_page_names_a_link_it_cannot_find(demo_db):

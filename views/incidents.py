@@ -52,11 +52,13 @@ else:
                "bound of a 99.9 % interval) and SLA or error-rate alerts lasted 30 minutes or more; a warning "
                "for 1 % or any SLA minute. GPU under-use is a cost matter and stays on the alerts list.")
     for n, inc in enumerate(items):
-        span = incidents.span_text(inc.start, inc.end)
-        label = (f":{SEVERITY_COLOUR[inc.severity]}[**{inc.severity}**] {plain(inc.title)} · {span} · "
+        label = (f":{SEVERITY_COLOUR[inc.severity]}[**{inc.severity}**] {plain(inc.title)} · {inc.start:%a %Y-%m-%d} · "
                  f"{inc.affected:,} of {inc.requests:,} requests hit")
-        with st.expander(label, expanded=(inc.key == linked) or (linked is None and n == 0),
-                         icon=SEVERITY_ICON[inc.severity]):
+        box = st.expander(label, expanded=(inc.key == linked) or (linked is None and n == 0),
+                          icon=SEVERITY_ICON[inc.severity], key=f"inc_open_{inc.key}", on_change="rerun")
+        if not box.open:        # a closed incident's tables are not built: the list stays quick
+            continue
+        with box:
             left, right = st.columns([3, 2])
             with left:
                 st.markdown(f"**Do:** {plain(inc.action)}")
@@ -70,14 +72,15 @@ else:
                           help="Failed, answered over their tier's SLA, or (a decode finding) slower in decode "
                                "than the finding's cut.")
                 m3.metric("SLA alert time", incidents.minutes_text(inc.sla_minutes) if inc.sla_minutes else "none")
-                st.caption(f"Model {plain(inc.model)}"
+                st.caption(f"{incidents.span_text(inc.start, inc.end)} · model {plain(inc.model)}"
                            + (f" · tenants hit: {', '.join(plain(t) for t in inc.tenants)}" if inc.tenants else ""))
             st.markdown("**Timeline**")
             st.dataframe(inc.timeline, hide_index=True, placeholder=MISSING, column_config={
-                "at": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
-                "until": st.column_config.DatetimeColumn("To (UTC)", format="HH:mm"),
-                "kind": st.column_config.TextColumn("Source"), "severity": st.column_config.TextColumn("Severity"),
-                "what": st.column_config.TextColumn("What happened", width="large")})
+                "at": st.column_config.DatetimeColumn("From (UTC)", format="MM-DD HH:mm", width=95),
+                "until": st.column_config.DatetimeColumn("To", format="HH:mm", width=55),
+                "kind": st.column_config.TextColumn("Source", width=80),
+                "severity": st.column_config.TextColumn("Severity", width=75),
+                "what": st.column_config.TextColumn("What happened", width=820)})
             if inc.affected:
                 shown = incidents.requests_table(inc.hit)
                 st.markdown(f"**Requests hit** ({len(shown):,} of {inc.affected:,} shown: failed first, then the "
@@ -90,7 +93,8 @@ else:
                     "ttft_s": st.column_config.NumberColumn("Time to first token (s)", format="%,.2f"),
                     "total_s": st.column_config.NumberColumn("Total latency (s)", format="%,.2f"),
                     "why": st.column_config.TextColumn("Why it counts")})
-                st.page_link("views/latency.py", label="Open these requests segment by segment on the Latency page",
+                st.page_link("views/latency.py", label=f"See {min(incidents.LINKED_MAX, inc.affected)} of them segment by segment on the "
+                                   "Latency page",
                              icon=":material/timeline:", query_params={"incident": inc.key, "inc_window": window})
     st.caption("Rules: the alert rules below and a slow-path diagnosis that compares each window with the model's "
                "usual queue, service and decode times. " + source_label())

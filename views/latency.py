@@ -79,9 +79,10 @@ else:
         total = int(h["count"].sum())
         with grid[i % 2]:
             if h["hi"].max() <= 1.0 and (scale == "log" or h["lo"].max() <= 0.5):
-                st.markdown(f"**{plain(model)}**: none of its {total:,} requests waited (queue_ms = 0).")
+                st.markdown(f"**{plain(model)}**: none of its {total:,} requests waited in a queue.")
                 continue
-            st.altair_chart(charts.queue_histogram(h, marks, scale, title=f"{model}: queue_ms per request"))
+            st.altair_chart(charts.queue_histogram(h, marks, scale, field_label="queue wait",
+                                                   title=f"{model}: queue wait per request"))
             notes = []
             if scale == "log":
                 zero = int(h[h["bin"] == 0]["count"].sum())
@@ -89,9 +90,9 @@ else:
                              f"{h['hi'].iloc[0]:,.3g} ms (their lowest non-zero wait) and are not drawn on the log axis.")
             marks_text = ", ".join(f"{k} {duration_ms(v)}" for k, v in marks.items())
             if marks_text:
-                notes.append(f"queue_ms {marks_text}.")
+                notes.append(f"Queue wait {marks_text}.")
             st.caption(" ".join(notes))
-    st.caption("Dashed lines: P50, P95 and P99 of queue_ms. A queue-bound model has a heavy right tail here "
+    st.caption("Dashed lines: P50, P95 and P99 of the queue wait. A queue-bound model has a heavy right tail here "
                "while its service time stays put. " + source_label())
 
 # ---------------------------------------------------------------- segments
@@ -143,16 +144,19 @@ tt = query(latency.ttft_tpot, f)
 if tt.empty or (tt["with_ttft"].sum() == 0 and tt["with_tpot"].sum() == 0):
     st.info("These logs carry no `ttft_ms` and no decode time per token.", icon=":material/info:")
 else:
-    order = ["grp", "requests", "with_ttft", "with_tpot"] + sorted(
-        (c for c in tt.columns if "_ms_p" in c), key=lambda c: (not c.startswith("ttft"), float(c.rsplit("_p", 1)[1])))
-    st.dataframe(tt, placeholder=MISSING, hide_index=True, column_order=order, column_config={
+    ttft_cols = sorted((c for c in tt.columns if c.startswith("ttft_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
+    tpot_cols = sorted((c for c in tt.columns if c.startswith("tpot_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
+    shown_tt, ttft_unit = duration_columns(tt, ttft_cols)
+    st.dataframe(shown_tt, placeholder=MISSING, hide_index=True,
+                 column_order=["grp", "requests", *ttft_cols, *tpot_cols], column_config={
         "grp": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
-        "with_ttft": st.column_config.NumberColumn("With TTFT", format="%,d"),
-        "with_tpot": st.column_config.NumberColumn("With TPOT", format="%,d"),
-        **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").upper(), format="%,.1f ms")
-           for c in tt.columns if "_ms_p" in c}})
-    st.caption("TPOT = (total_ms − ttft_ms) / (output_tokens − 1), the vLLM benchmark definition (decode_ms is "
-               "used where TTFT is absent). " + percentile_note(tt) + " " + source_label())
+        **{c: st.column_config.NumberColumn(f"First token {c.rsplit('_', 1)[1].upper()} ({ttft_unit})",
+                                            format="%,.2f" if ttft_unit == "s" else "%,.0f")
+           for c in ttft_cols},
+        **{c: st.column_config.NumberColumn(f"Per output token {c.rsplit('_', 1)[1].upper()} (ms)", format="%,.1f")
+           for c in tpot_cols}})
+    st.caption("Time per output token = (total latency − time to first token) / (output tokens − 1), the vLLM "
+               "benchmark definition (the decode time is used where the first token's time is absent). " + percentile_note(tt) + " " + source_label())
 
 # ---------------------------------------------------------------- slowest
 linked = incidents.parse_key(st.query_params.get("incident", ""))
@@ -169,7 +173,7 @@ if linked is not None:
     else:
         st.header("Requests hit by an incident")
         st.markdown(f"**{plain(inc.title)}** · {incidents.span_text(inc.start, inc.end)}")
-        shown = query(latency.requests_by_id, tuple(inc.hit["request_id"].head(50)))
+        shown = query(latency.requests_by_id, tuple(inc.hit["request_id"].head(incidents.LINKED_MAX)))
         st.page_link("views/incidents.py", label="Back to the incident", icon=":material/arrow_back:",
                      query_params={"incident": inc.key})
 if shown is None:
@@ -178,10 +182,13 @@ if shown is None:
     shown = query(latency.slowest, f, n)
     chart_title = f"The {len(shown)} slowest requests, segment by segment"
 else:
-    chart_title = f"{len(shown)} of its {inc.affected:,} requests hit, slowest first, segment by segment"
+    chart_title = f"{len(shown)} of its {inc.affected:,} requests hit (failed ones first), segment by segment"
 st.altair_chart(charts.slowest_traces(shown, title=chart_title))
 table, unit = duration_columns(shown, [c for c in shown.columns if c.endswith("_ms")])
-st.dataframe(table, placeholder=MISSING, hide_index=True, column_config={
+st.dataframe(table, placeholder=MISSING, hide_index=True, column_order=[
+    c for c in ("request_id", "ts", "model", "tenant", "sla_tier", "replica", "status", "total_ms", "queue_ms",
+                "prefill_ms", "decode_ms", "service_ms", "input_tokens", "output_tokens")
+    if c in table and table[c].notna().any() and not (c == "model" and table[c].nunique() == 1)], column_config={
     "request_id": "Request", "model": "Model", "tenant": "Tenant", "sla_tier": "SLA tier", "route": "Route",
     "replica": "Replica", "status": "Status", "input_tokens": st.column_config.NumberColumn("Input tokens", format="%,d"),
     "output_tokens": st.column_config.NumberColumn("Output tokens", format="%,d"),

@@ -114,8 +114,7 @@ else:
                 with c2:
                     st.page_link("views/incidents.py", label="Open", icon=":material/open_in_new:",
                                  query_params={"incident": inc.key})
-        more = f" and {len(found) - SHORT_LIST:,} more" if len(found) > SHORT_LIST else ""
-        st.page_link("views/incidents.py", label=f"All incidents{more}: timelines, evidence and the requests hit",
+        st.page_link("views/incidents.py", label=f"All {len(found):,} incidents: timelines, evidence and the requests hit",
                      icon=":material/emergency:")
         st.caption("An incident groups the alerts and diagnosis findings of one model whose hours overlap. "
                    + source_label())

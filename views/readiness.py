@@ -21,11 +21,13 @@ for category, items in check.groupby("category", sort=False):
     for item in items.itertuples(index=False):
         c1, c2 = st.columns([3, 2])
         with c1:
-            ticked = st.checkbox(f"{item.item}: {item.requirement}", value=bool(item.ticked), key=f"ready_{item.id}",
+            ticked = st.checkbox(f"**{item.item}**", value=bool(item.ticked), key=f"ready_{item.id}",
                                  help="Tick when a person has confirmed it; the tick is saved in the store.")
+            st.caption(item.requirement)
             if ticked != bool(item.ticked):
                 readiness.tick(con, item.id, ticked)
                 st.rerun()
         with c2:
             st.markdown(STATUS[item.status] + (f" · ticked {item.ticked_at}" if item.ticked else ""))
-            st.caption(item.evidence)
+            if item.source == "store":
+                st.caption(item.evidence)

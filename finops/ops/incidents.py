@@ -58,6 +58,7 @@ OUTAGE_MIN_GAP = timedelta(minutes=10)  # a replica idle at least this long ...
 OUTAGE_EXPECTED = 20.0                  # ... while its usual share of the model's starts would have been this many
 OUTAGE_CONTEXT = timedelta(hours=3)     # how far around the incident a replica's usual share is read
 REQUEST_LIST_MAX = 500                  # the affected requests listed (all are counted)
+LINKED_MAX = 50                         # the worst of them a link opens segment by segment
 LAYER_WORDS = {"routing": "cache stopped hitting", "queue": "queue saturated", "prefill": "slow prefill",
                "decode": "slow decode", "tail": "P99 spike"}
 RULE_WORDS = {"error_rate": "error rate", "p99_over_sla": "P99 latency over the SLA",
@@ -395,12 +396,13 @@ def _error_title(c: Context) -> str:
 
 def _sla_title(c: Context) -> str:
     hit = c.hit
-    tiers = sorted(set(hit.loc[hit["why"] == "over its tier's SLA", "sla_tier"].dropna())) if len(hit) else []
+    over = hit[hit["why"] == "over its tier's SLA"] if len(hit) else hit
+    tiers = sorted(set((over if len(over) else hit)["sla_tier"].dropna())) if len(hit) else []
     metric = "time to first token" if hit.attrs.get("sla_metric") == "ttft_ms" else "latency"
     tier = f"{_names(tiers)} SLA" if tiers else "SLA"
     tier = tier[:1].upper() + tier[1:]
-    return (f"{tier} on {metric} breached on {c.model} {hhmm(c.start, c.end)}: {hit.attrs['over_sla']:,} of "
-            f"{hit.attrs['requests']:,} requests over it")
+    failed = f" ({hit.attrs['failed']:,} requests failed)" if hit.attrs["failed"] and not hit.attrs["over_sla"] else ""
+    return f"{tier} on {metric} broken on {c.model} {hhmm(c.start, c.end)}{failed}"
 
 
 def primary(c: Context) -> Finding | None:
@@ -430,7 +432,7 @@ CAUSES: tuple[Cause, ...] = (
     Cause("errors", lambda c: not c.rules("error_rate").empty and c.hit.attrs["failed"] > 0, _error_title,
           lambda c: f"Read the errors of {c.model} in these hours (status and error type) and the provider's or "
                     "replica's health; retry or fail over to another model while it lasts."),
-    Cause("sla", lambda c: c.hit.attrs["over_sla"] > 0, _sla_title,
+    Cause("sla", lambda c: not c.rules("p99_over_sla").empty and c.hit.attrs["affected"] > 0, _sla_title,
           lambda c: f"Add {c.model} capacity for these hours or move the tier's traffic to a faster model; the "
                     "Latency page breaks the time down by layer."),
     Cause("queue_growing", lambda c: not c.rules("queue_growing").empty,
