@@ -102,7 +102,7 @@ if seg.empty:
     empty_state("No request with total_ms matches these filters.")
 else:
     st.altair_chart(charts.segment_bars(seg))
-    st.caption("Each bar is the mean of each segment over the requests whose total_ms lies within ±0.5 percentage "
+    st.caption("Each bar is the mean of each segment over the requests whose total latency lies within ±0.5 percentage "
                "points of that percentile (P99: between P98.5 and P99.5; the request at the percentile in a small "
                "group), so the segments add up to the bar's total, which is close to the percentile itself. 'other' "
                "is time no logged segment accounts for (network, gateway). " + source_label())
