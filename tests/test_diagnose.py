@@ -170,7 +170,7 @@ def test_demo_store_finds_its_incidents_and_nothing_critical_elsewhere(request):
     """The sample fleet's incident windows (finops.sample.synth.INCIDENTS) that fall in the demo store: each is
     found as a critical finding on its model and layer; no critical finding falls outside them."""
     synth = pytest.importorskip("finops.sample.synth")
-    con = store.connect(request.getfixturevalue("demo_db"), read_only=True)
+    con = store.connect(request.getfixturevalue("demo_db"))   # read-write, as a page test in this process may hold it open already
     lo, hi = store.time_span(con)
     incidents = [i for i in synth.INCIDENTS if i["start"] < hi and i["end"] > lo]
     assert incidents, "the demo store holds no incident window"
