@@ -4,6 +4,7 @@ The sample fleet's incidents are checked against numbers read here with plain SQ
 replicas that began no service in the outage, the requests that failed or broke their tier's SLA, the hours
 the premium SLA stayed broken on 11-27.
 """
+import json
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -206,3 +207,12 @@ def test_a_short_log_titles_the_saturated_model_by_its_waits():
 
 def test_empty_store(empty_db):
     assert incidents.incidents(store.connect(empty_db)) == []
+
+
+def test_the_cli_prints_the_same_incidents(con, demo_db, capsys):
+    from finops import cli
+    assert cli.main(["incidents", "--db", demo_db, "--since", "2026-11-23", "--until", "2026-11-24", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["incidents"]
+    found = incidents.incidents(con, Filters(DAY, DAY + timedelta(days=1)))
+    assert [i["title"] for i in printed] == [i.title for i in found]
+    assert {"key", "severity", "evidence", "action", "timeline", "affected"} <= set(printed[0])
