@@ -546,10 +546,10 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         rho = b["burst_service_s"] / (slots * span) if span > 0 else math.inf
         metrics.update({k: v for k, v in b.items() if k != "burst_start"}, slots=slots,
                        slots_basis="requests that started without waiting", rho=rho)
-        rho_text = "ρ ≫ 1" if rho > 10 else f"ρ ≈ {rho:.1f}"
+        rho_text = "utilisation (ρ) far above 1" if rho > 10 else f"utilisation (ρ) about {rho:.1f}"
         trend = "rising" if b["burst_wait_rising"] else "not monotonic"
         evidence = (f"{b['burst_requests']} concurrent requests to {model} (from {b['burst_start']:%H:%M:%S}): "
-                    f"the first {b['burst_leading_no_wait']} have queue_ms ≈ 0, the other "
+                    f"the first {b['burst_leading_no_wait']} started without waiting, the other "
                     f"{b['burst_requests'] - b['burst_no_wait']} waited {_ms(b['burst_wait_min_ms'])} → "
                     f"{_ms(b['burst_wait_max_ms'])} ({trend}), against a service time of about "
                     f"{_ms(worst.svc_p50)}. So {model} is queue-bound: about {slots} slot"
@@ -610,7 +610,7 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         severity = "critical" if metrics["deep_queue_minutes"] >= SUSTAINED_MIN else "warning"
     else:
         severity = "critical" if worst.queue_p95 >= worst.svc_p50 else "warning"
-    more = f" (about {need} slots in all for ρ ≈ 0.7)" if need else ""
+    more = f" (about {need} slots in all for a utilisation (ρ) of 0.7)" if need else ""
     fix = (f"Bring {', '.join(metrics['replicas_idle'])} back or add {model} replicas{more}"
            if metrics.get("replicas_idle") else f"Add {model} replicas{more}")
     action = (f"{fix}; rate-limit or shed long and low-tier requests while the queue is deep; check the batch "
