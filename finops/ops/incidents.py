@@ -546,7 +546,8 @@ def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str])
         slow = a["affected"] - a["failed"] - a["over_sla"]
         if slow > 0:
             parts.append(f"{slow:,} decoded slowly")
-        of_fleet = f", {fleet_share:.0%} of the fleet's requests in those hours" if fleet_share is not None else ""
+        of_fleet = (f"; {model} carried {fleet_share:.0%} of the fleet's requests in those hours"
+                    if fleet_share is not None else "")
         evidence.append(f"{a['affected']:,} of {a['requests']:,} requests to {model} were hit "
                         f"({a['affected'] / a['requests']:.0%}{of_fleet})"
                         + (f": {', '.join(parts)}" if parts else "") + (f"; tenants: {', '.join(a['tenants'])}"
