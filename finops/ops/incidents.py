@@ -271,25 +271,22 @@ r AS (
 
 
 def affected_requests(con: duckdb.DuckDBPyConnection, f: Filters, model: str, start, end,
-                      findings: list[Finding] | None = None, limit: int | None = REQUEST_LIST_MAX) -> pd.DataFrame:
+                      findings: list[Finding] | None = None, limit: int | None = REQUEST_LIST_MAX,
+                      sla: tuple[str, dict] | None = None) -> pd.DataFrame:
     """The requests of ``model`` in [start, end) the incident hurt, slowest first: failed, over their tier's
     SLA on the SLA latency, or slower in decode than a decode finding's cut. Columns: the request's
     (:data:`AFFECTED_COLUMNS`) and ``why``. ``attrs`` carries ``requests``, ``affected``, ``failed``,
     ``over_sla`` and ``tenants`` (all counted, however many are listed)."""
-    metric = alerts.sla_metric(con, f)
-    sla = alerts.sla_targets(con)
+    metric, sla = sla or sla_basis(con, f)
     tpot, cut, d0, d1 = _decode_cut(findings or [])
     where, params = f.where()
     head = _affected_sql(metric).replace("{where}", where)
     bind = [list(sla), [float(v) for v in sla.values()], float(sla.get("(none)", alerts.DEFAULT_SLA_P99_MS["(none)"])),
             tpot, cut, d0, d1] + params + [model, start, end]
-    counts = con.execute(head + """
-SELECT count(*), count(*) FILTER (WHERE failed OR over_sla OR slow_decode), count(*) FILTER (WHERE failed),
-       count(*) FILTER (WHERE over_sla AND NOT failed),
-       list(DISTINCT tenant ORDER BY tenant) FILTER (WHERE failed OR over_sla OR slow_decode) FROM r""",
-                         bind).fetchall()[0]
     hourly = con.execute(head + f"""
-SELECT {sql.time_bucket('hour')} AS h, count(*) AS n, count(*) FILTER (WHERE failed OR over_sla OR slow_decode) AS k
+SELECT {sql.time_bucket('hour')} AS h, count(*) AS n, count(*) FILTER (WHERE failed OR over_sla OR slow_decode) AS k,
+       count(*) FILTER (WHERE failed) AS failed, count(*) FILTER (WHERE over_sla AND NOT failed) AS over,
+       list(DISTINCT tenant) FILTER (WHERE (failed OR over_sla OR slow_decode) AND tenant IS NOT NULL) AS tenants
 FROM r GROUP BY 1 ORDER BY 1""", bind).df()
     rows = con.execute(head + """
 SELECT * FROM r WHERE failed OR over_sla OR slow_decode ORDER BY failed DESC, total_ms DESC NULLS LAST, request_id
@@ -301,10 +298,16 @@ LIMIT ?""", bind + [int(limit) if limit else 2**62]).df()
     else:
         rows = pd.DataFrame(columns=[*AFFECTED_COLUMNS, "why"])
     peak = float(alerts.wilson_lower(hourly["k"], hourly["n"]).max()) if len(hourly) else 0.0
-    rows.attrs.update(peak_impact=peak, requests=int(counts[0]), affected=int(counts[1]), failed=int(counts[2]),
-                      over_sla=int(counts[3]), tenants=[t for t in (counts[4] or []) if t is not None],
+    tenants = sorted({t for ts in hourly["tenants"] if ts is not None for t in ts})
+    rows.attrs.update(peak_impact=peak, requests=int(hourly["n"].sum()), affected=int(hourly["k"].sum()),
+                      failed=int(hourly["failed"].sum()), over_sla=int(hourly["over"].sum()), tenants=tenants,
                       sla_metric=metric)
     return rows
+
+
+def sla_basis(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str, dict]:
+    """(the latency the SLA is on, the P99 SLA in ms per tier): read once for all the incidents of a period."""
+    return alerts.sla_metric(con, f), alerts.sla_targets(con)
 
 
 def _fleet_requests(con, f: Filters, start, end) -> int:
@@ -516,13 +519,13 @@ def _alert_summary(al: pd.DataFrame) -> str | None:
     return "Alerts: " + "; ".join(parts) + "."
 
 
-def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str]) -> Incident:
+def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str], sla: tuple[str, dict]) -> Incident:
     model, start, end = g["model"], g["start"].to_pydatetime(), g["end"].to_pydatetime()
     fds = g["findings"]
     al = found.iloc[g["alerts"]].reset_index(drop=True) if g["alerts"] else found.iloc[0:0]
     outages = replica_outages(con, f, model, start, end)
     replicas = _replica_count(con, f, model, start, end) if outages else 0
-    hit = affected_requests(con, f, model, start, end, fds)
+    hit = affected_requests(con, f, model, start, end, fds, sla=sla)
     a = hit.attrs
     ctx = Context(model, start, end, fds, al, outages, replicas, hit)
     cause = next(c for c in CAUSES if c.applies(ctx))
@@ -586,7 +589,9 @@ def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: 
     found = alerts.open_alerts(con, f)
     found = found[~found["rule"].isin(COST_RULES)].reset_index(drop=True)
     units = {r.name: r.unit for r in alerts.rules(con)}
-    return ordered([_build(con, f, g, found, units) for g in _groups(findings, found)])
+    groups = _groups(findings, found)
+    sla = sla_basis(con, f) if groups else None
+    return ordered([_build(con, f, g, found, units, sla) for g in groups])
 
 
 def find(con: duckdb.DuckDBPyConnection, f: Filters, key: str, window: str = "hour") -> Incident | None:
