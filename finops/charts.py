@@ -457,9 +457,11 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
                       share_pct=seg["ms"] / seg["total_ms"].where(seg["total_ms"] > 0) * 100,
                       order=seg["segment"].map({s: i for i, s in enumerate(order)}))
     present = [s for s in order if s in set(data["segment"])]
+    div, unit = _time_unit(data["total_ms"])
+    data = data.assign(t=data["ms"] / div)
     return alt.Chart(data).mark_bar().encode(
-        y=alt.Y("row:N", title="Model · percentile of total_ms", sort=list(dict.fromkeys(data["row"]))),
-        x=alt.X("ms:Q", title="Mean time in the band (ms)", stack="zero", axis=alt.Axis(format=",.0f"),
+        y=alt.Y("row:N", title="Model · percentile of total latency", sort=list(dict.fromkeys(data["row"]))),
+        x=alt.X("t:Q", title=f"Mean time in the band ({unit})", stack="zero", axis=alt.Axis(format=",.3~r"),
                 scale=alt.Scale(domainMin=0)),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
@@ -468,7 +470,7 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
         tooltip=[alt.Tooltip("grp:N", title="Model"), alt.Tooltip("percentile:N", title="Band around"),
                  alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="Mean (ms)", format=",.1f"),
                  alt.Tooltip("share_pct:Q", title="Share of total (%)", format=".1f"),
-                 alt.Tooltip("total_ms:Q", title="Mean total_ms of the band", format=",.1f"),
+                 alt.Tooltip("total_ms:Q", title="Mean total latency of the band (ms)", format=",.1f"),
                  alt.Tooltip("requests_in_band:Q", title="Requests in the band", format=",")],
     ).properties(autosize=FIT_X, title=title, height=max(140, 22 * data["row"].nunique()))
 
@@ -493,21 +495,65 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
     ).properties(autosize=FIT_X, title=title, height=300)
 
 
+def _time_unit(ms) -> tuple[float, str]:
+    """(divisor, unit) for an axis of durations: seconds when the largest reaches 1,000 ms, else ms."""
+    top = pd.to_numeric(pd.Series(ms), errors="coerce").max()
+    return (1000.0, "s") if pd.notna(top) and top >= 1000 else (1.0, "ms")
+
+
+PERCENTILE_STYLE = (("P99", "#e45756", [1, 0]), ("P95", "#f58518", [6, 3]), ("P50", "#4c78a8", [2, 2]))
+
+
+def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, height: int = 220) -> alt.Chart:
+    """One model's P50, P95 and P99 of a latency over time (``over``: ts, requests, p50, p95, p99 in ms): three
+    lines told apart by colour and dash alike, the legend drawing each line's style; seconds when its P99
+    reaches 1,000 ms, else ms; log scale, so a spike stands out against the median."""
+    long = over.melt(id_vars=["ts", "requests"], value_vars=["p50", "p95", "p99"], var_name="percentile",
+                     value_name="ms")
+    long["percentile"] = long["percentile"].str.upper()
+    long = long[long["ms"] > 0]
+    seconds = bool(len(long)) and float(long["ms"].max()) >= 1000
+    long["value"] = long["ms"] / 1000.0 if seconds else long["ms"]
+    unit = "s" if seconds else "ms"
+    domain = [p for p, _, _ in PERCENTILE_STYLE]
+    style = alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=2.5, symbolSize=300)
+    return alt.Chart(long).mark_line(strokeWidth=1.6).encode(
+        x=alt.X("ts:T", title="Time (UTC)", scale=alt.Scale(type="utc"),
+                axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+        y=alt.Y("value:Q", title=f"{what} ({unit}, log scale)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(format=",.3~r")),
+        color=alt.Color("percentile:N", sort=domain, legend=style,
+                        scale=alt.Scale(domain=domain, range=[c for _, c, _ in PERCENTILE_STYLE])),
+        strokeDash=alt.StrokeDash("percentile:N", sort=domain, legend=style,
+                                  scale=alt.Scale(domain=domain, range=[d for _, _, d in PERCENTILE_STYLE])),
+        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("percentile:N", title="Percentile"),
+                 alt.Tooltip("value:Q", title=f"{what} ({unit})", format=",.3~f"),
+                 alt.Tooltip("requests:Q", title="Requests", format=",")],
+    ).properties(autosize=FIT_X, title=title, height=height)
+
+
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
     """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model."""
     long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],
                         value_vars=["total_ms_p50", "total_ms_p95"], var_name="percentile", value_name="ms")
     long["percentile"] = long["percentile"].map({"total_ms_p50": "P50", "total_ms_p95": "P95"})
     long["mid"] = (long["bucket_lo"].clip(lower=1) * long["bucket_hi"]) ** 0.5
-    return alt.Chart(long).mark_line(point=True).encode(
+    div, t_unit = _time_unit(long["ms"])
+    long["t"] = long["ms"] / div
+    return alt.Chart(long).mark_line(strokeWidth=1.8).encode(
         x=alt.X("mid:Q", title=f"{unit} (bucket, log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=",.0f")),
-        y=alt.Y("ms:Q", title="total_ms (ms, log scale)", scale=alt.Scale(type="log")),
+        y=alt.Y("t:Q", title=f"total latency ({t_unit}, log scale)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(format=",.3~r")),
         color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         strokeDash=alt.StrokeDash("percentile:N", title="Percentile",
-                                  scale=alt.Scale(domain=["P50", "P95"], range=[[1, 0], [6, 3]])),
+                                  scale=alt.Scale(domain=["P50", "P95"], range=[[1, 0], [6, 3]]),
+                                  legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolSize=300,
+                                                    symbolStrokeColor="#666")),
         tooltip=[alt.Tooltip("grp:N", title="Model"), alt.Tooltip("bucket:N", title=f"{unit}"),
-                 alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="total_ms", format=",.0f"),
+                 alt.Tooltip("percentile:N", title="Percentile"),
+                 alt.Tooltip("ms:Q", title="total latency (ms)", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
     ).properties(autosize=FIT_X, title=title, height=260)
 
@@ -550,17 +596,19 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
     order = list(SEGMENT_COLORS)
     present = [s for s in order if s in set(long["segment"])]
     long["order"] = long["segment"].map({s: i for i, s in enumerate(order)})
+    div, unit = _time_unit(data["total_ms"])
+    long["t"] = long["ms"] / div
     return alt.Chart(long).mark_bar().encode(
         y=alt.Y("label:N", title="Request (arrival UTC · model)", sort=list(data["label"]),
                 axis=alt.Axis(labelLimit=360)),
-        x=alt.X("ms:Q", title="Time (ms)", stack="zero", axis=alt.Axis(format=",.0f")),
+        x=alt.X("t:Q", title=f"Time ({unit})", stack="zero", axis=alt.Axis(format=",.3~r")),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
                         legend=alt.Legend(orient="bottom")),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("request_id:N", title="Request"), alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="ms", format=",.1f"),
-                 alt.Tooltip("total_ms:Q", title="total_ms", format=",.1f")],
+                 alt.Tooltip("total_ms:Q", title="Total latency (ms)", format=",.1f")],
     ).properties(autosize=FIT_X, title=title, height=max(140, 22 * len(data)))
 
 

@@ -120,3 +120,22 @@ def export_name(what: str, f) -> str:
         if values:
             parts.append(f"{label}-" + "+".join(_slug(v) for v in values))
     return "_".join(parts)
+
+
+def duration_columns(frame, columns):
+    """``(frame, unit)``: the millisecond ``columns`` of ``frame`` in seconds (``"s"``) when any of them reaches
+    1,000 ms, else left in ms (``"ms"``), for a table that reads in one unit.
+
+    >>> import pandas as pd
+    >>> out, unit = duration_columns(pd.DataFrame({"p50": [850.0], "p99": [12_345.0]}), ["p50", "p99"])
+    >>> unit, out["p99"].tolist()
+    ('s', [12.345])
+    """
+    out = frame.copy()
+    cols = [c for c in columns if c in out]
+    top = max((float(out[c].max()) for c in cols if out[c].notna().any()), default=0.0)
+    if top < 1000:
+        return out, "ms"
+    for c in cols:
+        out[c] = out[c] / 1000.0
+    return out, "s"

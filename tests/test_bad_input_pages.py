@@ -137,7 +137,7 @@ def test_a_small_store_whose_requests_all_fail_is_not_called_within_thresholds(t
     con = store.connect(db)
     ingest_path(con, f)
     con.close()
-    for page in ("views/overview.py", "views/latency.py"):
+    for page in ("views/overview.py", "views/incidents.py"):
         at = run_page(db, page)
         assert not at.exception
         assert "within their thresholds" not in texts(at)

@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from finops.fmt import duration_ms
 from helpers import ROOT, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -68,6 +69,6 @@ def test_seed_experiment_is_diagnosed_from_the_gateway_log(tmp_path):
     assert queue, findings
     assert tail, findings
     # the evidence quotes this run's numbers
-    worst = f"{max(waits):,.0f}"
+    worst = duration_ms(max(waits))
     assert any(worst in f["evidence"] or str(round(max(waits))) in f["evidence"] or
                abs(f["metrics"].get("queue_ms_max", 0) - max(waits)) < 1 for f in queue), queue

@@ -57,7 +57,7 @@ def test_overview_on_the_demo_store(demo_db):
     assert not at.exception
     # no fleet-wide P99 (it blends every model): latency is a table per model, in seconds, with its rule
     assert [m.label for m in at.metric][:7] == [s.label for s in KPI_SPECS if s.field != "p99_total_ms"]
-    assert _subheaders(at) == ["Latency per model", "Spend over time", "Top tenants by spend", "Open alerts"]
+    assert _subheaders(at) == ["Latency per model", "Spend over time", "Top tenants by spend", "Incidents"]
     lat = next(d.value for d in at.dataframe if "sla_p99_s" in d.value.columns).set_index("model")
     con = duckdb.connect(demo_db)            # served rows: every status, cache hits left out (as the Latency page)
     exact = con.execute("SELECT model, quantile_cont(ttft_ms, 0.99) / 1000 FROM requests WHERE ttft_ms IS NOT NULL "

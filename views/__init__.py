@@ -33,9 +33,12 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("views/cost.py", "Cost", ":material/payments:"),
     PageSpec("views/budgets.py", "Budgets", ":material/savings:"),
     PageSpec("views/routing.py", "Routing", ":material/alt_route:"),
+    PageSpec("views/incidents.py", "Incidents", ":material/emergency:"),
     PageSpec("views/latency.py", "Latency", ":material/speed:"),
+    PageSpec("views/percentiles.py", "Percentiles", ":material/stacked_line_chart:"),
     PageSpec("views/capacity.py", "Capacity", ":material/dns:"),
     PageSpec("views/cascade.py", "Cascade", ":material/stacks:"),
+    PageSpec("views/readiness.py", "Readiness", ":material/checklist:"),
     PageSpec("views/data.py", "Data", ":material/upload_file:"),
 )
 

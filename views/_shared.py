@@ -205,7 +205,7 @@ def no_alert_state(f: Filters) -> None:
              f"{r.min_requests:,})" for r in blind.itertuples(index=False)]
     st.warning("No alert fired on the windows the rules could judge, but some had too few requests to judge: "
                + "; ".join(parts) + ". Their health is unknown, not fine: widen the period, or lower the rule's "
-               "min_requests on the Latency page.", icon=":material/help:")
+               "minimum requests per window on the Incidents page.", icon=":material/help:")
 
 
 def unpriced_banner() -> None:

@@ -3,7 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.fmt import MISSING, usd
-from finops.ops import alerts, slo
+from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
 from views._shared import (
@@ -18,6 +18,9 @@ from views._shared import (
     stop_if_store_empty,
     unpriced_banner,
 )
+
+SHORT_LIST = 5
+SEVERITY_COLOUR = {"critical": "red", "warning": "orange", "info": "blue"}
 
 st.title("Overview")
 f = current_filters()
@@ -111,20 +114,28 @@ else:
     st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
                + source_label())
 
-# ---- alerts
-st.subheader("Open alerts")
-alerts = query(alerts.open_alerts, f)
-if raw_rows_notice("Alerts on latency, errors and queues"):
+# ---- incidents
+st.subheader("Incidents")
+if raw_rows_notice("Incidents on latency, errors and queues"):
     pass
-elif alerts.empty:
-    no_alert_state(f)
 else:
-    counts = alerts["severity"].value_counts()
-    cols = st.columns(3)
-    for col, sev in zip(cols, ("critical", "warning", "info"), strict=True):
-        col.metric(f"{sev.capitalize()} alerts", f"{int(counts.get(sev, 0)):,}")
-    st.dataframe(alerts.head(20), placeholder=MISSING, hide_index=True, column_order=["severity", "message"],
-                 column_config={"severity": st.column_config.TextColumn("Severity"),
-                                "message": st.column_config.TextColumn("Alert", width="large")})
-    more = f" Showing the 20 most severe and most recent of {len(alerts):,}." if len(alerts) > 20 else ""
-    st.caption("Rules and thresholds are set on the Latency page." + more + " " + source_label())
+    found = query(incidents.incidents, f, window="hour")
+    if not found:
+        no_alert_state(f)
+    else:
+        counts = {s: sum(1 for i in found if i.severity == s) for s in incidents.SEVERITIES}
+        st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts[s])
+                    + " in this period, worst first:")
+        for inc in found[:SHORT_LIST]:
+            with st.container(border=True):
+                c1, c2 = st.columns([5, 1], vertical_alignment="center")
+                c1.markdown(f":{SEVERITY_COLOUR[inc.severity]}-badge[{inc.severity}] **{plain(inc.title)}**  \n"
+                            f"{incidents.span_text(inc.start, inc.end)} · {inc.affected:,} of {inc.requests:,} "
+                            f"requests hit")
+                with c2:
+                    st.page_link("views/incidents.py", label="Open", icon=":material/open_in_new:",
+                                 query_params={"incident": inc.key})
+        st.page_link("views/incidents.py", label=f"All {len(found):,} incidents: timelines, evidence and the requests hit",
+                     icon=":material/emergency:")
+        st.caption("An incident groups the alerts and diagnosis findings of one model whose hours overlap. "
+                   + source_label())

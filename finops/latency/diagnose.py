@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import duckdb
 import numpy as np
@@ -60,6 +60,7 @@ import pandas as pd
 from finops import sql
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.fmt import duration_ms
 from finops.jsonutil import jsonable
 from finops.latency import stats as latency
 from finops.latency.servicefit import nonneg_fit
@@ -375,11 +376,36 @@ def _routing_flag(row) -> bool:
 # ---------------------------------------------------------------- evidence and actions
 
 def _ms(v) -> str:
-    return f"{v:,.0f} ms"
+    """A duration for people: milliseconds under a second, seconds from 1,000 ms."""
+    return duration_ms(v)
+
+
+def _count_range(lo, hi) -> str:
+    return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}–{hi:,.0f}"
 
 
 def _range(lo, hi) -> str:
-    return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}–{hi:,.0f}"
+    """``lo–hi`` with one unit: milliseconds under a second, else seconds (one value where both read alike)."""
+    if abs(hi) < 1000:
+        a, b = f"{lo:,.0f}", f"{hi:,.0f}"
+        return f"{a} ms" if a == b else f"{a}–{b} ms"
+    a, b = _ms(lo), _ms(hi)
+    if a == b:
+        return a
+    return f"{a.removesuffix(' s')}–{b}" if a.endswith(" s") else f"{a}–{b}"
+
+
+def _capped(v, cap) -> str:
+    """A queue wait, named as the timeout cap where it is the wait at which requests gave up."""
+    if cap is not None and not pd.isna(cap) and not pd.isna(v) and abs(float(v) - float(cap)) <= 1.0:
+        return f"{_ms(v)} (the timeout cap)"
+    return _ms(v)
+
+
+def fleet_filters(f: Filters) -> Filters:
+    """``f`` without its tenant and tier choices: a model's replicas, load and queue are shared by every
+    tenant, so capacity is read and sized on the whole fleet's traffic of the period and models."""
+    return replace(f, tenants=(), sla_tiers=())
 
 
 def _span(start, end) -> str:
@@ -423,12 +449,16 @@ def _capacity(con, f: Filters, model: str, site: str | None, start=None, end=Non
 
 
 def _missing_replicas(con, f: Filters, model: str, site: str | None, start, end) -> list[str]:
-    """Replicas that served the model (at the site) in the period but nothing in [start, end)."""
+    """Replicas that served the model (at the site) in the period but began serving nothing in [start, end):
+    judged by when service started (arrival + route + queue), so a request that arrived in the span and
+    waited until the replica came back does not make it look alive."""
     where, params = f.where()
     cond, extra = ("", []) if site is None else (" AND site = ?", [site])
     rows = con.execute(
         f"SELECT replica FROM requests WHERE {where} AND model = ? AND replica IS NOT NULL{cond} GROUP BY 1 "
-        f"HAVING count(*) FILTER (WHERE ts >= ? AND ts < ?) = 0 ORDER BY 1",
+        f"HAVING count(*) FILTER (WHERE epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) "
+        f">= epoch_us(?::TIMESTAMP) / 1e3 AND epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) "
+        f"< epoch_us(?::TIMESTAMP) / 1e3) = 0 ORDER BY 1",
         params + [model] + extra + [start, end]).fetchall()
     return [r[0] for r in rows]
 
@@ -486,26 +516,29 @@ def _load_profile(con, f: Filters, model: str, start, end, site: str | None) -> 
         params + extra).df()
 
 
-def _deep_queue(con, f: Filters, model: str, start, end, site: str | None, floor_ms: float) -> tuple[int, int]:
+def _deep_queue(con, f: Filters, model: str, start, end, site: str | None,
+                floor_ms: float) -> tuple[int, int, float | None]:
     """(minutes in 5-minute steps whose queue P95 was at least ``floor_ms``, requests that gave up
-    waiting: status timeout) within [start, end)."""
+    waiting: status timeout, the longest wait of those that gave up: the timeout cap) within [start, end)."""
     where, params = f.where()
     cond, extra = ("", []) if site is None else (" AND site = ?", [site])
-    deep, gave_up = con.execute(
-        f"SELECT count(*) FILTER (WHERE q95 >= ?) * 5, coalesce(sum(timeouts), 0) FROM ("
+    deep, gave_up, cap = con.execute(
+        f"SELECT count(*) FILTER (WHERE q95 >= ?) * 5, coalesce(sum(timeouts), 0), max(cap) FROM ("
         f"SELECT {sql.time_bucket('5min')} AS b, quantile_cont(queue_ms, 0.95) AS q95, "
-        f"count(*) FILTER (WHERE status = 'timeout') AS timeouts FROM requests WHERE {where} AND model = ? "
+        f"count(*) FILTER (WHERE status = 'timeout') AS timeouts, max(queue_ms) FILTER (WHERE status = 'timeout') "
+        f"AS cap FROM requests WHERE {where} AND model = ? "
         f"AND ts >= ? AND ts < ? AND {sql.SERVED}{cond} GROUP BY 1)",
         [floor_ms] + params + [model, start, end] + extra).fetchall()[0]
-    return int(deep), int(gave_up)
+    return int(deep), int(gave_up), (None if cap is None else float(cap))
 
 
 def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Finding:
     n = int(ep["n"].sum())
+    fleet = fleet_filters(f)      # the queue is the fleet's: slots, load and replicas from every tenant
     metrics = {"requests": n, "queue_p95_ms": worst.queue_p95, "queue_max_ms": worst.queue_max,
                "waited_share": float(ep["waited"].sum() / n), "service_p50_ms": worst.svc_p50,
                "queue_share_of_total": worst.queue_share}
-    burst = None if _history(worst) else _busy_period(con, f, model, start, end)
+    burst = None if _history(worst) else _busy_period(con, fleet, model, start, end)
     if burst and burst["burst_requests"] > 1 and burst["burst_wait_max_ms"] > 0:
         b = burst
         slots = max(b["burst_leading_no_wait"], 1)
@@ -513,10 +546,10 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         rho = b["burst_service_s"] / (slots * span) if span > 0 else math.inf
         metrics.update({k: v for k, v in b.items() if k != "burst_start"}, slots=slots,
                        slots_basis="requests that started without waiting", rho=rho)
-        rho_text = "ρ ≫ 1" if rho > 10 else f"ρ ≈ {rho:.1f}"
+        rho_text = "utilisation (ρ) far above 1" if rho > 10 else f"utilisation (ρ) about {rho:.1f}"
         trend = "rising" if b["burst_wait_rising"] else "not monotonic"
         evidence = (f"{b['burst_requests']} concurrent requests to {model} (from {b['burst_start']:%H:%M:%S}): "
-                    f"the first {b['burst_leading_no_wait']} have queue_ms ≈ 0, the other "
+                    f"the first {b['burst_leading_no_wait']} started without waiting, the other "
                     f"{b['burst_requests'] - b['burst_no_wait']} waited {_ms(b['burst_wait_min_ms'])} → "
                     f"{_ms(b['burst_wait_max_ms'])} ({trend}), against a service time of about "
                     f"{_ms(worst.svc_p50)}. So {model} is queue-bound: about {slots} slot"
@@ -527,10 +560,10 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         need = b["burst_requests"] if span <= 0 else min(math.ceil(b["burst_service_s"] / span / TARGET_RHO),
                                                           b["burst_requests"])
     else:
-        site = _worst_site(con, f, model, start, end)
-        c_all = _capacity(con, f, model, site)
-        down = _missing_replicas(con, f, model, site, start, end)
-        prof = _load_profile(con, f, model, start, end, site)
+        site = _worst_site(con, fleet, model, start, end)
+        c_all = _capacity(con, fleet, model, site)
+        down = _missing_replicas(con, fleet, model, site, start, end)
+        prof = _load_profile(con, fleet, model, start, end, site)
         prof = prof[prof["slots"] > 0]
         rho = rho_peak = peak_at = c = None
         if len(prof):
@@ -558,15 +591,17 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         if down:
             rho_text += f" {', '.join(down)} served no request in this span."
         floor = max(QUEUE_MIN_MS, QUEUE_VS_SERVICE * (worst.base_svc_p50 or 0.0))
-        deep_min, gave_up = _deep_queue(con, f, model, start, end, site, floor)
-        metrics.update({"deep_queue_minutes": deep_min, "queue_timeouts": gave_up})
+        deep_min, gave_up, cap = _deep_queue(con, fleet, model, start, end, site, floor)
+        metrics.update({"deep_queue_minutes": deep_min, "queue_timeouts": gave_up, "queue_timeout_cap_ms": cap})
         rho_text += (f" The queue stayed deep (P95 over {_ms(floor)}) for {deep_min} minutes"
                      + (f" and {gave_up:,} requests gave up waiting (status timeout)." if gave_up else "."))
         slowed = (f" Decode slowed too ({worst.tail_share:.0%} of requests over their usual decode time) as the "
                   "batch grew." if _history(worst) and _over_history(worst.tail_share, worst.typ_tail_share,
                                                                       TAIL_MIN_SHARE) else "")
         evidence = (f"{_span(start, end)}: {metrics['waited_share']:.0%} of {n:,} requests to {model} waited over "
-                    f"{WAITED_MS:.0f} ms; queue P95 {_ms(worst.queue_p95)} (max {_ms(worst.queue_max)})"
+                    f"{WAITED_MS:.0f} ms; queue P95 {_capped(worst.queue_p95, cap)}"
+                    + ("" if _capped(worst.queue_max, cap) == _capped(worst.queue_p95, cap)
+                       else f", longest {_capped(worst.queue_max, cap)},")
                     + (f" against {_ms(worst.typ_queue_p95)} in a typical window" if _history(worst) else "")
                     + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound.{rho_text}{slowed}")
         need = math.ceil(max(rho_peak or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None
@@ -575,7 +610,7 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
         severity = "critical" if metrics["deep_queue_minutes"] >= SUSTAINED_MIN else "warning"
     else:
         severity = "critical" if worst.queue_p95 >= worst.svc_p50 else "warning"
-    more = f" (about {need} slots in all for ρ ≈ 0.7)" if need else ""
+    more = f" (about {need} slots in all for a utilisation (ρ) of 0.7)" if need else ""
     fix = (f"Bring {', '.join(metrics['replicas_idle'])} back or add {model} replicas{more}"
            if metrics.get("replicas_idle") else f"Add {model} replicas{more}")
     action = (f"{fix}; rate-limit or shed long and low-tier requests while the queue is deep; check the batch "
@@ -633,14 +668,14 @@ def _decode_finding(con, f, model, ep, worst, start, end) -> Finding:
         lens = ""
         if not pd.isna(worst.tail_len_min) and not pd.isna(worst.fast_len_max):
             unit = "tokens" if worst.len_in_tokens else "characters"
-            lens = (f" Their prompts are about as long as the others' ({_range(worst.tail_len_min, worst.tail_len_max)}"
-                    f" vs {_range(worst.fast_len_min, worst.fast_len_max)} {unit}), so prefill does not explain it.")
+            lens = (f" Their prompts are about as long as the others' ({_count_range(worst.tail_len_min, worst.tail_len_max)}"
+                    f" vs {_count_range(worst.fast_len_min, worst.fast_len_max)} {unit}), so prefill does not explain it.")
         queue = (f" None of the {model} requests queued (queue_ms ≈ 0): capacity was not the problem."
                  if worst.queue_n and int(ep["waited"].sum()) == 0 else "")
         base = f"a baseline of {_ms(worst.base_svc_p10)} (its fastest tenth)"
         when = f"{_span(start, end)}: " if history else ""
         evidence = (f"{when}{tail_n} of {n} requests to {model} took "
-                    f"{_range(worst.tail_actual_min, worst.tail_actual_max)} ms of service against {base}: "
+                    f"{_range(worst.tail_actual_min, worst.tail_actual_max)} of service against {base}: "
                     f"service_ms is about {_ms(excess)} over its baseline.{lens}{queue} A decode long tail"
                     " (the logs have service_ms only, no prefill/decode split).")
     severity = "critical" if (excess >= 1000 or share >= 0.2) and not metrics.get("grows_with_output_length") \

@@ -714,6 +714,14 @@ SLOWEST_COLUMNS = ("request_id", "ts", "model", "tenant", "sla_tier", "route", "
                    "service_ms", "ttft_ms", "status")
 
 
+def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
+    """The requests named by ``request_ids`` (an incident's), as :func:`slowest` gives them, slowest first."""
+    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
+    query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms FROM requests "
+             f"WHERE request_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY total_ms DESC NULLS LAST, request_id")
+    return con.execute(query, [[str(r) for r in request_ids]]).df()
+
+
 def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20) -> pd.DataFrame:
     """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest)."""
     where, params = _served_where(f, "total_ms IS NOT NULL")

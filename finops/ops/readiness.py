@@ -134,7 +134,7 @@ def _alerting(con) -> Check:
         return Check("pass", f"{len(active)} rules on; P99 SLA per tier saved: "
                              + ", ".join(f"{t} {v:,.0f} ms" for t, v in sla.items()))
     return Check("partial", f"the {len(active)} default rules are evaluated here (error rate > 1%, P99 > 1.5 x SLA, "
-                            "GPU > 90% / < 20%, queue growing); save the SLA per tier on the Latency page to confirm")
+                            "GPU > 90% / < 20%, queue growing); save the SLA per tier on the Incidents page to confirm")
 
 
 CHECKLIST: tuple[Item, ...] = (

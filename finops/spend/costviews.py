@@ -75,7 +75,7 @@ KPI_SPECS: tuple[KpiSpec, ...] = (
             "Cascade requests whose small-model answer was rejected and sent to a larger model."),
     KpiSpec("p99_total_ms", "P99 total latency (ms)", "ms", "worse",
             "99th percentile of end-to-end latency of the requests a model served (cache hits excluded), as on "
-            "the Latency page: within 1% (hourly sketch) unless a tenant or tier filter makes it exact."),
+            "the Percentiles page: within 1% (hourly sketch) unless a tenant or tier filter makes it exact."),
     KpiSpec("error_rate", "Error rate (%)", "pct", "worse", "Requests whose status is not ok."),
 )
 

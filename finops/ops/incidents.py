@@ -1,0 +1,621 @@
+"""Incidents: the diagnosis's findings and the alerts of one model whose windows overlap or touch, as one story.
+
+An incident is what an SRE on call reads first::
+
+    title      its root cause in plain words, computed from the evidence (the first cause of
+               :data:`CAUSES` that the data shows): "2 of 3 llama-3.1-70b replicas served nothing
+               from 13:00 to 15:00", "the slow model saturated: 4 of 6 requests waited 2.70–5.41 s"
+    evidence   a few sentences of numbers: the cause, who was hit, the alerts that fired
+    action     one thing to do
+    timeline   its alerts and findings in time order
+    requests   the requests it hurt: failed, over their tier's SLA on the SLA latency
+               (:func:`finops.ops.alerts.sla_metric`), or (a decode finding) over the decode time
+               their output predicts by the finding's own cut
+
+Grouping: per model, the alerts (:func:`finops.ops.alerts.open_alerts`) and findings
+(:func:`finops.latency.diagnose.diagnose`) sorted by start; one whose window starts at or before the
+running end of the current incident joins it (overlap or touch), so the incident spans from its first
+start to its last end. GPU under-use alerts (:data:`COST_RULES`) are money, not service: they stay on
+the alerts list and never make or stretch an incident.
+
+Severity is scaled by the traffic and the SLA time hit, not by the worst rule::
+
+    impact       = the highest, over the span's hours, of the Wilson 99.9 % lower bound of
+                   affected / requests of the model in that hour
+    sla_minutes  = minutes covered by the SLA and error-rate alerts of the incident (their union)
+    critical     impact >= 10 % and sla_minutes >= 30
+    warning      impact >= 1 %, or any SLA minute
+    info         otherwise
+
+so 6 of 29 requests (lower bound 6.5 %) is a warning, never critical.
+
+Fleet facts (replicas that served nothing, the load behind capacity advice) are read without the
+tenant and tier filters: a replica and its queue are shared by every tenant.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from finops import sql
+from finops.filters import Filters
+from finops.fmt import duration_ms
+from finops.latency import diagnose as diag
+from finops.latency.diagnose import Finding
+from finops.ops import alerts
+
+SEVERITIES = ("critical", "warning", "info")
+COST_RULES = ("gpu_util_low",)         # alerts about money, not service: never an incident
+SLA_RULES = ("p99_over_sla", "error_rate")
+CRITICAL_IMPACT, CRITICAL_SLA_MIN = 0.10, 30
+WARNING_IMPACT = 0.01
+OUTAGE_MIN_GAP = timedelta(minutes=10)  # a replica idle at least this long ...
+OUTAGE_EXPECTED = 20.0                  # ... while its usual share of the model's starts would have been this many
+OUTAGE_CONTEXT = timedelta(hours=3)     # how far around the incident a replica's usual share is read
+REQUEST_LIST_MAX = 500                  # the affected requests listed (all are counted)
+LINKED_MAX = 50                         # the worst of them a link opens segment by segment
+LAYER_WORDS = {"routing": "cache stopped hitting", "queue": "queue saturated", "prefill": "slow prefill",
+               "decode": "slow decode", "tail": "P99 spike"}
+RULE_WORDS = {"error_rate": "error rate", "p99_over_sla": "P99 latency over the SLA",
+              "gpu_util_high": "GPU utilisation high", "queue_growing": "queue growing"}
+
+
+@dataclass(frozen=True)
+class Outage:
+    replica: str
+    idle_from: datetime        # the last start of service before the gap (or the context's start)
+    idle_to: datetime          # the first start after it (or the context's end)
+    expected: float            # starts its usual share of the model's traffic would have had in the gap
+
+
+@dataclass
+class Incident:
+    key: str                   # "model|start|end" (ISO minutes): the incident's address in a link
+    model: str
+    start: datetime
+    end: datetime
+    severity: str
+    title: str
+    cause: str                 # the name of the cause of CAUSES that titled it
+    evidence: list[str]
+    action: str
+    timeline: pd.DataFrame     # at, until, kind (alert / diagnosis), severity, what
+    requests: int              # requests of the model in the span (the filters' tenants and tiers)
+    affected: int
+    failed: int
+    over_sla: int
+    impact: float              # lower bound of affected / requests in the worst hour
+    sla_minutes: int
+    fleet_share: float | None  # the model's share of all requests in the span
+    tenants: list[str]
+    findings: list[Finding] = field(default_factory=list)
+    alerts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    outages: list[Outage] = field(default_factory=list)
+    hit: pd.DataFrame = field(default_factory=pd.DataFrame)   # the affected requests, worst first (a cap of them)
+
+    @property
+    def minutes(self) -> int:
+        return int((self.end - self.start).total_seconds() // 60)
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "model": self.model, "start": self.start, "end": self.end,
+                "severity": self.severity, "title": self.title, "cause": self.cause, "evidence": self.evidence,
+                "action": self.action, "requests": self.requests, "affected": self.affected, "failed": self.failed,
+                "over_sla": self.over_sla, "impact": self.impact, "sla_minutes": self.sla_minutes,
+                "fleet_share": self.fleet_share, "tenants": self.tenants,
+                "timeline": self.timeline.to_dict(orient="records"),
+                "outages": [o.__dict__ for o in self.outages]}
+
+
+# ---------------------------------------------------------------- words
+
+def hhmm(start: datetime, end: datetime, seconds: bool = False) -> str:
+    """``from 13:00 to 15:00`` (``seconds``: 12:59:48; dates where the span crosses midnight)."""
+    unit, clock = ("s", "%H:%M:%S") if seconds else ("min", "%H:%M")
+    start, end = pd.Timestamp(start).round(unit), pd.Timestamp(end).round(unit)
+    if start.date() == (end - pd.Timedelta(microseconds=1)).date():
+        return f"from {start.strftime(clock)} to {end.strftime(clock)}"
+    return f"from {start.strftime('%Y-%m-%d ' + clock)} to {end.strftime('%Y-%m-%d ' + clock)}"
+
+
+def span_text(start: datetime, end: datetime) -> str:
+    start, end = pd.Timestamp(start), pd.Timestamp(end)
+    if start.date() == (end - pd.Timedelta(microseconds=1)).date():
+        return f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC"
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
+
+
+def minutes_text(minutes: int) -> str:
+    h, m = divmod(int(minutes), 60)
+    if not h:
+        return f"{m} min"
+    return f"{h} h" if not m else f"{h} h {m} min"
+
+
+def _wait(v, cap) -> str:
+    return diag._capped(v, cap)
+
+
+def key_of(model: str, start, end) -> str:
+    return f"{model}|{pd.Timestamp(start):%Y-%m-%dT%H:%M}|{pd.Timestamp(end):%Y-%m-%dT%H:%M}"
+
+
+def parse_key(key: str) -> tuple[str, datetime, datetime] | None:
+    """``(model, start, end)`` of an incident key (from a link), or None when it does not read as one."""
+    parts = str(key).rsplit("|", 2)
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        start, end = (datetime.strptime(p, "%Y-%m-%dT%H:%M") for p in parts[1:])
+    except ValueError:
+        return None
+    return (parts[0], start, end) if start < end else None
+
+
+def _alert_line(row, rule_units: dict[str, str]) -> str:
+    """One alert as a timeline line: its rule in words, who, and its worst value."""
+    unit = rule_units.get(row.rule, "")
+    who = "" if row.tenant in (alerts.ALL, alerts.FLEET) else f" for {row.tenant}"
+    if unit == "%":
+        value = f"{row.value:.1%}"
+        worst = f"{value} of requests failed at worst" if row.rule == "error_rate" else f"{value} at worst"
+    elif unit == "x SLA":
+        worst = f"P99 {row.value:,.1f}× the tier's SLA at worst"
+    else:
+        worst = f"{row.value:,.1f} requests waiting at worst"
+    words = RULE_WORDS.get(row.rule, row.rule)
+    return f"{words[:1].upper()}{words[1:]}{who}: {worst}"
+
+
+def _finding_line(fd: Finding) -> str:
+    m = fd.metrics
+    if fd.layer == "queue":
+        cap = m.get("queue_timeout_cap_ms")
+        q95 = m.get("queue_p95_ms")
+        text = f"Queue saturated on {fd.model}: {m.get('waited_share', 0):.0%} of {m.get('requests', 0):,} requests waited"
+        if q95 is not None and not pd.isna(q95):
+            text += f", queue P95 {_wait(q95, cap)}"
+        return text
+    if fd.layer == "decode":
+        return (f"Slow decode on {fd.model}: {m.get('tail_requests', 0):,} of {m.get('requests', 0):,} requests took "
+                f"{duration_ms(m.get('excess_ms'))} extra")
+    if fd.layer == "routing":
+        return (f"Semantic cache on {fd.model} hit {m.get('cache_hit_rate', 0):.1%} "
+                f"(usually {m.get('typical_cache_hit_rate', 0):.1%})")
+    if fd.layer == "tail":
+        return f"P99 spike on {fd.model}: {duration_ms(m.get('total_p99_ms'))} (median {duration_ms(m.get('total_p50_ms'))})"
+    return f"Slow prefill on {fd.model}: {m.get('slow_prefill_requests', m.get('slow_requests', 0)):,} requests"
+
+
+# ---------------------------------------------------------------- fleet facts
+
+def replica_outages(con: duckdb.DuckDBPyConnection, f: Filters, model: str, start, end) -> list[Outage]:
+    """Replicas of ``model`` that began serving nothing for a stretch overlapping [start, end) while their
+    usual share of the model's starts would have given them at least :data:`OUTAGE_EXPECTED` (a Poisson
+    chance of e^-20 of a quiet replica looking so), for at least :data:`OUTAGE_MIN_GAP`.
+
+    Read on the whole fleet (no tenant or tier filter), by when service began (arrival + route + queue),
+    within :data:`OUTAGE_CONTEXT` around the span; the share is the replica's starts outside the gap over
+    the model's."""
+    fleet = diag.fleet_filters(f)
+    lo, hi = pd.Timestamp(start) - OUTAGE_CONTEXT, pd.Timestamp(end) + OUTAGE_CONTEXT
+    where, params = fleet.where()
+    cols = con.execute(
+        f"SELECT replica, epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS start_ms "
+        f"FROM requests WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND {sql.SERVED} "
+        f"AND replica IS NOT NULL ORDER BY start_ms", params + [model, lo, hi]).fetchnumpy()
+    if not len(cols["start_ms"]):
+        return []
+    reps = np.asarray(cols["replica"], dtype=object)
+    at = np.asarray(cols["start_ms"], dtype=float)
+    lo_ms, hi_ms = lo.value / 1e6, hi.value / 1e6
+    s_ms, e_ms = pd.Timestamp(start).value / 1e6, pd.Timestamp(end).value / 1e6
+    out = []
+    for rep in sorted(set(reps)):
+        mine = at[reps == rep]
+        edges = np.concatenate([[lo_ms], mine, [hi_ms]])
+        gaps = np.diff(edges)
+        overlap = np.minimum(edges[1:], e_ms) - np.maximum(edges[:-1], s_ms)
+        gaps = np.where(overlap > 0, gaps, 0.0)
+        k = int(gaps.argmax())
+        g0, g1 = edges[k], edges[k + 1]
+        if g1 - g0 < OUTAGE_MIN_GAP.total_seconds() * 1000:
+            continue
+        inside = (at > g0) & (at < g1)
+        outside_all = int((~inside).sum())
+        share = len(mine) / outside_all if outside_all else 0.0
+        expected = share * int(inside.sum())
+        if expected >= OUTAGE_EXPECTED:
+            out.append(Outage(str(rep), pd.to_datetime(round(g0), unit="ms").to_pydatetime(),
+                              pd.to_datetime(round(g1), unit="ms").to_pydatetime(), float(expected)))
+    return out
+
+
+def _replica_count(con, f: Filters, model: str, start, end) -> int:
+    where, params = diag.fleet_filters(f).where()
+    lo, hi = pd.Timestamp(start) - OUTAGE_CONTEXT, pd.Timestamp(end) + OUTAGE_CONTEXT
+    return int(con.execute(f"SELECT count(DISTINCT replica) FROM requests WHERE {where} AND model = ? AND ts >= ? "
+                           f"AND ts < ?", params + [model, lo, hi]).fetchall()[0][0])
+
+
+# ---------------------------------------------------------------- the requests hit
+
+AFFECTED_COLUMNS = ("request_id", "ts", "tenant", "sla_tier", "replica", "queue_ms", "ttft_ms", "total_ms", "status")
+
+
+def _decode_cut(findings: list[Finding]) -> tuple:
+    """(ms per output token, excess over it, window start, window end) by which a decode finding of the incident
+    calls a request slow, within its own window; Nones without one."""
+    for fd in findings:
+        m = fd.metrics
+        if fd.layer == "decode" and m.get("mode") == "tpot" and m.get("tpot_baseline_ms") and m.get("tail_cut_ms"):
+            return float(m["tpot_baseline_ms"]), float(m["tail_cut_ms"]), m["window_start"], m["window_end"]
+    return None, None, None, None
+
+
+def _affected_sql(metric: str) -> str:
+    metric = sql.column(metric, sql.SLA_COLUMNS, "SLA latency")
+    return f"""
+WITH t AS (SELECT unnest(?::VARCHAR[]) AS t_tier, unnest(?::DOUBLE[]) AS t_sla),
+r AS (
+  SELECT {', '.join(AFFECTED_COLUMNS)}, NOT ({sql.OK}) AS failed,
+         coalesce({metric} > coalesce(t_sla, ?), false) AS over_sla,
+         coalesce({sql.DECODE_MS} - output_tokens * ? > ? AND ts >= ? AND ts < ?, false) AS slow_decode
+  FROM requests LEFT JOIN t ON coalesce(sla_tier, '(none)') = t_tier
+  WHERE {{where}} AND model = ? AND ts >= ? AND ts < ? AND {sql.SERVED})"""
+
+
+def affected_requests(con: duckdb.DuckDBPyConnection, f: Filters, model: str, start, end,
+                      findings: list[Finding] | None = None, limit: int | None = REQUEST_LIST_MAX,
+                      sla: tuple[str, dict] | None = None) -> pd.DataFrame:
+    """The requests of ``model`` in [start, end) the incident hurt, slowest first: failed, over their tier's
+    SLA on the SLA latency, or slower in decode than a decode finding's cut. Columns: the request's
+    (:data:`AFFECTED_COLUMNS`) and ``why``. ``attrs`` carries ``requests``, ``affected``, ``failed``,
+    ``over_sla`` and ``tenants`` (all counted, however many are listed)."""
+    metric, sla = sla or sla_basis(con, f)
+    tpot, cut, d0, d1 = _decode_cut(findings or [])
+    where, params = f.where()
+    head = _affected_sql(metric).replace("{where}", where)
+    bind = [list(sla), [float(v) for v in sla.values()], float(sla.get("(none)", alerts.DEFAULT_SLA_P99_MS["(none)"])),
+            tpot, cut, d0, d1] + params + [model, start, end]
+    hourly = con.execute(head + f"""
+SELECT {sql.time_bucket('hour')} AS h, count(*) AS n, count(*) FILTER (WHERE failed OR over_sla OR slow_decode) AS k,
+       count(*) FILTER (WHERE failed) AS failed, count(*) FILTER (WHERE over_sla AND NOT failed) AS over,
+       list(DISTINCT tenant) FILTER (WHERE (failed OR over_sla OR slow_decode) AND tenant IS NOT NULL) AS tenants
+FROM r GROUP BY 1 ORDER BY 1""", bind).df()
+    rows = con.execute(head + """
+SELECT * FROM r WHERE failed OR over_sla OR slow_decode ORDER BY failed DESC, total_ms DESC NULLS LAST, request_id
+LIMIT ?""", bind + [int(limit) if limit else 2**62]).df()
+    if not rows.empty:
+        why = np.where(rows["failed"], "failed (" + rows["status"].fillna("error").astype(str) + ")",
+                       np.where(rows["over_sla"], "over its tier's SLA", "slow decode"))
+        rows = rows.assign(why=why).drop(columns=["failed", "over_sla", "slow_decode"])
+    else:
+        rows = pd.DataFrame(columns=[*AFFECTED_COLUMNS, "why"])
+    peak = float(alerts.wilson_lower(hourly["k"], hourly["n"]).max()) if len(hourly) else 0.0
+    tenants = sorted({t for ts in hourly["tenants"] if ts is not None for t in ts})
+    rows.attrs.update(peak_impact=peak, requests=int(hourly["n"].sum()), affected=int(hourly["k"].sum()),
+                      failed=int(hourly["failed"].sum()), over_sla=int(hourly["over"].sum()), tenants=tenants,
+                      sla_metric=metric)
+    return rows
+
+
+def sla_basis(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str, dict]:
+    """(the latency the SLA is on, the P99 SLA in ms per tier): read once for all the incidents of a period."""
+    return alerts.sla_metric(con, f), alerts.sla_targets(con)
+
+
+def _fleet_requests(con, f: Filters, start, end) -> int:
+    where, params = diag.fleet_filters(f).where()
+    return int(con.execute(f"SELECT count(*) FROM requests WHERE {where} AND ts >= ? AND ts < ? AND {sql.SERVED}",
+                           params + [start, end]).fetchall()[0][0])
+
+
+# ---------------------------------------------------------------- causes: the first that the data shows titles it
+
+@dataclass(frozen=True)
+class Context:
+    model: str
+    start: datetime
+    end: datetime
+    findings: list[Finding]
+    alerts: pd.DataFrame
+    outages: list[Outage]
+    replicas: int
+    hit: pd.DataFrame          # affected requests (attrs: the counts)
+
+    def finding(self, layer: str) -> Finding | None:
+        return next((fd for fd in self.findings if fd.layer == layer), None)
+
+    def rules(self, *names: str) -> pd.DataFrame:
+        return self.alerts[self.alerts["rule"].isin(names)]
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str
+    applies: Callable[[Context], bool]
+    title: Callable[[Context], str]
+    action: Callable[[Context], str]
+
+
+def _names(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def idle_span(outages: list[Outage]) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The stretch every one of ``outages`` began no service in, rounded inwards to 5 minutes (so the words
+    "served nothing from 13:00 to 15:00" hold for all of it); their union where they do not overlap."""
+    lo, hi = max(o.idle_from for o in outages), min(o.idle_to for o in outages)
+    if lo >= hi:
+        lo, hi = min(o.idle_from for o in outages), max(o.idle_to for o in outages)
+    a, b = pd.Timestamp(lo).ceil("5min"), pd.Timestamp(hi).floor("5min")
+    return (a, b) if a < b else (pd.Timestamp(lo), pd.Timestamp(hi))
+
+
+def _outage_title(c: Context) -> str:
+    lo, hi = idle_span(c.outages)
+    return f"{len(c.outages)} of {c.replicas} {c.model} replicas served nothing {hhmm(lo, hi)}"
+
+
+def _outage_action(c: Context) -> str:
+    q = c.finding("queue")
+    need = q.metrics.get("slots_needed_at_rho_0_7") if q else None
+    more = f"; the load needs about {need} slots in all for a utilisation (ρ) of 0.7" if need else ""
+    return (f"Bring {_names([o.replica for o in c.outages])} back (or replace them){more}; until then shed "
+            "low-tier and long requests from this model.")
+
+
+def _queue_title(c: Context) -> str:
+    m = primary(c).metrics
+    if m.get("burst_requests"):
+        waited = m["burst_requests"] - m["burst_no_wait"]
+        return (f"The {c.model} model saturated: {waited} of {m['burst_requests']} requests waited "
+                f"{diag._range(m['burst_wait_min_ms'], m['burst_wait_max_ms'])}")
+    cap = m.get("queue_timeout_cap_ms")
+    text = (f"Queue saturated on {c.model} {hhmm(m['window_start'], m['window_end'])}: {m['waited_share']:.0%} of "
+            f"{m['requests']:,} requests waited, "
+            f"P95 {_wait(m['queue_p95_ms'], cap)}")
+    if m.get("queue_timeouts"):
+        text += f", {m['queue_timeouts']:,} gave up"
+    return text
+
+
+def _decode_title(c: Context) -> str:
+    m = primary(c).metrics
+    return (f"Slow decode on {c.model} {hhmm(m['window_start'], m['window_end'])}: {m['tail_requests']:,} of "
+            f"{m['requests']:,} requests took {duration_ms(m['excess_ms'])} extra")
+
+
+def _error_title(c: Context) -> str:
+    a = c.hit.attrs
+    return f"{c.model} failed {a['failed']:,} of {a['requests']:,} requests {hhmm(c.start, c.end)}"
+
+
+def _sla_title(c: Context) -> str:
+    hit = c.hit
+    over = hit[hit["why"] == "over its tier's SLA"] if len(hit) else hit
+    tiers = sorted(set((over if len(over) else hit)["sla_tier"].dropna())) if len(hit) else []
+    metric = "time to first token" if hit.attrs.get("sla_metric") == "ttft_ms" else "latency"
+    tier = f"{_names(tiers)} SLA" if tiers else "SLA"
+    tier = tier[:1].upper() + tier[1:]
+    failed = f" ({hit.attrs['failed']:,} requests failed)" if hit.attrs["failed"] and not hit.attrs["over_sla"] else ""
+    return f"{tier} on {metric} broken on {c.model} {hhmm(c.start, c.end)}{failed}"
+
+
+def primary(c: Context) -> Finding | None:
+    """The finding that titles an incident: the most severe, then the earliest; a warning only where it covers
+    at least half the incident (a one-hour queue warning does not title a six-hour SLA breach)."""
+    if not c.findings:
+        return None
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    fd = min(c.findings, key=lambda x: (rank[x.severity], x.metrics["window_start"]))
+    covered = pd.Timestamp(fd.metrics["window_end"]) - pd.Timestamp(fd.metrics["window_start"])
+    if fd.severity != "critical" and covered * 2 < pd.Timestamp(c.end) - pd.Timestamp(c.start) \
+            and c.hit.attrs["over_sla"] + c.hit.attrs["failed"] > 0:
+        return None
+    return fd
+
+
+FINDING_TITLES: dict[str, Callable[[Context], str]] = {
+    "queue": _queue_title, "decode": _decode_title,
+    **{layer: (lambda c: _finding_line(primary(c))) for layer in ("prefill", "routing", "tail")},
+}
+
+
+CAUSES: tuple[Cause, ...] = (
+    Cause("replica_outage", lambda c: bool(c.outages), _outage_title, _outage_action),
+    Cause("diagnosis", lambda c: primary(c) is not None, lambda c: FINDING_TITLES[primary(c).layer](c),
+          lambda c: primary(c).action),
+    Cause("errors", lambda c: not c.rules("error_rate").empty and c.hit.attrs["failed"] > 0, _error_title,
+          lambda c: f"Read the errors of {c.model} in these hours (status and error type) and the provider's or "
+                    "replica's health; retry or fail over to another model while it lasts."),
+    Cause("sla", lambda c: not c.rules("p99_over_sla").empty and c.hit.attrs["affected"] > 0, _sla_title,
+          lambda c: f"Add {c.model} capacity for these hours or move the tier's traffic to a faster model; the "
+                    "Latency page breaks the time down by layer."),
+    Cause("queue_growing", lambda c: not c.rules("queue_growing").empty,
+          lambda c: f"The {c.model} queue kept growing {hhmm(c.start, c.end)}",
+          lambda c: f"Add {c.model} replicas before the queue reaches the tier's patience."),
+    Cause("alerts", lambda c: True,
+          lambda c: f"Alerts on {c.model} {hhmm(c.start, c.end)}: "
+                    f"{_names(sorted({RULE_WORDS.get(r, r) for r in c.alerts['rule']}) or ['none'])}",
+          lambda c: f"Check {c.model}'s replicas and provider for these hours."),
+)
+
+
+# ---------------------------------------------------------------- severity
+
+def severity(impact: float, sla_minutes: int) -> str:
+    """The severity of an incident from its impact (the Wilson 99.9 % lower bound of the share of requests hit,
+    in its worst hour) and the minutes its SLA and error-rate alerts cover.
+
+    >>> severity(float(alerts.wilson_lower(6, 29)), 60), severity(0.45, 120), severity(0.0, 0)
+    ('warning', 'critical', 'info')
+    """
+    if impact >= CRITICAL_IMPACT and sla_minutes >= CRITICAL_SLA_MIN:
+        return "critical"
+    if impact >= WARNING_IMPACT or sla_minutes > 0:
+        return "warning"
+    return "info"
+
+
+def _union_minutes(spans: list[tuple]) -> int:
+    total, cur = timedelta(0), None
+    for a, b in sorted(spans):
+        if cur and a <= cur[1]:
+            cur = (cur[0], max(cur[1], b))
+            continue
+        if cur:
+            total += cur[1] - cur[0]
+        cur = (a, b)
+    if cur:
+        total += cur[1] - cur[0]
+    return int(total.total_seconds() // 60)
+
+
+# ---------------------------------------------------------------- grouping
+
+def _groups(findings: list[Finding], found: pd.DataFrame) -> list[dict]:
+    """Per model, items whose windows overlap or touch, merged: dicts with model, start, end, findings, alerts."""
+    items = [(fd.model, pd.Timestamp(fd.metrics["window_start"]), pd.Timestamp(fd.metrics["window_end"]), "f", fd)
+             for fd in findings]
+    items += [(r.model, pd.Timestamp(r.window_start), pd.Timestamp(r.window_end), "a", i)
+              for i, r in enumerate(found.itertuples(index=False))]
+    items.sort(key=lambda t: (t[0], t[1], t[2]))
+    out: list[dict] = []
+    for model, start, end, kind, item in items:
+        g = out[-1] if out and out[-1]["model"] == model and start <= out[-1]["end"] else None
+        if g is None:
+            g = {"model": model, "start": start, "end": end, "findings": [], "alerts": []}
+            out.append(g)
+        g["end"] = max(g["end"], end)
+        (g["findings"] if kind == "f" else g["alerts"]).append(item)
+    return out
+
+
+def _timeline(fds: list[Finding], al: pd.DataFrame, units: dict[str, str]) -> pd.DataFrame:
+    rows = [{"at": pd.Timestamp(fd.metrics["window_start"]), "until": pd.Timestamp(fd.metrics["window_end"]),
+             "kind": "diagnosis", "severity": fd.severity, "what": _finding_line(fd)} for fd in fds]
+    rows += [{"at": pd.Timestamp(r.window_start), "until": pd.Timestamp(r.window_end), "kind": "alert",
+              "severity": r.severity, "what": _alert_line(r, units)} for r in al.itertuples(index=False)]
+    t = pd.DataFrame(rows, columns=["at", "until", "kind", "severity", "what"])
+    return t.sort_values(["at", "until", "kind"]).reset_index(drop=True)
+
+
+def _alert_summary(al: pd.DataFrame) -> str | None:
+    if al.empty:
+        return None
+    parts = []
+    for rule, g in al.groupby("rule", sort=False):
+        n = len(g)
+        tenants = sorted({t for t in g["tenant"] if t not in (alerts.ALL, alerts.FLEET)})
+        who = f" ({', '.join(tenants)})" if tenants else ""
+        parts.append(f"{n} {RULE_WORDS.get(rule, rule)} alert{'s' if n != 1 else ''}{who}")
+    return "Alerts: " + "; ".join(parts) + "."
+
+
+def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str], sla: tuple[str, dict]) -> Incident:
+    model, start, end = g["model"], g["start"].to_pydatetime(), g["end"].to_pydatetime()
+    fds = g["findings"]
+    al = found.iloc[g["alerts"]].reset_index(drop=True) if g["alerts"] else found.iloc[0:0]
+    outages = replica_outages(con, f, model, start, end)
+    replicas = _replica_count(con, f, model, start, end) if outages else 0
+    hit = affected_requests(con, f, model, start, end, fds, sla=sla)
+    a = hit.attrs
+    ctx = Context(model, start, end, fds, al, outages, replicas, hit)
+    cause = next(c for c in CAUSES if c.applies(ctx))
+    sla_minutes = _union_minutes([(pd.Timestamp(r.window_start), pd.Timestamp(r.window_end))
+                                  for r in al.itertuples(index=False) if r.rule in SLA_RULES])
+    impact = a["peak_impact"]
+    sev = severity(impact, sla_minutes)
+    fleet_n = _fleet_requests(con, f, start, end)
+    fleet_share = a["requests"] / fleet_n if fleet_n else None
+    evidence = []
+    if outages:
+        evidence.append("; ".join(f"{o.replica} began no request {hhmm(o.idle_from, o.idle_to, seconds=True)} (its last and next "
+                                  "starts of service) where its usual "
+                                  f"share of the traffic is about {o.expected:,.0f} requests" for o in outages) + ".")
+    if a["requests"]:
+        parts = []
+        if a["failed"]:
+            parts.append(f"{a['failed']:,} failed")
+        if a["over_sla"]:
+            parts.append(f"{a['over_sla']:,} answered over their tier's SLA")
+        slow = a["affected"] - a["failed"] - a["over_sla"]
+        if slow > 0:
+            parts.append(f"{slow:,} decoded slowly")
+        of_fleet = (f"; {model} carried {fleet_share:.0%} of the fleet's requests in those hours"
+                    if fleet_share is not None else "")
+        evidence.append(f"{a['affected']:,} of {a['requests']:,} requests to {model} were hit "
+                        f"({a['affected'] / a['requests']:.0%}{of_fleet})"
+                        + (f": {', '.join(parts)}" if parts else "") + (f"; tenants: {', '.join(a['tenants'])}"
+                                                                      if a["tenants"] else "") + ".")
+    if sla_minutes:
+        evidence.append(f"SLA or error-rate alerts covered {minutes_text(sla_minutes)} of the "
+                        f"{minutes_text(int((end - start).total_seconds() // 60))}.")
+    summary = _alert_summary(al)
+    if summary:
+        evidence.append(summary)
+    evidence += [fd.evidence for fd in fds]
+    title = cause.title(ctx)
+    return Incident(key=key_of(model, start, end), model=model, start=start, end=end, severity=sev,
+                    title=title, cause=cause.name, evidence=evidence, action=cause.action(ctx),
+                    timeline=_timeline(fds, al, units), requests=a["requests"], affected=a["affected"],
+                    failed=a["failed"], over_sla=a["over_sla"], impact=impact, sla_minutes=sla_minutes,
+                    fleet_share=fleet_share, tenants=a["tenants"], findings=fds, alerts=al, outages=outages,
+                    hit=hit)
+
+
+ORDERS = ("worst first", "newest first")
+
+
+def ordered(items: list[Incident], order: str = "worst first") -> list[Incident]:
+    """Worst first (severity, then requests hit, then newest) or newest first (by end, then severity)."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    if order == "newest first":
+        return sorted(items, key=lambda i: (-i.end.timestamp(), rank[i.severity], -i.affected))
+    return sorted(items, key=lambda i: (rank[i.severity], -i.affected, -i.end.timestamp()))
+
+
+def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> list[Incident]:
+    """The incidents of the filtered period, worst first (:func:`ordered`); ``window`` is the diagnosis's."""
+    f = f or Filters()
+    findings = diag.diagnose(con, f, window=window)
+    found = alerts.open_alerts(con, f)
+    found = found[~found["rule"].isin(COST_RULES)].reset_index(drop=True)
+    units = {r.name: r.unit for r in alerts.rules(con)}
+    groups = _groups(findings, found)
+    sla = sla_basis(con, f) if groups else None
+    return ordered([_build(con, f, g, found, units, sla) for g in groups])
+
+
+def find(con: duckdb.DuckDBPyConnection, f: Filters, key: str, window: str = "hour") -> Incident | None:
+    """The incident a link names (its key), among those of the filtered period."""
+    return next((i for i in incidents(con, f, window) if i.key == key), None)
+
+
+def summary(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> pd.DataFrame:
+    """One row per incident, worst first: key, severity, title, model, start, end, minutes, affected, requests,
+    sla_minutes (for the Overview's short list)."""
+    rows = [{"key": i.key, "severity": i.severity, "title": i.title, "model": i.model, "start": i.start,
+             "end": i.end, "minutes": i.minutes, "affected": i.affected, "requests": i.requests,
+             "sla_minutes": i.sla_minutes} for i in incidents(con, f, window)]
+    return pd.DataFrame(rows, columns=["key", "severity", "title", "model", "start", "end", "minutes", "affected",
+                                       "requests", "sla_minutes"])
+
+
+REQUEST_TABLE = (("request_id", "request_id"), ("ts", "ts"), ("tenant", "tenant"), ("sla_tier", "sla_tier"),
+                 ("replica", "replica"), ("queue_s", "queue_ms"), ("ttft_s", "ttft_ms"), ("total_s", "total_ms"),
+                 ("why", "why"))
+
+
+def requests_table(hit: pd.DataFrame) -> pd.DataFrame:
+    """The affected requests for a page: times in seconds (``*_s``), in the order of :data:`REQUEST_TABLE`."""
+    out = pd.DataFrame({name: hit[src] / 1000.0 if name.endswith("_s") else hit[src]
+                        for name, src in REQUEST_TABLE if src in hit})
+    return out.reset_index(drop=True)

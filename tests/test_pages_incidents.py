@@ -1,0 +1,80 @@
+"""AppTest smoke tests of the Incidents, Percentiles and Readiness pages, and of the links between them."""
+import pytest
+
+from finops import store
+from finops.ops import incidents
+from helpers import run_page, texts
+from views._shared import plain
+
+pytestmark = pytest.mark.slow
+PAGES = ("views/incidents.py", "views/percentiles.py", "views/readiness.py")
+
+
+def _ok(at):
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_on_an_empty_store(empty_db, page):
+    at = run_page(empty_db, page)
+    _ok(at)
+    assert "holds no requests" in texts(at)
+
+
+def test_incidents_page_lists_the_outage_first_with_its_evidence_and_requests(demo_db):
+    at = run_page(demo_db, "views/incidents.py", timeout=300)
+    _ok(at)
+    worst = incidents.incidents(store.connect(demo_db))[0]
+    assert worst.cause == "replica_outage"
+    labels = [e.label for e in at.expander]
+    assert plain(worst.title) in labels[0] and "critical" in labels[0]
+    text = texts(at)
+    assert "**Do:**" in text and "Bring llama" in text and plain("(the timeout cap)") in text
+    assert len(at.dataframe) >= 2                     # its timeline and its requests
+    assert "Alert rules and SLA targets" in labels
+
+
+def test_incidents_page_controls_and_a_link_to_one_incident(demo_db):
+    key = incidents.incidents(store.connect(demo_db))[-1].key
+    at = run_page(demo_db, "views/incidents.py", timeout=300, query_params={"incident": key})
+    _ok(at)
+    at.segmented_control(key="inc_order").set_value("newest first").run()
+    _ok(at)
+    at.segmented_control(key="inc_window").set_value("15min").run()
+    _ok(at)
+
+
+def test_latency_page_shows_an_incidents_requests(demo_db):
+    inc = incidents.incidents(store.connect(demo_db))[0]
+    at = run_page(demo_db, "views/latency.py", timeout=300, query_params={"incident": inc.key})
+    _ok(at)
+    text = texts(at)
+    assert "Requests hit by an incident" in text and plain(inc.title) in text
+    shown = at.dataframe[-1].value
+    assert set(shown["request_id"]) <= set(inc.hit["request_id"]) and len(shown) == min(incidents.LINKED_MAX, inc.affected)
+
+
+def test_latency_page_names_a_link_it_cannot_find(demo_db):
+    at = run_page(demo_db, "views/latency.py", timeout=300,
+                  query_params={"incident": "nope|2020-01-01T00:00|2020-01-01T01:00"})
+    _ok(at)
+    assert "not among those of the period" in texts(at) and "The slowest requests" in texts(at)
+
+
+def test_percentiles_page_in_seconds_per_model(demo_db):
+    at = run_page(demo_db, "views/percentiles.py", timeout=300, query_params={"lat_by": "sla_tier"})
+    _ok(at)
+    assert "P50, P95 and P99 of total latency" in texts(at)
+    models = store.distinct_values(store.connect(demo_db), "model")
+    assert len(at.get("vega_lite_chart")) == len(models)      # one panel per model
+    at.segmented_control(key="pct_field").set_value("queue_ms").run()
+    _ok(at)
+    assert "P50, P95 and P99 of queue wait" in texts(at)
+    assert len(at.get("vega_lite_chart")) == 2 and "No queue wait in the logs of gpt-4o, gpt-4o-mini" in texts(at)
+
+
+def test_overview_lists_incidents_with_links(demo_db):
+    at = run_page(demo_db, "views/overview.py", timeout=300)
+    _ok(at)
+    worst = incidents.incidents(store.connect(demo_db))[0]
+    assert plain(worst.title) in texts(at)
