@@ -13,6 +13,7 @@ from finops.errors import InputError
 from finops.fmt import MISSING, usd
 from finops.ingest import loadtests
 from views._shared import (
+    can,
     current_filters,
     filter_caption,
     plain,
@@ -353,7 +354,8 @@ st.caption("The method: load one instance at rising concurrency, find the highes
            "throughput whose P99 latency stays under the target, then instances = ⌈target QPS ÷ that⌉ plus "
            "20–30 % redundancy. Never size from one request's latency.")
 EXAMPLE, RUNS, UPLOAD = ("Illustrative example", "Benchmark runs in the store", "Upload files")
-source = st.radio("Load test", [EXAMPLE, RUNS, UPLOAD], horizontal=True, key="cap_lt_source")
+source = st.radio("Load test", [EXAMPLE, RUNS] + ([UPLOAD] if can("upload") else []), horizontal=True,
+                  key="cap_lt_source")
 points, origin = None, ""
 try:
     if source == EXAMPLE:
