@@ -274,9 +274,11 @@ def unpriced_banner() -> None:
         return
     names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                    strict=True))
-    share = float(unpriced["share_of_requests"].sum())
+    share = f", {float(unpriced['share_of_requests'].sum()):.1%} of all requests,"
+    if current_access().scoped:         # the counts add up every tenant's requests: the names only
+        names, share = ", ".join(unpriced["model"]), ""
     with st.container(border=True):
-        st.warning(f"No price for {len(unpriced)} model(s), {share:.1%} of all requests, counted at $0.00 in every "
+        st.warning(f"No price for {len(unpriced)} model(s){share} counted at $0.00 in every "
                    "figure here:", icon=":material/money_off:")
         st.text(names)
         st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")

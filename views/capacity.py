@@ -16,6 +16,7 @@ from views._shared import (
     can,
     current_filters,
     filter_caption,
+    fleet_wide,
     plain,
     query,
     raw_rows_notice,
@@ -28,6 +29,8 @@ st.caption("How many GPU replicas a model needs, what they cost, and what happen
            "an M/M/c queue (Erlang C) with Allen–Cunneen's correction for service-time variability, "
            "filled from your logs or your load tests.")
 f = current_filters()
+if not fleet_wide("The Capacity page"):       # tenants share one fleet: its load is every tenant's
+    st.stop()
 st.caption(filter_caption(f) + " · Only the date range and the model filter apply here: tenants and tiers "
            "share one fleet.")
 

@@ -278,7 +278,7 @@ for category, items in check.groupby("category", sort=False):
         c1, c2 = st.columns([3, 2])
         with c1:
             ticked = st.checkbox(f"{item.item}: {item.requirement}", value=bool(item.ticked), key=f"ready_{item.id}",
-                                 help="Tick when a person has confirmed it; the tick is saved in the store.")
+                                 disabled=not can("edit_settings"), help="Tick when a person has confirmed it; the tick is saved in the store.")
             if ticked != bool(item.ticked):
                 readiness.tick(con, item.id, ticked)
                 st.rerun()

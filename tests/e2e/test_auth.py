@@ -111,11 +111,12 @@ def test_tenant_scoped_viewer_sees_their_tenant_total_and_no_other(auth_server, 
     spend = page.locator("[data-testid='stMetric']").filter(has_text="Spend (USD)").first
     assert spend.locator("[data-testid='stMetricValue']").inner_text() == usd(total)
     assert other not in page.inner_text("[data-testid='stMain']")
-    for path in ("cost", "data"):
+    for path in ("cost", "data", "budgets", "latency", "capacity"):
         page.goto(f"{auth_server}/{path}")
         wait_ready(page)
         assert exceptions_on(page) == [], path
         assert other not in page.inner_text("[data-testid='stMain']"), path
+        assert _write_controls(page) == [], path          # a scoped login only reads
 
 
 def test_admin_gets_the_price_editor(auth_server, oidc_provider, page):
