@@ -9,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from finops import access, store
+from finops.errors import InputError
 from finops.filters import filters_for
 from finops.ingest.loader import stored_span
 from finops.sample import demo
@@ -67,7 +68,11 @@ def _to_custom() -> None:
 
 def _gate() -> access.Access:
     """Who is looking; without a login (auth configured), a role or a tenant, the run stops on a sentence."""
-    who = session_access()
+    try:
+        who = session_access()
+    except InputError as exc:       # a misspelt [roles] section: a sentence for whoever runs the server
+        st.error(f"The login is misconfigured: {plain(exc)}", icon=":material/settings:")
+        st.stop()
     if who is None:
         st.title("finops")
         st.markdown("Sign in to see your fleet's spend and latency.")
