@@ -301,7 +301,8 @@ else:
                 st.error(str(exc), icon=":material/error:")
     floors = {t: v for t, v in query(cascade_store.quality_floors).items() if t in tenants or not current_access().scoped}
     if not floors:
-        st.info("No tenant has a quality floor yet: type one (e.g. premium 95) and save.", icon=":material/flag:")
+        st.info("No tenant has a quality floor yet" + (": type one (e.g. premium 95) and save." if
+                can("edit_quality_floors") else " (an admin sets them)."), icon=":material/flag:")
     else:
         own = {}
         if source == "store" and data is not None:
