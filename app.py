@@ -18,6 +18,7 @@ from views._shared import (
     FOLLOW_KEY,
     connection,
     follow_status,
+    login_providers,
     plain,
     query,
     session_access,
@@ -76,7 +77,9 @@ def _gate() -> access.Access:
     if who is None:
         st.title("finops")
         st.markdown("Sign in to see your fleet's spend and latency.")
-        st.button("Log in", type="primary", icon=":material/login:", on_click=st.login)
+        for provider in login_providers():
+            st.button("Log in" if provider is None else f"Log in with {provider}", key=f"login-{provider}",
+                      type="primary", icon=":material/login:", on_click=st.login, args=(provider,))
         st.stop()
     refusal = ("none of your groups grants access to this dashboard; ask an admin to add you to a viewer, "
                "engineer or admin group" if who.role is None else

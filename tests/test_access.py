@@ -128,3 +128,12 @@ def test_local_mode_says_so_in_the_sidebar(demo_db):
     assert not at.exception
     assert any("local mode, no login" in c.value for c in at.sidebar.caption)
     assert any(b.label == "Save prices" for b in at.button)
+
+
+def test_the_example_secrets_file_parses_and_its_roles_are_the_defaults():
+    import tomllib
+
+    from helpers import ROOT
+    example = tomllib.loads((ROOT / ".streamlit" / "secrets.example.toml").read_text(encoding="utf-8"))
+    assert {"redirect_uri", "cookie_secret", "client_id", "client_secret", "server_metadata_url"} <= set(example["auth"])
+    assert RoleConfig.from_mapping(example["roles"]) == RoleConfig()

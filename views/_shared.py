@@ -94,11 +94,17 @@ def _secrets_section(name: str) -> dict | None:
     return section.to_dict() if hasattr(section, "to_dict") else (dict(section) if section else None)
 
 
+def login_providers() -> list[str | None]:
+    """The providers ``[auth]`` configures, as ``st.login`` takes them: None for the section's own
+    ``client_id``, else the names of its ``[auth.NAME]`` sections; empty without auth."""
+    section = _secrets_section("auth") or {}
+    named = [k for k, v in section.items() if isinstance(v, dict) and v.get("client_id")]
+    return ([None] if section.get("client_id") else []) + named
+
+
 def auth_configured() -> bool:
     """An ``[auth]`` section naming an OIDC provider: the dashboard asks every visitor to log in."""
-    section = _secrets_section("auth") or {}
-    return bool(section.get("client_id") or any(isinstance(v, dict) and v.get("client_id")
-                                                for v in section.values()))
+    return bool(login_providers())
 
 
 def role_config() -> access.RoleConfig:

@@ -128,3 +128,16 @@ def test_admin_gets_the_price_editor(auth_server, oidc_provider, page):
     expect(page.get_by_role("button", name="Save prices")).to_have_count(1, timeout=30_000)
     expect(page.locator("[data-testid='stFileUploader']")).to_have_count(1, timeout=30_000)
     assert exceptions_on(page) == []
+
+
+def test_engineer_loads_and_deletes_but_edits_no_price(auth_server, oidc_provider, page):
+    sub = _user(oidc_provider, "eno", groups=["staff", "finops-engineer"])
+    _log_in(page, auth_server, sub, "data")
+    page.goto(f"{auth_server}/data")
+    wait_ready(page)
+    assert "eno@example.com · engineer · all tenants" in page.inner_text("[data-testid='stSidebar']")
+    expect(page.locator("[data-testid='stFileUploader']")).to_have_count(1, timeout=30_000)
+    expect(page.get_by_role("button", name="Follow it live")).to_have_count(1, timeout=30_000)
+    assert page.get_by_role("button", name="Delete").count() >= 1          # each batch's delete popover
+    assert page.locator("[data-testid='stFormSubmitButton']").count() == 0   # no editor's save button
+    assert exceptions_on(page) == []
