@@ -40,13 +40,16 @@ RIGHTS: dict[str, tuple[str, str]] = {
     "upload": ("engineer", "load log files into the store"),
     "follow": ("engineer", "follow a live log"),
     "delete_batch": ("engineer", "delete a loaded batch"),
+    "ack_alerts": ("engineer", "acknowledge, snooze or reopen alerts"),
+    "deliver_alerts": ("engineer", "deliver alerts now"),
     "edit_prices": ("admin", "edit the price book"),
     "edit_aliases": ("admin", "edit model aliases"),
     "edit_fleets": ("admin", "edit the self-hosted fleets (schedule, reservations, idle policy)"),
     "edit_budgets": ("admin", "edit budgets"),
     "edit_alert_rules": ("admin", "edit alert rules and SLA targets"),
     "edit_quality_floors": ("admin", "edit quality floors"),
-    "edit_settings": ("admin", "change the store's settings"),
+    "edit_settings": ("admin", "change the store's settings (the readiness checklist's ticks among them)"),
+    "edit_delivery": ("admin", "edit alert delivery targets"),
     "sync_prices": ("admin", "sync the price catalogue"),
 }
 

@@ -58,7 +58,7 @@ def test_rights_per_role():
     engineer = {a for a in RIGHTS if Access("engineer").can(a)}
     admin = {a for a in RIGHTS if Access("admin").can(a)}
     assert viewer == {"read"}
-    assert engineer == {"read", "upload", "follow", "delete_batch"}
+    assert engineer == {"read", "upload", "follow", "delete_batch", "ack_alerts", "deliver_alerts"}
     assert admin == set(RIGHTS)
     assert not Access("admin").can("drop_everything")      # an unknown action is refused
     assert not Access(None).can("read")
