@@ -160,7 +160,8 @@ def _sidebar(who: access.Access):
         options["tenant"] = who.visible_tenants(options["tenant"])    # a scoped login is offered its own only
         unknown = _unknown_in_url(options)
         picked = {key: st.multiselect(label, options[key], key=key, bind="query-params",
-                                      placeholder=f"all {label.lower()}") for key, label, _ in FILTER_KEYS}
+                                      placeholder=f"all {'your ' if key == 'tenant' and who.scoped else ''}"
+                                                  f"{label.lower()}") for key, label, _ in FILTER_KEYS}
         for key, label, _ in FILTER_KEYS:
             if key == "tenant" and key in unknown and who.scoped:      # never says whether a tenant exists
                 st.warning(f"The link names tenants your login may not see, ignored: "

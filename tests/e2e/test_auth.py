@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from browser import exceptions_on, wait_ready
+from browser import exceptions_on, shoot, wait_ready
 from playwright.sync_api import expect
 
 from finops import store
@@ -55,6 +55,7 @@ def test_without_login_only_the_login_shows(auth_server, page):
     page.goto(f"{auth_server}/data")
     wait_ready(page)
     assert page.get_by_role("button", name="Log in").count() == 1
+    shoot(page, "auth-login")
     assert page.locator("[data-testid='stSidebarNav']").count() == 0
     assert page.locator("[data-testid='stFileUploader']").count() == 0
     assert exceptions_on(page) == []
@@ -86,6 +87,7 @@ def test_tenant_scoped_viewer_sees_their_tenant_total_and_no_other(auth_server, 
     _log_in(page, auth_server, sub)
     page.goto(f"{auth_server}/?tenant={quote(other)}")
     wait_ready(page)
+    shoot(page, "auth-tenant-scoped-overview")
     sidebar = page.inner_text("[data-testid='stSidebar']")
     assert f"tenants {mine}" in sidebar
     warning = page.locator("[data-testid='stSidebar'] [data-testid='stAlert']").inner_text()
