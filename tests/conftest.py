@@ -83,9 +83,12 @@ def dashboard(db: Path, *flags: str):
 @pytest.fixture(scope="session")
 def server(demo_db, tmp_path_factory):
     """Start the dashboard on a copy of the demo store; yield its base URL."""
-    db = tmp_path_factory.mktemp("e2e") / "e2e.duckdb"
+    folder = tmp_path_factory.mktemp("e2e")
+    db = folder / "e2e.duckdb"
     shutil.copy(demo_db, db)
-    with dashboard(db) as (url, _):
+    no_secrets = folder / "secrets.toml"           # local mode, even where a developer's secrets.toml has [auth]
+    no_secrets.write_text("", encoding="utf-8")
+    with dashboard(db, "--secrets.files", str(no_secrets)) as (url, _):
         yield url
 
 
