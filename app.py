@@ -8,12 +8,23 @@ from pathlib import Path
 
 import streamlit as st
 
-from finops import store
+from finops import access, store
+from finops.errors import InputError
 from finops.filters import filters_for
 from finops.ingest.loader import stored_span
 from finops.sample import demo
 from views import PAGES, missing_pages
-from views._shared import FOLLOW_KEY, connection, follow_status, plain, query, store_label, store_path
+from views._shared import (
+    FOLLOW_KEY,
+    connection,
+    follow_status,
+    login_providers,
+    plain,
+    query,
+    session_access,
+    store_label,
+    store_path,
+)
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
 
@@ -27,7 +38,8 @@ def _first_start() -> None:
     if not auto or store.row_count(connection().cursor()) > 0:
         return
     bar = st.progress(0.0, text="First start: building the sample fleet store")
-    demo.build_demo(connection().cursor(), progress=lambda f, what: bar.progress(min(f, 1.0), text=what))
+    with access.system():           # the dashboard's own write, whoever the first visitor is
+        demo.build_demo(connection().cursor(), progress=lambda f, what: bar.progress(min(f, 1.0), text=what))
     bar.empty()
 
 
@@ -55,6 +67,31 @@ def _to_custom() -> None:
     st.session_state["period"] = "custom"
 
 
+def _gate() -> access.Access:
+    """Who is looking; without a login (auth configured), a role or a tenant, the run stops on a sentence."""
+    try:
+        who = session_access()
+    except InputError as exc:       # a misspelt [roles] section: a sentence for whoever runs the server
+        st.error(f"The login is misconfigured: {plain(exc)}", icon=":material/settings:")
+        st.stop()
+    if who is None:
+        st.title("finops")
+        st.markdown("Sign in to see your fleet's spend and latency.")
+        for provider in login_providers():
+            st.button("Log in" if provider is None else f"Log in with {provider}", key=f"login-{provider}",
+                      type="primary", icon=":material/login:", on_click=st.login, args=(provider,))
+        st.stop()
+    refusal = ("none of your groups grants access to this dashboard; ask an admin to add you to a viewer, "
+               "engineer or admin group" if who.role is None else
+               "your login lists no tenant you may see; ask an admin to grant you one" if who.tenants == () else "")
+    if refusal:
+        st.title("finops")
+        st.error(f"Signed in as {plain(who.user or 'an unnamed user')}, but {refusal}.", icon=":material/block:")
+        st.button("Log out", icon=":material/logout:", on_click=st.logout)
+        st.stop()
+    return who
+
+
 def _unknown_in_url(options: dict[str, list]) -> dict[str, list[str]]:
     """Values the URL names that the store does not hold, per filter (read before the widgets drop them)."""
     out = {}
@@ -78,18 +115,23 @@ if (!doc.__finopsEnterBlur) {
 </script>"""
 
 
-def _sidebar():
+def _sidebar(who: access.Access):
     con = connection().cursor()
     span = query(stored_span)
     lo, hi = span.first, span.last
     rows = store.row_count(con)
     w_lo, w_hi = span.window
     with st.sidebar:
+        st.caption(f":material/{'computer' if who.local else 'person'}: {plain(who.describe())}")
+        if not who.local:
+            st.button("Log out", key="logout", icon=":material/logout:", on_click=st.logout)
         counted = (f"{query(store.rollup_requests):,} requests in attached rollups (no raw rows)"
                    if not rows and query(store.rollup_only) else f"{rows:,} requests")
+        if who.scoped:                  # the store's own counts add up every tenant's requests
+            counted = "your tenants' requests"
         st.caption(f"Store: `{store_label()}`  \n{counted}"
                    + (f", {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC" if lo else " (empty)" if not rows else ""))
-        if span.outside:
+        if span.outside and not who.scoped:
             st.caption(f":orange[{span.outside:,} request{'s' if span.outside != 1 else ''} outside "
                        f"{w_lo:%Y-%m-%d} to {w_hi:%Y-%m-%d}] are not shown on any page: delete their batch on "
                        "the Data page (its time span says which).")
@@ -115,17 +157,23 @@ def _sidebar():
             # every stored request lies outside the window: the period is the window, which holds none
             start, end = w_lo.date(), w_hi.date()
         options = {key: query(store.distinct_values, column) for key, _, column in FILTER_KEYS}
+        options["tenant"] = who.visible_tenants(options["tenant"])    # a scoped login is offered its own only
         unknown = _unknown_in_url(options)
         picked = {key: st.multiselect(label, options[key], key=key, bind="query-params",
-                                      placeholder=f"all {label.lower()}") for key, label, _ in FILTER_KEYS}
+                                      placeholder=f"all {'your ' if key == 'tenant' and who.scoped else ''}"
+                                                  f"{label.lower()}") for key, label, _ in FILTER_KEYS}
         for key, label, _ in FILTER_KEYS:
-            if key in unknown:
+            if key == "tenant" and key in unknown and who.scoped:      # never says whether a tenant exists
+                st.warning(f"The link names tenants your login may not see, ignored: "
+                           f"{', '.join(plain(v) for v in unknown[key])}.", icon=":material/lock:")
+            elif key in unknown:
                 rest = "showing the others" if picked[key] else f"showing all {label.lower()}"
                 st.warning(f"The link names {label.lower()} this store does not hold, left out: "
                            f"{', '.join(plain(v) for v in unknown[key])}; {rest}.", icon=":material/link_off:")
         if st.session_state.get(FOLLOW_KEY):
             follow_status()
-    f = filters_for(start, end, picked["tenant"], picked["model"], picked["tier"])
+    tenants, _ = who.scope(picked["tenant"])      # the scope, whatever the widget or the URL held
+    f = filters_for(start, end, tenants, picked["model"], picked["tier"])
     if exact is not None:            # a preset filters its exact span, even where the store holds nothing
         f = replace(f, since=exact[0], until=exact[1])
     st.session_state["_filters"] = f
@@ -135,6 +183,8 @@ missing = missing_pages()
 if missing:
     raise RuntimeError(f"app.py: page files declared in views.PAGES are missing: {', '.join(missing)}")
 pages = [st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, default=(n == 0)) for n, p in enumerate(PAGES)]
+who = _gate()                    # before the menu: a visitor who is not signed in sees only the login
+access.act_as(who)               # the write functions of finops check who acts (finops.access.require)
 page = st.navigation(pages)      # first, so the menu is ours even while the sample store is built
 try:
     connection()
@@ -142,5 +192,5 @@ except store.StoreError as exc:     # held by another process, or not a store: a
     st.error(plain(exc), icon=":material/lock:")
     st.stop()
 _first_start()
-_sidebar()
+_sidebar(who)
 page.run()

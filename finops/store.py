@@ -42,7 +42,7 @@ from pathlib import Path
 
 import duckdb
 
-from finops import catalogue, schema, sql
+from finops import access, catalogue, schema, sql
 from finops.errors import InputError
 
 log = logging.getLogger("finops")
@@ -464,6 +464,7 @@ def batches(con: duckdb.DuckDBPyConnection):
 
 def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
     """Delete one batch's rows, rollups and record in one transaction. Returns rows deleted."""
+    access.require("delete_batch")
     with transaction(con):
         n = con.execute("SELECT count(*) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0]
         con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])

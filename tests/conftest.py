@@ -1,4 +1,5 @@
 """Fixtures only; what test files share otherwise is in helpers.py (import it, never this file)."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -46,17 +47,16 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
                "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 
 
-@pytest.fixture(scope="session")
-def server(demo_db, tmp_path_factory):
-    """Start the dashboard on a copy of the demo store; yield its base URL."""
-    db = tmp_path_factory.mktemp("e2e") / "e2e.duckdb"
-    shutil.copy(demo_db, db)
+@contextlib.contextmanager
+def dashboard(db: Path, *flags: str):
+    """A dashboard on the store ``db`` on a free port of 127.0.0.1 (extra ``streamlit run`` flags, e.g.
+    ``--secrets.files``); yields ``(base URL, port)`` and stops it."""
     port = free_port()
     env = dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
+         "--server.fileWatcherType", "none", *flags],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
 
@@ -71,15 +71,25 @@ def server(demo_db, tmp_path_factory):
 
     try:
         wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
-    except AssertionError:
-        proc.kill()
-        raise
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield url, port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def server(demo_db, tmp_path_factory):
+    """Start the dashboard on a copy of the demo store; yield its base URL."""
+    folder = tmp_path_factory.mktemp("e2e")
+    db = folder / "e2e.duckdb"
+    shutil.copy(demo_db, db)
+    no_secrets = folder / "secrets.toml"           # local mode, even where a developer's secrets.toml has [auth]
+    no_secrets.write_text("", encoding="utf-8")
+    with dashboard(db, "--secrets.files", str(no_secrets)) as (url, _):
+        yield url
 
 
 # module scope: Playwright's sync API keeps an event loop running in this thread while it is open,
@@ -104,3 +114,59 @@ def page(browser):
     ctx.close()
 
 
+
+
+# ---------------------------------------------------------------- login (tests/e2e/test_auth.py)
+
+@pytest.fixture(scope="session")
+def oidc_provider():
+    """A real OpenID Connect provider on 127.0.0.1 (oidc-provider-mock): its issuer URL. Users and their
+    claims are set with ``PUT {issuer}/users/{sub}``; its login form takes the subject."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "oidc_provider_mock", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    issuer = f"http://127.0.0.1:{port}"
+
+    def answering() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError("oidc-provider-mock exited")
+        try:
+            urllib.request.urlopen(issuer + "/.well-known/openid-configuration", timeout=2)
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_until(answering, timeout=30, interval=0.1, message="the OIDC provider answering")
+        yield issuer
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def auth_server(demo_db, oidc_provider, tmp_path_factory):
+    """The dashboard with login configured against :func:`oidc_provider`: its secrets are written to a
+    temporary ``secrets.toml`` that ``streamlit run --secrets.files`` reads (the repo's
+    ``.streamlit/secrets.toml`` is never written). Yields its base URL."""
+    import secrets as random_secrets
+
+    folder = tmp_path_factory.mktemp("auth")
+    db = folder / "auth.duckdb"
+    shutil.copy(demo_db, db)
+    toml = folder / "secrets.toml"
+    toml.write_text(
+        "[auth]\n"
+        'redirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'       # Streamlit fills in its port
+        f'cookie_secret = "{random_secrets.token_hex(32)}"\n'
+        'client_id = "finops-tests"\n'
+        f'client_secret = "{random_secrets.token_hex(16)}"\n'
+        f'server_metadata_url = "{oidc_provider}/.well-known/openid-configuration"\n'
+        "[roles]\n"
+        'claim = "groups"\n'
+        'viewer = ["finops-viewer"]\n'
+        'engineer = ["finops-engineer"]\n'
+        'admin = ["finops-admin"]\n'
+        'tenants_claim = "tenants"\n', encoding="utf-8")
+    with dashboard(db, "--secrets.files", str(toml)) as (url, _):
+        yield url

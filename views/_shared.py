@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from finops import store
+from finops import access, store
 from finops.filters import Filters
 from finops.fmt import period
 
@@ -80,6 +80,69 @@ def query(fn: Callable, *args, **kwargs):
     key = f"{fn.__module__}.{fn.__qualname__}"
     version = store.data_version(cursor())
     return _call(store_path(), version, key, fn, args, tuple(sorted(kwargs.items())))
+
+
+# ---- who is looking: login, role, tenant scope (the rules are finops.access; this is the Streamlit side)
+
+def _secrets_section(name: str) -> dict | None:
+    """A section of ``.streamlit/secrets.toml`` (or of the files ``--secrets.files`` names), None when there
+    is no secrets file or no such section. Its values are never shown or logged."""
+    try:
+        section = st.secrets.get(name)
+    except FileNotFoundError:       # no secrets file at all: local mode
+        return None
+    return section.to_dict() if hasattr(section, "to_dict") else (dict(section) if section else None)
+
+
+def login_providers() -> list[str | None]:
+    """The providers ``[auth]`` configures, as ``st.login`` takes them: None for the section's own
+    ``client_id``, else the names of its ``[auth.NAME]`` sections; empty without auth."""
+    section = _secrets_section("auth") or {}
+    named = [k for k, v in section.items() if isinstance(v, dict) and v.get("client_id")]
+    return ([None] if section.get("client_id") else []) + named
+
+
+def auth_configured() -> bool:
+    """An ``[auth]`` section naming an OIDC provider: the dashboard asks every visitor to log in."""
+    return bool(login_providers())
+
+
+def role_config() -> access.RoleConfig:
+    return access.RoleConfig.from_mapping(_secrets_section("roles"))
+
+
+def session_access() -> access.Access | None:
+    """Who this browser session is: :data:`finops.access.LOCAL` without auth configured; None when auth is
+    configured and nobody is logged in; else the role and tenant scope of ``st.user``'s ID-token claims
+    (a cookie signed with ``cookie_secret``: a visitor cannot write their own claims)."""
+    if not auth_configured():
+        return access.LOCAL
+    if not st.user.is_logged_in:
+        return None
+    return access.access_for(st.user.to_dict(), role_config())
+
+
+def current_access() -> access.Access:
+    """Who is looking, read afresh from the session's login on every call (app.py also sets it as the
+    acting person for the write functions, :func:`finops.access.act_as`)."""
+    return session_access() or access.Access(None)
+
+
+def can(action: str) -> bool:
+    """Whether the person looking may ``action`` (a key of :data:`finops.access.RIGHTS`): pages render a
+    write control only ``if can("...")``, and the write function checks again (:func:`finops.access.require`)."""
+    return current_access().can(action)
+
+
+def fleet_wide(what: str) -> bool:
+    """Whether a section that adds up every tenant's traffic (a shared fleet's load, its GPU cost) may be
+    shown: not to a tenant-scoped login, which is told why (the caller skips the section)."""
+    who = current_access()
+    if not who.scoped:
+        return True
+    st.info(f"{what} adds up every tenant's traffic; your login sees only tenants "
+            f"{', '.join(plain(t) for t in who.tenants)}, so it is not shown.", icon=":material/lock:")
+    return False
 
 
 def current_filters() -> Filters:
@@ -176,7 +239,8 @@ def follow_status() -> None:
     if not spec:
         return
     try:
-        step = ingest_new_lines(cursor(), spec["path"], spec["offset"])
+        with access.acting(current_access()):       # a fragment's rerun runs without app.py: say who acts
+            step = ingest_new_lines(cursor(), spec["path"], spec["offset"])
         spec.update(offset=step.offset, rows=spec["rows"] + step.rows_ingested, error=None)
     except InputError as exc:
         step, spec["error"] = None, str(exc)
@@ -216,9 +280,11 @@ def unpriced_banner() -> None:
         return
     names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                    strict=True))
-    share = float(unpriced["share_of_requests"].sum())
+    share = f", {float(unpriced['share_of_requests'].sum()):.1%} of all requests,"
+    if current_access().scoped:         # the counts add up every tenant's requests: the names only
+        names, share = ", ".join(unpriced["model"]), ""
     with st.container(border=True):
-        st.warning(f"No price for {len(unpriced)} model(s), {share:.1%} of all requests, counted at $0.00 in every "
+        st.warning(f"No price for {len(unpriced)} model(s){share} counted at $0.00 in every "
                    "figure here:", icon=":material/money_off:")
         st.text(names)
         st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")

@@ -6,6 +6,8 @@ import streamlit as st
 from finops.fmt import MISSING
 from finops.ops import alerts, delivery
 from views._shared import (
+    can,
+    current_access,
     current_filters,
     cursor,
     filter_caption,
@@ -94,13 +96,16 @@ else:
             for r in handled.itertuples(index=False):
                 st.caption(f"{plain(alerts.state_label(r.state, r.state_until))} by {plain(r.state_by)} at "
                            f"{r.state_at:%Y-%m-%d %H:%M} UTC" + (f": {plain(r.state_note)}" if r.state_note else ""))
+            if not can("ack_alerts"):
+                continue
             with st.form(f"act_{g.key}"):
                 labels = {"all": f"all {len(g.alerts)} alerts of this group"}
                 labels.update({a.alert_id: f"{a.rule} · {a.tenant} · {a.window_start:%Y-%m-%d %H:%M}"
                                for a in g.alerts.itertuples(index=False)})
                 pick = st.selectbox("Apply to", list(labels), format_func=labels.get, key=f"pick_{g.key}")
                 c1, c2 = st.columns(2)
-                who = c1.text_input("Your name", value=st.session_state.get("alert_actor", ""), max_chars=100,
+                who = c1.text_input("Your name", value=st.session_state.get("alert_actor", current_access().user),
+                                    max_chars=100,
                                     key=f"who_{g.key}")
                 note = c2.text_input("Note (optional)", max_chars=500, key=f"note_{g.key}")
                 c3, c4, c5 = st.columns(3)
@@ -128,32 +133,33 @@ st.caption("Each target gets the open alerts of the severities it takes, once ea
            ".streamlit/secrets.toml and give their name here (`$SLACK_WEBHOOK_URL`; the password's name without `$`). "
            "URLs are shown masked. `python -m finops alerts --send` in cron delivers new alerts; `--digest` sends "
            "the daily summary.")
-with st.form("targets_form"):
-    edited = st.data_editor(
-        query(delivery.targets_frame), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="targets_editor",
-        column_config={
-            "name": st.column_config.TextColumn("Name", required=True, max_chars=80),
-            "kind": st.column_config.SelectboxColumn("Kind", options=list(delivery.KINDS), required=True),
-            "severities": st.column_config.TextColumn("Severities", default="critical, warning",
-                                                      help="Comma-separated: critical, warning, info."),
-            "url": st.column_config.TextColumn("URL or $SECRET", help="slack: `$NAME` of the secret holding the "
-                                               "webhook URL. http: the URL, or `$NAME` of a secret holding it."),
-            "recipients": st.column_config.TextColumn("E-mail to"),
-            "sender": st.column_config.TextColumn("E-mail from"),
-            "smtp_host": st.column_config.TextColumn("SMTP server"),
-            "smtp_port": st.column_config.NumberColumn("SMTP port", min_value=1, max_value=65535, step=1,
-                                                       default=587),
-            "starttls": st.column_config.CheckboxColumn("STARTTLS", default=True),
-            "username": st.column_config.TextColumn("SMTP user"),
-            "password_secret": st.column_config.TextColumn("Password secret", help="The name of the environment "
-                                                           "variable or secrets.toml key holding the SMTP password."),
-            "timeout_s": st.column_config.NumberColumn("Timeout (s)", min_value=1.0, max_value=60.0, default=10.0),
-            "digest": st.column_config.CheckboxColumn("Daily digest", default=True),
-            "enabled": st.column_config.CheckboxColumn("Enabled", default=True)})
-    saved = st.form_submit_button("Save targets", type="primary", icon=":material/save:")
-if saved:
-    save_edits(lambda: delivery.save_targets(cursor(), edited), "Delivery targets",
-               lambda n: f"Saved {n} delivery target{'s' if n != 1 else ''}.")
+if can("edit_delivery"):
+    with st.form("targets_form"):
+        edited = st.data_editor(
+            query(delivery.targets_frame), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="targets_editor",
+            column_config={
+                "name": st.column_config.TextColumn("Name", required=True, max_chars=80),
+                "kind": st.column_config.SelectboxColumn("Kind", options=list(delivery.KINDS), required=True),
+                "severities": st.column_config.TextColumn("Severities", default="critical, warning",
+                                                          help="Comma-separated: critical, warning, info."),
+                "url": st.column_config.TextColumn("URL or $SECRET", help="slack: `$NAME` of the secret holding the "
+                                                   "webhook URL. http: the URL, or `$NAME` of a secret holding it."),
+                "recipients": st.column_config.TextColumn("E-mail to"),
+                "sender": st.column_config.TextColumn("E-mail from"),
+                "smtp_host": st.column_config.TextColumn("SMTP server"),
+                "smtp_port": st.column_config.NumberColumn("SMTP port", min_value=1, max_value=65535, step=1,
+                                                           default=587),
+                "starttls": st.column_config.CheckboxColumn("STARTTLS", default=True),
+                "username": st.column_config.TextColumn("SMTP user"),
+                "password_secret": st.column_config.TextColumn("Password secret", help="The name of the environment "
+                                                               "variable or secrets.toml key holding the SMTP password."),
+                "timeout_s": st.column_config.NumberColumn("Timeout (s)", min_value=1.0, max_value=60.0, default=10.0),
+                "digest": st.column_config.CheckboxColumn("Daily digest", default=True),
+                "enabled": st.column_config.CheckboxColumn("Enabled", default=True)})
+        saved = st.form_submit_button("Save targets", type="primary", icon=":material/save:")
+    if saved:
+        save_edits(lambda: delivery.save_targets(cursor(), edited), "Delivery targets",
+                   lambda n: f"Saved {n} delivery target{'s' if n != 1 else ''}.")
 
 saved_targets = query(delivery.targets)
 if not saved_targets:
@@ -162,11 +168,11 @@ for i, t in enumerate(saved_targets):
     c1, c2 = st.columns([4, 1], vertical_alignment="center")
     c1.markdown(f"**{plain(t.name)}** ({t.kind}{'' if t.enabled else ', disabled'}): {plain(t.address)} · "
                 f"{', '.join(t.severities)}")
-    if c2.button("Send a test", key=f"test_{i}", icon=":material/send:"):
+    if can("edit_delivery") and c2.button("Send a test", key=f"test_{i}", icon=":material/send:"):
         result = delivery.send_test(cursor(), t.name)
         (st.success if result.ok else st.error)(plain(result.line),
                                                 icon=":material/check:" if result.ok else ":material/error:")
-if saved_targets and not frame.empty:
+if saved_targets and not frame.empty and can("deliver_alerts"):
     if st.button("Deliver this period's new open alerts now", icon=":material/outgoing_mail:", key="deliver_now"):
         for result in delivery.deliver(cursor(), frame, now):
             (st.success if result.ok else st.error)(plain(result.line))

@@ -5,6 +5,7 @@ from finops import charts
 from finops.fmt import MISSING, usd
 from finops.spend import budgets
 from views._shared import (
+    can,
     current_filters,
     cursor,
     empty_state,
@@ -18,6 +19,9 @@ from views._shared import (
 def budget_editor(month: str, label: str) -> None:
     """The month's budgets, one row per tenant with traffic or a budget in it (the rows never shift under an
     edit: a new tenant arriving resets the editor, see budgets.editor_key)."""
+    if not can("edit_budgets"):
+        st.caption("Budgets are set by an admin.")
+        return
     table = query(budgets.budget_table, month)
     with st.form("budgets_form"):
         edited = st.data_editor(table, placeholder=MISSING, hide_index=True, num_rows="dynamic",
@@ -86,8 +90,9 @@ else:
                    + (f"Idle GPU capacity ({usd(report.idle_usd)} this month) is a fleet cost in no tenant's "
                       "budget." if report.idle_usd > 0 else ""))
 
-    with st.expander(f"Set budgets for {label}", expanded=budgeted.empty, icon=":material/edit:"):
-        budget_editor(month, label)
+    if can("edit_budgets"):
+        with st.expander(f"Set budgets for {label}", expanded=budgeted.empty, icon=":material/edit:"):
+            budget_editor(month, label)
 
     # ---- status of every tenant
     st.subheader("Forecast against budget")

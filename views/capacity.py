@@ -13,8 +13,10 @@ from finops.errors import InputError
 from finops.fmt import MISSING, usd
 from finops.ingest import loadtests
 from views._shared import (
+    can,
     current_filters,
     filter_caption,
+    fleet_wide,
     plain,
     query,
     raw_rows_notice,
@@ -27,6 +29,8 @@ st.caption("How many GPU replicas a model needs, what they cost, and what happen
            "an M/M/c queue (Erlang C) with Allen–Cunneen's correction for service-time variability, "
            "filled from your logs or your load tests.")
 f = current_filters()
+if not fleet_wide("The Capacity page"):       # tenants share one fleet: its load is every tenant's
+    st.stop()
 st.caption(filter_caption(f) + " · Only the date range and the model filter apply here: tenants and tiers "
            "share one fleet.")
 
@@ -353,7 +357,8 @@ st.caption("The method: load one instance at rising concurrency, find the highes
            "throughput whose P99 latency stays under the target, then instances = ⌈target QPS ÷ that⌉ plus "
            "20–30 % redundancy. Never size from one request's latency.")
 EXAMPLE, RUNS, UPLOAD = ("Illustrative example", "Benchmark runs in the store", "Upload files")
-source = st.radio("Load test", [EXAMPLE, RUNS, UPLOAD], horizontal=True, key="cap_lt_source")
+source = st.radio("Load test", [EXAMPLE, RUNS] + ([UPLOAD] if can("upload") else []), horizontal=True,
+                  key="cap_lt_source")
 points, origin = None, ""
 try:
     if source == EXAMPLE:

@@ -15,6 +15,8 @@ from finops.fmt import MISSING, duration_ms, export_name, usd
 from finops.ingest import uploads
 from finops.spend import exports
 from views._shared import (
+    can,
+    current_access,
     current_filters,
     cursor,
     data_origin,
@@ -52,8 +54,9 @@ raw_rows_notice("The store's shadow evaluation (graded cascade attempts)")
 
 # ---------------------------------------------------------------------------------------- data source
 st.header("Cost-quality frontier of the cascade")
-source = st.radio("Data source", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="source",
-                  index=0 if shadow.status == "ok" else 2, bind="query-params")
+offered = [s for s in SOURCES if s != "upload" or can("upload")]     # uploading a file is an engineer's
+source = st.radio("Data source", offered, format_func=SOURCES.get, horizontal=True, key="source",
+                  index=offered.index("store" if shadow.status == "ok" else "example"), bind="query-params")
 
 data = None            # per-query EvalData (store or upload)
 curve = None           # a hand-made curve (parametric)
@@ -279,25 +282,27 @@ else:
 
     # ------------------------------------------------------------------------------------ floors per tenant
     st.subheader("Quality floors per tenant")
-    tenants = query(store.distinct_values, "tenant")
+    tenants = current_access().visible_tenants(query(store.distinct_values, "tenant"))
     version = st.session_state.get("floors_version", 0)
-    with st.form(f"floors_{version}"):
-        edited = st.data_editor(query(cascade_store.floors_table, tuple(tenants)), num_rows="dynamic", hide_index=True,
-                                key=f"floors_editor_{version}", placeholder="no floor", column_config={
-                                    "tenant": st.column_config.TextColumn("Tenant", required=True),
-                                    "floor_pct": USD("Quality floor (% correct)", min_value=0.0, max_value=100.0,
-                                                     step=0.5, format="%.1f %%")})
-        saved = st.form_submit_button("Save floors", icon=":material/save:")
-    if saved:
-        try:
-            cascade_store.save_floors_table(cursor(), edited)
-            st.session_state["floors_version"] = version + 1
-            st.rerun()
-        except InputError as exc:
-            st.error(str(exc), icon=":material/error:")
-    floors = query(cascade_store.quality_floors)
+    if can("edit_quality_floors"):
+        with st.form(f"floors_{version}"):
+            edited = st.data_editor(query(cascade_store.floors_table, tuple(tenants)), num_rows="dynamic", hide_index=True,
+                                    key=f"floors_editor_{version}", placeholder="no floor", column_config={
+                                        "tenant": st.column_config.TextColumn("Tenant", required=True),
+                                        "floor_pct": USD("Quality floor (% correct)", min_value=0.0, max_value=100.0,
+                                                         step=0.5, format="%.1f %%")})
+            saved = st.form_submit_button("Save floors", icon=":material/save:")
+        if saved:
+            try:
+                cascade_store.save_floors_table(cursor(), edited)
+                st.session_state["floors_version"] = version + 1
+                st.rerun()
+            except InputError as exc:
+                st.error(str(exc), icon=":material/error:")
+    floors = {t: v for t, v in query(cascade_store.quality_floors).items() if t in tenants or not current_access().scoped}
     if not floors:
-        st.info("No tenant has a quality floor yet: type one (e.g. premium 95) and save.", icon=":material/flag:")
+        st.info("No tenant has a quality floor yet" + (": type one (e.g. premium 95) and save." if
+                can("edit_quality_floors") else " (an admin sets them)."), icon=":material/flag:")
     else:
         own = {}
         if source == "store" and data is not None:
@@ -361,7 +366,7 @@ if decision is not None:
 
     st.subheader("Network jitter: how often does escalation pay?")
     r1, r2, r3, r4 = st.columns(4)
-    kind = r1.selectbox("RTT distribution", ["lognormal", "normal", "uploaded samples"],
+    kind = r1.selectbox("RTT distribution", ["lognormal", "normal"] + (["uploaded samples"] if can("upload") else []),
                         help="Lognormal has the long right tail of congested networks; normal is clipped at 0 ms.")
     samples = None
     if kind == "uploaded samples":

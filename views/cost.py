@@ -16,6 +16,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    fleet_wide,
     plain,
     query,
     raw_rows_notice,
@@ -88,7 +89,9 @@ else:
 # ---- $ per 1M input and output tokens
 st.subheader("$ per 1M input and output tokens: self-hosted beside API")
 classes = query(costviews.token_class_prices, f)
-if classes.empty:
+if not fleet_wide("This table"):           # a shared fleet: tenant filters do not apply
+    pass
+elif classes.empty:
     empty_state("No priced tokens in these filters.")
 else:
     st.dataframe(classes, hide_index=True, column_config={
@@ -136,7 +139,9 @@ else:
 # ---- self-hosted fleet
 st.subheader("Self-hosted GPU fleet: allocated vs idle")
 gpu = query(costviews.gpu_fleet, f)
-if gpu.summary.empty:
+if not fleet_wide("The self-hosted fleet's cost"):
+    pass
+elif gpu.summary.empty:
     st.info("No self-hosted model (kind self_hosted in the price book) has traffic in these filters.",
             icon=":material/dns:")
 else:

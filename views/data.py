@@ -16,6 +16,8 @@ from finops.ingest.uploads import save_upload
 from finops.spend import exports, fleets, pricing
 from views._shared import (
     FOLLOW_KEY,
+    can,
+    current_access,
     cursor,
     plain,
     query,
@@ -24,6 +26,8 @@ from views._shared import (
     stop_following,
     store_label,
 )
+
+ROLE_READS = "Your login reads this page: {what} is for {who} (ask an admin for the role)."
 
 st.title("Data")
 st.caption("Load request logs into the store, check what was loaded (and delete it), and edit the price book. "
@@ -69,18 +73,22 @@ def _size(n: int) -> str:
 
 # ---- load files
 st.subheader("Load request logs")
-limit_mb = st.get_option("server.maxUploadSize")
-uploads = st.file_uploader(
-    "Log files: CSV, JSON Lines, JSON, Parquet or log text, optionally gzip- or zip-compressed",
-    accept_multiple_files=True, key="uploads",
-    type=["csv", "tsv", "txt", "log", "json", "jsonl", "ndjson", "parquet", "gz", "zip"])
-st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files load from the command line: stop the "
-           "dashboard first (one process at a time writes to a DuckDB store), then run")
-st.code(f"python -m finops ingest PATH --db {store_label()}\n"
-        "# any other table: add a column mapping and constants, e.g.\n"
-        f"python -m finops ingest trace.csv --db {store_label()} \\\n"
-        "    --map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens --model gpt-4o",
-        language="bash")
+if can("upload"):
+    limit_mb = st.get_option("server.maxUploadSize")
+    uploads = st.file_uploader(
+        "Log files: CSV, JSON Lines, JSON, Parquet or log text, optionally gzip- or zip-compressed",
+        accept_multiple_files=True, key="uploads",
+        type=["csv", "tsv", "txt", "log", "json", "jsonl", "ndjson", "parquet", "gz", "zip"])
+    st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files load from the command line: stop the "
+               "dashboard first (one process at a time writes to a DuckDB store), then run")
+    st.code(f"python -m finops ingest PATH --db {store_label()}\n"
+            "# any other table: add a column mapping and constants, e.g.\n"
+            f"python -m finops ingest trace.csv --db {store_label()} \\\n"
+            "    --map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens --model gpt-4o",
+            language="bash")
+else:
+    uploads = None
+    st.caption(ROLE_READS.format(what="loading logs", who="engineers"))
 
 def _file_panel(upload) -> None:
     """One uploaded file: detected format, options, mapping form, preview and the load button."""
@@ -208,9 +216,10 @@ if reports:
         st.session_state["_load_reports"] = []
         st.rerun()
 
-_prune(uploads)
-for upload in uploads or []:
-    _file_panel(upload)
+if can("upload"):
+    _prune(uploads)
+    for upload in uploads or []:
+        _file_panel(upload)
 
 
 # ---- follow a live log
@@ -219,23 +228,29 @@ st.caption("Point at a log that is still being written, such as the reference ga
            "`--log logs/gateway.jsonl`: every 3 seconds its new complete lines are loaded (rows already stored "
            "are skipped), and the Latency and Routing pages show the experiment as it runs. The status stays "
            "in the sidebar on every page.")
-following = st.session_state.get(FOLLOW_KEY)
-live_path = st.text_input("Log file on this machine", value=following["path"] if following else "logs/gateway.jsonl",
-                          key="follow_path", disabled=bool(following))
-if following:
-    if st.button("Stop following", icon=":material/stop_circle:"):
-        stop_following()
+if can("follow"):
+    following = st.session_state.get(FOLLOW_KEY)
+    live_path = st.text_input("Log file on this machine", value=following["path"] if following else "logs/gateway.jsonl",
+                              key="follow_path", disabled=bool(following))
+    if following:
+        if st.button("Stop following", icon=":material/stop_circle:"):
+            stop_following()
+            st.rerun()
+    elif st.button("Follow it live", icon=":material/play_circle:"):
+        if not Path(live_path).exists():
+            st.warning(f"{plain(live_path)} does not exist yet; following starts anyway and loads it once it appears.")
+        start_following(live_path)
         st.rerun()
-elif st.button("Follow it live", icon=":material/play_circle:"):
-    if not Path(live_path).exists():
-        st.warning(f"{plain(live_path)} does not exist yet; following starts anyway and loads it once it appears.")
-    start_following(live_path)
-    st.rerun()
+else:
+    st.caption(ROLE_READS.format(what="following a log", who="engineers"))
 
 # ---- loaded batches
 st.subheader("Loaded batches")
 batches = query(store.batches)
-if batches.empty:
+if current_access().scoped:      # a batch's counts and time span add up every tenant's requests
+    st.info("Batches hold every tenant's requests; your login sees only its own tenants, so they are not listed.",
+            icon=":material/lock:")
+elif batches.empty:
     st.info("No batches loaded yet: the store is empty. Load files above, or build the sample fleet with "
             f"`python -m finops demo --db {store_label()}`.", icon=":material/database:")
 else:
@@ -252,12 +267,13 @@ else:
         row[2].markdown(f"{b.rows_ingested:,} of {b.rows_read:,}")
         row[3].markdown(f"{b.rows_rejected:,} / {b.rows_duplicate:,}")
         row[4].markdown(f"{b.min_ts:%Y-%m-%d %H:%M} to {b.max_ts:%Y-%m-%d %H:%M}" if b.rows_ingested else "—")
-        with row[5].popover("Delete", icon=":material/delete:"):
-            st.markdown(f"Delete batch {b.batch_id} ({b.rows_ingested:,} requests of {plain(b.file_name)})?")
-            if st.button("Delete it", key=f"delete-{b.batch_id}", type="primary"):
-                n = store.delete_batch(cursor(), int(b.batch_id))
-                st.toast(f"Deleted batch {b.batch_id}: {n:,} requests.", icon=":material/delete:")
-                st.rerun()
+        if can("delete_batch"):
+            with row[5].popover("Delete", icon=":material/delete:"):
+                st.markdown(f"Delete batch {b.batch_id} ({b.rows_ingested:,} requests of {plain(b.file_name)})?")
+                if st.button("Delete it", key=f"delete-{b.batch_id}", type="primary"):
+                    n = store.delete_batch(cursor(), int(b.batch_id))
+                    st.toast(f"Deleted batch {b.batch_id}: {n:,} requests.", icon=":material/delete:")
+                    st.rerun()
     if len(batches) > 100:
         st.caption(f"The 100 newest of {len(batches):,} batches are listed.")
 
@@ -268,39 +284,42 @@ if len(unpriced):
     st.warning(f"Models with traffic but no price: {', '.join(plain(m) for m in unpriced['model'])}. Their requests "
                "cost $0 until you add a row for them below or an alias naming a priced model (unless the logs "
                "carry their cost).", icon=":material/money_off:")
-with st.form("prices"):
-    edited = st.data_editor(query(pricing.price_book), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="price_editor",
-                            column_config={
-        "model": st.column_config.TextColumn("Model", required=True),
-        "provider": st.column_config.TextColumn("Provider"), "publisher": st.column_config.TextColumn("Publisher"),
-        "kind": st.column_config.SelectboxColumn("Kind", options=["api", "self_hosted"], required=True),
-        "size_class": st.column_config.TextColumn("Size class"),
-        "input_usd_per_1m": st.column_config.NumberColumn("Input ($ per 1M tokens)", format="$%,.3f"),
-        "output_usd_per_1m": st.column_config.NumberColumn("Output ($ per 1M tokens)", format="$%,.3f"),
-        "cached_input_usd_per_1m": st.column_config.NumberColumn("Cached input ($ per 1M tokens)", format="$%,.3f"),
-        "request_usd": st.column_config.NumberColumn("Per request ($)", format="$%,.4f"),
-        "gpu_hour_usd": st.column_config.NumberColumn("GPU-hour ($)", format="$%,.2f"),
-        "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", format="%d"),
-        "replicas": st.column_config.NumberColumn("Replicas", format="%d"),
-        "slots_per_replica": st.column_config.NumberColumn("Concurrent slots per replica", format="%d"),
-        "price_as_of": st.column_config.DateColumn("Price as of"),
-        "source": st.column_config.TextColumn("Source of the price"),
-        "service_tier": st.column_config.TextColumn("Service tier", help="empty: standard; or batch, flex, priority"),
-        "min_input_tokens": st.column_config.NumberColumn(
-            "Above input tokens", format="%d", help="a context tier: the row prices requests whose input exceeds "
-            "this (0 or empty: every request)"),
-        "effective_from": st.column_config.DateColumn("In force from", help="empty: always"),
-        "effective_to": st.column_config.DateColumn("In force until (exclusive)", help="empty: open-ended"),
-        "cache_write_usd_per_1m": st.column_config.NumberColumn("Cache write ($ per 1M tokens)", format="$%,.3f"),
-        "cache_write_1h_usd_per_1m": st.column_config.NumberColumn("1-hour cache write ($ per 1M tokens)",
-                                                                   format="$%,.3f")})
-    save = st.form_submit_button("Save prices", type="primary", icon=":material/save:")
-if save:
-    save_edits(lambda: pricing.save_price_book(cursor(), edited), "Prices",
-               lambda n: f"Saved {n} prices: every page is repriced.")
-if st.button("Reset to the bundled list prices (data/prices.csv)", key="reset-prices"):
-    store.load_price_book(cursor(), store.PRICES_CSV)
-    st.rerun()
+if can("edit_prices"):
+    with st.form("prices"):
+        edited = st.data_editor(query(pricing.price_book), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="price_editor",
+                                column_config={
+            "model": st.column_config.TextColumn("Model", required=True),
+            "provider": st.column_config.TextColumn("Provider"), "publisher": st.column_config.TextColumn("Publisher"),
+            "kind": st.column_config.SelectboxColumn("Kind", options=["api", "self_hosted"], required=True),
+            "size_class": st.column_config.TextColumn("Size class"),
+            "input_usd_per_1m": st.column_config.NumberColumn("Input ($ per 1M tokens)", format="$%,.3f"),
+            "output_usd_per_1m": st.column_config.NumberColumn("Output ($ per 1M tokens)", format="$%,.3f"),
+            "cached_input_usd_per_1m": st.column_config.NumberColumn("Cached input ($ per 1M tokens)", format="$%,.3f"),
+            "request_usd": st.column_config.NumberColumn("Per request ($)", format="$%,.4f"),
+            "gpu_hour_usd": st.column_config.NumberColumn("GPU-hour ($)", format="$%,.2f"),
+            "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", format="%d"),
+            "replicas": st.column_config.NumberColumn("Replicas", format="%d"),
+            "slots_per_replica": st.column_config.NumberColumn("Concurrent slots per replica", format="%d"),
+            "price_as_of": st.column_config.DateColumn("Price as of"),
+            "source": st.column_config.TextColumn("Source of the price"),
+            "service_tier": st.column_config.TextColumn("Service tier", help="empty: standard; or batch, flex, priority"),
+            "min_input_tokens": st.column_config.NumberColumn(
+                "Above input tokens", format="%d", help="a context tier: the row prices requests whose input exceeds "
+                "this (0 or empty: every request)"),
+            "effective_from": st.column_config.DateColumn("In force from", help="empty: always"),
+            "effective_to": st.column_config.DateColumn("In force until (exclusive)", help="empty: open-ended"),
+            "cache_write_usd_per_1m": st.column_config.NumberColumn("Cache write ($ per 1M tokens)", format="$%,.3f"),
+            "cache_write_1h_usd_per_1m": st.column_config.NumberColumn("1-hour cache write ($ per 1M tokens)",
+                                                                       format="$%,.3f")})
+        save = st.form_submit_button("Save prices", type="primary", icon=":material/save:")
+    if save:
+        save_edits(lambda: pricing.save_price_book(cursor(), edited), "Prices",
+                   lambda n: f"Saved {n} prices: every page is repriced.")
+    if st.button("Reset to the bundled list prices (data/prices.csv)", key="reset-prices"):
+        pricing.reset_price_book(cursor())
+        st.rerun()
+else:
+    st.dataframe(query(pricing.price_book), placeholder=MISSING, hide_index=True)
 st.caption("These rows are ours and override the catalogue: API models cost their tokens at these prices unless "
            "the logs record a cost; self-hosted models cost replicas × GPUs per replica × $ per GPU-hour for the "
            "hours their fleet ran (its schedule below, else while it served traffic), allocated to requests by "
@@ -316,17 +335,20 @@ st.dataframe(query(pricing.resolution), placeholder=MISSING, hide_index=True, co
 st.caption("In this order: an alias below, our price book row for the name, the catalogue (dated names such as "
            "gpt-4o-2024-11-20 and provider prefixes such as openai/ resolved), else unpriced ($0, and said on "
            "the Overview and Cost pages).")
-with st.form("aliases"):
-    st.markdown("**Aliases**: price a private or deployment name as another model (a price book model, or a "
-                "catalogue model with its provider).")
-    alias_edit = st.data_editor(query(pricing.aliases), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="alias_editor",
-                                column_config={"alias": st.column_config.TextColumn("Name as logged"),
-                                               "model": st.column_config.TextColumn("Priced as model"),
-                                               "provider": st.column_config.TextColumn("Catalogue provider")})
-    save_aliases = st.form_submit_button("Save aliases", icon=":material/save:")
-if save_aliases:
-    save_edits(lambda: pricing.save_aliases(cursor(), alias_edit), "Aliases",
-               lambda n: f"Saved {n} aliases: every page is repriced.")
+if can("edit_aliases"):
+    with st.form("aliases"):
+        st.markdown("**Aliases**: price a private or deployment name as another model (a price book model, or a "
+                    "catalogue model with its provider).")
+        alias_edit = st.data_editor(query(pricing.aliases), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="alias_editor",
+                                    column_config={"alias": st.column_config.TextColumn("Name as logged"),
+                                                   "model": st.column_config.TextColumn("Priced as model"),
+                                                   "provider": st.column_config.TextColumn("Catalogue provider")})
+        save_aliases = st.form_submit_button("Save aliases", icon=":material/save:")
+    if save_aliases:
+        save_edits(lambda: pricing.save_aliases(cursor(), alias_edit), "Aliases",
+                   lambda n: f"Saved {n} aliases: every page is repriced.")
+else:
+    st.dataframe(query(pricing.aliases), placeholder=MISSING, hide_index=True)
 cat = query(pricing.catalogue_status)
 st.caption(f"Catalogue: {cat['source']}, {cat['rows']:,} dated price rows of {cat['providers']:,} providers, "
            "shipped inside the package (no network). To take a newer one, raise the genai-prices pin in "
@@ -340,61 +362,69 @@ if fleet_basis.empty:
             "replica and $ per GPU-hour) to describe its fleet here.", icon=":material/dns:")
 else:
     st.markdown("\n".join(f"- **{plain(r.model)}**: {plain(r.how)}" for r in fleet_basis.itertuples(index=False)))
-    with st.form("fleet_schedule"):
-        st.markdown("**Schedule**: the periods each fleet ran, in UTC. A fleet is billed replicas × GPUs per replica × "
-                    "$ per GPU-hour for the hours of its periods, and for no other; periods at different sites add "
-                    "up. A model without periods is billed while it served traffic.")
-        schedule_edit = st.data_editor(query(fleets.schedule), hide_index=True, num_rows="dynamic",
-                                       key="schedule_editor", column_config={
-            "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),
-            "starts_at": st.column_config.DatetimeColumn("From (UTC)", required=True),
-            "ends_at": st.column_config.DatetimeColumn("To (UTC, exclusive)", help="empty: still running"),
-            "replicas": st.column_config.NumberColumn("Replicas", min_value=0, step=1, format="%d", required=True),
-            "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", min_value=1, step=1, format="%d",
+    if can("edit_fleets"):
+        with st.form("fleet_schedule"):
+            st.markdown("**Schedule**: the periods each fleet ran, in UTC. A fleet is billed replicas × GPUs per replica × "
+                        "$ per GPU-hour for the hours of its periods, and for no other; periods at different sites add "
+                        "up. A model without periods is billed while it served traffic.")
+            schedule_edit = st.data_editor(query(fleets.schedule), hide_index=True, num_rows="dynamic",
+                                           key="schedule_editor", column_config={
+                "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),
+                "starts_at": st.column_config.DatetimeColumn("From (UTC)", required=True),
+                "ends_at": st.column_config.DatetimeColumn("To (UTC, exclusive)", help="empty: still running"),
+                "replicas": st.column_config.NumberColumn("Replicas", min_value=0, step=1, format="%d", required=True),
+                "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", min_value=1, step=1, format="%d",
+                                                                  help="empty: the price book's"),
+                "gpu_hour_usd": st.column_config.NumberColumn("$ per GPU-hour", min_value=0.0, format="$%.3f",
                                                               help="empty: the price book's"),
-            "gpu_hour_usd": st.column_config.NumberColumn("$ per GPU-hour", min_value=0.0, format="$%.3f",
-                                                          help="empty: the price book's"),
-            "gpu_type": st.column_config.TextColumn("GPU type"), "site": st.column_config.TextColumn("Site"),
-            "source": st.column_config.SelectboxColumn("Source", options=list(fleets.SOURCES),
-                                                       help="declared by you, or inferred from the logs")})
-        save_schedule = st.form_submit_button("Save the schedule", type="primary", icon=":material/save:")
-    if save_schedule:
-        save_edits(lambda: fleets.save_schedule(cursor(), schedule_edit), "Schedule",
-                   lambda n: f"Saved {n} periods: every page is repriced.")
-    if st.button("Infer periods from the logs' replica ids", key="infer-fleet", icon=":material/auto_fix_high:",
-                 help="For each fleet without a declared period: the distinct replicas each hour's requests name, "
-                      "per site, labelled inferred. A replica that served nothing in an hour is not seen."):
-        n = fleets.apply_inferred(cursor())
-        st.toast(f"{n} periods inferred from the logs." if n else "No request names its replica: nothing to infer.",
-                 icon=":material/check:")
-        st.rerun()
+                "gpu_type": st.column_config.TextColumn("GPU type"), "site": st.column_config.TextColumn("Site"),
+                "source": st.column_config.SelectboxColumn("Source", options=list(fleets.SOURCES),
+                                                           help="declared by you, or inferred from the logs")})
+            save_schedule = st.form_submit_button("Save the schedule", type="primary", icon=":material/save:")
+        if save_schedule:
+            save_edits(lambda: fleets.save_schedule(cursor(), schedule_edit), "Schedule",
+                       lambda n: f"Saved {n} periods: every page is repriced.")
+        if st.button("Infer periods from the logs' replica ids", key="infer-fleet", icon=":material/auto_fix_high:",
+                     help="For each fleet without a declared period: the distinct replicas each hour's requests name, "
+                          "per site, labelled inferred. A replica that served nothing in an hour is not seen."):
+            n = fleets.apply_inferred(cursor())
+            st.toast(f"{n} periods inferred from the logs." if n else "No request names its replica: nothing to infer.",
+                     icon=":material/check:")
+            st.rerun()
+    else:
+        st.dataframe(query(fleets.schedule), placeholder=MISSING, hide_index=True)
     st.caption("Or load a CSV (model, from, to, replicas, gpus_per_replica, gpu_hour_usd, gpu_type, site) from the "
                f"command line: `python -m finops fleet load FILE --db {store_label()}`; `fleet show` lists them.")
-    with st.form("fleet_reservations"):
-        st.markdown("**Reservations**: the replicas of a fleet a tenant reserved, the weights by which the "
-                    "'spread by reservations' policy charges out its idle GPU time.")
-        reservations_edit = st.data_editor(query(fleets.reservations), hide_index=True, num_rows="dynamic",
-                                           key="reservations_editor", column_config={
-            "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),
-            "tenant": st.column_config.TextColumn("Tenant", required=True),
-            "replicas": st.column_config.NumberColumn("Replicas reserved", min_value=0.0, required=True)})
-        save_reservations = st.form_submit_button("Save reservations", icon=":material/save:")
-    if save_reservations:
-        save_edits(lambda: fleets.save_reservations(cursor(), reservations_edit), "Reservations",
-                   lambda n: f"Saved {n} reservations.")
-    current_policy = query(fleets.default_policy)
-    with st.form("idle_policy_default"):
-        st.markdown("**Idle policy**: how reports and FOCUS exports charge idle GPU time unless they choose "
-                    "otherwise (the Cost page and `python -m finops report --idle-policy` do).")
-        keys = [p.key for p in pricing.IDLE_POLICIES]
-        labels = {p.key: f"{p.label}: {p.help}" for p in pricing.IDLE_POLICIES}
-        c1, c2 = st.columns([3, 2])
-        chosen = c1.selectbox("Default idle policy", keys, index=keys.index(current_policy.kind),
-                              format_func=labels.get, key="default_idle_policy")
-        centre_name = c2.text_input("Cost centre (for 'charge to a cost centre')",
-                                    value=current_policy.cost_centre or "platform", key="default_idle_centre")
-        save_policy = st.form_submit_button("Save the idle policy", icon=":material/save:")
-    if save_policy:
-        save_edits(lambda: fleets.set_default_policy(
-                       cursor(), pricing.IdlePolicy(chosen, centre_name if chosen == "centre" else "")),
-                   "Idle policy", lambda saved: f"Idle GPU time is now charged: {saved.label}.")
+    if can("edit_fleets"):
+        with st.form("fleet_reservations"):
+            st.markdown("**Reservations**: the replicas of a fleet a tenant reserved, the weights by which the "
+                        "'spread by reservations' policy charges out its idle GPU time.")
+            reservations_edit = st.data_editor(query(fleets.reservations), hide_index=True, num_rows="dynamic",
+                                               key="reservations_editor", column_config={
+                "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),
+                "tenant": st.column_config.TextColumn("Tenant", required=True),
+                "replicas": st.column_config.NumberColumn("Replicas reserved", min_value=0.0, required=True)})
+            save_reservations = st.form_submit_button("Save reservations", icon=":material/save:")
+        if save_reservations:
+            save_edits(lambda: fleets.save_reservations(cursor(), reservations_edit), "Reservations",
+                       lambda n: f"Saved {n} reservations.")
+        current_policy = query(fleets.default_policy)
+        with st.form("idle_policy_default"):
+            st.markdown("**Idle policy**: how reports and FOCUS exports charge idle GPU time unless they choose "
+                        "otherwise (the Cost page and `python -m finops report --idle-policy` do).")
+            keys = [p.key for p in pricing.IDLE_POLICIES]
+            labels = {p.key: f"{p.label}: {p.help}" for p in pricing.IDLE_POLICIES}
+            c1, c2 = st.columns([3, 2])
+            chosen = c1.selectbox("Default idle policy", keys, index=keys.index(current_policy.kind),
+                                  format_func=labels.get, key="default_idle_policy")
+            centre_name = c2.text_input("Cost centre (for 'charge to a cost centre')",
+                                        value=current_policy.cost_centre or "platform", key="default_idle_centre")
+            save_policy = st.form_submit_button("Save the idle policy", icon=":material/save:")
+        if save_policy:
+            save_edits(lambda: fleets.set_default_policy(
+                           cursor(), pricing.IdlePolicy(chosen, centre_name if chosen == "centre" else "")),
+                       "Idle policy", lambda saved: f"Idle GPU time is now charged: {saved.label}.")
+    else:
+        if not current_access().scoped:      # reservations name every tenant
+            st.dataframe(query(fleets.reservations), placeholder=MISSING, hide_index=True)
+        st.caption(f"Idle policy: {query(fleets.default_policy).label}.")

@@ -6,6 +6,7 @@ from finops.fmt import MISSING
 from finops.ops import alerts as alerts_mod
 from finops.ops import incidents
 from views._shared import (
+    can,
     current_filters,
     cursor,
     filter_caption,
@@ -100,38 +101,41 @@ else:
                "usual queue, service and decode times. " + source_label())
 
 # ---------------------------------------------------------------- rules
-with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
-    con = cursor()
-    st.caption("Common production thresholds to start from. Changes are saved in this store's settings; the SLA "
-               "per tier also decides which requests an incident counts as hit.")
-    rules = query(alerts_mod.rules_frame)
-    edited = st.data_editor(
-        rules, placeholder=MISSING, hide_index=True, key="alert_rules", disabled=["name", "title", "unit"],
-        column_order=["enabled", "title", "threshold", "unit", "window", "sustained", "min_requests", "severity"],
-        column_config={
-            "enabled": st.column_config.CheckboxColumn("On"), "title": "Rule",
-            "threshold": st.column_config.NumberColumn("Threshold", min_value=0.0, format="%.3g",
-                                                       help="a fraction for % rules (0.01 = 1 %), a multiple of the "
-                                                            "SLA for P99, requests waiting for the queue"),
-            "unit": "Unit",
-            "window": st.column_config.SelectboxColumn("Window", options=list(alerts_mod.WINDOWS)),
-            "sustained": st.column_config.NumberColumn("Sustained (windows)", min_value=1, step=1),
-            "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1),
-            "severity": st.column_config.SelectboxColumn("Severity", options=list(alerts_mod.SEVERITIES))})
-    sla = query(alerts_mod.sla_targets)
-    metric_now = query(alerts_mod.sla_metric, f)
-    metric_words = {"ttft_ms": "time to first token", "total_ms": "total latency"}
-    metric = st.radio("The SLA is on", list(sql.SLA_COLUMNS), index=list(sql.SLA_COLUMNS).index(metric_now),
-                      horizontal=True, key="sla_metric", format_func=lambda c: metric_words.get(c, c),
-                      help="Time to first token suits interactive SLAs; total latency is end to end. By default "
-                           "time to first token where the logs carry it.")
-    st.markdown("**P99 SLA per tier (ms)**: an alert fires above the rule's multiple of it.")
-    cols = st.columns(max(len(sla), 1))
-    new_sla = {tier: col.number_input(tier, min_value=1.0, value=float(v), step=100.0, key=f"sla_{tier}")
-               for col, (tier, v) in zip(cols, sla.items(), strict=True)}
-    if st.button("Save rules and SLA targets", icon=":material/save:"):
-        def _save():
-            alerts_mod.save_rules(con, edited)
-            alerts_mod.save_sla_targets(con, new_sla)
-            alerts_mod.save_sla_metric(con, metric)
-        save_edits(_save, "Rules and SLA targets", lambda _: "Saved: incidents and alerts are judged by the new rules.")
+if can("edit_alert_rules"):
+    with st.expander("Alert rules and SLA targets", icon=":material/tune:"):
+        con = cursor()
+        st.caption("Common production thresholds to start from. Changes are saved in this store's settings; the SLA "
+                   "per tier also decides which requests an incident counts as hit.")
+        rules = query(alerts_mod.rules_frame)
+        edited = st.data_editor(
+            rules, placeholder=MISSING, hide_index=True, key="alert_rules", disabled=["name", "title", "unit"],
+            column_order=["enabled", "title", "threshold", "unit", "window", "sustained", "min_requests", "severity"],
+            column_config={
+                "enabled": st.column_config.CheckboxColumn("On"), "title": "Rule",
+                "threshold": st.column_config.NumberColumn("Threshold", min_value=0.0, format="%.3g",
+                                                           help="a fraction for % rules (0.01 = 1 %), a multiple of the "
+                                                                "SLA for P99, requests waiting for the queue"),
+                "unit": "Unit",
+                "window": st.column_config.SelectboxColumn("Window", options=list(alerts_mod.WINDOWS)),
+                "sustained": st.column_config.NumberColumn("Sustained (windows)", min_value=1, step=1),
+                "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1),
+                "severity": st.column_config.SelectboxColumn("Severity", options=list(alerts_mod.SEVERITIES))})
+        sla = query(alerts_mod.sla_targets)
+        metric_now = query(alerts_mod.sla_metric, f)
+        metric_words = {"ttft_ms": "time to first token", "total_ms": "total latency"}
+        metric = st.radio("The SLA is on", list(sql.SLA_COLUMNS), index=list(sql.SLA_COLUMNS).index(metric_now),
+                          horizontal=True, key="sla_metric", format_func=lambda c: metric_words.get(c, c),
+                          help="Time to first token suits interactive SLAs; total latency is end to end. By default "
+                               "time to first token where the logs carry it.")
+        st.markdown("**P99 SLA per tier (ms)**: an alert fires above the rule's multiple of it.")
+        cols = st.columns(max(len(sla), 1))
+        new_sla = {tier: col.number_input(tier, min_value=1.0, value=float(v), step=100.0, key=f"sla_{tier}")
+                   for col, (tier, v) in zip(cols, sla.items(), strict=True)}
+        if st.button("Save rules and SLA targets", icon=":material/save:"):
+            def _save():
+                alerts_mod.save_rules(con, edited)
+                alerts_mod.save_sla_targets(con, new_sla)
+                alerts_mod.save_sla_metric(con, metric)
+            save_edits(_save, "Rules and SLA targets", lambda _: "Saved: incidents and alerts are judged by the new rules.")
+else:
+    st.caption("Alert rules and SLA targets are set by an admin.")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops.ops import readiness
-from views._shared import cursor, query, stop_if_store_empty
+from views._shared import can, cursor, query, stop_if_store_empty
 
 STATUS = {"pass": ":green-badge[:material/check: from the store]", "fail": ":red-badge[:material/close: not yet]",
           "partial": ":orange-badge[:material/rule: partly]", "manual": ":gray-badge[:material/person: a person ticks]"}
@@ -22,7 +22,7 @@ for category, items in check.groupby("category", sort=False):
         c1, c2 = st.columns([3, 2])
         with c1:
             ticked = st.checkbox(f"**{item.item}**", value=bool(item.ticked), key=f"ready_{item.id}",
-                                 help="Tick when a person has confirmed it; the tick is saved in the store.")
+                                 disabled=not can("edit_settings"), help="Tick when a person has confirmed it; the tick is saved in the store.")
             st.caption(item.requirement)
             if ticked != bool(item.ticked):
                 readiness.tick(con, item.id, ticked)

@@ -60,7 +60,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql, store
+from finops import access, sql, store
 from finops.cascade import sweep as cascade
 from finops.errors import InputError
 from finops.filters import Filters
@@ -367,6 +367,7 @@ def quality_floors(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
 
 def save_quality_floors(con: duckdb.DuckDBPyConnection, floors: Mapping[str, float]) -> dict[str, float]:
     """Replace every tenant's floor (0-1) with ``floors``; validated, then stored in one write."""
+    access.require("edit_quality_floors")
     clean = {}
     for tenant, value in floors.items():
         name = str(tenant).strip()

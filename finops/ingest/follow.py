@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from finops import access
 from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_path
 
@@ -28,6 +29,7 @@ class FollowStep:
 def ingest_new_lines(con: duckdb.DuckDBPyConnection, path: str | Path, offset: int = 0,
                      options: IngestOptions | None = None, max_bytes: int = 64 << 20) -> FollowStep:
     """Load the complete lines of ``path`` after ``offset`` (at most ``max_bytes`` per call)."""
+    access.require("follow")
     path = Path(path)
     if not path.exists():
         raise InputError("no such file (yet)", file=str(path))

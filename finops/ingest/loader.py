@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from finops import schema, sql, store
+from finops import access, schema, sql, store
 from finops.errors import InputError
 from finops.ingest.base import (
     ADAPTERS,
@@ -401,6 +401,7 @@ def expand(path: Path, workdir: Path) -> list[tuple[Path, str]]:
 def ingest_path(con: duckdb.DuckDBPyConnection, path: str | Path, options: IngestOptions | None = None,
                 progress: Progress | None = None) -> list[IngestResult]:
     """Load one file (a zip: each member) into the store. One batch per file."""
+    access.require("upload")
     options = options or IngestOptions()
     path = Path(path)
     if not path.exists():

@@ -42,7 +42,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql, store
+from finops import access, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import usd
@@ -105,6 +105,7 @@ def rules(con: duckdb.DuckDBPyConnection) -> list[AlertRule]:
 
 def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.DataFrame) -> None:
     """Keep the fields of ``changed`` that differ from the defaults (validated)."""
+    access.require("edit_alert_rules")
     if isinstance(changed, pd.DataFrame):
         changed = [AlertRule(**{k: v for k, v in row.items() if k in AlertRule.__dataclass_fields__})
                    for row in changed.to_dict(orient="records")]
@@ -131,6 +132,7 @@ def sla_targets(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
 
 
 def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) -> None:
+    access.require("edit_alert_rules")
     bad = [t for t, v in targets.items() if not (float(v) > 0)]
     if bad:
         raise InputError(f"SLA of tier {bad[0]} must be a positive number of ms")
@@ -150,6 +152,7 @@ def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
 
 
 def save_sla_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:
+    access.require("edit_alert_rules")
     if metric not in sql.SLA_COLUMNS:
         raise InputError(f"the SLA is on one of {', '.join(sql.SLA_COLUMNS)}")
     store.set_setting(con, "alerts.sla_metric", metric)
@@ -580,6 +583,7 @@ def _person(actor: str, note: str) -> tuple[str, str]:
 
 
 def _set_state(con, alerts_frame: pd.DataFrame, state: str | None, actor: str, note: str, until, now) -> int:
+    access.require("ack_alerts")
     who, text = _person(actor, note)
     now = now or utc_now()
     rows = [(r.alert_id, r.rule, r.model, r.tenant, pd.Timestamp(r.window_start).to_pydatetime(),

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 import duckdb
 import pandas as pd
 
-from finops import store
+from finops import access, store
 from finops.errors import InputError
 from finops.fmt import usd
 from finops.jsonutil import jsonable
@@ -256,6 +256,7 @@ def targets(con: duckdb.DuckDBPyConnection) -> list[Target]:
 def save_targets(con: duckdb.DuckDBPyConnection, changed: pd.DataFrame | list) -> int:
     """Replace the targets with ``changed`` (a frame as :func:`targets_frame` gives, or Targets), validated:
     an InputError names the row and field. A URL left in its masked form keeps the stored one. Returns the count."""
+    access.require("edit_delivery")
     old = {t.name: t for t in targets(con)}
     if isinstance(changed, pd.DataFrame):
         raws = changed.to_dict(orient="records")
@@ -558,6 +559,7 @@ def deliver(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, now: datetime |
     message per group (:func:`group_alerts`), and log each attempt. After a target's first failure its other
     messages wait for the next run (a dead endpoint costs one timeout a run, not one per message). With ``dry_run`` nothing is sent or logged:
     each result's ``previews`` lists the messages that would go."""
+    access.require("deliver_alerts")
     now = now or alerts_mod.utc_now()
     frame = alerts_mod.annotate(frame, alerts_mod.alert_states(con), now)
     pending = frame[frame["state"] == "open"]
@@ -598,6 +600,7 @@ def deliver(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, now: datetime |
 
 def send_test(con: duckdb.DuckDBPyConnection, name: str, now: datetime | None = None) -> TargetResult:
     """Send the target ``name`` a test message now and log it."""
+    access.require("edit_delivery")
     now = now or alerts_mod.utc_now()
     t = next((x for x in targets(con) if x.name == name), None)
     if t is None:
@@ -659,6 +662,7 @@ def digest(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, spend_usd: float
 def deliver_digest(con: duckdb.DuckDBPyConnection, d: Digest, now: datetime | None = None,
                    dry_run: bool = False) -> list[TargetResult]:
     """Send the digest to every enabled target that takes it, once a day each; log each attempt."""
+    access.require("deliver_alerts")
     now = now or alerts_mod.utc_now()
     key = f"digest:{d.day}"
     done = sent_pairs(con)

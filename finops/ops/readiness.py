@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 import duckdb
 import pandas as pd
 
-from finops import sql, store
+from finops import access, sql, store
 from finops.ingest import loadtests
 from finops.ops import alerts
 
@@ -161,6 +161,7 @@ def ticks(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
 
 def tick(con: duckdb.DuckDBPyConnection, item_id: str, ticked: bool = True, note: str = "") -> None:
     """Record a person's tick (or untick) of a checklist item."""
+    access.require("edit_settings")
     from finops.errors import InputError
 
     if item_id not in {i.id for i in CHECKLIST}:

@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql, store
+from finops import access, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.spend import report as spend
@@ -109,6 +109,7 @@ def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame, sam
     Raises InputError (naming the row and field) for a blank tenant, a tenant listed twice, or a budget
     that is not a non-negative number. Returns the number of budgets stored.
     """
+    access.require("edit_budgets")
     m = month_start(month)
     if "tenant" not in frame.columns or "budget_usd" not in frame.columns:
         raise InputError("budgets need the columns tenant and budget_usd")

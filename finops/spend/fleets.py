@@ -23,7 +23,7 @@ from datetime import datetime
 import duckdb
 import pandas as pd
 
-from finops import sql, store
+from finops import access, sql, store
 from finops.errors import InputError
 from finops.spend import pricing
 
@@ -53,6 +53,7 @@ def default_policy(con: duckdb.DuckDBPyConnection) -> pricing.IdlePolicy:
 
 def set_default_policy(con: duckdb.DuckDBPyConnection, policy: pricing.IdlePolicy | str) -> pricing.IdlePolicy:
     """Store the default idle policy (an :class:`IdlePolicy` or its text, e.g. ``centre:platform``)."""
+    access.require("edit_fleets")
     policy = policy if isinstance(policy, pricing.IdlePolicy) else pricing.IdlePolicy.parse(policy)
     store.set_setting(con, POLICY_KEY, policy.text)
     return policy
@@ -172,6 +173,7 @@ def _write(con: duckdb.DuckDBPyConnection, rows: list[tuple], models: list[str] 
 
 def save_schedule(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     """Replace the whole schedule with an edited table (checked: :func:`check_schedule`); reprices at once."""
+    access.require("edit_fleets")
     rows = check_schedule(con, frame)
     _write(con, rows, None)
     return len(rows)
@@ -234,6 +236,7 @@ GROUP BY ALL ORDER BY 1, 2, 3""", list(names)).df()
 def apply_inferred(con: duckdb.DuckDBPyConnection) -> int:
     """Replace the inferred periods with those the logs give now, for every self-hosted model that has no
     declared period (a declared schedule is never overwritten). Returns the periods written."""
+    access.require("edit_fleets")
     current = schedule(con)
     declared = set(current.loc[current["source"].fillna("declared") == "declared", "model"])
     todo = [m for m in self_hosted(con) if m not in declared]
@@ -280,6 +283,7 @@ def reservations(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def save_reservations(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     """Replace the reservations (rows without a model and a tenant are dropped); reprices at once."""
+    access.require("edit_fleets")
     known = set(self_hosted(con))
     rows, seen = [], set()
     for i, r in enumerate(frame.to_dict("records"), start=1):

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from finops import sql, store
+from finops import access, sql, store
 
 
 def token_cost_usd(input_tokens: float, cached_input_tokens: float, output_tokens: float, *,
@@ -91,6 +91,7 @@ def price_book(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     """Replace the price book with an edited table. Rows without a model are dropped."""
+    access.require("edit_prices")
     from finops.errors import InputError
 
     cols = [n for n, _ in store.PRICE_COLUMNS]
@@ -164,6 +165,12 @@ def resolution(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute("SELECT * FROM model_resolution ORDER BY model, provider").df()
 
 
+def reset_price_book(con: duckdb.DuckDBPyConnection) -> int:
+    """Replace the price book with the bundled list prices (``data/prices.csv``); reprices at once."""
+    access.require("edit_prices")
+    return store.load_price_book(con, store.PRICES_CSV)
+
+
 def aliases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The alias table: a private or deployment name (alias) priced as another model."""
     return con.execute("SELECT alias, model, provider FROM model_aliases ORDER BY alias").df()
@@ -171,6 +178,7 @@ def aliases(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def save_aliases(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     """Replace the alias table (rows without an alias or a model are dropped); reprices at once."""
+    access.require("edit_aliases")
     from finops.errors import InputError
     rows = []
     for i, r in enumerate(frame.itertuples(index=False), start=1):
