@@ -13,7 +13,16 @@ from finops.filters import filters_for
 from finops.ingest.loader import stored_span
 from finops.sample import demo
 from views import PAGES, missing_pages
-from views._shared import FOLLOW_KEY, connection, follow_status, plain, query, store_label, store_path
+from views._shared import (
+    FOLLOW_KEY,
+    connection,
+    follow_status,
+    plain,
+    query,
+    store_label,
+    store_path,
+    sweep_abandoned_uploads,
+)
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
 
@@ -136,6 +145,7 @@ if missing:
     raise RuntimeError(f"app.py: page files declared in views.PAGES are missing: {', '.join(missing)}")
 pages = [st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, default=(n == 0)) for n, p in enumerate(PAGES)]
 page = st.navigation(pages)      # first, so the menu is ours even while the sample store is built
+sweep_abandoned_uploads()
 _first_start()
 _sidebar()
 page.run()

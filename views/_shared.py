@@ -20,6 +20,14 @@ def _connection(path: str):
     return store.connect(path)
 
 
+@st.cache_resource(show_spinner=False)
+def sweep_abandoned_uploads():
+    """Once per server process, at app start: delete the upload folders of sessions idle for longer than
+    :data:`finops.ingest.uploads.UPLOAD_MAX_IDLE_S` (a browser closed mid-upload); each upload sweeps too."""
+    from finops.ingest import uploads
+    return uploads.sweep_uploads()
+
+
 def store_path() -> str:
     return store.resolve_path(os.environ.get("FINOPS_DB") or None)
 
