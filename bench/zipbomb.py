@@ -23,7 +23,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 

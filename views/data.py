@@ -10,11 +10,12 @@ from finops import schema, store
 from finops.errors import InputError
 from finops.fmt import MISSING
 from finops.ingest import IngestOptions, ingest_path
-from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
 from finops.ingest import uploads as upload_files
+from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
 from finops.spend import exports, fleets, pricing
 from views._shared import (
     FOLLOW_KEY,
+    bounded_dataframe,
     cursor,
     plain,
     query,
@@ -321,7 +322,7 @@ st.caption("These rows are ours and override the catalogue: API models cost thei
 
 # ---- how each model is priced, aliases, the catalogue
 st.subheader("How each model is priced")
-st.dataframe(query(pricing.resolution), placeholder=MISSING, hide_index=True, column_config={
+bounded_dataframe(query(pricing.resolution), what="model names", file_name="model_resolution", placeholder=MISSING, hide_index=True, column_config={
     "model": st.column_config.TextColumn("Model as logged"), "provider": st.column_config.TextColumn("Provider"),
     "price_source": None, "price_provider": None, "price_model": None,
     "how": st.column_config.TextColumn("Priced by")})

@@ -9,6 +9,7 @@ from finops.latency import stats as latency
 from finops.ops import alerts as alerts_mod
 from finops.ops import readiness
 from views._shared import (
+    bounded_dataframe,
     current_filters,
     cursor,
     empty_state,
@@ -19,6 +20,7 @@ from views._shared import (
     raw_rows_notice,
     source_label,
     stop_if_store_empty,
+    top_panels,
 )
 
 
@@ -88,7 +90,7 @@ open_alerts = query(alerts_mod.open_alerts, f)
 if open_alerts.empty:
     no_alert_state(f)
 else:
-    st.dataframe(open_alerts, placeholder=MISSING, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
+    bounded_dataframe(open_alerts, what="alerts", file_name="open_alerts", placeholder=MISSING, hide_index=True, column_order=["severity", "model", "tenant", "window_start",
                                                              "window_end", "message"],
                  column_config={"severity": "Severity", "rule": "Rule", "model": "Model", "tenant": "Tenant",
                                 "window_start": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
@@ -136,7 +138,8 @@ st.header("Percentiles")
 by = st.segmented_control("Per", ["model", "sla_tier", "tenant", "route", "replica"], default="model",
                           key="lat_by", bind="query-params") or "model"
 pct = query(latency.percentiles, f, by=(by,))
-st.dataframe(pct, placeholder=MISSING, hide_index=True, column_config={
+bounded_dataframe(pct, sort_by="requests", order="the most requests", what="rows", file_name="percentiles",
+                  placeholder=MISSING, hide_index=True, column_config={
     by: by.replace("_", " ").capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").replace("_", " "), format="%,.0f ms")
        for c in pct.columns if "_ms_p" in c}})
@@ -154,7 +157,7 @@ else:
     bins = c2.slider("Number of bins", 10, 80, 40, step=5, key="q_bins")
     hist = query(latency.histogram, f, "queue_ms", bins=bins, scale=scale)
     qp = query(latency.percentiles, f, by=("model",), fields=("queue_ms",)).set_index("model")
-    models = list(dict.fromkeys(hist["grp"]))
+    models = top_panels(hist.groupby("grp", sort=False)["count"].sum().sort_values(ascending=False, kind="stable").index)
     grid = st.columns(2)
     for i, model in enumerate(models):
         h = hist[hist["grp"] == model]
@@ -242,7 +245,8 @@ if tt.empty or (tt["with_ttft"].sum() == 0 and tt["with_tpot"].sum() == 0):
 else:
     order = ["grp", "requests", "with_ttft", "with_tpot"] + sorted(
         (c for c in tt.columns if "_ms_p" in c), key=lambda c: (not c.startswith("ttft"), float(c.rsplit("_p", 1)[1])))
-    st.dataframe(tt, placeholder=MISSING, hide_index=True, column_order=order, column_config={
+    bounded_dataframe(tt, sort_by="requests", order="the most requests", what="models", file_name="ttft_tpot",
+                      placeholder=MISSING, hide_index=True, column_order=order, column_config={
         "grp": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
         "with_ttft": st.column_config.NumberColumn("With TTFT", format="%,d"),
         "with_tpot": st.column_config.NumberColumn("With TPOT", format="%,d"),
