@@ -93,7 +93,7 @@ def thin_points(frame: pd.DataFrame, x: str, *, max_points: int = MAX_POINTS, su
         out = merged.groupby(cols, dropna=False, sort=True).agg(agg).reset_index()[list(frame.columns)]
         return out, f"each point merges {k} {unit} (at most {max_points:,} points a chart)"
     kept = set(xs[::k])
-    return frame[frame[x].isin(kept)], f"every {k}th of the {len(xs):,} {unit} shown (at most {max_points:,} points a chart)"
+    return frame[frame[x].isin(kept)], f"one in every {k} of the {len(xs):,} {unit} shown (at most {max_points:,} points a chart)"
 
 
 def _titled(title, *notes: str | None):
