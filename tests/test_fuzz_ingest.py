@@ -93,7 +93,7 @@ def _state(con):
     return store.row_count(con), len(store.batches(con)), store.data_version(con)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(rs=rows(), form=st.sampled_from(["csv-minimal", "csv-all", "jsonl"]), nul=st.booleans())
 def test_fuzzed_canonical_files_load_or_are_refused_and_every_page_function_answers(tmp_path_factory, rs, form,
@@ -152,7 +152,7 @@ def _quote_csv(tenants, quoting) -> str:
     return buf.getvalue()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(tenants=st.lists(quoted_text, min_size=1, max_size=5),
        quoting=st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL]), at=st.integers(0, 10 ** 6),
