@@ -24,6 +24,7 @@ from views._shared import (
     session_access,
     store_label,
     store_path,
+    sweep_abandoned_uploads,
 )
 
 st.set_page_config(page_title="finops · LLM fleet FinOps", page_icon=":material/payments:", layout="wide")
@@ -191,6 +192,7 @@ try:
 except store.StoreError as exc:     # held by another process, or not a store: a sentence, never a traceback
     st.error(plain(exc), icon=":material/lock:")
     st.stop()
+sweep_abandoned_uploads()
 _first_start()
 _sidebar(who)
 page.run()

@@ -25,6 +25,83 @@ GRAIN_FORMAT = {"hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d", "month":
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
+# ---------------------------------------------------------------- bounds: no chart grows with the data
+
+#: coloured series in one chart (models, tenants, routes): the largest; the rest folded into OTHER
+MAX_SERIES = len(PALETTE)
+#: rows of one bar chart or heatmap axis (a bar per model, tenant or tier): the largest; the rest left out
+MAX_ROWS = 30
+#: data rows one chart sends to the browser; a longer time series gets a coarser grain (sums) or is sampled
+MAX_POINTS = 5_000
+OTHER = "other"
+
+
+def keep_top(frame: pd.DataFrame, key: str, weight: str, n: int, *, what: str, by_what: str,
+             fold: tuple[str, ...] | None = None, by: tuple[str, ...] = (), keep: tuple[str, ...] = ()
+             ) -> tuple[pd.DataFrame, str | None]:
+    """The rows of the ``n`` values of ``key`` with the largest total ``weight``, and a note saying so.
+
+    ``fold`` names additive columns: the other values become one :data:`OTHER` row per ``by`` group,
+    those columns summed (other columns empty); without it the others are left out. ``keep`` values
+    (idle capacity) are always kept and not counted.
+
+    >>> f = pd.DataFrame({"model": list("abc"), "cost_usd": [1.0, 5.0, 3.0]})
+    >>> out, note = keep_top(f, "model", "cost_usd", 2, what="models", by_what="spend", fold=("cost_usd",))
+    >>> out.to_dict("list"), note
+    ({'model': ['b', 'c', 'other'], 'cost_usd': [5.0, 3.0, 1.0]}, "the 2 of 3 models with the highest spend; the rest as 'other'")
+    """
+    names = frame[key][~frame[key].isin(keep)]
+    distinct = names.nunique()
+    if distinct <= n:
+        return frame, None
+    totals = frame[~frame[key].isin(keep)].groupby(key, dropna=False)[weight].sum()
+    top = set(totals.sort_values(ascending=False, kind="stable").index[:n]) | set(keep)
+    shown = frame[frame[key].isin(top)]
+    shown = shown.assign(_w=shown.groupby(key)[weight].transform("sum")).sort_values(
+        "_w", ascending=False, kind="stable").drop(columns="_w")
+    if not fold:
+        return shown, f"the {n} of {distinct:,} {what} with the highest {by_what}; the others are left out"
+    rest = frame[~frame[key].isin(top)]
+    folded = rest.groupby(list(by), dropna=False, sort=False)[list(fold)].sum().reset_index() if by else \
+        rest[list(fold)].sum().to_frame().T
+    folded[key] = OTHER
+    out = pd.concat([shown, folded[[c for c in frame.columns if c in folded.columns]]], ignore_index=True)
+    return out, f"the {n} of {distinct:,} {what} with the highest {by_what}; the rest as '{OTHER}'"
+
+
+def thin_points(frame: pd.DataFrame, x: str, *, max_points: int = MAX_POINTS, sums: tuple[str, ...] | None = None,
+                by: tuple[str, ...] = (), unit: str = "periods") -> tuple[pd.DataFrame, str | None]:
+    """At most ``max_points`` rows over the x values ``x``: with ``sums`` (additive columns) every k
+    consecutive x values merge into the first (a coarser grain, the sums added); without, every k-th x
+    value is kept (sampled). Returns the frame and a note saying which, or None when it fitted.
+
+    >>> f = pd.DataFrame({"period": [1, 2, 3, 4], "cost_usd": [1.0, 2.0, 3.0, 4.0]})
+    >>> out, note = thin_points(f, "period", max_points=2, sums=("cost_usd",))
+    >>> out.to_dict("list"), note
+    ({'period': [1, 3], 'cost_usd': [3.0, 7.0]}, 'each point merges 2 periods (at most 2 points a chart)')
+    """
+    if len(frame) <= max_points or frame.empty:
+        return frame, None
+    xs = np.sort(frame[x].dropna().unique())
+    k = math.ceil(len(frame) / max_points)
+    if sums:
+        start = pd.Series(xs[(np.arange(len(xs)) // k) * k], index=xs)
+        merged = frame.assign(**{x: frame[x].map(start)})
+        cols = [x, *by]
+        first = [c for c in frame.columns if c not in cols and c not in sums]
+        agg = {**{c: "sum" for c in sums}, **{c: "first" for c in first}}
+        out = merged.groupby(cols, dropna=False, sort=True).agg(agg).reset_index()[list(frame.columns)]
+        return out, f"each point merges {k} {unit} (at most {max_points:,} points a chart)"
+    kept = set(xs[::k])
+    return frame[frame[x].isin(kept)], f"one in every {k} of the {len(xs):,} {unit} shown (at most {max_points:,} points a chart)"
+
+
+def _titled(title, *notes: str | None):
+    """The chart's title, with the bounds applied to its data as a subtitle (said on screen)."""
+    said = [n[0].upper() + n[1:] + "." for n in notes if n]
+    return alt.TitleParams(text=title, subtitle=said) if said else title
+
+
 def _series_scale(series: list[str]) -> alt.Scale:
     """Colours for models (or tenants), with the idle-capacity series always grey and last."""
     named = sorted(s for s in set(series) if s != IDLE_TENANT)
@@ -53,7 +130,13 @@ def _x_time(grain: str, field: str = "period", banded: bool = False) -> alt.X:
 # ---------------------------------------------------------------- spend
 
 def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over time by model") -> alt.Chart:
-    """Stacked bars of ``cost_usd`` per ``period`` and ``series`` (models + idle capacity)."""
+    """Stacked bars of ``cost_usd`` per ``period`` and ``series`` (models + idle capacity): the
+    :data:`MAX_SERIES` costliest models, the rest as 'other'; at most :data:`MAX_POINTS` bars."""
+    sums = tuple(c for c in ("cost_usd", "requests") if c in frame)
+    frame, top_note = keep_top(frame, "series", "cost_usd", MAX_SERIES, what="models", by_what="spend",
+                               fold=sums, by=("period",), keep=(IDLE_TENANT,))
+    frame, thin_note = thin_points(frame, "period", sums=sums, by=("series",), unit=f"{grain}s")
+    title = _titled(title, top_note, thin_note)
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
     fmt = GRAIN_FORMAT.get(grain, "%b %d")
     mark = alt.Chart(frame).mark_bar() if grain != "hour" else alt.Chart(frame).mark_area()
@@ -86,7 +169,11 @@ def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt
 
 
 def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of the top tenants") -> alt.Chart:
-    """One line per tenant: ``cost_usd`` per ``period``."""
+    """One line per tenant: ``cost_usd`` per ``period`` (at most :data:`MAX_SERIES` tenants and
+    :data:`MAX_POINTS` points)."""
+    trend, top_note = keep_top(trend, "tenant", "cost_usd", MAX_SERIES, what="tenants", by_what="spend")
+    trend, thin_note = thin_points(trend, "period", sums=("cost_usd",), by=("tenant",), unit=f"{grain}s")
+    title = _titled(title, top_note, thin_note)
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
     return alt.Chart(trend).mark_line(point=grain != "hour").encode(
         x=_x_time(grain),
@@ -103,6 +190,9 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
     """Model x tenant cells coloured by $ per 1M tokens (log colour scale), labelled with the value."""
     data = matrix.dropna(subset=["cost_per_1m_tokens"])
     data = data[data["cost_per_1m_tokens"] > 0]
+    data, model_note = keep_top(data, "model", "cost_usd", MAX_ROWS, what="models", by_what="spend")
+    data, tenant_note = keep_top(data, "tenant", "cost_usd", MAX_ROWS, what="tenants", by_what="spend")
+    title = _titled(title, model_note, tenant_note)
     base = alt.Chart(data).encode(
         x=alt.X("tenant:N", title="Tenant", axis=alt.Axis(labelAngle=-30)),
         y=alt.Y("model:N", title="Model"))
@@ -134,6 +224,9 @@ def _dark_cell_threshold(data: pd.DataFrame) -> float:
 
 def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> alt.Chart:
     """100 % stacked bars: each model's tokens by class (uncached input, prompt-cached input, output)."""
+    tokens_long, note = keep_top(tokens_long, "model", "tokens", MAX_ROWS, what="models", by_what="token count",
+                                 fold=("tokens",), by=("token_class",))
+    title = _titled(title, note)
     data = tokens_long.assign(share_pct=tokens_long["share"] * 100)
     return alt.Chart(data).mark_bar().encode(
         y=alt.Y("model:N", title="Model"),
@@ -152,6 +245,9 @@ def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is
     """Stacked bars: each model's spend split into token classes, fees, recorded costs and GPU time."""
     parts = ["input tokens", "cached input tokens", "output tokens", "per-request fees", "recorded by the logs",
              "GPU time (self-hosted)"]
+    cost_long, note = keep_top(cost_long, "model", "cost_usd", MAX_ROWS, what="models", by_what="spend",
+                               fold=("cost_usd",), by=("part",))
+    title = _titled(title, note)
     return alt.Chart(cost_long).mark_bar().encode(
         y=alt.Y("model:N", title="Model", sort="-x"),
         x=alt.X("sum(cost_usd):Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
@@ -165,6 +261,8 @@ def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is
 
 def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by model") -> alt.Chart:
     """One line per model over log-spaced cost bins: the share of the model's paid requests in each bin."""
+    hist, note = keep_top(hist, "model", "requests", MAX_SERIES, what="models", by_what="request count")
+    title = _titled(title, note)
     data = hist.assign(mid_usd=(hist["bin_lo_usd"] * hist["bin_hi_usd"]) ** 0.5, share_pct=hist["share"] * 100)
     lo = math.floor(math.log10(data["bin_lo_usd"].min())) if len(data) else -6
     hi = math.ceil(math.log10(data["bin_hi_usd"].max())) if len(data) else 0
@@ -192,6 +290,7 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
         value_name="cost_usd")
     data["part"] = data["part"].map({"allocated_usd": "allocated to requests", "idle_usd": "idle"})
     data["utilization_pct"] = data["utilization"] * 100
+    data, note = thin_points(data, "period", sums=("cost_usd",), by=("part", "model"), unit=f"{grain}s")
     return alt.Chart(data).mark_area().encode(
         x=_x_time(grain),
         y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})", axis=alt.Axis(format="$,.2f")),
@@ -202,12 +301,16 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
                  alt.Tooltip("part:N", title="GPU time"),
                  alt.Tooltip("cost_usd:Q", title="Cost (USD)", format="$,.2f"),
                  alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".1f")],
-    ).properties(autosize=FIT_X, title=f"{model}: allocated vs idle GPU cost", height=220)
+    ).properties(autosize=FIT_X, title=_titled(f"{model}: allocated vs idle GPU cost", note), height=220)
 
 
 def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation of the self-hosted fleet") -> alt.Chart:
     """One line per self-hosted model: busy share of paid GPU capacity, in %."""
     data = series.assign(utilization_pct=series["utilization"] * 100)
+    data, top_note = keep_top(data, "model", "fleet_cost_usd", MAX_SERIES, what="self-hosted models",
+                              by_what="fleet cost")
+    data, thin_note = thin_points(data, "period", unit=f"{grain}s")
+    title = _titled(title, top_note, thin_note)
     return alt.Chart(data).mark_line().encode(
         x=_x_time(grain),
         y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)", scale=alt.Scale(domainMin=0)),
@@ -254,7 +357,8 @@ def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
 
 def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend against budget") -> alt.Chart:
     """Per tenant: spent so far (bar), forecast interval (error bar + point) and budget (tick)."""
-    data = status.copy()
+    data, note = keep_top(status, "tenant", "forecast_usd", MAX_ROWS, what="tenants", by_what="forecast spend")
+    title = _titled(title, note)
     y = alt.Y("tenant:N", title="Tenant", sort=alt.EncodingSortField("forecast_usd", order="descending"))
     tip = [alt.Tooltip("tenant:N", title="Tenant"),
            alt.Tooltip("spent_usd:Q", title="Spent so far (USD)", format="$,.2f"),
@@ -294,6 +398,11 @@ def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share",
                     title: str = "Share of spend by route") -> alt.Chart:
     """100 % stacked areas: each ``series``' share of ``measure`` per ``period``."""
     what, absolute = SHARE_TITLES[measure]
+    sums = tuple(c for c in (measure, absolute) if c in mix)
+    mix, top_note = keep_top(mix, "series", absolute, MAX_SERIES, what=series_title.lower() + "s", by_what=what,
+                             fold=sums, by=("period",))
+    mix, thin_note = thin_points(mix, "period", unit=f"{grain}s")
+    title = _titled(title, top_note, thin_note)
     data = mix.assign(share_pct=mix[measure] * 100)
     return alt.Chart(data).mark_area().encode(
         x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
@@ -313,6 +422,12 @@ def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", 
                    title: str = "Share of spend by route per tenant") -> alt.Chart:
     """100 % stacked horizontal bars: per tenant (or tier), each ``series``' share of ``measure``."""
     what, absolute = SHARE_TITLES[measure]
+    split_title = {"tenant": "Tenant", "sla_tier": "SLA tier"}.get(split, split)
+    sums = tuple(c for c in (measure, absolute) if c in mix)
+    mix, split_note = keep_top(mix, split, absolute, MAX_ROWS, what=split_title.lower() + "s", by_what=what)
+    mix, top_note = keep_top(mix, "series", absolute, MAX_SERIES, what=series_title.lower() + "s", by_what=what,
+                             fold=sums, by=(split,))
+    title = _titled(title, split_note, top_note)
     data = mix.assign(share_pct=mix[measure] * 100)
     split_title = {"tenant": "Tenant", "sla_tier": "SLA tier"}.get(split, split)
     return alt.Chart(data).mark_bar().encode(
@@ -338,6 +453,8 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
             return "GPU time only" + ("" if pd.isna(v) else f" (≈ ${v:,.0f} if the fleet shrank)")
         return f"${0.0 if pd.isna(r['saved_usd']) else r['saved_usd']:,.2f} saved"
 
+    frame, note = keep_top(frame, "model", "requests", MAX_ROWS, what="models", by_what="request count")
+    title = _titled(title, note)
     data = frame.assign(hit_pct=frame["hit_rate"] * 100, label=frame.apply(label, axis=1),
                         priced=frame["kind"].map({"self_hosted": "self-hosted (paid by the hour)",
                                                   "api": "API (price book)"}).fillna("not in the price book"))
@@ -359,6 +476,8 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
 def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade escalation rate") -> alt.Chart:
     """Line of the escalation rate (%) per period."""
     data = over.dropna(subset=["escalation_rate"]).assign(rate_pct=lambda d: d["escalation_rate"] * 100)
+    data, note = thin_points(data, "period", unit=f"{grain}s")
+    title = _titled(title, note)
     return alt.Chart(data).mark_line(point=True).encode(
         x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
                 axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
@@ -375,6 +494,8 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
     """Requests per power-of-two prompt-length bucket, one line per model (dashed: small models),
     and the threshold as a red rule: solid lines left of it are short prompts on a large model;
     dashed lines right of it are long prompts on a small one."""
+    by_length, note = keep_top(by_length, "model", "requests", MAX_SERIES, what="models", by_what="request count")
+    title = _titled(title, note)
     data = by_length.assign(lo=by_length["bucket_lo"].clip(lower=1),
                             hi=lambda d: (d["bucket_lo"] * 2).where(d["bucket_lo"] > 0, 8),
                             series=by_length["model"] + " (" + by_length["size_class"].astype(str) + ")")
@@ -399,7 +520,10 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
 
 
 def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual vs what-if") -> alt.Chart:
-    """Grouped bars per model: actual (repriced) and counterfactual spend."""
+    """Grouped bars per model: actual (repriced) and counterfactual spend (the :data:`MAX_ROWS` costliest)."""
+    by_model, note = keep_top(by_model, "model", "actual_usd", MAX_ROWS, what="models", by_what="actual spend",
+                              fold=("actual_usd", "counterfactual_usd", "actual_calls", "counterfactual_calls"))
+    title = _titled(title, note)
     data = by_model.melt(id_vars=["model", "actual_calls", "counterfactual_calls"],
                          value_vars=["actual_usd", "counterfactual_usd"], var_name="scenario", value_name="usd")
     data["scenario"] = data["scenario"].map({"actual_usd": "actual routing", "counterfactual_usd": "what-if"})
@@ -453,6 +577,8 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     """Stacked horizontal bars: per model and percentile band, the mean ms of each segment."""
     order = list(SEGMENT_COLORS)
     seg = seg[seg["ms"] > 0.5]        # drop empty segments and float noise ("other" of -1e-11 ms)
+    seg, note = keep_top(seg, "grp", "requests_in_band", MAX_ROWS // 3, what="models", by_what="request count")
+    title = _titled(title, note)
     data = seg.assign(row=seg["grp"] + " · " + seg["percentile"],
                       share_pct=seg["ms"] / seg["total_ms"].where(seg["total_ms"] > 0) * 100,
                       order=seg["segment"].map({s: i for i, s in enumerate(order)}))
@@ -477,7 +603,11 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
 
 def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "total_ms",
                           title: str = "Latency percentiles over time") -> alt.Chart:
-    """Lines per model (colour) and percentile (dash), log-scaled ms."""
+    """Lines per model (colour) and percentile (dash), log-scaled ms (the :data:`MAX_SERIES` busiest models,
+    at most :data:`MAX_POINTS` points)."""
+    over, top_note = keep_top(over, "grp", "requests", MAX_SERIES, what="models", by_what="request count")
+    over, thin_note = thin_points(over, "ts", max_points=MAX_POINTS // 3, unit=f"{grain} buckets")
+    title = _titled(title, top_note, thin_note)
     long = over.melt(id_vars=["ts", "grp", "requests"], value_vars=["p50", "p95", "p99"], var_name="percentile",
                      value_name="ms")
     long["percentile"] = long["percentile"].str.upper()
@@ -534,7 +664,9 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
 
 
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
-    """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model."""
+    """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model (the busiest)."""
+    buckets, note = keep_top(buckets, "grp", "requests", MAX_SERIES, what="models", by_what="request count")
+    title = _titled(title, note)
     long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],
                         value_vars=["total_ms_p50", "total_ms_p95"], var_name="percentile", value_name="ms")
     long["percentile"] = long["percentile"].map({"total_ms_p50": "P50", "total_ms_p95": "P95"})
@@ -560,7 +692,10 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
 
 def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests in service") -> alt.Chart:
     """Median decode tokens/s per concurrency level (line) with the P10–P90 band, per model."""
-    data = frame[frame["requests"] >= 5]
+    data, note = keep_top(frame[frame["requests"] >= 5], "grp", "requests", MAX_SERIES, what="models",
+                          by_what="request count")
+    data, thin_note = thin_points(data, "concurrency", unit="concurrency levels")
+    title = _titled(title, note, thin_note)
     scale = _series_scale(list(data["grp"]))
     base = alt.Chart(data).encode(
         x=alt.X("concurrency:Q", title="Requests in service at the same time (same model)",
@@ -946,7 +1081,8 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
                       height: int = 220) -> alt.Chart:
     """Replicas the fleet was billed for against the replicas the plan needs, per hour
     (:class:`finops.capacity.plans.PlanComparison`'s ``hours``), the short hours marked red."""
-    frame = hours.reset_index()
+    frame, note = thin_points(hours.reset_index(), "ts", max_points=MAX_POINTS // 2, unit="hours")
+    title = _titled(title, note)
     long = frame.melt(id_vars=["ts", "short"], value_vars=["replicas_billed", "replicas_planned"],
                       var_name="series", value_name="n")
     names = {"replicas_billed": "billed (schedule)", "replicas_planned": "plan (sizing rule)"}

@@ -239,3 +239,44 @@ class Receiver:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+# ---------------------------------------------------------------- a wide, long store (issue 17: bounded charts)
+
+def build_wide_store(path: str, *, tenants: int = 3000, models: int = 1200, rows: int = 120_000,
+                     since: str = "2016-01-01", years: int = 10) -> str:
+    """A store of ``rows`` requests over ``tenants`` tenants, ``models`` models (every 400th self-hosted,
+    in the price book) and ``years`` years, written by DuckDB itself (the loader would take minutes),
+    then its rollups, sketch and batch row as a load leaves them."""
+    from finops import store
+    con = store.connect(path)
+    span_s = years * 365 * 86400
+    con.execute(f"""
+        INSERT INTO requests (request_id, ts, tenant, sla_tier, model, route, status, input_tokens, output_tokens,
+                              cached_input_tokens, queue_ms, prefill_ms, decode_ms, ttft_ms, total_ms, provider,
+                              replica, batch_id)
+        SELECT 'w' || i, TIMESTAMP '{since}' + to_seconds(CAST((i * 7919) % {span_s} AS BIGINT)),
+               't' || (i % {tenants}), CASE i % 3 WHEN 0 THEN 'gold' WHEN 1 THEN 'silver' ELSE 'bronze' END,
+               'model-' || (i % {models}), CASE i % 2 WHEN 0 THEN 'fast' ELSE 'slow' END,
+               CASE WHEN i % 50 = 0 THEN 'error' ELSE 'ok' END,
+               100 + i % 5000, 10 + i % 700, (i % 5000) // 3, i % 400, 5 + i % 90, 20 + i % 900, 30 + i % 500,
+               60 + i % 4000, 'acme-cloud', 'r' || (i % 4), 1
+        FROM range({rows}) t(i)""")
+    # every 400th model self-hosted in the price book (billed every hour of its ten years), the rest API-priced
+    cols = [c for (c,) in con.execute("SELECT column_name FROM (DESCRIBE prices)").fetchall()]
+    for m in range(0, models, 1):
+        row = {"model": f"model-{m}", "provider": "acme-cloud"}
+        if m % 400 == 0:
+            row.update(kind="self_hosted", gpu_hour_usd=2.5, gpus_per_replica=1, replicas=1, slots_per_replica=4)
+        else:
+            row.update(kind="api", input_usd_per_1m=0.1 + m % 13, output_usd_per_1m=0.4 + m % 17)
+        present = {k: v for k, v in row.items() if k in cols}
+        con.execute(f"INSERT INTO prices ({', '.join(present)}) VALUES ({', '.join('?' * len(present))})",
+                    list(present.values()))
+    con.execute("INSERT INTO batches SELECT 1, 'wide.csv', 'wide', 'canonical', '{}', count(*), count(*), 0, 0, "
+                "now()::TIMESTAMP, min(ts), max(ts) FROM requests")
+    store.rebuild_rollups(con)
+    store.rebuild_sketch(con)
+    con.execute("INSERT INTO budgets SELECT 't' || i, date_trunc('month', max_ts)::DATE, 10.0 "
+                "FROM batches, range(400) r(i)")
+    store.bump_data_version(con)
+    con.close()
+    return path

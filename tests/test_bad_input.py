@@ -109,6 +109,21 @@ def test_a_zip_bomb_is_refused_before_it_is_extracted(con, tmp_path):
     assert store.row_count(con) == 0
 
 
+def test_a_zip_of_many_small_members_is_refused_by_its_whole_ratio(con, tmp_path):
+    """Each 1 MiB member is too small to judge by its own ratio, and 100 MiB is under the total cap:
+    the whole archive's expansion (about 1,000×) refuses it before a byte is written (bench/zipbomb.py's
+    ``under-total``: 3.9 GiB of such members were written in full before)."""
+    bomb = _bomb(tmp_path / "many.zip", members=100, size=1024 * 1024)
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(InputError, match=r"members expand [0-9,]+× in all"):
+        expand(bomb, work)
+    assert _written(work) == 0
+    with pytest.raises(InputError, match="zip bomb"):
+        ingest_path(con, bomb)
+    assert store.row_count(con) == 0 and store.batches(con).empty
+
+
 def test_a_zip_that_lies_about_its_sizes_stops_at_the_declared_size(tmp_path):
     """A member whose header under-states its size: the copy stops at the declared size and refuses."""
     path = tmp_path / "liar.zip"

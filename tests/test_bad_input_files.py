@@ -122,3 +122,78 @@ def test_a_ts_and_model_only_csv_is_detected_as_canonical(con, tmp_path):
     f.write_text("ts,model\n2026-11-20T10:00:00Z,gpt-4o\n")
     r = ingest_path(con, f)[0]
     assert (r.format, r.rows_ingested) == ("canonical", 1)
+
+
+# ---------------------------------------------------------------- quotes DuckDB's reader would misread
+
+def _refused(con, tmp_path, text, name="quotes.csv"):
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(InputError) as exc:
+        ingest_path(con, f)
+    _unchanged(con)
+    return str(exc.value)
+
+
+def test_an_unclosed_quote_refuses_the_file_naming_the_line_it_opened_and_the_field(con, tmp_path):
+    """DuckDB read the rest of the file into that one field: one row stored, r2 and r3 lost in silence."""
+    msg = _refused(con, tmp_path, HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"acme,10,5\n' + _row(2) + _row(3))
+    assert msg.startswith("file quotes.csv, field tenant: line 2: the quote that opens this field is never closed")
+    assert 'double a quote that is part of the text ("")' in msg
+
+
+def test_a_stray_quote_that_a_later_quote_closes_refuses_the_file(con, tmp_path):
+    """The unclosed quote of line 2 ran into line 4's quoted field: DuckDB swallowed r2 and r3 into r1's tenant."""
+    msg = _refused(con, tmp_path, HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"acme,10,5\n' + _row(2)
+                   + 'r3,2026-11-20T10:00:02Z,gpt-4o,"acme",10,5\n' + _row(4))
+    assert msg.startswith("file quotes.csv, field tenant: line 2: the quoted field that opens here ends on line 4 "
+                          "with text after its closing quote ('acme\",10,5')")
+
+
+def test_text_after_a_closing_quote_refuses_the_file_naming_line_and_field(con, tmp_path):
+    """``"ac"me``: DuckDB stored 'acm', the rest of the field dropped."""
+    msg = _refused(con, tmp_path, HEADER + _row(1) + 'r2,2026-11-20T10:00:01Z,"gpt"4o,acme,10,5\n')
+    assert msg.startswith("file quotes.csv, field model: line 3: the quoted field that opens here ends with text "
+                          "after its closing quote ('4o,acme,10,5')")
+
+
+def test_a_quoted_field_over_the_line_limit_refuses_the_file(con, tmp_path):
+    from finops.ingest.base import MAX_QUOTED_FIELD_LINES
+    body = "\n".join(f"line {i}" for i in range(MAX_QUOTED_FIELD_LINES + 1))
+    msg = _refused(con, tmp_path, HEADER + f'r1,2026-11-20T10:00:00Z,gpt-4o,"{body}",10,5\n' + _row(2))
+    assert msg.startswith("file quotes.csv, field tenant: line 2: the quoted field that opens here runs over more "
+                          f"than {MAX_QUOTED_FIELD_LINES:,} lines")
+
+
+def test_a_quote_inside_an_unquoted_field_is_text_and_loads(con, tmp_path):
+    """As DuckDB reads it: a quote that does not open a field is part of it; escaped quotes load too."""
+    f = tmp_path / "inch.csv"
+    f.write_text(HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,ac"me,10,5\n'
+                 + 'r2,2026-11-20T10:00:01Z,gpt-4o,"say ""hi"", then\ngo",10,5\n' + _row(3))
+    r = ingest_path(con, f)[0]
+    assert (r.rows_ingested, r.rows_rejected) == (3, 0)
+    assert dict(con.execute("SELECT request_id, tenant FROM requests").fetchall()) == {
+        "r1": 'ac"me', "r2": 'say "hi", then\ngo', "r3": "acme"}
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64])
+def test_quotes_are_followed_across_block_boundaries(block):
+    """Whatever the blocks' size, the same verdict (the scanner reads 1 MiB blocks of any file)."""
+    from finops.ingest.base import CsvQuotes
+    cols = HEADER.strip().split(",")
+    cases = {'r1,t,m,"a,""b""\nc",1,2\nr2,t,m,x"y,1,2\n': None,
+             'r1,t,m,"a,1,2\nr2,t,m,b,1,2\n': "never closed",
+             'r1,t,m,"a""\nb"c,1,2\n': "text after its closing quote",
+             'r1,t,m,"ab"': None}
+    for text, verdict in cases.items():
+        data = (HEADER + text).encode()
+        q = CsvQuotes("f.csv", cols)
+        try:
+            for i in range(0, len(data), block):
+                q.feed(data[i:i + block])
+            q.finish()
+            got = None
+        except InputError as exc:
+            got = str(exc)
+            assert "field tenant: line 2:" in got, got
+        assert (got is None) == (verdict is None) and (verdict is None or verdict in got), (text, block, got)

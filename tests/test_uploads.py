@@ -133,3 +133,71 @@ def test_load_rtt_samples(tmp_path):
     f.write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="name the RTT column"):
         uploads.load_rtt_samples(f)
+
+
+# ---------------------------------------------------------------------------------------
+# the upload area: abandoned sessions' folders swept, the area's bytes bounded
+# ---------------------------------------------------------------------------------------
+def _aged(folder, seconds):
+    """Set every mtime in ``folder`` ``seconds`` into the past (no sleeping: times are set, not waited for)."""
+    import os
+    import time
+    then = time.time() - seconds
+    for p in [folder, *folder.rglob("*")]:
+        os.utime(p, (then, then))
+
+
+def test_an_abandoned_sessions_upload_folder_is_swept(tmp_path):
+    area = tmp_path / "area"
+    gone = uploads.session_folder(area)
+    uploads.save_upload(b"x" * 1000, "left.csv", gone / "file-1")
+    _aged(gone, uploads.UPLOAD_MAX_IDLE_S + 60)
+    live = uploads.session_folder(area)
+    uploads.save_upload(b"y" * 10, "mine.csv", live / "file-2")
+    (area / "not-a-session").mkdir()           # nothing but session folders is touched
+    swept = uploads.sweep_uploads(area)
+    assert (swept.removed, swept.removed_bytes, swept.kept, swept.kept_bytes) == (1, 1000, 1, 10)
+    assert not gone.exists() and (live / "file-2" / "mine.csv").exists() and (area / "not-a-session").exists()
+
+
+def test_a_session_touched_recently_is_kept_though_its_files_are_old(tmp_path):
+    area = tmp_path / "area"
+    folder = uploads.session_folder(area)
+    uploads.save_upload(b"x", "old.csv", folder / "f")
+    _aged(folder, uploads.UPLOAD_MAX_IDLE_S + 60)
+    uploads.touch(folder)                      # the page touches its folder on every run
+    assert uploads.sweep_uploads(area).removed == 0 and (folder / "f" / "old.csv").exists()
+
+
+def test_the_upload_area_is_bounded_in_bytes(tmp_path):
+    area = tmp_path / "area"
+    other = uploads.session_folder(area)
+    uploads.save_upload(b"x" * 600, "big.csv", other / "f")
+    with pytest.raises(InputError, match=r"^file next\.csv: the upload area is full: 500 more bytes would make "
+                                         r"1,100, more than the 1,000 allowed"):
+        uploads.make_room(500, "next.csv", area, max_bytes=1000)
+    assert (other / "f" / "big.csv").exists()      # a live session's file is never deleted to make room
+    _aged(other, uploads.UPLOAD_MAX_IDLE_S + 60)   # once abandoned, it is swept and the upload fits
+    swept = uploads.make_room(500, "next.csv", area, max_bytes=1000)
+    assert swept.removed == 1 and not other.exists()
+
+
+def test_the_data_page_sweeps_abandoned_uploads_and_refuses_a_full_area(empty_db, tmp_path, monkeypatch):
+    from tests.helpers import run_page
+    area = tmp_path / "area"
+    monkeypatch.setenv("FINOPS_UPLOAD_DIR", str(area))
+    gone = uploads.session_folder(area)
+    uploads.save_upload(b"x" * 100, "left.csv", gone / "f")
+    _aged(gone, uploads.UPLOAD_MAX_IDLE_S + 60)
+    at = run_page(empty_db, "views/data.py")
+    at.file_uploader(key="uploads").set_value(("a.csv", b"request_id,ts,model\nr1,2026-11-20T10:00:00Z,m\n",
+                                               "text/csv"))
+    at.run()
+    assert not at.exception and not gone.exists()
+    assert str(area) in at.session_state["_upload_dir"]
+    monkeypatch.setenv("FINOPS_UPLOAD_AREA_MAX_BYTES", "40")      # under b.csv's 46 bytes
+    at.file_uploader(key="uploads").set_value(("b.csv", b"request_id,ts,model\nr2,2026-11-20T10:00:00Z,m\n",
+                                               "text/csv"))
+    at.run()
+    assert not at.exception
+    assert any("the upload area is full" in e.value for e in at.error)

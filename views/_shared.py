@@ -20,6 +20,62 @@ def _connection(path: str):
     return store.connect(path)
 
 
+@st.cache_resource(show_spinner=False)
+def sweep_abandoned_uploads():
+    """Once per server process, at app start: delete the upload folders of sessions idle for longer than
+    :data:`finops.ingest.uploads.UPLOAD_MAX_IDLE_S` (a browser closed mid-upload); each upload sweeps too."""
+    from finops.ingest import uploads
+    return uploads.sweep_uploads()
+
+
+#: rows one table on a page shows; the whole table is a CSV download (formula cells neutralised)
+MAX_TABLE_ROWS = 500
+#: columns one table shows (a model x tenant matrix has a column per tenant): the first
+MAX_TABLE_COLUMNS = 60
+#: panels a page repeats per model (a histogram, a set of metrics): the largest
+MAX_PANELS = 8
+
+
+def bounded_dataframe(frame, where=None, *, sort_by: str | None = None, order: str = "the highest cost",
+                      what: str = "rows", file_name: str = "table", max_rows: int = MAX_TABLE_ROWS, **kwargs) -> None:
+    """``st.dataframe(frame, **kwargs)`` (in ``where``: a column, tab or container) showing at most
+    ``max_rows`` rows: those with the largest ``sort_by`` (else the first), a caption saying how many of how
+    many, and the whole table as a CSV download through our export path (cells that begin with =, +, -
+    or @ neutralised)."""
+    from finops.spend import exports
+    where = where or st
+    total, columns = len(frame), len(frame.columns)
+    shown = frame
+    if total > max_rows:
+        shown = (frame.sort_values(sort_by, ascending=False, kind="stable", na_position="last") if sort_by
+                 else frame).head(max_rows)
+    if columns > MAX_TABLE_COLUMNS:
+        shown = shown.iloc[:, :MAX_TABLE_COLUMNS]
+    where.dataframe(shown, **kwargs)
+    notes = []
+    if total > max_rows:
+        by = f" with {order}" if sort_by else ""
+        notes.append(f"Showing the {max_rows:,} of {total:,} {what}{by}")
+    if columns > MAX_TABLE_COLUMNS:
+        notes.append(f"{'and' if notes else 'Showing'} the first {MAX_TABLE_COLUMNS} of {columns:,} columns")
+    if notes:
+        where.caption(" ".join(notes) + "; download the full CSV for the rest.")
+    if notes:
+        where.download_button(f"Download all {total:,} {what} (CSV)", exports.safe_csv(frame),
+                              file_name=f"{file_name}.csv", mime="text/csv", icon=":material/download:",
+                              on_click="ignore", key=f"full-{file_name}-{total}")
+
+
+def top_panels(names: list, what: str = "models", max_panels: int = MAX_PANELS) -> list:
+    """The first ``max_panels`` of ``names`` (the caller orders them, largest first) for panels a page
+    repeats per name; a caption says how many are left out."""
+    names = list(names)
+    if len(names) > max_panels:
+        st.caption(f"Showing the first {max_panels} of {len(names):,} {what}; narrow the sidebar filters to see "
+                   "the others.")
+    return names[:max_panels]
+
+
 def store_path() -> str:
     return store.resolve_path(os.environ.get("FINOPS_DB") or None)
 

@@ -5,6 +5,7 @@ from finops import charts
 from finops.fmt import MISSING, usd
 from finops.spend import budgets
 from views._shared import (
+    bounded_dataframe,
     can,
     current_filters,
     cursor,
@@ -97,7 +98,8 @@ else:
     # ---- status of every tenant
     st.subheader("Forecast against budget")
     st.altair_chart(charts.budget_status(table, title=f"Month-end forecast against budget, {label} (USD)"))
-    st.dataframe(table, placeholder=MISSING, hide_index=True, column_order=[
+    bounded_dataframe(table, sort_by="forecast_usd", order="the highest forecast", what="tenants",
+                      file_name="budget_status", placeholder=MISSING, hide_index=True, column_order=[
         "tenant", "status", "budget_usd", "spent_usd", "used_share", "forecast_usd", "forecast_low_usd",
         "forecast_high_usd", "forecast_share", "mean_daily_usd"], column_config={
         "tenant": st.column_config.TextColumn("Tenant"), "status": st.column_config.TextColumn("Status"),

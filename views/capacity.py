@@ -13,6 +13,7 @@ from finops.errors import InputError
 from finops.fmt import MISSING, usd
 from finops.ingest import loadtests
 from views._shared import (
+    bounded_dataframe,
     can,
     current_filters,
     filter_caption,
@@ -268,7 +269,8 @@ elif observed.empty:
             icon=":material/dns:")
 else:
     MS = st.column_config.NumberColumn
-    st.dataframe(observed, placeholder=MISSING, hide_index=True, column_order=(
+    bounded_dataframe(observed, sort_by="arrival_rate_per_s", order="the highest arrival rate", what="models",
+                      file_name="observed_fleets", placeholder=MISSING, hide_index=True, column_order=(
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms",
         "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
@@ -336,7 +338,7 @@ else:
             short = comparison.hours[comparison.hours["short"]]
             if len(short):
                 with st.expander(f"The {len(short):,} hours the fleet was short ({span})"):
-                    st.dataframe(short.reset_index(), hide_index=True, column_config={
+                    bounded_dataframe(short.reset_index(), what="short hours", file_name="short_hours", hide_index=True, column_config={
                         "ts": st.column_config.DatetimeColumn("Hour (UTC)", format="YYYY-MM-DD HH:00"),
                         "qps": st.column_config.NumberColumn("Served (req/s)", format="%.4g"),
                         "replicas_billed": st.column_config.NumberColumn("Replicas billed", format="%.3g"),

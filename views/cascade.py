@@ -15,6 +15,7 @@ from finops.fmt import MISSING, duration_ms, export_name, usd
 from finops.ingest import uploads
 from finops.spend import exports
 from views._shared import (
+    bounded_dataframe,
     can,
     current_access,
     current_filters,
@@ -309,7 +310,7 @@ else:
             own = cascade_store.tenant_curves(shadow, None if mode == "per_query" else c_small,
                                               None if mode == "per_query" else c_large, small_model)
         choices = cascade_store.floor_choices(report.curve, floors, own)
-        st.dataframe(choices, hide_index=True, column_config={
+        bounded_dataframe(choices, what="tenants", file_name="floor_choices", hide_index=True, column_config={
             "tenant": st.column_config.TextColumn("Tenant"),
             "floor": PCT("Floor (% correct)", format="percent"),
             "curve": st.column_config.TextColumn("Curve used"),

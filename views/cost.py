@@ -13,6 +13,8 @@ from finops.spend.costviews import (
     token_mix_long,
 )
 from views._shared import (
+    MAX_PANELS,
+    bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
@@ -22,6 +24,7 @@ from views._shared import (
     raw_rows_notice,
     source_label,
     stop_if_store_empty,
+    top_panels,
     unpriced_banner,
 )
 
@@ -48,14 +51,15 @@ else:
     heat, table = st.tabs(["Heatmap", "Table"])
     heat.altair_chart(charts.cost_heatmap(matrix, title="$ per 1M tokens (input + output) by model and tenant"))
     wide = cost_matrix_wide(matrix)
-    table.dataframe(wide, placeholder=MISSING, hide_index=True, column_config={
+    bounded_dataframe(wide, table, sort_by=None, what="models", file_name="cost_per_1m_by_model_tenant",
+                      placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         **{c: USD(f"{c} ($ per 1M tokens)", format="$%,.3f") for c in wide.columns if c != "model"}})
     st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
                "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
                "capacity is left out). " + source_label())
     units = query(spend.unit_costs, f)
-    st.dataframe(units, placeholder=MISSING, hide_index=True, column_config={
+    bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         "kind": st.column_config.TextColumn("Kind", help="api: a provider bills tokens; self_hosted: a GPU fleet"),
         "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%,.2f"),
@@ -94,7 +98,8 @@ if not fleet_wide("This table"):           # a shared fleet: tenant filters do n
 elif classes.empty:
     empty_state("No priced tokens in these filters.")
 else:
-    st.dataframe(classes, hide_index=True, column_config={
+    bounded_dataframe(classes, sort_by="input_tokens", order="the most input tokens", what="models",
+                      file_name="token_class_prices", hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"), "kind": st.column_config.TextColumn("Kind"),
         "input_tokens": COUNT("Input tokens", format="localized"),
         "output_tokens": COUNT("Output tokens", format="localized"),
@@ -123,7 +128,8 @@ else:
         st.info("Every request here costs nothing (cache hits or models missing from the price book).")
     else:
         st.altair_chart(charts.cost_per_request(dist.histogram, title="Cost of one request by model (USD, log scale)"))
-    st.dataframe(dist.summary, placeholder=MISSING, hide_index=True, column_config={
+    bounded_dataframe(dist.summary, sort_by="requests", order="the most requests", what="models",
+                      file_name="cost_per_request", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         "requests": COUNT("Requests", format="localized"),
         "mean_usd": USD("Mean ($ per request)", format="$%,.6f"), "p50_usd": USD("Median ($)", format="$%,.6f"),
@@ -145,7 +151,8 @@ elif gpu.summary.empty:
     st.info("No self-hosted model (kind self_hosted in the price book) has traffic in these filters.",
             icon=":material/dns:")
 else:
-    for r in gpu.summary.itertuples(index=False):
+    for r in gpu.summary[gpu.summary["model"].isin(top_panels(gpu.summary["model"], "self-hosted models"))].itertuples(
+            index=False):
         c1, c2, c3, c4 = st.columns(4)
         c1.metric(f"{plain(r.model)}: fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
                   help="Replicas × GPUs per replica × $ per GPU-hour, over the hours the fleet ran in the period.")
@@ -161,7 +168,7 @@ else:
         st.caption(f"{plain(r.model)}: {plain(r.how) if isinstance(r.how, str) else 'not in the price book'}, "
                    f"{r.gpu_hours:,.1f} GPU-hours in {r.hours_billed:,} hours.{unbilled}")
     cols = st.columns(min(len(gpu.summary), 2))
-    for i, model in enumerate(gpu.summary["model"]):
+    for i, model in enumerate(gpu.summary["model"].head(MAX_PANELS)):
         cols[i % len(cols)].altair_chart(charts.gpu_cost(gpu.series, gpu.grain, model))
     st.altair_chart(charts.utilization(gpu.series, gpu.grain, title=f"GPU utilisation per {gpu.grain} (%)"))
     st.caption("A self-hosted model costs replicas × GPUs per replica × $ per GPU-hour for each hour its fleet ran: "
@@ -177,7 +184,8 @@ if rec.empty:
     st.info("These logs record no cost of their own: every figure on this page is tokens × the price row in force "
             "for each request (price book or catalogue), so there is nothing to reconcile.", icon=":material/info:")
 else:
-    st.dataframe(rec, placeholder=MISSING, hide_index=True, column_config={
+    bounded_dataframe(rec, sort_by="list_cost_usd", order="the highest list cost", what="models",
+                      file_name="recorded_vs_list", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
         "priced_by": st.column_config.TextColumn("List price from"),
         "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
@@ -225,8 +233,10 @@ COLUMNS = {
     "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%,.3f"),
     "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)}
 by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
-by_tenant.dataframe(showback_by_tenant(sb), placeholder=MISSING, hide_index=True, column_config=COLUMNS)
-by_pair.dataframe(sb, placeholder=MISSING, hide_index=True, column_config=COLUMNS)
+bounded_dataframe(showback_by_tenant(sb), by_tenant, sort_by="cost_usd", what="tenants", file_name="showback_tenants",
+                  placeholder=MISSING, hide_index=True, column_config=COLUMNS)
+bounded_dataframe(sb, by_pair, sort_by="cost_usd", what="tenant and model rows", file_name="showback",
+                  placeholder=MISSING, hide_index=True, column_config=COLUMNS)
 name = export_name("showback", period)
 # the files are made when a button is pressed (a FOCUS export of a big store takes seconds), not on each render
 c1, c2, c3 = st.columns(3)

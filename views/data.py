@@ -2,7 +2,6 @@
 batches, and the price book."""
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 import streamlit as st
@@ -11,11 +10,12 @@ from finops import schema, store
 from finops.errors import InputError
 from finops.fmt import MISSING
 from finops.ingest import IngestOptions, ingest_path
+from finops.ingest import uploads as upload_files
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
-from finops.ingest.uploads import save_upload
 from finops.spend import exports, fleets, pricing
 from views._shared import (
     FOLLOW_KEY,
+    bounded_dataframe,
     can,
     current_access,
     cursor,
@@ -44,15 +44,24 @@ log = logging.getLogger("finops")
 
 
 def _upload_root() -> Path:
-    root = Path(st.session_state.setdefault("_upload_dir", tempfile.mkdtemp(prefix="finops-upload-")))
-    root.mkdir(parents=True, exist_ok=True)
+    """This session's folder in the upload area, touched on every run (an idle one is swept as abandoned)."""
+    if "_upload_dir" not in st.session_state:
+        st.session_state["_upload_dir"] = str(upload_files.session_folder())
+    root = Path(st.session_state["_upload_dir"])
+    upload_files.touch(root)
     return root
 
 
 def _saved(upload) -> Path:
     """The upload written to this session's temp folder under its own name (detection reads content,
-    DuckDB reads .gz by its extension); deleted once loaded (:func:`_discard`) or removed from the uploader."""
-    return save_upload(upload.getbuffer(), upload.name, _upload_root() / upload.file_id)
+    DuckDB reads .gz by its extension); deleted once loaded (:func:`_discard`) or removed from the uploader.
+    Before a new file is written, abandoned sessions' folders are swept and the area's size is checked
+    (:func:`finops.ingest.uploads.make_room`: an InputError when it is full)."""
+    folder = _upload_root() / upload.file_id
+    target = folder / (Path(upload.name).name or "upload")
+    if not target.exists():
+        upload_files.make_room(upload.size, upload.name)
+    return upload_files.save_upload(upload.getbuffer(), upload.name, folder)
 
 
 def _discard(file_id: str) -> None:
@@ -97,9 +106,13 @@ def _file_panel(upload) -> None:
         st.caption(f"{plain(upload.name)} is loaded (see the validation report above); its temporary copy is "
                    "deleted. Remove it from the list above to load it again with other settings.")
         return
-    path = _saved(upload)
     with st.container(border=True):
         st.markdown(f"**{plain(upload.name)}** · {_size(upload.size)}")
+        try:
+            path = _saved(upload)
+        except InputError as exc:
+            st.error(f"Cannot take this file: {plain(exc)}", icon=":material/error:")
+            return
         try:
             detected = preview_path(cursor(), path, upload.name)
         except InputError as exc:
@@ -328,7 +341,7 @@ st.caption("These rows are ours and override the catalogue: API models cost thei
 
 # ---- how each model is priced, aliases, the catalogue
 st.subheader("How each model is priced")
-st.dataframe(query(pricing.resolution), placeholder=MISSING, hide_index=True, column_config={
+bounded_dataframe(query(pricing.resolution), what="model names", file_name="model_resolution", placeholder=MISSING, hide_index=True, column_config={
     "model": st.column_config.TextColumn("Model as logged"), "provider": st.column_config.TextColumn("Provider"),
     "price_source": None, "price_provider": None, "price_model": None,
     "how": st.column_config.TextColumn("Priced by")})

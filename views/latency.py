@@ -14,6 +14,7 @@ from views._shared import (
     raw_rows_notice,
     source_label,
     stop_if_store_empty,
+    top_panels,
 )
 
 
@@ -71,7 +72,7 @@ else:
     bins = c2.slider("Number of bins", 10, 80, 40, step=5, key="q_bins")
     hist = query(latency.histogram, f, "queue_ms", bins=bins, scale=scale)
     qp = query(latency.percentiles, f, by=("model",), fields=("queue_ms",)).set_index("model")
-    models = list(dict.fromkeys(hist["grp"]))
+    models = top_panels(hist.groupby("grp", sort=False)["count"].sum().sort_values(ascending=False, kind="stable").index)
     grid = st.columns(2)
     for i, model in enumerate(models):
         h = hist[hist["grp"] == model]

@@ -6,6 +6,7 @@ from finops.errors import InputError
 from finops.fmt import MISSING, duration_ms, usd
 from finops.spend import routing
 from views._shared import (
+    bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
@@ -56,7 +57,8 @@ with tab_tier:
     per = query(routing.mix, f, dim, split="sla_tier")
     st.altair_chart(charts.share_by_split(per, "sla_tier", share, series_title,
                                           title=f"Share of each SLA tier's {measure} by {dim}"))
-st.dataframe(mix_total, placeholder=MISSING, hide_index=True, column_config={
+bounded_dataframe(mix_total, sort_by="requests", order="the most requests", what="rows", file_name="routing_mix",
+                  placeholder=MISSING, hide_index=True, column_config={
     "series": series_title, "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     "tokens": st.column_config.NumberColumn("Tokens", format="%,d"),
     "cost_usd": st.column_config.NumberColumn("Spend (USD)", format="$%,.2f"),
@@ -116,7 +118,8 @@ else:
         else:
             q = casc.quality.assign(escalated=casc.quality["escalated"].map(
                 {True: "rejected attempt", False: "answer served"}))
-            st.dataframe(q, placeholder=MISSING, hide_index=True, column_config={
+            bounded_dataframe(q, sort_by="labelled", order="the most labelled rows", what="rows",
+                              file_name="cascade_quality", placeholder=MISSING, hide_index=True, column_config={
                 "model": "Model", "escalated": "Row",
                 "labelled": st.column_config.NumberColumn("Labelled", format="%,d"),
                 "mean_quality": st.column_config.NumberColumn("Mean quality", format="%.3f"),
@@ -150,7 +153,7 @@ else:
         st.success(f"No candidate at {threshold:,} {unit}: every short prompt went to a small model and every long "
                    "one to a large model.", icon=":material/check_circle:")
     else:
-        st.dataframe(mis.summary, placeholder=MISSING, hide_index=True, column_config={
+        bounded_dataframe(mis.summary, what="models", file_name="misrouted", placeholder=MISSING, hide_index=True, column_config={
             "kind": "Candidate", "model": "Served by",
             "requests": st.column_config.NumberColumn("Requests", format="%,d"),
             "share_of_model": st.column_config.ProgressColumn("Share of the model's requests", format="percent",
@@ -229,7 +232,7 @@ if policy != "as-logged" and wi.delta_usd < 0:
             icon=":material/info:")
 st.altair_chart(charts.whatif_by_model(wi.by_model, title=f"Spend by model: actual vs {policy}"))
 if policy == "per-tier":
-    st.dataframe(wi.by_tier, placeholder=MISSING, hide_index=True, column_config={
+    bounded_dataframe(wi.by_tier, what="tiers", file_name="whatif_by_tier", placeholder=MISSING, hide_index=True, column_config={
         "sla_tier": "SLA tier", "strategy": "Strategy",
         "actual_usd": st.column_config.NumberColumn("Actual (USD)", format="$%,.2f"),
         "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format="$%,.2f")})

@@ -145,9 +145,111 @@ def _line_error(name: str, line: int, limit: int) -> InputError:
                       "may have: refused whole, nothing loaded. Split the field or the line", file=name)
 
 
+#: a quoted CSV field may span at most this many lines (a prompt with newlines spans a few; an unclosed
+#: quote swallows the rest of the file) and hold at most :data:`MAX_LINE_BYTES` bytes
+MAX_QUOTED_FIELD_LINES = 200
+
+
+class CsvQuotes:
+    """Follows a CSV's quotes block by block as DuckDB's reader reads them, to refuse what it would misread.
+
+    A quote opens a field only at the field's start (after the delimiter or a line break; one in the
+    middle of an unquoted field is text, as DuckDB reads it). In a quoted field ``""`` is a quote; the
+    quote that closes it must be followed by the delimiter or the line's end. Refused (an
+    :class:`~finops.errors.InputError` naming the file, the line where the quote opened and the field):
+
+    * a quote never closed: DuckDB reads the rest of the file into that one field, its rows lost;
+    * a quoted field over :data:`MAX_QUOTED_FIELD_LINES` lines or :data:`MAX_LINE_BYTES` bytes: most
+      likely an unclosed quote that a later stray quote closed, the rows between swallowed;
+    * text after a closing quote (``"ac"me``): DuckDB keeps part of the field and drops the rest.
+
+    Only the quotes are visited (``bytes.find``/``count`` between them), so a file without quotes costs
+    one ``find`` per block.
+    """
+
+    def __init__(self, name: str, columns: list[str], delimiter: str = ","):
+        self.name, self.columns, self.delim = name, list(columns), delimiter.encode()
+        self.line, self.field, self.at_start = 1, 0, True
+        self.inside = self.pending = False
+        self.open_line = self.open_field = self.span_lines = self.span_bytes = 0
+
+    def _field_name(self) -> str:
+        k = self.open_field
+        return self.columns[k] if k < len(self.columns) else f"{k + 1} (beyond the header's {len(self.columns)})"
+
+    def _error(self, what: str) -> InputError:
+        return InputError(f"line {self.open_line:,}: {what}. Nothing loaded: close the quote, or double a quote "
+                          'that is part of the text ("")', file=self.name, field=self._field_name())
+
+    def feed(self, chunk: bytes) -> None:
+        i, n, d = 0, len(chunk), self.delim
+        if self.pending and n:          # the last block ended on a quote inside a quoted field
+            self.pending = False
+            i = self._after_quote(chunk, -1, n)
+        while i < n:
+            if not self.inside:
+                q = chunk.find(b'"', i)
+                end = q if q >= 0 else n
+                if end > i:
+                    nl = chunk.count(b"\n", i, end)
+                    if nl:
+                        self.line += nl
+                        last = chunk.rfind(b"\n", i, end)
+                        self.field = chunk.count(d, last + 1, end)
+                    else:
+                        self.field += chunk.count(d, i, end)
+                    self.at_start = chunk[end - 1:end] in (d, b"\n")
+                if q < 0:
+                    return
+                if self.at_start:
+                    self.inside, self.open_line, self.open_field = True, self.line, self.field
+                    self.span_lines = self.span_bytes = 0
+                self.at_start = False
+                i = q + 1
+            else:
+                c = chunk.find(b'"', i)
+                end = c if c >= 0 else n
+                nl = chunk.count(b"\n", i, end)
+                self.line += nl
+                self.span_lines += nl
+                self.span_bytes += end - i
+                if self.span_lines >= MAX_QUOTED_FIELD_LINES or self.span_bytes > MAX_LINE_BYTES:
+                    raise self._error(f"the quoted field that opens here runs over more than "
+                                      f"{MAX_QUOTED_FIELD_LINES:,} lines or {MAX_LINE_BYTES >> 20} MiB, more than a "
+                                      "field holds: a quote is most likely unclosed, the rows after it read as text")
+                if c < 0:
+                    return
+                if c + 1 >= n:
+                    self.pending = True
+                    return
+                i = self._after_quote(chunk, c, n)
+
+    def _after_quote(self, chunk: bytes, c: int, n: int) -> int:
+        """Inside a quoted field, a quote at ``c`` (-1: the last byte of the previous block): returns where to go on."""
+        nxt = chunk[c + 1:c + 2]
+        if nxt == b'"':
+            self.span_bytes += 2
+            return c + 2
+        if nxt in (self.delim, b"\n", b"\r"):
+            self.inside = False
+            return c + 1
+        ends = f" on line {self.line:,}" if self.line != self.open_line else ""
+        text = chunk[c + 1:c + 21].split(b"\n")[0].decode("utf-8", errors="replace")
+        raise self._error(f"the quoted field that opens here ends{ends} with text after its closing quote "
+                          f"({text!r}), which the reader would drop")
+
+    def finish(self) -> None:
+        """At the end of the file: a quoted field still open was never closed (a last quote closes it)."""
+        if self.inside and not self.pending:
+            raise self._error(f"the quote that opens this field is never closed: it runs to the end of the file (line "
+                              f"{self.line:,}), "
+                              f"{self.span_lines:,} more line{'s' if self.span_lines != 1 else ''} read as its text")
+
+
 def scan_text(p: Probe) -> None:
     """Read a text file to its end once (decompressed), in :data:`SCAN_CHUNK` blocks: refuse a NUL byte
-    anywhere (the rule the probe applies to the first bytes) and a line over :data:`LINE_LIMITS`.
+    anywhere (the rule the probe applies to the first bytes), a line over :data:`LINE_LIMITS` and, in a
+    CSV, a quote DuckDB would misread (:class:`CsvQuotes`).
 
     With blocks no longer than the limit, a line over it is seen as a run between newlines that
     crosses a block boundary, so only the first and last newline of each block are looked up.
@@ -160,12 +262,15 @@ def scan_text(p: Probe) -> None:
     opener = gzip.open if p.container == "gzip" else open
     chunk_size = min(SCAN_CHUNK, limit)
     offset, line, since_nl = 0, 1, 0
+    quotes = CsvQuotes(p.name, p.columns, p.delimiter) if p.kind == "csv" else None
     try:
         with opener(p.path, "rb") as fh:
             for chunk in iter(lambda: fh.read(chunk_size), b""):
                 nul = chunk.find(b"\0")
                 if nul >= 0:
                     raise _nul_error(p.name, offset + nul, line + chunk.count(b"\n", 0, nul), p.container)
+                if quotes is not None:
+                    quotes.feed(chunk)
                 first = chunk.find(b"\n")
                 if first < 0:
                     since_nl += len(chunk)
@@ -177,6 +282,8 @@ def scan_text(p: Probe) -> None:
                     since_nl = len(chunk) - chunk.rfind(b"\n") - 1
                     line += chunk.count(b"\n")
                 offset += len(chunk)
+            if quotes is not None:
+                quotes.finish()
     except (OSError, EOFError) as exc:
         raise InputError(f"the file is truncated or corrupt, cannot decompress it ({exc})", file=p.name) from None
 

@@ -342,6 +342,10 @@ def _check_truncated(p: Probe) -> None:
 MAX_ZIP_RATIO = 200
 #: and an archive to at most this many bytes in all ($FINOPS_MAX_UNZIPPED_BYTES overrides)
 MAX_UNZIPPED_BYTES = 4 * 1024 ** 3
+#: members up to this size are not judged by their own ratio (a tiny file compresses oddly), and an
+#: archive that expands to no more than this in all is not judged by its whole ratio
+RATIO_EXEMPT_BYTES = 1 << 20
+WHOLE_RATIO_EXEMPT_BYTES = 64 << 20
 
 
 def _zip_limit() -> int:
@@ -353,7 +357,7 @@ def expand(path: Path, workdir: Path) -> list[tuple[Path, str]]:
     """A zip becomes its members (extracted to ``workdir``); anything else is itself.
 
     An archive is checked before anything is written: each member's declared size against
-    :data:`MAX_ZIP_RATIO` × its compressed size, the sum against :data:`MAX_UNZIPPED_BYTES` and the
+    :data:`MAX_ZIP_RATIO` × its compressed size, the whole archive's likewise (many small members), the sum against :data:`MAX_UNZIPPED_BYTES` and the
     free disk. While copying, a member that yields more than it declared is refused (zipfile stops at
     the declared size and the CRC check fails), so a crafted header cannot fill the disk either.
     """
@@ -367,10 +371,16 @@ def expand(path: Path, workdir: Path) -> list[tuple[Path, str]]:
             total = sum(i.file_size for i in members)
             for info in members:
                 ratio = info.file_size / max(info.compress_size, 1)
-                if info.file_size > (1 << 20) and ratio > MAX_ZIP_RATIO:
+                if info.file_size > RATIO_EXEMPT_BYTES and ratio > MAX_ZIP_RATIO:
                     raise InputError(f"the archive member {info.filename!r} expands {ratio:,.0f}× "
                                      f"({info.compress_size:,} to {info.file_size:,} bytes), more than the "
                                      f"{MAX_ZIP_RATIO}× a log file does: refused as a zip bomb", file=path.name)
+            whole = total / max(path.stat().st_size, 1)
+            if total > WHOLE_RATIO_EXEMPT_BYTES and whole > MAX_ZIP_RATIO:
+                # many members each too small to judge alone (a thousand 1 MiB files of zeros)
+                raise InputError(f"the archive's {len(members):,} members expand {whole:,.0f}× in all "
+                                 f"({path.stat().st_size:,} to {total:,} bytes), more than the {MAX_ZIP_RATIO}× "
+                                 "log files do: refused as a zip bomb", file=path.name)
             if total > limit:
                 raise InputError(f"the archive expands to {total:,} bytes, more than the {limit:,} allowed "
                                  "(FINOPS_MAX_UNZIPPED_BYTES)", file=path.name)

@@ -3,6 +3,10 @@
 * **Uploads as files** (:func:`upload_file`, :func:`read_upload`, :func:`save_upload`): the readers
   work on paths (DuckDB, the benchmark readers, pandas), so an upload's bytes are written to a file
   under the upload's own name first; error messages name the upload, not the temporary file.
+* **The upload area** (:func:`session_folder`, :func:`sweep_uploads`, :func:`make_room`): the Data page
+  keeps each session's uploads in its own folder under one area; a browser closed mid-upload leaves its
+  folder behind, so folders idle longer than :data:`UPLOAD_MAX_IDLE_S` are swept (at app start and on
+  each upload) and the area's bytes are bounded by :data:`UPLOAD_AREA_MAX_BYTES`.
 * **Text CSVs** (:func:`read_text_csv`, :func:`read_csv`): a user's CSV, or a clear
   :class:`~finops.errors.InputError` naming the file.
 * **Eval CSVs** (:func:`load_eval_csv`, :func:`eval_from_upload`, :func:`eval_csv_columns`,
@@ -15,7 +19,10 @@
 """
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -40,6 +47,111 @@ def save_upload(data: bytes | memoryview, name: str, folder: str | Path) -> Path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return path
+
+
+# ---------------------------------------------------------------- the upload area
+
+#: a session's upload folder untouched for this long is abandoned (the page touches it on every run)
+UPLOAD_MAX_IDLE_S = 2 * 3600
+#: the upload area holds at most this many bytes, every session's folders together
+#: ($FINOPS_UPLOAD_AREA_MAX_BYTES overrides)
+UPLOAD_AREA_MAX_BYTES = 4 * 1024 ** 3
+SESSION_PREFIX = "session-"
+
+
+def upload_area() -> Path:
+    """The one folder every session's upload folder lives in: ``$FINOPS_UPLOAD_DIR``, else
+    ``finops-uploads`` in the system's temporary folder."""
+    return Path(os.environ.get("FINOPS_UPLOAD_DIR") or Path(tempfile.gettempdir()) / "finops-uploads")
+
+
+def session_folder(area: Path | None = None) -> Path:
+    """A new, empty folder for one browser session's uploads."""
+    area = area or upload_area()
+    area.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=area))
+
+
+def touch(folder: Path) -> None:
+    """Mark a session's folder as in use now (it is swept once idle for :data:`UPLOAD_MAX_IDLE_S`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.utime(folder)
+
+
+def _usage(folder: Path) -> tuple[float, int]:
+    """The newest modification time in ``folder`` (itself included) and the bytes its files hold."""
+    newest, size = folder.stat().st_mtime, 0
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except FileNotFoundError:        # removed meanwhile by its own session
+                continue
+            newest = max(newest, st.st_mtime)
+            if name in files:
+                size += st.st_size
+    return newest, size
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What :func:`sweep_uploads` found and removed."""
+
+    removed: int             #: abandoned session folders deleted
+    removed_bytes: int
+    kept: int                #: session folders still in use
+    kept_bytes: int          #: the bytes those hold: the area's size after the sweep
+
+
+def sweep_uploads(area: Path | None = None, *, max_idle_s: float = UPLOAD_MAX_IDLE_S,
+                  now: float | None = None) -> Sweep:
+    """Delete the session folders of ``area`` idle for more than ``max_idle_s`` (nothing in them
+    written or touched since): a browser that closed before its upload was loaded or removed."""
+    area = area or upload_area()
+    now = time.time() if now is None else now
+    removed = removed_bytes = kept = kept_bytes = 0
+    if not area.is_dir():
+        return Sweep(0, 0, 0, 0)
+    for folder in area.iterdir():
+        if not folder.name.startswith(SESSION_PREFIX) or not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            newest, size = _usage(folder)
+        except FileNotFoundError:
+            continue
+        if now - newest > max_idle_s:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed, removed_bytes = removed + 1, removed_bytes + size
+        else:
+            kept, kept_bytes = kept + 1, kept_bytes + size
+    return Sweep(removed, removed_bytes, kept, kept_bytes)
+
+
+def area_limit() -> int:
+    """The upload area's byte limit: ``$FINOPS_UPLOAD_AREA_MAX_BYTES``, else :data:`UPLOAD_AREA_MAX_BYTES`."""
+    text = os.environ.get("FINOPS_UPLOAD_AREA_MAX_BYTES", "")
+    return int(text) if text.isdigit() else UPLOAD_AREA_MAX_BYTES
+
+
+def make_room(size: int, name: str, area: Path | None = None, *, max_bytes: int | None = None,
+              max_idle_s: float = UPLOAD_MAX_IDLE_S) -> Sweep:
+    """Before an upload of ``size`` bytes is written: sweep the abandoned folders, then refuse it (an
+    :class:`InputError` naming the file) when the area would hold more than ``max_bytes`` (default
+    :func:`area_limit`) or the disk has not the room. Live sessions' files are never deleted to make room."""
+    area = area or upload_area()
+    max_bytes = area_limit() if max_bytes is None else max_bytes
+    swept = sweep_uploads(area, max_idle_s=max_idle_s)
+    if swept.kept_bytes + size > max_bytes:
+        raise InputError(f"the upload area is full: {size:,} more bytes would make {swept.kept_bytes + size:,}, "
+                         f"more than the {max_bytes:,} allowed for every session's uploads together. Load or "
+                         "remove the files already uploaded, or load this one from the command line "
+                         "(python -m finops ingest PATH)", file=name)
+    area.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(area).free
+    if size > free:
+        raise InputError(f"the server has {free:,} bytes of free disk for this {size:,}-byte upload: load it from "
+                         "the command line (python -m finops ingest PATH)", file=name)
+    return swept
 
 
 @contextmanager

@@ -1,0 +1,46 @@
+"""finops.charts' bounds (issue 17): the top series kept, the rest folded or left out, and long series thinned,
+each with the note the chart shows as its subtitle."""
+import pandas as pd
+
+from finops import charts
+from finops.schema import IDLE_TENANT
+
+
+def _spend(models=25, periods=3):
+    rows = [(p, f"m{m}", float(m + 1), 1) for p in range(periods) for m in range(models)]
+    rows += [(p, IDLE_TENANT, 0.5, 0) for p in range(periods)]
+    return pd.DataFrame(rows, columns=["period", "series", "cost_usd", "requests"])
+
+
+def test_the_costliest_series_are_kept_the_rest_folded_per_period_and_the_total_kept():
+    frame = _spend()
+    out, note = charts.keep_top(frame, "series", "cost_usd", 10, what="models", by_what="spend",
+                                fold=("cost_usd", "requests"), by=("period",), keep=(IDLE_TENANT,))
+    assert set(out["series"]) == {f"m{m}" for m in range(15, 25)} | {charts.OTHER, IDLE_TENANT}
+    assert out["cost_usd"].sum() == frame["cost_usd"].sum() and out["requests"].sum() == frame["requests"].sum()
+    assert (out["series"] == charts.OTHER).sum() == 3                      # one 'other' per period
+    assert note == "the 10 of 25 models with the highest spend; the rest as 'other'"
+
+
+def test_series_that_cannot_be_summed_are_left_out_and_said():
+    frame = _spend().rename(columns={"cost_usd": "fleet_cost_usd"})
+    out, note = charts.keep_top(frame, "series", "fleet_cost_usd", 5, what="models", by_what="fleet cost")
+    assert out["series"].nunique() == 5 and charts.OTHER not in set(out["series"])
+    assert note.endswith("the others are left out")
+
+
+def test_a_long_series_is_merged_into_a_coarser_grain_or_sampled():
+    frame = pd.DataFrame({"period": range(12_000), "cost_usd": 1.0, "utilization": 0.5})
+    merged, note = charts.thin_points(frame, "period", sums=("cost_usd",), unit="hours")
+    assert len(merged) <= charts.MAX_POINTS and merged["cost_usd"].sum() == 12_000
+    assert note == f"each point merges 3 hours (at most {charts.MAX_POINTS:,} points a chart)"
+    sampled, note = charts.thin_points(frame, "period", unit="hours")
+    assert len(sampled) == 4_000 and note.startswith("one in every 3 of the 12,000 hours shown")
+    short, note = charts.thin_points(frame.head(10), "period")
+    assert len(short) == 10 and note is None
+
+
+def test_the_spend_chart_says_its_bounds_in_its_subtitle():
+    spec = charts.spend_over_time(_spend(), "day", title="Spend per day").to_dict()
+    assert spec["title"]["subtitle"] == ["The 10 of 25 models with the highest spend; the rest as 'other'."]
+    assert charts.spend_over_time(_spend(models=3), "day", title="Spend").to_dict()["title"] == "Spend"
