@@ -6,6 +6,7 @@ import streamlit as st
 from finops.fmt import MISSING
 from finops.ops import alerts, delivery
 from views._shared import (
+    bounded_dataframe,
     can,
     current_access,
     current_filters,
@@ -78,7 +79,7 @@ else:
         states = g.alerts["state_shown"].value_counts()
         summary = ", ".join(f"{n} {s}" for s, n in states.items())
         with st.expander(f"{plain(g.title)} · {plain(summary)}", icon=ICONS.get(g.severity), expanded=i == 0):
-            st.dataframe(g.alerts, placeholder=MISSING, hide_index=True,
+            bounded_dataframe(g.alerts, what="alerts", file_name="alerts", placeholder=MISSING, hide_index=True,
                          column_order=["severity", "state_shown", "tenant", "rule", "window_start", "window_end"],
                          column_config={
                              "severity": st.column_config.TextColumn("Severity"),

@@ -6,6 +6,7 @@ from finops.fmt import MISSING, duration_columns, duration_ms
 from finops.latency import stats as latency
 from finops.ops import incidents
 from views._shared import (
+    bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
@@ -148,7 +149,8 @@ else:
     ttft_cols = sorted((c for c in tt.columns if c.startswith("ttft_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
     tpot_cols = sorted((c for c in tt.columns if c.startswith("tpot_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
     shown_tt, ttft_unit = duration_columns(tt, ttft_cols)
-    st.dataframe(shown_tt, placeholder=MISSING, hide_index=True,
+    bounded_dataframe(shown_tt, sort_by="requests", order="the most requests", what="models", file_name="ttft_tpot",
+                      placeholder=MISSING, hide_index=True,
                  column_order=["grp", "requests", *ttft_cols, *tpot_cols], column_config={
         "grp": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
         **{c: st.column_config.NumberColumn(f"First token {c.rsplit('_', 1)[1].upper()} ({ttft_unit})",
@@ -186,7 +188,7 @@ else:
     chart_title = f"{len(shown)} of its {inc.affected:,} requests hit (failed ones first), segment by segment"
 st.altair_chart(charts.slowest_traces(shown, title=chart_title))
 table, unit = duration_columns(shown, [c for c in shown.columns if c.endswith("_ms")])
-st.dataframe(table, placeholder=MISSING, hide_index=True, column_order=[
+bounded_dataframe(table, what="requests", file_name="slowest_requests", placeholder=MISSING, hide_index=True, column_order=[
     c for c in ("request_id", "ts", "model", "tenant", "sla_tier", "replica", "status", "total_ms", "queue_ms",
                 "prefill_ms", "decode_ms", "service_ms", "input_tokens", "output_tokens")
     if c in table and table[c].notna().any() and not (c == "model" and table[c].nunique() == 1)], column_config={

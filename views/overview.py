@@ -7,6 +7,7 @@ from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
 from views._shared import (
+    bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
@@ -75,7 +76,8 @@ if len(lat.table):
     st.subheader("Latency per model")
     shown = slo.overview_table(lat, query(alerts.open_alerts, f))
     sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
-    st.dataframe(shown, placeholder=MISSING, hide_index=True,
+    bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
+                      file_name="latency_per_model", placeholder=MISSING, hide_index=True,
                  column_order=["model", "requests", "sla_p99_s", "total_p99_s", "hours_over"], column_config={
                      "model": st.column_config.TextColumn("Model"),
                      "requests": st.column_config.NumberColumn("Requests served", format="%,d"),

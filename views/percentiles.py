@@ -5,6 +5,7 @@ from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns
 from finops.latency import stats as latency
 from views._shared import (
+    bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
@@ -53,7 +54,8 @@ pct = query(latency.percentiles, f, by=(by,), fields=(field,))
 cols = [f"{field}_p50", f"{field}_p95", f"{field}_p99"]
 table, unit = duration_columns(pct, cols)
 fmt = "%,.2f" if unit == "s" else "%,.0f"
-st.dataframe(table, placeholder=MISSING, hide_index=True, column_order=[by, "requests", *cols], column_config={
+bounded_dataframe(table, sort_by="requests", order="the most requests", what="groups", file_name="percentiles",
+                  placeholder=MISSING, hide_index=True, column_order=[by, "requests", *cols], column_config={
     by: GROUP_WORDS[by].capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     **{c: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt) for c in cols}})
 st.caption(percentile_note(pct) + f" {MISSING}: that group's logs lack the field (API models report no queue time). "
