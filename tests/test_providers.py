@@ -243,3 +243,62 @@ def test_openrouter_bad_latency_is_named(con, tmp_path):
     f.write_text(json.dumps(line) + "\n")
     (res,) = ingest_path(con, f)
     assert res.rejects == [{"row": 1, "field": "total_ms", "reason": "total_ms: cannot read slow as double"}]
+
+
+# ---------------------------------------------------------------- openai-batch: the typed fast path
+
+def _stored(path, options, monkeypatch=None, python_only=False) -> list[dict]:
+    from finops.ingest import providers
+    c = store.connect(":memory:")
+    try:
+        if python_only:
+            monkeypatch.setattr(providers, "openai_batch_fast_source", lambda p, o: None)
+        ingest_path(c, path, options)
+        if python_only:
+            monkeypatch.undo()
+        df = c.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id, ts").df()
+        return json.loads(df.to_json(orient="records", date_format="iso"))
+    finally:
+        c.close()
+
+
+def _variants(tmp_path) -> dict[str, object]:
+    lines = (P / "openai_batch_output.jsonl").read_text().splitlines()
+    out = {"as committed": P / "openai_batch_output.jsonl"}
+    odd = {
+        # a blank line: the Python path numbers rows by line
+        "blank line": "\n".join(lines[:2] + [""] + lines[2:]) + "\n",
+        # a line with no id: the Python path hashes it
+        "no id": "\n".join(lines + [json.dumps({**json.loads(lines[0]), "id": None})]) + "\n",
+        # an empty error object is no failure
+        "empty error": "\n".join(lines + [json.dumps({**json.loads(lines[1]), "id": "batch_req_e", "error": {}})]) + "\n",
+        # a count that is not whole: passed to the loader as text, which rejects it by name
+        "fractional count": "\n".join(lines + [lines[0].replace('"prompt_tokens": 1200', '"prompt_tokens": 1200.5')
+                                               .replace("batch_req_a1", "batch_req_f")]) + "\n",
+    }
+    for name, text in odd.items():
+        f = tmp_path / f"{name.replace(' ', '_')}.jsonl"
+        f.write_text(text)
+        out[name] = f
+    return out
+
+
+def test_openai_batch_fast_path_reads_the_committed_file_in_sql():
+    import duckdb
+
+    from finops.ingest import providers
+    opts = IngestOptions(model="gpt-4o-mini-2024-07-18")
+    src = providers.openai_batch_fast_source(probe(P / "openai_batch_output.jsonl"), opts)
+    assert src is not None
+    got = duckdb.connect().execute(src.sql, src.params).fetchall()
+    assert len(got) == len(read_jsonl(P / "openai_batch_output.jsonl"))     # no line sent it to the fallback
+
+
+@pytest.mark.parametrize("start", [None, START])
+def test_openai_batch_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch, start):
+    opts = IngestOptions(model="gpt-4o-mini-2024-07-18", start=start)
+    for name, path in _variants(tmp_path).items():
+        fast = _stored(path, opts)
+        slow = _stored(path, opts, monkeypatch, python_only=True)
+        assert fast == slow, name
+        assert len(fast) >= 6, name

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -161,10 +162,143 @@ def _one_row_per_record(to_row: Callable[[int, dict, IngestOptions, str], dict])
     return read
 
 
-def _read_openai_batch(con, p: Probe, options: IngestOptions) -> Source:
+# The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
+# straight into the canonical columns (no per-line Python). The numbers are read as DOUBLE and checked whole,
+# as the Python path's _count does.
+_USAGE_TYPE = ("STRUCT(prompt_tokens DOUBLE, completion_tokens DOUBLE, input_tokens DOUBLE, output_tokens DOUBLE, "
+               "prompt_tokens_details STRUCT(cached_tokens DOUBLE), "
+               "completion_tokens_details STRUCT(reasoning_tokens DOUBLE), "
+               "input_tokens_details STRUCT(cached_tokens DOUBLE), output_tokens_details STRUCT(reasoning_tokens DOUBLE))")
+_ERROR_TYPE = "STRUCT(code VARCHAR, type VARCHAR, message VARCHAR)"
+OPENAI_BATCH_TYPES = {
+    "id": "VARCHAR", "custom_id": "VARCHAR", "error": _ERROR_TYPE,
+    "response": ("STRUCT(status_code DOUBLE, request_id VARCHAR, body STRUCT(id VARCHAR, object VARCHAR, "
+                 "created DOUBLE, created_at DOUBLE, model VARCHAR, service_tier VARCHAR, "
+                 f"choices STRUCT(finish_reason VARCHAR)[], usage {_USAGE_TYPE}, error {_ERROR_TYPE}))"),
+}
+# The rules of openai_batch_row and _read_openai_batch's neighbouring-line time, in SQL. A line the SQL cannot
+# be sure to read as the Python path does calls error(), and the loader falls back to the Python path: no
+# custom_id, or neither response nor error; no id (the Python path hashes such a row); an error object whose
+# code, type and message are all empty (an empty object is no failure, any other is one); a count or status
+# that is not a whole number; a created time outside Unix seconds. Parameters: the path, the types, --start
+# (ISO text or NULL), --tenant, --model.
+OPENAI_BATCH_FAST_SQL = r"""
+WITH lines AS (
+  SELECT ordinality AS _row, id, custom_id, response, error AS line_error, response.body AS body,
+         response.body.usage AS u, response.status_code AS code
+  FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
+), checked AS (
+  SELECT *,
+    CASE WHEN custom_id IS NULL OR (response IS NULL AND line_error IS NULL)
+           THEN error('openai-batch fast path: a line without custom_id, response or error')
+         WHEN nullif(trim(id, ' ' || chr(9) || chr(10) || chr(13)), '') IS NULL
+              OR trim(id, ' ' || chr(9) || chr(10) || chr(13)) IN ('None', 'null', 'NULL')
+           THEN error('openai-batch fast path: a line without an id')
+         WHEN (line_error IS NOT NULL AND line_error.code IS NULL AND line_error.type IS NULL
+               AND line_error.message IS NULL)
+              OR (body.error IS NOT NULL AND body.error.code IS NULL AND body.error.type IS NULL
+                  AND body.error.message IS NULL)
+           THEN error('openai-batch fast path: an error object with no code, type or message')
+         WHEN code <> floor(code) OR u.prompt_tokens <> floor(u.prompt_tokens)
+              OR u.completion_tokens <> floor(u.completion_tokens) OR u.input_tokens <> floor(u.input_tokens)
+              OR u.output_tokens <> floor(u.output_tokens)
+              OR u.prompt_tokens_details.cached_tokens <> floor(u.prompt_tokens_details.cached_tokens)
+              OR u.input_tokens_details.cached_tokens <> floor(u.input_tokens_details.cached_tokens)
+              OR u.completion_tokens_details.reasoning_tokens <> floor(u.completion_tokens_details.reasoning_tokens)
+              OR u.output_tokens_details.reasoning_tokens <> floor(u.output_tokens_details.reasoning_tokens)
+           THEN error('openai-batch fast path: a count that is not a whole number')
+         WHEN coalesce(body.created, body.created_at) < 0 OR coalesce(body.created, body.created_at) >= 1e11
+           THEN error('openai-batch fast path: a created time that is not Unix seconds')
+    END AS _check,
+    CASE WHEN line_error IS NOT NULL THEN line_error ELSE body.error END AS failure,
+    u.input_tokens IS NOT NULL OR u.output_tokens IS NOT NULL AS responses_api
+  FROM lines
+), classed AS (
+  SELECT *, failure IS NULL AND (code IS NULL OR (code >= 200 AND code < 300)) AS ok,
+    CASE WHEN coalesce(body.created, body.created_at) IS NOT NULL
+           THEN strftime(make_timestamp(CAST(round(coalesce(body.created, body.created_at) * 1e6) AS BIGINT)),
+                         '%Y-%m-%d %H:%M:%S.%f')
+         ELSE CAST(? AS VARCHAR) END AS own_ts
+  FROM checked
+), timed AS (
+  SELECT *, coalesce(own_ts,
+                     last_value(own_ts IGNORE NULLS) OVER (ORDER BY _row ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                     first_value(own_ts IGNORE NULLS) OVER ()) AS ts_any
+  FROM classed
+)
+SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash, trim(id, ' ' || chr(9) || chr(10) || chr(13)) AS request_id,
+  ts_any AS ts, CAST(? AS VARCHAR) AS tenant,
+  coalesce(CASE WHEN trim(body.model, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+                THEN trim(body.model, ' ' || chr(9) || chr(10) || chr(13)) END, CAST(? AS VARCHAR)) AS model,
+  CAST(NULL AS VARCHAR) AS cache_hit,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.input_tokens ELSE u.prompt_tokens END AS BIGINT)
+                         AS VARCHAR) END AS input_tokens,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.output_tokens
+                                   ELSE coalesce(u.completion_tokens, CASE WHEN u.prompt_tokens IS NOT NULL THEN 0 END)
+                              END AS BIGINT) AS VARCHAR) END AS output_tokens,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.input_tokens_details.cached_tokens
+                                   ELSE u.prompt_tokens_details.cached_tokens END AS BIGINT) AS VARCHAR)
+       END AS cached_input_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms, CAST(NULL AS VARCHAR) AS ttft_ms, CAST(NULL AS VARCHAR) AS total_ms,
+  CASE WHEN ok THEN 'ok' ELSE 'error' END AS status,
+  CASE WHEN NOT ok THEN coalesce(
+    CASE WHEN trim(failure.code, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+         THEN trim(failure.code, ' ' || chr(9) || chr(10) || chr(13)) END,
+    CASE WHEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+         THEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) END,
+    'http_' || CAST(CAST(code AS BIGINT) AS VARCHAR), 'error') END AS error_type,
+  CAST(NULL AS VARCHAR) AS cost_usd,
+  CAST(json_merge_patch('{}', json_object(
+    'custom_id', custom_id, 'status_code', CAST(code AS BIGINT), 'upstream_request_id', response.request_id,
+    'object', body.object, 'body_id', body.id, 'body_service_tier', body.service_tier,
+    'finish_reason', body.choices[1].finish_reason, 'error_message', failure.message,
+    'ts_from', CASE WHEN own_ts IS NULL AND ts_any IS NOT NULL
+                    THEN 'a neighbouring line (the request''s own line carries no time)' END)) AS VARCHAR) AS attrs,
+  'openai' AS provider, 'batch' AS service_tier,
+  CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.output_tokens_details.reasoning_tokens
+                                   ELSE u.completion_tokens_details.reasoning_tokens END AS BIGINT) AS VARCHAR)
+       END AS reasoning_tokens
+FROM timed"""
+BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+
+
+def _plain_lines(p: Probe) -> bool:
+    """Whether a JSON Lines file is uncompressed and has no blank line (the Python path numbers rows by line,
+    DuckDB's reader by record: the two agree only then). Read at disk speed, no parsing."""
+    if p.container != "text":
+        return False
+    carry = b"\n"                       # a blank first line is a blank line too
+    with open(p.path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 23), b""):
+            text = carry + chunk
+            if BLANK_LINE.search(text):
+                return False
+            cut = text.rfind(b"\n")
+            carry = text[cut:] if cut >= 0 else text
+    return True
+
+
+def openai_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of an OpenAI Batch output file (:data:`OPENAI_BATCH_FAST_SQL`), or None where it does
+    not apply (``--tenant-field``, a compressed file or one with blank lines: the Python path reads those)."""
+    if p.kind != "jsonl" or options.tenant_field or not _plain_lines(p):
+        return None
+    start = _iso(options.start) if options.start else None
+    return Source(OPENAI_BATCH_FAST_SQL, [str(p.path), OPENAI_BATCH_TYPES, start, options.tenant, options.model],
+                  has_ids=True)
+
+
+def _read_openai_batch(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """The typed fast path where it applies (:func:`openai_batch_fast_source`), the Python path behind it as
+    the fallback for a line it cannot take; ``fast=False``: the Python path only."""
     if {"method", "url", "body"} <= set(p.columns) and "response" not in p.columns:
         raise InputError("this is an OpenAI Batch input file (the requests): load the batch's output file "
                          "(output_file_id, and error_file_id for failed requests) instead", file=p.name)
+    src = openai_batch_fast_source(p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_openai_batch(con, p, options, fast=False)
+        return src
 
     def rows():
         # a failed request's line and an embedding's body carry no time: such a line takes --start, else
