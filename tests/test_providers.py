@@ -302,3 +302,21 @@ def test_openai_batch_fast_and_python_paths_store_the_same_rows(tmp_path, monkey
         slow = _stored(path, opts, monkeypatch, python_only=True)
         assert fast == slow, name
         assert len(fast) >= 6, name
+
+
+def test_helicone_pages_on_lines_longer_than_the_probe_head_all_load(con, tmp_path):
+    # one page per line, each page longer than the 256 KiB the probe reads: the file is JSON Lines, not one
+    # JSON document (the second page was silently dropped)
+    from finops.ingest.base import HEAD_BYTES
+    doc = json.loads((P / "helicone_requests.json").read_text())
+    per_page = 2 * HEAD_BYTES // min(len(json.dumps(r)) for r in doc["data"])
+    pages = []
+    for page in range(2):
+        recs = [{**doc["data"][i % len(doc["data"])], "request_id": f"req-{page}-{i}"} for i in range(per_page)]
+        pages.append(json.dumps({"data": recs, "error": None}))
+    assert len(pages[0]) > HEAD_BYTES
+    f = tmp_path / "helicone_pages.jsonl"
+    f.write_text("\n".join(pages) + "\n")
+    assert probe(f).kind == "jsonl"
+    (res,) = ingest_path(con, f)
+    assert (res.format, res.rows_read) == ("helicone", 2 * per_page)

@@ -194,6 +194,25 @@ def _looks_binary(head: bytes) -> bool:
     return False
 
 
+def _long_first_line(opener, path: Path) -> dict | None:
+    """The first line of a file as an object when it is one (read up to :data:`MAX_JSON_LINE_BYTES`) and the
+    file goes on with another non-blank line; else None."""
+    with opener(path, "rb") as fh:
+        first = fh.readline(MAX_JSON_LINE_BYTES + 1)
+        if not first.endswith(b"\n"):
+            return None
+        nxt = fh.readline(HEAD_BYTES)
+        while nxt and not nxt.strip():
+            nxt = fh.readline(HEAD_BYTES)
+    if not nxt.strip():
+        return None
+    try:
+        rec = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
 def probe(path: Path, name: str | None = None) -> Probe:
     """Read the first bytes of a (possibly gzip-compressed) file and classify its shape."""
     import gzip
@@ -238,6 +257,12 @@ def probe(path: Path, name: str | None = None) -> Probe:
                 return Probe(path, name, container, head, "jsonl", columns=list(rec), first_record=rec, lines=lines)
         except json.JSONDecodeError:
             pass
+        if not lines and len(head) == HEAD_BYTES:
+            # the first line is longer than the head: JSON Lines of big records (a Helicone page of 1,000
+            # requests per line) when it is a whole object with more lines after it, else one document
+            rec = _long_first_line(opener, path)
+            if rec is not None:
+                return Probe(path, name, container, head, "jsonl", columns=list(rec), first_record=rec, lines=lines)
         return Probe(path, name, container, head, "json", lines=lines)
     if stripped.startswith("["):
         return Probe(path, name, container, head, "json", lines=lines)
