@@ -195,17 +195,29 @@ def _looks_binary(head: bytes) -> bool:
 
 
 def _long_first_line(opener, path: Path) -> dict | None:
-    """The first line of a file as an object when it is one (read up to :data:`MAX_JSON_LINE_BYTES`) and the
-    file goes on with another non-blank line; else None."""
+    """The first line of a file as an object when it is one (up to :data:`MAX_JSON_LINE_BYTES`) and the file
+    goes on with another non-blank line; else None. Looks for the line's end a chunk at a time first, so a
+    single big document costs a chunk of memory, not its size."""
     with opener(path, "rb") as fh:
-        first = fh.readline(MAX_JSON_LINE_BYTES + 1)
-        if not first.endswith(b"\n"):
+        length = 0
+        while length <= MAX_JSON_LINE_BYTES:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return None
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                rest = chunk[cut + 1:]
+                while not rest.strip():
+                    rest = fh.read(1 << 16)
+                    if not rest:
+                        return None
+                length += cut
+                break
+            length += len(chunk)
+        else:
             return None
-        nxt = fh.readline(HEAD_BYTES)
-        while nxt and not nxt.strip():
-            nxt = fh.readline(HEAD_BYTES)
-    if not nxt.strip():
-        return None
+    with opener(path, "rb") as fh:
+        first = fh.read(length)
     try:
         rec = json.loads(first)
     except (json.JSONDecodeError, UnicodeDecodeError):
