@@ -462,8 +462,13 @@ def _sniff_helicone(p: Probe) -> float:
 def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
     """One ``HeliconeRequest`` (an element of ``POST /v1/request/query``'s ``data``) as canonical fields.
 
-    Helicone copies the provider's usage: for Anthropic its ``prompt_tokens`` excludes the cache
-    reads and writes, which are added; for the others (OpenAI's convention) it counts the reads.
+    Helicone's ``prompt_tokens`` excludes the cache reads and writes for every provider, so they are added:
+    Anthropic's ``input_tokens`` never count them (``AnthropicBodyProcessor``), and for OpenAI Helicone
+    subtracts ``cached_tokens`` (and audio tokens, which it does not export) from ``prompt_tokens``, keeping them
+    as ``prompt_cache_read_tokens`` (``OpenAIBodyProcessor.getUsage``, Helicone/helicone
+    valhalla/jawn/src/lib/shared/bodyProcessors/openaiBodyProcessor.ts at 8f8667da). Older versions
+    (``GenericBodyProcessor``) kept OpenAI's ``prompt_tokens`` whole and wrote no cache reads: the sum is
+    the same rule for both.
     """
     if not isinstance(rec, dict) or "request_id" not in rec:
         raise InputError("expected a Helicone request (an object with request_id)", file=name, row=row,
@@ -471,7 +476,7 @@ def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") ->
     provider = _text(rec.get("provider"))
     prompt, completion = _count(rec.get("prompt_tokens")), _count(rec.get("completion_tokens"))
     read, write = _count(rec.get("prompt_cache_read_tokens")), _count(rec.get("prompt_cache_write_tokens"))
-    if isinstance(prompt, int) and provider and provider.lower() == "anthropic":
+    if isinstance(prompt, int):
         prompt += _sum_ints(read, write)
     code = _count(rec.get("response_status"))
     ok = code is None or (isinstance(code, int) and 200 <= code < 300)
