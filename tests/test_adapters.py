@@ -525,3 +525,22 @@ def test_openllmetry_0_33_spans_load(con):
         assert g[6] == "ok"
         assert g[7] == datetime(1970, 1, 1) + timedelta(microseconds=int(s["startTimeUnixNano"]) // 1000)
     assert ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))[0].rows_ingested == 0
+
+
+def test_the_readme_formats_table_lists_every_format_with_how_to_export_it():
+    from helpers import ROOT
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| format | source tool | how to export from it | example file |"):]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        rows[cells[0].strip("`")] = cells
+    assert set(rows) == {a.name for a in ADAPTERS}
+    for a in ADAPTERS:
+        _, tool, how, example = rows[a.name][:4]
+        assert tool and len(how) > 20, a.name
+        assert a.example is None or (ROOT / a.example).is_file(), a.name
+        for path in (p for p in example.replace("`", " ").split() if p.startswith("tests/data/")):
+            assert (ROOT / path.rstrip(",;)")).exists(), (a.name, path)
