@@ -254,12 +254,12 @@ def test_openrouter_bad_latency_is_named(con, tmp_path):
 
 # ---------------------------------------------------------------- openai-batch: the typed fast path
 
-def _stored(path, options, monkeypatch=None, python_only=False) -> list[dict]:
+def _stored(path, options, monkeypatch=None, python_only=False, fast="openai_batch_fast_source") -> list[dict]:
     from finops.ingest import providers
     c = store.connect(":memory:")
     try:
         if python_only:
-            monkeypatch.setattr(providers, "openai_batch_fast_source", lambda p, o: None)
+            monkeypatch.setattr(providers, fast, lambda p, o: None)
         ingest_path(c, path, options)
         if python_only:
             monkeypatch.undo()
@@ -327,3 +327,43 @@ def test_helicone_pages_on_lines_longer_than_the_probe_head_all_load(con, tmp_pa
     assert probe(f).kind == "jsonl"
     (res,) = ingest_path(con, f)
     assert (res.format, res.rows_read) == ("helicone", 2 * per_page)
+
+
+# ---------------------------------------------------------------- anthropic-batch: the typed fast path
+
+def _anthropic_variants(tmp_path) -> dict[str, object]:
+    lines = (P / "anthropic_batch_results.jsonl").read_text().splitlines()
+    ok = [ln for ln in lines if json.loads(ln)["result"]["type"] == "succeeded"]
+    served = json.loads(ok[0])
+    served["custom_id"], served["result"]["message"]["id"] = "doc-9", "msg_09"
+    served["result"]["message"]["usage"]["server_tool_use"] = {"web_search_requests": 2}
+    no_split = json.loads(ok[1])
+    no_split["custom_id"], no_split["result"]["message"]["id"] = "doc-10", "msg_10"
+    del no_split["result"]["message"]["usage"]["cache_creation"]
+    texts = {"succeeded only": "\n".join(ok) + "\n",
+             "tool use, no write split": "\n".join(ok + [json.dumps(served), json.dumps(no_split)]) + "\n",
+             "blank line": "\n".join(ok[:1] + [""] + ok[1:]) + "\n"}
+    out = {"as committed (failures: the Python path)": P / "anthropic_batch_results.jsonl"}
+    for name, text in texts.items():
+        f = tmp_path / f"{name.replace(' ', '_').replace(',', '')}.jsonl"
+        f.write_text(text)
+        out[name] = f
+    return out
+
+
+def test_anthropic_batch_fast_path_reads_a_succeeded_file_in_sql(tmp_path):
+    import duckdb
+
+    from finops.ingest import providers
+    f = _anthropic_variants(tmp_path)["tool use, no write split"]
+    src = providers.anthropic_batch_fast_source(probe(f), IngestOptions(start=START))
+    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))
+
+
+def test_anthropic_batch_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch):
+    opts = IngestOptions(start=START, model="claude-sonnet-4-20250514")
+    for name, path in _anthropic_variants(tmp_path).items():
+        fast = _stored(path, opts)
+        slow = _stored(path, opts, monkeypatch, python_only=True, fast="anthropic_batch_fast_source")
+        assert fast == slow, name
+        assert len(fast) >= 2, name

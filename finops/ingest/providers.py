@@ -415,10 +415,86 @@ def anthropic_batch_row(row: int, rec: dict, options: IngestOptions, name: str =
     })
 
 
-def _read_anthropic_batch(con, p: Probe, options: IngestOptions) -> Source:
+# The typed fast path of anthropic-batch, for a file whose every result succeeded (a result that did not run
+# has no message id, and the Python path hashes its line): anthropic_batch_row and anthropic_tokens in SQL.
+# A line it cannot be sure to read the same way calls error() and the Python path reads the file: a result
+# that is not ``succeeded``, no message id, a count that is not a whole number. Parameters: the path, the
+# types, --start (ISO text), --tenant, --model.
+ANTHROPIC_BATCH_TYPES = {
+    "custom_id": "VARCHAR",
+    "result": ("STRUCT(type VARCHAR, message STRUCT(id VARCHAR, model VARCHAR, stop_reason VARCHAR, "
+               "usage STRUCT(input_tokens DOUBLE, output_tokens DOUBLE, cache_read_input_tokens DOUBLE, "
+               "cache_creation_input_tokens DOUBLE, cache_creation STRUCT(ephemeral_5m_input_tokens DOUBLE, "
+               "ephemeral_1h_input_tokens DOUBLE), service_tier VARCHAR, server_tool_use JSON)))"),
+}
+ANTHROPIC_BATCH_FAST_SQL = r"""
+WITH lines AS (
+  SELECT ordinality AS _row, custom_id, result.type AS kind, result.message AS m, result.message.usage AS u,
+         result.message.usage.cache_creation AS split
+  FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
+), checked AS (
+  SELECT *,
+    CASE WHEN kind IS DISTINCT FROM 'succeeded'
+           THEN error('anthropic-batch fast path: a result that did not succeed')
+         WHEN nullif(trim(m.id, ' ' || chr(9) || chr(10) || chr(13)), '') IS NULL
+              OR trim(m.id, ' ' || chr(9) || chr(10) || chr(13)) IN ('None', 'null', 'NULL')
+           THEN error('anthropic-batch fast path: a message without an id')
+         WHEN u.input_tokens <> floor(u.input_tokens) OR u.output_tokens <> floor(u.output_tokens)
+              OR u.cache_read_input_tokens <> floor(u.cache_read_input_tokens)
+              OR u.cache_creation_input_tokens <> floor(u.cache_creation_input_tokens)
+              OR split.ephemeral_5m_input_tokens <> floor(split.ephemeral_5m_input_tokens)
+              OR split.ephemeral_1h_input_tokens <> floor(split.ephemeral_1h_input_tokens)
+           THEN error('anthropic-batch fast path: a count that is not a whole number')
+    END AS _check,
+    coalesce(u.cache_creation_input_tokens,
+             CASE WHEN split.ephemeral_5m_input_tokens IS NOT NULL OR split.ephemeral_1h_input_tokens IS NOT NULL
+                  THEN coalesce(split.ephemeral_5m_input_tokens, 0) + coalesce(split.ephemeral_1h_input_tokens, 0)
+             END) AS creation
+  FROM lines
+)
+SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash,
+  trim(m.id, ' ' || chr(9) || chr(10) || chr(13)) AS request_id, CAST(? AS VARCHAR) AS ts,
+  CAST(? AS VARCHAR) AS tenant,
+  coalesce(CASE WHEN trim(m.model, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+                THEN trim(m.model, ' ' || chr(9) || chr(10) || chr(13)) END, CAST(? AS VARCHAR)) AS model,
+  CAST(NULL AS VARCHAR) AS cache_hit,
+  CAST(CAST(u.input_tokens + coalesce(u.cache_read_input_tokens, 0) + coalesce(creation, 0) AS BIGINT) AS VARCHAR)
+    AS input_tokens,
+  CAST(CAST(u.output_tokens AS BIGINT) AS VARCHAR) AS output_tokens,
+  CAST(CAST(u.cache_read_input_tokens AS BIGINT) AS VARCHAR) AS cached_input_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms, CAST(NULL AS VARCHAR) AS ttft_ms, CAST(NULL AS VARCHAR) AS total_ms,
+  'ok' AS status, CAST(NULL AS VARCHAR) AS error_type, CAST(NULL AS VARCHAR) AS cost_usd,
+  CAST(json_merge_patch('{}', json_object(
+    'custom_id', custom_id, 'result_type', kind, 'stop_reason', m.stop_reason, 'usage_service_tier', u.service_tier,
+    'server_tool_use', CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT'
+                             AND u.server_tool_use <> '{}' THEN u.server_tool_use END)) AS VARCHAR) AS attrs,
+  'anthropic' AS provider, 'batch' AS service_tier,
+  CAST(CAST(CASE WHEN creation IS NOT NULL
+                 THEN greatest(creation - coalesce(split.ephemeral_1h_input_tokens, 0), 0)
+                 ELSE split.ephemeral_5m_input_tokens END AS BIGINT) AS VARCHAR) AS cache_write_tokens,
+  CAST(CAST(split.ephemeral_1h_input_tokens AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
+  CAST(NULL AS VARCHAR) AS reasoning_tokens
+FROM checked"""
+
+
+def anthropic_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of a Message Batches results file (:data:`ANTHROPIC_BATCH_FAST_SQL`), or None where it
+    does not apply (``--tenant-field``, a compressed file or one with blank lines)."""
+    if p.kind != "jsonl" or options.tenant_field or options.start is None or not _plain_lines(p):
+        return None
+    return Source(ANTHROPIC_BATCH_FAST_SQL, [str(p.path), ANTHROPIC_BATCH_TYPES, _iso(options.start), options.tenant,
+                                            options.model], has_ids=True)
+
+
+def _read_anthropic_batch(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """The typed fast path where it applies (:func:`anthropic_batch_fast_source`), the Python path behind it."""
     if options.start is None:
         raise InputError("Message Batches results carry no times: give the batch's ended_at (or created_at) "
                          "with --start ISO (GET /v1/messages/batches/{id} shows both)", file=p.name)
+    src = anthropic_batch_fast_source(p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_anthropic_batch(con, p, options, fast=False)
+        return src
     consts = f"|{options.start.isoformat()}|{options.model or ''}|{options.tenant or ''}"
 
     def rows():
