@@ -168,14 +168,24 @@ print(json.dumps({{"s": time.perf_counter() - t, "rows": n,
 """
 
 
+GEN_CHILD = r"""
+import sys, duckdb
+sql, path, how = sys.argv[1], sys.argv[2], sys.argv[3]
+con = duckdb.connect()
+con.execute(f"COPY ({sql}) TO '{path}' ({how})")
+"""
+
+
 def make_file(fmt: BenchFormat, work: Path, n: int) -> Path:
-    import duckdb
+    """The file of ``n`` rows, written by DuckDB in a child process: Linux carries a process's peak RSS into the
+    children it forks (their ru_maxrss starts at the parent's), so a generation in this process would raise
+    every later child's reading."""
+    import subprocess
     path = work / f"{fmt.name}_{n}.{fmt.kind}"
     if not path.exists():
-        gen = duckdb.connect()
         how = "FORMAT csv, HEADER" if fmt.kind == "csv" else "FORMAT json"
-        gen.execute(f"COPY ({fmt.gen_sql.replace('{n}', str(n))}) TO '{path}' ({how})")
-        gen.close()
+        subprocess.run([sys.executable, "-c", GEN_CHILD, fmt.gen_sql.replace("{n}", str(n)), str(path), how],
+                       check=True)
     return path
 
 
