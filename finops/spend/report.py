@@ -304,7 +304,8 @@ def billing_sentences(rec: pd.DataFrame) -> list[str]:
             pct = "" if r.billed_difference_pct != r.billed_difference_pct or r.billed_difference_pct is None \
                 else f", {r.billed_difference_pct:+.1f} %"
             out.append(f"{name}: your logs say ${r.logs_cost_usd:,.2f}, the provider billed ${r.billed_usd:,.2f} "
-                       f"(difference ${r.billed_difference_usd:+,.2f}{pct}; {r.billing})")
+                       f"(difference {'-' if r.billed_difference_usd < 0 else '+'}${abs(r.billed_difference_usd):,.2f}{pct}; "
+                       f"{r.billing})")
         else:
             out.append(f"{name}: your logs say ${r.logs_cost_usd:,.2f}; {r.billing}")
     return out
