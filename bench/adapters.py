@@ -172,6 +172,7 @@ GEN_CHILD = r"""
 import sys, duckdb
 sql, path, how = sys.argv[1], sys.argv[2], sys.argv[3]
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 con.execute(f"COPY ({sql}) TO '{path}' ({how})")
 """
 
