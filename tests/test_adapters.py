@@ -501,3 +501,46 @@ def test_openinference_spans_load(con):
     [err] = [g for g in got.values() if g[-1] == "error"]
     assert err[:2] == ("gpt-4o", "openai") and err[3] is None
     assert ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))[0].rows_ingested == 0
+
+
+def test_openllmetry_0_33_spans_load(con):
+    # written by traceloop's opentelemetry-instrumentation-openai 0.33.12 (tests/tools/openllmetry_spans_run.py):
+    # its old attribute names, gen_ai.usage.prompt_tokens / completion_tokens and llm.usage.total_tokens
+    f = DATA / "openllmetry_0_33_openai_spans.jsonl"
+    assert detect(probe(f)).name == "otel"
+    [r] = ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))
+    calls = list(_spans(f))
+    assert (r.rows_ingested, r.rows_rejected) == (len(calls), 0) == (2, 0)   # 0.33 writes no span for the 429
+    got = {g[0]: g[1:] for g in _rows(con, "SELECT request_id, model, provider, tenant, input_tokens, output_tokens, "
+                                           "total_ms, status, ts FROM requests")}
+    # the mock's answers (ANSWERS in the script): model asked -> (model answered, prompt, completion, wait s)
+    mock = {"gpt-4o-mini": ("gpt-4o-mini-2024-07-18", 1250, 180, 0.25), "gpt-4o": ("gpt-4o-2024-08-06", 2000, 512, 0.40)}
+    for s, a in calls:
+        g = got[f"{s['traceId']}:{s['spanId']}"]
+        answered, prompt, completion, wait_s = mock[a["gen_ai.request.model"]]
+        ms = (int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"])) / 1e6
+        assert g[:5] == (answered, a["gen_ai.system"], "acme", prompt, completion)
+        assert int(a["llm.usage.total_tokens"]) == prompt + completion
+        assert g[5] == pytest.approx(ms) and ms >= wait_s * 1000           # the span covers the mock's wait
+        assert g[6] == "ok"
+        assert g[7] == datetime(1970, 1, 1) + timedelta(microseconds=int(s["startTimeUnixNano"]) // 1000)
+    assert ingest_path(con, f, IngestOptions(tenant_field="tenant.id"))[0].rows_ingested == 0
+
+
+def test_the_readme_formats_table_lists_every_format_with_how_to_export_it():
+    from helpers import ROOT
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| format | source tool | how to export from it | example file |"):]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        rows[cells[0].strip("`")] = cells
+    assert set(rows) == {a.name for a in ADAPTERS}
+    for a in ADAPTERS:
+        _, tool, how, example = rows[a.name][:4]
+        assert tool and len(how) > 20, a.name
+        assert a.example is None or (ROOT / a.example).is_file(), a.name
+        for path in (p for p in example.replace("`", " ").split() if p.startswith("tests/data/")):
+            assert (ROOT / path.rstrip(",;)")).exists(), (a.name, path)

@@ -143,3 +143,130 @@ def test_cli_load_and_show(tmp_path, capsys):
     lines = json.loads(capsys.readouterr().out)
     total = sum(Decimal(str(x["amount_usd"])) for x in lines)
     assert total == sum(expected_billed().values())
+
+
+# ---------------------------------------------------------------- beside the reconciliation view
+# The two batch files (requests of 4 March 2025) against the cost reports above. The logs are priced at
+# round price-book rows so every figure below is worked by hand from the raw files' usage:
+#   gpt-4o-mini-2024-07-18 ($1 in, $0.5 cached, $4 out per 1M): batch_req_a1 176 uncached + 1,024 cached + 300 out
+#     = 176 + 512 + 1,200 = 1,888 micro-$; batch_req_a6 2,048 cached + 17 out = 1,024 + 68 = 1,092 -> $0.002980
+#   o3-mini-2025-01-31 ($2 in, $8 out): 500 in + 900 out = 1,000 + 7,200 -> $0.008200
+#   claude-sonnet-4-20250514 ($3 in, $0.3 cached, $3.75 5-min write, $6 1-h write, $15 out): 12 uncached, 4,000
+#     read, 1,000 + 500 written, 250 out = 36 + 1,200 + 3,750 + 3,000 + 3,750 -> $0.011736
+#   claude-3-5-haiku-20241022 ($0.8 in, $4 out): 800 in + 64 out = 640 + 256 -> $0.000896
+# Billed on 4 March (openai_costs.json bucket 1, anthropic_cost_report.json bucket 1, cents / 100):
+#   gpt-4o-mini 0.39 + 0.1536 + 1.2 = $1.7436; o3-mini $4.40; the web-search line (no model) $0.25;
+#   sonnet (1.8 + 60 + 187.5) / 100 = $2.493; haiku 12.3456 / 100 = $0.123456; in all $9.010056.
+BOOK = {"gpt-4o-mini-2024-07-18": (1, 0.5, None, None, 4), "o3-mini-2025-01-31": (2, None, None, None, 8),
+        "claude-sonnet-4-20250514": (3, 0.3, 3.75, 6, 15), "claude-3-5-haiku-20241022": (0.8, None, None, None, 4)}
+HAND = {  # model -> (logs_cost_usd, billed_usd)
+    "gpt-4o-mini-2024-07-18": ("0.002980", "1.7436"), "o3-mini-2025-01-31": ("0.008200", "4.40"),
+    "claude-sonnet-4-20250514": ("0.011736", "2.493"), "claude-3-5-haiku-20241022": ("0.000896", "0.123456")}
+
+
+def batch_store(con, with_billing=True):
+    import pandas as pd
+
+    from finops.ingest import IngestOptions, ingest_path
+    from finops.spend import pricing
+    ingest_path(con, P / "openai_batch_output.jsonl", IngestOptions(model="gpt-4o-mini-2024-07-18"))
+    ingest_path(con, P / "anthropic_batch_results.jsonl", IngestOptions(start=datetime(2025, 3, 4, 15)))
+    book = pricing.price_book(con)
+    base = {c: None for c in book.columns} | {"kind": "api"}
+    rows = [base | {"model": m, "input_usd_per_1m": i, "cached_input_usd_per_1m": c, "cache_write_usd_per_1m": w,
+                    "cache_write_1h_usd_per_1m": w1h, "output_usd_per_1m": o}
+            for m, (i, c, w, w1h, o) in BOOK.items()]
+    pricing.save_price_book(con, pd.concat([book, pd.DataFrame(rows)], ignore_index=True))
+    if with_billing:
+        load_all(con)
+
+
+def march_4():
+    from finops.filters import filters_for
+    return filters_for(date(2025, 3, 4), date(2025, 3, 4))
+
+
+def test_reconcile_sets_the_bill_beside_the_logs_by_hand(con):
+    from finops.spend import report
+    batch_store(con)
+    rec = report.reconcile(con, march_4())
+    by = rec.set_index("model", drop=False)
+    for model, (logs, billed) in HAND.items():
+        r = by.loc[model]
+        assert (r["billing"], r["billed_model"]) == ("billed", model)
+        assert Decimal(str(r["logs_cost_usd"])) == Decimal(logs)
+        assert Decimal(str(r["billed_usd"])) == Decimal(billed)
+        assert Decimal(str(round(r["billed_difference_usd"], 12))) == Decimal(logs) - Decimal(billed)
+        assert r["billed_difference_pct"] == pytest.approx(float((Decimal(logs) - Decimal(billed)) / Decimal(billed) * 100))
+    # the embedding request is priced (catalogue) but the provider's bill has no line for it: billed $0
+    emb = by.loc["text-embedding-3-small"]
+    assert (emb["billing"], emb["billed_usd"]) == ("not on the provider's bill", 0.0)
+    assert emb["billed_difference_usd"] == emb["logs_cost_usd"] and emb["billed_difference_pct"] != emb["billed_difference_pct"]
+    # the web-search line names no model: a row of its own, so the column sums to the bill
+    [tools] = rec[rec["model"].isna()].to_dict("records")
+    assert (tools["provider"], tools["billed_usd"], tools["logs_cost_usd"], tools["recorded_requests"]) == (
+        "openai", 0.25, 0.0, 0)
+    billed_total = sum(Decimal(str(v)) for v in rec["billed_usd"].dropna())
+    own = sum(v for (_, d, _), v in expected_billed().items() if d == date(2025, 3, 4))
+    assert billed_total == own == Decimal("9.010056")         # to the cent, and to the last digit
+
+
+def test_reconcile_says_when_there_is_nothing_to_compare(con):
+    from finops.filters import Filters
+    from finops.spend import report
+    batch_store(con, with_billing=False)
+    rec = report.reconcile(con, march_4())
+    assert set(rec["billing"]) == {report.NO_BILLING} and rec["billed_usd"].isna().all()
+    assert rec["logs_cost_usd"].notna().all()
+    billing.load_billing_file(con, P / "anthropic_cost_report.json")
+    rec = report.reconcile(con, march_4()).set_index("model")
+    assert rec.loc["claude-sonnet-4-20250514", "billing"] == "billed"
+    assert rec.loc["o3-mini-2025-01-31", "billing"] == report.NO_BILLING
+    load_all(con)
+    per_tenant = report.reconcile(con, Filters(tenants=("anyone",)))
+    assert per_tenant.empty or set(per_tenant["billing"]) == {report.BILLING_PER_ORGANISATION}
+    tenants = con.execute("SELECT DISTINCT tenant FROM requests").fetchall()
+    rec = report.reconcile(con, Filters(tenants=tuple(t for (t,) in tenants)))
+    assert set(rec["billing"]) == {report.BILLING_PER_ORGANISATION} and rec["billed_usd"].isna().all()
+
+
+def test_requests_of_days_the_bill_does_not_cover(con):
+    from finops.filters import filters_for
+    from finops.ingest import IngestOptions, ingest_path
+    from finops.spend import report
+    ingest_path(con, P / "anthropic_batch_results.jsonl", IngestOptions(start=datetime(2025, 4, 1, 15)))
+    billing.load_billing_file(con, P / "anthropic_cost_report.json")          # 4 and 5 March only
+    rec = report.reconcile(con, filters_for(date(2025, 4, 1), date(2025, 4, 1)))
+    assert set(rec["billing"]) == {report.NO_BILLING_IN_PERIOD} and rec["billed_usd"].isna().all()
+
+
+def test_a_dated_and_an_undated_name_are_one_billed_model(con, tmp_path):
+    from finops.ingest import IngestOptions, ingest_path
+    from finops.spend import report
+    batch_store(con)
+    lines = (P / "openai_batch_output.jsonl").read_text().splitlines()
+    doc = json.loads(lines[0])
+    doc["id"], doc["response"]["request_id"] = "batch_req_b1", "req_b1"
+    doc["response"]["body"]["model"] = "gpt-4o-mini"                    # the undated alias
+    f = tmp_path / "undated.jsonl"
+    f.write_text(json.dumps(doc) + "\n")
+    ingest_path(con, f, IngestOptions())
+    rec = report.reconcile(con, march_4()).set_index("model")
+    dated, undated = rec.loc["gpt-4o-mini-2024-07-18"], rec.loc["gpt-4o-mini"]
+    assert undated["billing"] == "compared in gpt-4o-mini-2024-07-18's row" and undated["billed_usd"] != undated["billed_usd"]
+    assert dated["logs_cost_usd"] == pytest.approx(0.002980 + undated["logs_cost_usd"], abs=1e-12)
+    assert Decimal(str(dated["billed_usd"])) == Decimal("1.7436")
+
+
+def test_cli_reconcile_prints_the_bill(tmp_path, capsys):
+    db = str(tmp_path / "r.duckdb")
+    c = store.connect(db)
+    batch_store(c)
+    c.close()
+    assert main(["report", "--reconcile", "--since", "2025-03-04", "--until", "2025-03-04", "--db", db, "--json"]) == 0
+    rows = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
+    assert Decimal(str(rows["o3-mini-2025-01-31"]["billed_usd"])) == Decimal("4.4")
+    assert rows["o3-mini-2025-01-31"]["billing"] == "billed"
+    assert main(["report", "--reconcile", "--since", "2025-03-04", "--until", "2025-03-04", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "your logs say $0.01, the provider billed $4.40" in out

@@ -78,12 +78,28 @@ def test_cost_on_the_demo_store(demo_db):
     assert _subheaders(at) == ["$ per 1M tokens by model and tenant", "Token mix and what it does to cost",
                                "$ per 1M input and output tokens: self-hosted beside API", "Cost of one request",
                                "Self-hosted GPU fleet: allocated vs idle", "Recorded cost against list price",
-                               "Showback: spend per tenant and model"]
+                               "Your logs against the provider's bill", "Showback: spend per tenant and model"]
     kinds = _kinds(at)
     assert kinds["vega_lite_chart"] >= 6 and kinds["download_button"] == 3
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download CSV", "Download Parquet", "Download FOCUS 1.2 CSV"]
     assert any(m.label.endswith("utilisation (%)") for m in at.metric)
+    assert "No billing lines loaded" in texts(at)          # the demo store has none
+
+
+def test_cost_page_sets_the_bill_beside_the_logs(tmp_path):
+    from test_billing import batch_store
+
+    from finops import store
+    db = str(tmp_path / "billed.duckdb")
+    con = store.connect(db)
+    batch_store(con)                       # the batch requests of 4 March 2025 and the cost reports of 4-5 March
+    con.close()
+    at = run_page(db, "views/cost.py")    # the default period holds the one stored day
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["The provider billed (USD)"] == "$9.01"      # tests/test_billing.py works $9.010056 by hand
+    assert "Your logs against the provider's bill" in _subheaders(at)
 
 
 def test_budgets_on_the_demo_store(demo_db):

@@ -178,14 +178,14 @@ else:
 
 # ---- recorded against list price
 st.subheader("Recorded cost against list price")
-rec = query(spend.reconcile, f)
-rec = rec[(rec["recorded_requests"] > 0) | (rec["source_unpriced_requests"] > 0)]
+reconciled = query(spend.reconcile, f)
+rec = reconciled[(reconciled["recorded_requests"] > 0) | (reconciled["source_unpriced_requests"] > 0)]
 if rec.empty:
     st.info("These logs record no cost of their own: every figure on this page is tokens × the price row in force "
             "for each request (price book or catalogue), so there is nothing to reconcile.", icon=":material/info:")
 else:
-    bounded_dataframe(rec, sort_by="list_cost_usd", order="the highest list cost", what="models",
-                      file_name="recorded_vs_list", placeholder=MISSING, hide_index=True, column_config={
+    bounded_dataframe(rec[list(spend.RECONCILE_COLUMNS[:11])], sort_by="list_cost_usd", order="the highest list cost",
+                      what="models", file_name="recorded_vs_list", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
         "priced_by": st.column_config.TextColumn("List price from"),
         "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
@@ -200,6 +200,43 @@ else:
                "table prices the same requests at the list price in force for each, so a source that is off shows. "
                "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
                "here from the price book or the catalogue instead. " + source_label())
+
+st.subheader("Your logs against the provider's bill")
+if reconciled.empty:
+    st.info("No requests and no billing lines in this period.", icon=":material/info:")
+elif reconciled["billing"].isin([spend.NO_BILLING]).all():
+    st.info("No billing lines loaded: load the provider's cost report (OpenAI's `GET /v1/organization/costs`, "
+            "Anthropic's cost report) with `python -m finops billing load FILE` to set what the provider billed "
+            "beside what the logs say.", icon=":material/info:")
+elif reconciled["billing"].isin([spend.BILLING_PER_ORGANISATION]).all():
+    st.info("Billing lines are per organisation, not per tenant or tier: clear the tenant and tier filters to set "
+            "the provider's bill beside the logs.", icon=":material/info:")
+else:
+    billed = reconciled.dropna(subset=["billed_usd"])
+    if len(billed):
+        logs_usd, billed_usd = float(billed["logs_cost_usd"].sum()), float(billed["billed_usd"].sum())
+        b1, b2, b3 = st.columns(3)
+        b1.metric("Your logs say (USD)", usd(logs_usd), border=True,
+                  help="Every request of the billed models in the period, as every page counts it.")
+        b2.metric("The provider billed (USD)", usd(billed_usd), border=True,
+                  help="The cost lines of the stored billing reports for the period's days.")
+        b3.metric("Logs − bill (USD)", usd(logs_usd - billed_usd), border=True,
+                  help="Positive: the logs count more than the provider billed.")
+    st.dataframe(reconciled[["model", "provider", "billed_model", "logs_cost_usd", "billed_usd",
+                             "billed_difference_usd", "billed_difference_pct", "billing"]],
+                 placeholder=MISSING, hide_index=True, column_config={
+        "model": st.column_config.TextColumn("Model (logged)"), "provider": st.column_config.TextColumn("Provider"),
+        "billed_model": st.column_config.TextColumn("Billed as"),
+        "logs_cost_usd": USD("Your logs say ($)", format="$%,.2f"),
+        "billed_usd": USD("The provider billed ($)", format="$%,.2f"),
+        "billed_difference_usd": USD("Logs − bill ($)", format="$%,.2f"),
+        "billed_difference_pct": USD("Logs − bill (% of bill)", format="%.1f %%"),
+        "billing": st.column_config.TextColumn("Billing lines")})
+    st.caption("The provider's bill comes from its usage and cost reports (`python -m finops billing load`): daily "
+               "lines per model, so a period that starts or ends inside a day counts that whole day's bill. A logged "
+               "name and a billed name are one model where the catalogue says so (a dated snapshot and its alias). "
+               "A billed model with no request in the logs, and a line that names no model (tool calls), are rows "
+               "of their own, so the billed column adds up to the provider's bill. " + source_label())
 
 # ---- showback / chargeback
 st.subheader("Showback: spend per tenant and model")

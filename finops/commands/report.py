@@ -34,7 +34,8 @@ def add_arguments(p) -> None:
                         "default: the store's (python -m finops fleet policy)")
     p.add_argument("--reconcile", action="store_true",
                    help="per model and provider: the cost the logs recorded against the same requests at list "
-                        "prices, and the requests a source could not price (it wrote 0)")
+                        "prices, the requests a source could not price (it wrote 0), and what the logs cost "
+                        "against what the provider billed (python -m finops billing load)")
 
 
 def run(args) -> int:
@@ -66,6 +67,11 @@ def run(args) -> int:
     elif args.csv:
         from finops.spend.exports import safe_csv
         sys.stdout.write(safe_csv(frame))
+    elif args.reconcile:
+        print(frame[list(spend.RECONCILE_COLUMNS[:11])].to_string(index=False, float_format=lambda v: f"{v:,.4f}"))
+        print()
+        for line in spend.billing_sentences(frame):
+            print(line)
     else:
         print(frame.to_string(index=False, float_format=lambda v: f"{v:,.4f}"))
     return 0

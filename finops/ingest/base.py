@@ -301,6 +301,37 @@ def _looks_binary(head: bytes) -> bool:
     return False
 
 
+def _long_first_line(opener, path: Path) -> dict | None:
+    """The first line of a file as an object when it is one (up to :data:`MAX_JSON_LINE_BYTES`) and the file
+    goes on with another non-blank line; else None. Looks for the line's end a chunk at a time first, so a
+    single big document costs a chunk of memory, not its size."""
+    with opener(path, "rb") as fh:
+        length = 0
+        while length <= MAX_JSON_LINE_BYTES:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return None
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                rest = chunk[cut + 1:]
+                while not rest.strip():
+                    rest = fh.read(1 << 16)
+                    if not rest:
+                        return None
+                length += cut
+                break
+            length += len(chunk)
+        else:
+            return None
+    with opener(path, "rb") as fh:
+        first = fh.read(length)
+    try:
+        rec = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
 def probe(path: Path, name: str | None = None) -> Probe:
     """Read the first bytes of a (possibly gzip-compressed) file and classify its shape."""
     import gzip
@@ -345,6 +376,12 @@ def probe(path: Path, name: str | None = None) -> Probe:
                 return Probe(path, name, container, head, "jsonl", columns=list(rec), first_record=rec, lines=lines)
         except json.JSONDecodeError:
             pass
+        if not lines and len(head) == HEAD_BYTES:
+            # the first line is longer than the head: JSON Lines of big records (a Helicone page of 1,000
+            # requests per line) when it is a whole object with more lines after it, else one document
+            rec = _long_first_line(opener, path)
+            if rec is not None:
+                return Probe(path, name, container, head, "jsonl", columns=list(rec), first_record=rec, lines=lines)
         return Probe(path, name, container, head, "json", lines=lines)
     if stripped.startswith("["):
         return Probe(path, name, container, head, "json", lines=lines)

@@ -259,14 +259,9 @@ def load_billing_file(con: duckdb.DuckDBPyConnection, path: str | Path, name: st
     return BillingLoad(name, source, len(lines), len(lines) - replaced, replaced)
 
 
-def billed_by_day_model(con: duckdb.DuckDBPyConnection, since: date | datetime | None = None,
-                        until: date | datetime | None = None) -> pd.DataFrame:
-    """What the providers billed: ``provider, day, model, amount_usd`` summed over the cost lines of the
-    days in ``[since, until)`` (either may be None), ordered by day, provider and model.
-
-    Usage lines carry no amount and are not counted; a cost line that names no model (a tool's calls)
-    has model NULL.
-    """
+def _period_where(since: date | datetime | None, until: date | datetime | None) -> tuple[str, list]:
+    """The cost lines of the days in ``[since, until)``: a datetime bound inside a day counts that whole day
+    (billing lines are daily)."""
     where, params = ["amount_usd IS NOT NULL"], []
     if since is not None:
         where.append("day >= CAST(? AS DATE)")
@@ -276,10 +271,49 @@ def billed_by_day_model(con: duckdb.DuckDBPyConnection, since: date | datetime |
         where.append("day < CAST(? AS DATE)" if not isinstance(until, datetime) or until.time() == datetime.min.time()
                      else "day <= CAST(? AS DATE)")
         params.append(until.date() if isinstance(until, datetime) else until)
+    return " AND ".join(where), params
+
+
+def billed_by_day_model(con: duckdb.DuckDBPyConnection, since: date | datetime | None = None,
+                        until: date | datetime | None = None) -> pd.DataFrame:
+    """What the providers billed: ``provider, day, model, amount_usd`` summed over the cost lines of the
+    days in ``[since, until)`` (either may be None), ordered by day, provider and model.
+
+    Usage lines carry no amount and are not counted; a cost line that names no model (a tool's calls)
+    has model NULL.
+    """
+    where, params = _period_where(since, until)
     return con.execute(
         "SELECT provider, day, model, sum(amount_usd) AS amount_usd FROM billing_lines "
-        f"WHERE {' AND '.join(where)} GROUP BY provider, day, model ORDER BY day, provider, model NULLS LAST",
+        f"WHERE {where} GROUP BY provider, day, model ORDER BY day, provider, model NULLS LAST",
         params).df()
+
+
+@dataclass(frozen=True)
+class Billed:
+    """What one provider billed for one model (None: a line that names no model) over a period, exactly."""
+    provider: str
+    model: str | None
+    amount_usd: Decimal
+    first_day: date
+    last_day: date
+
+
+def billed_by_model(con: duckdb.DuckDBPyConnection, since: date | datetime | None = None,
+                    until: date | datetime | None = None) -> list[Billed]:
+    """The cost lines of :func:`billed_by_day_model`'s period summed per provider and model as exact
+    decimals (the reconciliation's "the provider billed $Y"), ordered by provider and model."""
+    where, params = _period_where(since, until)
+    rows = con.execute(
+        "SELECT provider, model, sum(amount_usd), min(day), max(day) FROM billing_lines "
+        f"WHERE {where} GROUP BY provider, model ORDER BY provider, model NULLS LAST", params).fetchall()
+    return [Billed(p, m, Decimal(a), d0, d1) for p, m, a, d0, d1 in rows]
+
+
+def billed_providers(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The providers with any cost line stored (in any period)."""
+    return {r[0] for r in con.execute(
+        "SELECT DISTINCT provider FROM billing_lines WHERE amount_usd IS NOT NULL").fetchall()}
 
 
 def billing_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -287,5 +321,6 @@ def billing_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute("SELECT * FROM billing_lines ORDER BY bucket_start DESC, source, model NULLS LAST").df()
 
 
-__all__ = ["KEY_COLUMNS", "LINE_COLUMNS", "BillingLoad", "billed_by_day_model", "billing_lines",
+__all__ = ["KEY_COLUMNS", "LINE_COLUMNS", "Billed", "BillingLoad", "billed_by_day_model", "billed_by_model",
+           "billed_providers", "billing_lines",
            "load_billing_file", "read_billing_file"]

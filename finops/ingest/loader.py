@@ -453,6 +453,7 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     except (duckdb.Error, pa.ArrowException) as exc:
         raise unreadable(exc, file=name, what=adapter.name) from None
     while True:
+        current = source        # the reading this attempt used: the one to clean up, whatever comes next
         try:
             with store.transaction(con):
                 result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
@@ -469,8 +470,8 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
             # the fast typed read met a value it cannot take: read again untyped, row by row checks
             source = source.fallback()
         finally:
-            if source.cleanup:
-                source.cleanup()
+            if current.cleanup:
+                current.cleanup()
     step(1.0, f"{result.rows_ingested:,} rows ingested")
     return result
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -161,10 +162,143 @@ def _one_row_per_record(to_row: Callable[[int, dict, IngestOptions, str], dict])
     return read
 
 
-def _read_openai_batch(con, p: Probe, options: IngestOptions) -> Source:
+# The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
+# straight into the canonical columns (no per-line Python). The numbers are read as DOUBLE and checked whole,
+# as the Python path's _count does.
+_USAGE_TYPE = ("STRUCT(prompt_tokens DOUBLE, completion_tokens DOUBLE, input_tokens DOUBLE, output_tokens DOUBLE, "
+               "prompt_tokens_details STRUCT(cached_tokens DOUBLE), "
+               "completion_tokens_details STRUCT(reasoning_tokens DOUBLE), "
+               "input_tokens_details STRUCT(cached_tokens DOUBLE), output_tokens_details STRUCT(reasoning_tokens DOUBLE))")
+_ERROR_TYPE = "STRUCT(code VARCHAR, type VARCHAR, message VARCHAR)"
+OPENAI_BATCH_TYPES = {
+    "id": "VARCHAR", "custom_id": "VARCHAR", "error": _ERROR_TYPE,
+    "response": ("STRUCT(status_code DOUBLE, request_id VARCHAR, body STRUCT(id VARCHAR, object VARCHAR, "
+                 "created DOUBLE, created_at DOUBLE, model VARCHAR, service_tier VARCHAR, "
+                 f"choices STRUCT(finish_reason VARCHAR)[], usage {_USAGE_TYPE}, error {_ERROR_TYPE}))"),
+}
+# The rules of openai_batch_row and _read_openai_batch's neighbouring-line time, in SQL. A line the SQL cannot
+# be sure to read as the Python path does calls error(), and the loader falls back to the Python path: no
+# custom_id, or neither response nor error; no id (the Python path hashes such a row); an error object whose
+# code, type and message are all empty (an empty object is no failure, any other is one); a count or status
+# that is not a whole number; a created time outside Unix seconds. Parameters: the path, the types, --start
+# (ISO text or NULL), --tenant, --model.
+OPENAI_BATCH_FAST_SQL = r"""
+WITH lines AS (
+  SELECT ordinality AS _row, id, custom_id, response, error AS line_error, response.body AS body,
+         response.body.usage AS u, response.status_code AS code
+  FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
+), checked AS (
+  SELECT *,
+    CASE WHEN custom_id IS NULL OR (response IS NULL AND line_error IS NULL)
+           THEN error('openai-batch fast path: a line without custom_id, response or error')
+         WHEN nullif(trim(id, ' ' || chr(9) || chr(10) || chr(13)), '') IS NULL
+              OR trim(id, ' ' || chr(9) || chr(10) || chr(13)) IN ('None', 'null', 'NULL')
+           THEN error('openai-batch fast path: a line without an id')
+         WHEN (line_error IS NOT NULL AND line_error.code IS NULL AND line_error.type IS NULL
+               AND line_error.message IS NULL)
+              OR (body.error IS NOT NULL AND body.error.code IS NULL AND body.error.type IS NULL
+                  AND body.error.message IS NULL)
+           THEN error('openai-batch fast path: an error object with no code, type or message')
+         WHEN code <> floor(code) OR u.prompt_tokens <> floor(u.prompt_tokens)
+              OR u.completion_tokens <> floor(u.completion_tokens) OR u.input_tokens <> floor(u.input_tokens)
+              OR u.output_tokens <> floor(u.output_tokens)
+              OR u.prompt_tokens_details.cached_tokens <> floor(u.prompt_tokens_details.cached_tokens)
+              OR u.input_tokens_details.cached_tokens <> floor(u.input_tokens_details.cached_tokens)
+              OR u.completion_tokens_details.reasoning_tokens <> floor(u.completion_tokens_details.reasoning_tokens)
+              OR u.output_tokens_details.reasoning_tokens <> floor(u.output_tokens_details.reasoning_tokens)
+           THEN error('openai-batch fast path: a count that is not a whole number')
+         WHEN coalesce(body.created, body.created_at) < 0 OR coalesce(body.created, body.created_at) >= 1e11
+           THEN error('openai-batch fast path: a created time that is not Unix seconds')
+    END AS _check,
+    CASE WHEN line_error IS NOT NULL THEN line_error ELSE body.error END AS failure,
+    u.input_tokens IS NOT NULL OR u.output_tokens IS NOT NULL AS responses_api
+  FROM lines
+), classed AS (
+  SELECT *, failure IS NULL AND (code IS NULL OR (code >= 200 AND code < 300)) AS ok,
+    CASE WHEN coalesce(body.created, body.created_at) IS NOT NULL
+           THEN strftime(make_timestamp(CAST(round(coalesce(body.created, body.created_at) * 1e6) AS BIGINT)),
+                         '%Y-%m-%d %H:%M:%S.%f')
+         ELSE CAST(? AS VARCHAR) END AS own_ts
+  FROM checked
+), timed AS (
+  SELECT *, coalesce(own_ts,
+                     last_value(own_ts IGNORE NULLS) OVER (ORDER BY _row ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                     first_value(own_ts IGNORE NULLS) OVER ()) AS ts_any
+  FROM classed
+)
+SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash, trim(id, ' ' || chr(9) || chr(10) || chr(13)) AS request_id,
+  ts_any AS ts, CAST(? AS VARCHAR) AS tenant,
+  coalesce(CASE WHEN trim(body.model, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+                THEN trim(body.model, ' ' || chr(9) || chr(10) || chr(13)) END, CAST(? AS VARCHAR)) AS model,
+  CAST(NULL AS VARCHAR) AS cache_hit,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.input_tokens ELSE u.prompt_tokens END AS BIGINT)
+                         AS VARCHAR) END AS input_tokens,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.output_tokens
+                                   ELSE coalesce(u.completion_tokens, CASE WHEN u.prompt_tokens IS NOT NULL THEN 0 END)
+                              END AS BIGINT) AS VARCHAR) END AS output_tokens,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.input_tokens_details.cached_tokens
+                                   ELSE u.prompt_tokens_details.cached_tokens END AS BIGINT) AS VARCHAR)
+       END AS cached_input_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms, CAST(NULL AS VARCHAR) AS ttft_ms, CAST(NULL AS VARCHAR) AS total_ms,
+  CASE WHEN ok THEN 'ok' ELSE 'error' END AS status,
+  CASE WHEN NOT ok THEN coalesce(
+    CASE WHEN trim(failure.code, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+         THEN trim(failure.code, ' ' || chr(9) || chr(10) || chr(13)) END,
+    CASE WHEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+         THEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) END,
+    'http_' || CAST(CAST(code AS BIGINT) AS VARCHAR), 'error') END AS error_type,
+  CAST(NULL AS VARCHAR) AS cost_usd,
+  CAST(json_merge_patch('{}', json_object(
+    'custom_id', custom_id, 'status_code', CAST(code AS BIGINT), 'upstream_request_id', response.request_id,
+    'object', body.object, 'body_id', body.id, 'body_service_tier', body.service_tier,
+    'finish_reason', body.choices[1].finish_reason, 'error_message', failure.message,
+    'ts_from', CASE WHEN own_ts IS NULL AND ts_any IS NOT NULL
+                    THEN 'a neighbouring line (the request''s own line carries no time)' END)) AS VARCHAR) AS attrs,
+  'openai' AS provider, 'batch' AS service_tier,
+  CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens,
+  CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.output_tokens_details.reasoning_tokens
+                                   ELSE u.completion_tokens_details.reasoning_tokens END AS BIGINT) AS VARCHAR)
+       END AS reasoning_tokens
+FROM timed"""
+BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+
+
+def _plain_lines(p: Probe) -> bool:
+    """Whether a JSON Lines file is uncompressed and has no blank line (the Python path numbers rows by line,
+    DuckDB's reader by record: the two agree only then). Read at disk speed, no parsing."""
+    if p.container != "text":
+        return False
+    carry = b"\n"                       # a blank first line is a blank line too
+    with open(p.path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 23), b""):
+            text = carry + chunk
+            if BLANK_LINE.search(text):
+                return False
+            cut = text.rfind(b"\n")
+            carry = text[cut:] if cut >= 0 else text
+    return True
+
+
+def openai_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of an OpenAI Batch output file (:data:`OPENAI_BATCH_FAST_SQL`), or None where it does
+    not apply (``--tenant-field``, a compressed file or one with blank lines: the Python path reads those)."""
+    if p.kind != "jsonl" or options.tenant_field or not _plain_lines(p):
+        return None
+    start = _iso(options.start) if options.start else None
+    return Source(OPENAI_BATCH_FAST_SQL, [str(p.path), OPENAI_BATCH_TYPES, start, options.tenant, options.model],
+                  has_ids=True)
+
+
+def _read_openai_batch(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """The typed fast path where it applies (:func:`openai_batch_fast_source`), the Python path behind it as
+    the fallback for a line it cannot take; ``fast=False``: the Python path only."""
     if {"method", "url", "body"} <= set(p.columns) and "response" not in p.columns:
         raise InputError("this is an OpenAI Batch input file (the requests): load the batch's output file "
                          "(output_file_id, and error_file_id for failed requests) instead", file=p.name)
+    src = openai_batch_fast_source(p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_openai_batch(con, p, options, fast=False)
+        return src
 
     def rows():
         # a failed request's line and an embedding's body carry no time: such a line takes --start, else
@@ -281,10 +415,86 @@ def anthropic_batch_row(row: int, rec: dict, options: IngestOptions, name: str =
     })
 
 
-def _read_anthropic_batch(con, p: Probe, options: IngestOptions) -> Source:
+# The typed fast path of anthropic-batch, for a file whose every result succeeded (a result that did not run
+# has no message id, and the Python path hashes its line): anthropic_batch_row and anthropic_tokens in SQL.
+# A line it cannot be sure to read the same way calls error() and the Python path reads the file: a result
+# that is not ``succeeded``, no message id, a count that is not a whole number. Parameters: the path, the
+# types, --start (ISO text), --tenant, --model.
+ANTHROPIC_BATCH_TYPES = {
+    "custom_id": "VARCHAR",
+    "result": ("STRUCT(type VARCHAR, message STRUCT(id VARCHAR, model VARCHAR, stop_reason VARCHAR, "
+               "usage STRUCT(input_tokens DOUBLE, output_tokens DOUBLE, cache_read_input_tokens DOUBLE, "
+               "cache_creation_input_tokens DOUBLE, cache_creation STRUCT(ephemeral_5m_input_tokens DOUBLE, "
+               "ephemeral_1h_input_tokens DOUBLE), service_tier VARCHAR, server_tool_use JSON)))"),
+}
+ANTHROPIC_BATCH_FAST_SQL = r"""
+WITH lines AS (
+  SELECT ordinality AS _row, custom_id, result.type AS kind, result.message AS m, result.message.usage AS u,
+         result.message.usage.cache_creation AS split
+  FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
+), checked AS (
+  SELECT *,
+    CASE WHEN kind IS DISTINCT FROM 'succeeded'
+           THEN error('anthropic-batch fast path: a result that did not succeed')
+         WHEN nullif(trim(m.id, ' ' || chr(9) || chr(10) || chr(13)), '') IS NULL
+              OR trim(m.id, ' ' || chr(9) || chr(10) || chr(13)) IN ('None', 'null', 'NULL')
+           THEN error('anthropic-batch fast path: a message without an id')
+         WHEN u.input_tokens <> floor(u.input_tokens) OR u.output_tokens <> floor(u.output_tokens)
+              OR u.cache_read_input_tokens <> floor(u.cache_read_input_tokens)
+              OR u.cache_creation_input_tokens <> floor(u.cache_creation_input_tokens)
+              OR split.ephemeral_5m_input_tokens <> floor(split.ephemeral_5m_input_tokens)
+              OR split.ephemeral_1h_input_tokens <> floor(split.ephemeral_1h_input_tokens)
+           THEN error('anthropic-batch fast path: a count that is not a whole number')
+    END AS _check,
+    coalesce(u.cache_creation_input_tokens,
+             CASE WHEN split.ephemeral_5m_input_tokens IS NOT NULL OR split.ephemeral_1h_input_tokens IS NOT NULL
+                  THEN coalesce(split.ephemeral_5m_input_tokens, 0) + coalesce(split.ephemeral_1h_input_tokens, 0)
+             END) AS creation
+  FROM lines
+)
+SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash,
+  trim(m.id, ' ' || chr(9) || chr(10) || chr(13)) AS request_id, CAST(? AS VARCHAR) AS ts,
+  CAST(? AS VARCHAR) AS tenant,
+  coalesce(CASE WHEN trim(m.model, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
+                THEN trim(m.model, ' ' || chr(9) || chr(10) || chr(13)) END, CAST(? AS VARCHAR)) AS model,
+  CAST(NULL AS VARCHAR) AS cache_hit,
+  CAST(CAST(u.input_tokens + coalesce(u.cache_read_input_tokens, 0) + coalesce(creation, 0) AS BIGINT) AS VARCHAR)
+    AS input_tokens,
+  CAST(CAST(u.output_tokens AS BIGINT) AS VARCHAR) AS output_tokens,
+  CAST(CAST(u.cache_read_input_tokens AS BIGINT) AS VARCHAR) AS cached_input_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms, CAST(NULL AS VARCHAR) AS ttft_ms, CAST(NULL AS VARCHAR) AS total_ms,
+  'ok' AS status, CAST(NULL AS VARCHAR) AS error_type, CAST(NULL AS VARCHAR) AS cost_usd,
+  CAST(json_merge_patch('{}', json_object(
+    'custom_id', custom_id, 'result_type', kind, 'stop_reason', m.stop_reason, 'usage_service_tier', u.service_tier,
+    'server_tool_use', CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT'
+                             AND u.server_tool_use <> '{}' THEN u.server_tool_use END)) AS VARCHAR) AS attrs,
+  'anthropic' AS provider, 'batch' AS service_tier,
+  CAST(CAST(CASE WHEN creation IS NOT NULL
+                 THEN greatest(creation - coalesce(split.ephemeral_1h_input_tokens, 0), 0)
+                 ELSE split.ephemeral_5m_input_tokens END AS BIGINT) AS VARCHAR) AS cache_write_tokens,
+  CAST(CAST(split.ephemeral_1h_input_tokens AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
+  CAST(NULL AS VARCHAR) AS reasoning_tokens
+FROM checked"""
+
+
+def anthropic_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of a Message Batches results file (:data:`ANTHROPIC_BATCH_FAST_SQL`), or None where it
+    does not apply (``--tenant-field``, a compressed file or one with blank lines)."""
+    if p.kind != "jsonl" or options.tenant_field or options.start is None or not _plain_lines(p):
+        return None
+    return Source(ANTHROPIC_BATCH_FAST_SQL, [str(p.path), ANTHROPIC_BATCH_TYPES, _iso(options.start), options.tenant,
+                                            options.model], has_ids=True)
+
+
+def _read_anthropic_batch(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """The typed fast path where it applies (:func:`anthropic_batch_fast_source`), the Python path behind it."""
     if options.start is None:
         raise InputError("Message Batches results carry no times: give the batch's ended_at (or created_at) "
                          "with --start ISO (GET /v1/messages/batches/{id} shows both)", file=p.name)
+    src = anthropic_batch_fast_source(p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_anthropic_batch(con, p, options, fast=False)
+        return src
     consts = f"|{options.start.isoformat()}|{options.model or ''}|{options.tenant or ''}"
 
     def rows():
@@ -328,8 +538,13 @@ def _sniff_helicone(p: Probe) -> float:
 def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
     """One ``HeliconeRequest`` (an element of ``POST /v1/request/query``'s ``data``) as canonical fields.
 
-    Helicone copies the provider's usage: for Anthropic its ``prompt_tokens`` excludes the cache
-    reads and writes, which are added; for the others (OpenAI's convention) it counts the reads.
+    Helicone's ``prompt_tokens`` excludes the cache reads and writes for every provider, so they are added:
+    Anthropic's ``input_tokens`` never count them (``AnthropicBodyProcessor``), and for OpenAI Helicone
+    subtracts ``cached_tokens`` (and audio tokens, which it does not export) from ``prompt_tokens``, keeping them
+    as ``prompt_cache_read_tokens`` (``OpenAIBodyProcessor.getUsage``, Helicone/helicone
+    valhalla/jawn/src/lib/shared/bodyProcessors/openaiBodyProcessor.ts at 8f8667da). Older versions
+    (``GenericBodyProcessor``) kept OpenAI's ``prompt_tokens`` whole and wrote no cache reads: the sum is
+    the same rule for both.
     """
     if not isinstance(rec, dict) or "request_id" not in rec:
         raise InputError("expected a Helicone request (an object with request_id)", file=name, row=row,
@@ -337,7 +552,7 @@ def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") ->
     provider = _text(rec.get("provider"))
     prompt, completion = _count(rec.get("prompt_tokens")), _count(rec.get("completion_tokens"))
     read, write = _count(rec.get("prompt_cache_read_tokens")), _count(rec.get("prompt_cache_write_tokens"))
-    if isinstance(prompt, int) and provider and provider.lower() == "anthropic":
+    if isinstance(prompt, int):
         prompt += _sum_ints(read, write)
     code = _count(rec.get("response_status"))
     ok = code is None or (isinstance(code, int) and 200 <= code < 300)

@@ -7,11 +7,12 @@ the fly by the same code, so the two paths cannot disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import duckdb
 import pandas as pd
 
-from finops import sql, store
+from finops import catalogue, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
@@ -151,11 +152,37 @@ def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
 
 RECONCILE_COLUMNS = ("model", "provider", "priced_by", "recorded_requests", "recorded_cost_usd", "list_cost_usd",
                      "difference_usd", "difference_pct", "source_unpriced_requests", "priced_requests",
-                     "priced_cost_usd")
+                     "priced_cost_usd", "billed_model", "logs_cost_usd", "billed_usd", "billed_difference_usd",
+                     "billed_difference_pct", "billing")
+#: the ``billing`` words of :func:`reconcile` (a row's billed comparison, or why there is none)
+NO_BILLING = "no billing lines loaded"
+NO_BILLING_IN_PERIOD = "no billing lines in this period"
+BILLING_PER_ORGANISATION = "billing lines are per organisation: clear the tenant and tier filters to compare"
+
+
+def billing_key(model: str | None, provider: str | None) -> tuple[str, str]:
+    """The (provider, model) a logged name and a billed name are matched on: the catalogue's model where it
+    knows the name (``gpt-4o-mini-2024-07-18`` and ``openai/gpt-4o-mini`` are both ``openai/gpt-4o-mini``),
+    else the name itself under the provider as the catalogue spells it.
+
+    >>> billing_key("gpt-4o-mini-2024-07-18", "openai"), billing_key("openai/gpt-4o-mini", None)
+    (('openai', 'gpt-4o-mini'), ('openai', 'gpt-4o-mini'))
+    >>> billing_key("acme-7b", "Acme"), billing_key(None, "openai")
+    (('acme', 'acme-7b'), ('openai', ''))
+    """
+    found = catalogue.resolve(model, provider or None) if model else None
+    if found:
+        return found
+    given = (provider or "").strip().lower()
+    return catalogue.PROVIDER_ALIASES.get(given, given), model or ""
+
+
+def _pct(diff: Decimal, base: Decimal) -> float | None:
+    return None if base == 0 else float(diff / base * 100)
 
 
 def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """Recorded against computed cost, per model and provider: the check of a source's own pricing.
+    """Recorded against computed cost, and the logs against the provider's bill, per model and provider.
 
     * ``recorded_cost_usd``: what the logs recorded for the ``recorded_requests`` that carry a cost (requests a
       model served; a cache hit's recorded cost, usually 0, is included in the figure but lists at 0);
@@ -165,7 +192,30 @@ def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     * ``source_unpriced_requests``: requests whose source wrote 0 though they had tokens: priced here
       from the book or catalogue instead, with ``priced_requests`` and their ``priced_cost_usd``;
     * ``priced_by``: how the model's price was found (price book, alias, catalogue, unpriced).
+
+    Against the bill (the stored billing lines, :mod:`finops.ingest.billing`), "your logs say $X, the provider
+    billed $Y":
+
+    * ``logs_cost_usd``: every request of the model in the period, as every page counts it (recorded where the
+      source priced it, else tokens × the price in force);
+    * ``billed_usd``: the provider's cost lines for the same provider and model over the period's days
+      (a bound inside a day counts that whole day: billing lines are daily), ``billed_model`` the name the
+      provider billed it under. Logged and billed names are matched by :func:`billing_key`; where several
+      logged names are one billed model (a dated and an undated name), the row of the billed name (else the
+      first) carries the comparison,
+      ``logs_cost_usd`` summing them all, and the others say whose row it is in;
+    * ``billed_difference_usd`` = logs − billed, ``billed_difference_pct`` that as a share of billed (None
+      where the provider billed 0);
+    * ``billing``: ``billed``; ``not on the provider's bill`` (lines of the provider in the period, none for
+      this model: billed $0); :data:`NO_BILLING` or :data:`NO_BILLING_IN_PERIOD`; or
+      :data:`BILLING_PER_ORGANISATION` when tenants or tiers are filtered.
+
+    A model the provider billed with no request in the logs (or a line that names no model: tool calls,
+    storage) is a row of its own with no requests, ``logs_cost_usd`` 0, so ``billed_usd`` sums to the billing
+    lines' own total for the period (with a model filter, only the billed models of the chosen names count).
+    Money is summed as exact decimals; the frame holds it as floats.
     """
+    from finops.ingest import billing
     costed_sql, params = costed(con, f, include_idle=False)
     out = con.execute(f"""
 SELECT model, provider, any_value(priced_by) AS priced_by, sum(recorded_served_requests) AS recorded_requests,
@@ -176,10 +226,89 @@ SELECT model, provider, any_value(priced_by) AS priced_by, sum(recorded_served_r
        sum(source_unpriced_requests) AS source_unpriced_requests, sum(priced_requests) AS priced_requests,
        sum(cost_usd) - sum(recorded_cost_usd) AS priced_cost_usd
 FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
+    logs_cost = {(m, p): Decimal(c or 0) for m, p, c in con.execute(
+        f"SELECT model, provider, sum(cost_usd) FROM ({costed_sql}) GROUP BY 1, 2", params).fetchall()}
     for c in ("recorded_requests", "source_unpriced_requests", "priced_requests"):
         out[c] = out[c].fillna(0).astype("int64")
     out["priced_by"] = out["priced_by"].fillna("unpriced")
+    logged = [(m, None if p != p else p) for m, p in zip(out["model"], out["provider"], strict=True)]
+    cost = [logs_cost.get((m, p), Decimal(0)) for m, p in logged]
+    billing_cols = {"billed_model": [None] * len(out), "logs_cost_usd": [float(c) for c in cost],
+                    "billed_usd": [None] * len(out), "billed_difference_usd": [None] * len(out),
+                    "billed_difference_pct": [None] * len(out), "billing": [None] * len(out)}
+    extra: list[dict] = []
+    if f.tenants or f.sla_tiers:
+        billing_cols["billing"] = [BILLING_PER_ORGANISATION] * len(out)
+    else:
+        loaded = billing.billed_providers(con)
+        billed: dict[tuple[str, str], list[billing.Billed]] = {}
+        for b in billing.billed_by_model(con, f.since, f.until):
+            billed.setdefault(billing_key(b.model, b.provider), []).append(b)
+        in_period = {k[0] for k in billed}
+        rows_of: dict[tuple[str, str], list[int]] = {}
+        for i, (m, p) in enumerate(logged):
+            rows_of.setdefault(billing_key(m, p), []).append(i)
+        for key, rows in rows_of.items():
+            lines = billed.get(key)
+            if lines is None:
+                word = ("not on the provider's bill" if key[0] in in_period else
+                        NO_BILLING_IN_PERIOD if key[0] in loaded else NO_BILLING)
+                for i in rows:
+                    billing_cols["billing"][i] = word
+                if key[0] not in in_period:
+                    continue
+                lines = []
+            billed_names = [b.model for b in lines if b.model]
+            # the comparison sits in the row that logged the billed name, else the first
+            first = next((i for i in rows if logged[i][0] in billed_names), rows[0])
+            total = sum((cost[i] for i in rows), Decimal(0))
+            amount = sum((b.amount_usd for b in lines), Decimal(0))
+            names = ", ".join(dict.fromkeys(billed_names)) or None
+            billing_cols["billed_model"][first] = names
+            billing_cols["logs_cost_usd"][first] = float(total)
+            billing_cols["billed_usd"][first] = float(amount)
+            billing_cols["billed_difference_usd"][first] = float(total - amount)
+            billing_cols["billed_difference_pct"][first] = _pct(total - amount, amount)
+            if lines:
+                billing_cols["billing"][first] = "billed"
+            for i in (i for i in rows if i != first):
+                billing_cols["billed_model"][i] = names
+                billing_cols["logs_cost_usd"][i] = float(cost[i])
+                billing_cols["billing"][i] = f"compared in {logged[first][0]}'s row"
+        for key, lines in billed.items():
+            if key in rows_of or (f.models and not any(b.model in f.models for b in lines)):
+                continue
+            amount = sum((b.amount_usd for b in lines), Decimal(0))
+            names = ", ".join(dict.fromkeys(b.model for b in lines if b.model)) or None
+            extra.append({"model": names, "provider": key[0], "priced_by": None, "recorded_requests": 0,
+                          "source_unpriced_requests": 0, "priced_requests": 0, "billed_model": names,
+                          "logs_cost_usd": 0.0, "billed_usd": float(amount), "billed_difference_usd": float(-amount),
+                          "billed_difference_pct": _pct(-amount, amount),
+                          "billing": "billed, no request in the logs" if names else
+                          "billed, names no model (tool calls, storage)"})
+    for c, values in billing_cols.items():
+        out[c] = pd.Series(values, index=out.index, dtype="object" if c in ("billed_model", "billing") else "float64")
+    if extra:
+        out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
+        for c in ("recorded_requests", "source_unpriced_requests", "priced_requests"):
+            out[c] = out[c].astype("int64")
     return out[list(RECONCILE_COLUMNS)]
+
+
+def billing_sentences(rec: pd.DataFrame) -> list[str]:
+    """One line per row of :func:`reconcile` against the bill: "your logs say $X, the provider billed $Y"."""
+    out = []
+    for r in rec.itertuples(index=False):
+        name = f"{r.provider or '?'} {r.model if isinstance(r.model, str) else '(no model)'}"
+        if r.billed_usd == r.billed_usd and r.billed_usd is not None:
+            pct = "" if r.billed_difference_pct != r.billed_difference_pct or r.billed_difference_pct is None \
+                else f", {r.billed_difference_pct:+.1f} %"
+            out.append(f"{name}: your logs say ${r.logs_cost_usd:,.2f}, the provider billed ${r.billed_usd:,.2f} "
+                       f"(difference {'-' if r.billed_difference_usd < 0 else '+'}${abs(r.billed_difference_usd):,.2f}{pct}; "
+                       f"{r.billing})")
+        else:
+            out.append(f"{name}: your logs say ${r.logs_cost_usd:,.2f}; {r.billing}")
+    return out
 
 
 @dataclass(frozen=True)

@@ -207,9 +207,23 @@ def anthropic_billing(out: Path) -> None:
 
 def helicone(out: Path) -> None:
     """No SDK type in Python: every field of the ``HeliconeRequest`` interface (Helicone/helicone
-    packages/llm-mapper/types.ts), in its order, wrapped as ``POST /v1/request/query`` answers."""
+    packages/llm-mapper/types.ts), in its order, wrapped as ``POST /v1/request/query`` answers.
+
+    The token fields are what Helicone's response body processors store (``prompt_tokens`` is the usage's
+    ``promptTokens``, valhalla/jawn/src/lib/handlers/LoggingHandler.ts): ``prompt``, ``read``, ``write``,
+    ``completion`` are the provider's own usage. OpenAI (``OpenAIBodyProcessor.getUsage``,
+    valhalla/jawn/src/lib/shared/bodyProcessors/openaiBodyProcessor.ts at 8f8667da6dbcf00e1c0c68e0d28cb3e621711213):
+    ``prompt_tokens`` = max(0, prompt_tokens - cached_tokens - audio_tokens), ``prompt_cache_read_tokens`` =
+    cached_tokens, ``total_tokens`` = the usage's total. Anthropic (``AnthropicBodyProcessor``,
+    anthropicBodyProcessor.ts at 534f6b508dfb53a25241533eba64d144930dbca3): ``prompt_tokens`` = Anthropic's
+    ``input_tokens`` (the cache excluded), reads and writes as Anthropic gives them, total = input + output."""
     def req(rid, at, ms, ttft, status, provider, model, user, team, prompt, read, write, completion, cost):
-        total = None if prompt is None else prompt + (completion or 0)
+        if prompt is None:
+            total = None
+        elif provider == "OPENAI":           # OpenAI's prompt_tokens count the cached ones: Helicone splits them
+            total, prompt = prompt + (completion or 0), max(0, prompt - (read or 0))
+        else:
+            total = prompt + (completion or 0)
         return {"response_id": None if status != 200 else f"resp-{rid}", "response_created_at": at,
                 "response_body": None, "response_status": status, "response_model": model,
                 "request_id": rid, "request_created_at": at, "request_body": None,
