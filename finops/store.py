@@ -12,6 +12,9 @@ Tables
 ``latency_hourly`` hour x model x batch_id x field x bucket counts of the served requests' latency
                    fields (a log-bucket sketch, see :data:`SKETCH_GAMMA`), written at each load,
                    so the latency percentiles of whole hours never sort raw rows.
+``latency_sla_hourly`` the same per tenant and SLA tier too, for the SLA latencies (the alert rules).
+``queue_15min``    served requests with a queue_ms and its sum per 15 min x model x tenant x tier
+                   (the queue-length alert). The three are :data:`DERIVED`: written at each load.
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``fleet_schedule`` the periods each self-hosted fleet ran: from, to (open-ended allowed), replicas, GPUs
                    per replica, $ per GPU-hour, GPU type, site (:mod:`finops.spend.fleets`).
@@ -131,39 +134,115 @@ SKETCH_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def sketch_select_sql(where: str = "TRUE") -> str:
+def sketch_select_sql(where: str = "TRUE", keys: tuple[str, ...] = (),
+                      fields_sql: tuple[tuple[str, str], ...] = SKETCH_FIELDS) -> str:
     """SELECT producing latency_hourly rows from the served requests matching ``where``.
 
-    One aggregate per field, UNION ALL: half the time of one aggregate over the fields unnested
-    into rows (bench: 1.2 s against 2.5 s for 10M requests)."""
+    ``keys``: more key columns after ``model`` (``tenant``, ``sla_tier``: :data:`SLA_SKETCH_KEYS`), ``''``
+    for none; ``fields_sql`` the fields sketched, (name, SQL expression) pairs. One aggregate per field, UNION ALL: half the time of one
+    aggregate over the fields unnested into rows (bench: 1.2 s against 2.5 s for 10M requests)."""
     inv = sql.literal(1.0 / math.log(SKETCH_GAMMA))
-    fields = ", ".join(f"CAST({expr} AS DOUBLE) AS {name}" for name, expr in SKETCH_FIELDS)
+    keys = tuple(sql.column(k, SLA_SKETCH_KEYS, "sketch key") for k in keys)
+    key_cols = "".join(f"{k}, " for k in keys)
+    key_exprs = "".join(f"coalesce({k}, '') AS {k}, " for k in keys)
+    cols = ", ".join(f"CAST({expr} AS DOUBLE) AS {name}" for name, expr in fields_sql)
     parts = " UNION ALL ".join(f"""
-SELECT hour, model, batch_id, '{name}' AS field,
+SELECT hour, model, {key_cols}batch_id, '{name}' AS field,
        CASE WHEN {name} > 0 THEN CAST(floor(ln({name}) * {inv}) AS INTEGER) ELSE {SKETCH_ZERO_K} END AS k,
        count(*) AS n, min({name}) AS lo, max({name}) AS hi
-FROM src WHERE {name} IS NOT NULL AND NOT isnan({name}) GROUP BY ALL""" for name, _ in SKETCH_FIELDS)
+FROM src WHERE {name} IS NOT NULL AND NOT isnan({name}) GROUP BY ALL""" for name, _ in fields_sql)
     # NOT MATERIALIZED: each part scans the table again rather than holding every row in memory
     return (f"WITH src AS NOT MATERIALIZED (SELECT {sql.time_bucket('hour')} AS hour, coalesce(model, '') AS model, "
-            f"batch_id, {fields} FROM requests WHERE ({where}) AND {sql.SERVED}) {parts}")
+            f"{key_exprs}batch_id, {cols} FROM requests WHERE ({where}) AND {sql.SERVED}) {parts}")
 
 
-def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the store's latency sketch is current (false for a read-only store older than it)."""
+# The SLA sketch: the same buckets per hour, model, tenant and SLA tier, of the latencies an SLA may be on
+# (sql.SLA_COLUMNS), so the alert rule "P99 over the tier's SLA" per model x tenant x tier x hour (or day)
+# reads no raw row. Rows: hour, model, tenant, sla_tier ('' none), batch_id, field, k, n, lo, hi.
+SLA_SKETCH_KEYS: tuple[str, ...] = ("tenant", "sla_tier")
+SLA_SKETCH_FIELDS: tuple[tuple[str, str], ...] = tuple((n, e) for n, e in SKETCH_FIELDS if n in sql.SLA_COLUMNS)
+
+
+def sla_sketch_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing latency_sla_hourly rows from the served requests matching ``where``."""
+    return sketch_select_sql(where, SLA_SKETCH_KEYS, SLA_SKETCH_FIELDS)
+
+
+# Queue windows: per 15 minutes, model, tenant and SLA tier, the served requests that logged a queue_ms and
+# the sum of it, so the queue-length alert (Little's law, per 15 min, hour or day) reads no raw row.
+QUEUE_WINDOW = "15min"
+
+
+def queue_windows_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing queue_15min rows from the requests matching ``where``."""
+    return (f"SELECT {sql.time_bucket(QUEUE_WINDOW)} AS window_start, coalesce(model, '') AS model, "
+            "coalesce(tenant, '') AS tenant, coalesce(sla_tier, '') AS sla_tier, batch_id, count(*) AS requests, "
+            f"sum(queue_ms) AS queue_ms_sum FROM requests WHERE ({where}) AND {sql.SERVED} AND queue_ms IS NOT NULL "
+            "GROUP BY ALL")
+
+
+#: What the loader writes besides the rollups, per load, and a store opened read-write rebuilds when its
+#: version setting is not the current one: (table, columns, setting, version); the rows are
+#: :func:`derived_select_sql`'s.
+DERIVED: tuple[tuple[str, str, str, int], ...] = (
+    ("latency_hourly", "hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, "
+     "lo DOUBLE, hi DOUBLE", "latency_sketch_version", SKETCH_VERSION),
+    ("latency_sla_hourly", "hour TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
+     "field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE", "latency_sla_version", 1),
+    ("queue_15min", "window_start TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
+     "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
+)
+
+
+def derived_select_sql(table: str, where: str = "TRUE") -> str:
+    """The SELECT writing the derived table ``table`` (:data:`DERIVED`) from the requests matching ``where``."""
+    if table == "latency_hourly":
+        return sketch_select_sql(where)
+    if table == "latency_sla_hourly":
+        return sla_sketch_select_sql(where)
+    if table == "queue_15min":
+        return queue_windows_select_sql(where)
+    raise ValueError(f"not a derived table: {table}")
+
+
+def derived_ready(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the store's derived table ``table`` (one of :data:`DERIVED`) is current (false for a
+    read-only store older than it)."""
+    [(_, _, key, version)] = [d for d in DERIVED if d[0] == table]
     try:
-        return get_setting(con, "latency_sketch_version") == SKETCH_VERSION
+        return get_setting(con, key) == version
     except duckdb.CatalogException:
         return False
 
 
+def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store's latency sketch is current (false for a read-only store older than it)."""
+    return derived_ready(con, "latency_hourly")
+
+
+def rebuild_derived(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Write the derived table ``table`` (:data:`DERIVED`) of every stored request (a store made before it
+    existed, or by another version of it)."""
+    for name, _, key, version in DERIVED:
+        if name != table:
+            continue
+        with transaction(con):
+            con.execute(f"DELETE FROM {name}")
+            con.execute(f"INSERT INTO {name} {derived_select_sql(name)}")
+            bump_data_version(con)
+        # after the commit: cut short in between, the next opening simply builds it again
+        set_setting(con, key, version)
+
+
 def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
     """Write the latency sketch of every stored request (a store made before the sketch existed)."""
-    with transaction(con):
-        con.execute("DELETE FROM latency_hourly")
-        con.execute(f"INSERT INTO latency_hourly {sketch_select_sql()}")
-        bump_data_version(con)
-    # after the commit: cut short in between, the next opening simply builds it again
-    set_setting(con, "latency_sketch_version", SKETCH_VERSION)
+    rebuild_derived(con, "latency_hourly")
+
+
+def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int) -> None:
+    """Write every derived table's rows of one load (the loader's last step, inside its transaction)."""
+    for table, *_ in DERIVED:
+        con.execute(f"INSERT INTO {table} {derived_select_sql(table, 'batch_id = ?')}", [batch_id])
 
 
 PRICE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -222,8 +301,7 @@ def _ddl() -> list[str]:
   price_provider VARCHAR, price_model VARCHAR, how VARCHAR)""",
         "CREATE TABLE IF NOT EXISTS budgets (tenant VARCHAR, month DATE, budget_usd DOUBLE)",
         "CREATE TABLE IF NOT EXISTS settings (key VARCHAR, value VARCHAR)",
-        """CREATE TABLE IF NOT EXISTS latency_hourly (
-  hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",
+        *[f"CREATE TABLE IF NOT EXISTS {table} ({cols})" for table, cols, _, _ in DERIVED],
         "CREATE TABLE IF NOT EXISTS data_version (version BIGINT)",
         # what the providers billed, per day (finops.ingest.billing): apart from requests, for reconciliation
         """CREATE TABLE IF NOT EXISTS billing_lines (
@@ -277,8 +355,9 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
             rebuild_rollups(con)
         if get_setting(con, "catalogue.source") != catalogue.catalogue_source():
             sync_catalogue(con)
-        if not sketch_ready(con):
-            rebuild_sketch(con)
+        for table, *_ in DERIVED:
+            if not derived_ready(con, table):
+                rebuild_derived(con, table)
     return con
 
 
@@ -418,7 +497,8 @@ def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
         n = con.execute("SELECT count(*) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0]
         con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
-        con.execute("DELETE FROM latency_hourly WHERE batch_id = ?", [batch_id])
+        for table, *_ in DERIVED:
+            con.execute(f"DELETE FROM {table} WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
         refresh_resolution(con)
         bump_data_version(con)
