@@ -34,11 +34,13 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
 
 from finops import catalogue, schema, sql
+from finops.filters import Filters
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = ROOT / "data" / "finops.duckdb"
@@ -460,6 +462,67 @@ def rollup_only(con: duckdb.DuckDBPyConnection) -> bool:
 RAW_ROWS_NEEDED = ("this needs raw request rows, and this store holds only the hourly rollups attached with "
                    "`python -m finops attach-rollups` (from the Spark job). Load the period's requests with "
                    "`python -m finops ingest` to see it.")
+
+
+#: The most raw rows an analysis that reads them (exact percentiles, breakdowns, the diagnosis, the
+#: routing replay) reads by default: a period holding more is narrowed to its latest hours (:func:`raw_scope`).
+#: DuckDB's holistic aggregates (quantiles) hold their group's values in memory and do not spill: over
+#: 100M rows they run out of the dashboard's memory_limit; over 10M they take a second or less.
+RAW_ROW_BUDGET = 10_000_000
+
+
+@dataclass(frozen=True)
+class RawScope:
+    """The filters a raw-row analysis runs on (:func:`raw_scope`) and what they cover."""
+    filters: Filters
+    requests: int            # requests in the scope (counted in the rollups)
+    period_requests: int     # requests in the period asked for
+    narrowed: bool           # the scope is the latest part of the period, not all of it
+
+    def note(self) -> str:
+        """One sentence for a page, empty when the scope is the whole period."""
+        if not self.narrowed:
+            return ""
+        since = self.filters.since
+        return (f"This period holds {self.period_requests:,} requests, more than the {RAW_ROW_BUDGET:,} the sections "
+                f"that read single requests read at once: they cover its latest part, from {since:%Y-%m-%d %H:%M} "
+                f"UTC ({self.requests:,} requests). Totals, spend and the percentiles read from the hourly sketch "
+                "cover the whole period. Narrow the dates or pick a model to see another slice exactly.")
+
+
+def raw_scope(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = None) -> RawScope:
+    """``f`` itself when its period holds at most ``budget`` (:data:`RAW_ROW_BUDGET`) requests, else ``f``
+    from the start of the latest whole hours that together hold at most that many (at least the last
+    hour). Counted in the hourly rollups (no raw row is read); a period of partial hours counts the
+    hours it touches."""
+    budget = RAW_ROW_BUDGET if budget is None else int(budget)
+    where, params = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where(ts_col="hour")
+    span = []
+    if f.since is not None:
+        span.append(f"hour >= {sql.time_bucket('hour', 'CAST(? AS TIMESTAMP)')}")
+        params.append(f.since)
+    if f.until is not None:
+        span.append("hour < ?")
+        params.append(f.until)
+    where = " AND ".join([where, *span])
+    hours = con.execute(f"SELECT hour, sum(requests) AS n FROM rollup_hourly WHERE {where} GROUP BY 1 "
+                        "ORDER BY 1 DESC", params).fetchall()
+    total = sum(int(n) for _, n in hours)
+    if total <= budget:
+        return RawScope(f, total, total, False)
+    kept, since = 0, None
+    for hour, n in hours:
+        if since is not None and kept + int(n) > budget:
+            break
+        kept, since = kept + int(n), hour
+    if f.since is not None and since <= f.since:
+        return RawScope(f, total, total, False)
+    return RawScope(replace(f, since=since), kept, total, True)
+
+
+def whole_hours(f: Filters) -> bool:
+    """Whether ``f``'s period starts and ends on the hour (or is open): what the hourly tables answer exactly."""
+    return all(t is None or not (t.minute or t.second or t.microsecond) for t in (f.since, f.until))
 
 
 def rollup_requests(con: duckdb.DuckDBPyConnection) -> int:
