@@ -229,7 +229,7 @@ def default_threshold(con: duckdb.DuckDBPyConnection, f: Filters, field_name: st
     """LEN_THRESHOLD (40) for characters, as the seed; for tokens, the median prompt (rounded)."""
     if field_name != "input_tokens":
         return LEN_THRESHOLD
-    where, params = f.where()
+    where, params = store.raw_scope(con, f).filters.where()
     med = con.execute(f"SELECT median(input_tokens) FROM requests WHERE {where} AND {sql.SERVED}",
                       params).fetchall()[0][0]
     if med is None:
@@ -243,7 +243,7 @@ def length_range(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None)
     if length not in sql.PROMPT_LENGTH_COLUMNS:
         return 0, 0, 0
     length = sql.column(length, sql.PROMPT_LENGTH_COLUMNS, "prompt length field")
-    where, params = f.where()
+    where, params = store.raw_scope(con, f).filters.where()
     row = con.execute(f"SELECT min({length}), quantile_cont({length}, 0.99), max({length}) FROM requests "
                       f"WHERE {where} AND {sql.SERVED}", params).fetchall()[0]
     return tuple(int(round(v)) if v is not None else 0 for v in row)
@@ -342,7 +342,16 @@ class WhatIf:
 
 
 def fleet_models(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """Models with served traffic in ``f`` with their kind and size class from the price book."""
+    """Models with served traffic in ``f`` with their kind and size class from the price book (from the
+    hourly rollups over whole hours, else the raw rows)."""
+    if store.whole_hours(f):
+        where, params = f.where(ts_col="hour", prefix="r.")
+        out = con.execute(f"""
+SELECT r.model, p.kind, p.size_class, CAST(sum({sql.served_requests("r")}) AS BIGINT) AS requests
+FROM rollup_hourly r LEFT JOIN prices p ON p.model = r.model
+WHERE {where} GROUP BY 1, 2, 3 HAVING sum({sql.served_requests("r")}) > 0
+ORDER BY requests DESC, 1""", params).df()
+        return out
     where, params = f.where(prefix="r.")
     return con.execute(f"""
 SELECT r.model, p.kind, p.size_class, count(*) AS requests
@@ -409,6 +418,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
     bad = [s for s in tiers.values() if s not in TIER_STRATEGIES]
     if bad:
         raise InputError(f"unknown tier strategy {bad[0]}; choose from {', '.join(TIER_STRATEGIES)}")
+    scope = store.raw_scope(con, f)            # the replay reads raw rows: at most RAW_ROW_BUDGET of them
+    f = scope.filters
     d_small, d_large = default_targets(con, f)
     small, large = small_model or d_small, large_model or d_large
     if small is None or large is None:
@@ -509,6 +520,10 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "all-small"
         "Latency: mean total_ms estimated from each target model's observed per-token rates "
         "(least squares of service time on input and output tokens, plus its mean wait).",
     ]
+    if scope.narrowed:
+        assumptions.insert(0, f"Replayed over the latest part of the period, from {f.since:%Y-%m-%d %H:%M} UTC "
+                              f"({scope.requests:,} of its {scope.period_requests:,} requests): the most a replay "
+                              "reads at once. Narrow the dates to replay another part.")
     if policy in ("threshold", "per-tier"):
         assumptions.append(f"Threshold: {length or 'no prompt length'} > {threshold:g} to {large}, else {small}"
                            + (f"; {int((req * no_len).sum()):,} requests without a prompt length stay as logged."
@@ -546,8 +561,10 @@ def misrouting(con: duckdb.DuckDBPyConnection, f: Filters, threshold: float | No
     """Short prompts (length <= threshold) served by a large model and long prompts by a small one.
 
     Size classes come from the price book. ``on_right_size_usd`` reprices the candidates on the
-    busiest model of the other size (or the one given).
+    busiest model of the other size (or the one given). A period of more than ``store.RAW_ROW_BUDGET``
+    requests is read over its latest hours (``store.raw_scope``).
     """
+    f = store.raw_scope(con, f).filters
     length = length or length_field(con, f)
     if threshold is None:
         threshold = default_threshold(con, f, length)
