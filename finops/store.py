@@ -107,6 +107,9 @@ ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+ROLLUP_VERSION = 4          # bump when the rollup's keys or measures change: a store rebuilds them on open
+
+
 def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True,
                       measures_sql: tuple[tuple[str, str, str], ...] = ROLLUP_MEASURES) -> str:
     """SELECT producing rollup rows from canonical rows in ``source``.
@@ -183,6 +186,16 @@ def queue_windows_select_sql(where: str = "TRUE") -> str:
             "GROUP BY ALL")
 
 
+def _rollup_columns() -> str:
+    return ", ".join(["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS]
+                     + ["input_band BIGINT", "batch_id BIGINT"] + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
+
+
+# The rollups of two subsets the cascade summary costs (finops.spend.routing.cascade_summary): the rejected
+# small-model attempts (escalated) and the cascade's requests, so it reads no raw row either.
+ESCALATED_WHERE = "escalated"
+CASCADE_WHERE = "strategy = 'cascade' AND escalated IS NOT NULL"
+
 #: What the loader writes besides the rollups, per load, and a store opened read-write rebuilds when its
 #: version setting is not the current one: (table, columns, setting, version); the rows are
 #: :func:`derived_select_sql`'s.
@@ -193,6 +206,8 @@ DERIVED: tuple[tuple[str, str, str, int], ...] = (
      "field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE", "latency_sla_version", 1),
     ("queue_15min", "window_start TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
      "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
+    ("rollup_escalated_hourly", _rollup_columns(), "rollup_escalated_version", ROLLUP_VERSION),
+    ("rollup_cascade_hourly", _rollup_columns(), "rollup_cascade_version", ROLLUP_VERSION),
 )
 
 
@@ -204,6 +219,10 @@ def derived_select_sql(table: str, where: str = "TRUE") -> str:
         return sla_sketch_select_sql(where)
     if table == "queue_15min":
         return queue_windows_select_sql(where)
+    if table == "rollup_escalated_hourly":
+        return rollup_select_sql("requests", f"({where}) AND {ESCALATED_WHERE}")
+    if table == "rollup_cascade_hourly":
+        return rollup_select_sql("requests", f"({where}) AND {CASCADE_WHERE}")
     raise ValueError(f"not a derived table: {table}")
 
 
@@ -276,7 +295,6 @@ FLEET_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 RESERVATION_COLUMNS: tuple[tuple[str, str], ...] = (("model", "VARCHAR"), ("tenant", "VARCHAR"),
                                                     ("replicas", "DOUBLE"))
-ROLLUP_VERSION = 4          # bump when the rollup's keys or measures change: a store rebuilds them on open
 PRICES_CSV = ROOT / "data" / "prices.csv"
 
 

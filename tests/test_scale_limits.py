@@ -137,7 +137,8 @@ def test_queue_windows_give_littles_law_as_the_raw_rows_do(con):
 
 def test_derived_tables_follow_loads_deletions_and_rebuilds(con):
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t, *_ in store.DERIVED}
-    assert all(counts.values())
+    assert all(counts[t] for t in ("latency_hourly", "latency_sla_hourly", "queue_15min"))
+    assert counts["rollup_escalated_hourly"] == counts["rollup_cascade_hourly"] == 0     # no cascade here
     con.execute("DELETE FROM settings WHERE key = 'latency_sla_version'")
     store.rebuild_derived(con, "latency_sla_hourly")
     assert con.execute("SELECT count(*) FROM latency_sla_hourly").fetchall()[0][0] == counts["latency_sla_hourly"]
@@ -179,3 +180,20 @@ def test_latency_page_on_a_rollup_only_store_shows_the_sketch_percentiles(tmp_pa
     assert over.attrs["max_rel_error"] == store.SKETCH_ALPHA
     assert over.groupby("grp")["requests"].apply(list).to_dict() == {"gpt-4o": [300, 200, 100],
                                                                     "llama-3.1-8b": [50, 50, 50]}
+
+
+def test_the_cascade_summary_from_the_subset_rollups_equals_the_raw_rows(monkeypatch):
+    rows = _frame([40, 40, 40], model="llama-3.1-8b", seed=7)
+    rows["strategy"] = np.where(np.arange(len(rows)) % 3 == 0, "cost", "cascade")
+    rows["escalated"] = np.where(rows["strategy"] == "cascade", np.arange(len(rows)) % 5 == 1, None)
+    rows.loc[::7, "escalated"] = True            # a few escalations outside the cascade strategy too
+    c = store.connect(":memory:")
+    ingest_frame(c, rows)
+    assert c.execute("SELECT sum(requests) FROM rollup_cascade_hourly").fetchall()[0][0] == 80
+    fast = routing.cascade_summary(c, Filters())
+    monkeypatch.setattr(store, "derived_ready", lambda con, table: False)     # the raw-row path
+    slow = routing.cascade_summary(c, Filters())
+    assert fast.rejected_attempts_usd == slow.rejected_attempts_usd > 0
+    assert fast.cascade_spend_usd == slow.cascade_spend_usd > 0
+    pd.testing.assert_frame_equal(fast.by_model, slow.by_model)
+    assert int(fast.by_model["escalations"].sum()) == int((rows["escalated"] == True).sum())  # noqa: E712
