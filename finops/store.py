@@ -260,9 +260,12 @@ def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
     rebuild_derived(con, "latency_hourly")
 
 
-def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int) -> None:
-    """Write every derived table's rows of one load (the loader's last step, inside its transaction)."""
+def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
+    """Write every derived table's rows of one load (the loader's last step, inside its transaction);
+    ``step(table)`` is called before each (the loader's progress)."""
     for table, *_ in DERIVED:
+        if step:
+            step(table)
         con.execute(f"INSERT INTO {table} {derived_select_sql(table, 'batch_id = ?')}", [batch_id])
 
 
