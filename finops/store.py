@@ -200,10 +200,10 @@ CASCADE_WHERE = "strategy = 'cascade' AND escalated IS NOT NULL"
 #: version setting is not the current one: (table, columns, setting, version); the rows are
 #: :func:`derived_select_sql`'s.
 DERIVED: tuple[tuple[str, str, str, int], ...] = (
-    ("latency_hourly", "hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, "
-     "lo DOUBLE, hi DOUBLE", "latency_sketch_version", SKETCH_VERSION),
     ("latency_sla_hourly", "hour TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
      "field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE", "latency_sla_version", 1),
+    ("latency_hourly", "hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, "
+     "lo DOUBLE, hi DOUBLE", "latency_sketch_version", SKETCH_VERSION),
     ("queue_15min", "window_start TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
      "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
     ("rollup_escalated_hourly", _rollup_columns(), "rollup_escalated_version", ROLLUP_VERSION),
@@ -260,12 +260,25 @@ def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
     rebuild_derived(con, "latency_hourly")
 
 
+#: the latency sketch's fields the SLA sketch does not hold: read from the raw rows at load time
+_NON_SLA_FIELDS: tuple[tuple[str, str], ...] = tuple(x for x in SKETCH_FIELDS if x not in SLA_SKETCH_FIELDS)
+
+
 def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
     """Write every derived table's rows of one load (the loader's last step, inside its transaction);
-    ``step(table)`` is called before each (the loader's progress)."""
+    ``step(table)`` is called before each (the loader's progress).
+
+    The latency sketch's SLA fields are the SLA sketch's buckets (written first) summed over tenant and tier:
+    the same rows as from the raw rows, two scans of them fewer."""
     for table, *_ in DERIVED:
         if step:
             step(table)
+        if table == "latency_hourly":
+            con.execute(f"INSERT INTO latency_hourly {sketch_select_sql('batch_id = ?', fields_sql=_NON_SLA_FIELDS)}",
+                        [batch_id])
+            con.execute("INSERT INTO latency_hourly SELECT hour, model, batch_id, field, k, sum(n), min(lo), max(hi) "
+                        "FROM latency_sla_hourly WHERE batch_id = ? GROUP BY ALL", [batch_id])
+            continue
         con.execute(f"INSERT INTO {table} {derived_select_sql(table, 'batch_id = ?')}", [batch_id])
 
 
