@@ -52,11 +52,11 @@ page = {page!r}
 if page != "overview":
     at.switch_page(f"views/{{page}}.py")
 import resource
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 at.run()
-cold = time.perf_counter() - t
+cold, cpu = time.perf_counter() - t, time.process_time() - c
 if at.exception:
-    print(json.dumps({{"error": [e.message for e in at.exception][:3], "cold": cold,
+    print(json.dumps({{"error": [e.message for e in at.exception][:3], "cold": cold, "cpu": cpu,
                       "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
     sys.exit(0)
 warm = []
@@ -64,7 +64,7 @@ for _ in range(3):
     t = time.perf_counter()
     at.run()
     warm.append(time.perf_counter() - t)
-print(json.dumps({{"cold": cold, "warm": min(warm), "title": at.title[0].value if at.title else "",
+print(json.dumps({{"cold": cold, "warm": min(warm), "title": at.title[0].value if at.title else "", "cpu": cpu,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -75,7 +75,7 @@ def _run(db: Path, page: str, root: Path = ROOT) -> dict:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     if out.returncode != 0:       # the process died (out of memory, a crash): a page error too
         return {"error": [f"exit code {out.returncode}: {out.stderr[-500:]}"], "cold": float("nan"),
-                "rss_mb": float("nan")}
+                "rss_mb": float("nan"), "cpu": float("nan")}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -83,6 +83,7 @@ def _best(runs: list[dict]) -> dict:
     """The best time of the runs, the highest peak RSS; an error in any run is the page's error."""
     errors = [r["error"] for r in runs if r.get("error")]
     return {"cold": min(r["cold"] for r in runs), "warm": min(r.get("warm", float("nan")) for r in runs),
+            "cpu": min(r.get("cpu", float("nan")) for r in runs),
             "rss_mb": max(r["rss_mb"] for r in runs), "error": errors[0] if errors else None}
 
 
@@ -155,10 +156,11 @@ def main() -> None:
     large = ensure_store(workdir, args.large)
     a, b = f"{args.small / 1e6:g}M", f"{args.large / 1e6:g}M"
     print(f"\n{'page':<10} {a + ' cold':>10} {a + ' warm':>10} {b + ' cold':>10} {b + ' warm':>10} "
-          f"{'cold ratio':>11} {'warm ratio':>11} {b + ' RSS':>10}   (seconds; ratio = {b}/{a}; target: cold "
-          f"within 2x the {a} time + 1 s, peak RSS < 4,096 MB, no error)")
+          f"{'cold ratio':>11} {'warm ratio':>11} {b + ' RSS':>10} {a + ' CPU':>9} {b + ' CPU':>9}   (seconds; "
+          f"ratio = {b}/{a}; target: cold within 2x the {a} time + 1 s, peak RSS < 4,096 MB, no error; CPU: the "
+          "cold render's CPU time, all threads, which other work on the machine does not inflate)")
     worst, peak, failed = 0.0, 0.0, []
-    nan = {"cold": float("nan"), "warm": float("nan"), "rss_mb": float("nan"), "error": None}
+    nan = {"cold": float("nan"), "warm": float("nan"), "rss_mb": float("nan"), "cpu": float("nan"), "error": None}
     for page in pages:
         s = measure(small, page, args.repeat) if small else nan
         g = measure(large, page, args.repeat)
@@ -171,7 +173,8 @@ def main() -> None:
             flags.append("over 4 GB")
         failed += [page] if flags else []
         print(f"{page:<10} {s['cold']:>10.2f} {s['warm']:>10.3f} {g['cold']:>10.2f} {g['warm']:>10.3f} "
-              f"{rc:>10.2f}x {rw:>10.2f}x {g['rss_mb']:>10,.0f}   {'; '.join(flags)}", flush=True)
+              f"{rc:>10.2f}x {rw:>10.2f}x {g['rss_mb']:>10,.0f} {s['cpu']:>9.2f} {g['cpu']:>9.2f}   "
+              f"{'; '.join(flags)}", flush=True)
     print(f"\nworst cold ratio: {worst:.2f}x; highest peak RSS at {b}: {peak:,.0f} MB; "
           f"pages off target: {', '.join(failed) or 'none'}")
 
