@@ -111,17 +111,20 @@ ROLLUP_VERSION = 4          # bump when the rollup's keys or measures change: a 
 
 
 def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True,
-                      measures_sql: tuple[tuple[str, str, str], ...] = ROLLUP_MEASURES) -> str:
+                      measures_sql: tuple[tuple[str, str, str], ...] = ROLLUP_MEASURES,
+                      extra_keys_sql: tuple[tuple[str, str], ...] = ()) -> str:
     """SELECT producing rollup rows from canonical rows in ``source``.
 
     ``measures_sql`` is :data:`ROLLUP_MEASURES` or the same measures written in another engine's SQL
-    (finops.scale.spark: Spark SQL), so the keys are written once for both engines."""
+    (finops.scale.spark: Spark SQL), so the keys are written once for both engines. ``extra_keys_sql``:
+    (name, SQL expression) keys after ``batch_id`` (:data:`SUBSET_KEYS`)."""
     dims = ", ".join((sql.SERVICE_TIER if d == "service_tier" else f"coalesce({d}, '')") + f" AS {d}"
                      for d in sql.ROLLUP_DIMS)
     measures = ", ".join(f"{expr} AS {name}" for name, _, expr in measures_sql)
-    batch = ", batch_id" if with_batch else ""
+    batch = (", batch_id" if with_batch else "") + "".join(f", {expr} AS {name}" for name, expr in extra_keys_sql)
     dims += f", {sql.input_band()} AS input_band"
-    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 3 + (1 if with_batch else 0)))
+    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 3 + (1 if with_batch else 0)
+                                            + len(extra_keys_sql)))
     return (f"SELECT {sql.time_bucket('hour')} AS hour, {dims}{batch}, {measures} "
             f"FROM {source} WHERE {where} GROUP BY {group}")
 
@@ -186,15 +189,18 @@ def queue_windows_select_sql(where: str = "TRUE") -> str:
             "GROUP BY ALL")
 
 
-def _rollup_columns() -> str:
+def _rollup_columns(extra: str = "") -> str:
     return ", ".join(["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS]
-                     + ["input_band BIGINT", "batch_id BIGINT"] + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
+                     + ["input_band BIGINT", "batch_id BIGINT" + extra] + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
 
 
 # The rollups of two subsets the cascade summary costs (finops.spend.routing.cascade_summary): the rejected
-# small-model attempts (escalated) and the cascade's requests, so it reads no raw row either.
+# small-model attempts (escalated) and the cascade's requests, so it reads no raw row either. One table,
+# one scan at load time: the rows of either subset, keyed by which they belong to (SUBSET_KEYS).
 ESCALATED_WHERE = "escalated"
 CASCADE_WHERE = "strategy = 'cascade' AND escalated IS NOT NULL"
+SUBSET_KEYS: tuple[tuple[str, str], ...] = (("is_escalated", f"coalesce({ESCALATED_WHERE}, false)"),
+                                            ("in_cascade", f"coalesce({CASCADE_WHERE}, false)"))
 
 #: What the loader writes besides the rollups, per load, and a store opened read-write rebuilds when its
 #: version setting is not the current one: (table, columns, setting, version); the rows are
@@ -206,8 +212,8 @@ DERIVED: tuple[tuple[str, str, str, int], ...] = (
      "lo DOUBLE, hi DOUBLE", "latency_sketch_version", SKETCH_VERSION),
     ("queue_15min", "window_start TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
      "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
-    ("rollup_escalated_hourly", _rollup_columns(), "rollup_escalated_version", ROLLUP_VERSION),
-    ("rollup_cascade_hourly", _rollup_columns(), "rollup_cascade_version", ROLLUP_VERSION),
+    ("rollup_cascade_hourly", _rollup_columns(", is_escalated BOOLEAN, in_cascade BOOLEAN"), "rollup_subsets_version",
+     ROLLUP_VERSION),
 )
 
 
@@ -219,10 +225,9 @@ def derived_select_sql(table: str, where: str = "TRUE") -> str:
         return sla_sketch_select_sql(where)
     if table == "queue_15min":
         return queue_windows_select_sql(where)
-    if table == "rollup_escalated_hourly":
-        return rollup_select_sql("requests", f"({where}) AND {ESCALATED_WHERE}")
     if table == "rollup_cascade_hourly":
-        return rollup_select_sql("requests", f"({where}) AND {CASCADE_WHERE}")
+        return rollup_select_sql("requests", f"({where}) AND (({ESCALATED_WHERE}) OR ({CASCADE_WHERE}))",
+                                 extra_keys_sql=SUBSET_KEYS)
     raise ValueError(f"not a derived table: {table}")
 
 
@@ -244,11 +249,13 @@ def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
 def rebuild_derived(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Write the derived table ``table`` (:data:`DERIVED`) of every stored request (a store made before it
     existed, or by another version of it)."""
-    for name, _, key, version in DERIVED:
+    for name, cols, key, version in DERIVED:
         if name != table:
             continue
         with transaction(con):
-            con.execute(f"DELETE FROM {name}")
+            # made again, not emptied: a new version may have new columns
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            con.execute(f"CREATE TABLE {name} ({cols})")
             con.execute(f"INSERT INTO {name} {derived_select_sql(name)}")
             bump_data_version(con)
         # after the commit: cut short in between, the next opening simply builds it again

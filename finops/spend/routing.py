@@ -176,17 +176,19 @@ class CascadeSummary:
         return self.rejected_attempts_usd / self.cascade_spend_usd if self.cascade_spend_usd > 0 else None
 
 
-def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, table: str) -> pd.DataFrame:
-    """Cost of the requests matching ``f`` of one subset, per model, by the rollup costing rule (recorded +
-    book tokens + their share of their hour's busy GPU time; no idle). ``table`` names the subset: a
-    rollup of it written at load time (``store.rollup_escalated_hourly`` or ``rollup_cascade_hourly``),
-    read as it is over whole hours, else the same rollup over the raw rows."""
-    if store.whole_hours(f) and store.derived_ready(con, table):
+def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, subset: str) -> pd.DataFrame:
+    """Cost of the requests matching ``f`` of one subset (:data:`SUBSETS`: the escalated attempts or the
+    cascade's requests), per model, by the rollup costing rule (recorded + book tokens + their share of their
+    hour's busy GPU time; no idle). Over whole hours from the subsets' rollup written at load time
+    (``store.rollup_cascade_hourly``), else the same rollup over the raw rows."""
+    key = sql.column(subset, SUBSETS, "cascade subset")
+    if store.whole_hours(f) and store.derived_ready(con, "rollup_cascade_hourly"):
         where, params = f.where(ts_col="hour")
-        src = f"SELECT * EXCLUDE (batch_id) FROM {sql.column(table, SUBSET_ROLLUPS, 'subset rollup')} WHERE {where}"
+        src = (f"SELECT * EXCLUDE (batch_id, is_escalated, in_cascade) FROM rollup_cascade_hourly "
+               f"WHERE {key} AND {where}")
     else:
         where, params = f.where()
-        cond = store.ESCALATED_WHERE if table == "rollup_escalated_hourly" else store.CASCADE_WHERE
+        cond = store.ESCALATED_WHERE if key == "is_escalated" else store.CASCADE_WHERE
         src = store.rollup_select_sql("requests", f"{where} AND ({cond})", with_batch=False)
     hours, hparams = pricing.hours_sql(f.since, f.until)
     costed_sql = pricing.costed_rollup_sql(src, hours)
@@ -194,7 +196,8 @@ def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, table: str) -
                        f"FROM ({costed_sql}) WHERE NOT is_idle GROUP BY 1 ORDER BY 1", params + hparams).df()
 
 
-SUBSET_ROLLUPS = ("rollup_escalated_hourly", "rollup_cascade_hourly")
+#: the two subsets of store.rollup_cascade_hourly, by their key column
+SUBSETS = ("is_escalated", "in_cascade")
 
 
 def cascade_summary(con: duckdb.DuckDBPyConnection, f: Filters, grain: str = "day") -> CascadeSummary:
@@ -202,9 +205,9 @@ def cascade_summary(con: duckdb.DuckDBPyConnection, f: Filters, grain: str = "da
     rep = spend.report(con, f, by=["model"], include_idle=False)
     escalations = int(rep["escalations"].sum()) if len(rep) else 0
     cascade_rows = int(rep["cascade_requests"].sum()) if len(rep) else 0
-    rejected = _raw_cost_by_model(con, f, "rollup_escalated_hourly")
+    rejected = _raw_cost_by_model(con, f, "is_escalated")
     rejected = rejected.rename(columns={"requests": "escalations", "cost_usd": "rejected_attempts_usd"})
-    cascade = _raw_cost_by_model(con, f, "rollup_cascade_hourly")
+    cascade = _raw_cost_by_model(con, f, "in_cascade")
     where, params = f.where()
     quality = con.execute(f"""
 SELECT model, escalated, count(*) AS labelled, avg(quality) AS mean_quality,
