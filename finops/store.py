@@ -14,7 +14,10 @@ Tables
                    so the latency percentiles of whole hours never sort raw rows.
 ``latency_sla_hourly`` the same per tenant and SLA tier too, for the SLA latencies (the alert rules).
 ``queue_15min``    served requests with a queue_ms and its sum per 15 min x model x tenant x tier
-                   (the queue-length alert). The three are :data:`DERIVED`: written at each load.
+                   (the queue-length alert).
+``rollup_cascade_hourly`` the rollup of the escalated attempts and of the cascade's requests (the
+                   cascade summary). The four are :data:`DERIVED`: written at each load. What reads raw
+                   rows reads at most :data:`RAW_ROW_BUDGET` of them at once (:func:`raw_scope`).
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``fleet_schedule`` the periods each self-hosted fleet ran: from, to (open-ended allowed), replicas, GPUs
                    per replica, $ per GPU-hour, GPU type, site (:mod:`finops.spend.fleets`).
