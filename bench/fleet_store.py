@@ -87,10 +87,28 @@ SELECT 'b{seed}-' || i AS request_id, ts, tenant, sla_tier, model,
 FROM routed"""
 
 
-def build(db: str | Path, rows: int, days: int = 14, seed: int = 1, quiet: bool = False) -> Path:
-    """Generate ``rows`` canonical rows into a fresh store at ``db`` (replaced if present)."""
+def write_parquet(parquet: str | Path, rows: int, days: int = 14, seed: int = 1) -> Path:
+    """The generated rows as one Parquet file at ``parquet``; an existing file is reused (delete it to rebuild)."""
     import duckdb
 
+    parquet = Path(parquet)
+    if not parquet.exists():
+        parquet.parent.mkdir(parents=True, exist_ok=True)
+        part = parquet.with_name(parquet.name + ".part")
+        gen = duckdb.connect()
+        gen.execute("SET preserve_insertion_order = false")
+        gen.execute(f"COPY ({generator_sql(rows, days, seed)}) TO '{part}' (FORMAT parquet, ROW_GROUP_SIZE 122880)")
+        gen.close()
+        part.rename(parquet)
+    return parquet
+
+
+def build(db: str | Path, rows: int, days: int = 14, seed: int = 1, quiet: bool = False,
+          parquet: str | Path | None = None) -> Path:
+    """Generate ``rows`` canonical rows into a fresh store at ``db`` (replaced if present).
+
+    ``parquet``: keep the generated file there and reuse it on the next build (by default it is written to
+    a temporary folder and deleted)."""
     from finops import store
     from finops.ingest import IngestOptions, ingest_path
 
@@ -100,10 +118,7 @@ def build(db: str | Path, rows: int, days: int = 14, seed: int = 1, quiet: bool 
         p.unlink(missing_ok=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="finops-fleet-") as tmp:
-        parquet = Path(tmp) / f"fleet_{rows}.parquet"
-        gen = duckdb.connect()
-        gen.execute(f"COPY ({generator_sql(rows, days, seed)}) TO '{parquet}' (FORMAT parquet, ROW_GROUP_SIZE 122880)")
-        gen.close()
+        parquet = write_parquet(parquet or Path(tmp) / f"fleet_{rows}.parquet", rows, days, seed)
         t1 = time.perf_counter()
         con = store.connect(db)
         [result] = ingest_path(con, parquet, IngestOptions(file_label=f"bench fleet: {rows:,} rows, seed {seed}"))
@@ -120,8 +135,9 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=14)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--db", required=True)
+    ap.add_argument("--parquet", help="keep the generated Parquet file here and reuse it next time")
     args = ap.parse_args()
-    build(args.db, args.rows, args.days, args.seed)
+    build(args.db, args.rows, args.days, args.seed, parquet=args.parquet)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ Targets:
   * report --by model,tenant over 10M rows >= 10x faster than pandas on a DataFrame already in memory.
 
 Usage: python bench/ingest.py [--rows 10000000] [--jsonl-rows 1000000] [--workdir /tmp/finops-bench]
-Each load runs in a fresh subprocess so that its peak RSS can be read.
+                              [--parquet FILE] [--only-parquet]
+Each load runs in a fresh subprocess so that its peak RSS can be read; the finops load prints the time of
+each of its steps (the loader's progress messages: validating, removing duplicates, inserting, each
+derived table, ...), the commit and the closing checkpoint.
 """
 from __future__ import annotations
 
@@ -56,11 +59,20 @@ else:
     from finops import store
     from finops.ingest import ingest_path
     con = store.connect(db)
-    r = ingest_path(con, src)[0]
+    marks = [("open the store", time.perf_counter())]
+    r = ingest_path(con, src, progress=lambda frac, what: marks.append((what.split(": ", 1)[-1], time.perf_counter())))[0]
     assert r.rows_rejected == 0, r.rejects[:3]
+    marks[-1] = ("commit", marks[-1][1])          # the last message ("N rows ingested") comes before the commit
+    marks.append(("close (checkpoint)", time.perf_counter()))
+steps = {{}}
 con.close()
-print(json.dumps({{"s": time.perf_counter() - t,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+if mode != "bare-parquet" and mode != "bare-json":
+    marks.append(("end", time.perf_counter()))
+    for (what, a), (_, b) in zip(marks, marks[1:]):
+        steps[what] = steps.get(what, 0.0) + b - a
+u = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"s": time.perf_counter() - t, "steps": steps, "cpu_s": u.ru_utime + u.ru_stime,
+                  "peak_mb": u.ru_maxrss / 1024}}))
 """
 
 
@@ -70,27 +82,38 @@ def main() -> None:
     ap.add_argument("--jsonl-rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--workdir", default="/tmp/finops-bench")
+    ap.add_argument("--parquet", help="load this canonical Parquet file instead of generating one (e.g. "
+                                      "bench/pages.py's fleet_<rows>.parquet)")
+    ap.add_argument("--only-parquet", action="store_true", help="the Parquet load only: no JSON Lines, no report")
     a = ap.parse_args()
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
     import duckdb
 
-    pq = work / f"canonical_{a.rows}.parquet"
+    pq = Path(a.parquet) if a.parquet else work / f"canonical_{a.rows}.parquet"
     js = work / f"canonical_{a.jsonl_rows}.jsonl"
     gen = duckdb.connect()
     if not pq.exists():
         gen.execute(f"COPY ({GEN_SQL.format(n=a.rows)}) TO '{pq}' (FORMAT parquet)")
-    if not js.exists():
+    if not js.exists() and not a.only_parquet:
         gen.execute(f"COPY ({GEN_SQL.format(n=a.jsonl_rows)}) TO '{js}' (FORMAT json)")
+    rows = gen.execute("SELECT count(*) FROM read_parquet(?)", [str(pq)]).fetchall()[0][0]
     gen.close()
 
-    print(f"== Parquet, {a.rows:,} canonical rows ({pq.stat().st_size / 1e6:,.0f} MB)")
+    print(f"== Parquet, {rows:,} canonical rows ({pq.stat().st_size / 1e6:,.0f} MB, {pq.name})")
     bare = best_of(a.repeat, CHILD, "bare-parquet", pq, work / "bare.duckdb")
     ours = best_of(a.repeat, CHILD, "finops", pq, work / "finops.duckdb")
     print(f"bare CTAS read_parquet: {bare['s']:.2f} s, peak {bare['peak_mb']:,.0f} MB")
     print(f"finops ingest:          {ours['s']:.2f} s, peak {ours['peak_mb']:,.0f} MB")
     print(f"ratio ingest / bare = {ours['s'] / bare['s']:.2f}x (target <= 1.5x); peak memory "
           f"{ours['peak_mb']:,.0f} MB (target < 2,048 MB)")
+    print(f"CPU time (user + system, all threads; less sensitive to other work on the machine): bare "
+          f"{bare['cpu_s']:.1f} s, finops {ours['cpu_s']:.1f} s, ratio {ours['cpu_s'] / bare['cpu_s']:.2f}x")
+    print("finops ingest, step by step (the best run's):")
+    for what, sec in ours["steps"].items():
+        print(f"  {what:36s} {sec:8.2f} s  {sec / ours['s']:6.1%}")
+    if a.only_parquet:
+        return
 
     print(f"\n== JSON Lines, {a.jsonl_rows:,} canonical rows ({js.stat().st_size / 1e6:,.0f} MB)")
     bare = best_of(a.repeat, CHILD, "bare-json", js, work / "bare_json.duckdb")

@@ -1,6 +1,10 @@
 """The Latency page's queries on a 10M-row store, against the same computations in pandas.
 
-    python bench/latency.py [--rows 10000000] [--workdir bench/out] [--skip-pandas]
+    python bench/latency.py [--rows 10000000] [--workdir bench/out] [--skip-pandas] [--db STORE]
+                            [--memory-limit 1536MB]
+
+``--skip-pandas`` times the finops side only and loads no DataFrame (the way to run it at 100M rows);
+``--memory-limit`` is DuckDB's, the dashboard's own by default (``store.connect``).
 
 * The store is generated with DuckDB SQL by ``bench/fleet_store.py`` (canonical columns, 14 days,
   ingested through ``finops.ingest`` so rollups exist) and kept in the work directory for the next run.
@@ -43,6 +47,11 @@ QS = (0.5, 0.95, 0.99)
 FIELDS = ("total_ms", "ttft_ms", "queue_ms", "service_ms")
 COLUMNS = ("request_id", "ts", "model", "tenant", "cache_hit", "total_ms", "ttft_ms", "queue_ms", "service_ms",
            "route_ms", "prefill_ms", "decode_ms", "input_tokens", "output_tokens")
+
+
+def peak_rss_mb() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def timed(fn, repeat: int = 1):
@@ -151,25 +160,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--workdir", default=str(ROOT / "bench" / "out"))
-    ap.add_argument("--skip-pandas", action="store_true", help="time the finops side only")
+    ap.add_argument("--skip-pandas", action="store_true",
+                    help="time the finops side only: no DataFrame of the table is loaded (the way to run 100M rows)")
+    ap.add_argument("--memory-limit", default="1536MB", help="DuckDB's memory_limit (the dashboard's by default)")
+    ap.add_argument("--db", help="an existing store to measure (default: latency_<rows>.duckdb in the work directory)")
     args = ap.parse_args()
 
-    db = Path(args.workdir) / f"latency_{args.rows}.duckdb"
+    db = Path(args.db) if args.db else Path(args.workdir) / f"latency_{args.rows}.duckdb"
     if not db.exists():
         import fleet_store
         fleet_store.build(db, args.rows)
     rw = store.connect(db)                     # a store built before the sketch existed gets one here
     sketch_rows = rw.execute("SELECT count(*) FROM latency_hourly").fetchall()[0][0]
     rw.close()
-    con = store.connect(db, read_only=True, memory_limit="8GB")
+    con = store.connect(db, read_only=True, memory_limit=args.memory_limit)
     f = Filters()
     n = store.row_count(con)
     print(f"store {db}: {n:,} rows; latency sketch {sketch_rows:,} rows "
           f"(percentiles from it within {store.SKETCH_ALPHA:.2%})")
 
-    t, df = timed(lambda: con.execute(f"SELECT {', '.join(COLUMNS)} FROM requests").df())
-    print(f"pandas DataFrame of {len(COLUMNS)} columns loaded in {t:.1f} s ({df.memory_usage(deep=True).sum() / 1e9:.2f} GB)"
-          " (not counted below)")
+    df = None
+    if not args.skip_pandas:      # the whole table in memory: 100M rows would not fit
+        t, df = timed(lambda: con.execute(f"SELECT {', '.join(COLUMNS)} FROM requests").df())
+        print(f"pandas DataFrame of {len(COLUMNS)} columns loaded in {t:.1f} s "
+              f"({df.memory_usage(deep=True).sum() / 1e9:.2f} GB) (not counted below)")
 
     cases = [
         ("percentiles by model (4 fields x P50/95/99)", lambda: latency.percentiles(con, f),
@@ -221,6 +235,9 @@ def main() -> None:
         t, _ = timed(fn)
         print(f"  {name:46s} {t:9.2f} s")
 
+    if args.skip_pandas:
+        print(f"\n(peak RSS of this process: {peak_rss_mb():,.0f} MB)")
+        return
     # approximate percentiles, for reference only (the page uses exact ones)
     where = "NOT coalesce(cache_hit, false)"
     te, exact = timed(lambda: con.execute(f"SELECT model, quantile_cont(total_ms, 0.99) FROM requests WHERE {where} "

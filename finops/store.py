@@ -12,6 +12,12 @@ Tables
 ``latency_hourly`` hour x model x batch_id x field x bucket counts of the served requests' latency
                    fields (a log-bucket sketch, see :data:`SKETCH_GAMMA`), written at each load,
                    so the latency percentiles of whole hours never sort raw rows.
+``latency_sla_hourly`` the same per tenant and SLA tier too, for the SLA latencies (the alert rules).
+``queue_15min``    served requests with a queue_ms and its sum per 15 min x model x tenant x tier
+                   (the queue-length alert).
+``rollup_cascade_hourly`` the rollup of the escalated attempts and of the cascade's requests (the
+                   cascade summary). The four are :data:`DERIVED`: written at each load. What reads raw
+                   rows reads at most :data:`RAW_ROW_BUDGET` of them at once (:func:`raw_scope`).
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``fleet_schedule`` the periods each self-hosted fleet ran: from, to (open-ended allowed), replicas, GPUs
                    per replica, $ per GPU-hour, GPU type, site (:mod:`finops.spend.fleets`).
@@ -38,12 +44,14 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
 
 from finops import access, catalogue, schema, sql
 from finops.errors import InputError
+from finops.filters import Filters
 
 log = logging.getLogger("finops")
 WRITE_LOCK = threading.RLock()     # one write transaction at a time in this process (see transaction)
@@ -113,18 +121,24 @@ ROLLUP_MEASURES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+ROLLUP_VERSION = 4          # bump when the rollup's keys or measures change: a store rebuilds them on open
+
+
 def rollup_select_sql(source: str, where: str = "TRUE", with_batch: bool = True,
-                      measures_sql: tuple[tuple[str, str, str], ...] = ROLLUP_MEASURES) -> str:
+                      measures_sql: tuple[tuple[str, str, str], ...] = ROLLUP_MEASURES,
+                      extra_keys_sql: tuple[tuple[str, str], ...] = ()) -> str:
     """SELECT producing rollup rows from canonical rows in ``source``.
 
     ``measures_sql`` is :data:`ROLLUP_MEASURES` or the same measures written in another engine's SQL
-    (finops.scale.spark: Spark SQL), so the keys are written once for both engines."""
+    (finops.scale.spark: Spark SQL), so the keys are written once for both engines. ``extra_keys_sql``:
+    (name, SQL expression) keys after ``batch_id`` (:data:`SUBSET_KEYS`)."""
     dims = ", ".join((sql.SERVICE_TIER if d == "service_tier" else f"coalesce({d}, '')") + f" AS {d}"
                      for d in sql.ROLLUP_DIMS)
     measures = ", ".join(f"{expr} AS {name}" for name, _, expr in measures_sql)
-    batch = ", batch_id" if with_batch else ""
+    batch = (", batch_id" if with_batch else "") + "".join(f", {expr} AS {name}" for name, expr in extra_keys_sql)
     dims += f", {sql.input_band()} AS input_band"
-    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 3 + (1 if with_batch else 0)))
+    group = ", ".join(str(i) for i in range(1, len(sql.ROLLUP_DIMS) + 3 + (1 if with_batch else 0)
+                                            + len(extra_keys_sql)))
     return (f"SELECT {sql.time_bucket('hour')} AS hour, {dims}{batch}, {measures} "
             f"FROM {source} WHERE {where} GROUP BY {group}")
 
@@ -142,39 +156,151 @@ SKETCH_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def sketch_select_sql(where: str = "TRUE") -> str:
+def sketch_select_sql(where: str = "TRUE", keys: tuple[str, ...] = (),
+                      fields_sql: tuple[tuple[str, str], ...] = SKETCH_FIELDS) -> str:
     """SELECT producing latency_hourly rows from the served requests matching ``where``.
 
-    One aggregate per field, UNION ALL: half the time of one aggregate over the fields unnested
-    into rows (bench: 1.2 s against 2.5 s for 10M requests)."""
+    ``keys``: more key columns after ``model`` (``tenant``, ``sla_tier``: :data:`SLA_SKETCH_KEYS`), ``''``
+    for none; ``fields_sql`` the fields sketched, (name, SQL expression) pairs. One aggregate per field, UNION ALL: half the time of one
+    aggregate over the fields unnested into rows (bench: 1.2 s against 2.5 s for 10M requests)."""
     inv = sql.literal(1.0 / math.log(SKETCH_GAMMA))
-    fields = ", ".join(f"CAST({expr} AS DOUBLE) AS {name}" for name, expr in SKETCH_FIELDS)
+    keys = tuple(sql.column(k, SLA_SKETCH_KEYS, "sketch key") for k in keys)
+    key_cols = "".join(f"{k}, " for k in keys)
+    key_exprs = "".join(f"coalesce({k}, '') AS {k}, " for k in keys)
+    cols = ", ".join(f"CAST({expr} AS DOUBLE) AS {name}" for name, expr in fields_sql)
     parts = " UNION ALL ".join(f"""
-SELECT hour, model, batch_id, '{name}' AS field,
+SELECT hour, model, {key_cols}batch_id, '{name}' AS field,
        CASE WHEN {name} > 0 THEN CAST(floor(ln({name}) * {inv}) AS INTEGER) ELSE {SKETCH_ZERO_K} END AS k,
        count(*) AS n, min({name}) AS lo, max({name}) AS hi
-FROM src WHERE {name} IS NOT NULL AND NOT isnan({name}) GROUP BY ALL""" for name, _ in SKETCH_FIELDS)
+FROM src WHERE {name} IS NOT NULL AND NOT isnan({name}) GROUP BY ALL""" for name, _ in fields_sql)
     # NOT MATERIALIZED: each part scans the table again rather than holding every row in memory
     return (f"WITH src AS NOT MATERIALIZED (SELECT {sql.time_bucket('hour')} AS hour, coalesce(model, '') AS model, "
-            f"batch_id, {fields} FROM requests WHERE ({where}) AND {sql.SERVED}) {parts}")
+            f"{key_exprs}batch_id, {cols} FROM requests WHERE ({where}) AND {sql.SERVED}) {parts}")
 
 
-def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the store's latency sketch is current (false for a read-only store older than it)."""
+# The SLA sketch: the same buckets per hour, model, tenant and SLA tier, of the latencies an SLA may be on
+# (sql.SLA_COLUMNS), so the alert rule "P99 over the tier's SLA" per model x tenant x tier x hour (or day)
+# reads no raw row. Rows: hour, model, tenant, sla_tier ('' none), batch_id, field, k, n, lo, hi.
+SLA_SKETCH_KEYS: tuple[str, ...] = ("tenant", "sla_tier")
+SLA_SKETCH_FIELDS: tuple[tuple[str, str], ...] = tuple((n, e) for n, e in SKETCH_FIELDS if n in sql.SLA_COLUMNS)
+
+
+def sla_sketch_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing latency_sla_hourly rows from the served requests matching ``where``."""
+    return sketch_select_sql(where, SLA_SKETCH_KEYS, SLA_SKETCH_FIELDS)
+
+
+# Queue windows: per 15 minutes, model, tenant and SLA tier, the served requests that logged a queue_ms and
+# the sum of it, so the queue-length alert (Little's law, per 15 min, hour or day) reads no raw row.
+QUEUE_WINDOW = "15min"
+
+
+def queue_windows_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing queue_15min rows from the requests matching ``where``."""
+    return (f"SELECT {sql.time_bucket(QUEUE_WINDOW)} AS window_start, coalesce(model, '') AS model, "
+            "coalesce(tenant, '') AS tenant, coalesce(sla_tier, '') AS sla_tier, batch_id, count(*) AS requests, "
+            f"sum(queue_ms) AS queue_ms_sum FROM requests WHERE ({where}) AND {sql.SERVED} AND queue_ms IS NOT NULL "
+            "GROUP BY ALL")
+
+
+def _rollup_columns(extra: str = "") -> str:
+    return ", ".join(["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS]
+                     + ["input_band BIGINT", "batch_id BIGINT" + extra] + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
+
+
+# The rollups of two subsets the cascade summary costs (finops.spend.routing.cascade_summary): the rejected
+# small-model attempts (escalated) and the cascade's requests, so it reads no raw row either. One table,
+# one scan at load time: the rows of either subset, keyed by which they belong to (SUBSET_KEYS).
+ESCALATED_WHERE = "escalated"
+CASCADE_WHERE = "strategy = 'cascade' AND escalated IS NOT NULL"
+SUBSET_KEYS: tuple[tuple[str, str], ...] = (("is_escalated", f"coalesce({ESCALATED_WHERE}, false)"),
+                                            ("in_cascade", f"coalesce({CASCADE_WHERE}, false)"))
+
+#: What the loader writes besides the rollups, per load, and a store opened read-write rebuilds when its
+#: version setting is not the current one: (table, columns, setting, version); the rows are
+#: :func:`derived_select_sql`'s.
+DERIVED: tuple[tuple[str, str, str, int], ...] = (
+    ("latency_sla_hourly", "hour TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
+     "field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE", "latency_sla_version", 1),
+    ("latency_hourly", "hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, "
+     "lo DOUBLE, hi DOUBLE", "latency_sketch_version", SKETCH_VERSION),
+    ("queue_15min", "window_start TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
+     "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
+    ("rollup_cascade_hourly", _rollup_columns(", is_escalated BOOLEAN, in_cascade BOOLEAN"), "rollup_subsets_version",
+     ROLLUP_VERSION),
+)
+
+
+def derived_select_sql(table: str, where: str = "TRUE") -> str:
+    """The SELECT writing the derived table ``table`` (:data:`DERIVED`) from the requests matching ``where``."""
+    if table == "latency_hourly":
+        return sketch_select_sql(where)
+    if table == "latency_sla_hourly":
+        return sla_sketch_select_sql(where)
+    if table == "queue_15min":
+        return queue_windows_select_sql(where)
+    if table == "rollup_cascade_hourly":
+        return rollup_select_sql("requests", f"({where}) AND (({ESCALATED_WHERE}) OR ({CASCADE_WHERE}))",
+                                 extra_keys_sql=SUBSET_KEYS)
+    raise ValueError(f"not a derived table: {table}")
+
+
+def derived_ready(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the store's derived table ``table`` (one of :data:`DERIVED`) is current (false for a
+    read-only store older than it)."""
+    [(_, _, key, version)] = [d for d in DERIVED if d[0] == table]
     try:
-        return get_setting(con, "latency_sketch_version") == SKETCH_VERSION
+        return get_setting(con, key) == version
     except duckdb.CatalogException:
         return False
 
 
+def sketch_ready(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store's latency sketch is current (false for a read-only store older than it)."""
+    return derived_ready(con, "latency_hourly")
+
+
+def rebuild_derived(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Write the derived table ``table`` (:data:`DERIVED`) of every stored request (a store made before it
+    existed, or by another version of it)."""
+    for name, cols, key, version in DERIVED:
+        if name != table:
+            continue
+        with transaction(con):
+            # made again, not emptied: a new version may have new columns
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            con.execute(f"CREATE TABLE {name} ({cols})")
+            con.execute(f"INSERT INTO {name} {derived_select_sql(name)}")
+            bump_data_version(con)
+        # after the commit: cut short in between, the next opening simply builds it again
+        set_setting(con, key, version)
+
+
 def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
     """Write the latency sketch of every stored request (a store made before the sketch existed)."""
-    with transaction(con):
-        con.execute("DELETE FROM latency_hourly")
-        con.execute(f"INSERT INTO latency_hourly {sketch_select_sql()}")
-        bump_data_version(con)
-    # after the commit: cut short in between, the next opening simply builds it again
-    set_setting(con, "latency_sketch_version", SKETCH_VERSION)
+    rebuild_derived(con, "latency_hourly")
+
+
+#: the latency sketch's fields the SLA sketch does not hold: read from the raw rows at load time
+_NON_SLA_FIELDS: tuple[tuple[str, str], ...] = tuple(x for x in SKETCH_FIELDS if x not in SLA_SKETCH_FIELDS)
+
+
+def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
+    """Write every derived table's rows of one load (the loader's last step, inside its transaction);
+    ``step(table)`` is called before each (the loader's progress).
+
+    The latency sketch's SLA fields are the SLA sketch's buckets (written first) summed over tenant and tier:
+    the same rows as from the raw rows, two scans of them fewer."""
+    for table, *_ in DERIVED:
+        if step:
+            step(table)
+        if table == "latency_hourly":
+            con.execute(f"INSERT INTO latency_hourly {sketch_select_sql('batch_id = ?', fields_sql=_NON_SLA_FIELDS)}",
+                        [batch_id])
+            con.execute("INSERT INTO latency_hourly SELECT hour, model, batch_id, field, k, sum(n), min(lo), max(hi) "
+                        "FROM latency_sla_hourly WHERE batch_id = ? GROUP BY ALL", [batch_id])
+            continue
+        con.execute(f"INSERT INTO {table} {derived_select_sql(table, 'batch_id = ?')}", [batch_id])
 
 
 PRICE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -206,7 +332,6 @@ FLEET_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 RESERVATION_COLUMNS: tuple[tuple[str, str], ...] = (("model", "VARCHAR"), ("tenant", "VARCHAR"),
                                                     ("replicas", "DOUBLE"))
-ROLLUP_VERSION = 4          # bump when the rollup's keys or measures change: a store rebuilds them on open
 PRICES_CSV = ROOT / "data" / "prices.csv"
 
 
@@ -238,8 +363,7 @@ def _ddl() -> list[str]:
         """CREATE TABLE IF NOT EXISTS alert_deliveries (alert_id VARCHAR, rule VARCHAR, model VARCHAR, tenant VARCHAR,
   window_start TIMESTAMP, window_end TIMESTAMP, severity VARCHAR, target VARCHAR, kind VARCHAR, message_id VARCHAR, attempted_at TIMESTAMP, outcome VARCHAR,
   detail VARCHAR)""",
-        """CREATE TABLE IF NOT EXISTS latency_hourly (
-  hour TIMESTAMP, model VARCHAR, batch_id BIGINT, field VARCHAR, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE)""",
+        *[f"CREATE TABLE IF NOT EXISTS {table} ({cols})" for table, cols, _, _ in DERIVED],
         "CREATE TABLE IF NOT EXISTS data_version (version BIGINT)",
         # what the providers billed, per day (finops.ingest.billing): apart from requests, for reconciliation
         """CREATE TABLE IF NOT EXISTS billing_lines (
@@ -327,8 +451,9 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
             rebuild_rollups(con)
         if get_setting(con, "catalogue.source") != catalogue.catalogue_source():
             sync_catalogue(con)
-        if not sketch_ready(con):
-            rebuild_sketch(con)
+        for table, *_ in DERIVED:
+            if not derived_ready(con, table):
+                rebuild_derived(con, table)
     return con
 
 
@@ -433,6 +558,67 @@ RAW_ROWS_NEEDED = ("this needs raw request rows, and this store holds only the h
                    "`python -m finops ingest` to see it.")
 
 
+#: The most raw rows an analysis that reads them (exact percentiles, breakdowns, the diagnosis, the
+#: routing replay) reads by default: a period holding more is narrowed to its latest hours (:func:`raw_scope`).
+#: DuckDB's holistic aggregates (quantiles) hold their group's values in memory and do not spill: over
+#: 100M rows they run out of the dashboard's memory_limit; over 10M they take a second or less.
+RAW_ROW_BUDGET = 10_000_000
+
+
+@dataclass(frozen=True)
+class RawScope:
+    """The filters a raw-row analysis runs on (:func:`raw_scope`) and what they cover."""
+    filters: Filters
+    requests: int            # requests in the scope (counted in the rollups)
+    period_requests: int     # requests in the period asked for
+    narrowed: bool           # the scope is the latest part of the period, not all of it
+
+    def note(self) -> str:
+        """One sentence for a page, empty when the scope is the whole period."""
+        if not self.narrowed:
+            return ""
+        since = self.filters.since
+        return (f"This period holds {self.period_requests:,} requests, more than the {RAW_ROW_BUDGET:,} the sections "
+                f"that read single requests read at once: they cover its latest part, from {since:%Y-%m-%d %H:%M} "
+                f"UTC ({self.requests:,} requests). Totals, spend and the percentiles read from the hourly sketch "
+                "cover the whole period. Narrow the dates or pick a model to see another slice exactly.")
+
+
+def raw_scope(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = None) -> RawScope:
+    """``f`` itself when its period holds at most ``budget`` (:data:`RAW_ROW_BUDGET`) requests, else ``f``
+    from the start of the latest whole hours that together hold at most that many (at least the last
+    hour). Counted in the hourly rollups (no raw row is read); a period of partial hours counts the
+    hours it touches."""
+    budget = RAW_ROW_BUDGET if budget is None else int(budget)
+    where, params = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where(ts_col="hour")
+    span = []
+    if f.since is not None:
+        span.append(f"hour >= {sql.time_bucket('hour', 'CAST(? AS TIMESTAMP)')}")
+        params.append(f.since)
+    if f.until is not None:
+        span.append("hour < ?")
+        params.append(f.until)
+    where = " AND ".join([where, *span])
+    hours = con.execute(f"SELECT hour, sum(requests) AS n FROM rollup_hourly WHERE {where} GROUP BY 1 "
+                        "ORDER BY 1 DESC", params).fetchall()
+    total = sum(int(n) for _, n in hours)
+    if total <= budget:
+        return RawScope(f, total, total, False)
+    kept, since = 0, None
+    for hour, n in hours:
+        if since is not None and kept + int(n) > budget:
+            break
+        kept, since = kept + int(n), hour
+    if f.since is not None and since <= f.since:
+        return RawScope(f, total, total, False)
+    return RawScope(replace(f, since=since), kept, total, True)
+
+
+def whole_hours(f: Filters) -> bool:
+    """Whether ``f``'s period starts and ends on the hour (or is open): what the hourly tables answer exactly."""
+    return all(t is None or not (t.minute or t.second or t.microsecond) for t in (f.since, f.until))
+
+
 def rollup_requests(con: duckdb.DuckDBPyConnection) -> int:
     """The requests counted in the hourly rollups (on a rollup-only store, every request it knows of)."""
     return int(con.execute("SELECT coalesce(sum(requests), 0) FROM rollup_hourly").fetchall()[0][0])
@@ -469,7 +655,8 @@ def delete_batch(con: duckdb.DuckDBPyConnection, batch_id: int) -> int:
         n = con.execute("SELECT count(*) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0]
         con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM rollup_hourly WHERE batch_id = ?", [batch_id])
-        con.execute("DELETE FROM latency_hourly WHERE batch_id = ?", [batch_id])
+        for table, *_ in DERIVED:
+            con.execute(f"DELETE FROM {table} WHERE batch_id = ?", [batch_id])
         con.execute("DELETE FROM batches WHERE batch_id = ?", [batch_id])
         refresh_resolution(con)
         bump_data_version(con)

@@ -1,7 +1,7 @@
 """Latency: where are requests slow, in which layer, since when, and what to do about it."""
 import streamlit as st
 
-from finops import charts
+from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns, duration_ms
 from finops.latency import stats as latency
 from finops.ops import incidents
@@ -36,8 +36,33 @@ st.title("Latency")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the latency page")
-if raw_rows_notice("The latency page (diagnosis, breakdowns, exact percentiles)"):
+if raw_rows_notice("The diagnosis, alerts, breakdowns and exact percentiles"):
+    # a rollup-only store (finops.scale) still has the hourly latency sketch: percentiles by model
+    if f.tenants or f.sla_tiers:
+        st.info("The attached latency sketch is per model and hour: clear the tenant and tier filters to see "
+                "its percentiles.", icon=":material/filter_alt_off:")
+        st.stop()
+    st.header("Percentiles")
+    pct = query(latency.percentiles, f, by=("model",))
+    if pct.empty:
+        empty_state("No served request in the attached sketch matches these filters.")
+        st.stop()
+    st.dataframe(pct, placeholder=MISSING, hide_index=True, column_config={
+        "model": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
+        **{c: st.column_config.NumberColumn(c.replace("_ms_p", " P").replace("_", " "), format="%,.0f ms")
+           for c in pct.columns if "_ms_p" in c}})
+    st.caption(percentile_note(pct) + " " + source_label())
+    lo, hi = query(store.time_span)
+    grain = sql.grain_for(f.since or lo, f.until or hi, "latency")
+    grain = grain if grain in latency.SKETCH_KEYS else "hour"
+    over = query(latency.over_time, f, "total_ms", grain=grain)
+    if not over.empty:
+        st.altair_chart(charts.percentiles_over_time(over, grain, "total_ms",
+                                                     title=f"total_ms: P50, P95 and P99 per {grain}"))
     st.stop()
+scope = query(store.raw_scope, f)
+if scope.narrowed:
+    st.info(scope.note(), icon=":material/filter_list:")
 
 cov = query(latency.coverage, f)
 if not cov.get("ts"):

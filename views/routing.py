@@ -131,6 +131,9 @@ else:
 # ---------------------------------------------------------------- misrouting
 st.header("Misrouting candidates")
 length = query(routing.length_field, f)
+raw_scope = query(store.raw_scope, f)
+if raw_scope.narrowed:
+    st.info(raw_scope.note(), icon=":material/filter_list:")
 if raw_rows_notice("Misrouting candidates (each request's prompt length)"):
     pass
 elif length is None:

@@ -576,7 +576,9 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     n_ingested, min_ts, max_ts = ingested
     step(0.8, "updating hourly rollups")
     con.execute(f"INSERT INTO rollup_hourly {store.rollup_select_sql('requests', 'batch_id = ?')}", [batch_id])
-    con.execute(f"INSERT INTO latency_hourly {store.sketch_select_sql('batch_id = ?')}", [batch_id])
+    # the latency sketches, queue windows and subset rollups of the new rows
+    store.insert_derived(con, batch_id, lambda table: step(0.85, f"writing {table}"))
+    step(0.95, "pricing new models")
     store.refresh_resolution(con)           # a new model or provider is priced (or listed as unpriced) at once
     duplicates = rows_read - rows_rejected - n_ingested
     con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

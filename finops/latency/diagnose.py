@@ -8,7 +8,8 @@
     decode    long outputs slow                         decode-bound: HBM bandwidth / KV     decode tokens/s vs batch
     tail      median normal, P99 spikes                 GC / preemption / one huge request   the P99 request's trace
 
-"Layer first, then buckets, then traces; never the mean." Each rule of :data:`RULES` is
+"Layer first, then buckets, then traces; never the mean." It reads raw rows: a period holding more than
+``store.RAW_ROW_BUDGET`` requests is judged over its latest hours (``store.raw_scope``). Each rule of :data:`RULES` is
 evaluated **per model per window** (an hour by default) against that model's own behaviour over
 the filtered period, so a finding is localised in time; adjacent flagged windows merge into one
 finding that reports its span.
@@ -57,7 +58,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql
+from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import duration_ms
@@ -786,7 +787,7 @@ def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: s
 
     Findings are ordered by severity, then layer (routing → tail), then time.
     """
-    f = f or Filters()
+    f = store.raw_scope(con, f or Filters()).filters     # a period too large to read at once: its latest hours
     _check_window(window)
     hits = _hits(con, f, window)
     base = _baselines(con, f, window, hits)

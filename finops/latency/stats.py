@@ -19,6 +19,13 @@ Where percentiles come from
 
 ``attrs['max_rel_error']`` of their frames says which it is (0 for exact figures).
 
+What raw rows are read
+----------------------
+Everything exact reads the requests of ``store.raw_scope(con, f)``: the filtered period while it holds at
+most ``store.RAW_ROW_BUDGET`` (10M) requests, else its latest whole hours that hold that many (a quantile
+holds its group's values in memory, and over 100M rows it would not fit). Sketch figures cover the
+whole period. Pages say when the scope is narrower than the period (``RawScope.note``).
+
 What is measured
 ----------------
 * Only requests a model served: semantic-cache hits (``cache_hit = true``) never reached a model
@@ -97,6 +104,12 @@ def _check_field(name: str) -> str:
     return sql.column(name, sql.LATENCY_COLUMNS, "latency field")
 
 
+def _scoped(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
+    """``f`` narrowed to what a raw-row analysis reads at once (``store.raw_scope``): the whole period up to
+    ``store.RAW_ROW_BUDGET`` requests, else its latest hours."""
+    return store.raw_scope(con, f).filters
+
+
 def _served_where(f: Filters, extra: str = "TRUE") -> tuple[str, list]:
     where, params = f.where()
     return f"{where} AND {sql.SERVED} AND ({extra})", params
@@ -104,6 +117,7 @@ def _served_where(f: Filters, extra: str = "TRUE") -> tuple[str, list]:
 
 def coverage(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, int]:
     """Non-null count of every canonical column over the served rows matching ``f``."""
+    f = _scoped(con, f)
     where, params = _served_where(f)
     return store.field_coverage(con, where, params)
 
@@ -133,9 +147,16 @@ def _sketch_key_sql(key: str) -> str:
             "day": sql.time_bucket("day", "hour"), "week": sql.time_bucket("week", "hour")}[key]
 
 
-def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, quantiles=QUANTILES) -> pd.DataFrame:
+#: the sketch tables (store.DERIVED) and the keys each may be grouped by besides SKETCH_KEYS
+SKETCH_TABLES: tuple[str, ...] = ("latency_hourly", "latency_sla_hourly")
+LABEL_KEYS: tuple[str, ...] = ("model",) + store.SLA_SKETCH_KEYS
+
+
+def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, quantiles=QUANTILES,
+                     table: str = "latency_hourly") -> pd.DataFrame:
     """Percentiles read from the hourly sketch (``store.latency_hourly``): per group of ``keys`` and field,
-    ``n`` (values counted) and one column per quantile (``p50``...).
+    ``n`` (values counted) and one column per quantile (``p50``...). ``table="latency_sla_hourly"`` reads
+    the SLA sketch, which may also be grouped (and filtered) by ``tenant`` and ``sla_tier``.
 
     The value at a rank lies in a bucket ``[g^k, g^(k+1))`` (g = ``store.SKETCH_GAMMA``) holding values
     between its stored min and max; the estimate is ``2 g^(k+1) / (g + 1)`` clamped to them, within
@@ -143,25 +164,28 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
     (all the zeros of queue_ms, for one). A percentile interpolates between two ranks as numpy does, so
     it too is within 0.99% of the exact percentile (for positive values).
     """
+    table = sql.column(table, SKETCH_TABLES, "sketch table")
+    allowed = SKETCH_KEYS + (store.SLA_SKETCH_KEYS if table == "latency_sla_hourly" else ())
     where, params = f.where(ts_col="hour")
     fields = list(fields)
-    keys = [sql.column(k, SKETCH_KEYS, "sketch key") for k in keys]
-    models = store.distinct_values(con, "model")
+    keys = [sql.column(k, allowed, "sketch key") for k in keys]
+    labels = {k: store.distinct_values(con, k) for k in keys if k in LABEL_KEYS}
     cols = list(keys) + ["field", "n"] + [p_label(q) for q in quantiles]
     # Fetch the buckets as numbers (no GROUP BY or ORDER BY in SQL: with hours as keys there are as many
     # groups as rows); numpy sorts them by group and bucket and sums the buckets several loads share.
-    key_num = {"model": "coalesce(list_position(?, model), 0)", "hour": "epoch_us(hour)",
+    key_num = {"model": "coalesce(list_position(?, model), 0)", "tenant": "coalesce(list_position(?, tenant), 0)",
+               "sla_tier": "coalesce(list_position(?, sla_tier), 0)", "hour": "epoch_us(hour)",
                "day": f"epoch_us({sql.time_bucket('day', 'hour')})", "week": f"epoch_us({sql.time_bucket('week', 'hour')})"}
-    key_params = [models] if "model" in keys else []
+    key_params = [labels[k] for k in keys if k in labels]
     select = "".join(f"{key_num[k]} AS {k}, " for k in keys)
     if "hour" in keys:
-        got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, n, lo, hi FROM latency_hourly "
+        got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, n, lo, hi FROM {table} "
                       f"WHERE {where} AND list_contains(?, field)",
                       params=key_params + [fields] + params + [fields]).fetchnumpy()
     else:   # days, weeks, models or nothing: few groups, so DuckDB sums the buckets before they are fetched
         group = ", ".join(str(i + 1) for i in range(len(keys) + 2))
         got = con.sql(f"SELECT {select}list_position(?, field) - 1 AS field, k, sum(n) AS n, min(lo) AS lo, "
-                      f"max(hi) AS hi FROM latency_hourly WHERE {where} AND list_contains(?, field) GROUP BY {group}",
+                      f"max(hi) AS hi FROM {table} WHERE {where} AND list_contains(?, field) GROUP BY {group}",
                       params=key_params + [fields] + params + [fields]).fetchnumpy()
     if len(got["k"]) == 0:
         return pd.DataFrame({c: [] for c in cols})
@@ -194,8 +218,8 @@ def sketch_quantiles(con: duckdb.DuckDBPyConnection, f: Filters, keys, fields, q
     est = np.clip(rep, lo, hi)
     out = pd.DataFrame({c: v[first] for c, v in zip(names_in_order, group_cols, strict=True)})
     for key in keys:
-        if key == "model":
-            names = np.array([NONE_LABEL] + models, dtype=object)
+        if key in labels:
+            names = np.array([NONE_LABEL] + labels[key], dtype=object)
             out[key] = names[out[key].to_numpy()]
         else:
             out[key] = pd.to_datetime(out[key].to_numpy(), unit="us")
@@ -303,6 +327,7 @@ def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), field
     keys = [sql.column(k, TIME_GRAINS) if k in TIME_GRAINS else _group_key(k) for k in _keys(by)]
     if not exact and all(c in dict(store.SKETCH_FIELDS) for c in fields) and sketch_usable(con, f, keys):
         return _from_sketch(con, f, keys, fields, quantiles)
+    f = _scoped(con, f)
     exprs = [f"{sql.time_bucket(k)} AS {k}" if k in TIME_GRAINS else f"{_group_sql(k)} AS {k}" for k in keys]
     where, params = _served_where(f)
     inner, outer, q_params = _quantile_cols(fields, quantiles)
@@ -343,6 +368,7 @@ def over_time(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "total_ms
         out["requests"] = out["requests"].astype("int64")
         out.attrs["max_rel_error"] = store.SKETCH_ALPHA
         return out
+    f = _scoped(con, f)
     where, params = _served_where(f, f"{field} IS NOT NULL")
     query = (f"SELECT ts, grp, requests, {_p_cols('', '_q', quantiles)} FROM ("
              f"SELECT {sql.time_bucket(grain)} AS ts, {_group_sql(by)} AS grp, count(*) AS requests, "
@@ -396,6 +422,7 @@ def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms
     are ``lo`` of its bins plus the last ``hi``. Bins are half-open ``[lo, hi)`` except the last,
     which is closed: the same counts as ``numpy.histogram(values, bins=edges)``.
     """
+    f = _scoped(con, f)
     field = _check_field(field)
     g = _group_sql(by)
     where, params = _served_where(f, f"{field} IS NOT NULL")
@@ -458,6 +485,7 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
     total_ms, segment, ms``. Only segments the band's requests carry appear; ``other`` closes the
     sum to ``total_ms``.
     """
+    f = _scoped(con, f)
     g = _group_sql(by)
     where, params = _served_where(f, "total_ms IS NOT NULL")
     seg_exprs = ", ".join(f"{expr} AS {name}" for name, expr in SEGMENTS)
@@ -520,6 +548,7 @@ def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "in
     absent; it costs a second percentile pass, so only on request). A prefill-bound model's latency
     climbs with the prompt bucket; a decode-bound one with the output bucket.
     """
+    f = _scoped(con, f)
     length = sql.column(length, sql.LENGTH_COLUMNS, "length field")
     g = _group_sql(by)
     where, params = _served_where(f, f"{length} IS NOT NULL AND total_ms IS NOT NULL")
@@ -613,6 +642,7 @@ def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, per: str =
     percentiles, numpy's linear interpolation). If decode speed falls as concurrency rises, the
     model is decode-bound (memory bandwidth / KV cache).
     """
+    f = _scoped(con, f)
     if per not in ("model", "replica"):
         raise InputError("per must be model or replica")
     where, params = _served_where(f, "total_ms IS NOT NULL")
@@ -692,6 +722,7 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
         out = out[order].reset_index(drop=True)
         out.attrs["max_rel_error"] = store.SKETCH_ALPHA
         return out
+    f = _scoped(con, f)
     g = _group_sql(by)
     where, params = _served_where(f)
     outer = ", ".join(f"_t[{i + 1}] AS {sql.quote_ident('ttft_ms_' + p_label(q))}, "
@@ -724,6 +755,7 @@ def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
 
 def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20) -> pd.DataFrame:
     """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest)."""
+    f = _scoped(con, f)
     where, params = _served_where(f, "total_ms IS NOT NULL")
     known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
     query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms "

@@ -7,7 +7,8 @@ The rules and their default thresholds::
                                           failures among 60 requests are not an alert
     P99 latency > 1.5 x SLA               per model x tenant x tier x hour; SLA per tier, on TTFT where
                                           the logs carry it (interactive SLAs are on the first token),
-                                          else on total_ms (``alerts.sla_metric`` overrides)
+                                          else on total_ms (``alerts.sla_metric`` overrides); hours and
+                                          days from the SLA sketch written at load time (within 0.99 %)
     GPU utilisation > 90 % or < 20 %      per self-hosted model x hour, sustained (pricing.fleet_utilization)
     queue length growing                  per model x 15 min: Little's law L_q = lambda x W_q,
                                           rising over consecutive windows
@@ -47,6 +48,7 @@ from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import usd
 from finops.jsonutil import jsonable
+from finops.latency import stats as latency
 from finops.spend import pricing
 from finops.spend import report as spend
 
@@ -250,30 +252,50 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             pooled = pooled[pooled["requests"] < need]
             windows, requests = int(pooled["windows"].sum()), int(pooled["requests"].sum())
         else:
-            where, params = f.where()
-            metric = sla_metric(con, f)
-            windows, requests = con.execute(f"""
-SELECT count(*), coalesce(sum(n), 0) FROM (
-  SELECT count(*) AS n FROM requests WHERE {where} AND {sql.SERVED} AND {metric} IS NOT NULL
-  GROUP BY {sql.time_bucket(rule.window)}, model, tenant, coalesce(sla_tier, '(none)') HAVING count(*) < ?)""",
-                                            params + [need]).fetchall()[0]
+            counts = sla_windows(con, f, rule.window, sla_metric(con, f))["requests"]
+            small = counts[counts < need]
+            windows, requests = len(small), int(small.sum())
         if windows:
             out.append({"rule": rule.name, "title": rule.title, "windows": int(windows), "requests": int(requests),
                         "min_requests": need})
     return pd.DataFrame(out, columns=["rule", "title", "windows", "requests", "min_requests"])
 
 
-def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
-    where, params = f.where()
-    metric = sla_metric(con, f)
-    rows = con.execute(f"""
-SELECT {sql.time_bucket(rule.window)} AS window_start, model, tenant, coalesce(sla_tier, '(none)') AS tier,
+def sla_windows(con: duckdb.DuckDBPyConnection, f: Filters, window: str, metric: str) -> pd.DataFrame:
+    """Per window x model x tenant x tier: the served requests carrying the SLA latency ``metric`` and its
+    P99. Columns: window_start, model, tenant, tier ('(none)' for none), requests, p99; ``attrs['max_rel_error']``.
+
+    Hour and day windows of whole hours come from the SLA sketch written at load time
+    (``store.latency_sla_hourly``: within ``store.SKETCH_ALPHA``, 0.99 %, of the exact P99; exact where the
+    window's slowest values share a bucket with one value); 15-minute windows and partial hours are exact,
+    over the raw rows of ``store.raw_scope``."""
+    metric = sql.column(metric, sql.SLA_COLUMNS, "SLA latency")
+    cols = ["window_start", "model", "tenant", "tier", "requests", "p99"]
+    if window in ("hour", "day") and store.whole_hours(f) and store.derived_ready(con, "latency_sla_hourly"):
+        q = latency.sketch_quantiles(con, f, [window, "model", "tenant", "sla_tier"], [metric], (0.99,),
+                                     table="latency_sla_hourly")
+        out = q.rename(columns={window: "window_start", "sla_tier": "tier", "n": "requests"})[cols]
+        out["requests"] = out["requests"].astype("int64")
+        out.attrs["max_rel_error"] = store.SKETCH_ALPHA
+        return out
+    scoped = store.raw_scope(con, f).filters
+    where, params = scoped.where()
+    out = con.execute(f"""
+SELECT {sql.time_bucket(window)} AS window_start, model, tenant, coalesce(sla_tier, '(none)') AS tier,
        count(*) AS requests, quantile_cont({metric}, 0.99) AS p99
 FROM requests WHERE {where} AND {sql.SERVED} AND {metric} IS NOT NULL
-GROUP BY 1, 2, 3, 4 HAVING count(*) >= ?""", params + [max(rule.min_requests, 1)]).df()
+GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
+    out.attrs["max_rel_error"] = 0.0
+    return out
+
+
+def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    metric = sla_metric(con, f)
+    rows = sla_windows(con, f, rule.window, metric)
+    rows = rows[rows["requests"] >= max(rule.min_requests, 1)]
     if rows.empty:
         return _none()
-    rows["sla_ms"] = rows["tier"].map(lambda t: sla.get(t, sla.get("(none)")))
+    rows = rows.assign(sla_ms=rows["tier"].map(lambda t: sla.get(t, sla.get("(none)"))))
     rows = rows[rows["sla_ms"].notna()]
     rows["ratio"] = rows["p99"] / rows["sla_ms"]
     hit = rows[rows["ratio"] > rule.threshold]
@@ -300,10 +322,21 @@ def _gpu(high: bool):
 def queue_length(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "15min") -> pd.DataFrame:
     """Mean queue length per model and window by Little's law: ``L_q = lambda x W_q``
     (arrivals per second x mean queue_ms / 1000). Windows without traffic count as 0.
-    Columns: model, window_start, requests, mean_queue_ms, queue_length."""
-    where, params = f.where()
+    Columns: model, window_start, requests, mean_queue_ms, queue_length.
+
+    Read from the queue windows written at load time (``store.queue_15min``) when the period starts and
+    ends on a quarter hour, else from the raw rows."""
     seconds = WINDOWS[window].total_seconds()
-    df = con.execute(f"""
+    on_quarter = all(t is None or not (t.minute % 15 or t.second or t.microsecond) for t in (f.since, f.until))
+    if on_quarter and store.derived_ready(con, "queue_15min"):
+        where, params = f.where(ts_col="window_start")
+        df = con.execute(f"""
+SELECT model, {sql.time_bucket(window, 'window_start')} AS window_start, CAST(sum(requests) AS BIGINT) AS requests,
+       sum(queue_ms_sum) / sum(requests) AS mean_queue_ms
+FROM queue_15min WHERE {where} GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
+    else:
+        where, params = f.where()
+        df = con.execute(f"""
 SELECT model, {sql.time_bucket(window)} AS window_start, count(*) AS requests, avg(queue_ms) AS mean_queue_ms
 FROM requests WHERE {where} AND {sql.SERVED} AND queue_ms IS NOT NULL
 GROUP BY 1, 2 ORDER BY 1, 2""", params).df()

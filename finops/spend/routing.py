@@ -176,15 +176,28 @@ class CascadeSummary:
         return self.rejected_attempts_usd / self.cascade_spend_usd if self.cascade_spend_usd > 0 else None
 
 
-def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, cond: str) -> pd.DataFrame:
-    """Cost of the raw rows matching ``f`` and ``cond`` (SQL), per model, by the rollup costing rule
-    (recorded + book tokens + their share of their hour's busy GPU time; no idle)."""
-    where, params = f.where()
-    src = store.rollup_select_sql("requests", f"{where} AND ({cond})", with_batch=False)
+def _raw_cost_by_model(con: duckdb.DuckDBPyConnection, f: Filters, subset: str) -> pd.DataFrame:
+    """Cost of the requests matching ``f`` of one subset (:data:`SUBSETS`: the escalated attempts or the
+    cascade's requests), per model, by the rollup costing rule (recorded + book tokens + their share of their
+    hour's busy GPU time; no idle). Over whole hours from the subsets' rollup written at load time
+    (``store.rollup_cascade_hourly``), else the same rollup over the raw rows."""
+    key = sql.column(subset, SUBSETS, "cascade subset")
+    if store.whole_hours(f) and store.derived_ready(con, "rollup_cascade_hourly"):
+        where, params = f.where(ts_col="hour")
+        src = (f"SELECT * EXCLUDE (batch_id, is_escalated, in_cascade) FROM rollup_cascade_hourly "
+               f"WHERE {key} AND {where}")
+    else:
+        where, params = f.where()
+        cond = store.ESCALATED_WHERE if key == "is_escalated" else store.CASCADE_WHERE
+        src = store.rollup_select_sql("requests", f"{where} AND ({cond})", with_batch=False)
     hours, hparams = pricing.hours_sql(f.since, f.until)
     costed_sql = pricing.costed_rollup_sql(src, hours)
-    return con.execute(f"SELECT model, sum(requests) AS requests, coalesce(sum(cost_usd), 0) AS cost_usd "
+    return con.execute(f"SELECT model, CAST(sum(requests) AS BIGINT) AS requests, coalesce(sum(cost_usd), 0) AS cost_usd "
                        f"FROM ({costed_sql}) WHERE NOT is_idle GROUP BY 1 ORDER BY 1", params + hparams).df()
+
+
+#: the two subsets of store.rollup_cascade_hourly, by their key column
+SUBSETS = ("is_escalated", "in_cascade")
 
 
 def cascade_summary(con: duckdb.DuckDBPyConnection, f: Filters, grain: str = "day") -> CascadeSummary:
@@ -192,9 +205,9 @@ def cascade_summary(con: duckdb.DuckDBPyConnection, f: Filters, grain: str = "da
     rep = spend.report(con, f, by=["model"], include_idle=False)
     escalations = int(rep["escalations"].sum()) if len(rep) else 0
     cascade_rows = int(rep["cascade_requests"].sum()) if len(rep) else 0
-    rejected = _raw_cost_by_model(con, f, "escalated")
+    rejected = _raw_cost_by_model(con, f, "is_escalated")
     rejected = rejected.rename(columns={"requests": "escalations", "cost_usd": "rejected_attempts_usd"})
-    cascade = _raw_cost_by_model(con, f, "strategy = 'cascade' AND escalated IS NOT NULL")
+    cascade = _raw_cost_by_model(con, f, "in_cascade")
     where, params = f.where()
     quality = con.execute(f"""
 SELECT model, escalated, count(*) AS labelled, avg(quality) AS mean_quality,
@@ -229,7 +242,7 @@ def default_threshold(con: duckdb.DuckDBPyConnection, f: Filters, field_name: st
     """LEN_THRESHOLD (40) for characters, as the seed; for tokens, the median prompt (rounded)."""
     if field_name != "input_tokens":
         return LEN_THRESHOLD
-    where, params = f.where()
+    where, params = store.raw_scope(con, f).filters.where()
     med = con.execute(f"SELECT median(input_tokens) FROM requests WHERE {where} AND {sql.SERVED}",
                       params).fetchall()[0][0]
     if med is None:
@@ -243,7 +256,7 @@ def length_range(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None)
     if length not in sql.PROMPT_LENGTH_COLUMNS:
         return 0, 0, 0
     length = sql.column(length, sql.PROMPT_LENGTH_COLUMNS, "prompt length field")
-    where, params = f.where()
+    where, params = store.raw_scope(con, f).filters.where()
     row = con.execute(f"SELECT min({length}), quantile_cont({length}, 0.99), max({length}) FROM requests "
                       f"WHERE {where} AND {sql.SERVED}", params).fetchall()[0]
     return tuple(int(round(v)) if v is not None else 0 for v in row)
@@ -346,7 +359,16 @@ class WhatIf:
 
 
 def fleet_models(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """Models with served traffic in ``f`` with their kind and size class from the price book."""
+    """Models with served traffic in ``f`` with their kind and size class from the price book (from the
+    hourly rollups over whole hours, else the raw rows)."""
+    if store.whole_hours(f):
+        where, params = f.where(ts_col="hour", prefix="r.")
+        out = con.execute(f"""
+SELECT r.model, p.kind, p.size_class, CAST(sum({sql.served_requests("r")}) AS BIGINT) AS requests
+FROM rollup_hourly r LEFT JOIN prices p ON p.model = r.model
+WHERE {where} GROUP BY 1, 2, 3 HAVING sum({sql.served_requests("r")}) > 0
+ORDER BY requests DESC, 1""", params).df()
+        return out
     where, params = f.where(prefix="r.")
     return con.execute(f"""
 SELECT r.model, p.kind, p.size_class, count(*) AS requests
@@ -433,6 +455,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     bad = [s for s in tiers.values() if s not in TIER_STRATEGIES]
     if bad:
         raise InputError(f"unknown tier strategy {bad[0]}; choose from {', '.join(TIER_STRATEGIES)}")
+    scope = store.raw_scope(con, f)            # the replay reads raw rows: at most RAW_ROW_BUDGET of them
+    f = scope.filters
     d_small, d_large = default_targets(con, f)
     small, large = small_model or d_small, large_model or d_large
     if small is None or large is None:
@@ -553,6 +577,10 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
         "Latency: mean total_ms estimated from each target model's observed per-token rates "
         "(least squares of service time on input and output tokens, plus its mean wait).",
     ]
+    if scope.narrowed:
+        assumptions.insert(0, f"Replayed over the latest part of the period, from {f.since:%Y-%m-%d %H:%M} UTC "
+                              f"({scope.requests:,} of its {scope.period_requests:,} requests): the most a replay "
+                              "reads at once. Narrow the dates to replay another part.")
     if policy in ("threshold", "per-tier"):
         assumptions.append(f"Threshold: {length or 'no prompt length'} > {threshold:g} to {large}, else {small}"
                            + (f"; {int((req * no_len).sum()):,} requests without a prompt length stay as logged."
@@ -591,8 +619,10 @@ def misrouting(con: duckdb.DuckDBPyConnection, f: Filters, threshold: float | No
     """Short prompts (length <= threshold) served by a large model and long prompts by a small one.
 
     Size classes come from the price book. ``on_right_size_usd`` reprices the candidates on the
-    busiest model of the other size (or the one given).
+    busiest model of the other size (or the one given). A period of more than ``store.RAW_ROW_BUDGET``
+    requests is read over its latest hours (``store.raw_scope``).
     """
+    f = store.raw_scope(con, f).filters
     length = length or length_field(con, f)
     if threshold is None:
         threshold = default_threshold(con, f, length)
