@@ -34,11 +34,13 @@ def add_arguments(parser) -> None:
                                     "for its Retry-After.")
     lf.add_argument("--host", default=None,
                     help="Langfuse's base URL, e.g. https://cloud.langfuse.com (default: $LANGFUSE_HOST)")
-    lf.add_argument("--api", choices=("v1", "v2"), default="v1",
+    lf.add_argument("--api", choices=("v1", "v2"), default="v2",
                     help="v1: /api/public/observations (page numbers); v2: /api/public/v2/observations (cursor)")
     lf.add_argument("--page-size", type=int, default=100, help="observations per page (Langfuse's limit)")
     lf.add_argument("--no-traces", action="store_true",
                     help="do not fetch the observations' traces (userId = tenant, sessionId, tags)")
+    lf.add_argument("--window-hours", type=float, default=24.0,
+                    help="read in slices of this many hours by startTime; the cursor moves after each whole slice")
     lf.add_argument("--max-wait", type=float, default=300.0,
                     help="give up when a 429's Retry-After asks to wait longer than this many seconds in all")
     _common(lf)
@@ -70,7 +72,8 @@ def run(args) -> int:
         if not host:
             raise InputError("give Langfuse's URL with --host (or LANGFUSE_HOST)")
         result = pulls.pull_langfuse(con, host, api=args.api, page_size=args.page_size, overlap=overlap,
-                                     since=args.since, traces=not args.no_traces, max_wait_s=args.max_wait)
+                                     since=args.since, traces=not args.no_traces, max_wait_s=args.max_wait,
+                                     window=timedelta(hours=args.window_hours))
     if args.json:
         print_json(result.as_dict())
         return 0

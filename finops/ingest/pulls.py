@@ -16,8 +16,14 @@ host, port, database and user at most.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +33,7 @@ import duckdb
 from finops import store
 from finops.errors import InputError
 from finops.ingest.base import IngestOptions
-from finops.ingest.ecosystem import litellm_source
+from finops.ingest.ecosystem import langfuse_source, litellm_source
 from finops.ingest.loader import IngestResult, ingest_source
 
 log = logging.getLogger("finops")
@@ -180,5 +186,185 @@ def pull_litellm(con: duckdb.DuckDBPyConnection, dsn: str, *, page_size: int = 1
                          "run the pull again to go on") from None
     finally:
         pg.close()
+    result.cursor = store.get_setting(con, key)
+    return result
+
+
+# ---------------------------------------------------------------- Langfuse (public API)
+
+LANGFUSE_V2_FIELDS = "core,basic,time,model,usage,metrics"
+TRACE_LEAD = timedelta(hours=1)         # a trace starts at most this long before its observations (for the join)
+EPOCH = datetime(1970, 1, 1)
+RETRYABLE = (500, 502, 503, 504)
+
+
+class LangfuseClient:
+    """GET on Langfuse's public API with HTTP basic auth (public key : secret key); a 429 waits for its
+    Retry-After (seconds or an HTTP date; else X-RateLimit-Reset; else a doubling back-off) within
+    ``max_wait_s`` in all; 5xx answers are tried again the same way."""
+
+    def __init__(self, host: str, public_key: str, secret_key: str, *, max_wait_s: float = 300.0,
+                 timeout_s: float = 30.0, sleep: Callable[[float], None] = time.sleep):
+        parts = urllib.parse.urlsplit(host.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"--host is not an http(s) URL: {host}")
+        self.base = host.rstrip("/")
+        token = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode()
+        self._auth = f"Basic {token}"
+        self.max_wait_s, self.timeout_s, self.sleep = max_wait_s, timeout_s, sleep
+        self.waited_s = 0.0
+        self.rate_limited = 0
+
+    def get(self, path: str, params: dict) -> dict:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        url = f"{self.base}{path}?{query}"
+        backoff = 1.0
+        while True:
+            req = urllib.request.Request(url, headers={"Authorization": self._auth, "Accept": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:     # noqa: S310 (checked)
+                    return json.loads(resp.read().decode("utf-8"))
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+                if code in (401, 403):
+                    raise InputError(f"Langfuse at {self.base} refused the keys (HTTP {code}): check "
+                                     "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY") from None
+                if code == 404:
+                    raise InputError(f"{self.base} has no {path} (HTTP 404): is it Langfuse's base URL?") from None
+                if code != 429 and code not in RETRYABLE:
+                    raise InputError(f"Langfuse at {self.base} answered HTTP {code} for {path}") from None
+                wait = _retry_after(exc.headers, backoff) if code == 429 else backoff
+                self.rate_limited += code == 429
+                if self.waited_s + wait > self.max_wait_s:
+                    raise InputError(f"Langfuse at {self.base} kept answering HTTP {code} (waited "
+                                     f"{self.waited_s:.0f} s); what was committed is kept, run the pull later") from None
+                log.info("Langfuse answered %s for %s: waiting %.1f s", code, path, wait)
+                self.sleep(wait)
+                self.waited_s += wait
+                backoff = min(backoff * 2, 60.0)
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                raise InputError(f"could not reach Langfuse at {self.base}: {getattr(exc, 'reason', exc)}") from None
+            except json.JSONDecodeError:
+                raise InputError(f"Langfuse at {self.base} answered {path} with something that is not JSON") from None
+
+
+def _retry_after(headers, default: float) -> float:
+    """Seconds to wait from a 429's headers: Retry-After (seconds or an HTTP date), else X-RateLimit-Reset."""
+    from email.utils import parsedate_to_datetime
+
+    for name in ("Retry-After", "X-RateLimit-Reset"):
+        value = (headers.get(name) or "").strip() if headers else ""
+        if not value:
+            continue
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            pass
+        try:
+            at = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            try:
+                at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        return max((at - datetime.now(UTC)).total_seconds(), 0.0)
+    return default
+
+
+def _iso_z(t: datetime) -> str:
+    return _naive_utc(t).isoformat(timespec="milliseconds") + "Z"
+
+
+def _observations(client: LangfuseClient, api: str, start: datetime, end: datetime, page_size: int):
+    """Every observation with startTime in [start, end), a page (list of dicts) at a time."""
+    params = {"fromStartTime": _iso_z(start), "toStartTime": _iso_z(end), "limit": page_size}
+    if api == "v2":
+        params["fields"] = LANGFUSE_V2_FIELDS
+        while True:
+            doc = client.get("/api/public/v2/observations", params)
+            yield list(doc.get("data") or [])
+            nxt = (doc.get("meta") or {}).get("cursor")
+            if not nxt:
+                return
+            params = {**params, "cursor": nxt}
+    page = 1
+    while True:
+        doc = client.get("/api/public/observations", {**params, "page": page})
+        data = list(doc.get("data") or [])
+        yield data
+        total = (doc.get("meta") or {}).get("totalPages")
+        if not data or (total is not None and page >= int(total)):
+            return
+        page += 1
+
+
+def _traces(client: LangfuseClient, start: datetime, end: datetime, page_size: int) -> dict[str, dict]:
+    """Traces with a timestamp in [start - TRACE_LEAD, end): id -> trace (userId, sessionId, tags...)."""
+    out: dict[str, dict] = {}
+    page = 1
+    while True:
+        doc = client.get("/api/public/traces", {"fromTimestamp": _iso_z(start - TRACE_LEAD),
+                                                "toTimestamp": _iso_z(end), "page": page, "limit": page_size})
+        data = list(doc.get("data") or [])
+        out.update({t["id"]: t for t in data if isinstance(t, dict) and t.get("id")})
+        total = (doc.get("meta") or {}).get("totalPages")
+        if not data or (total is not None and page >= int(total)):
+            return out
+        page += 1
+
+
+def pull_langfuse(con: duckdb.DuckDBPyConnection, host: str, *, api: str = "v2", page_size: int = 100,
+                  overlap: timedelta = DEFAULT_OVERLAP, since: datetime | None = None, traces: bool = True,
+                  window: timedelta = timedelta(hours=24), max_wait_s: float = 300.0,
+                  public_key: str | None = None, secret_key: str | None = None, now: datetime | None = None,
+                  sleep: Callable[[float], None] = time.sleep, on_page: PageHook | None = None) -> PullResult:
+    """Load the observations Langfuse holds that are not stored yet.
+
+    The span from ``overlap`` before the stored cursor (or ``since``; or everything, the first time) to now
+    is read in slices of ``window`` by ``fromStartTime`` / ``toStartTime`` (whatever order Langfuse pages
+    in); every page of a slice is loaded and committed, and the slice's end becomes the cursor only once
+    the whole slice is. Keys: ``public_key`` / ``secret_key``, else ``LANGFUSE_PUBLIC_KEY`` /
+    ``LANGFUSE_SECRET_KEY``."""
+    import os
+
+    if api not in ("v1", "v2"):
+        raise InputError("the Langfuse API is v1 or v2")
+    if page_size < 1:
+        raise InputError("the page size must be at least 1")
+    public_key = public_key or os.environ.get("LANGFUSE_PUBLIC_KEY")
+    secret_key = secret_key or os.environ.get("LANGFUSE_SECRET_KEY")
+    if not public_key or not secret_key:
+        raise InputError("set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY (the project's API keys) in the environment")
+    client = LangfuseClient(host, public_key, secret_key, max_wait_s=max_wait_s, sleep=sleep)
+    parts = urllib.parse.urlsplit(client.base)
+    ident = f"langfuse {parts.scheme}://{parts.netloc}{parts.path} {public_key}"
+    result = PullResult(f"langfuse {client.base}")
+    key = _cursor_key("langfuse", ident)
+    options = IngestOptions(format="langfuse")
+    stored = store.get_setting(con, key)
+    end_all = _naive_utc(now or datetime.now(UTC))
+    if stored:
+        start = datetime.fromisoformat(stored["start_time"]) - overlap
+    else:
+        start = since or EPOCH
+    slice_span = window if (stored or since) else end_all - start      # the first full pull: one slice
+    while start < end_all:
+        end = min(start + slice_span, end_all)
+        joined = _traces(client, start, end, page_size) if traces else {}
+        for obs in _observations(client, api, start, end, page_size):
+            calls = [o for o in obs if isinstance(o, dict)]
+            if not any(str(o.get("type") or "GENERATION").upper() in ("GENERATION", "EMBEDDING") for o in calls):
+                continue        # a page of spans and events only: no model call to load
+            page = ingest_source(con, langfuse_source(iter(calls), joined, options),
+                                 f"{result.source} observations", "langfuse")
+            result.add(page)
+            if on_page:
+                on_page(result.pages, page)
+        old = store.get_setting(con, key)
+        if not old or datetime.fromisoformat(old["start_time"]) <= end:
+            store.set_setting(con, key, {"start_time": end.isoformat(sep=" ")})
+        start = end
     result.cursor = store.get_setting(con, key)
     return result
