@@ -33,11 +33,15 @@ def run(args) -> int:
 
     if args.count < 0 or (args.every is not None and args.every <= 0):
         raise InputError("--every must be positive and --count at least 0")
-    con = store.connect(db_path(args))
     done = 0
     next_at = time.monotonic()
     while True:
-        result = engine.scrape_vllm(con, args.url, args.replica, timeout_s=args.timeout)
+        # the store is held only while a scrape is written: between scrapes another process may write it
+        con = store.connect(db_path(args))
+        try:
+            result = engine.scrape_vllm(con, args.url, args.replica, timeout_s=args.timeout)
+        finally:
+            con.close()
         done += 1
         if args.json:
             print_json(result.as_dict())
