@@ -89,7 +89,7 @@ def _clone(pg: Postgres, db: str, suffix: str, minutes: float) -> None:
     """Every row again under a new id, its times moved by ``minutes`` (0: the same startTime, a tie)."""
     with pg.connect(db) as c:
         c.execute('CREATE TEMP TABLE t AS SELECT * FROM "LiteLLM_SpendLogs" WHERE request_id !~ %s',
-                  ["-(tie|k1|late)$"])
+                  ["-(tie|k1|late|c[0-9]+)$"])
         c.execute("UPDATE t SET request_id = request_id || %s, \"startTime\" = \"startTime\" + %s, "
                   "\"endTime\" = \"endTime\" + %s, \"completionStartTime\" = \"completionStartTime\" + %s",
                   [suffix] + [timedelta(minutes=minutes)] * 3)
@@ -208,3 +208,36 @@ def test_cli_password_from_pgpassword_and_never_printed(pg, tmp_path):
     no_table = _cli("pull", "litellm", "--dsn", pg.dsn("postgres"), "--db", db)
     assert no_table.returncode == 1 and "no LiteLLM_SpendLogs table" in no_table.stderr
     assert no_table.stderr.count("\n") == 1
+
+
+def test_cli_killed_mid_pull_and_run_again_loads_every_row_once(pg, tmp_path):
+    """The real thing: the CLI process is SIGKILLed while it pulls (after its third page is committed, in the
+    middle of a later one), then run again on the same store."""
+    import signal
+
+    from finops import store
+
+    _litellm_db(pg, "litellm_kill", MIGRATIONS, DATA / "spendlogs_v1_74.csv")
+    for k in range(1, 30):
+        _clone(pg, "litellm_kill", f"-c{k}", k)
+    ids = _pg_ids(pg, "litellm_kill")
+    assert len(ids) == 180
+    db = str(tmp_path / "kill.duckdb")
+    args = [sys.executable, "-m", "finops", "pull", "litellm", "--dsn", pg.dsn("litellm_kill"), "--page-size", "1",
+            "--verbose", "--db", db]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("page 3 committed"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(60)
+    assert proc.returncode == -signal.SIGKILL
+    con = store.connect(db)
+    loaded = _store_ids(con)
+    assert 3 <= len(loaded) < len(ids) and len(set(loaded)) == len(loaded)
+    con.close()
+    again = _cli("pull", "litellm", "--dsn", pg.dsn("litellm_kill"), "--page-size", "50", "--db", db)
+    assert again.returncode == 0, again.stderr
+    con = store.connect(db)
+    assert _store_ids(con) == ids
+    assert con.execute("SELECT count(*) - count(DISTINCT request_id) FROM requests").fetchall()[0][0] == 0

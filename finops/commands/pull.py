@@ -4,6 +4,7 @@ environment and are never printed."""
 from __future__ import annotations
 
 import os
+import sys
 from datetime import timedelta
 
 from finops import store
@@ -53,6 +54,8 @@ def _common(p) -> None:
                    help="start this long before the cursor, for rows the source wrote late (read twice, loaded once)")
     add_db(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--verbose", action="store_true",
+                   help="say on stderr each page committed (rows read, ingested, already stored)")
 
 
 def run(args) -> int:
@@ -60,20 +63,25 @@ def run(args) -> int:
     from finops.ingest import pulls
 
     overlap = timedelta(minutes=args.overlap_minutes)
+
+    def said(page: int, r) -> None:
+        print(f"page {page} committed: {r.rows_read:,} rows read, {r.rows_ingested:,} ingested, "
+              f"{r.duplicates_skipped:,} already stored", file=sys.stderr, flush=True)
+    on_page = said if args.verbose else None
     con = store.connect(db_path(args))
     if args.pull_source == "litellm":
         dsn = args.dsn or os.environ.get("FINOPS_LITELLM_DSN")
         if not dsn:
             raise InputError("give LiteLLM's database with --dsn postgresql://USER@HOST:PORT/DB (or FINOPS_LITELLM_DSN)")
         result = pulls.pull_litellm(con, dsn, page_size=args.page_size, overlap=overlap, since=args.since,
-                                    tenant_field=args.tenant_field)
+                                    tenant_field=args.tenant_field, on_page=on_page)
     else:
         host = args.host or os.environ.get("LANGFUSE_HOST")
         if not host:
             raise InputError("give Langfuse's URL with --host (or LANGFUSE_HOST)")
         result = pulls.pull_langfuse(con, host, api=args.api, page_size=args.page_size, overlap=overlap,
                                      since=args.since, traces=not args.no_traces, max_wait_s=args.max_wait,
-                                     window=timedelta(hours=args.window_hours))
+                                     window=timedelta(hours=args.window_hours), on_page=on_page)
     if args.json:
         print_json(result.as_dict())
         return 0
