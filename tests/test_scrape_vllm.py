@@ -5,9 +5,10 @@ serving a registry that declares the metrics exactly as vLLM's ``PrometheusStatL
 documentation, labels ``model_name`` and ``engine`` (``finished_reason`` on request_success) and the TTFT/TPOT
 buckets, as in vllm-project/vllm ``vllm/v1/metrics/loggers.py`` at a6f0308cfe806b7731ad4979c9bea6e470c35efd
 (``vllm:gpu_cache_usage_perc``, ``vllm:gpu_prefix_cache_queries`` / ``_hits``, ``vllm:num_preemptions_total``);
-the later names of the same file (``vllm:kv_cache_usage_perc``, ``vllm:prefix_cache_queries`` / ``_hits``,
-``vllm:num_preemptions``, ``vllm:inter_token_latency_seconds``, ``multiprocess_mode="mostrecent"`` gauges) are
-the second registry.
+the later names are the second registry: ``vllm:kv_cache_usage_perc`` (gauge), ``vllm:prefix_cache_queries`` /
+``_hits`` (counters), ``vllm:num_preemptions`` (a counter, exposed ``vllm:num_preemptions_total``),
+``vllm:inter_token_latency_seconds`` (histogram), as vllm-project/vllm ``docs/design/metrics.md`` at
+f7e3a0879e633f9924d477b85a3775cb1ae2a2e5 lists the v1 engine's ``/metrics`` (same labels and buckets).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The inference engine's own view: vLLM's Prometheus metrics (``/metrics``), scraped into ``engine_metrics``.
 
 A request log cannot see the engine's queue, KV cache or preemptions; vLLM's ``PrometheusStatLogger``
-(``vllm/v1/metrics/loggers.py``) exports them, per ``model_name`` and ``engine``. A scrape reads the text
+(vllm-project/vllm ``vllm/v1/metrics/loggers.py`` at a6f0308c; the later names as ``docs/design/metrics.md``
+at f7e3a087 lists them) exports them, per ``model_name`` and ``engine``. A scrape reads the text
 with ``prometheus_client``'s own parser and stores one row per sample of :data:`ENGINE_FAMILIES`:
 ``ts`` (the scrape's time, UTC), ``replica`` (``--replica``, else the URL's host:port), ``model`` (the
 ``model_name`` label), ``metric`` (the sample's exposed name: ``vllm:num_requests_waiting``,
