@@ -16,8 +16,10 @@ OpenAPI spec is generated), langfuse/langfuse:
   which later versions of the definition add); ``{"data": [...], "meta": MetaResponse}``;
 * basic auth, username the public key and password the secret key, a wrong one answered 401
   (``UnauthorizedError``, ``fern/apis/server/definition/api.yml`` at 0d9efd10aff11d8fd2577c18cf1ba771d544d7b0);
-* rate limits: the definition names no 429; the server answers one with a ``Retry-After`` in seconds, as
-  HTTP's 429 (RFC 6585) does.
+* rate limits: the definition names no 429; the server answers one as Langfuse's ``sendRateLimitResponse``
+  does (``web/src/features/public-api/server/RateLimitService.ts`` at 237bdd97d7cc3b98d5e1884408ab97490fb28130):
+  status 429, the text body ``429 - rate limit exceeded``, ``Retry-After`` (whole seconds), ``X-RateLimit-Limit``,
+  ``X-RateLimit-Remaining`` and ``X-RateLimit-Reset`` (a JavaScript ``Date.toString()``).
 
 The observations and traces served are the real-shaped pages in ``tests/data/langfuse`` (see its README),
 copied under new ids an hour apart; the server orders them newest first.
@@ -117,7 +119,11 @@ def handler_for(state: Langfuse):
                 return self._send(401, {"message": "Invalid credentials. Confirm that you've configured the "
                                                    "correct host."})
             if n in state.rate_limit_at:
-                return self._send(429, {"message": "Rate limit exceeded"}, {"Retry-After": "1"})
+                reset = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%a %b %d %Y %H:%M:%S GMT+0000 "
+                                                                            "(Coordinated Universal Time)")
+                return self._send(429, "429 - rate limit exceeded",
+                                  {"Retry-After": "1", "X-RateLimit-Limit": "30", "X-RateLimit-Remaining": "0",
+                                   "X-RateLimit-Reset": reset})
             if url.path == "/api/public/observations":
                 rows = _window(state.v1, q, "fromStartTime", "toStartTime", "startTime")
                 return self._send(200, _paged(rows, q))
@@ -133,9 +139,10 @@ def handler_for(state: Langfuse):
             return self._send(404, {"message": "Not found"})
 
         def _send(self, code, doc, headers=None):
-            body = json.dumps(doc).encode()
+            text = isinstance(doc, str)
+            body = doc.encode() if text else json.dumps(doc).encode()
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(body)))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
@@ -245,3 +252,17 @@ def test_cli_keys_from_the_environment_wrong_key_one_line(langfuse, tmp_path):
     assert "refused the keys (HTTP 401)" in wrong.stderr and "sk-lf-wrong-key" not in wrong.stderr
     none = _cli("pull", "langfuse", "--host", host, "--db", db, env={})
     assert none.returncode == 1 and "LANGFUSE_PUBLIC_KEY" in none.stderr
+
+
+def test_a_429_that_outlasts_max_wait_stops_the_pull_keeping_what_was_committed(langfuse):
+    from finops import store
+    from finops.errors import InputError
+    from finops.ingest import pulls
+
+    host, state = langfuse(1)
+    state.rate_limit_at = set(range(1, 1000))
+    waits: list[float] = []
+    con = store.connect(":memory:")
+    with pytest.raises(InputError, match="kept answering HTTP 429"):
+        pulls.pull_langfuse(con, host, public_key=PK, secret_key=SK, now=NOW, max_wait_s=3, sleep=waits.append)
+    assert waits == [1.0, 1.0, 1.0] and pulls.cursor(con, "langfuse", f"langfuse {host} {PK}") is None
