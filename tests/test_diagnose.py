@@ -216,3 +216,14 @@ def test_queue_finding_cites_the_engines_waiting_queue_where_scraped():
 def test_queue_finding_without_scrapes_says_nothing_of_the_engine(incidents):
     (q,) = _at(diagnose.diagnose(incidents), "queue")
     assert "vllm:" not in q.evidence and "engine_scrapes" not in q.metrics
+
+
+def test_a_store_made_before_engine_metrics_diagnoses_as_before():
+    from finops.ingest import engine
+
+    con = store.connect(":memory:")
+    ingest_frame(con, _fleet())
+    con.execute("DROP TABLE engine_metrics")     # as a store from before the table, opened read-only
+    assert engine.engine_queue(con, "big", T0, T0 + timedelta(hours=HOURS)) is None
+    (q,) = _at(diagnose.diagnose(con), "queue")
+    assert "queue-bound" in q.evidence and "vllm:" not in q.evidence

@@ -164,12 +164,10 @@ class EngineQueue:
 def engine_queue(con: duckdb.DuckDBPyConnection, model: str, start, end) -> EngineQueue | None:
     """vLLM's ``num_requests_waiting`` (summed over a replica's engines per scrape) for ``model`` in
     [start, end), with the running batch and KV-cache usage; ``None`` where nothing was scraped."""
-    rows = con.execute(
-        # a replica's engines (data parallel) add up their queues; KV-cache usage is the fullest engine's
-        "SELECT replica, ts, metric, CASE WHEN metric IN (?, ?) THEN max(value) ELSE sum(value) END AS v "
-        "FROM engine_metrics WHERE model = ? AND ts >= ? AND ts < ? AND metric IN (?, ?, ?, ?) "
-        "GROUP BY replica, ts, metric",
-        [*KV_CACHE, model, start, end, WAITING, RUNNING, *KV_CACHE]).fetchall()
+    try:
+        rows = _engine_rows(con, model, start, end)
+    except duckdb.CatalogException:         # a store made before engine_metrics, opened read-only
+        return None
     waiting = [(r, t, v) for r, t, m, v in rows if m == WAITING]
     if not waiting:
         return None
@@ -179,3 +177,12 @@ def engine_queue(con: duckdb.DuckDBPyConnection, model: str, start, end) -> Engi
     return EngineQueue(scrapes=len(values), replicas=sorted({r for r, _, _ in waiting}),
                        waiting_mean=sum(values) / len(values), waiting_max=max(values),
                        running_max=max(running) if running else None, kv_cache_max=max(kv) if kv else None)
+
+
+def _engine_rows(con: duckdb.DuckDBPyConnection, model: str, start, end) -> list[tuple]:
+    return con.execute(
+        # a replica's engines (data parallel) add up their queues; KV-cache usage is the fullest engine's
+        "SELECT replica, ts, metric, CASE WHEN metric IN (?, ?) THEN max(value) ELSE sum(value) END AS v "
+        "FROM engine_metrics WHERE model = ? AND ts >= ? AND ts < ? AND metric IN (?, ?, ?, ?) "
+        "GROUP BY replica, ts, metric",
+        [*KV_CACHE, model, start, end, WAITING, RUNNING, *KV_CACHE]).fetchall()
