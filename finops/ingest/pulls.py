@@ -101,8 +101,11 @@ def _jsonable(v):
 
 def _pg_connect(dsn: str):
     """A read-only connection to LiteLLM's database; a refusal is one sentence without the DSN."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        raise InputError("pulling from PostgreSQL needs psycopg: pip install -r requirements.txt") from None
 
     try:
         info = conninfo_to_dict(dsn)
@@ -134,12 +137,12 @@ def pull_litellm(con: duckdb.DuckDBPyConnection, dsn: str, *, page_size: int = 1
     Reads by (``startTime``, ``request_id``) from ``overlap`` before the stored cursor (or ``since``, or
     the first row); each page is loaded and committed, ``on_page(page_number, result)`` is called, and
     only then is the page's last key stored as the cursor."""
+    if page_size < 1:
+        raise InputError("the page size must be at least 1")
+    pg, where = _pg_connect(dsn)            # says so in a sentence when psycopg is missing
     import psycopg
     from psycopg.rows import dict_row
 
-    if page_size < 1:
-        raise InputError("the page size must be at least 1")
-    pg, where = _pg_connect(dsn)
     ident = f"litellm postgresql://{where}"
     key = _cursor_key("litellm", ident)
     result = PullResult(ident)
