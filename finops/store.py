@@ -29,6 +29,8 @@ Tables
                    the rule, model, tenant, window start it is made of) and window end, who, when, until, a note.
 ``alert_deliveries`` every attempt to deliver an alert (or a digest, or a test) to a target: when, the
                    outcome (sent / failed) and why, so an alert is sent once and a failure is retried.
+``engine_metrics`` the inference engine's own series, one row per sample per scrape (vLLM's ``/metrics``:
+                   ts, replica, model, metric, labels as JSON, value; :mod:`finops.ingest.engine`).
 ``data_version``   one counter that every write bumps (:func:`bump_data_version`): the dashboard's
                    cache key, so a load, a deletion, a price, budget or setting edit shows at once.
 
@@ -365,6 +367,9 @@ def _ddl() -> list[str]:
   detail VARCHAR)""",
         *[f"CREATE TABLE IF NOT EXISTS {table} ({cols})" for table, cols, _, _ in DERIVED],
         "CREATE TABLE IF NOT EXISTS data_version (version BIGINT)",
+        # the engine's own view, scraped from vLLM's /metrics (finops.ingest.engine)
+        """CREATE TABLE IF NOT EXISTS engine_metrics (
+  ts TIMESTAMP, replica VARCHAR, model VARCHAR, metric VARCHAR, labels VARCHAR, value DOUBLE)""",
         # what the providers billed, per day (finops.ingest.billing): apart from requests, for reconciliation
         """CREATE TABLE IF NOT EXISTS billing_lines (
   source VARCHAR, provider VARCHAR, day DATE, bucket_start TIMESTAMP, bucket_end TIMESTAMP, model VARCHAR,

@@ -187,3 +187,43 @@ def test_demo_store_finds_its_incidents_and_nothing_critical_elsewhere(request):
                    for fd in critical), (inc, [(f.layer, f.model, f.evidence) for f in found])
     for fd in critical:
         assert any(overlaps(fd, inc) and fd.model == inc["model"] for inc in incidents), fd.evidence
+
+
+def test_queue_finding_cites_the_engines_waiting_queue_where_scraped():
+    """With vLLM's num_requests_waiting scraped over the saturated window, the queue finding quotes it; the
+    same fleet without scrapes (``incidents``, test_queue_window_evidence) says nothing of the engine."""
+    from finops.ingest import engine
+
+    con = store.connect(":memory:")
+    ingest_frame(con, _fleet())
+    for minute in range(0, 120, 10):             # two replicas scraped every 10 minutes over 04:00-06:00
+        ts = T0 + timedelta(hours=QUEUE_HOURS[0], minutes=minute)
+        for replica, waiting in (("gpu-a", 20 + minute // 10), ("gpu-b", 10)):
+            engine.store_samples(con, [engine.EngineSample("big", "vllm:num_requests_waiting", {"engine": "0"},
+                                                           float(waiting)),
+                                       engine.EngineSample("big", "vllm:num_requests_running", {"engine": "0"}, 64.0),
+                                       engine.EngineSample("big", "vllm:kv_cache_usage_perc", {"engine": "0"}, 0.98)],
+                                 replica, ts)
+    engine.store_samples(con, [engine.EngineSample("big", "vllm:num_requests_waiting", {"engine": "0"}, 0.0)],
+                         "gpu-a", T0 + timedelta(hours=1))          # a calm scrape outside the window
+    (q,) = _at(diagnose.diagnose(con), "queue")
+    assert "queue-bound" in q.evidence
+    assert ("The engine's own queue agrees: vllm:num_requests_waiting on gpu-a, gpu-b held 17.8 requests on "
+            "average and 31 at most over 24 scrapes, with up to 64 running and KV-cache usage up to 98%.") in q.evidence
+    assert q.metrics["engine_waiting_max"] == 31 and q.metrics["engine_scrapes"] == 24   # mean (25.5 + 10) / 2
+
+
+def test_queue_finding_without_scrapes_says_nothing_of_the_engine(incidents):
+    (q,) = _at(diagnose.diagnose(incidents), "queue")
+    assert "vllm:" not in q.evidence and "engine_scrapes" not in q.metrics
+
+
+def test_a_store_made_before_engine_metrics_diagnoses_as_before():
+    from finops.ingest import engine
+
+    con = store.connect(":memory:")
+    ingest_frame(con, _fleet())
+    con.execute("DROP TABLE engine_metrics")     # as a store from before the table, opened read-only
+    assert engine.engine_queue(con, "big", T0, T0 + timedelta(hours=HOURS)) is None
+    (q,) = _at(diagnose.diagnose(con), "queue")
+    assert "queue-bound" in q.evidence and "vllm:" not in q.evidence

@@ -12,6 +12,8 @@ Modules
 ``loader``     one file into the store: detect, read, cast, validate, de-duplicate, insert, roll up
 ``preview``    a file before loading it: detected format, raw and canonical first rows, rejected rows
 ``follow``     follow a growing log file: ingest the complete lines added since last time
+``pulls``      pull from the services: LiteLLM_SpendLogs from PostgreSQL, Langfuse's public API, resumably
+``engine``     vLLM's Prometheus metrics scraped into ``engine_metrics``; the engine's queue over a span
 ``benchruns``  ``vllm bench serve`` and LLMPerf runs, kept in ``benchmark_runs``
 ``loadtests``  load-test files (benchmark results, CSVs) and stored runs as load points (P99 against QPS)
 ``uploads``    uploads as files; eval CSVs, tau tables and RTT samples
@@ -24,5 +26,5 @@ from finops.ingest.loader import IngestResult, detect, ingest_frame, ingest_path
 
 __all__ = ["ADAPTERS", "IngestOptions", "IngestResult", "adapter_named", "detect", "ingest_frame",
            "ingest_path", "probe",
-           "base", "benchruns", "ecosystem", "follow", "formats", "loader", "loadtests", "preview", "tabular",
+           "base", "benchruns", "ecosystem", "engine", "follow", "formats", "loader", "loadtests", "preview", "pulls", "tabular",
            "uploads"]

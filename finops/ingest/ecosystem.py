@@ -351,6 +351,13 @@ def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
     return _python_source(rows(), columns=RAW_COLUMNS)
 
 
+def litellm_source(records: Iterator[dict], options: IngestOptions) -> Source:
+    """LiteLLM_SpendLogs rows already read as dicts (a pull from LiteLLM's database: JSON columns as
+    objects, times as ISO text), through the same row reader as the file exports."""
+    return _python_source((_litellm_row(row, rec, options) for row, rec in enumerate(records, 1)),
+                          columns=RAW_COLUMNS)
+
+
 register(Adapter(
     name="litellm", label="LiteLLM proxy spend logs (LiteLLM_SpendLogs)",
     source_tool="LiteLLM proxy",
@@ -571,6 +578,20 @@ def _read_langfuse(con, p: Probe, options: IngestOptions) -> Source:
             if str(obs.get("type") or "GENERATION").upper() not in LANGFUSE_MODEL_CALLS:
                 continue        # spans, events, tools, agents: not model calls
             yield _langfuse_row(row, obs, traces.get(_lf(obs, "trace")) or {}, options)
+    return _python_source(rows(), columns=RAW_COLUMNS)
+
+
+def langfuse_source(observations: Iterator[dict], traces: dict[str, dict], options: IngestOptions) -> Source:
+    """Observations already read as dicts (a pull from Langfuse's public API, v1 or v2 shape), joined to
+    ``traces`` (trace id -> the trace's fields); only GENERATION and EMBEDDING ones are model calls."""
+    wanted = set(LANGFUSE_TRACE_FIELDS)
+
+    def rows():
+        for row, obs in enumerate(observations, 1):
+            if str(obs.get("type") or "GENERATION").upper() not in LANGFUSE_MODEL_CALLS:
+                continue
+            trace = traces.get(_lf(obs, "trace")) or {}
+            yield _langfuse_row(row, obs, {k: v for k, v in trace.items() if k in wanted}, options)
     return _python_source(rows(), columns=RAW_COLUMNS)
 
 

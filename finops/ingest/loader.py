@@ -603,3 +603,15 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt
     finally:
         con.unregister("_frame_in")
     return result
+
+
+def ingest_source(con: duckdb.DuckDBPyConnection, source: Source, name: str, fmt: str) -> IngestResult:
+    """Load the rows an adapter made from records pulled from a service (``ecosystem.litellm_source``,
+    ``langfuse_source``), in one transaction, idempotently by ``request_id`` as a file load is."""
+    _install_macros(con)
+    try:
+        with store.transaction(con):
+            return _load(con, fmt, source, name, "", "{}", IngestOptions(), lambda f, w: None)
+    finally:
+        if source.cleanup:
+            source.cleanup()

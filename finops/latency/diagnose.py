@@ -62,6 +62,7 @@ from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import duration_ms
+from finops.ingest import engine
 from finops.jsonutil import jsonable
 from finops.latency import stats as latency
 from finops.latency.servicefit import nonneg_fit
@@ -533,6 +534,25 @@ def _deep_queue(con, f: Filters, model: str, start, end, site: str | None,
     return int(deep), int(gave_up), (None if cap is None else float(cap))
 
 
+def _engine_evidence(con, model: str, start, end, metrics: dict) -> str:
+    """What the engine's own queue said over the span (vLLM's ``num_requests_waiting``, scraped into
+    ``engine_metrics``), as a sentence for the evidence; "" where no scrape covers the span."""
+    eq = engine.engine_queue(con, model, pd.Timestamp(start).to_pydatetime(), pd.Timestamp(end).to_pydatetime())
+    if eq is None:
+        return ""
+    metrics.update({"engine_scrapes": eq.scrapes, "engine_replicas": eq.replicas,
+                    "engine_waiting_mean": eq.waiting_mean, "engine_waiting_max": eq.waiting_max,
+                    "engine_running_max": eq.running_max, "engine_kv_cache_usage_max": eq.kv_cache_max})
+    where = ", ".join(eq.replicas)
+    if eq.waiting_max <= 0:
+        return (f" The engine's own queue (vllm:num_requests_waiting on {where}, {eq.scrapes} scrapes) stayed empty: "
+                "the requests waited before reaching the engine (gateway or router).")
+    running = f", with up to {eq.running_max:.0f} running" if eq.running_max is not None else ""
+    kv = f" and KV-cache usage up to {eq.kv_cache_max:.0%}" if eq.kv_cache_max is not None else ""
+    return (f" The engine's own queue agrees: vllm:num_requests_waiting on {where} held {eq.waiting_mean:.1f} "
+            f"requests on average and {eq.waiting_max:.0f} at most over {eq.scrapes} scrapes{running}{kv}.")
+
+
 def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Finding:
     n = int(ep["n"].sum())
     fleet = fleet_filters(f)      # the queue is the fleet's: slots, load and replicas from every tenant
@@ -607,6 +627,7 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
                     + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound.{rho_text}{slowed}")
         need = math.ceil(max(rho_peak or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None
     metrics["slots_needed_at_rho_0_7"] = need
+    evidence += _engine_evidence(con, model, start, end, metrics)
     if _history(worst):   # sustained: critical; a short burst: a warning
         severity = "critical" if metrics["deep_queue_minutes"] >= SUSTAINED_MIN else "warning"
     else:

@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "LiteLLM_ObjectPermissionTable" ADD COLUMN     "vector_stores" TEXT[] DEFAULT ARRAY[]::TEXT[];
+

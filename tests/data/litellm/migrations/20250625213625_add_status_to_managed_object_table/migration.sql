@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "LiteLLM_ManagedObjectTable" ADD COLUMN     "status" TEXT;
+

@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "LiteLLM_MCPServerTable" ADD COLUMN     "mcp_info" JSONB DEFAULT '{}';
+

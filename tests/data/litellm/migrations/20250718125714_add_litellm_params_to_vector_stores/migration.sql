@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "LiteLLM_ManagedVectorStoresTable" ADD COLUMN     "litellm_params" JSONB;
+
