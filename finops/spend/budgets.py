@@ -57,6 +57,14 @@ def month_start(value) -> date:
 
 
 def next_month(m: date) -> date:
+    """The first day of the month after ``m``; the last day the calendar has for December 9999 (a stored
+    row dated 9999 must not crash a page).
+
+    >>> next_month(date(2026, 12, 5)), next_month(date(9999, 12, 1))
+    (datetime.date(2027, 1, 1), datetime.date(9999, 12, 31))
+    """
+    if m.year == date.max.year and m.month == 12:
+        return date.max
     return date(m.year + (m.month == 12), m.month % 12 + 1, 1)
 
 
