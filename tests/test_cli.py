@@ -1,6 +1,7 @@
 """The CLI: exit codes, JSON shapes, quoting, and report totals recomputed independently from raw rows."""
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -159,7 +160,11 @@ def _independent_costs(con) -> pd.DataFrame:
     return pd.concat([got, pd.DataFrame(idle_rows)], ignore_index=True)
 
 
-def test_demo_report_matches_an_independent_recomputation(demo_db):
+def test_demo_report_matches_an_independent_recomputation(demo_db, tmp_path):
+    # the CLI is another process: it gets its own copy, since a page test in this one may hold the shared store
+    own = tmp_path / "demo_cli.duckdb"
+    shutil.copy(demo_db, own)
+    demo_db = str(own)
     r = cli("report", "--by", "model,tenant", "--json", db=demo_db)
     assert r.returncode == 0, r.stderr
     rep = pd.DataFrame(json.loads(r.stdout))

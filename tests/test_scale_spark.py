@@ -190,7 +190,7 @@ def test_every_page_renders_on_the_rollup_only_store(built):
         assert "holds no requests yet" not in shown, page.file
         said[page.slug] = shown.count(store.RAW_ROWS_NEEDED)
     # the spend pages show figures; the sections that read raw rows say so, one sentence each
-    assert said == {"overview": 1, "cost": 1, "budgets": 0, "routing": 1, "latency": 1, "capacity": 1, "cascade": 1,
-                    "data": 0}
+    assert said == {"overview": 1, "alerts": 1, "cost": 1, "budgets": 0, "routing": 1, "incidents": 1, "latency": 1,
+                    "percentiles": 1, "capacity": 1, "cascade": 1, "readiness": 0, "data": 0}
     at = run_page(str(attached_path), "views/cost.py")
     assert "200,000 requests in attached rollups (no raw rows)" in "\n".join(c.value for c in at.sidebar.caption)
