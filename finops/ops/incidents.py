@@ -464,7 +464,8 @@ def severity(impact: float, sla_minutes: int) -> str:
     return "info"
 
 
-def _union_minutes(spans: list[tuple]) -> int:
+def union_span(spans) -> timedelta:
+    """The time covered by (start, end) spans, overlaps counted once."""
     total, cur = timedelta(0), None
     for a, b in sorted(spans):
         if cur and a <= cur[1]:
@@ -475,7 +476,11 @@ def _union_minutes(spans: list[tuple]) -> int:
         cur = (a, b)
     if cur:
         total += cur[1] - cur[0]
-    return int(total.total_seconds() // 60)
+    return total
+
+
+def _union_minutes(spans: list[tuple]) -> int:
+    return int(union_span(spans).total_seconds() // 60)
 
 
 # ---------------------------------------------------------------- grouping

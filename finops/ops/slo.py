@@ -14,7 +14,7 @@ import pandas as pd
 
 from finops.filters import Filters
 from finops.latency import stats
-from finops.ops import alerts
+from finops.ops import alerts, incidents
 
 RULE = "p99_over_sla"
 
@@ -56,20 +56,9 @@ def hours_over_rule(open_alerts: pd.DataFrame) -> dict[str, float]:
     if open_alerts is None or open_alerts.empty:
         return {}
     a = open_alerts[open_alerts["rule"] == RULE]
-    out: dict[str, float] = {}
-    for model, grp in a.groupby("model"):
-        spans = sorted(zip(pd.to_datetime(grp["window_start"]), pd.to_datetime(grp["window_end"]), strict=True))
-        total = pd.Timedelta(0)
-        cur_s, cur_e = spans[0]
-        for s, e in spans[1:]:
-            if s <= cur_e:
-                cur_e = max(cur_e, e)
-            else:
-                total += cur_e - cur_s
-                cur_s, cur_e = s, e
-        total += cur_e - cur_s
-        out[str(model)] = total / pd.Timedelta(hours=1)
-    return out
+    return {str(model): incidents.union_span(zip(pd.to_datetime(grp["window_start"]), pd.to_datetime(grp["window_end"]),
+                                                 strict=True)) / pd.Timedelta(hours=1)
+            for model, grp in a.groupby("model")}
 
 
 def overview_table(lat: ModelLatency, open_alerts: pd.DataFrame) -> pd.DataFrame:
