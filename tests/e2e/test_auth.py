@@ -154,3 +154,30 @@ def test_engineer_loads_and_deletes_but_edits_no_price(auth_server, oidc_provide
     assert page.get_by_role("button", name="Delete").count() >= 1          # each batch's delete popover
     assert page.locator("[data-testid='stFormSubmitButton']").count() == 0   # no editor's save button
     assert exceptions_on(page) == []
+
+
+def test_log_out_ends_the_session(auth_server, oidc_provider, page):
+    """After "Log out" the login page is back, on every path, until the next login."""
+    sub = _user(oidc_provider, "lou", groups=["finops-admin"])
+    _log_in(page, auth_server, sub)
+    assert "lou@example.com · admin" in page.inner_text("[data-testid='stSidebar']")
+
+    def login_cookies() -> list[str]:     # Streamlit's signed identity cookie and its token cookies
+        return [c["name"] for c in page.context.cookies() if c["name"].startswith("_streamlit_user")]
+
+    assert "_streamlit_user" in login_cookies()
+    page.locator("[data-testid='stSidebar']").get_by_role("button", name="Log out").click()
+    page.get_by_role("button", name="End session").click()       # the provider's own logout form (RP-initiated)
+    page.wait_for_url(f"{auth_server}/**", timeout=30_000)
+    wait_ready(page)
+    expect(page.get_by_role("button", name="Log in")).to_have_count(1, timeout=30_000)
+    for path in ("", "data", "cost?tenant=acme-support"):
+        page.goto(f"{auth_server}/{path}")
+        wait_ready(page)
+        assert page.get_by_role("button", name="Log in").count() == 1, path
+        assert page.locator("[data-testid='stSidebarNav']").count() == 0, path
+        assert "lou@example.com" not in page.inner_text("body"), path
+        assert exceptions_on(page) == [], path
+    assert login_cookies() == []
+    _log_in(page, auth_server, sub)            # and a new login works
+    assert "lou@example.com · admin" in page.inner_text("[data-testid='stSidebar']")
