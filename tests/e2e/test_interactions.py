@@ -1,0 +1,140 @@
+"""How long an interaction takes, in the browser, on every page of the sample store: the sidebar's period
+preset and the page's first own control (a select box, a slider, a number field, radio buttons).
+
+Each time runs from the action to the end of the rerun it caused (Streamlit's ``data-test-script-state``
+on the app element going back to ``notRunning``), read by a MutationObserver in the page. The figures are
+written to ``tests/e2e/screenshots/interactions.json`` and printed at the end of the run; they are never
+asserted (the machine is shared). What is asserted: each interaction really reran the app, and no page
+shows an exception after it.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from browser import SCREENSHOTS, exceptions_on, wait_ready
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from views import PAGES
+
+pytestmark = pytest.mark.e2e
+
+WATCH_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.__finopsRuns = [];
+  if (window.__finopsObserver) window.__finopsObserver.disconnect();
+  window.__finopsObserver = new MutationObserver(() =>
+    window.__finopsRuns.push([app.getAttribute('data-test-script-state'), performance.now()]));
+  window.__finopsObserver.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  window.__finopsT0 = performance.now();
+}"""
+
+RUN_DONE = """() => {
+  const runs = window.__finopsRuns || [];
+  const state = document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state');
+  return runs.some(r => r[0] === 'running') && state === 'notRunning';
+}"""
+
+ELAPSED_MS = """() => {
+  const runs = window.__finopsRuns;
+  const done = runs.filter(r => r[0] === 'notRunning');
+  return done[done.length - 1][1] - window.__finopsT0;
+}"""
+
+STARTED = "() => (window.__finopsRuns || []).some(r => r[0] === 'running')"
+
+IDLE = """() => document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state')
+  === 'notRunning'"""
+
+FIGURES: list[dict] = []
+
+
+def _timed(page, what: str, slug: str, action) -> float | None:
+    """Run ``action`` and return the milliseconds until the rerun it started has finished (None: the
+    action started no rerun within 15 s)."""
+    page.wait_for_function(IDLE, timeout=90_000)          # the page's own first run is over
+    page.evaluate(WATCH_RUNS)
+    action()
+    try:
+        page.wait_for_function(STARTED, timeout=15_000)
+    except PlaywrightTimeout:
+        return None
+    page.wait_for_function(RUN_DONE, timeout=90_000)
+    page.wait_for_timeout(300)               # a second rerun (st.rerun after a widget) starts within this
+    page.wait_for_function(RUN_DONE, timeout=90_000)
+    elapsed = float(page.evaluate(ELAPSED_MS))
+    FIGURES.append({"page": slug, "interaction": what, "ms": round(elapsed)})
+    return elapsed
+
+
+def _pick_preset(page) -> None:
+    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Period").click()
+    page.get_by_role("option", name="last 7 days", exact=True).click()
+
+
+def _own_controls(page):
+    """The page's controls in the main area that rerun the app (outside forms, enabled), each with how to
+    use it: [(name, action)], select boxes first, then sliders, number fields, radio buttons."""
+    main = page.locator("[data-testid='stMain']")
+    out = []
+    for box in main.locator("[data-testid='stSelectbox']").all()[:2]:
+        if box.locator("xpath=ancestor::*[@data-testid='stForm']").count() or box.get_by_role("combobox").is_disabled():
+            continue
+        label = box.locator("[data-testid='stWidgetLabel']").first.inner_text().strip()
+
+        def choose(box=box):
+            current = box.inner_text()
+            box.get_by_role("combobox").click()
+            page.get_by_role("option").first.wait_for(timeout=10_000)
+            options = page.get_by_role("option").all()
+            others = [o for o in options if o.inner_text().strip() and o.inner_text().strip() not in current]
+            (others or options)[-1].click()
+        out.append((f"select box {label!r}", choose))
+    for thumb in main.locator("[data-testid='stSlider'] [role='slider']").all()[:1]:
+        def slide(thumb=thumb):
+            thumb.focus()
+            thumb.press("ArrowRight")
+        out.append(("slider", slide))
+    for field in main.locator("[data-testid='stNumberInput'] input").all()[:1]:
+        if field.is_disabled() or field.locator("xpath=ancestor::*[@data-testid='stForm']").count():
+            continue
+
+        def step_up(field=field):
+            field.focus()
+            field.press("ArrowUp")
+            field.press("Enter")
+        out.append(("number field, one step up", step_up))
+    radios = main.locator("[data-testid='stRadio'] label")
+    if radios.count() > 1:
+        out.append(("radio button", lambda: radios.nth(1).click()))
+    return out
+
+
+@pytest.mark.parametrize("slug", [p.slug for p in PAGES])
+def test_interactions_rerun_and_are_timed(server, page, slug):
+    page.goto(f"{server}/{'' if slug == 'overview' else slug}")
+    wait_ready(page)
+    assert _timed(page, "period preset: last 7 days", slug, lambda: _pick_preset(page)) is not None, slug
+    wait_ready(page)
+    assert exceptions_on(page) == [], slug
+    for name, action in _own_controls(page):      # the first control that reruns the page
+        try:
+            took = _timed(page, name, slug, action)
+        except PlaywrightTimeout:                   # e.g. a select box whose list did not open: the next one
+            took = None
+        if took is not None:
+            wait_ready(page)
+            assert exceptions_on(page) == [], (slug, name)
+            break
+        page.keyboard.press("Escape")
+
+
+def test_write_the_figures():
+    """Last in this module: the figures of every page, to a file and to the terminal."""
+    if not FIGURES:
+        pytest.skip("no interaction was timed in this run")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS / "interactions.json").write_text(json.dumps(FIGURES, indent=1), encoding="utf-8")
+    width = max(len(f["interaction"]) for f in FIGURES)
+    lines = [f"{f['page']:<12} {f['interaction']:<{width}} {f['ms'] / 1000:6.2f} s" for f in FIGURES]
+    print("\ninteraction times (browser, from the action to the end of its rerun):\n" + "\n".join(lines))
