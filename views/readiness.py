@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops.ops import readiness
-from views._shared import can, cursor, query, stop_if_store_empty
+from views._shared import can, current_access, cursor, query, stop_if_store_empty
 
 STATUS = {"pass": ":green-badge[:material/check: from the store]", "fail": ":red-badge[:material/close: not yet]",
           "partial": ":orange-badge[:material/rule: partly]", "manual": ":gray-badge[:material/person: a person ticks]"}
@@ -14,6 +14,10 @@ st.caption("Before a model takes production traffic: load tested, sized with hea
 stop_if_store_empty("the readiness checklist")
 con = cursor()
 check = query(readiness.checklist)
+scoped = current_access().scoped        # the evidence adds up every tenant's traffic (peak hours, fields)
+if scoped:
+    st.info("The evidence behind each item adds up every tenant's traffic; your login sees only some tenants, so "
+            "it is not shown. The items and their status are the fleet's.", icon=":material/lock:")
 done = int(check["done"].sum())
 st.progress(done / len(check), text=f"{done} of {len(check)} items done")
 for category, items in check.groupby("category", sort=False):
@@ -29,5 +33,5 @@ for category, items in check.groupby("category", sort=False):
                 st.rerun()
         with c2:
             st.markdown(STATUS[item.status] + (f" · ticked {item.ticked_at}" if item.ticked else ""))
-            if item.source == "store":
+            if item.source == "store" and not scoped:
                 st.caption(item.evidence)

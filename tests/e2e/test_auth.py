@@ -124,12 +124,16 @@ def test_tenant_scoped_viewer_sees_their_tenant_total_and_no_other(auth_server, 
     spend = page.locator("[data-testid='stMetric']").filter(has_text="Spend (USD)").first
     assert spend.locator("[data-testid='stMetricValue']").inner_text() == usd(total)
     assert other not in page.inner_text("[data-testid='stMain']")
-    for path in ("cost", "data", "budgets", "latency", "capacity"):
+    for path in ("cost", "data", "budgets", "latency", "capacity", "alerts", "incidents", "percentiles", "routing",
+                 "cascade", "readiness"):
         page.goto(f"{auth_server}/{path}")
         wait_ready(page)
         assert exceptions_on(page) == [], path
         assert other not in page.inner_text("[data-testid='stMain']"), path
         assert _write_controls(page) == [], path          # a scoped login only reads
+    # the readiness evidence adds up every tenant's traffic (the busiest hour's requests per second)
+    assert "not shown" in page.inner_text("[data-testid='stMain']")
+    assert "req/s per instance" not in page.inner_text("[data-testid='stMain']")
 
 
 def test_admin_gets_the_price_editor(auth_server, oidc_provider, page):
