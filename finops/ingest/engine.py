@@ -388,3 +388,11 @@ FROM r GROUP BY 1, 2 ORDER BY 2, 1""", _gauge_params(params)).df()
     for col in ("replicas", "scrapes"):
         out[col] = out[col].astype("int64")
     return out[OVER_TIME_COLUMNS].sort_values(["model", "ts"]).reset_index(drop=True)
+
+
+def models_by_scrapes(frame: pd.DataFrame) -> list[str]:
+    """The models of ``frame`` (rows of :func:`engine_over_time`), the most scraped first (then by name)."""
+    if frame is None or frame.empty:
+        return []
+    totals = frame.groupby("model")["scrapes"].sum().reset_index()
+    return totals.sort_values(["scrapes", "model"], ascending=[False, True], kind="stable")["model"].tolist()

@@ -299,7 +299,8 @@ LIMIT ?""", bind + [int(limit) if limit else 2**62]).df()
     else:
         rows = pd.DataFrame(columns=[*AFFECTED_COLUMNS, "why"])
     peak = float(alerts.wilson_lower(hourly["k"], hourly["n"]).max()) if len(hourly) else 0.0
-    tenants = sorted({t for ts in hourly["tenants"] if ts is not None for t in ts})
+    # an hour that hurt no request has no list (NULL: None or pd.NA, as pandas reads it)
+    tenants = sorted({t for ts in hourly["tenants"] if isinstance(ts, list | np.ndarray) for t in ts})
     rows.attrs.update(peak_impact=peak, requests=int(hourly["n"].sum()), affected=int(hourly["k"].sum()),
                       failed=int(hourly["failed"].sum()), over_sla=int(hourly["over"].sum()), tenants=tenants,
                       sla_metric=metric)
