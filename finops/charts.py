@@ -1147,8 +1147,8 @@ ENGINE_Y_EXTENT = 70
 ENGINE_PANEL_HEIGHT = 120
 
 
-def time_domain(*frames: pd.DataFrame, since=None, until=None, x: str = "ts") -> list[int] | None:
-    """A time axis's domain in ms since the epoch (UTC): ``[since, until)`` where given, else the earliest and
+def time_domain(*frames: pd.DataFrame, since=None, until=None, x: str = "ts") -> list[dict] | None:
+    """A time axis's domain (two Vega-Lite date-times, UTC): ``[since, until)`` where given, else the earliest and
     latest ``x`` of ``frames``; None without any time."""
     values = pd.concat([pd.to_datetime(fr[x]) for fr in frames if fr is not None and len(fr) and x in fr],
                        ignore_index=True) if any(fr is not None and len(fr) for fr in frames) else pd.Series([])
@@ -1156,22 +1156,24 @@ def time_domain(*frames: pd.DataFrame, since=None, until=None, x: str = "ts") ->
     hi = pd.Timestamp(until) if until is not None else (values.max() if len(values) else None)
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return None
-    return [int(pd.Timestamp(lo).value // 1_000_000), int(pd.Timestamp(hi).value // 1_000_000)]
+    return [alt.DateTime(year=t.year, month=t.month, date=t.day, hours=t.hour, minutes=t.minute, seconds=t.second,
+                         utc=True).to_dict() for t in (pd.Timestamp(lo), pd.Timestamp(hi))]
 
 
-def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: list[int] | None, *,
+def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: list[dict] | None, *,
                   value_format: str, colors: tuple[str, ...], y_domain: list[float] | None = None,
                   bars: bool = False) -> alt.Chart:
     """One panel of the engine view: ``long`` (ts, series, value) as lines (or bars) on the shared time axis."""
     x_scale = alt.Scale(type="utc", domain=domain) if domain else alt.Scale(type="utc")
     names = list(dict.fromkeys(long["series"]))
     base = alt.Chart(long)
-    mark = base.mark_bar(opacity=0.8) if bars else base.mark_line(strokeWidth=1.6, point=len(long) <= 40)
+    mark = base.mark_bar(opacity=0.8, clip=True) if bars else base.mark_line(strokeWidth=1.6, point=len(long) <= 40,
+                                                                             clip=True)
     return mark.encode(
         x=alt.X("ts:T", title="Time (UTC)", scale=x_scale,
                 axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
         y=alt.Y("value:Q", title=y_title,
-                scale=alt.Scale(domain=y_domain) if y_domain else alt.Scale(zero=True),
+                scale=alt.Scale(domain=y_domain) if y_domain else alt.Scale(zero=True, nice=True),
                 axis=alt.Axis(format=value_format, minExtent=ENGINE_Y_EXTENT, maxExtent=ENGINE_Y_EXTENT)),
         color=alt.Color("series:N", title=None, sort=names,
                         scale=alt.Scale(domain=names, range=list(colors[:len(names)])),
@@ -1193,7 +1195,7 @@ def _long(frame: pd.DataFrame, columns: dict[str, str], scale: float = 1.0) -> p
 
 
 def engine_panels(model: str, engine_frame: pd.DataFrame, ttft: pd.DataFrame, total: pd.DataFrame, grain: str,
-                  domain: list[int] | None) -> list[alt.Chart]:
+                  domain: list[dict] | None) -> list[alt.Chart]:
     """The engine view of one model, as panels on one time axis (``domain``, :func:`time_domain`): the request
     P99s (``ttft`` and ``total``: rows of :func:`finops.latency.stats.over_time` for the model; seconds when the
     slowest reaches 1,000 ms), running and waiting requests, KV-cache usage (%), the prefix-cache hit rate (%)
@@ -1219,7 +1221,7 @@ def engine_panels(model: str, engine_frame: pd.DataFrame, ttft: pd.DataFrame, to
     eng, note = thin_points(engine_frame.sort_values("ts"), "ts", max_points=MAX_POINTS // 2,
                             unit=f"{grain} buckets")
     panels = (
-        ({"running": "Running (in the batch)", "waiting": "Waiting (the engine's queue)"}, 1.0,
+        ({"running": "Running (batch)", "waiting": "Waiting (queue)"}, 1.0,
          f"{model}: requests in the engine, mean {per}", "Requests", ",.1f", None, False, ("#4c78a8", "#e45756")),
         ({"kv_cache_pct_mean": "Mean", "kv_cache_pct_max": "Fullest scrape"}, 1.0,
          f"{model}: KV-cache usage {per} (%)", "KV cache used (%)", ",.0f", [0.0, 100.0], False,

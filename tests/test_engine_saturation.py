@@ -261,3 +261,34 @@ def test_latency_page_without_engine_rows_says_how_to_scrape(plain_db):
     text = texts(at)
     assert "Engine view (scraped from vLLM)" in text
     assert "No vLLM engine metrics were scraped for these models and period: `python -m finops scrape vllm" in text
+
+
+# ---------------------------------------------------------------- the Alerts page and delivery
+
+def test_engine_alerts_on_the_alerts_page_and_delivered(engine_db):
+    from finops.ops import delivery
+    from helpers import Receiver
+
+    at = run_page(engine_db, "views/alerts.py", query_params={"from": "2026-05-04", "to": "2026-05-04"})
+    assert not at.exception, [e.value for e in at.exception]
+    text = texts(at)
+    assert "KV cache nearly full for half a window or more: llama-70b on replica gpu-a, 97.0%" in text
+    assert "Engine queue saturated" in text
+    shown = {r for d in at.dataframe if "rule_shown" in d.value.columns for r in d.value["rule_shown"]}
+    assert shown == {"KV cache full", "engine queue saturated", "unpriced traffic"}      # llama-70b has no price
+    assert "kv_cache_saturated" not in text and "engine_queue_saturated" not in text
+    assert all("_saturated" not in o for s in at.selectbox for o in s.options)
+    receiver = Receiver()
+    try:
+        con = store.connect(engine_db)
+        delivery.save_targets(con, [{"name": "hook", "kind": "http", "url": receiver.url + "/hook"}])
+        frame = alerts.open_alerts(con, HOUR)
+        results = delivery.deliver(con, frame[frame["rule"].isin(alerts.ENGINE_RULES)])
+        con.close()
+    finally:
+        receiver.close()
+    assert [r.ok for r in results] == [True]
+    [post] = receiver.posts                       # one group: the model's two overlapping engine alerts
+    assert post["json"]["title"].startswith("warning: 2 alerts on llama-70b, 2026-05-04 10:15 to 2026-05-04 10:45")
+    assert sorted(a["rule"] for a in post["json"]["alerts"]) == ["engine_queue_saturated", "kv_cache_saturated"]
+    assert any("on replica gpu-a" in line for line in post["json"]["lines"])

@@ -201,11 +201,11 @@ else:
                f"axis ({engine_grain} windows). Running and waiting: each replica's mean over its scrapes in the "
                "window, added up over the replicas. KV cache: the mean over the scrapes and the fullest one (the "
                "fullest engine of a replica). Prefix-cache hit rate and preemptions: what vLLM's counters rose by "
-               "in the window (a server restart counted from zero). Tenant and tier filters do not apply to the "
-               "engine: its replicas serve everyone.")
+               "in the window (a server restart counted from zero). The time axis is the span scraped. Tenant and "
+               "tier filters do not apply to the engine: its replicas serve everyone.")
     ttft = query(latency.over_time, f, "ttft_ms", grain=engine_grain) if cov.get("ttft_ms") else None
     total = query(latency.over_time, f, "total_ms", grain=engine_grain)
-    domain = charts.time_domain(eng, ttft, total, since=f.since, until=f.until)
+    domain = charts.time_domain(eng)        # the scraped span: the request P99s beside it, clipped to it
     for model in top_panels(engine.models_by_scrapes(eng)):
         st.subheader(plain(model))
         panels = charts.engine_panels(
