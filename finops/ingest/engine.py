@@ -215,17 +215,6 @@ def _engine_filters(f: Filters | None) -> Filters:
     return Filters(since=f.since, until=f.until, models=f.models)
 
 
-def has_engine_metrics(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> bool:
-    """True when ``engine_metrics`` holds a gauge of a model in the period and models of ``f``."""
-    where, params = _engine_filters(f).where()
-    try:
-        return bool(con.execute(f"SELECT EXISTS (SELECT 1 FROM engine_metrics WHERE {where} AND model IS NOT NULL "
-                                "AND metric IN (?, ?, ?, ?))", params + [WAITING, RUNNING, *KV_CACHE]
-                                ).fetchall()[0][0])
-    except duckdb.CatalogException:         # a store made before engine_metrics, opened read-only
-        return False
-
-
 def _gauges_sql(where: str) -> str:
     """Per scrape (ts, replica, model): running and waiting requests summed over the replica's engines (data
     parallel), KV-cache usage of its fullest engine (either name)."""
