@@ -1137,3 +1137,104 @@ def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = Non
             layers += _rule_y(wait_sla_s, f"SLA {wait_sla_s:g} s", SLA_COLOR)
         out.append(alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height))
     return out
+
+
+# ---------------------------------------------------------------- the engine's own series (vLLM, scraped)
+
+#: the width every y axis of the engine view takes (labels and title), so that panels stacked one under
+#: another put the same instant at the same x
+ENGINE_Y_EXTENT = 70
+ENGINE_PANEL_HEIGHT = 120
+
+
+def time_domain(*frames: pd.DataFrame, since=None, until=None, x: str = "ts") -> list[dict] | None:
+    """A time axis's domain (two Vega-Lite date-times, UTC): ``[since, until)`` where given, else the earliest and
+    latest ``x`` of ``frames``; None without any time."""
+    values = pd.concat([pd.to_datetime(fr[x]) for fr in frames if fr is not None and len(fr) and x in fr],
+                       ignore_index=True) if any(fr is not None and len(fr) for fr in frames) else pd.Series([])
+    lo = pd.Timestamp(since) if since is not None else (values.min() if len(values) else None)
+    hi = pd.Timestamp(until) if until is not None else (values.max() if len(values) else None)
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return None
+    return [alt.DateTime(year=t.year, month=t.month, date=t.day, hours=t.hour, minutes=t.minute, seconds=t.second,
+                         utc=True).to_dict() for t in (pd.Timestamp(lo), pd.Timestamp(hi))]
+
+
+def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: list[dict] | None, *,
+                  value_format: str, colors: tuple[str, ...], y_domain: list[float] | None = None,
+                  bars: bool = False) -> alt.Chart:
+    """One panel of the engine view: ``long`` (ts, series, value) as lines (or bars) on the shared time axis."""
+    x_scale = alt.Scale(type="utc", domain=domain) if domain else alt.Scale(type="utc")
+    names = list(dict.fromkeys(long["series"]))
+    base = alt.Chart(long)
+    mark = base.mark_bar(opacity=0.8, clip=True) if bars else base.mark_line(strokeWidth=1.6, point=len(long) <= 40,
+                                                                             clip=True)
+    return mark.encode(
+        x=alt.X("ts:T", title="Time (UTC)", scale=x_scale,
+                axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+        y=alt.Y("value:Q", title=y_title,
+                scale=alt.Scale(domain=y_domain) if y_domain else alt.Scale(zero=True, nice=True),
+                axis=alt.Axis(format=value_format, minExtent=ENGINE_Y_EXTENT, maxExtent=ENGINE_Y_EXTENT)),
+        color=alt.Color("series:N", title=None, sort=names,
+                        scale=alt.Scale(domain=names, range=list(colors[:len(names)])),
+                        legend=alt.Legend(orient="top")),
+        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+                 alt.Tooltip("series:N", title="Series"), alt.Tooltip("value:Q", title=y_title, format=value_format)],
+    ).properties(autosize=FIT_X, title=title, height=ENGINE_PANEL_HEIGHT)
+
+
+def _long(frame: pd.DataFrame, columns: dict[str, str], scale: float = 1.0) -> pd.DataFrame:
+    cols = [c for c in columns if c in frame]
+    if frame.empty or not cols:
+        return pd.DataFrame(columns=["ts", "series", "value"])
+    long = frame[["ts", *cols]].melt(id_vars=["ts"], value_vars=cols, var_name="series", value_name="value")
+    long = long.dropna(subset=["value"])
+    long["value"] = long["value"].astype(float) * scale
+    long["series"] = long["series"].map(columns)
+    return long
+
+
+def engine_panels(model: str, engine_frame: pd.DataFrame, ttft: pd.DataFrame, total: pd.DataFrame, grain: str,
+                  domain: list[dict] | None) -> list[alt.Chart]:
+    """The engine view of one model, as panels on one time axis (``domain``, :func:`time_domain`): the request
+    P99s (``ttft`` and ``total``: rows of :func:`finops.latency.stats.over_time` for the model; seconds when the
+    slowest reaches 1,000 ms), running and waiting requests, KV-cache usage (%), the prefix-cache hit rate (%)
+    and preemptions per ``grain`` (``engine_frame``: rows of :func:`finops.ingest.engine.engine_over_time` for
+    the model). A panel without data is left out; each is thinned to :data:`MAX_POINTS` points."""
+    out: list[alt.Chart] = []
+    per = GRAIN_TITLES.get(grain, (None, f"per {grain}"))[1]
+    p99 = pd.concat([fr[["ts", "p99"]].assign(series=name) for fr, name in
+                     ((ttft, "Time to first token P99"), (total, "Total latency P99")) if fr is not None and len(fr)],
+                    ignore_index=True) if (len(ttft) or len(total)) else pd.DataFrame(columns=["ts", "p99", "series"])
+    p99 = p99.dropna(subset=["p99"])
+    if len(p99):
+        p99, note = thin_points(p99, "ts", max_points=MAX_POINTS // 2, unit=f"{grain} buckets")
+        seconds = float(p99["p99"].max()) >= 1000
+        long = pd.DataFrame({"ts": p99["ts"], "series": p99["series"],
+                             "value": p99["p99"].astype(float) / (1000.0 if seconds else 1.0)})
+        unit = "s" if seconds else "ms"
+        out.append(_engine_lines(long, grain, _titled(f"{model}: request latency P99 {per} ({unit})", note),
+                                 f"P99 ({unit})", domain, value_format=",.2f" if seconds else ",.0f",
+                                 colors=("#f58518", "#e45756")))
+    if engine_frame is None or engine_frame.empty:
+        return out
+    eng, note = thin_points(engine_frame.sort_values("ts"), "ts", max_points=MAX_POINTS // 2,
+                            unit=f"{grain} buckets")
+    panels = (
+        ({"running": "Running (batch)", "waiting": "Waiting (queue)"}, 1.0,
+         f"{model}: requests in the engine, mean {per}", "Requests", ",.1f", None, False, ("#4c78a8", "#e45756")),
+        ({"kv_cache_pct_mean": "Mean", "kv_cache_pct_max": "Fullest scrape"}, 1.0,
+         f"{model}: KV-cache usage {per} (%)", "KV cache used (%)", ",.0f", [0.0, 100.0], False,
+         ("#54a24b", "#e45756")),
+        ({"prefix_hit_rate": "Hit rate"}, 100.0, f"{model}: prefix-cache hit rate {per} (% of queried tokens)",
+         "Hit rate (%)", ",.1f", [0.0, 100.0], False, ("#72b7b2",)),
+        ({"preemptions": "Preemptions"}, 1.0, f"{model}: requests preempted {per}", "Preemptions", ",.0f", None,
+         True, ("#b279a2",)),
+    )
+    for columns, scale, title, y_title, fmt, y_domain, bars, colors in panels:
+        long = _long(eng, columns, scale)
+        if long.empty:
+            continue
+        out.append(_engine_lines(long, grain, _titled(title, note), y_title, domain, value_format=fmt,
+                                 colors=colors, y_domain=y_domain, bars=bars))
+    return out

@@ -81,7 +81,9 @@ def test_p99_over_sla_fires_when_p99_exceeds_one_and_a_half_times_the_tier_sla()
     a = _fired(con, "p99_over_sla")
     assert len(a) == 1
     assert_allclose(a.iloc[0].value, np.percentile(slow, 99) / 2000.0)
-    assert "premium SLA 2,000 ms" in a.iloc[0].message
+    # in plain words: the latency by name, seconds from 1,000 ms (P99 by numpy's linear interpolation: 4.00 s)
+    assert "P99 total latency 4.00 s against the premium tier's SLA of 2.00 s, over 100 requests" in a.iloc[0].message
+    assert "total_ms" not in a.iloc[0].message
 
 
 def test_p99_over_sla_does_not_fire_within_the_band_or_for_a_looser_tier():
@@ -96,7 +98,7 @@ def test_p99_sla_is_on_ttft_where_the_logs_carry_it():
     con = _store(_rows(100, T0, total_ms=np.full(100, 40_000.0), ttft_ms=ttft))
     assert alerts.sla_metric(con) == "ttft_ms"
     a = _fired(con, "p99_over_sla")
-    assert len(a) == 1 and "P99 ttft_ms" in a.iloc[0].message
+    assert len(a) == 1 and "P99 time to first token 3.50 s" in a.iloc[0].message and "ttft_ms" not in a.iloc[0].message
     con = _store(_rows(100, T0, total_ms=np.full(100, 40_000.0), ttft_ms=np.full(100, 300.0)))
     assert _fired(con, "p99_over_sla").empty                        # total_ms is long, first token is fast
     alerts.save_sla_metric(con, "total_ms")
@@ -269,7 +271,7 @@ def test_spend_spike_fires_above_twice_the_median_of_the_seven_days_before():
     assert a["window_start"].tolist() == [pd.Timestamp(2026, 4, 8), pd.Timestamp(2026, 4, 10)]
     assert_allclose(a["value"].to_numpy(), [2.5, 5 / 1.9])
     assert ("Daily spend above 2 x its 7-day median: spend for tenant acme, 2.50 x baseline (threshold 2.00 x "
-            "baseline) from 2026-04-08 00:00 to 2026-04-09 00:00 UTC, 1 window of day; worst: $2.50 spent on "
+            "baseline) from 2026-04-08 00:00 to 2026-04-09 00:00 UTC, 1 window of a day; worst: $2.50 spent on "
             "2026-04-08 against a 7-day median of $1.00 a day.") in a["message"].tolist()
     # a period from 9 April still takes its baseline from the days before it
     later = _fired(con, "spend_spike", Filters(since=datetime(2026, 4, 9)))

@@ -30,7 +30,7 @@ def test_metrics_from_a_gateway_log_lack_the_gpu_side():
     ingest_path(con, DATA / "seed_gateway_injected.log", IngestOptions(format="gateway-log"))
     row = readiness.checklist(con).set_index("id").loc["metrics"]
     assert row.status == "partial"
-    assert "queue length (queue_ms" in row.evidence and "GPU utilisation (no self-hosted model" in row.evidence
+    assert "queue length (queue wait" in row.evidence and "GPU utilisation (no self-hosted model" in row.evidence
 
 
 def test_metrics_from_full_logs_still_wait_for_gpu_memory():

@@ -320,9 +320,7 @@ def no_alert_state(f: Filters) -> None:
         st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
                    "queue growth are all within their thresholds.", icon=":material/notifications_off:")
         return
-    parts = [f"{r.title.lower()}: {r.windows:,} window{'s' if r.windows != 1 else ''} with {r.requests:,} "
-             f"request{'s' if r.requests != 1 else ''} in all (a window needs "
-             f"{r.min_requests:,})" for r in blind.itertuples(index=False)]
+    parts = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False)]
     st.warning("No alert fired on the windows the rules could judge, but some had too few requests to judge: "
                + "; ".join(parts) + ". Their health is unknown, not fine: widen the period, or lower the rule's "
                "minimum requests per window on the Incidents page.", icon=":material/help:")

@@ -68,8 +68,10 @@ else:
                 help="A snoozed alert opens again when its snooze ends.")
     show = st.segmented_control("Show", SHOW, default=SHOW[0], key="alerts_show", bind="query-params") or SHOW[0]
     shown = (frame[is_open] if show == SHOW[0] else frame[~is_open] if show == SHOW[2] else frame)
+    # on screen each rule by its plain name; the ids stay in the CSV (rule) and in `finops alerts --json`
     shown = shown.assign(state_shown=[alerts.state_label(s, u) for s, u in zip(shown["state"], shown["state_until"],
-                                                                               strict=True)])
+                                                                               strict=True)],
+                         rule_shown=shown["rule"].map(alerts.rule_name))
     groups = delivery.group_alerts(shown)
     if not groups:
         st.info(f"No alert is {show} in this period.", icon=":material/notifications_off:")
@@ -80,14 +82,14 @@ else:
         summary = ", ".join(f"{n} {s}" for s, n in states.items())
         with st.expander(f"{plain(g.title)} · {plain(summary)}", icon=ICONS.get(g.severity), expanded=i == 0):
             bounded_dataframe(g.alerts, what="alerts", file_name="alerts", placeholder=MISSING, hide_index=True,
-                         column_order=["severity", "state_shown", "tenant", "rule", "window_start", "window_end"],
+                         column_order=["severity", "state_shown", "tenant", "rule_shown", "window_start", "window_end"],
                          column_config={
                              "severity": st.column_config.TextColumn("Severity"),
                              "state_shown": st.column_config.TextColumn("State"),
-                             "tenant": st.column_config.TextColumn("Tenant"),
+                             "tenant": st.column_config.TextColumn("Tenant or replica"),
                              "window_start": st.column_config.DatetimeColumn("From (UTC)", format="YYYY-MM-DD HH:mm"),
                              "window_end": st.column_config.DatetimeColumn("To (UTC)", format="YYYY-MM-DD HH:mm"),
-                             "rule": st.column_config.TextColumn("Rule")})
+                             "rule_shown": st.column_config.TextColumn("Rule")})
             # the whole sentence of each alert, never cut off by a table cell
             st.markdown("\n".join(f"- **{r.severity}** · {plain(r.message)}"
                                    for r in g.alerts.head(ALERTS_PER_GROUP).itertuples(index=False)))
@@ -101,7 +103,7 @@ else:
                 continue
             with st.form(f"act_{g.key}"):
                 labels = {"all": f"all {len(g.alerts)} alerts of this group"}
-                labels.update({a.alert_id: f"{a.rule} · {a.tenant} · {a.window_start:%Y-%m-%d %H:%M}"
+                labels.update({a.alert_id: f"{alerts.rule_name(a.rule)} · {a.tenant} · {a.window_start:%Y-%m-%d %H:%M}"
                                for a in g.alerts.itertuples(index=False)})
                 pick = st.selectbox("Apply to", list(labels), format_func=labels.get, key=f"pick_{g.key}")
                 c1, c2 = st.columns(2)

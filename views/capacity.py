@@ -295,7 +295,7 @@ else:
         st.markdown(f"- **{r.model}**: {r.note}.")
     st.caption("Each model at its busiest hour in the filters: arrivals per second = served requests / 3,600 (cache hits excluded); "
                "service time = time on a slot of completed requests; predicted waits are Allen–Cunneen at "
-               "replicas × slots with the measured variability; observed = the queue_ms logged in that same hour. A large "
+               "replicas × slots with the measured variability; observed = the queue wait logged in that same hour. A large "
                "gap says the model's inputs (most often the slots per replica) do not describe this fleet. "
                + source_label())
 

@@ -118,7 +118,10 @@ if can("edit_alert_rules"):
                 "unit": "Unit",
                 "window": st.column_config.SelectboxColumn("Window", options=list(alerts_mod.WINDOWS)),
                 "sustained": st.column_config.NumberColumn("Sustained (windows)", min_value=1, step=1),
-                "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1),
+                "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1,
+                                                              help="For the engine rules (KV cache, engine queue): "
+                                                                   "the fewest scrapes of vLLM's metrics a window "
+                                                                   "needs to be judged."),
                 "severity": st.column_config.SelectboxColumn("Severity", options=list(alerts_mod.SEVERITIES))})
         sla = query(alerts_mod.sla_targets)
         metric_now = query(alerts_mod.sla_metric, f)

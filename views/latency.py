@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns, duration_ms
+from finops.ingest import engine
 from finops.latency import stats as latency
 from finops.ops import incidents
 from views._shared import (
@@ -185,6 +186,33 @@ else:
            for c in tpot_cols}})
     st.caption("Time per output token = (total latency − time to first token) / (output tokens − 1), the vLLM "
                "benchmark definition (the decode time is used where the first token's time is absent). " + percentile_note(tt) + " " + source_label())
+
+# ---------------------------------------------------------------- the engine's own series (vLLM /metrics)
+st.header("Engine view (scraped from vLLM)")
+span_lo, span_hi = query(store.time_span)
+engine_grain = sql.grain_for(f.since or span_lo, f.until or span_hi, "latency")
+eng = query(engine.engine_over_time, f, engine_grain)
+if eng.empty:
+    st.caption("No vLLM engine metrics were scraped for these models and period: `python -m finops scrape vllm "
+               "--url http://HOST:8000/metrics --replica NAME` stores each replica's running and waiting requests, "
+               "KV-cache usage, prefix-cache hits and preemptions beside the request logs.")
+else:
+    st.caption("What each vLLM engine said of itself, per model, beside the request percentiles on the same time "
+               f"axis ({engine_grain} windows). Running and waiting: each replica's mean over its scrapes in the "
+               "window, added up over the replicas. KV cache: the mean over the scrapes and the fullest one (the "
+               "fullest engine of a replica). Prefix-cache hit rate and preemptions: what vLLM's counters rose by "
+               "in the window (a server restart counted from zero). The time axis is the span scraped. Tenant and "
+               "tier filters do not apply to the engine: its replicas serve everyone.")
+    ttft = query(latency.over_time, f, "ttft_ms", grain=engine_grain) if cov.get("ttft_ms") else None
+    total = query(latency.over_time, f, "total_ms", grain=engine_grain)
+    domain = charts.time_domain(eng)        # the scraped span: the request P99s beside it, clipped to it
+    for model in top_panels(engine.models_by_scrapes(eng)):
+        st.subheader(plain(model))
+        panels = charts.engine_panels(
+            model, eng[eng["model"] == model], ttft[ttft["grp"] == model] if ttft is not None else total.iloc[0:0],
+            total[total["grp"] == model], engine_grain, domain)
+        for chart in panels:
+            st.altair_chart(chart)
 
 # ---------------------------------------------------------------- slowest
 linked = incidents.parse_key(st.query_params.get("incident", ""))

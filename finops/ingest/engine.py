@@ -22,13 +22,16 @@ import logging
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 import duckdb
+import numpy as np
+import pandas as pd
 
-from finops import store
+from finops import sql, store
 from finops.errors import InputError
+from finops.filters import Filters
 
 log = logging.getLogger("finops")
 
@@ -186,3 +189,199 @@ def _engine_rows(con: duckdb.DuckDBPyConnection, model: str, start, end) -> list
         "FROM engine_metrics WHERE model = ? AND ts >= ? AND ts < ? AND metric IN (?, ?, ?, ?) "
         "GROUP BY replica, ts, metric",
         [*KV_CACHE, model, start, end, WAITING, RUNNING, *KV_CACHE]).fetchall()
+
+
+# ---------------------------------------------------------------- the engine's series, read for alerts and pages
+
+#: prefix-cache counters (the later and the older names; with ``_total`` as prometheus_client exposes a counter,
+#: and without, as a server that names its counter so may), and preemptions
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries")
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
+OLD_PREFIX_QUERIES = ("vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries")
+OLD_PREFIX_HITS = ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+COUNTERS = (*PREFIX_QUERIES, *PREFIX_HITS, *OLD_PREFIX_QUERIES, *OLD_PREFIX_HITS, *PREEMPTIONS)
+#: how far before a period its counters are read, for the first delta of the period (one scrape before it)
+COUNTER_LOOKBACK = timedelta(hours=1)
+SATURATION_COLUMNS = ["model", "replica", "window_start", "scrapes", "held", "peak", "hits", "max_running"]
+OVER_TIME_COLUMNS = ["ts", "model", "replicas", "scrapes", "running", "waiting", "kv_cache_pct_mean",
+                     "kv_cache_pct_max", "prefix_queries", "prefix_hits", "prefix_hit_rate", "preemptions"]
+
+
+def _engine_filters(f: Filters | None) -> Filters:
+    """The period and models of ``f``: a replica's engine is shared by every tenant and tier, so those
+    filters do not apply to its series."""
+    f = f or Filters()
+    return Filters(since=f.since, until=f.until, models=f.models)
+
+
+def _gauges_sql(where: str) -> str:
+    """Per scrape (ts, replica, model): running and waiting requests summed over the replica's engines (data
+    parallel), KV-cache usage of its fullest engine (either name)."""
+    return f"""
+SELECT ts, replica, model, sum(value) FILTER (WHERE metric = ?) AS running,
+       sum(value) FILTER (WHERE metric = ?) AS waiting, max(value) FILTER (WHERE metric IN (?, ?)) AS kv_cache
+FROM engine_metrics WHERE {where} AND model IS NOT NULL AND metric IN (?, ?, ?, ?)
+GROUP BY ts, replica, model"""
+
+
+def _gauge_params(params: list) -> list:
+    return [RUNNING, WAITING, *KV_CACHE, *params, RUNNING, WAITING, *KV_CACHE]
+
+
+def _held_sql(expr: str) -> str:
+    """The level ``expr`` held in at least half of a window's scrapes: its ceil(n / 2)-th largest value."""
+    return (f"list_sort(list({expr}) FILTER (WHERE {expr} IS NOT NULL), 'DESC')"
+            f"[CAST(ceil(count({expr}) / 2) AS BIGINT)]")
+
+
+def kv_cache_windows(con: duckdb.DuckDBPyConnection, f: Filters | None, window: str,
+                     threshold: float) -> pd.DataFrame:
+    """Per model x replica x ``window``: the scrapes with a KV-cache usage, ``held`` (the usage at least half of
+    them reached: ``held >= threshold`` exactly when half or more of the window's scrapes were at or above
+    ``threshold``), ``peak`` and ``hits`` (scrapes at or above ``threshold``). Columns :data:`SATURATION_COLUMNS`
+    (``max_running`` empty). Usage is a fraction, 1 = full."""
+    where, params = _engine_filters(f).where()
+    try:
+        out = con.execute(f"""
+WITH s AS ({_gauges_sql(where)})
+SELECT model, replica, {sql.time_bucket(window)} AS window_start, count(kv_cache) AS scrapes,
+       {_held_sql('kv_cache')} AS held, max(kv_cache) AS peak, count(*) FILTER (WHERE kv_cache >= ?) AS hits,
+       CAST(NULL AS DOUBLE) AS max_running
+FROM s WHERE kv_cache IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""", _gauge_params(params) + [threshold]).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=SATURATION_COLUMNS)
+    return out[SATURATION_COLUMNS]
+
+
+def queue_saturation_windows(con: duckdb.DuckDBPyConnection, f: Filters | None, window: str,
+                             threshold: float) -> pd.DataFrame:
+    """Per model x replica x ``window``: the scrapes with both gauges, ``held`` (the requests waiting while the
+    running batch was at its largest observed size, held in at least half of those scrapes; a scrape whose
+    batch was smaller counts 0), ``peak`` of the same, ``hits`` (scrapes with the batch full and more than
+    ``threshold`` waiting) and ``max_running`` (the largest running batch scraped from the replica for the model,
+    in the whole store: its batch limit as observed). Columns :data:`SATURATION_COLUMNS`."""
+    where, params = _engine_filters(f).where()
+    all_where, all_params = Filters(models=_engine_filters(f).models).where()
+    try:
+        out = con.execute(f"""
+WITH s AS ({_gauges_sql(where)}),
+m AS (SELECT replica, model, max(running) AS max_running FROM ({_gauges_sql(all_where)}) GROUP BY 1, 2),
+q AS (SELECT s.*, m.max_running,
+             CASE WHEN m.max_running > 0 AND s.running >= m.max_running THEN s.waiting ELSE 0 END AS full_waiting
+      FROM s JOIN m USING (replica, model) WHERE s.running IS NOT NULL AND s.waiting IS NOT NULL)
+SELECT model, replica, {sql.time_bucket(window)} AS window_start, count(*) AS scrapes,
+       {_held_sql('full_waiting')} AS held, max(full_waiting) AS peak,
+       count(*) FILTER (WHERE full_waiting > ?) AS hits, max(max_running) AS max_running
+FROM q GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""", _gauge_params(params) + _gauge_params(all_params) + [threshold]).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=SATURATION_COLUMNS)
+    return out[SATURATION_COLUMNS]
+
+
+def scraped_models(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The models some scrape of ``engine_metrics`` names (its vLLM-served models)."""
+    try:
+        return [r[0] for r in con.execute("SELECT DISTINCT model FROM engine_metrics WHERE model IS NOT NULL "
+                                          "ORDER BY 1").fetchall()]
+    except duckdb.CatalogException:
+        return []
+
+
+def scrapes_per_window(con: duckdb.DuckDBPyConnection, f: Filters | None, window: str) -> pd.DataFrame:
+    """Per model x ``window``: the scrapes of its gauges (every replica's). Columns: model, window_start, scrapes."""
+    where, params = _engine_filters(f).where()
+    try:
+        return con.execute(f"""
+WITH s AS ({_gauges_sql(where)})
+SELECT model, {sql.time_bucket(window)} AS window_start, count(*) AS scrapes FROM s GROUP BY 1, 2 ORDER BY 1, 2""",
+                           _gauge_params(params)).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=["model", "window_start", "scrapes"])
+
+
+def counter_increases(con: duckdb.DuckDBPyConnection, f: Filters | None, grain: str) -> pd.DataFrame:
+    """Per model x ``grain`` bucket: what the prefix-cache and preemption counters rose by, summed over replicas
+    and engines. Columns: ts, model, prefix_queries, prefix_hits, preemptions.
+
+    A counter's rise between two scrapes of one series (replica, model, metric, labels) is counted in the bucket
+    of the later scrape; a fall is a restart of the server, after which the counter counts from 0, so the rise
+    is the new value (Prometheus' ``increase``). The first scrape of a series gives no rise; the scrapes of
+    :data:`COUNTER_LOOKBACK` before the period give its first one. Where a replica exports both the later and
+    the older prefix-cache names, the later are used (the older count blocks, the later tokens)."""
+    ef = _engine_filters(f)
+    read_from = ef.since - COUNTER_LOOKBACK if ef.since is not None else None
+    where, params = replace(ef, since=read_from).where()
+    cols = ["ts", "model", "prefix_queries", "prefix_hits", "preemptions"]
+    try:
+        rows = con.execute(f"""
+WITH c AS (
+  SELECT ts, replica, model, metric, value,
+         value - lag(value) OVER (PARTITION BY replica, model, metric, labels ORDER BY ts) AS rise
+  FROM engine_metrics WHERE {where} AND model IS NOT NULL AND list_contains(?, metric))
+SELECT {sql.time_bucket(grain, 'c.ts')} AS bucket, model, replica, metric,
+       sum(CASE WHEN rise < 0 THEN value ELSE rise END) AS increase
+FROM c WHERE rise IS NOT NULL {'AND c.ts >= ?' if ef.since is not None else ''}
+GROUP BY 1, 2, 3, 4""", params + [list(COUNTERS)] + ([ef.since] if ef.since is not None else [])).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=cols)
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    rows = rows.rename(columns={"bucket": "ts"})
+    later = set(rows.loc[rows["metric"].isin(PREFIX_QUERIES + PREFIX_HITS), "replica"].astype(str)
+                + "\x1f" + rows.loc[rows["metric"].isin(PREFIX_QUERIES + PREFIX_HITS), "model"].astype(str))
+    key = rows["replica"].astype(str) + "\x1f" + rows["model"].astype(str)
+    old = rows["metric"].isin(OLD_PREFIX_QUERIES + OLD_PREFIX_HITS)
+    rows = rows[~(old & key.isin(later))]
+    kind = rows["metric"].map(lambda m: "prefix_queries" if m in PREFIX_QUERIES + OLD_PREFIX_QUERIES
+                              else "prefix_hits" if m in PREFIX_HITS + OLD_PREFIX_HITS else "preemptions")
+    out = (rows.assign(kind=kind).pivot_table(index=["ts", "model"], columns="kind", values="increase",
+                                              aggfunc="sum").reset_index())
+    for c in cols:
+        if c not in out:
+            out[c] = np.nan
+    return out[cols].sort_values(["model", "ts"]).reset_index(drop=True)
+
+
+def engine_over_time(con: duckdb.DuckDBPyConnection, f: Filters | None, grain: str = "hour") -> pd.DataFrame:
+    """Per model x ``grain`` bucket (``ts``): what its vLLM engines said. Columns :data:`OVER_TIME_COLUMNS`:
+
+    - ``running``, ``waiting``: the mean requests in the running batches and waiting, summed over the replicas
+      (each replica's mean over its scrapes in the bucket);
+    - ``kv_cache_pct_mean``, ``kv_cache_pct_max``: KV-cache usage in % (the mean over the replicas' scrapes,
+      and the fullest scrape);
+    - ``prefix_queries``, ``prefix_hits``, ``prefix_hit_rate`` (hits / queries, empty without queries) and
+      ``preemptions``: the counters' rises in the bucket (:func:`counter_increases`).
+
+    Empty where nothing was scraped for the period and models of ``f`` (its tenants and tiers do not apply)."""
+    where, params = _engine_filters(f).where()
+    try:
+        g = con.execute(f"""
+WITH s AS ({_gauges_sql(where)}),
+r AS (SELECT {sql.time_bucket(grain)} AS ts, model, replica, count(*) AS scrapes, avg(running) AS running,
+             avg(waiting) AS waiting, avg(kv_cache) AS kv_mean, max(kv_cache) AS kv_max
+      FROM s GROUP BY 1, 2, 3)
+SELECT ts, model, count(*) AS replicas, sum(scrapes) AS scrapes, sum(running) AS running, sum(waiting) AS waiting,
+       100 * sum(kv_mean * scrapes) FILTER (WHERE kv_mean IS NOT NULL)
+           / sum(scrapes) FILTER (WHERE kv_mean IS NOT NULL) AS kv_cache_pct_mean,
+       100 * max(kv_max) AS kv_cache_pct_max
+FROM r GROUP BY 1, 2 ORDER BY 2, 1""", _gauge_params(params)).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=OVER_TIME_COLUMNS)
+    if g.empty:
+        return pd.DataFrame(columns=OVER_TIME_COLUMNS)
+    c = counter_increases(con, f, grain)
+    out = g.merge(c, on=["ts", "model"], how="left")
+    q = out["prefix_queries"].astype(float)
+    out["prefix_hit_rate"] = (out["prefix_hits"].astype(float) / q).where(q > 0)
+    for col in ("replicas", "scrapes"):
+        out[col] = out[col].astype("int64")
+    return out[OVER_TIME_COLUMNS].sort_values(["model", "ts"]).reset_index(drop=True)
+
+
+def models_by_scrapes(frame: pd.DataFrame) -> list[str]:
+    """The models of ``frame`` (rows of :func:`engine_over_time`), the most scraped first (then by name)."""
+    if frame is None or frame.empty:
+        return []
+    totals = frame.groupby("model")["scrapes"].sum().reset_index()
+    return totals.sort_values(["scrapes", "model"], ascending=[False, True], kind="stable")["model"].tolist()

@@ -18,6 +18,16 @@ The rules and their default thresholds::
     budget forecast > 1 x budget          per tenant x month: the month-end forecast of
                                           finops.spend.budgets over the tenant's budget
     unpriced traffic > 5 % of requests    per day: requests no price prices (counted at $0) over all
+    KV cache >= 95 %, half a window       per model x vLLM replica x 15 min, from the scraped engine series
+                                          (finops.ingest.engine): the usage at least half of the window's
+                                          scrapes reached (both metric names), at or above the threshold
+    engine queue saturated                per model x vLLM replica x 15 min: requests waiting (more than the
+                                          threshold, 0) while the running batch is at its largest observed
+                                          size, in at least half of the window's scrapes
+
+The engine rules judge only where vLLM's ``/metrics`` was scraped (``python -m finops scrape vllm``); their
+``min_requests`` is the fewest scrapes a window needs. Their alerts are per replica: ``tenant`` is
+``(replica NAME)`` (:func:`replica_scope`), as the GPU rules' is ``(fleet)``.
 
 Every alert has an identity that re-evaluation keeps: :func:`alert_id` of its rule, model, tenant and
 window start (a run of adjacent windows keeps the start of its first). A person may acknowledge it
@@ -46,7 +56,8 @@ import pandas as pd
 from finops import access, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import usd
+from finops.fmt import duration_ms, usd
+from finops.ingest import engine
 from finops.jsonutil import jsonable
 from finops.latency import stats as latency
 from finops.spend import pricing
@@ -55,6 +66,7 @@ from finops.spend import report as spend
 ALL = "(all tenants)"
 FLEET = "(fleet)"
 ALL_MODELS = "(all models)"      # the model of a spend rule's alert: spend of every model together
+REPLICA_SCOPE = "(replica {})"   # the tenant of an engine rule's alert: the vLLM replica it is about
 BASELINE_DAYS = 7                # the trailing days whose median is a day's spend baseline
 SEVERITIES = ("critical", "warning", "info")
 WINDOWS = {"15min": timedelta(minutes=15), "hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -91,7 +103,47 @@ DEFAULT_RULES: tuple[AlertRule, ...] = (
               window="day"),
     AlertRule("unpriced_share", "Unpriced traffic above 5 % of requests", 0.05, "%", "warning", window="day",
               min_requests=100),
+    AlertRule("kv_cache_saturated", "KV cache nearly full for half a window or more", 0.95, "%", "warning",
+              window="15min", min_requests=3),
+    AlertRule("engine_queue_saturated", "Engine queue saturated: batch full and requests waiting for half a window "
+              "or more", 0.0, "requests waiting", "warning", window="15min", min_requests=3),
 )
+ENGINE_RULES = ("kv_cache_saturated", "engine_queue_saturated")
+#: each rule in plain words, for the screen (ids stay in CSV exports and the CLI's --json)
+RULE_NAMES = {"error_rate": "error rate", "p99_over_sla": "P99 over the tier's SLA",
+              "gpu_util_high": "GPU utilisation high", "gpu_util_low": "GPU utilisation low",
+              "queue_growing": "queue growing", "spend_spike": "daily spend spike",
+              "budget_forecast": "budget forecast passed", "unpriced_share": "unpriced traffic",
+              "kv_cache_saturated": "KV cache full", "engine_queue_saturated": "engine queue saturated"}
+#: the latencies an SLA may be on, in plain words
+METRIC_NAMES = {"ttft_ms": "time to first token", "total_ms": "total latency"}
+WINDOW_NAMES = {"15min": "15 minutes", "hour": "an hour", "day": "a day"}
+
+
+def rule_name(rule: str) -> str:
+    """A rule's plain name (``error_rate`` -> ``error rate``); an unknown id as it is."""
+    return RULE_NAMES.get(str(rule), str(rule))
+
+
+def replica_scope(replica: str) -> str:
+    """The ``tenant`` of an engine rule's alert on ``replica``: ``(replica gpu-a)``."""
+    return REPLICA_SCOPE.format(replica)
+
+
+def replica_of(tenant: str) -> str | None:
+    """The replica an alert's ``tenant`` names (:func:`replica_scope`), else None."""
+    head, tail = REPLICA_SCOPE.split("{}")
+    t = str(tenant)
+    return t[len(head):-len(tail)] if t.startswith(head) and t.endswith(tail) and len(t) > len(head + tail) else None
+
+
+def scope_words(tenant: str) -> str:
+    """Who an alert is about beyond its model, as words after it: ``""`` (every tenant, the fleet),
+    `` on replica gpu-a`` or `` for tenant acme``."""
+    if tenant in (ALL, FLEET):
+        return ""
+    replica = replica_of(tenant)
+    return f" on replica {replica}" if replica is not None else f" for tenant {tenant}"
 OVERRIDABLE = ("threshold", "window", "sustained", "min_requests", "enabled", "severity")
 
 
@@ -237,10 +289,21 @@ def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
 def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """Windows a rule could not judge: too few requests in them (``min_requests``), and for the error
     rate too few even pooled over the period. Columns: rule, title, windows, requests, min_requests.
-    A page shows these beside "no alert fired", so a quiet store is not called healthy."""
+    A page shows these beside "no alert fired", so a quiet store is not called healthy; ``why`` says it in words.
+
+    The engine rules (:data:`ENGINE_RULES`) judge the models some scrape of vLLM's ``/metrics`` names: their
+    windows with served requests but fewer than ``min_requests`` scrapes (the scraper stopped) are listed; a
+    store with no scrape at all lists none (its models are not served by a scraped vLLM)."""
     f = filters or Filters()
     out = []
+    scraped = None
     for rule in rules(con):
+        if rule.enabled and rule.name in ENGINE_RULES:
+            scraped = engine.scraped_models(con) if scraped is None else scraped
+            row = _engine_unjudged(con, f, rule, scraped)
+            if row:
+                out.append(row)
+            continue
         if not rule.enabled or rule.name not in ("error_rate", "p99_over_sla"):
             continue
         need = max(rule.min_requests, 1)
@@ -257,8 +320,32 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             windows, requests = len(small), int(small.sum())
         if windows:
             out.append({"rule": rule.name, "title": rule.title, "windows": int(windows), "requests": int(requests),
-                        "min_requests": need})
-    return pd.DataFrame(out, columns=["rule", "title", "windows", "requests", "min_requests"])
+                        "min_requests": need,
+                        "why": f"{windows:,} window{'s' if windows != 1 else ''} with {requests:,} "
+                               f"request{'s' if requests != 1 else ''} in all (a window needs {need:,})"})
+    return pd.DataFrame(out, columns=UNJUDGED_COLUMNS)
+
+
+UNJUDGED_COLUMNS = ["rule", "title", "windows", "requests", "min_requests", "why"]
+
+
+def _engine_unjudged(con, f: Filters, rule: AlertRule, scraped: list[str]) -> dict | None:
+    """The windows of scraped models that served requests but have fewer than ``min_requests`` scrapes."""
+    models = [m for m in scraped if not f.models or m in f.models]
+    if not models:
+        return None
+    need = max(rule.min_requests, 1)
+    served = queue_length(con, replace(f, models=tuple(models)), rule.window)[["model", "window_start", "requests"]]
+    counts = engine.scrapes_per_window(con, replace(f, models=tuple(models)), rule.window)
+    both = served.merge(counts, on=["model", "window_start"], how="left")
+    blind = both[both["scrapes"].fillna(0) < need]
+    if blind.empty:
+        return None
+    windows, requests = len(blind), int(blind["requests"].sum())
+    return {"rule": rule.name, "title": rule.title, "windows": windows, "requests": requests, "min_requests": need,
+            "why": f"{windows:,} window{'s' if windows != 1 else ''} of {', '.join(sorted(set(blind['model'])))} "
+                   f"served {requests:,} request{'s' if requests != 1 else ''} with fewer than {need:,} scrapes of "
+                   "vLLM's metrics each (is `python -m finops scrape vllm` still running?)"}
 
 
 def sla_windows(con: duckdb.DuckDBPyConnection, f: Filters, window: str, metric: str) -> pd.DataFrame:
@@ -301,7 +388,8 @@ def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     hit = rows[rows["ratio"] > rule.threshold]
     return pd.DataFrame({"model": hit["model"], "tenant": hit["tenant"], "window_start": hit["window_start"],
                          "value": hit["ratio"], "threshold": rule.threshold,
-                         "detail": [f"P99 {metric} {p:,.0f} ms vs {t} SLA {s:,.0f} ms over {n:,} requests"
+                         "detail": [f"P99 {METRIC_NAMES.get(metric, metric)} {duration_ms(p)} against the {t} "
+                                    f"tier's SLA of {duration_ms(s)}, over {n:,} requests"
                                     for p, t, s, n in zip(hit["p99"], hit["tier"], hit["sla_ms"], hit["requests"],
                                                           strict=True)]})
 
@@ -449,6 +537,37 @@ def _none() -> pd.DataFrame:
     return pd.DataFrame(columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
 
 
+def _kv_cache_saturated(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    """Windows of a vLLM replica whose KV-cache usage was at or above ``threshold`` in at least half of their
+    scrapes (:func:`finops.ingest.engine.kv_cache_windows`; ``min_requests`` scrapes at least). The value is
+    the usage at least half of the scrapes reached."""
+    w = engine.kv_cache_windows(con, f, rule.window, rule.threshold)
+    w = w[(w["scrapes"] >= max(rule.min_requests, 1)) & (w["held"] >= rule.threshold)]
+    return pd.DataFrame({
+        "model": w["model"], "tenant": [replica_scope(r) for r in w["replica"]], "window_start": w["window_start"],
+        "value": w["held"].astype(float), "threshold": rule.threshold,
+        "detail": [f"the KV cache was {rule.threshold:.0%} full or more in {int(h):,} of {int(n):,} scrapes "
+                   f"(fullest {p:.1%}); new requests wait for memory and running ones may be preempted"
+                   for h, n, p in zip(w["hits"], w["scrapes"], w["peak"], strict=True)]},
+        columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
+
+
+def _engine_queue_saturated(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    """Windows of a vLLM replica in which, in at least half of their scrapes, more than ``threshold`` requests
+    waited while the running batch was at its largest observed size
+    (:func:`finops.ingest.engine.queue_saturation_windows`; ``min_requests`` scrapes at least). The value is
+    the requests waiting that at least half of the scrapes reached."""
+    w = engine.queue_saturation_windows(con, f, rule.window, rule.threshold)
+    w = w[(w["scrapes"] >= max(rule.min_requests, 1)) & (w["held"] > rule.threshold)]
+    return pd.DataFrame({
+        "model": w["model"], "tenant": [replica_scope(r) for r in w["replica"]], "window_start": w["window_start"],
+        "value": w["held"].astype(float), "threshold": rule.threshold,
+        "detail": [f"in {int(h):,} of {int(n):,} scrapes the batch was full ({b:,.0f} requests running, the most "
+                   f"ever scraped from this replica) and requests waited (up to {p:,.0f})"
+                   for h, n, b, p in zip(w["hits"], w["scrapes"], w["max_running"], w["peak"], strict=True)]},
+        columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
+
+
 EVALUATORS: dict[str, Callable] = {
     "error_rate": _error_rate,
     "p99_over_sla": _p99_over_sla,
@@ -458,6 +577,8 @@ EVALUATORS: dict[str, Callable] = {
     "spend_spike": _spend_spike,
     "budget_forecast": _budget_forecast,
     "unpriced_share": _unpriced_share,
+    "kv_cache_saturated": _kv_cache_saturated,
+    "engine_queue_saturated": _engine_queue_saturated,
 }
 
 
@@ -492,11 +613,11 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
                 k = values.index(worst(values[j] for j in run))
                 start, end = starts[run[0]], ends[run[-1]]
                 n = len(run)
-                span = f"{n} window{'s' if n > 1 else ''} of {rule.window if not rule.name.startswith('gpu_') else 'hour'}"
+                span = f"{n} window{'s' if n > 1 else ''} of " + WINDOW_NAMES.get(
+                    "hour" if rule.name.startswith("gpu_") else rule.window, rule.window)
                 if rule.name == "budget_forecast":
                     span = "the month so far"
-                who = (model if model != ALL_MODELS else "spend") + (
-                    "" if tenant in (ALL, FLEET) else f" for tenant {tenant}")
+                who = (model if model != ALL_MODELS else "spend") + scope_words(tenant)
                 out.append({"rule": rule.name, "model": model, "tenant": tenant, "window_start": start,
                             "window_end": end, "value": values[k], "threshold": rule.threshold,
                             "severity": rule.severity,

@@ -61,8 +61,7 @@ REQUEST_LIST_MAX = 500                  # the affected requests listed (all are 
 LINKED_MAX = 50                         # the worst of them a link opens segment by segment
 LAYER_WORDS = {"routing": "cache stopped hitting", "queue": "queue saturated", "prefill": "slow prefill",
                "decode": "slow decode", "tail": "P99 spike"}
-RULE_WORDS = {"error_rate": "error rate", "p99_over_sla": "P99 latency over the SLA",
-              "gpu_util_high": "GPU utilisation high", "queue_growing": "queue growing"}
+RULE_WORDS = alerts.RULE_NAMES         # every rule in plain words
 
 
 @dataclass(frozen=True)
@@ -160,7 +159,9 @@ def parse_key(key: str) -> tuple[str, datetime, datetime] | None:
 def _alert_line(row, rule_units: dict[str, str]) -> str:
     """One alert as a timeline line: its rule in words, who, and its worst value."""
     unit = rule_units.get(row.rule, "")
-    who = "" if row.tenant in (alerts.ALL, alerts.FLEET) else f" for {row.tenant}"
+    replica = alerts.replica_of(row.tenant)
+    who = ("" if row.tenant in (alerts.ALL, alerts.FLEET) else f" on replica {replica}" if replica is not None
+           else f" for {row.tenant}")
     if unit == "%":
         value = f"{row.value:.1%}"
         worst = f"{value} of requests failed at worst" if row.rule == "error_rate" else f"{value} at worst"
@@ -298,7 +299,8 @@ LIMIT ?""", bind + [int(limit) if limit else 2**62]).df()
     else:
         rows = pd.DataFrame(columns=[*AFFECTED_COLUMNS, "why"])
     peak = float(alerts.wilson_lower(hourly["k"], hourly["n"]).max()) if len(hourly) else 0.0
-    tenants = sorted({t for ts in hourly["tenants"] if ts is not None for t in ts})
+    # an hour that hurt no request has no list (NULL: None or pd.NA, as pandas reads it)
+    tenants = sorted({t for ts in hourly["tenants"] if isinstance(ts, list | np.ndarray) for t in ts})
     rows.attrs.update(peak_impact=peak, requests=int(hourly["n"].sum()), affected=int(hourly["k"].sum()),
                       failed=int(hourly["failed"].sum()), over_sla=int(hourly["over"].sum()), tenants=tenants,
                       sla_metric=metric)
@@ -408,6 +410,26 @@ def _sla_title(c: Context) -> str:
     return f"{tier} on {metric} broken on {c.model} {hhmm(c.start, c.end)}{failed}"
 
 
+def _engine_replicas(c: Context, rule: str) -> list[str]:
+    return sorted({r for r in map(alerts.replica_of, c.rules(rule)["tenant"]) if r is not None})
+
+
+def _engine_title(c: Context) -> str:
+    """The engine rules' alerts (vLLM's own series) as the cause: which replicas, and what filled up."""
+    kv, queue = _engine_replicas(c, "kv_cache_saturated"), _engine_replicas(c, "engine_queue_saturated")
+    what = ([f"its KV cache full on {_names(kv)}"] if kv else []) + (
+        [f"its batch full with requests waiting on {_names(queue)}"] if queue else [])
+    return f"The {c.model} engine saturated {hhmm(c.start, c.end)}: {' and '.join(what)}"
+
+
+def _engine_action(c: Context) -> str:
+    if _engine_replicas(c, "kv_cache_saturated"):
+        return (f"Add {c.model} replicas, or give each more KV-cache memory (vLLM's gpu_memory_utilization, a "
+                "shorter max_model_len); until then shed long prompts from this model.")
+    return (f"Add {c.model} replicas; if the KV cache has room, a larger batch (vLLM's max_num_seqs) serves more "
+            "at once.")
+
+
 def primary(c: Context) -> Finding | None:
     """The finding that titles an incident: the most severe, then the earliest; a warning only where it covers
     at least half the incident (a one-hour queue warning does not title a six-hour SLA breach)."""
@@ -438,6 +460,8 @@ CAUSES: tuple[Cause, ...] = (
     Cause("sla", lambda c: not c.rules("p99_over_sla").empty and c.hit.attrs["affected"] > 0, _sla_title,
           lambda c: f"Add {c.model} capacity for these hours or move the tier's traffic to a faster model; the "
                     "Latency page breaks the time down by layer."),
+    Cause("engine_saturated", lambda c: not c.rules(*alerts.ENGINE_RULES).empty, lambda c: _engine_title(c),
+          lambda c: _engine_action(c)),
     Cause("queue_growing", lambda c: not c.rules("queue_growing").empty,
           lambda c: f"The {c.model} queue kept growing {hhmm(c.start, c.end)}",
           lambda c: f"Add {c.model} replicas before the queue reaches the tier's patience."),
@@ -518,8 +542,10 @@ def _alert_summary(al: pd.DataFrame) -> str | None:
     parts = []
     for rule, g in al.groupby("rule", sort=False):
         n = len(g)
-        tenants = sorted({t for t in g["tenant"] if t not in (alerts.ALL, alerts.FLEET)})
-        who = f" ({', '.join(tenants)})" if tenants else ""
+        tenants = sorted({t for t in g["tenant"] if t not in (alerts.ALL, alerts.FLEET) and alerts.replica_of(t) is None})
+        replicas = sorted({r for r in map(alerts.replica_of, g["tenant"]) if r is not None})
+        named = tenants + [f"replica {r}" for r in replicas]
+        who = f" ({', '.join(named)})" if named else ""
         parts.append(f"{n} {RULE_WORDS.get(rule, rule)} alert{'s' if n != 1 else ''}{who}")
     return "Alerts: " + "; ".join(parts) + "."
 

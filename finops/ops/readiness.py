@@ -104,9 +104,9 @@ GROUP BY model""", list(LOAD_TEST_FORMATS)).fetchall())
 METRIC_FIELDS = (  # metric -> (fields any one of which derives it, how)
     ("requests", ("ts",), "one row per request"),
     ("error rate", ("status",), "status"),
-    ("P99 latency", ("total_ms",), "total_ms"),
+    ("P99 latency", ("total_ms",), "total latency"),
     ("GPU utilisation", ("service_ms", "prefill_ms", "decode_ms"), "service time on a self-hosted model"),
-    ("queue length", ("queue_ms",), "queue_ms (Little's law)"),
+    ("queue length", ("queue_ms",), "queue wait, by Little's law"),
 )
 
 

@@ -574,7 +574,7 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
         + ("(the escalation rate observed in these logs)." if escalation_rate is None and p_obs is not None
            else "(a common starting point; these logs show no cascade)." if escalation_rate is None
            else "(set by hand)."),
-        "Latency: mean total_ms estimated from each target model's observed per-token rates "
+        "Latency: the mean total latency estimated from each target model's observed per-token rates "
         "(least squares of service time on input and output tokens, plus its mean wait).",
     ]
     if scope.narrowed:
