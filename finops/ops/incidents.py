@@ -358,7 +358,7 @@ def _affected_frame(rows: pd.DataFrame, hourly: pd.DataFrame, metric: str) -> pd
     else:
         rows = pd.DataFrame(columns=[*AFFECTED_COLUMNS, "why"])
     peak = float(alerts.wilson_lower(hourly["k"], hourly["n"]).max()) if len(hourly) else 0.0
-    tenants = sorted({t for ts in hourly["tenants"] if ts is not None for t in ts})
+    tenants = sorted({t for ts in hourly["tenants"].dropna() for t in ts})      # NULL: no tenant hit that hour
     rows.attrs.update(peak_impact=peak, requests=int(hourly["n"].sum()), affected=int(hourly["k"].sum()),
                       failed=int(hourly["failed"].sum()), over_sla=int(hourly["over"].sum()), tenants=tenants,
                       sla_metric=metric)
