@@ -126,7 +126,7 @@ else:
                       key="cost_dist", bind="query-params", icon=":material/bar_chart:")
     if not box.open:
         st.caption("Open to price each request of the period from its own row (a random sample above "
-                   f"{costviews.COST_SAMPLE_ROWS:,} requests): about a second on a store of 10 million.")
+                   f"{costviews.COST_SAMPLE_ROWS:,} requests), which the hourly rollups cannot answer.")
     else:
         dist = query(costviews.cost_per_request, f)
         with box:
