@@ -468,8 +468,9 @@ _COLUMN_TYPES = tuple({c.sql_type for c in schema.COLUMNS} | {"DOUBLE", "INTEGER
 def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str, columns) -> None:
     """A store made before a column existed gets it (empty) when opened read-write."""
     table = sql.column(table, ("requests", "prices"), "table")
-    have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                       "WHERE table_name = ?", [table]).fetchall()}
+    # pragma_table_info rather than information_schema.columns: 0.6 ms against 13 ms of CPU in a freshly opened
+    # store, paid at every page's first render in a process (bench/pages.py)
+    have = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", [table]).fetchall()}
     for name, sql_type in columns:
         if name not in have:
             checked_type = sql.column(sql_type, _COLUMN_TYPES, "column type")

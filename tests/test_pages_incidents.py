@@ -2,7 +2,8 @@
 import pytest
 
 from finops import store
-from finops.ops import incidents
+from finops.filters import Filters
+from finops.ops import alerts, incidents
 from helpers import run_page, texts
 from views._shared import plain
 
@@ -74,7 +75,15 @@ def test_percentiles_page_in_seconds_per_model(demo_db):
 
 
 def test_overview_lists_incidents_with_links(demo_db):
+    # closed, the section names the open alerts and runs no diagnosis: the incident titles are not there
     at = run_page(demo_db, "views/overview.py", timeout=300)
     _ok(at)
     worst = incidents.incidents(store.connect(demo_db))[0]
+    fired = incidents.service_alerts(alerts.open_alerts(store.connect(demo_db), Filters()))
+    assert f"{(fired['severity'] == 'critical').sum():,} critical" in texts(at) and "alerts open in this period" in texts(at)
+    assert plain(worst.title) not in texts(at) and "Open to group the alerts" in texts(at)
+    # opened (a link can carry it): the worst incidents, titled as the Incidents page titles them
+    at = run_page(demo_db, None, timeout=300, query_params={"ov_incidents": "true"})        # the default page
+    _ok(at)
     assert plain(worst.title) in texts(at)
+    assert f"{worst.affected:,} of {worst.requests:,} requests hit" in texts(at)

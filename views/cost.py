@@ -116,31 +116,43 @@ else:
                "neither, estimated from the tokens, as the How column says); 'idle included' adds the fleet's idle "
                "GPU time, split the same way. The fleet is shared: tenant and tier filters do not apply. " + source_label())
 
-# ---- cost per request
+# ---- cost per request: each request priced from its raw row (the rollups hold sums, not one request's cost),
+# so only when the section is opened
 st.subheader("Cost of one request")
-dist = query(costviews.cost_per_request, f)
 if raw_rows_notice("The distribution of one request's cost"):
     pass
-elif dist.summary.empty:
-    empty_state("No requests to price.")
 else:
-    if dist.histogram.empty:
-        st.info("Every request here costs nothing (cache hits or models missing from the price book).")
+    box = st.expander("Per model: mean, median, P90, P99 and max of one request's cost, and its histogram",
+                      key="cost_dist", bind="query-params", icon=":material/bar_chart:")
+    if not box.open:
+        st.caption("Open to price each request of the period from its own row (a random sample above "
+                   f"{costviews.COST_SAMPLE_ROWS:,} requests), which the hourly rollups cannot answer.")
     else:
-        st.altair_chart(charts.cost_per_request(dist.histogram, title="Cost of one request by model (USD, log scale)"))
-    bounded_dataframe(dist.summary, sort_by="requests", order="the most requests", what="models",
-                      file_name="cost_per_request", placeholder=MISSING, hide_index=True, column_config={
-        "model": st.column_config.TextColumn("Model"),
-        "requests": COUNT("Requests", format="localized"),
-        "mean_usd": USD("Mean ($ per request)", format="$%,.6f"), "p50_usd": USD("Median ($)", format="$%,.6f"),
-        "p90_usd": USD("P90 ($)", format="$%,.6f"), "p99_usd": USD("P99 ($)", format="$%,.6f"),
-        "max_usd": USD("Max ($)", format="$%,.6f"),
-        "free_share": st.column_config.ProgressColumn("Free: cache hits (%)", format="percent", min_value=0,
-                                                      max_value=1)})
-    sample = (f"Estimated from a random sample of {dist.rows_read:,} requests. " if dist.sampled
-              else f"All {dist.rows_read:,} requests. ")
-    st.caption(sample + "Each request costs its recorded cost, else its tokens at book prices; cache hits cost "
-               "nothing; a self-hosted request gets its share of the hour's busy GPU time. " + source_label())
+        dist = query(costviews.cost_per_request, f)
+        with box:
+            if dist.summary.empty:
+                empty_state("No requests to price.")
+            else:
+                if dist.histogram.empty:
+                    st.info("Every request here costs nothing (cache hits or models missing from the price book).")
+                else:
+                    st.altair_chart(charts.cost_per_request(dist.histogram,
+                                                            title="Cost of one request by model (USD, log scale)"))
+                bounded_dataframe(dist.summary, sort_by="requests", order="the most requests", what="models",
+                                  file_name="cost_per_request", placeholder=MISSING, hide_index=True, column_config={
+                    "model": st.column_config.TextColumn("Model"),
+                    "requests": COUNT("Requests", format="localized"),
+                    "mean_usd": USD("Mean ($ per request)", format="$%,.6f"),
+                    "p50_usd": USD("Median ($)", format="$%,.6f"),
+                    "p90_usd": USD("P90 ($)", format="$%,.6f"), "p99_usd": USD("P99 ($)", format="$%,.6f"),
+                    "max_usd": USD("Max ($)", format="$%,.6f"),
+                    "free_share": st.column_config.ProgressColumn("Free: cache hits (%)", format="percent",
+                                                                  min_value=0, max_value=1)})
+                sample = (f"Estimated from a random sample of {dist.rows_read:,} requests. " if dist.sampled
+                          else f"All {dist.rows_read:,} requests. ")
+                st.caption(sample + "Each request costs its recorded cost, else its tokens at book prices; cache hits "
+                           "cost nothing; a self-hosted request gets its share of the hour's busy GPU time. "
+                           + source_label())
 
 # ---- self-hosted fleet
 st.subheader("Self-hosted GPU fleet: allocated vs idle")

@@ -116,28 +116,47 @@ else:
     st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
                + source_label())
 
-# ---- incidents
+# ---- incidents: the alerts (read above) at once; grouped with the diagnosis, which reads the period's raw
+# rows (seconds on a large store), when the section is opened
 st.subheader("Incidents")
 if raw_rows_notice("Incidents on latency, errors and queues"):
     pass
 else:
-    found = query(incidents.incidents, f, window="hour")
-    if not found:
+    fired = query(alerts.open_alerts, f)
+    service = incidents.service_alerts(fired)
+    if service.empty:
         no_alert_state(f)
     else:
-        counts = {s: sum(1 for i in found if i.severity == s) for s in incidents.SEVERITIES}
-        st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts[s])
-                    + " in this period, worst first:")
-        for inc in found[:SHORT_LIST]:
-            with st.container(border=True):
-                c1, c2 = st.columns([5, 1], vertical_alignment="center")
-                c1.markdown(f":{SEVERITY_COLOUR[inc.severity]}-badge[{inc.severity}] **{plain(inc.title)}**  \n"
-                            f"{incidents.span_text(inc.start, inc.end)} · {inc.affected:,} of {inc.requests:,} "
-                            f"requests hit")
-                with c2:
-                    st.page_link("views/incidents.py", label="Open", icon=":material/open_in_new:",
-                                 query_params={"incident": inc.key})
-        st.page_link("views/incidents.py", label=f"All {len(found):,} incidents: timelines, evidence and the requests hit",
-                     icon=":material/emergency:")
-        st.caption("An incident groups the alerts and diagnosis findings of one model whose hours overlap. "
-                   + source_label())
+        counts = service["severity"].value_counts()
+        models = sorted(service["model"].dropna().unique())
+        st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
+                    + f" alert{'s' if len(service) != 1 else ''} open in this period on "
+                    + ", ".join(plain(m) for m in models[:SHORT_LIST])
+                    + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".")
+    box = st.expander("The worst incidents: these alerts and the diagnosis's findings, grouped", key="ov_incidents",
+                      bind="query-params", icon=":material/emergency:")
+    if not box.open:
+        st.caption("Open to group the alerts with the slow-path diagnosis, which reads the period's requests "
+                   "(a few seconds on a large store).")
+    else:
+        found = query(incidents.incidents, f, window="hour", open_alerts=fired)
+        with box:
+            if not found:
+                st.info("The alerts and the diagnosis make no incident in this period.", icon=":material/check:")
+            else:
+                counts = {s: sum(1 for i in found if i.severity == s) for s in incidents.SEVERITIES}
+                st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts[s])
+                            + " in this period, worst first:")
+                for inc in found[:SHORT_LIST]:
+                    with st.container(border=True):
+                        c1, c2 = st.columns([5, 1], vertical_alignment="center")
+                        c1.markdown(f":{SEVERITY_COLOUR[inc.severity]}-badge[{inc.severity}] **{plain(inc.title)}**  \n"
+                                    f"{incidents.span_text(inc.start, inc.end)} · {inc.affected:,} of {inc.requests:,} "
+                                    f"requests hit")
+                        with c2:
+                            st.page_link("views/incidents.py", label="Open", icon=":material/open_in_new:",
+                                         query_params={"incident": inc.key})
+    st.page_link("views/incidents.py", label="All incidents: timelines, evidence and the requests hit",
+                 icon=":material/emergency:")
+    st.caption("An incident groups the alerts and diagnosis findings of one model whose hours overlap. "
+               + source_label())

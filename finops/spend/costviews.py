@@ -493,7 +493,10 @@ BINS_PER_DECADE = 4
 LOW_TAIL = 0.005
 
 
-def cost_per_request(con: duckdb.DuckDBPyConnection, f: Filters, max_rows: int = 300_000) -> CostDistribution:
+COST_SAMPLE_ROWS = 300_000      # above this many requests, the distribution of one request's cost is sampled
+
+
+def cost_per_request(con: duckdb.DuckDBPyConnection, f: Filters, max_rows: int = COST_SAMPLE_ROWS) -> CostDistribution:
     """Distribution of the cost of one request, per model (see :func:`request_costs_sql`).
 
     Above ``max_rows`` matching requests the distribution is estimated from a seeded random sample of

@@ -241,13 +241,19 @@ FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
         billing_cols["billing"] = [BILLING_PER_ORGANISATION] * len(out)
     else:
         loaded = billing.billed_providers(con)
+        lines_in_period = billing.billed_by_model(con, f.since, f.until)
         billed: dict[tuple[str, str], list[billing.Billed]] = {}
-        for b in billing.billed_by_model(con, f.since, f.until):
+        for b in lines_in_period:
             billed.setdefault(billing_key(b.model, b.provider), []).append(b)
         in_period = {k[0] for k in billed}
         rows_of: dict[tuple[str, str], list[int]] = {}
-        for i, (m, p) in enumerate(logged):
-            rows_of.setdefault(billing_key(m, p), []).append(i)
+        if loaded or lines_in_period:
+            for i, (m, p) in enumerate(logged):
+                rows_of.setdefault(billing_key(m, p), []).append(i)
+        else:
+            # no billing line at all: every row is NO_BILLING, as the matching below would say, without the
+            # catalogue it matches names by (loading genai-prices' snapshot: 0.5 s of a cold Cost page)
+            billing_cols["billing"] = [NO_BILLING] * len(out)
         for key, rows in rows_of.items():
             lines = billed.get(key)
             if lines is None:
