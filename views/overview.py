@@ -116,6 +116,9 @@ else:
     st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
                + source_label())
 
+#: requests in the period up to which the Overview groups its incidents as it opens (about a second here)
+INCIDENTS_AT_ONCE = 2_000_000
+
 # ---- incidents: the alerts (read above) at once; grouped with the diagnosis, which reads the period's raw
 # rows (seconds on a large store), when the section is opened
 st.subheader("Incidents")
@@ -133,11 +136,13 @@ else:
                     + f" alert{'s' if len(service) != 1 else ''} open in this period on "
                     + ", ".join(plain(m) for m in models[:SHORT_LIST])
                     + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".")
-    box = st.expander("The worst incidents: these alerts and the diagnosis's findings, grouped", key="ov_incidents",
-                      bind="query-params", icon=":material/emergency:")
+    # the grouping reads the period's requests: at once up to INCIDENTS_AT_ONCE of them, on request above
+    at_once = k.current.requests <= INCIDENTS_AT_ONCE
+    box = st.expander("The worst incidents: these alerts and the diagnosis's findings, grouped", expanded=at_once,
+                      key="ov_incidents", bind="query-params", icon=":material/emergency:", on_change="rerun")
     if not box.open:
-        st.caption("Open to group the alerts with the slow-path diagnosis, which reads the period's requests "
-                   "(a few seconds on a large store).")
+        st.caption(f"Open to group the alerts with the slow-path diagnosis, which reads the period's "
+                   f"{k.current.requests:,} requests (a few seconds at this size).")
     else:
         found = query(incidents.incidents, f, window="hour", open_alerts=fired)
         with box:
