@@ -341,8 +341,192 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
     return {"_row": row, **{k: None if v is None else str(v) for k, v in out.items()}}
 
 
-def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
-    """LiteLLM_SpendLogs rows in any of its exports, a record at a time (CSV and JSON Lines stream)."""
+# ---- the typed fast path of a LiteLLM_SpendLogs CSV (psql \copy): _litellm_row in SQL
+
+_WS = "' ' || chr(9) || chr(10) || chr(13)"
+#: the ISO 8601 times Python's fromisoformat and DuckDB's casts read alike (others: the Python path)
+ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})?"
+
+
+def _t(x: str) -> str:
+    """``_text`` in SQL: trimmed, LiteLLM's spellings of no value as NULL."""
+    return f"CASE WHEN trim({x}, {_WS}) NOT IN ('', 'None', 'null', 'NULL') THEN trim({x}, {_WS}) END"
+
+
+def _whole(x: str) -> str:
+    """``_int`` in SQL: a whole number (DOUBLE), else NULL."""
+    d = f"TRY_CAST(trim({x}, {_WS}) AS DOUBLE)"
+    return f"CASE WHEN isfinite({d}) AND {d} = floor({d}) THEN {d} END"
+
+
+def _finite(x: str) -> str:
+    """``_num`` in SQL: a finite number (DOUBLE), else NULL."""
+    d = f"TRY_CAST(trim({x}, {_WS}) AS DOUBLE)"
+    return f"CASE WHEN isfinite({d}) THEN {d} END"
+
+
+def _obj_sql(x: str) -> str:
+    """``_obj`` of a CSV cell in SQL: the JSON object the text holds, else NULL."""
+    return (f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) AND json_type({x}) = 'OBJECT' "
+            f"THEN CAST({x} AS JSON) END")
+
+
+def _cell_json(x: str) -> str:
+    """``cell`` then ``_jsonish`` of a CSV cell in SQL, as JSON: empty is null, JSON text its value, else the text."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST('null' AS JSON) "
+            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') AND json_valid({x}) THEN json({x}) "
+            f"ELSE to_json({x}) END")
+
+
+def _time_check(x: str) -> str:
+    return (f"CASE WHEN {_t(x)} IS NOT NULL AND NOT regexp_full_match({_t(x)}, '{ISO_TIME}') "
+            "THEN error('litellm fast path: a time that is not plain ISO 8601') END")
+
+
+def _ms_between_sql(a: str, b: str) -> str:
+    """``_ms_between`` in SQL, in the same floating-point steps (microseconds / 1e6 * 1000)."""
+    ta, tb = _t(a), _t(b)
+
+    def aware(x: str) -> str:
+        return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
+    us = (f"CASE WHEN {aware(ta)} AND {aware(tb)} THEN epoch_us(CAST({tb} AS TIMESTAMPTZ)) - "
+          f"epoch_us(CAST({ta} AS TIMESTAMPTZ)) WHEN NOT {aware(ta)} AND NOT {aware(tb)} THEN "
+          f"epoch_us(CAST({tb} AS TIMESTAMP)) - epoch_us(CAST({ta} AS TIMESTAMP)) END")
+    return f"CAST({us} AS DOUBLE) / CAST(1000000 AS DOUBLE) * CAST(1000 AS DOUBLE)"
+
+
+def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of a LiteLLM_SpendLogs CSV: :func:`_litellm_row` in SQL over DuckDB's CSV reader, or None
+    where it does not apply (not a CSV, ``--tenant-field``, a record over more than one line, a byte-order mark).
+
+    Values go to the loader as the file's text, as the Python path's do (the loader casts and checks them, naming
+    the row and field); attrs holds the same JSON values (a number or a non-ASCII character may be spelled
+    differently). A row the SQL cannot be sure to read as the Python path does calls error(), and the Python path
+    reads the file: no request_id (the Python path hashes the row), a time that is not plain ISO 8601, more fields
+    than the header.
+    """
+    from finops.ingest.tabular import relation_sql
+    if (p.kind != "csv" or p.container != "text" or options.tenant_field or p.csv_multiline is not False
+            or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf"):
+        return None
+    numbered, params, cols = relation_sql(con, p)
+    unnumbered, _, _ = relation_sql(con, p, numbered=False)
+
+    def c(name: str) -> str:
+        return quote_ident(name) if name in cols else "CAST(NULL AS VARCHAR)"
+
+    known = ", ".join(f"'{x}'" for x in sorted(LITELLM_PROVIDERS))
+    usage_paths = ["prompt_tokens_details.cached_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                   "prompt_tokens_details.cache_write_tokens", "completion_tokens_details.reasoning_tokens"]
+    u = {name: f"uv[{i + 1}]" for i, name in enumerate(usage_paths)}
+
+    def truthy(j: str) -> str:
+        return f"({j} IS NOT NULL AND CAST({j} AS VARCHAR) NOT IN ('null', 'false', '0', '0.0', '\"\"', '{{}}', '[]'))"
+
+    attrs_cols = [x for x in cols if x not in LITELLM_MAPPED]
+    attrs = ", ".join(f"'{x}', {_cell_json(quote_ident(x))}" for x in attrs_cols)
+    select = f"""
+WITH src AS (__ROWS__),
+parsed AS (
+  SELECT *, {_obj_sql(c('metadata'))} AS m, {_obj_sql(c('response'))} AS resp,
+         {_obj_sql(c('proxy_server_request'))} AS req
+  FROM src
+), used AS (
+  SELECT *,
+    CASE WHEN json_type(m, '$.usage_object') = 'OBJECT' THEN json_extract(m, '$.usage_object')
+         WHEN json_type(m, '$.additional_usage_values') = 'OBJECT'
+              AND json_extract(m, '$.additional_usage_values') <> CAST('{{}}' AS JSON)
+           THEN json_extract(m, '$.additional_usage_values')
+         WHEN json_type(resp, '$.usage') = 'OBJECT' THEN json_extract(resp, '$.usage')
+    END AS usage,
+    CASE WHEN json_type(m, '$.error_information') = 'OBJECT' THEN json_extract(m, '$.error_information') END AS ei
+  FROM parsed
+), tok AS (
+  SELECT *, json_extract_string(usage, [{', '.join(f"'$.{x}'" for x in usage_paths)}]) AS uv,
+    CASE WHEN {truthy("json_extract(usage, '$.cache_creation_token_details')")}
+           THEN json_extract(usage, '$.cache_creation_token_details')
+         ELSE json_extract(usage, '$.cache_creation') END AS split,
+    {_whole(_t(c('prompt_tokens')))} AS prompt_n, {_whole(_t(c('completion_tokens')))} AS completion_n,
+    coalesce({_t(c('custom_llm_provider'))}, {_t("json_extract_string(ei, '$.llm_provider')")}) AS provider0,
+    coalesce({_t(c('model'))}, {_t(c('model_group'))}) AS model0,
+    {_t(c('cache_hit'))} AS hit_text, {_finite(c('spend'))} AS spend_d,
+    ei IS NOT NULL AND ei <> CAST('{{}}' AS JSON) AS has_error
+  FROM used
+), counts AS (
+  SELECT *, {_whole(u['cache_creation_input_tokens'])} AS creation,
+    CASE WHEN json_type(split) = 'OBJECT' THEN {_whole("json_extract_string(split, '$.ephemeral_1h_input_tokens')")}
+    END AS write_1h,
+    coalesce({_whole(u['prompt_tokens_details.cached_tokens'])}, {_whole(u['cache_read_input_tokens'])}) AS cached,
+    CASE lower(hit_text) WHEN 'true' THEN 'true' WHEN 't' THEN 'true' WHEN '1' THEN 'true'
+         WHEN 'false' THEN 'false' WHEN 'f' THEN 'false' WHEN '0' THEN 'false' ELSE hit_text END AS hit,
+    lower(coalesce({_t(c('status'))}, {_t("json_extract_string(m, '$.status')")}, '')) AS status0,
+    strpos(model0, '/') > 0 AND substr(model0, strpos(model0, '/') + 1) <> ''
+      AND (split_part(model0, '/', 1) = provider0
+           OR (provider0 IS NULL AND split_part(model0, '/', 1) IN ({known}))) AS prefixed
+  FROM tok
+), final AS (
+  SELECT *,
+    CASE WHEN prompt_n IS NOT NULL THEN prompt_n + CASE WHEN creation <> 0 THEN creation ELSE 0 END END AS input_n,
+    CASE WHEN coalesce(creation, {_whole(u['prompt_tokens_details.cache_write_tokens'])}) IS NOT NULL
+              AND write_1h IS NOT NULL
+           THEN greatest(coalesce(creation, {_whole(u['prompt_tokens_details.cache_write_tokens'])}) - write_1h, 0)
+         ELSE coalesce(creation, {_whole(u['prompt_tokens_details.cache_write_tokens'])}) END AS write_5m,
+    CASE status0 WHEN 'success' THEN 'ok' WHEN 'failure' THEN 'error' WHEN '' THEN
+      CASE WHEN has_error THEN 'error' ELSE 'ok' END ELSE status0 END AS status_c
+  FROM counts
+), priced AS (
+  SELECT *, spend_d = 0 AND coalesce(input_n, 0) + coalesce(completion_n, 0) <> 0
+            AND hit IS DISTINCT FROM 'true' AS unpriced
+  FROM final
+)
+SELECT
+  coalesce(CAST(CASE WHEN {_t(c('request_id'))} IS NULL THEN error('litellm fast path: a row without request_id')
+                END AS BIGINT),
+           CAST({_time_check(c('startTime'))} AS BIGINT), CAST({_time_check(c('endTime'))} AS BIGINT),
+           CAST({_time_check(c('completionStartTime'))} AS BIGINT),
+           CAST(CASE WHEN _extra IS NOT NULL THEN error('litellm fast path: more fields than the header') END
+                AS BIGINT), _row) AS _row,
+  CAST(NULL AS VARCHAR) AS _hash, {_t(c('request_id'))} AS request_id, {_t(c('startTime'))} AS ts,
+  coalesce({_t(c('team_id'))}, CAST(? AS VARCHAR)) AS tenant,
+  coalesce(CASE WHEN prefixed THEN substr(model0, strpos(model0, '/') + 1) ELSE model0 END, CAST(? AS VARCHAR))
+    AS model,
+  CASE WHEN prefixed THEN split_part(model0, '/', 1) ELSE provider0 END AS provider,
+  coalesce({_t("json_extract_string(resp, '$.service_tier')")}, {_t("json_extract_string(m, '$.service_tier')")},
+           {_t("json_extract_string(req, '$.body.service_tier')")}) AS service_tier,
+  hit AS cache_hit,
+  CASE WHEN input_n IS NOT NULL THEN CAST(CAST(input_n AS BIGINT) AS VARCHAR) ELSE {_t(c('prompt_tokens'))} END
+    AS input_tokens,
+  CASE WHEN completion_n IS NOT NULL THEN CAST(CAST(completion_n AS BIGINT) AS VARCHAR)
+       ELSE {_t(c('completion_tokens'))} END AS output_tokens,
+  CAST(CAST(cached AS BIGINT) AS VARCHAR) AS cached_input_tokens,
+  CAST(CAST(write_5m AS BIGINT) AS VARCHAR) AS cache_write_tokens,
+  CAST(CAST(write_1h AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
+  CAST(CAST({_whole(u['completion_tokens_details.reasoning_tokens'])} AS BIGINT) AS VARCHAR) AS reasoning_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms,
+  CAST({_ms_between_sql(c('startTime'), c('completionStartTime'))} AS VARCHAR) AS ttft_ms,
+  CASE WHEN {_finite(c('request_duration_ms'))} IS NOT NULL THEN trim({c('request_duration_ms')}, {_WS})
+       ELSE CAST({_ms_between_sql(c('startTime'), c('endTime'))} AS VARCHAR) END AS total_ms,
+  status_c AS status,
+  CASE WHEN status_c <> 'ok' THEN {_t("json_extract_string(ei, '$.error_class')")} END AS error_type,
+  CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE trim({c('spend')}, {_WS}) END
+    AS cost_usd,
+  CAST(json_merge_patch(json_object({attrs + ', ' if attrs else ''}'model_logged', {_t(c('model'))}),
+    json_object('request_id_logged', CASE WHEN {_t(c('request_id'))} IS NULL AND {c('request_id')} <> ''
+                                          THEN to_json({c('request_id')}) END,
+                'source_cost_usd', CASE WHEN unpriced THEN spend_d END)) AS VARCHAR) AS attrs
+FROM priced"""
+    return Source(select.replace("__ROWS__", numbered), params + [options.tenant, options.model], has_ids=True,
+                  unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=2)
+
+
+def _read_litellm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """LiteLLM_SpendLogs rows in any of its exports, a record at a time (CSV and JSON Lines stream); a psql CSV
+    through the typed fast path (:func:`litellm_fast_source`) where it applies, this path behind it."""
+    src = litellm_fast_source(con, p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_litellm(con, p, options, fast=False)
+        return src
+
     def rows():
         for row, rec in iter_records(p):
             if not isinstance(rec, dict):
