@@ -6,12 +6,18 @@ Targets, for each format of :data:`FORMATS`:
     / ``read_json`` of the same file;
   * peak memory of the loading process flat as the file grows (1M vs 3M rows): the adapter streams.
 
-Formats measured: litellm (a LiteLLM_SpendLogs CSV, all 32 columns, JSON metadata as text), openai-batch,
-anthropic-batch, helicone (pages of 1,000 requests, one per line) and openrouter (one GET /api/v1/generation
-response per line): every field the real files carry, generated here by DuckDB (never committed).
+Formats measured: every request-level adapter of the README's formats table, each file generated here by DuckDB
+(never committed) from the fields of the test fixtures in tests/data/ (one real record as a template, ids, times
+and counts varied per row): litellm (a LiteLLM_SpendLogs CSV, all 32 columns; and GET /spend/logs, a JSON array),
+langfuse (the v1 API page as one document, v2 cursor pages one per line, the UI's CSV, the blob export's JSON
+Lines), otel (Collector file exporter, 100 spans per TracesData line), openai-batch, anthropic-batch, vllm-bench
+(one --save-detailed document), llmperf (individual responses, a JSON array), helicone (pages of 1,000 per line),
+openrouter (one GET /api/v1/generation response per line), mooncake, azure-trace, gateway-log, generic (a CSV with
+--map) and canonical (CSV and JSON Lines). The bare baseline reads the same file: read_csv, read_json
+(newline_delimited / array), one document as one row (format unstructured), a text log as one VARCHAR column.
 
 Usage: python bench/adapters.py [--rows 1000000] [--grow 3] [--repeat 2] [--formats litellm,openai-batch,...]
-       [--workdir /tmp/finops-bench-adapters]
+       [--workdir /tmp/finops-bench-adapters] [--keep]
 Each load runs in a fresh subprocess so that its peak RSS (ru_maxrss) can be read. Times are printed, never
 asserted.
 """
