@@ -367,3 +367,60 @@ def test_anthropic_batch_fast_and_python_paths_store_the_same_rows(tmp_path, mon
         slow = _stored(path, opts, monkeypatch, python_only=True, fast="anthropic_batch_fast_source")
         assert fast == slow, name
         assert len(fast) >= 2, name
+
+
+# ---------------------------------------------------------------- openrouter: the typed fast path
+
+def _openrouter_variants(tmp_path) -> dict[str, object]:
+    lines = (P / "openrouter_generations.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    unpriced = {"data": {**first["data"], "id": "gen-zero", "total_cost": 0}}
+    free = {"data": {**first["data"], "id": "gen-free", "total_cost": 0, "native_tokens_prompt": 0,
+                     "native_tokens_completion": 0}}
+    fallback_tokens = {"data": {**first["data"], "id": "gen-norm", "native_tokens_prompt": None,
+                                "native_tokens_completion": ""}}
+    cancelled = {"data": {**first["data"], "id": "gen-cancel", "cancelled": True, "external_user": None}}
+    texts = {
+        "odd values": "\n".join(lines + [json.dumps(x) for x in (unpriced, free, fallback_tokens, cancelled)]) + "\n",
+        # not the fast path's: a blank line, a generation without id (the Python path hashes it), a page per line
+        "blank line": "\n".join(lines[:1] + [""] + lines[1:]) + "\n",
+        "no id": "\n".join(lines + [json.dumps({"data": {**first["data"], "id": None}})]) + "\n",
+        "page per line": "\n".join(lines + [json.dumps({"data": [{**first["data"], "id": "gen-p1"}]})]) + "\n",
+    }
+    out = {"as committed": P / "openrouter_generations.jsonl"}
+    for name, text in texts.items():
+        f = tmp_path / f"{name.replace(' ', '_')}.jsonl"
+        f.write_text(text)
+        out[name] = f
+    array = tmp_path / "generations.json"
+    array.write_text(json.dumps([json.loads(ln)["data"] for ln in lines], indent=1))
+    out["JSON array"] = array
+    return out
+
+
+def test_openrouter_fast_path_reads_the_committed_file_in_sql():
+    import duckdb
+
+    from finops.ingest import providers
+    src = providers.openrouter_fast_source(probe(P / "openrouter_generations.jsonl"), IngestOptions())
+    got = duckdb.connect().execute(src.sql, src.params).fetchall()
+    assert len(got) == len(read_jsonl(P / "openrouter_generations.jsonl"))     # no line sent it to the fallback
+
+
+def test_openrouter_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch):
+    for name, path in _openrouter_variants(tmp_path).items():
+        for opts in (IngestOptions(), IngestOptions(tenant="t0", model="m0")):
+            fast = _stored(path, opts)
+            slow = _stored(path, opts, monkeypatch, python_only=True, fast="openrouter_fast_source")
+            assert fast == slow, name
+            assert len(fast) >= 4, name
+
+
+def test_openrouter_fast_path_rejects_a_bad_value_by_row_and_field(con, tmp_path):
+    lines = read_jsonl(P / "openrouter_generations.jsonl")
+    lines[2]["data"]["native_tokens_prompt"] = "many"
+    f = tmp_path / "gen.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (res,) = ingest_path(con, f)
+    assert res.rejects == [{"row": 3, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
+    assert res.rows_ingested == len(lines) - 1

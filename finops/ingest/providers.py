@@ -641,7 +641,115 @@ def openrouter_row(row: int, rec: dict, options: IngestOptions, name: str = "") 
     })
 
 
-_read_openrouter = _one_row_per_record(openrouter_row)
+# The typed fast path of openrouter: openrouter_row in SQL over each record as JSON (read_json_objects), so no
+# record passes through Python. Values go to the loader as the source's text, as the Python path's do (the loader
+# casts and checks them, naming the row and field of a bad one); attrs keeps every other non-null field as
+# the record has it (the same JSON value; a number or a non-ASCII character may be spelled differently). A record
+# the SQL cannot be sure to read as the Python path does calls error(), and the Python path reads the file: not
+# an object, no id (the Python path refuses it or hashes the row), a line that is a page of records, a time that
+# is not plain ISO 8601. Parameters: the path, the JSON format, --tenant, --model.
+_WS = "' ' || chr(9) || chr(10) || chr(13)"
+
+
+def _sql_text(x: str) -> str:
+    """``_text`` in SQL: the value trimmed, LiteLLM's spellings of no value as NULL."""
+    return f"CASE WHEN trim({x}, {_WS}) NOT IN ('', 'None', 'null', 'NULL') THEN trim({x}, {_WS}) END"
+
+
+def _sql_whole(x: str) -> str:
+    """``_int`` in SQL: the value as a whole number, NULL when it is not one."""
+    d = f"TRY_CAST({x} AS DOUBLE)"
+    return f"CASE WHEN isfinite({d}) AND {d} = floor({d}) THEN {d} END"
+
+
+OPENROUTER_FIELDS = ("id", "created_at", "external_user", "model", "provider_name", "service_tier",
+                     "native_tokens_prompt", "tokens_prompt", "native_tokens_completion", "tokens_completion",
+                     "native_tokens_cached", "native_tokens_reasoning", "latency", "total_cost")
+_OR = {name: f"v[{i + 1}]" for i, name in enumerate(OPENROUTER_FIELDS)}
+OPENROUTER_FAST_SQL = rf"""
+WITH lines AS (
+  SELECT ordinality AS _row, json AS line,
+         CASE WHEN json_type(json, '$.data') = 'OBJECT' THEN json_extract(json, '$.data') ELSE json END AS rec
+  FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY
+), fields AS (
+  SELECT _row, rec,
+    json_extract_string(rec, [{', '.join(f"'$.{f}'" for f in OPENROUTER_FIELDS)}]) AS v,
+    CASE WHEN json_type(rec) IS DISTINCT FROM 'OBJECT' OR json_type(line, '$.data') = 'ARRAY'
+              OR json_type(line, '$.items') = 'ARRAY'
+           THEN error('openrouter fast path: a line that is not one generation')
+         WHEN json_type(rec, '$.id') IS NULL OR json_type(rec, '$.id') = 'NULL'
+           THEN error('openrouter fast path: a generation without an id')
+    END AS _check,
+    json_type(rec, '$.cancelled') = 'BOOLEAN' AND json_extract_string(rec, '$.cancelled') = 'true' AS cancelled
+  FROM lines
+), counted AS (
+  SELECT *,
+    coalesce({_sql_text(_OR['native_tokens_prompt'])}, {_sql_text(_OR['tokens_prompt'])}) AS prompt,
+    coalesce({_sql_text(_OR['native_tokens_completion'])}, {_sql_text(_OR['tokens_completion'])}) AS completion,
+    CASE WHEN {_OR['created_at']} IS NOT NULL AND NOT regexp_full_match(trim({_OR['created_at']}),
+              '\d{{4}}-\d{{2}}-\d{{2}}[T ]\d{{2}}:\d{{2}}(:\d{{2}}(\.\d{{1,6}})?)?(Z|[+-]\d{{2}}:\d{{2}})?')
+           THEN error('openrouter fast path: a time that is not plain ISO 8601') END AS _check_ts
+  FROM fields
+), priced AS (
+  SELECT *, TRY_CAST({_OR['total_cost']} AS DOUBLE) AS cost_d,
+    coalesce({_sql_whole('prompt')}, 0) + coalesce({_sql_whole('completion')}, 0) AS tokens
+  FROM counted
+)
+SELECT coalesce(CAST(_check AS BIGINT), CAST(_check_ts AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash,
+  {_sql_text(_OR['id'])} AS request_id, {_sql_text(_OR['created_at'])} AS ts,
+  coalesce({_sql_text(_OR['external_user'])}, CAST(? AS VARCHAR)) AS tenant,
+  coalesce({_sql_text(_OR['model'])}, CAST(? AS VARCHAR)) AS model,
+  CAST(NULL AS VARCHAR) AS cache_hit, prompt AS input_tokens, completion AS output_tokens,
+  {_sql_text(_OR['native_tokens_cached'])} AS cached_input_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms, CAST(NULL AS VARCHAR) AS ttft_ms, {_OR['latency']} AS total_ms,
+  CASE WHEN cancelled THEN 'error' ELSE 'ok' END AS status,
+  CASE WHEN cancelled THEN 'cancelled' END AS error_type,
+  CASE WHEN {_OR['total_cost']} IS NULL THEN NULL
+       WHEN cost_d IS NULL OR NOT isfinite(cost_d) THEN {_sql_text(_OR['total_cost'])}
+       WHEN cost_d = 0 AND tokens > 0 THEN NULL
+       ELSE {_OR['total_cost']} END AS cost_usd,
+  CAST(CASE WHEN cost_d = 0 AND isfinite(cost_d) AND tokens > 0
+            THEN json_merge_patch(attrs, json_object('source_cost_usd', cost_d)) ELSE attrs END AS VARCHAR) AS attrs,
+  {_sql_text(_OR['provider_name'])} AS provider, {_sql_text(_OR['service_tier'])} AS service_tier,
+  CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens,
+  {_sql_text(_OR['native_tokens_reasoning'])} AS reasoning_tokens
+FROM (SELECT *, to_json(map_from_entries(list_filter(map_entries(json_transform(rec, '"MAP(VARCHAR, JSON)"')),
+        lambda e: e.value IS NOT NULL AND e.key NOT IN ({', '.join(f"'{k}'" for k in sorted(OPENROUTER_MAPPED))}))))
+        AS attrs FROM priced)"""
+
+
+def _fast_records(p: Probe) -> str | None:
+    """The read_json format of a file the typed fast paths can read record by record as the Python path does
+    (``newline_delimited``: uncompressed JSON Lines without blank lines; ``array``: an uncompressed JSON array),
+    else None."""
+    if p.container != "text":
+        return None
+    if p.kind == "jsonl":
+        return "newline_delimited" if _plain_lines(p) else None
+    if p.kind == "json" and p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[:1] == "[":
+        return "array"
+    return None
+
+
+def openrouter_fast_source(p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of OpenRouter generations (:data:`OPENROUTER_FAST_SQL`), or None where it does not apply
+    (``--tenant-field``, a compressed file, blank lines, a document that is not an array)."""
+    fmt = _fast_records(p)
+    if fmt is None or options.tenant_field:
+        return None
+    return Source(OPENROUTER_FAST_SQL, [str(p.path), fmt, options.tenant, options.model], has_ids=True)
+
+
+_read_openrouter_python = _one_row_per_record(openrouter_row)
+
+
+def _read_openrouter(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """The typed fast path where it applies (:func:`openrouter_fast_source`), the Python path behind it."""
+    src = openrouter_fast_source(p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_openrouter(con, p, options, fast=False)
+        return src
+    return _read_openrouter_python(con, p, options)
 
 
 register(Adapter(
