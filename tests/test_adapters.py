@@ -225,6 +225,21 @@ def test_otel_without_a_tenant_field_uses_the_constant(con):
     assert _rows(con, "SELECT DISTINCT tenant FROM requests") == [("platform",)]
 
 
+def test_otel_error_type_given_as_a_number(con, tmp_path):
+    """``error.type`` as an intValue (an HTTP status some instrumentations record) is its text, not a crash."""
+    line = json.loads((DATA / "otel_genai_spans.jsonl").read_text().splitlines()[0])
+    for rs in line["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                span["attributes"] = [a for a in span["attributes"] if a["key"] != "error.type"] + [
+                    {"key": "error.type", "value": {"intValue": "503"}}]
+    path = tmp_path / "int_error.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    ingest_path(con, path, IngestOptions(tenant="t"))
+    got = _rows(con, "SELECT DISTINCT status, error_type FROM requests")
+    assert got == [("error", "503")]
+
+
 # ---------------------------------------------------------------- vllm bench
 
 def test_vllm_bench_requests_and_run(con):

@@ -1088,7 +1088,7 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                             "service_tier": _first(a, OTEL_FIELDS["service_tier"]), **tokens, "cost_usd": cost,
                             "total_ms": (e_ns - s_ns) / 1e6 if s_ns is not None and e_ns is not None and end else None,
                             "status": "error" if error else "ok",
-                            "error_type": (a.get("error.type") or status.get("message") or "error")[:200]
+                            "error_type": str(a.get("error.type") or status.get("message") or "error")[:200]
                             if error else None,
                             "attrs": _json(attrs),
                         }
