@@ -90,6 +90,7 @@ DEFAULT_REQUESTS_PER_DAY = 36_000
 TAU = 0.8                                 # cascade threshold: escalate when confidence < TAU
 QUALITY_SAMPLE = 0.05                     # share of requests graded by shadow evaluation
 MINUTE_MS = 60_000
+BUCKET_MS = 300_000                       # the 5-minute buckets a pool's load is measured in
 GROWTH_PER_DAY = 1.003                    # traffic grows 0.3 % a day (centred on the period's middle)
 ROWS_PER_REQUEST = 1.09                   # escalations add a row: rows per gateway request, measured
 CONF_KAPPA = 10.0                         # Beta concentration of the small model's confidence
@@ -163,7 +164,7 @@ class SelfHosted:
     decode_tokens_per_s: float
     decode_slowdown: float            # decode slows by this share at full load
     edge_replicas: tuple[int, ...] = ()
-    edge_speedup: float = 1.0         # the edge build is quantised (INT8): its decode is this much faster
+    edge_speedup: float = 1.0         # the edge build decodes this much faster than the cloud one (1: the same build)
     error_rate: float = 0.0035
     small: bool = True
     conf_mean: tuple[float, float] = (0.0, 0.0)   # confidence mean = a - b * complexity
@@ -189,11 +190,13 @@ class ApiModel:
 CLOUD, EDGE = "cloud-us-east", "edge-sh"
 SELF_HOSTED: dict[str, SelfHosted] = {
     m.name: m for m in (
+        # 1x H100 per replica: r0-r2 in the cloud, r3 at the edge site
         SelfHosted("llama-3.1-8b", replicas=4, slots_per_replica=3, prefill_base_ms=25.0,
-                   prefill_ms_per_token=0.20, decode_tokens_per_s=13.0, decode_slowdown=0.05,
-                   edge_replicas=(3,), edge_speedup=1.6, small=True, conf_mean=(1.0, 0.28), quality=(0.05, 0.90)),
-        SelfHosted("llama-3.1-70b", replicas=3, slots_per_replica=3, prefill_base_ms=60.0,
-                   prefill_ms_per_token=0.12, decode_tokens_per_s=8.0, decode_slowdown=0.05,
+                   prefill_ms_per_token=0.045, decode_tokens_per_s=132.0, decode_slowdown=2.38,
+                   edge_replicas=(3,), small=True, conf_mean=(1.0, 0.28), quality=(0.05, 0.90)),
+        # 4x H100 per replica (tensor parallel 4)
+        SelfHosted("llama-3.1-70b", replicas=3, slots_per_replica=2, prefill_base_ms=45.0,
+                   prefill_ms_per_token=0.10, decode_tokens_per_s=55.0, decode_slowdown=2.37,
                    small=False, quality=(0.95, 0.12)),
     )
 }
@@ -279,6 +282,11 @@ _INCIDENT_SPECS: tuple[dict, ...] = (
      "what": "the node hosting llama-3.1-70b-r1 and -r2 is down as the weekday peak builds: a third of the "
              "capacity for the usual load, rho > 1, the queue climbs to tens of seconds and requests "
              "time out in it"},
+    {"kind": "surge", "model": "llama-3.1-70b", "tenant": "acme-support", "day": 12, "from": "14:30", "to": "21:00",
+     "factor": 2.4,
+     "what": "acme-support's traffic runs at 2.4 times its usual rate from 14:30 to 21:00 (a launch): three quarters of "
+             "it takes the slow path, the llama-3.1-70b batches fill, every stream decodes slower and the premium "
+             "tier's time to first token breaks its SLA while the surge lasts; nothing is down"},
     {"kind": "decode_tail", "model": "llama-3.1-8b", "day": 4, "from": "13:00", "to": "14:30",
      "fraction": 0.25, "extra_decode_ms": 2000.0,
      "what": "a quarter of llama-3.1-8b requests get about +2000 ms of decode (the seed's slow_inject)"},
@@ -330,8 +338,9 @@ def fifo_servers(arrival_ms: np.ndarray, service_ms: np.ndarray, servers: int,
         start_n = max(a_n, min_s free_s),  wait_n = start_n - a_n,  free_s <- start_n + S_n
 
     A request whose wait would exceed its patience leaves at the patience and frees nothing.
-    An outage ``(server ids, from_ms, to_ms)`` keeps those servers busy until ``to_ms``
-    from the first arrival at or after ``from_ms``.
+    An outage ``(server ids, from_ms, to_ms)`` starts nothing on those servers from ``from_ms``
+    to ``to_ms`` (a service begun before goes on): a start that would fall in it moves the
+    server's free time to ``to_ms`` and the request takes the next server.
 
     >>> r = fifo_servers(np.array([0., 0., 0.]), np.array([10., 10., 10.]), 2)
     >>> r.queue_ms.tolist(), r.server.tolist()
@@ -342,19 +351,19 @@ def fifo_servers(arrival_ms: np.ndarray, service_ms: np.ndarray, servers: int,
     svc = np.asarray(service_ms, dtype=float).tolist()
     pat = (np.full(n, np.inf) if patience_ms is None else np.asarray(patience_ms, dtype=float)).tolist()
     heap = [(0.0, s) for s in range(servers)]
-    pending = sorted(outages, key=lambda o: o[1])
-    next_outage = pending[0][1] if pending else math.inf
+    down = [(set(ids), float(lo), float(hi)) for ids, lo, hi in outages]
     w_out, s_out = [0.0] * n, [-1] * n
     replace = heapq.heapreplace
     for i in range(n):
         a = arr[i]
-        if a >= next_outage:
-            ids, _, to_ms = pending.pop(0)
-            down = set(ids)
-            heap = [(max(f, to_ms) if s in down else f, s) for f, s in heap]
-            heapq.heapify(heap)
-            next_outage = pending[0][1] if pending else math.inf
         f, s = heap[0]
+        while down:
+            start = f if f > a else a
+            hi = next((h for ids, lo, h in down if s in ids and lo <= start < h), None)
+            if hi is None:
+                break
+            replace(heap, (hi, s))
+            f, s = heap[0]
         w = f - a if f > a else 0.0
         if w > pat[i]:
             w_out[i] = pat[i]
@@ -401,9 +410,9 @@ def _p_correct(spec, conf: np.ndarray, complexity: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- arrivals
 
-def _arrivals(rng: np.random.Generator, start: datetime, days: int,
-              requests_per_day: float) -> tuple[np.ndarray, np.ndarray]:
-    """(ts_ms since start, tenant index), sorted by time."""
+def _arrivals(rng: np.random.Generator, start: datetime, days: int, requests_per_day: float,
+              incidents: Sequence[dict] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(ts_ms since start, tenant index), sorted by time; a ``surge`` incident multiplies its tenant's rate."""
     minutes = np.arange(days * 1440)
     day = minutes // 1440
     clock = start.hour * 60 + start.minute + minutes                  # minutes since start's midnight
@@ -427,6 +436,10 @@ def _arrivals(rng: np.random.Generator, start: datetime, days: int,
                 if m0 < 0:
                     continue
                 rate[m0:m0 + b["minutes"]] *= b["factor"]
+        for inc in incidents:
+            if inc["kind"] == "surge" and inc["tenant"] == t.name:
+                m0, m1 = (max(int((inc[k] - start).total_seconds() // 60), 0) for k in ("start", "end"))
+                rate[m0:m1] *= inc["factor"]
         counts = rng.poisson(rate)
         total = int(counts.sum())
         base = np.repeat(minutes * MINUTE_MS, counts)
@@ -440,21 +453,44 @@ def _arrivals(rng: np.random.Generator, start: datetime, days: int,
 
 # ---------------------------------------------------------------- service times
 
+def batch_slowdown(load: np.ndarray, slowdown: float) -> np.ndarray:
+    """How much slower each stream decodes at a pool's ``load`` (offered light-load work over the servers up).
+
+    The batch a replica runs grows with its load, and with it every stream's time per output token: from the
+    light-load TPOT (factor 1) to the full-batch TPOT (factor ``1 + slowdown``). The slower streams stay in the
+    batch longer, which adds load in turn: the factor solves ``f = 1 + slowdown * load * f``, so
+    ``f = 1 / (1 - slowdown * load)``, held at ``1 + slowdown`` from ``load = 1 / (1 + slowdown)`` up (the
+    batch is full; more load waits in the queue)::
+
+    >>> batch_slowdown(np.array([0.0, 0.1, 0.5]), 2.4).round(3).tolist()
+    [1.0, 1.316, 3.4]
+    """
+    load = np.asarray(load, dtype=float)
+    full = 1.0 + slowdown
+    return np.where(load < 1.0 / full, 1.0 / np.maximum(1.0 - slowdown * load, 1.0 / full), full)
+
+
 def _self_hosted_service(rng, spec: SelfHosted, arrival_ms, input_tokens, cached_tokens, output_tokens,
-                         servers: int, speedup: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """(prefill_ms, decode_ms) for calls to one pool; decode slows with the pool's load,
-    measured as offered work per 5-minute bucket over the pool's capacity."""
+                         servers: int, speedup: float = 1.0,
+                         down: Sequence[tuple[int, float, float]] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(prefill_ms, decode_ms) for calls to one pool. Decode runs at the light-load rate slowed by
+    :func:`batch_slowdown` of the pool's load: light-load work per 5-minute bucket over the servers up in it
+    (``down``: (servers, from_ms, to_ms) out of service)."""
     n = len(arrival_ms)
     uncached = np.maximum(input_tokens - cached_tokens, 0)
     prefill = (spec.prefill_base_ms + spec.prefill_ms_per_token * uncached) * np.exp(rng.normal(0, 0.08, n))
     decode0 = output_tokens * 1000.0 / (spec.decode_tokens_per_s * speedup) * np.exp(rng.normal(0, 0.03, n))
-    bucket = (arrival_ms // 300_000).astype(np.int64)
-    if n:
-        work = np.bincount(bucket, weights=prefill + decode0)
-        load = np.minimum(work / (servers * 300_000.0), 1.0)[bucket]
-    else:
-        load = np.zeros(0)
-    return prefill, decode0 * (1.0 + spec.decode_slowdown * load)
+    if not n:
+        return prefill, decode0
+    bucket = (arrival_ms // BUCKET_MS).astype(np.int64)
+    work = np.bincount(bucket, weights=prefill + decode0)
+    up = np.full(len(work), float(servers))
+    starts = np.arange(len(work)) * BUCKET_MS
+    for k, lo, hi in down:
+        overlap = np.clip(np.minimum(starts + BUCKET_MS, hi) - np.maximum(starts, lo), 0, BUCKET_MS) / BUCKET_MS
+        up -= k * overlap
+    load = work / (np.maximum(up, 1.0) * BUCKET_MS)
+    return prefill, decode0 * batch_slowdown(load, spec.decode_slowdown)[bucket]
 
 
 def _api_service(rng, spec: ApiModel, input_tokens, output_tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -553,16 +589,6 @@ def _apply_service(rng, calls: _Calls, sel: np.ndarray, rq: _Requests, incidents
         pid = ids[mask]
         servers = len(replicas) * spec.slots_per_replica
         arr = calls.ts_ms[pid] + calls.route_ms[pid]          # the call reaches the pool after routing
-        pre, dec = _self_hosted_service(rng, spec, arr, inp[mask], calls.cached_tokens[pid], out[mask], servers,
-                                        spec.edge_speedup if site == EDGE else 1.0)
-        for inc in incidents:
-            if inc["kind"] == "decode_tail" and inc["model"] == name:
-                lo = (np.datetime64(inc["start"], "ms") - start_ms0).astype(np.int64)
-                hi = (np.datetime64(inc["end"], "ms") - start_ms0).astype(np.int64)
-                hit = (arr >= lo) & (arr < hi) & (rng.random(len(arr)) < inc["fraction"])
-                dec = dec + np.where(hit, inc["extra_decode_ms"] * np.exp(rng.normal(0, 0.1, len(arr))), 0.0)
-        e = err[mask]
-        dec = np.where(e, 0.0, dec)            # a failed call fails at the start of decode
         outages = []
         for inc in incidents:
             for down in inc.get("replicas_down", ()) if inc["model"] == name else ():
@@ -572,6 +598,17 @@ def _apply_service(rng, calls: _Calls, sel: np.ndarray, rq: _Requests, incidents
                     lo = float((np.datetime64(inc["start"], "ms") - start_ms0).astype(np.int64))
                     hi = float((np.datetime64(inc["end"], "ms") - start_ms0).astype(np.int64))
                     outages.append((range(j * spec.slots_per_replica, (j + 1) * spec.slots_per_replica), lo, hi))
+        pre, dec = _self_hosted_service(rng, spec, arr, inp[mask], calls.cached_tokens[pid], out[mask], servers,
+                                        spec.edge_speedup if site == EDGE else 1.0,
+                                        [(len(ids_), lo, hi) for ids_, lo, hi in outages])
+        for inc in incidents:
+            if inc["kind"] == "decode_tail" and inc["model"] == name:
+                lo = (np.datetime64(inc["start"], "ms") - start_ms0).astype(np.int64)
+                hi = (np.datetime64(inc["end"], "ms") - start_ms0).astype(np.int64)
+                hit = (arr >= lo) & (arr < hi) & (rng.random(len(arr)) < inc["fraction"])
+                dec = dec + np.where(hit, inc["extra_decode_ms"] * np.exp(rng.normal(0, 0.1, len(arr))), 0.0)
+        e = err[mask]
+        dec = np.where(e, 0.0, dec)            # a failed call fails at the start of decode
         order = np.argsort(arr, kind="stable")
         tier = calls.patience[pid]
         res = fifo_servers(arr[order], (pre + dec)[order], servers, tier[order], outages)
@@ -610,7 +647,7 @@ def generate(days: int = DEFAULT_DAYS, seed: int = DEFAULT_SEED,
     start = start.replace(second=0, microsecond=0)
     start_ms0 = np.datetime64(start, "ms")
     incidents = incident_windows(start, days)
-    rq = _requests(seed, start, days, requests_per_day)
+    rq = _requests(seed, start, days, requests_per_day, incidents)
     first, esc, escalate = _calls(seed, rq, incidents, start_ms0)
     cache_idx = np.flatnonzero(rq.cache)
     parts = [_cache_rows(_rng(seed, 5), rq, cache_idx), _call_rows(rq, first, escalate, "first"),
@@ -642,8 +679,9 @@ class _Requests(NamedTuple):
         return np.array([getattr(t, field) for t in TENANTS], dtype=dtype)[self.tk]
 
 
-def _requests(seed: int, start: datetime, days: int, requests_per_day: float) -> _Requests:
-    ts, tk = _arrivals(_rng(seed, 1), start, days, requests_per_day)
+def _requests(seed: int, start: datetime, days: int, requests_per_day: float,
+              incidents: Sequence[dict] = ()) -> _Requests:
+    ts, tk = _arrivals(_rng(seed, 1), start, days, requests_per_day, incidents)
     n = len(ts)
     rng = _rng(seed, 2)
     tenants = TENANTS
