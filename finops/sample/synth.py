@@ -24,8 +24,9 @@ that follows the routing pipeline of section 2.1 of the routing text (seed 000):
   ``c = replicas x slots_per_replica`` servers (:func:`fifo_servers`), so ``queue_ms`` rises
   as the load nears capacity. A request that waits longer than its tier's patience leaves
   the queue (``status = 'timeout'``, ``error_type = 'queue_timeout'``).
-* **Incidents** (:data:`INCIDENTS`): one window where ``llama-3.1-70b`` is saturated and
-  one with an injected decode long tail on ``llama-3.1-8b``. Nothing else is severe.
+* **Incidents** (:data:`INCIDENTS`): a window where two of the three ``llama-3.1-70b`` replicas are
+  down (the survivor saturates), a traffic surge of a premium tenant that fills the ``llama-3.1-70b``
+  batches, and an injected decode long tail on ``llama-3.1-8b``.
 
 Row conventions (those of :mod:`finops.schema`):
 
@@ -49,12 +50,30 @@ Row conventions (those of :mod:`finops.schema`):
   sampled cascade request that did not escalate, the large model's shadow grade is kept
   in ``attrs.shadow_large_quality``, so a cascade curve can be swept over any threshold.
 
-Capacity note: the simulated pools have ``c = replicas x slots_per_replica`` servers with
-3 slots per replica (8b: 9 in the cloud + 3 at the edge; 70b: 9), not the price book's 16
-and 24. About 36k requests/day at these per-request service times (8b ~13 tok/s, 70b
-~8 tok/s decode) are 2-5 erlangs at the weekday peak, so c = 64 or 72 slots would idle at
-rho ~ 0.05 with no queue at all. With 3 slots the weekday peak hours run at rho ~ 0.5-0.6,
-where queues are small but not zero.
+Speeds (a real H100 fleet). Both self-hosted models run vLLM on H100-80GB-SXM: ``llama-3.1-8b`` on one GPU
+per replica, ``llama-3.1-70b`` on four (tensor parallel 4). The per-stream figures are Lambda's vLLM
+benchmark (github.com/LambdaLabsML/vllm-benchmark, vLLM 0.6.0, ``num-scheduler-steps 10``, September 2024):
+
+* light load, 10 ShareGPT prompts at once (``results/prompt_10/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json``
+  and ``.../4xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp4_len2048.json``): median TPOT 7.56 ms (8B, 132 tokens/s
+  per stream) and 18.1 ms (70B, 55 tokens/s); median TTFT 62 ms and 141 ms for 1,369 prompt tokens in all
+  (prefill at roughly 22k and 10k tokens/s: :attr:`SelfHosted.prefill_ms_per_token` 0.045 and 0.10 ms);
+* full batch, 256 sequences (``benchmark_v0.md``, "vLLM v0.5.4 v.s. v0.6.0", step 10 rows): median TPOT
+  25.57 ms (8B) and 61.10 ms (70B), 3.38 and 3.37 times the light-load TPOT: the
+  :attr:`SelfHosted.decode_slowdown` of 2.38 and 2.37 at a full batch (:func:`batch_slowdown`).
+
+Hosted APIs (``gpt-4o-mini``, ``gpt-4o``) keep a TTFT of 0.4 and 0.7 s at the median, about 1 and 2 s at
+P99, and 80 and 55 tokens/s: the range of LLMPerf's hosted 70B runs (ray-project/llmperf-leaderboard,
+``raw_data/individual/*_70b.json``: TTFT P50 0.2-0.6 s, P99 0.35-1.1 s).
+
+Capacity. ``c = replicas x slots_per_replica`` FIFO servers per pool (8b: 3 slots per replica, 9 in the
+cloud and 3 at the edge; 70b: 2, so 6), the price book's ``slots_per_replica`` too. About 36k requests a day
+is little work for H100s at these speeds: the weekday peak offers the 70b about 1 erlang, the 8b cloud
+pool under one. So the fleet keeps few slots (a vLLM engine would admit hundreds of sequences; here a slot
+is a share of a replica's batch) and its GPUs idle most of the day (idle cost): the busiest hours outside
+the incidents run the 70b at about 15 % of its slot time, the 8b at about 6 % (over-provisioned).
+Fewer slots would queue at every peak and break the premium SLA daily; more, and the planted outage
+would not saturate the surviving replica.
 
 >>> frame = generate(days=1, requests_per_day=2_000)
 >>> list(frame.columns) == list(schema.NAMES)
@@ -153,7 +172,10 @@ class SelfHosted:
     """A self-hosted model: per-request service = prefill + decode, in ms.
 
     prefill_ms = prefill_base_ms + prefill_ms_per_token * uncached input tokens
-    decode_ms  = output_tokens * 1000 / decode_tokens_per_s * (1 + decode_slowdown * load)
+    decode_ms  = output_tokens * 1000 / decode_tokens_per_s * batch_slowdown(load, decode_slowdown)
+
+    ``decode_tokens_per_s`` is one stream's speed at light load; ``decode_slowdown`` the extra time per
+    token at a full batch (full-batch TPOT / light-load TPOT - 1). Sources: the module's docstring.
     """
 
     name: str
@@ -162,7 +184,7 @@ class SelfHosted:
     prefill_base_ms: float
     prefill_ms_per_token: float
     decode_tokens_per_s: float
-    decode_slowdown: float            # decode slows by this share at full load
+    decode_slowdown: float            # a full batch's TPOT is (1 + this) x the light-load TPOT
     edge_replicas: tuple[int, ...] = ()
     edge_speedup: float = 1.0         # the edge build decodes this much faster than the cloud one (1: the same build)
     error_rate: float = 0.0035
@@ -260,7 +282,7 @@ TENANTS: tuple[Tenant, ...] = (
     Tenant("stark-batch", "batch", "cost", 0.14, 0.10, 0.11, "nightly", 1.0, "us-east-1",
            ("batch-runner",), "llama-3.1-8b", "llama-3.1-8b", complex_share=0.0),
 )
-PATIENCE_MS = {"premium": 30_000.0, "standard": 45_000.0, "batch": 120_000.0}
+PATIENCE_MS = {"premium": 20_000.0, "standard": 30_000.0, "batch": 120_000.0}
 EDGE_TO_CLOUD_MS = (150.0, 230.0)         # network hop of an edge tenant's call to the cloud
 
 # Short bursts: tenant, day offset from the start, time of day (UTC), minutes, rate factor.
