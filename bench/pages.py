@@ -7,6 +7,9 @@ Target (issue 3): going from 1M to 10M rows makes no page more than 2x slower; s
 hourly rollups, so they barely grow with the raw row count. Prints times and the ratio large/small per
 page; asserts nothing. ``--small 0`` measures the large store only.
 
+``--stores A,B`` renders every page with this tree on two given stores instead (the sample fleet before and
+after a change of its data, say), alternately, and prints the ratio B/A.
+
 ``--baseline REV`` (issue 14: the spend pages stay within 20 % of their time before a change) also
 measures git revision ``REV`` of this repository, exported with ``git archive`` into the work directory,
 on its own copy of each store (opened once by that revision's code, untimed, so that its rollups are its
@@ -154,12 +157,17 @@ def main() -> None:
     ap.add_argument("--pages", default=",".join(PAGES))
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per measurement; the best counts")
     ap.add_argument("--baseline", metavar="REV", help="also measure this git revision and print this tree / it")
+    ap.add_argument("--stores", metavar="A,B", help="instead: this tree on two given stores (e.g. two sample "
+                                                      "fleets), alternately, and the ratio B/A per page")
     args = ap.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     pages = [p.strip() for p in args.pages.split(",") if p.strip()]
     if args.baseline:
         against(workdir, args, pages)
+        return
+    if args.stores:
+        two_stores(*(Path(x) for x in args.stores.split(",")), pages, args.repeat)
         return
     small = ensure_store(workdir, args.small) if args.small else None
     large = ensure_store(workdir, args.large)
@@ -192,6 +200,25 @@ def _load() -> str:
     """The 1, 5 and 15 minute load averages: how busy the machine was while measuring."""
     import os
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def two_stores(a: Path, b: Path, pages: list[str], repeat: int) -> None:
+    """This tree's cold and warm render of each page on store ``a`` and on store ``b`` (best of ``repeat``
+    fresh processes each, run alternately), and the ratio b/a."""
+    from finops import store
+    for db in (a, b):
+        store.connect(str(db)).close()       # rollups and sketches brought up to date, untimed
+    print(f"\nA = {a}\nB = {b}\n{'page':<12} {'A cold':>8} {'B cold':>8} {'ratio':>7} {'A warm':>8} {'B warm':>8}"
+          f" {'A RSS':>7} {'B RSS':>7}   (seconds, MB; ratio = B/A)")
+    for page in pages:
+        ra, rb = [], []
+        for _ in range(repeat):
+            ra.append(_run(a, page))
+            rb.append(_run(b, page))
+        x, y = _best(ra), _best(rb)
+        err = "; ".join(f"{n} error: {r['error']}" for n, r in (("A", x), ("B", y)) if r["error"])
+        print(f"{page:<12} {x['cold']:>8.2f} {y['cold']:>8.2f} {y['cold'] / x['cold']:>6.2f}x {x['warm']:>8.3f}"
+              f" {y['warm']:>8.3f} {x['rss_mb']:>7,.0f} {y['rss_mb']:>7,.0f}   {err}", flush=True)
 
 
 def against(workdir: Path, args, pages: list[str]) -> None:

@@ -152,7 +152,7 @@ def test_unpriced_model_leaves_costs_incomplete():
 
 
 def test_self_hosted_costs_an_effective_price_per_request():
-    # llama-3.1-8b: 4 replicas x 1 GPU x 0.80 $/h = 3.20 $ for the one hour; 4 requests -> 0.80 $ each.
+    # llama-3.1-8b: 4 replicas x 1 GPU x 2.50 $/h = 10 $ for the one hour; 4 requests -> 2.50 $ each.
     # llama-3.1-70b: 3 x 4 x 2.50 = 30 $ for the hour; 1 request -> 30 $.
     rows = [_row(f"s{i}", i, model="llama-3.1-8b", confidence=0.2 * i, quality=1.0, service_ms=100.0,
                  attrs={"shadow_large_quality": 1.0}) for i in range(1, 4)]
@@ -161,9 +161,9 @@ def test_self_hosted_costs_an_effective_price_per_request():
     rows.append(_row("other", 6, model="llama-3.1-8b", service_ms=100.0))
     con = _store(rows)
     assert cascade_store.effective_request_prices(con, Filters()) == pytest.approx(
-        {"llama-3.1-8b": 0.8, "llama-3.1-70b": 30.0})
+        {"llama-3.1-8b": 2.5, "llama-3.1-70b": 30.0})
     d = cascade_store.shadow_eval(con).eval_data()
-    assert_allclose(d.cost_small, [800.0] * 3)
+    assert_allclose(d.cost_small, [2_500.0] * 3)
     assert_allclose(d.cost_large, [30_000.0] * 3)
     assert_array_equal(d.large_quality, [0.0, 1.0, 1.0])
 

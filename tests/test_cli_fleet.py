@@ -131,7 +131,7 @@ def test_plan_by_hand_against_a_flat_schedule(tmp_path, capsys):
 
 def test_the_example_schedule_loads_and_bills_by_hand(tmp_path, capsys):
     """examples/fleet_schedule.csv: llama-3.1-70b on 3 replicas x 4 H100 x $2.50 to 22 Nov, then 2 (open-ended);
-    llama-3.1-8b 3 + 1 (edge) L4 at $0.80."""
+    llama-3.1-8b 3 + 1 (edge) H100 at $2.50."""
     from helpers import ROOT
 
     path = str(tmp_path / "ex.duckdb")
@@ -140,6 +140,6 @@ def test_the_example_schedule_loads_and_bills_by_hand(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("4 periods loaded")
     rows = _json(capsys, "report", "--by", "model", "--since", "2026-11-21T00:00:00", "--until", "2026-11-23T00:00:00",
                  "--json", "--db", path)
-    # no traffic at all: every dollar is idle; 21 Nov 24 h x 30 $/h, 22 Nov 24 h x 20 $/h; 8b 48 h x 4 x $0.80
+    # no traffic at all: every dollar is idle; 21 Nov 24 h x 30 $/h, 22 Nov 24 h x 20 $/h; 8b 48 h x 4 x $2.50
     assert {r["model"]: r["cost_usd"] for r in rows} == pytest.approx({"llama-3.1-70b": 24 * 30 + 24 * 20,
-                                                                       "llama-3.1-8b": 48 * 3.2})
+                                                                       "llama-3.1-8b": 48 * 10.0})

@@ -71,10 +71,10 @@ def _book_cost(df: pd.DataFrame, model: str) -> pd.Series:
 
 
 def _fleet_price(con, df) -> float:
-    """llama-3.1-8b: 4 replicas x 1 GPU x $0.80 every hour of the store's span, over its served tokens."""
+    """llama-3.1-8b: 4 replicas x 1 GPU x $2.50 every hour of the store's span, over its served tokens."""
     hours = 2
     served = df[(df.model == SELF) & ~df.cache_hit.fillna(False).astype(bool)]
-    return 4 * 1 * 0.80 * hours / (served.input_tokens + served.output_tokens).sum() * 1e6
+    return 4 * 1 * 2.50 * hours / (served.input_tokens + served.output_tokens).sum() * 1e6
 
 
 def test_mix_shares_add_up_and_match_counts(fleet):

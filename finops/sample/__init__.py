@@ -2,7 +2,8 @@
 
 Modules
 -------
-``synth``  a deterministic two-week request log of an LLM fleet (fitted to public traces), with incidents
+``synth``  a deterministic two-week request log of an LLM fleet (token lengths fitted to the Azure traces, H100
+           speeds from Lambda's vLLM benchmark: sources in its docstring), with incidents
 ``demo``   build the demo store from it (``python -m finops demo``)
 """
 __all__ = ["demo", "synth"]

@@ -24,8 +24,9 @@ that follows the routing pipeline of section 2.1 of the routing text (seed 000):
   ``c = replicas x slots_per_replica`` servers (:func:`fifo_servers`), so ``queue_ms`` rises
   as the load nears capacity. A request that waits longer than its tier's patience leaves
   the queue (``status = 'timeout'``, ``error_type = 'queue_timeout'``).
-* **Incidents** (:data:`INCIDENTS`): one window where ``llama-3.1-70b`` is saturated and
-  one with an injected decode long tail on ``llama-3.1-8b``. Nothing else is severe.
+* **Incidents** (:data:`INCIDENTS`): a window where two of the three ``llama-3.1-70b`` replicas are
+  down (the survivor saturates), a traffic surge of a premium tenant that fills the ``llama-3.1-70b``
+  batches, and an injected decode long tail on ``llama-3.1-8b``.
 
 Row conventions (those of :mod:`finops.schema`):
 
@@ -49,12 +50,30 @@ Row conventions (those of :mod:`finops.schema`):
   sampled cascade request that did not escalate, the large model's shadow grade is kept
   in ``attrs.shadow_large_quality``, so a cascade curve can be swept over any threshold.
 
-Capacity note: the simulated pools have ``c = replicas x slots_per_replica`` servers with
-3 slots per replica (8b: 9 in the cloud + 3 at the edge; 70b: 9), not the price book's 16
-and 24. About 36k requests/day at these per-request service times (8b ~13 tok/s, 70b
-~8 tok/s decode) are 2-5 erlangs at the weekday peak, so c = 64 or 72 slots would idle at
-rho ~ 0.05 with no queue at all. With 3 slots the weekday peak hours run at rho ~ 0.5-0.6,
-where queues are small but not zero.
+Speeds (a real H100 fleet). Both self-hosted models run vLLM on H100-80GB-SXM: ``llama-3.1-8b`` on one GPU
+per replica, ``llama-3.1-70b`` on four (tensor parallel 4). The per-stream figures are Lambda's vLLM
+benchmark (github.com/LambdaLabsML/vllm-benchmark, vLLM 0.6.0, ``num-scheduler-steps 10``, September 2024):
+
+* light load, 10 ShareGPT prompts at once (``results/prompt_10/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json``
+  and ``.../4xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp4_len2048.json``): median TPOT 7.56 ms (8B, 132 tokens/s
+  per stream) and 18.1 ms (70B, 55 tokens/s); median TTFT 62 ms and 141 ms for 1,369 prompt tokens in all
+  (prefill at roughly 22k and 10k tokens/s: :attr:`SelfHosted.prefill_ms_per_token` 0.045 and 0.10 ms);
+* full batch, 256 sequences (``benchmark_v0.md``, "vLLM v0.5.4 v.s. v0.6.0", step 10 rows): median TPOT
+  25.57 ms (8B) and 61.10 ms (70B), 3.38 and 3.37 times the light-load TPOT: the
+  :attr:`SelfHosted.decode_slowdown` of 2.38 and 2.37 at a full batch (:func:`batch_slowdown`).
+
+Hosted APIs (``gpt-4o-mini``, ``gpt-4o``) keep a TTFT of 0.4 and 0.7 s at the median, about 1 and 2 s at
+P99, and 80 and 55 tokens/s: the range of LLMPerf's hosted 70B runs (ray-project/llmperf-leaderboard,
+``raw_data/individual/*_70b.json``: TTFT P50 0.2-0.6 s, P99 0.35-1.1 s).
+
+Capacity. ``c = replicas x slots_per_replica`` FIFO servers per pool (8b: 3 slots per replica, 9 in the
+cloud and 3 at the edge; 70b: 2, so 6), the price book's ``slots_per_replica`` too. About 36k requests a day
+is little work for H100s at these speeds: the weekday peak offers the 70b about 1 erlang, the 8b cloud
+pool under one. So the fleet keeps few slots (a vLLM engine would admit hundreds of sequences; here a slot
+is a share of a replica's batch) and its GPUs idle most of the day (idle cost): the busiest hours outside
+the incidents run the 70b at about 15 % of its slot time, the 8b at about 6 % (over-provisioned).
+Fewer slots would queue at every peak and break the premium SLA daily; more, and the planted outage
+would not saturate the surviving replica.
 
 >>> frame = generate(days=1, requests_per_day=2_000)
 >>> list(frame.columns) == list(schema.NAMES)
@@ -90,6 +109,7 @@ DEFAULT_REQUESTS_PER_DAY = 36_000
 TAU = 0.8                                 # cascade threshold: escalate when confidence < TAU
 QUALITY_SAMPLE = 0.05                     # share of requests graded by shadow evaluation
 MINUTE_MS = 60_000
+BUCKET_MS = 300_000                       # the 5-minute buckets a pool's load is measured in
 GROWTH_PER_DAY = 1.003                    # traffic grows 0.3 % a day (centred on the period's middle)
 ROWS_PER_REQUEST = 1.09                   # escalations add a row: rows per gateway request, measured
 CONF_KAPPA = 10.0                         # Beta concentration of the small model's confidence
@@ -152,7 +172,10 @@ class SelfHosted:
     """A self-hosted model: per-request service = prefill + decode, in ms.
 
     prefill_ms = prefill_base_ms + prefill_ms_per_token * uncached input tokens
-    decode_ms  = output_tokens * 1000 / decode_tokens_per_s * (1 + decode_slowdown * load)
+    decode_ms  = output_tokens * 1000 / decode_tokens_per_s * batch_slowdown(load, decode_slowdown)
+
+    ``decode_tokens_per_s`` is one stream's speed at light load; ``decode_slowdown`` the extra time per
+    token at a full batch (full-batch TPOT / light-load TPOT - 1). Sources: the module's docstring.
     """
 
     name: str
@@ -161,9 +184,9 @@ class SelfHosted:
     prefill_base_ms: float
     prefill_ms_per_token: float
     decode_tokens_per_s: float
-    decode_slowdown: float            # decode slows by this share at full load
+    decode_slowdown: float            # a full batch's TPOT is (1 + this) x the light-load TPOT
     edge_replicas: tuple[int, ...] = ()
-    edge_speedup: float = 1.0         # the edge build is quantised (INT8): its decode is this much faster
+    edge_speedup: float = 1.0         # the edge build decodes this much faster than the cloud one (1: the same build)
     error_rate: float = 0.0035
     small: bool = True
     conf_mean: tuple[float, float] = (0.0, 0.0)   # confidence mean = a - b * complexity
@@ -189,11 +212,13 @@ class ApiModel:
 CLOUD, EDGE = "cloud-us-east", "edge-sh"
 SELF_HOSTED: dict[str, SelfHosted] = {
     m.name: m for m in (
+        # 1x H100 per replica: r0-r2 in the cloud, r3 at the edge site
         SelfHosted("llama-3.1-8b", replicas=4, slots_per_replica=3, prefill_base_ms=25.0,
-                   prefill_ms_per_token=0.20, decode_tokens_per_s=13.0, decode_slowdown=0.05,
-                   edge_replicas=(3,), edge_speedup=1.6, small=True, conf_mean=(1.0, 0.28), quality=(0.05, 0.90)),
-        SelfHosted("llama-3.1-70b", replicas=3, slots_per_replica=3, prefill_base_ms=60.0,
-                   prefill_ms_per_token=0.12, decode_tokens_per_s=8.0, decode_slowdown=0.05,
+                   prefill_ms_per_token=0.045, decode_tokens_per_s=132.0, decode_slowdown=2.38,
+                   edge_replicas=(3,), small=True, conf_mean=(1.0, 0.28), quality=(0.05, 0.90)),
+        # 4x H100 per replica (tensor parallel 4)
+        SelfHosted("llama-3.1-70b", replicas=3, slots_per_replica=2, prefill_base_ms=45.0,
+                   prefill_ms_per_token=0.10, decode_tokens_per_s=55.0, decode_slowdown=2.37,
                    small=False, quality=(0.95, 0.12)),
     )
 }
@@ -257,7 +282,7 @@ TENANTS: tuple[Tenant, ...] = (
     Tenant("stark-batch", "batch", "cost", 0.14, 0.10, 0.11, "nightly", 1.0, "us-east-1",
            ("batch-runner",), "llama-3.1-8b", "llama-3.1-8b", complex_share=0.0),
 )
-PATIENCE_MS = {"premium": 30_000.0, "standard": 45_000.0, "batch": 120_000.0}
+PATIENCE_MS = {"premium": 20_000.0, "standard": 30_000.0, "batch": 120_000.0}
 EDGE_TO_CLOUD_MS = (150.0, 230.0)         # network hop of an edge tenant's call to the cloud
 
 # Short bursts: tenant, day offset from the start, time of day (UTC), minutes, rate factor.
@@ -279,6 +304,11 @@ _INCIDENT_SPECS: tuple[dict, ...] = (
      "what": "the node hosting llama-3.1-70b-r1 and -r2 is down as the weekday peak builds: a third of the "
              "capacity for the usual load, rho > 1, the queue climbs to tens of seconds and requests "
              "time out in it"},
+    {"kind": "surge", "model": "llama-3.1-70b", "tenant": "acme-support", "day": 12, "from": "14:30", "to": "21:00",
+     "factor": 2.4,
+     "what": "acme-support's traffic runs at 2.4 times its usual rate from 14:30 to 21:00 (a launch): three quarters of "
+             "it takes the slow path, the llama-3.1-70b batches fill, every stream decodes slower and the premium "
+             "tier's time to first token breaks its SLA while the surge lasts; nothing is down"},
     {"kind": "decode_tail", "model": "llama-3.1-8b", "day": 4, "from": "13:00", "to": "14:30",
      "fraction": 0.25, "extra_decode_ms": 2000.0,
      "what": "a quarter of llama-3.1-8b requests get about +2000 ms of decode (the seed's slow_inject)"},
@@ -330,8 +360,9 @@ def fifo_servers(arrival_ms: np.ndarray, service_ms: np.ndarray, servers: int,
         start_n = max(a_n, min_s free_s),  wait_n = start_n - a_n,  free_s <- start_n + S_n
 
     A request whose wait would exceed its patience leaves at the patience and frees nothing.
-    An outage ``(server ids, from_ms, to_ms)`` keeps those servers busy until ``to_ms``
-    from the first arrival at or after ``from_ms``.
+    An outage ``(server ids, from_ms, to_ms)`` starts nothing on those servers from ``from_ms``
+    to ``to_ms`` (a service begun before goes on): a start that would fall in it moves the
+    server's free time to ``to_ms`` and the request takes the next server.
 
     >>> r = fifo_servers(np.array([0., 0., 0.]), np.array([10., 10., 10.]), 2)
     >>> r.queue_ms.tolist(), r.server.tolist()
@@ -342,19 +373,19 @@ def fifo_servers(arrival_ms: np.ndarray, service_ms: np.ndarray, servers: int,
     svc = np.asarray(service_ms, dtype=float).tolist()
     pat = (np.full(n, np.inf) if patience_ms is None else np.asarray(patience_ms, dtype=float)).tolist()
     heap = [(0.0, s) for s in range(servers)]
-    pending = sorted(outages, key=lambda o: o[1])
-    next_outage = pending[0][1] if pending else math.inf
+    down = [(set(ids), float(lo), float(hi)) for ids, lo, hi in outages]
     w_out, s_out = [0.0] * n, [-1] * n
     replace = heapq.heapreplace
     for i in range(n):
         a = arr[i]
-        if a >= next_outage:
-            ids, _, to_ms = pending.pop(0)
-            down = set(ids)
-            heap = [(max(f, to_ms) if s in down else f, s) for f, s in heap]
-            heapq.heapify(heap)
-            next_outage = pending[0][1] if pending else math.inf
         f, s = heap[0]
+        while down:
+            start = f if f > a else a
+            hi = next((h for ids, lo, h in down if s in ids and lo <= start < h), None)
+            if hi is None:
+                break
+            replace(heap, (hi, s))
+            f, s = heap[0]
         w = f - a if f > a else 0.0
         if w > pat[i]:
             w_out[i] = pat[i]
@@ -401,9 +432,9 @@ def _p_correct(spec, conf: np.ndarray, complexity: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- arrivals
 
-def _arrivals(rng: np.random.Generator, start: datetime, days: int,
-              requests_per_day: float) -> tuple[np.ndarray, np.ndarray]:
-    """(ts_ms since start, tenant index), sorted by time."""
+def _arrivals(rng: np.random.Generator, start: datetime, days: int, requests_per_day: float,
+              incidents: Sequence[dict] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(ts_ms since start, tenant index), sorted by time; a ``surge`` incident multiplies its tenant's rate."""
     minutes = np.arange(days * 1440)
     day = minutes // 1440
     clock = start.hour * 60 + start.minute + minutes                  # minutes since start's midnight
@@ -427,6 +458,10 @@ def _arrivals(rng: np.random.Generator, start: datetime, days: int,
                 if m0 < 0:
                     continue
                 rate[m0:m0 + b["minutes"]] *= b["factor"]
+        for inc in incidents:
+            if inc["kind"] == "surge" and inc["tenant"] == t.name:
+                m0, m1 = (max(int((inc[k] - start).total_seconds() // 60), 0) for k in ("start", "end"))
+                rate[m0:m1] *= inc["factor"]
         counts = rng.poisson(rate)
         total = int(counts.sum())
         base = np.repeat(minutes * MINUTE_MS, counts)
@@ -440,21 +475,44 @@ def _arrivals(rng: np.random.Generator, start: datetime, days: int,
 
 # ---------------------------------------------------------------- service times
 
+def batch_slowdown(load: np.ndarray, slowdown: float) -> np.ndarray:
+    """How much slower each stream decodes at a pool's ``load`` (offered light-load work over the servers up).
+
+    The batch a replica runs grows with its load, and with it every stream's time per output token: from the
+    light-load TPOT (factor 1) to the full-batch TPOT (factor ``1 + slowdown``). The slower streams stay in the
+    batch longer, which adds load in turn: the factor solves ``f = 1 + slowdown * load * f``, so
+    ``f = 1 / (1 - slowdown * load)``, held at ``1 + slowdown`` from ``load = 1 / (1 + slowdown)`` up (the
+    batch is full; more load waits in the queue)::
+
+    >>> batch_slowdown(np.array([0.0, 0.1, 0.5]), 2.4).round(3).tolist()
+    [1.0, 1.316, 3.4]
+    """
+    load = np.asarray(load, dtype=float)
+    full = 1.0 + slowdown
+    return np.where(load < 1.0 / full, 1.0 / np.maximum(1.0 - slowdown * load, 1.0 / full), full)
+
+
 def _self_hosted_service(rng, spec: SelfHosted, arrival_ms, input_tokens, cached_tokens, output_tokens,
-                         servers: int, speedup: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """(prefill_ms, decode_ms) for calls to one pool; decode slows with the pool's load,
-    measured as offered work per 5-minute bucket over the pool's capacity."""
+                         servers: int, speedup: float = 1.0,
+                         down: Sequence[tuple[int, float, float]] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(prefill_ms, decode_ms) for calls to one pool. Decode runs at the light-load rate slowed by
+    :func:`batch_slowdown` of the pool's load: light-load work per 5-minute bucket over the servers up in it
+    (``down``: (servers, from_ms, to_ms) out of service)."""
     n = len(arrival_ms)
     uncached = np.maximum(input_tokens - cached_tokens, 0)
     prefill = (spec.prefill_base_ms + spec.prefill_ms_per_token * uncached) * np.exp(rng.normal(0, 0.08, n))
     decode0 = output_tokens * 1000.0 / (spec.decode_tokens_per_s * speedup) * np.exp(rng.normal(0, 0.03, n))
-    bucket = (arrival_ms // 300_000).astype(np.int64)
-    if n:
-        work = np.bincount(bucket, weights=prefill + decode0)
-        load = np.minimum(work / (servers * 300_000.0), 1.0)[bucket]
-    else:
-        load = np.zeros(0)
-    return prefill, decode0 * (1.0 + spec.decode_slowdown * load)
+    if not n:
+        return prefill, decode0
+    bucket = (arrival_ms // BUCKET_MS).astype(np.int64)
+    work = np.bincount(bucket, weights=prefill + decode0)
+    up = np.full(len(work), float(servers))
+    starts = np.arange(len(work)) * BUCKET_MS
+    for k, lo, hi in down:
+        overlap = np.clip(np.minimum(starts + BUCKET_MS, hi) - np.maximum(starts, lo), 0, BUCKET_MS) / BUCKET_MS
+        up -= k * overlap
+    load = work / (np.maximum(up, 1.0) * BUCKET_MS)
+    return prefill, decode0 * batch_slowdown(load, spec.decode_slowdown)[bucket]
 
 
 def _api_service(rng, spec: ApiModel, input_tokens, output_tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -553,16 +611,6 @@ def _apply_service(rng, calls: _Calls, sel: np.ndarray, rq: _Requests, incidents
         pid = ids[mask]
         servers = len(replicas) * spec.slots_per_replica
         arr = calls.ts_ms[pid] + calls.route_ms[pid]          # the call reaches the pool after routing
-        pre, dec = _self_hosted_service(rng, spec, arr, inp[mask], calls.cached_tokens[pid], out[mask], servers,
-                                        spec.edge_speedup if site == EDGE else 1.0)
-        for inc in incidents:
-            if inc["kind"] == "decode_tail" and inc["model"] == name:
-                lo = (np.datetime64(inc["start"], "ms") - start_ms0).astype(np.int64)
-                hi = (np.datetime64(inc["end"], "ms") - start_ms0).astype(np.int64)
-                hit = (arr >= lo) & (arr < hi) & (rng.random(len(arr)) < inc["fraction"])
-                dec = dec + np.where(hit, inc["extra_decode_ms"] * np.exp(rng.normal(0, 0.1, len(arr))), 0.0)
-        e = err[mask]
-        dec = np.where(e, 0.0, dec)            # a failed call fails at the start of decode
         outages = []
         for inc in incidents:
             for down in inc.get("replicas_down", ()) if inc["model"] == name else ():
@@ -572,6 +620,17 @@ def _apply_service(rng, calls: _Calls, sel: np.ndarray, rq: _Requests, incidents
                     lo = float((np.datetime64(inc["start"], "ms") - start_ms0).astype(np.int64))
                     hi = float((np.datetime64(inc["end"], "ms") - start_ms0).astype(np.int64))
                     outages.append((range(j * spec.slots_per_replica, (j + 1) * spec.slots_per_replica), lo, hi))
+        pre, dec = _self_hosted_service(rng, spec, arr, inp[mask], calls.cached_tokens[pid], out[mask], servers,
+                                        spec.edge_speedup if site == EDGE else 1.0,
+                                        [(len(ids_), lo, hi) for ids_, lo, hi in outages])
+        for inc in incidents:
+            if inc["kind"] == "decode_tail" and inc["model"] == name:
+                lo = (np.datetime64(inc["start"], "ms") - start_ms0).astype(np.int64)
+                hi = (np.datetime64(inc["end"], "ms") - start_ms0).astype(np.int64)
+                hit = (arr >= lo) & (arr < hi) & (rng.random(len(arr)) < inc["fraction"])
+                dec = dec + np.where(hit, inc["extra_decode_ms"] * np.exp(rng.normal(0, 0.1, len(arr))), 0.0)
+        e = err[mask]
+        dec = np.where(e, 0.0, dec)            # a failed call fails at the start of decode
         order = np.argsort(arr, kind="stable")
         tier = calls.patience[pid]
         res = fifo_servers(arr[order], (pre + dec)[order], servers, tier[order], outages)
@@ -610,7 +669,7 @@ def generate(days: int = DEFAULT_DAYS, seed: int = DEFAULT_SEED,
     start = start.replace(second=0, microsecond=0)
     start_ms0 = np.datetime64(start, "ms")
     incidents = incident_windows(start, days)
-    rq = _requests(seed, start, days, requests_per_day)
+    rq = _requests(seed, start, days, requests_per_day, incidents)
     first, esc, escalate = _calls(seed, rq, incidents, start_ms0)
     cache_idx = np.flatnonzero(rq.cache)
     parts = [_cache_rows(_rng(seed, 5), rq, cache_idx), _call_rows(rq, first, escalate, "first"),
@@ -642,8 +701,9 @@ class _Requests(NamedTuple):
         return np.array([getattr(t, field) for t in TENANTS], dtype=dtype)[self.tk]
 
 
-def _requests(seed: int, start: datetime, days: int, requests_per_day: float) -> _Requests:
-    ts, tk = _arrivals(_rng(seed, 1), start, days, requests_per_day)
+def _requests(seed: int, start: datetime, days: int, requests_per_day: float,
+              incidents: Sequence[dict] = ()) -> _Requests:
+    ts, tk = _arrivals(_rng(seed, 1), start, days, requests_per_day, incidents)
     n = len(ts)
     rng = _rng(seed, 2)
     tenants = TENANTS
