@@ -193,7 +193,10 @@ def test_the_cascade_summary_from_the_subset_rollups_equals_the_raw_rows(monkeyp
     fast = routing.cascade_summary(c, Filters())
     monkeypatch.setattr(store, "derived_ready", lambda con, table: False)     # the raw-row path
     slow = routing.cascade_summary(c, Filters())
-    assert fast.rejected_attempts_usd == slow.rejected_attempts_usd > 0
-    assert fast.cascade_spend_usd == slow.cascade_spend_usd > 0
-    pd.testing.assert_frame_equal(fast.by_model, slow.by_model)
+    # each group's share of its hour's GPU cost is a DECIMAL(38,12); the subset rollup splits a group the raw
+    # rows keep whole (by escalated and cascade flags), so the two sums may differ in the 12th decimal only
+    assert fast.rejected_attempts_usd == pytest.approx(slow.rejected_attempts_usd, abs=1e-9)
+    assert fast.cascade_spend_usd == pytest.approx(slow.cascade_spend_usd, abs=1e-9)
+    assert slow.rejected_attempts_usd > 0 and slow.cascade_spend_usd > 0
+    pd.testing.assert_frame_equal(fast.by_model, slow.by_model, check_exact=False, atol=1e-9, rtol=0)
     assert int(fast.by_model["escalations"].sum()) == int((rows["escalated"] == True).sum())  # noqa: E712
