@@ -87,7 +87,13 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS ingest_files (source_id BIGINT, path VARCHAR, size_bytes BIGINT, mtime DOUBLE,
   loaded_at TIMESTAMP, rows BIGINT, error VARCHAR)""",
 )
-_wake = threading.Event()       # set by a configuration change: the loop ticks at once
+_WAKE: set[threading.Event] = set()      # each running ingester's; a configuration change sets them all
+
+
+def _wake_all() -> None:
+    """A source was added, removed, started or stopped: every ingester of this process ticks at once."""
+    for event in list(_WAKE):
+        event.set()
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -225,7 +231,7 @@ def add_source(con: duckdb.DuckDBPyConnection, kind: str, target: str = "", *, f
                     [new_id, kind, target, format or None, pattern, credential, every_s, replica or None,
                      access.current().user or "local", _now()])
         store.bump_data_version(con)
-    _wake.set()
+    _wake_all()
     return source(con, new_id)
 
 
@@ -237,7 +243,7 @@ def remove_source(con: duckdb.DuckDBPyConnection, source_id: int) -> Source:
         for table, key in (("ingest_sources", "id"), ("ingest_status", "source_id"), ("ingest_files", "source_id")):
             con.execute(f"DELETE FROM {table} WHERE {key} = ?", [gone.id])
         store.bump_data_version(con)
-    _wake.set()
+    _wake_all()
     return gone
 
 
@@ -248,7 +254,7 @@ def set_enabled(con: duckdb.DuckDBPyConnection, source_id: int, enabled: bool) -
     with store.transaction(con):
         con.execute("UPDATE ingest_sources SET enabled = ? WHERE id = ?", [bool(enabled), s.id])
         store.bump_data_version(con)
-    _wake.set()
+    _wake_all()
     return source(con, s.id)
 
 
@@ -276,7 +282,7 @@ def set_otlp_port(con: duckdb.DuckDBPyConnection, port: int | None) -> None:
     if port is not None and not 0 <= int(port) <= 65535:
         raise InputError("the OTLP port is a number from 1 to 65535 (0: off)")
     store.set_setting(con, OTLP_SETTING, int(port) if port else None)
-    _wake.set()
+    _wake_all()
 
 
 # ---------------------------------------------------------------- status
@@ -375,6 +381,7 @@ class Ingester:
         self.receiver = None
         self._receiver_port: int | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         ensure_tables(self.con)
 
@@ -382,13 +389,15 @@ class Ingester:
     def start(self) -> Ingester:
         if self.control_enabled:
             self.control = ControlServer(self, self.db_path).start()
+        _WAKE.add(self._wake)
         self._thread = threading.Thread(target=self.run, name="finops-ingester", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
-        _wake.set()
+        self._wake.set()
+        _WAKE.discard(self._wake)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._stop_receiver()
@@ -406,8 +415,8 @@ class Ingester:
                     busy = self._anything_enabled()
             except Exception:       # a bug of ours: logged, and the loop goes on (each source is isolated too)
                 log.exception("the ingester's tick failed")
-            _wake.wait(self.tick_s if busy else IDLE_TICK_S)
-            _wake.clear()
+            self._wake.wait(self.tick_s if busy else IDLE_TICK_S)
+            self._wake.clear()
 
     def _anything_enabled(self) -> bool:
         return self.receiver is not None or any(s.enabled for s in sources(self.con))
