@@ -297,7 +297,7 @@ def start_ingester():
 def ingester_status_frame():
     """The ingester's status per source, read afresh (its status writes do not bump the data version)."""
     from finops.ingest import service
-    return service.status_frame(cursor())
+    return service.status_frame(cursor(), full_paths=can("edit_settings"))     # a server's paths: admins only
 
 
 def live_sources() -> bool:

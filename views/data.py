@@ -240,7 +240,10 @@ st.caption("The ingester runs inside this dashboard's server, whether or not a t
            "rotated log), the new files of the watched folders, and runs the pulls and scrapes that are due. "
            "Rows already stored are skipped. Only the sources an admin configured here are read.")
 status = ingester_status_frame()
-if status.empty:
+if current_access().scoped:      # the rows loaded add up every tenant's requests
+    st.info("The live sources load every tenant's requests; your login sees only its own tenants, so they are not "
+            "listed.", icon=":material/lock:")
+elif status.empty:
     st.info("No live source is configured. " + ("Add one below." if can("edit_settings") else
             "An admin adds them here (or with python -m finops serve-ingest --add-follow PATH)."),
             icon=":material/sensors_off:")

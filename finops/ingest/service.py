@@ -121,12 +121,14 @@ class Source:
     replica: str | None = None
     enabled: bool = True
 
-    def label(self) -> str:
-        """What the source is, as a page or log may show it (no credentials)."""
+    def label(self, full_paths: bool = True) -> str:
+        """What the source is, as a page or log may show it (no credentials); without ``full_paths`` a
+        file or folder is named by its last part only (a server's paths are for admins)."""
+        where = self.target if full_paths else Path(self.target).name
         if self.kind == "follow":
-            return f"follow {self.target}" + (f" as {self.format}" if self.format else "")
+            return f"follow {where}" + (f" as {self.format}" if self.format else "")
         if self.kind == "watch":
-            return f"watch {self.target}/{self.pattern or '*'}" + (f" as {self.format}" if self.format else "")
+            return f"watch {where}/{self.pattern or '*'}" + (f" as {self.format}" if self.format else "")
         if self.kind == "pull-litellm":
             return f"pull litellm (DSN from ${self.credential})"
         if self.kind == "pull-langfuse":
@@ -314,9 +316,10 @@ def _save_status(con, s: Status) -> None:
         con.execute(f"INSERT INTO ingest_status VALUES ({', '.join('?' * len(values))})", values)
 
 
-def status_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def status_frame(con: duckdb.DuckDBPyConnection, full_paths: bool = True) -> pd.DataFrame:
     """One row per source (and the OTLP receiver when it ran): id, source, state, last load (UTC), rows
-    loaded, last error in words. Read afresh (not cached): status writes do not bump the data version."""
+    loaded, last error in words. Read afresh (not cached): status writes do not bump the data version.
+    ``full_paths=False`` names followed files and folders by their last part (see :meth:`Source.label`)."""
     cols = ["id", "source", "state", "enabled", "last_run", "last_ok", "rows_total", "last_error"]
     try:
         rows = con.execute(
@@ -329,7 +332,7 @@ def status_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     out = []
     for sid, kind, target, fmt, pattern, cred, every, replica, enabled, state, last_run, last_ok, n, err in rows:
         label = "OTLP/HTTP receiver" if sid == OTLP_ID else \
-            Source(sid, kind, target, fmt, pattern, cred, every, replica, enabled).label()
+            Source(sid, kind, target, fmt, pattern, cred, every, replica, enabled).label(full_paths)
         shown_state = state or "waiting for the first run"
         if not enabled:
             shown_state = "stopped"
