@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,82 @@ def test_cli_ingest_and_report_while_the_store_is_held(tmp_path):
     assert not service.sidecar_path(db).exists()       # removed on a clean exit
     # without a live ingester the held-store message is as before
     assert service.control_for(db) is None
+
+
+# ---------------------------------------------------------------- OTLP/HTTP through the ingester
+
+def _genai_spans(n: int, first: int = 0) -> list:
+    """n GenAI chat spans (the attributes opentelemetry-instrumentation-openai-v2 writes), finished and
+    captured by the official SDK, ready for its OTLP/HTTP exporter."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot", "tenant.id": "acme"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("opentelemetry.instrumentation.openai_v2", "2.1b0")
+    t0 = 1_764_000_000_000_000_000
+    for i in range(first, first + n):
+        span = tracer.start_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, start_time=t0 + i * 1_000_000, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.response.model": "gpt-4o-mini-2024-07-18", "gen_ai.usage.input_tokens": 1000 + i,
+            "gen_ai.usage.output_tokens": 10})
+        span.end(end_time=t0 + i * 1_000_000 + 250_000_000)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def _span_id(span) -> str:
+    return f"{span.context.trace_id:032x}:{span.context.span_id:016x}"
+
+
+@pytest.fixture()
+def otlp_ready():
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    if service._otlp_module() is None:
+        pytest.skip("this build has no OTLP receiver (finops.ingest.otlp)")
+
+
+def test_sdk_exporter_spans_reach_the_store_and_kill_9_loses_no_acknowledged_span(tmp_path, otlp_ready):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    db, port = str(tmp_path / "s.duckdb"), free_port()
+    endpoint = f"http://127.0.0.1:{port}/v1/traces"
+    spans = _genai_spans(400)
+    acked: list[str] = []
+    with serving(db, "--otlp-port", str(port)) as (proc, client):
+        exporter = OTLPSpanExporter(endpoint=endpoint, timeout=5)
+        wait_until(lambda: status_of_otlp(client), timeout=60, message="the receiver listening")
+        assert exporter.export(spans[:10]) is SpanExportResult.SUCCESS
+        acked += [_span_id(s) for s in spans[:10]]
+        wait_until(lambda: requests_seen(client) == 10, timeout=60, message="the first spans in the store")
+        out, _ = client.command("report", ["--json", "--by", "model,tenant"])
+        assert [(r["model"], r["tenant"], r["requests"], r["input_tokens"]) for r in json.loads(out)] == [
+            ("gpt-4o-mini-2024-07-18", "", 10, sum(1000 + i for i in range(10)))]
+
+        def stream() -> None:                        # batches of 10 until the ingester is gone
+            for k in range(10, 400, 10):
+                if exporter.export(spans[k:k + 10]) is not SpanExportResult.SUCCESS:
+                    return
+                acked.extend(_span_id(s) for s in spans[k:k + 10])
+
+        sender = threading.Thread(target=stream)
+        sender.start()
+        wait_until(lambda: len(acked) >= 100, timeout=60, message="100 acknowledged spans")
+        proc.kill()                                  # kill -9 mid-stream: the exporter is still posting
+        proc.wait()
+        sender.join()
+        exporter.shutdown()
+    assert 10 < len(acked) < 400
+    with serving(db, "--otlp-port", str(port)) as (_, client):     # the restart drains what was spooled
+        wait_until(lambda: requests_seen(client) >= len(acked), timeout=60, message="every acknowledged span")
+    stored = stored_ids(db)
+    assert set(acked) <= set(stored) and len(stored) == len(set(stored))
+
+
+def status_of_otlp(client) -> bool:
+    return any(s["id"] == service.OTLP_ID and s["state"].startswith("listening") for s in client.status()["sources"])
