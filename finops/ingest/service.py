@@ -386,6 +386,8 @@ class Ingester:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._workers: dict[int, threading.Thread] = {}
+        self.wait_scheduled = False      # True: tick() returns once its pulls and scrapes ended (tests, bench)
         ensure_tables(self.con)
 
     # -- lifecycle
@@ -403,6 +405,8 @@ class Ingester:
         _WAKE.discard(self._wake)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        for worker in list(self._workers.values()):      # a pull or scrape in flight ends first
+            worker.join(timeout)
         self._stop_receiver()
         if self.control is not None:
             self.control.stop()
@@ -430,23 +434,43 @@ class Ingester:
         result = TickResult()
         self._sync_receiver()
         if self.receiver is not None:
-            self._run(OTLP_ID, self._drain_otlp, result, now)
+            self._run(self.con, OTLP_ID, self._drain_otlp, result, now)
         for s in sources(self.con):
             if not s.enabled:
                 continue
-            if s.kind in SCHEDULED:
-                st = _status(self.con, s.id)
-                at = now or _now()
-                if st.last_run is not None and (at - st.last_run).total_seconds() < (s.every_s or 0):
-                    continue
-            self._run(s.id, lambda st, s=s: RUNNERS[s.kind](self, s, st), result, now)
+            if s.kind not in SCHEDULED:
+                self._run(self.con, s.id, lambda con, st, s=s: RUNNERS[s.kind](self, con, s, st), result, now)
+                continue
+            st = _status(self.con, s.id)
+            at = now or _now()
+            busy = self._workers.get(s.id)
+            if (busy is not None and busy.is_alive()) or (
+                    st.last_run is not None and (at - st.last_run).total_seconds() < (s.every_s or 0)):
+                continue
+            # a pull or scrape runs on its own thread: a slow service never holds up the followed logs
+            worker = threading.Thread(target=self._scheduled, args=(s, result, now), daemon=True,
+                                      name=f"finops-ingester-{s.kind}-{s.id}")
+            self._workers[s.id] = worker
+            worker.start()
+            if self.wait_scheduled:
+                worker.join()
         return result
 
-    def _run(self, source_id: int, fn, result: TickResult, now: datetime | None) -> None:
-        st = _status(self.con, source_id)
+    def _scheduled(self, s: Source, result: TickResult, now: datetime | None) -> None:
+        con = self.con.cursor()
+        try:
+            with access.system():
+                self._run(con, s.id, lambda con, st: RUNNERS[s.kind](self, con, s, st), result, now)
+        except Exception:       # a status write that failed: logged, and the next run tries again
+            log.exception("the ingester's run of source %s failed", s.id)
+        finally:
+            con.close()
+
+    def _run(self, con, source_id: int, fn, result: TickResult, now: datetime | None) -> None:
+        st = _status(con, source_id)
         st.last_run = now or _now()
         try:
-            n, state = fn(st)
+            n, state = fn(con, st)
         except InputError as exc:
             st.last_error, st.last_error_at, st.state = str(exc), st.last_run, "failing"
             result.errors[source_id] = str(exc)
@@ -463,7 +487,7 @@ class Ingester:
             st.last_ok = st.last_run
             st.last_error = None
             result.rows[source_id] = n
-        _save_status(self.con, st)
+        _save_status(con, st)
 
     # -- OTLP
     def _wanted_otlp_port(self) -> int | None:
@@ -492,8 +516,8 @@ class Ingester:
             self.receiver = None
         self._receiver_port = None
 
-    def _drain_otlp(self, st: Status) -> tuple[int, str]:
-        n = _otlp_module().drain(self.con, str(self.spool_dir))
+    def _drain_otlp(self, con, st: Status) -> tuple[int, str]:
+        n = _otlp_module().drain(con, str(self.spool_dir))
         return int(n or 0), f"listening on 127.0.0.1:{self.receiver.port}"
 
 
@@ -532,7 +556,7 @@ def _follow_to_end(con, path: Path, offset: int, options: IngestOptions, on_step
             return offset, rows
 
 
-def _run_follow(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
+def _run_follow(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     path = Path(s.target)
     try:
         now_stat = path.stat()
@@ -542,19 +566,19 @@ def _run_follow(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
 
     def persist(offset: int, file_id: str) -> None:       # once the batch committed: a restart resumes here
         st.offset_bytes, st.file_id = offset, file_id
-        _save_status(ing.con, st)
+        _save_status(con, st)
 
     new_id = _file_id(now_stat)
     if st.file_id and st.file_id != new_id:        # rotated: another file under the name
         old = _find_by_id(path.parent, st.file_id, path)
         if old is not None:                        # the rest of the old file first, where it now lies
-            _, n = _follow_to_end(ing.con, old, st.offset_bytes, _options(s),
+            _, n = _follow_to_end(con, old, st.offset_bytes, _options(s),
                                   lambda o: persist(o, st.file_id))
             rows += n
         persist(0, new_id)
     elif not st.file_id:
         st.file_id = new_id
-    offset, n = _follow_to_end(ing.con, path, st.offset_bytes, _options(s), lambda o: persist(o, new_id))
+    offset, n = _follow_to_end(con, path, st.offset_bytes, _options(s), lambda o: persist(o, new_id))
     return rows + n, f"following, at byte {offset:,}"
 
 
@@ -566,13 +590,13 @@ def _find_by_id(folder: Path, file_id: str, skip: Path) -> Path | None:
     return None
 
 
-def _run_watch(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
+def _run_watch(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     from finops.ingest.loader import ingest_path
 
     folder = Path(s.target)
     if not folder.is_dir():
         raise InputError("the watched folder is gone", file=s.target)
-    seen = {(p, size, mtime) for p, size, mtime in ing.con.execute(
+    seen = {(p, size, mtime) for p, size, mtime in con.execute(
         "SELECT path, size_bytes, mtime FROM ingest_files WHERE source_id = ?", [s.id]).fetchall()}
     rows, errors, now = 0, [], time.time()
     for name in sorted(globlib.glob(globlib.escape(str(folder)) + "/" + (s.pattern or "*"))):
@@ -585,19 +609,19 @@ def _run_watch(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
             continue
         n, err = 0, None
         try:
-            n = sum(r.rows_ingested for r in ingest_path(ing.con, p, _options(s)))
+            n = sum(r.rows_ingested for r in ingest_path(con, p, _options(s)))
         except InputError as exc:
             err = str(exc)
             errors.append(err)
-        with store.transaction(ing.con):
-            ing.con.execute("DELETE FROM ingest_files WHERE source_id = ? AND path = ?", [s.id, str(p)])
-            ing.con.execute("INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?)",
+        with store.transaction(con):
+            con.execute("DELETE FROM ingest_files WHERE source_id = ? AND path = ?", [s.id, str(p)])
+            con.execute("INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?)",
                             [s.id, str(p), fs.st_size, fs.st_mtime, _now(), n, err])
         rows += n
     if errors:
         raise InputError(f"{len(errors)} file(s) refused (each is tried again once it changes); the last: "
                          f"{errors[-1]}")
-    files = ing.con.execute("SELECT count(*) FROM ingest_files WHERE source_id = ?", [s.id]).fetchall()[0][0]
+    files = con.execute("SELECT count(*) FROM ingest_files WHERE source_id = ?", [s.id]).fetchall()[0][0]
     return rows, f"watching, {files:,} file{'s' if files != 1 else ''} seen"
 
 
@@ -608,30 +632,30 @@ def _credential(ing: Ingester, name: str) -> str:
     return value
 
 
-def _run_litellm(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
+def _run_litellm(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     from finops.ingest import pulls
 
-    r = pulls.pull_litellm(ing.con, _credential(ing, s.credential))
+    r = pulls.pull_litellm(con, _credential(ing, s.credential))
     return r.rows_ingested, f"pulled {r.pages:,} page(s), every {s.every_s:g} s"
 
 
-def _run_langfuse(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
+def _run_langfuse(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     from finops.ingest import pulls
 
     public, secret_ = s.credential.split(",")
-    r = pulls.pull_langfuse(ing.con, s.target, public_key=_credential(ing, public),
+    r = pulls.pull_langfuse(con, s.target, public_key=_credential(ing, public),
                             secret_key=_credential(ing, secret_), max_wait_s=min(60.0, s.every_s or 60.0))
     return r.rows_ingested, f"pulled {r.pages:,} page(s), every {s.every_s:g} s"
 
 
-def _run_scrape(ing: Ingester, s: Source, st: Status) -> tuple[int, str]:
+def _run_scrape(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     from finops.ingest import engine
 
-    r = engine.scrape_vllm(ing.con, s.target, s.replica, timeout_s=min(10.0, s.every_s or 10.0))
+    r = engine.scrape_vllm(con, s.target, s.replica, timeout_s=min(10.0, s.every_s or 10.0))
     return r.samples, f"scraped {r.samples:,} samples, every {s.every_s:g} s"
 
 
-RUNNERS: dict[str, Callable[[Ingester, Source, Status], tuple[int, str]]] = {
+RUNNERS: dict[str, Callable[[Ingester, duckdb.DuckDBPyConnection, Source, Status], tuple[int, str]]] = {
     "follow": _run_follow, "watch": _run_watch, "pull-litellm": _run_litellm, "pull-langfuse": _run_langfuse,
     "scrape-vllm": _run_scrape,
 }
