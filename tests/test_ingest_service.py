@@ -337,3 +337,90 @@ def test_sdk_exporter_spans_reach_the_store_and_kill_9_loses_no_acknowledged_spa
 
 def status_of_otlp(client) -> bool:
     return any(s["id"] == service.OTLP_ID and s["state"].startswith("listening") for s in client.status()["sources"])
+
+
+# ---------------------------------------------------------------- one tick at a time, in this process
+
+def _ingester(con):
+    ing = service.Ingester(con, None, control=False)
+    ing.wait_scheduled = True        # tick() returns once its pulls and scrapes ended
+    return ing
+
+
+def test_a_truncated_log_is_read_again_from_the_start_without_duplicates(tmp_path):
+    con = store.connect(":memory:")
+    log = tmp_path / "gateway.jsonl"
+    _append(log, range(0, 6))
+    src = service.add_source(con, "follow", str(log))
+    ing = _ingester(con)
+    assert ing.tick().rows == {src.id: 6}
+    log.write_text(_line(2) + _line(6))           # copytruncate: the same file, shorter, starting again
+    assert ing.tick().rows == {src.id: 1}
+    assert ing.tick().rows == {src.id: 0}
+    assert sorted(stored_ids_of(con)) == sorted(f"r{i}" for i in range(7))
+    offset = con.execute("SELECT offset_bytes FROM ingest_status WHERE source_id = ?", [src.id]).fetchall()[0][0]
+    assert offset == log.stat().st_size == len(_line(2) + _line(6))
+
+
+def stored_ids_of(con) -> list[str]:
+    return [r[0] for r in con.execute("SELECT request_id FROM requests").fetchall()]
+
+
+def test_a_watched_file_still_changing_waits_until_it_settled(tmp_path):
+    con = store.connect(":memory:")
+    folder = tmp_path / "drop"
+    folder.mkdir()
+    src = service.add_source(con, "watch", str(folder), pattern="*.jsonl")
+    ing = _ingester(con)
+    part = folder / "a.jsonl"
+    part.write_text("".join(_line(i) for i in range(3)))        # just written: not settled yet
+    assert ing.tick().rows == {src.id: 0}
+    old = part.stat().st_mtime - 2 * service.SETTLE_S
+    os.utime(part, (old, old))
+    assert ing.tick().rows == {src.id: 3}
+    assert ing.tick().rows == {src.id: 0}                        # seen: not hashed or loaded again
+    (folder / "bad.jsonl").write_bytes(b"\x00\x01 not a log\n")
+    os.utime(folder / "bad.jsonl", (old, old))
+    result = ing.tick()
+    assert "bad.jsonl" in result.errors[src.id] and store.row_count(con) == 3
+    assert src.id not in ing.tick().errors                       # refused once; tried again only if it changes
+
+
+def test_a_credential_is_stored_by_name_only_and_never_shown(tmp_path, monkeypatch):
+    con = store.connect(":memory:")
+    monkeypatch.setenv("FINOPS_TEST_DSN", f"postgresql://lite:hunter2-secret@127.0.0.1:{free_port()}/litellm")
+    src = service.add_source(con, "pull-litellm", credential="$FINOPS_TEST_DSN", every_s=60)
+    result = _ingester(con).tick()
+    pytest.importorskip("psycopg")
+    error = result.errors[src.id]
+    assert "could not connect to PostgreSQL at lite@127.0.0.1" in error and "hunter2" not in error
+    everything = json.dumps([list(map(str, r)) for t in ("ingest_sources", "ingest_status", "settings")
+                             for r in con.execute(f"SELECT * FROM {t}").fetchall()])
+    assert "FINOPS_TEST_DSN" in everything and "hunter2" not in everything
+    assert "hunter2" not in service.status_frame(con).to_string()
+    assert service.mask_url("http://u:pw@gpu-a:8000/metrics?token=t") == "http://gpu-a:8000/metrics"
+    with pytest.raises(service.InputError, match="without a user or password"):
+        service.add_source(con, "scrape-vllm", "http://u:pw@gpu-a:8000/metrics")
+
+
+def test_the_control_endpoint_wants_its_token(tmp_path):
+    import http.client
+
+    db = str(tmp_path / "s.duckdb")
+    con = store.connect(db)
+    ing = service.Ingester(con, db).start()
+    try:
+        client = service.control_for(db)
+        assert client.status()["pid"] == os.getpid()
+        for token in ("", "Bearer wrong"):
+            conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=10)
+            conn.request("POST", "/command", body=b'{"name": "report", "argv": []}',
+                         headers={"Authorization": token} if token else {})
+            assert conn.getresponse().status == 401
+            conn.close()
+        with pytest.raises(service.InputError, match="does not run 'ingest-everything'"):
+            client.command("ingest-everything", [])
+    finally:
+        ing.stop()
+        con.close()
+    assert service.control_for(db) is None
