@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 
-from finops import store
+from finops import access, store
 from finops.commands._common import add_db, db_path, print_json
 from finops.errors import InputError
 
@@ -112,6 +112,9 @@ def run(args) -> int:
         raise InputError("--tick must be positive")
     ing = service.Ingester(con, path, tick_s=args.tick, secret=delivery.secret, otlp_port=args.otlp_port,
                            commands=COMMANDS)
+    if args.otlp_port:
+        with access.system():
+            ing.start_receiver_now()
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())

@@ -493,28 +493,48 @@ class Ingester:
     def _wanted_otlp_port(self) -> int | None:
         return configured_otlp_port(self.con) if self.otlp_port is None else (self.otlp_port or None)
 
-    def _sync_receiver(self) -> None:
+    def _sync_receiver(self) -> str | None:
+        """Start or stop the OTLP receiver as configured; a receiver that cannot start is the OTLP status's
+        error (returned too), tried again when the port setting changes."""
         want = self._wanted_otlp_port()
         if want == self._receiver_port:
-            return
+            return None
         self._stop_receiver()
-        if want:
-            otlp = _otlp_module()
-            if otlp is None:
-                st = _status(self.con, OTLP_ID)
-                st.state, st.last_error = "failing", "this build has no OTLP receiver (finops.ingest.otlp)"
-                _save_status(self.con, st)
-                self._receiver_port = want
-                return
-            self.spool_dir.mkdir(parents=True, exist_ok=True)
-            self.receiver = otlp.start_receiver(str(self.spool_dir), host="127.0.0.1", port=want)
         self._receiver_port = want
+        if not want:
+            return None
+        otlp = _otlp_module()
+        error = None
+        if otlp is None:
+            error = "this build has no OTLP receiver (finops.ingest.otlp)"
+        elif self.spool_dir is None:
+            error = "an in-memory store has no folder beside it for the OTLP spool"
+        else:
+            try:
+                self.spool_dir.mkdir(parents=True, exist_ok=True)
+                self.receiver = otlp.start_receiver(str(self.spool_dir), host="127.0.0.1", port=want)
+            except OSError as exc:          # the port is taken, or not ours to bind
+                error = f"the OTLP receiver could not listen on 127.0.0.1:{want}: {exc.strerror or exc}"
+            except InputError as exc:       # e.g. another receiver holds the spool
+                error = f"the OTLP receiver could not start: {exc}"
+        st = _status(self.con, OTLP_ID)
+        st.state = "failing" if error else f"listening on 127.0.0.1:{want}"
+        st.last_error, st.last_error_at = error, (_now() if error else st.last_error_at)
+        _save_status(self.con, st)
+        return error
 
     def _stop_receiver(self) -> None:
         if self.receiver is not None:
             self.receiver.stop()
             self.receiver = None
         self._receiver_port = None
+
+    def start_receiver_now(self) -> None:
+        """Start the configured OTLP receiver at once (``serve-ingest --otlp-port``): a port that cannot be
+        bound is an :class:`InputError` before the loop starts."""
+        error = self._sync_receiver()
+        if error:
+            raise InputError(error)
 
     def _drain_otlp(self, con, st: Status) -> tuple[int, str]:
         n = _otlp_module().drain(con, str(self.spool_dir))
@@ -651,7 +671,8 @@ def _run_langfuse(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
 def _run_scrape(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     from finops.ingest import engine
 
-    r = engine.scrape_vllm(con, s.target, s.replica, timeout_s=min(10.0, s.every_s or 10.0))
+    # stamped with the run's scheduled start, so the stored scrapes are spaced as the schedule says
+    r = engine.scrape_vllm(con, s.target, s.replica, timeout_s=min(10.0, s.every_s or 10.0), now=st.last_run)
     return r.samples, f"scraped {r.samples:,} samples, every {s.every_s:g} s"
 
 
