@@ -239,7 +239,8 @@ def test_cli_ingest_and_report_while_the_store_is_held(tmp_path):
         assert held.stderr == direct.stderr and "rejected batch.jsonl row 13" in held.stderr
         report = cli("report", "--json", db=db)
         assert report.returncode == 0, report.stderr
-        assert report.stdout == direct_report.stdout
+        assert report.stdout == direct_report.stdout and report.stderr == direct_report.stderr
+        assert "warning: no price for m-small (8 requests)" in report.stderr
         rows = {r["model"]: r for r in json.loads(report.stdout)}
         assert {m: (r["requests"], r["input_tokens"]) for m, r in rows.items()} == {
             "m-large": (4, sum(100 + i for i in (0, 3, 6, 9))),
@@ -420,6 +421,16 @@ def test_the_control_endpoint_wants_its_token(tmp_path):
             conn.close()
         with pytest.raises(service.InputError, match="does not run 'ingest-everything'"):
             client.command("ingest-everything", [])
+        conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=10)    # over the cap: refused unread
+        conn.putrequest("POST", "/ingest")
+        conn.putheader("Authorization", f"Bearer {client.token}")
+        conn.putheader("Content-Length", str(service.CONTROL_MAX_BYTES + 1))
+        conn.putheader("X-Finops-Name", "huge.jsonl")
+        conn.endheaders()
+        resp = conn.getresponse()
+        assert resp.status == 400 and "over the ingester's limit of 200 MiB" in json.loads(resp.read())["error"]
+        conn.close()
+        assert store.row_count(con) == 0
     finally:
         ing.stop()
         con.close()
