@@ -3,7 +3,9 @@
   * ``ingest`` through the control endpoint of a ``serve-ingest`` process holding the store (the file streamed
     over HTTP on 127.0.0.1, then the same loader) against ``ingest_path`` on a store of this process;
   * a followed log caught up by one ingester tick (complete lines in chunks of at most 64 MiB, the offset
-    stored after each batch) against ``ingest_path`` of the same file.
+    stored after each batch) against ``ingest_path`` of the same file;
+  * the time from a line appended to a followed log to its row being counted by a report (``serve-ingest`` at
+    its default 2 s tick), against the 5 s in which a page must see it (the sidebar reruns a page every 3 s).
 
 Each pair runs alternately on fresh stores (the machine is shared: the median ratio of the pairs is printed,
 with the load average). Usage: python bench/ingester.py [--rows 200000] [--pairs 3] [--workdir /tmp/finops-bench-ing]
@@ -75,6 +77,38 @@ def _followed(src: Path, db: Path) -> float:
     return s
 
 
+def _append_to_visible(work: Path, samples: int) -> list[float]:
+    import json
+
+    from finops.ingest import service
+    db, log = work / "live.duckdb", work / "live.jsonl"
+    _fresh(db)
+    log.write_text("")
+    env = dict(os.environ, FINOPS_DEMO="0")
+    subprocess.run([sys.executable, "-m", "finops", "serve-ingest", "--db", str(db), "--add-follow", str(log)],
+                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "finops", "serve-ingest", "--db", str(db)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lags = []
+    try:
+        while (client := service.control_for(db)) is None or client.pid != proc.pid:
+            time.sleep(0.05)
+        for i in range(samples):
+            line = {"request_id": f"live{i}", "ts": "2026-11-29T10:00:00Z", "model": "m", "total_ms": 1.0}
+            t = time.perf_counter()
+            with open(log, "a") as fh:
+                fh.write(json.dumps(line) + "\n")
+            while sum(r["requests"] for r in json.loads(client.command("report", ["--json", "--by", "tenant"])[0])) \
+                    <= i:
+                time.sleep(0.05)
+            lags.append(time.perf_counter() - t)
+            time.sleep(0.37 * (i % 5))        # appends at different points of the tick
+    finally:
+        proc.terminate()
+        proc.wait()
+    return lags
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=200_000)
@@ -100,6 +134,9 @@ def main() -> None:
                   f"(x{ratios[-1]:.2f})", flush=True)
         print(f"{name}: median x{statistics.median(ratios):.2f} of a direct load; load average "
               f"{os.getloadavg()[0]:.2f}")
+    lags = _append_to_visible(work, 10)
+    print(f"append to visible (tick 2 s): median {statistics.median(lags):.2f} s, max {max(lags):.2f} s = "
+          f"x{max(lags) / 5.0:.2f} of the 5 s a page may take; load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
