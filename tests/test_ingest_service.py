@@ -435,3 +435,33 @@ def test_the_control_endpoint_wants_its_token(tmp_path):
         ing.stop()
         con.close()
     assert service.control_for(db) is None
+
+
+def test_the_dashboards_ingester_takes_its_otlp_port_from_the_store(tmp_path, otlp_ready):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    db = str(tmp_path / "s.duckdb")
+    con = store.connect(db)
+    ing = service.Ingester(con, db, otlp_port=None, control=False)     # None: the store's setting
+    assert ing.tick().rows == {} and ing.receiver is None               # off by default
+    with access.acting(access.Access("engineer", user="eng")), pytest.raises(access.AccessDenied):
+        service.set_otlp_port(con, 4318)
+    port = free_port()
+    service.set_otlp_port(con, port)
+    try:
+        ing.tick()
+        assert ing.receiver is not None and ing.receiver.port == port
+        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=10)
+        spans = _genai_spans(5)
+        assert exporter.export(spans) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        assert ing.tick().rows == {service.OTLP_ID: 5}
+        assert sorted(stored_ids_of(con)) == sorted(_span_id(s) for s in spans)
+        assert ing.tick().rows == {service.OTLP_ID: 0}
+        service.set_otlp_port(con, 0)
+        ing.tick()
+        assert ing.receiver is None
+    finally:
+        ing.stop()
+        con.close()
