@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -465,3 +466,54 @@ def test_the_dashboards_ingester_takes_its_otlp_port_from_the_store(tmp_path, ot
     finally:
         ing.stop()
         con.close()
+
+
+def test_a_scheduled_langfuse_pull_reads_its_keys_by_name(tmp_path, monkeypatch):
+    """A Langfuse stand-in on 127.0.0.1 (stdlib HTTP) answering with a real v2 observations page
+    (tests/data/langfuse/api_v2_observations.json) to the keys the environment holds, and 401 otherwise."""
+    import base64
+    import http.server
+
+    page = (ROOT / "tests" / "data" / "langfuse" / "api_v2_observations.json").read_bytes()
+    expected_calls = sum(o["type"] in ("GENERATION", "EMBEDDING") for o in json.loads(page)["data"])
+    seen_auth = []
+
+    class Langfuse(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            seen_auth.append(self.headers.get("Authorization"))
+            ok = self.headers.get("Authorization") == "Basic " + base64.b64encode(b"pk-lf-1:sk-lf-2").decode()
+            body = (page if self.path.startswith("/api/public/v2/observations") else
+                    b'{"data": [], "meta": {"totalPages": 1}}') if ok else b'{"message": "unauthorized"}'
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Langfuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        con = store.connect(":memory:")
+        monkeypatch.setenv("LF_PUB", "pk-lf-1")
+        monkeypatch.setenv("LF_SEC", "sk-lf-2")
+        src = service.add_source(con, "pull-langfuse", f"http://127.0.0.1:{server.server_port}",
+                                 credential="LF_PUB,LF_SEC", every_s=1)
+        ing = _ingester(con)
+        assert ing.tick().rows == {src.id: expected_calls}
+        assert ing.tick().rows == {}                            # not due yet: every 1 s from the last run
+        frame = service.status_frame(con)
+        assert "sk-lf-2" not in frame.to_string() and "pk-lf-1" not in frame.to_string()
+        assert store.row_count(con) == expected_calls
+        monkeypatch.setenv("LF_SEC", "wrong")
+        later = service._now() + timedelta(seconds=2)
+        result = ing.tick(now=later)
+        assert "401" in result.errors[src.id] and "wrong" not in result.errors[src.id]
+        assert store.row_count(con) == expected_calls
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen_auth and all(a.startswith("Basic ") for a in seen_auth)
