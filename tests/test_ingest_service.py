@@ -307,7 +307,7 @@ def test_sdk_exporter_spans_reach_the_store_and_kill_9_loses_no_acknowledged_spa
     endpoint = f"http://127.0.0.1:{port}/v1/traces"
     spans = _genai_spans(400)
     acked: list[str] = []
-    with serving(db, "--otlp-port", str(port)) as (proc, client):
+    with serving(db, "--otlp-port", str(port), "--otlp-tenant-field", "tenant.id") as (proc, client):
         exporter = OTLPSpanExporter(endpoint=endpoint, timeout=5)
         wait_until(lambda: status_of_otlp(client), timeout=60, message="the receiver listening")
         assert exporter.export(spans[:10]) is SpanExportResult.SUCCESS
@@ -315,7 +315,7 @@ def test_sdk_exporter_spans_reach_the_store_and_kill_9_loses_no_acknowledged_spa
         wait_until(lambda: requests_seen(client) == 10, timeout=60, message="the first spans in the store")
         out, _ = client.command("report", ["--json", "--by", "model,tenant"])
         assert [(r["model"], r["tenant"], r["requests"], r["input_tokens"]) for r in json.loads(out)] == [
-            ("gpt-4o-mini-2024-07-18", "", 10, sum(1000 + i for i in range(10)))]
+            ("gpt-4o-mini-2024-07-18", "acme", 10, sum(1000 + i for i in range(10)))]
 
         def stream() -> None:                        # batches of 10 until the ingester is gone
             for k in range(10, 400, 10):

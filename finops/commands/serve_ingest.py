@@ -43,6 +43,8 @@ def add_arguments(p) -> None:
     run_ = p.add_argument_group("run")
     run_.add_argument("--otlp-port", type=int, default=0, metavar="PORT",
                       help="receive OTLP/HTTP traces (POST /v1/traces) on 127.0.0.1:PORT (default 0: off)")
+    run_.add_argument("--otlp-tenant-field", default=None, metavar="ATTR",
+                      help="the span or resource attribute that is a received span's tenant (e.g. tenant.id)")
     run_.add_argument("--tick", type=float, default=2.0, metavar="S", help="seconds between passes (2)")
     run_.add_argument("--json", action="store_true", help="--list as JSON")
 
@@ -111,7 +113,7 @@ def run(args) -> int:
     if args.tick <= 0:
         raise InputError("--tick must be positive")
     ing = service.Ingester(con, path, tick_s=args.tick, secret=delivery.secret, otlp_port=args.otlp_port,
-                           commands=COMMANDS)
+                           otlp_tenant_field=args.otlp_tenant_field, commands=COMMANDS)
     if args.otlp_port:
         with access.system():
             ing.start_receiver_now()

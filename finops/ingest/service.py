@@ -364,18 +364,20 @@ class Ingester:
     NAME becomes its value (default: the environment; the dashboard and ``serve-ingest`` pass
     :func:`finops.ops.delivery.secret`, which also reads ``secrets.toml``). ``commands``: name ->
     ``fn(con, argv) -> (stdout, stderr)`` the control server runs for the command line (``report``).
-    ``otlp_port``: None reads the store's setting (the dashboard); 0 off.
+    ``otlp_port``: None reads the store's setting (the dashboard); 0 off. ``otlp_tenant_field``: the span or
+    resource attribute that is the tenant of a received span (e.g. ``tenant.id``).
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, db_path: str | None = None, *, tick_s: float = TICK_S,
                  secret: Callable[[str], str | None] | None = None, otlp_port: int | None = 0,
-                 spool_dir: str | os.PathLike | None = None,
+                 spool_dir: str | os.PathLike | None = None, otlp_tenant_field: str | None = None,
                  commands: dict[str, Callable] | None = None, control: bool = True):
         self.con = con.cursor()
         self.db_path = db_path
         self.tick_s = tick_s
         self.secret = secret or _secret_from_env
         self.otlp_port = otlp_port
+        self.otlp_options = IngestOptions(tenant_field=otlp_tenant_field) if otlp_tenant_field else None
         self.spool_dir = Path(spool_dir) if spool_dir else (
             Path(f"{db_path}.otlp-spool") if db_path and db_path != ":memory:" else None)
         self.commands = commands or {}
@@ -537,7 +539,9 @@ class Ingester:
             raise InputError(error)
 
     def _drain_otlp(self, con, st: Status) -> tuple[int, str]:
-        n = _otlp_module().drain(con, str(self.spool_dir))
+        otlp = _otlp_module()
+        n = otlp.drain(con, str(self.spool_dir), self.otlp_options) if self.otlp_options else \
+            otlp.drain(con, str(self.spool_dir))
         return int(n or 0), f"listening on 127.0.0.1:{self.receiver.port}"
 
 
