@@ -1,5 +1,5 @@
-"""Data: load request logs (detected format, preview, column mapping, validation report), the loaded
-batches, and the price book."""
+"""Data: load request logs (detected format, preview, column mapping, validation report), the live sources the
+ingester follows, the loaded batches, and the price book."""
 import logging
 import shutil
 from pathlib import Path
