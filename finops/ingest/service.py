@@ -473,10 +473,12 @@ class Ingester:
         st.last_run = now or _now()
         try:
             n, state = fn(con, st)
-        except InputError as exc:
-            st.last_error, st.last_error_at, st.state = str(exc), st.last_run, "failing"
-            result.errors[source_id] = str(exc)
-            log.info("ingester source %s: %s", source_id, exc)
+        except (InputError, OSError) as exc:     # the source's fault (an unreadable file is an OSError)
+            text = str(exc) if isinstance(exc, InputError) else \
+                f"cannot read {Path(exc.filename).name if exc.filename else 'it'}: {exc.strerror or exc}"
+            st.last_error, st.last_error_at, st.state = text, st.last_run, "failing"
+            result.errors[source_id] = text
+            log.info("ingester source %s: %s", source_id, text)
         except Exception as exc:          # a bug of ours: in the log; the source says so and the others go on
             log.exception("ingester source %s failed", source_id)
             st.last_error = (f"stopped on an error of ours ({type(exc).__name__}), not of the source's; the details "
