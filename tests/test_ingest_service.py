@@ -517,3 +517,12 @@ def test_a_scheduled_langfuse_pull_reads_its_keys_by_name(tmp_path, monkeypatch)
         server.shutdown()
         server.server_close()
     assert seen_auth and all(a.startswith("Basic ") for a in seen_auth)
+
+
+def test_a_source_it_cannot_read_is_its_error_in_words(tmp_path):
+    con = store.connect(":memory:")
+    odd = tmp_path / "gateway.jsonl"
+    odd.mkdir()                                    # a folder where the log should be: open() fails (OSError)
+    src = service.add_source(con, "follow", str(odd))
+    assert _ingester(con).tick().errors == {src.id: "cannot read gateway.jsonl: Is a directory"}
+    assert service.status_frame(con).loc[0, "state"] == "failing"
