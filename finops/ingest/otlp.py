@@ -1,0 +1,625 @@
+"""An OTLP/HTTP trace receiver that spools spans durably, and the drain that loads the spool into the store.
+
+``start_receiver(spool_dir)`` serves ``POST /v1/traces`` on 127.0.0.1:4318 (OpenTelemetry's OTLP/HTTP,
+as an SDK's ``OTLPSpanExporter`` or the Collector's ``otlphttp`` exporter sends it): an
+``ExportTraceServiceRequest`` as protobuf (``application/x-protobuf``) or as OTLP/JSON
+(``application/json``: hex trace and span ids, int64 as strings), optionally gzip- or deflate-compressed.
+Each request is written to the spool as the OTLP/JSON the Collector's ``file`` exporter writes (one
+``ExportTraceServiceRequest`` per line, the ``otel`` adapter's input) and answered 200 only once its lines
+are written and fsync'd; requests arriving together share one fsync (group commit). A malformed body is
+400 (with a ``google.rpc.Status`` saying why, in the request's encoding), a body over ``max_body_bytes``
+(before or after decompression) 413, another content type or encoding 415, another path 404, another
+method 405, a spool that cannot be written 503 (the exporter retries).
+
+``drain(con, spool_dir)`` loads every complete segment of the spool through the ``otel`` adapter and the
+normal loader (``ingest_path``), then deletes it. A load is idempotent (the loader skips a file whose
+bytes it stored before and any span whose ``traceId:spanId`` is stored), so a crash between the load and
+the delete loads nothing twice. The segment being appended to is renamed first, under the spool's lock,
+so the receiver starts a new one and no span is written into a segment after it was read. A partial last
+line (a receiver killed mid-write) was never acknowledged and is dropped. A segment the adapter refuses is
+moved to ``spool_dir/rejected/`` beside a ``.reason.txt`` and logged, never retried.
+
+Security: the receiver binds 127.0.0.1 unless told otherwise and has no authentication beyond that and
+an optional bearer token (``token=``: requests without ``Authorization: Bearer <token>`` get 401); put it
+behind a TLS proxy (or the Collector) before exposing it to another machine. One receiver per spool
+folder (a second one is refused).
+
+Spool layout: ``active.jsonl`` (being appended to), ``seg-<ns>-<pid>.jsonl`` (closed, to load),
+``spool.lock`` (held while writing or rotating), ``receiver.lock`` (held by the live receiver),
+``rejected/``.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hmac
+import json
+import logging
+import os
+import queue
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from finops.errors import InputError
+from finops.ingest.base import MAX_JSON_LINE_BYTES, IngestOptions
+from finops.ingest.loader import ingest_path
+
+log = logging.getLogger("finops")
+
+TRACES_PATH = "/v1/traces"
+PROTOBUF, JSON = "application/x-protobuf", "application/json"
+ACTIVE = "active.jsonl"
+SEGMENT_GLOB = "seg-*.jsonl"
+REJECTED = "rejected"
+# a spooled line stays well under the loader's JSON Lines limit: a larger request is split by spans
+MAX_SPOOL_LINE_BYTES = min(8 << 20, MAX_JSON_LINE_BYTES // 2)
+# the active segment is closed past this size; drain closes it too
+SEGMENT_MAX_BYTES = 64 << 20
+# the otel adapter's refusal of a file without one model-call span: such a segment has nothing to load
+_NO_GENAI = "no GenAI model-call spans"
+# google.rpc.Code values for the Status body of an error response
+_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 503: 14}
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+# ---------------------------------------------------------------- OTLP -> the file exporter's JSON
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _walk_ids(doc: dict, convert) -> None:
+    """Apply ``convert(value, key)`` to every span's and link's trace/span/parent ids in place."""
+    for rs in _list(doc.get("resourceSpans", doc.get("resource_spans"))):
+        for ss in _list(rs.get("scopeSpans", rs.get("scope_spans"))) if isinstance(rs, dict) else ():
+            for span in _list(ss.get("spans")) if isinstance(ss, dict) else ():
+                if not isinstance(span, dict):
+                    continue
+                for obj in (span, *(x for x in _list(span.get("links")) if isinstance(x, dict))):
+                    for key in _ID_KEYS:
+                        if isinstance(obj.get(key), str) and obj[key]:
+                            obj[key] = convert(obj[key], key)
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
+def _b64_to_hex(v: str, key: str) -> str:
+    return base64.b64decode(v).hex()
+
+
+def _hex_to_b64(v: str, key: str) -> str:
+    try:
+        return base64.b64encode(bytes.fromhex(v)).decode("ascii")
+    except ValueError:
+        raise _BadRequest(400, f"{key} {v[:40]!r} is not hex (OTLP/JSON writes ids as hex)") from None
+
+
+def request_to_otlp_json(req: ExportTraceServiceRequest) -> dict:
+    """The OTLP/JSON form of a parsed request: lowerCamelCase names, enums as integers, int64 as strings,
+    trace and span ids as hex (protobuf's own JSON mapping writes bytes as base64)."""
+    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
+    _walk_ids(doc, _b64_to_hex)
+    return doc
+
+
+def parse_protobuf(body: bytes) -> dict:
+    try:
+        req = ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, ValueError) as exc:
+        raise _BadRequest(400, f"the body is not an ExportTraceServiceRequest in protobuf ({exc})") from None
+    return request_to_otlp_json(req)
+
+
+def parse_json(body: bytes) -> dict:
+    """An OTLP/JSON body, checked against the protobuf schema (unknown fields ignored, as the spec asks)."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _BadRequest(400, f"the body is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise _BadRequest(400, "the body is not an ExportTraceServiceRequest: a JSON object with resourceSpans")
+    _walk_ids(doc, _hex_to_b64)
+    try:
+        req = json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise _BadRequest(400, f"the body is not an OTLP/JSON ExportTraceServiceRequest ({exc})") from None
+    return request_to_otlp_json(req)
+
+
+def count_spans(doc: dict) -> int:
+    return sum(len(ss.get("spans", [])) for rs in doc.get("resourceSpans", []) for ss in rs.get("scopeSpans", []))
+
+
+def _dumps(doc: dict) -> bytes:
+    # ASCII only: no byte a text check could refuse (a NUL or a stray surrogate arrives escaped)
+    return json.dumps(doc, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def spool_lines(doc: dict, max_line_bytes: int = MAX_SPOOL_LINE_BYTES) -> bytes:
+    """The request as spool lines: one line, or (when that line would be over ``max_line_bytes``) one line
+    per run of spans of a resource and scope that fits. A single span too large for a line is refused:
+    the loader could not read it, so it is never acknowledged."""
+    line = _dumps(doc)
+    if len(line) <= max_line_bytes:
+        return line
+    out: list[bytes] = []
+    for rs in doc.get("resourceSpans", []):
+        head = {k: v for k, v in rs.items() if k != "scopeSpans"}
+        for ss in rs.get("scopeSpans", []):
+            scope = {k: v for k, v in ss.items() if k != "spans"}
+            run: list[dict] = []
+            size = 0
+            for span in ss.get("spans", []):
+                n = len(_dumps(span))
+                if n + 1024 > max_line_bytes:
+                    raise _BadRequest(413, f"span {span.get('name')!r} is {n:,} bytes as OTLP/JSON, over the "
+                                           f"{max_line_bytes:,} a spooled line may hold")
+                if run and size + n + 1024 > max_line_bytes:
+                    out.append(_dumps({"resourceSpans": [{**head, "scopeSpans": [{**scope, "spans": run}]}]}))
+                    run, size = [], 0
+                run.append(span)
+                size += n + 1
+            if run:
+                out.append(_dumps({"resourceSpans": [{**head, "scopeSpans": [{**scope, "spans": run}]}]}))
+    return b"".join(out)
+
+
+# ---------------------------------------------------------------- the spool
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _spool_lock(spool: Path):
+    """The spool's lock: held by the writer around each group commit and by drain around its rotation
+    (flock, so it holds between processes and between two opens in one process)."""
+    fd = os.open(spool / "spool.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)        # closing releases the lock
+
+
+def _segment_name() -> str:
+    return f"seg-{time.time_ns():020d}-{os.getpid()}.jsonl"
+
+
+def _rotate_active(spool: Path) -> Path | None:
+    """Under the spool's lock: close the active segment (rename it to a ``seg-`` name). The writer sees
+    the rename before its next write and starts a new segment."""
+    active = spool / ACTIVE
+    try:
+        size = active.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    target = spool / _segment_name()
+    os.rename(active, target)
+    _fsync_dir(spool)
+    return target
+
+
+@dataclass
+class _Pending:
+    data: bytes
+    done: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None
+
+
+class _Spool:
+    """The writer: one thread appends every waiting request's lines to the active segment, fsyncs once,
+    then releases them all."""
+
+    def __init__(self, spool: Path, segment_max_bytes: int = SEGMENT_MAX_BYTES):
+        self.dir = spool
+        self.segment_max_bytes = segment_max_bytes
+        self.queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self.fd: int | None = None
+        self.ino: int | None = None
+        self.commits = 0
+        self.thread = threading.Thread(target=self._run, name="otlp-spool-writer", daemon=True)
+        self.thread.start()
+
+    def append(self, data: bytes, timeout_s: float = 30.0) -> str | None:
+        """Write ``data`` durably; None once it is on disk, else why not."""
+        item = _Pending(data)
+        self.queue.put(item)
+        if not item.done.wait(timeout_s):
+            return f"the spool did not write within {timeout_s:.0f} s"
+        return item.error
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            group = [item]
+            stop = False
+            while True:
+                try:
+                    more = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                group.append(more)
+            self._commit(group)
+            if stop:
+                return
+
+    def _open_active(self) -> None:
+        """Under the lock: the active segment this writer appends to, a new one if drain renamed it."""
+        path = self.dir / ACTIVE
+        try:
+            ino = os.stat(path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if self.fd is not None and ino == self.ino:
+            return
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.ino = os.fstat(self.fd).st_ino
+        if ino is None:
+            _fsync_dir(self.dir)      # the new file's name is durable before any line in it is acknowledged
+
+    def _commit(self, group: list[_Pending]) -> None:
+        data = b"".join(p.data for p in group)
+        error = None
+        with _spool_lock(self.dir):
+            try:
+                self._open_active()
+                start = os.fstat(self.fd).st_size
+            except OSError as exc:
+                error, start = f"the spool cannot be opened ({exc.strerror})", None
+            if error is None:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(self.fd, view):]
+                    os.fdatasync(self.fd)
+                    self.commits += 1
+                    if start + len(data) >= self.segment_max_bytes:
+                        _rotate_active(self.dir)
+                except OSError as exc:
+                    error = f"the spool cannot be written ({exc.strerror})"
+                    log.error("OTLP spool %s: %s", self.dir, error)
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self.fd, start)     # no half-written request stays behind
+                        os.fsync(self.fd)
+        for p in group:
+            p.error = error
+            p.done.set()
+
+
+# ---------------------------------------------------------------- the HTTP face
+
+def _status_body(content_type: str, code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` (code, message) in the request's encoding, as OTLP/HTTP asks of errors."""
+    rpc = _RPC_CODE.get(code, 2)
+    if content_type == PROTOBUF:
+        text = message.encode("utf-8")
+        return b"\x08" + _varint(rpc) + b"\x12" + _varint(len(text)) + text
+    return json.dumps({"code": rpc, "message": message}).encode("utf-8")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(encoding)
+    if wbits is None:
+        raise _BadRequest(415, f"Content-Encoding {encoding!r} is not supported (gzip, deflate or none)")
+    d = zlib.decompressobj(wbits)
+    try:
+        out = d.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise _BadRequest(400, f"the {encoding} body is corrupt ({exc})") from None
+    if len(out) > limit:
+        raise _BadRequest(413, f"the body expands past {limit:,} bytes")
+    if not d.eof:
+        raise _BadRequest(400, f"the {encoding} body is truncated")
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "finops-otlp"
+    receiver: Receiver     # set on the subclass made per receiver
+
+    def log_message(self, format, *args):    # noqa: A002 (the stdlib's name)
+        log.debug("otlp %s: " + format, self.client_address[0], *args)
+
+    def _reply(self, code: int, body: bytes = b"", content_type: str = JSON, close: bool = False,
+               headers: dict | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, code: int, message: str, content_type: str = JSON, close: bool = False, headers=None):
+        kind = PROTOBUF if content_type == PROTOBUF else JSON
+        self._reply(code, _status_body(kind, code, message), kind, close, headers)
+
+    def _not_post(self):
+        if self.path.split("?", 1)[0] != TRACES_PATH:
+            self._error(404, f"no such path; OTLP/HTTP traces go to POST {TRACES_PATH}", close=True)
+        else:
+            self._error(405, f"{self.command} is not allowed; POST an ExportTraceServiceRequest",
+                        close=True, headers={"Allow": "POST"})
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_post
+
+    def do_POST(self):
+        r = self.receiver
+        if self.path.split("?", 1)[0] != TRACES_PATH:
+            return self._error(404, f"no such path; OTLP/HTTP traces go to POST {TRACES_PATH}", close=True)
+        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        if r.token is not None:
+            given = self.headers.get("Authorization") or ""
+            if not hmac.compare_digest(given.encode(), f"Bearer {r.token}".encode()):
+                return self._error(401, "a bearer token is required (Authorization: Bearer ...)", ctype,
+                                   close=True, headers={"WWW-Authenticate": "Bearer"})
+        if ctype not in (PROTOBUF, JSON):
+            return self._error(415, f"Content-Type {ctype or 'none'!r} is not supported; send {PROTOBUF} or {JSON}",
+                               close=True)
+        try:
+            body = self._read_body(r.max_body_bytes)
+            if body is None:
+                return
+            encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                body = _decompress(body, encoding, r.max_body_bytes)
+            doc = parse_protobuf(body) if ctype == PROTOBUF else parse_json(body)
+            spans = count_spans(doc)
+            data = spool_lines(doc) if spans else b""
+        except _BadRequest as exc:
+            r._count("rejected_requests")
+            # the body may be unread (411, 413, a bad chunk): the connection cannot carry another request
+            return self._error(exc.status, str(exc), ctype, close=True)
+        if data:
+            error = r.spool.append(data)
+            if error is not None:
+                return self._error(503, error, ctype, headers={"Retry-After": "1"})
+        r._count("requests", spans=spans)
+        if ctype == PROTOBUF:
+            self._reply(200, ExportTraceServiceResponse().SerializeToString(), PROTOBUF)
+        else:
+            self._reply(200, b"{}", JSON)
+
+    def _read_body(self, limit: int) -> bytes | None:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                return self._read_chunked(limit)
+            raise _BadRequest(411, "Content-Length is required")
+        try:
+            n = int(length)
+        except ValueError:
+            raise _BadRequest(400, f"Content-Length {length!r} is not a number") from None
+        if n > limit:
+            raise _BadRequest(413, f"the body is {n:,} bytes, over the {limit:,} allowed")
+        body = self.rfile.read(n)
+        if len(body) < n:           # the client went away mid-body: nothing to answer
+            self.close_connection = True
+            return None
+        return body
+
+    def _read_chunked(self, limit: int) -> bytes | None:
+        parts, total = [], 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest(400, "a chunk size is not hex") from None
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            total += size
+            if total > limit:
+                raise _BadRequest(413, f"the body is over the {limit:,} bytes allowed")
+            chunk = self.rfile.read(size)
+            self.rfile.readline(16)
+            if len(chunk) < size:
+                self.close_connection = True
+                return None
+            parts.append(chunk)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+@dataclass
+class ReceiverStats:
+    requests: int = 0              # requests answered 200
+    spans: int = 0                 # spans in them
+    rejected_requests: int = 0     # 400/413/415 for the body
+
+
+class Receiver:
+    """A running OTLP/HTTP receiver (see :func:`start_receiver`)."""
+
+    def __init__(self, spool_dir: Path, host: str, port: int, max_body_bytes: int, token: str | None,
+                 segment_max_bytes: int = SEGMENT_MAX_BYTES):
+        self.spool_dir = spool_dir
+        self.max_body_bytes = max_body_bytes
+        self.token = token
+        self.stats = ReceiverStats()
+        self._stats_lock = threading.Lock()
+        spool_dir.mkdir(parents=True, exist_ok=True)
+        self._life = os.open(spool_dir / "receiver.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._life, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._life)
+            raise InputError("another OTLP receiver is spooling into this folder", file=str(spool_dir)) from None
+        with _spool_lock(spool_dir):
+            _rotate_active(spool_dir)        # a segment a killed receiver left open is closed, never appended to
+        self.spool = _Spool(spool_dir, segment_max_bytes)
+        handler = type("OTLPHandler", (_Handler,), {"receiver": self})
+        try:
+            self._server = _Server((host, port), handler)
+        except OSError:
+            self.spool.close()
+            os.close(self._life)
+            raise
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name=f"otlp-receiver-{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}{TRACES_PATH}"
+
+    def _count(self, what: str, spans: int = 0) -> None:
+        with self._stats_lock:
+            setattr(self.stats, what, getattr(self.stats, what) + 1)
+            self.stats.spans += spans
+
+    def stop(self) -> None:
+        """Stop serving; every request answered so far is on disk."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+        self.spool.close()
+        os.close(self._life)
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_receiver(spool_dir: str | os.PathLike, host: str = "127.0.0.1", port: int = 4318,
+                   max_body_bytes: int = 16 << 20, token: str | None = None) -> Receiver:
+    """Serve OTLP/HTTP traces on ``host:port`` (``port=0``: a free one, read ``Receiver.port``) in
+    background threads, spooling into ``spool_dir``; ``Receiver.stop()`` ends it.
+
+    No authentication beyond the bind address (127.0.0.1 by default) and, when ``token`` is given, a
+    bearer token every request must carry. Answers 200 only once the request's spans are fsync'd."""
+    return Receiver(Path(spool_dir), host, port, max_body_bytes, token)
+
+
+# ---------------------------------------------------------------- drain
+
+def _complete_part(seg: Path) -> bool:
+    """Cut a partial last line (a writer killed mid-write: never acknowledged); False if nothing is left."""
+    size = seg.stat().st_size
+    if size == 0:
+        return False
+    with open(seg, "rb+") as fh:
+        fh.seek(max(0, size - 1))
+        if fh.read(1) == b"\n":
+            return True
+        # find the last newline, reading back in blocks
+        pos = size
+        while pos > 0:
+            start = max(0, pos - (1 << 20))
+            fh.seek(start)
+            block = fh.read(pos - start)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                log.warning("OTLP spool %s: dropped a partial last line (%s bytes, never acknowledged)",
+                            seg.name, f"{size - keep:,}")
+                fh.truncate(keep)
+                fh.flush()
+                os.fsync(fh.fileno())
+                return True
+            pos = start
+    log.warning("OTLP spool %s: only a partial line (never acknowledged); dropped", seg.name)
+    return False
+
+
+def _reject(spool: Path, seg: Path, reason: str) -> None:
+    aside = spool / REJECTED
+    aside.mkdir(exist_ok=True)
+    (aside / f"{seg.name}.reason.txt").write_text(reason + "\n", encoding="utf-8")
+    os.replace(seg, aside / seg.name)
+    _fsync_dir(spool)
+    log.error("OTLP spool %s: the otel adapter refused it (%s); moved to %s", seg.name, reason, aside)
+
+
+def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options: IngestOptions | None = None) -> int:
+    """Load every complete spooled segment into the store with the ``otel`` adapter, then delete it;
+    returns the rows ingested. Idempotent: a segment loaded before (a crash before its delete) adds
+    nothing. ``options`` (e.g. ``tenant_field``) are passed to the loader; the format is always otel."""
+    spool = Path(spool_dir)
+    if not spool.is_dir():
+        return 0
+    with _spool_lock(spool):
+        _rotate_active(spool)
+    opts = options or IngestOptions()
+    total = 0
+    for seg in sorted(spool.glob(SEGMENT_GLOB)):
+        if not _complete_part(seg):
+            seg.unlink()
+            continue
+        run = IngestOptions(**{**opts.__dict__, "format": "otel", "file_label": f"OTLP spool {seg.name}"})
+        try:
+            results = ingest_path(con, seg, run)
+        except InputError as exc:
+            if _NO_GENAI in str(exc):
+                log.info("OTLP spool %s: no GenAI model-call spans; nothing to load", seg.name)
+                seg.unlink()
+                continue
+            _reject(spool, seg, str(exc))
+            continue
+        total += sum(r.rows_ingested for r in results)
+        seg.unlink()
+    _fsync_dir(spool)
+    return total

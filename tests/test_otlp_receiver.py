@@ -1,0 +1,382 @@
+"""The OTLP/HTTP receiver (finops.ingest.otlp): the real OpenTelemetry SDK exporter sends GenAI spans to it on
+127.0.0.1, drain loads them through the otel adapter; OTLP/JSON, gzip, refusals, idempotent drains, and a
+receiver killed with SIGKILL mid-stream losing no acknowledged span. Nothing is mocked."""
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta
+
+import httpx
+import pytest
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.trace import SpanKind
+
+from finops import store
+from finops.ingest import IngestOptions, ingest_path, otlp
+from helpers import DATA, ROOT, wait_until
+
+T0_NS = 1_764_590_400_000_000_000           # 2025-12-01 12:00:00 UTC
+PROTO = {"Content-Type": "application/x-protobuf"}
+JSONH = {"Content-Type": "application/json"}
+
+
+@pytest.fixture()
+def con():
+    c = store.connect(":memory:")
+    yield c
+    c.close()
+
+
+@pytest.fixture()
+def receiver(tmp_path):
+    r = otlp.start_receiver(tmp_path / "spool", port=0)
+    yield r
+    r.stop()
+
+
+def _rows(con, sql, params=None):
+    return con.execute(sql, params or []).fetchall()
+
+
+def _spooled_bytes(spool) -> int:
+    return sum(p.stat().st_size for p in spool.iterdir() if p.suffix == ".jsonl")
+
+
+# the attributes the official OpenAI instrumentation (opentelemetry-instrumentation-openai-v2) writes,
+# named as in tests/data/otel_genai_spans.jsonl
+def _genai_attrs(i: int) -> dict:
+    return {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+            "gen_ai.usage.input_tokens": 1000 + i, "gen_ai.usage.output_tokens": 10 + i,
+            "server.address": "api.openai.com"}
+
+
+def _send_with_sdk(endpoint: str, n: int, processor=SimpleSpanProcessor, **exporter_kw) -> list[tuple]:
+    """n chat spans under one HTTP server span, through the SDK's OTLPSpanExporter (protobuf); returns
+    (request_id, start, end, input, output) of each chat span."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot", "tenant.id": "acme"}))
+    exporter = OTLPSpanExporter(endpoint=endpoint, **exporter_kw)
+    provider.add_span_processor(processor(exporter))
+    tracer = provider.get_tracer("opentelemetry.instrumentation.openai_v2", "2.1b0")
+    sent = []
+    with tracer.start_as_current_span("POST /chat", kind=SpanKind.SERVER, start_time=T0_NS,
+                                      attributes={"http.route": "/chat"}) as parent:
+        for i in range(n):
+            start, end = T0_NS + i * 1_000_000_000, T0_NS + i * 1_000_000_000 + 250_000_000 + i * 1000
+            span = tracer.start_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, start_time=start,
+                                     attributes=_genai_attrs(i))
+            span.end(end_time=end)
+            ctx = span.get_span_context()
+            sent.append((f"{ctx.trace_id:032x}:{ctx.span_id:016x}", start, end, 1000 + i, 10 + i))
+        parent.end(end_time=T0_NS + n * 1_000_000_000)
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    return sent
+
+
+def _expected(sent):
+    """The rows the spans sent must become: ts is the start (UTC, to the microsecond), total_ms end - start."""
+    return sorted((rid, datetime(1970, 1, 1) + timedelta(microseconds=start // 1000), "acme",
+                   "gpt-4o-mini-2024-07-18", "openai", inp, out, (end - start) / 1e6, "ok")
+                  for rid, start, end, inp, out in sent)
+
+
+def _stored(con):
+    return _rows(con, "SELECT request_id, ts, tenant, model, provider, input_tokens, output_tokens, total_ms, "
+                      "status FROM requests ORDER BY request_id")
+
+
+TENANT = IngestOptions(tenant_field="tenant.id")
+
+
+# ---------------------------------------------------------------- the SDK's exporter, protobuf
+
+def test_sdk_exporter_spans_reach_the_store(receiver, con):
+    sent = _send_with_sdk(receiver.endpoint, 3)
+    assert receiver.stats.requests == 4 and receiver.stats.spans == 4     # SimpleSpanProcessor: one per span
+    assert otlp.drain(con, receiver.spool_dir, TENANT) == 3              # the HTTP server span is no model call
+    assert _stored(con) == _expected(sent)
+    # timestamps to the microsecond: 12:00:00, 12:00:01, 12:00:02 UTC
+    assert sorted(r[1] for r in _stored(con)) == [datetime(2025, 12, 1, 12, 0, i) for i in range(3)]
+    assert sorted(r[7] for r in _stored(con)) == [250.0, 250.001, 250.002]
+    assert not list(receiver.spool_dir.glob("seg-*.jsonl"))             # loaded segments are deleted
+    assert otlp.drain(con, receiver.spool_dir, TENANT) == 0
+
+
+def test_batch_processor_and_gzip(receiver, con):
+    sent = _send_with_sdk(receiver.endpoint, 120, BatchSpanProcessor, compression=Compression.Gzip)
+    assert receiver.stats.spans == 121
+    assert otlp.drain(con, receiver.spool_dir, TENANT) == 120
+    assert _stored(con) == _expected(sent)
+    assert _rows(con, "SELECT sum(input_tokens), sum(output_tokens) FROM requests") == [
+        (sum(1000 + i for i in range(120)), sum(10 + i for i in range(120)))]
+
+
+def test_spooled_line_is_the_file_exporters_otlp_json(receiver):
+    _send_with_sdk(receiver.endpoint, 1)
+    line = (receiver.spool_dir / "active.jsonl").read_text().splitlines()[0]
+    doc = json.loads(line)
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert len(span["traceId"]) == 32 and int(span["traceId"], 16)           # hex, not base64
+    assert len(span["spanId"]) == 16 and int(span["spanId"], 16)
+    assert span["kind"] == 3 and span["startTimeUnixNano"] == str(T0_NS)    # enums as ints, int64 as strings
+    attrs = {a["key"]: a["value"] for a in span["attributes"]}
+    assert attrs["gen_ai.usage.input_tokens"] == {"intValue": "1000"}
+
+
+# ---------------------------------------------------------------- the committed fixture, both encodings
+
+def _fixture_docs():
+    return [json.loads(line) for line in (DATA / "otel_genai_spans.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("encoding", ["json", "protobuf", "protobuf+gzip"])
+def test_fixture_through_the_receiver_loads_as_the_file_does(receiver, con, encoding):
+    """Each line of tests/data/otel_genai_spans.jsonl posted to the receiver loads the same rows as the
+    file loaded directly (the otel adapter's own test pins those)."""
+    with httpx.Client() as client:
+        for doc in _fixture_docs():
+            if encoding == "json":
+                resp = client.post(receiver.endpoint, content=json.dumps(doc).encode(), headers=JSONH)
+                assert resp.headers["content-type"] == "application/json" and resp.json() == {}
+            else:
+                msg = json_format.ParseDict(_to_b64_ids(doc), ExportTraceServiceRequest())
+                body, headers = msg.SerializeToString(), dict(PROTO)
+                if encoding.endswith("gzip"):
+                    body, headers = gzip.compress(body), {**PROTO, "Content-Encoding": "gzip"}
+                resp = client.post(receiver.endpoint, content=body, headers=headers)
+                assert resp.headers["content-type"] == "application/x-protobuf" and resp.content == b""
+            assert resp.status_code == 200
+    assert otlp.drain(con, receiver.spool_dir, TENANT) == 5
+    ref = store.connect(":memory:")
+    ingest_path(ref, DATA / "otel_genai_spans.jsonl", TENANT)
+    cols = ("SELECT request_id, ts, tenant, model, provider, input_tokens, output_tokens, cached_input_tokens, "
+            "total_ms, status, error_type, attrs FROM requests ORDER BY request_id")
+    got, want = _rows(con, cols), _rows(ref, cols)
+    assert len(got) == 5 and got == want
+    ref.close()
+
+
+def _to_b64_ids(doc):
+    doc = copy.deepcopy(doc)
+    otlp._walk_ids(doc, lambda v, k: base64.b64encode(bytes.fromhex(v)).decode())
+    return doc
+
+
+# ---------------------------------------------------------------- refusals: nothing spooled
+
+def test_malformed_protobuf_is_400_with_a_status(receiver):
+    resp = httpx.post(receiver.endpoint, content=b"\xff\xff\xff\xff not a protobuf", headers=PROTO)
+    assert resp.status_code == 400
+    status = status_pb2.Status.FromString(resp.content)
+    assert "ExportTraceServiceRequest" in status.message and status.code == 3
+    assert _spooled_bytes(receiver.spool_dir) == 0 and receiver.stats.rejected_requests == 1
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"{not json", "not JSON"),
+    (b"[1, 2]", "JSON object"),
+    (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}]}).encode(),
+     "not hex"),
+    (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "soon"}]}]}]}).encode(),
+     "startTimeUnixNano"),
+])
+def test_malformed_json_is_400(receiver, body, says):
+    resp = httpx.post(receiver.endpoint, content=body, headers=JSONH)
+    assert resp.status_code == 400 and says in resp.json()["message"]
+    assert _spooled_bytes(receiver.spool_dir) == 0
+
+
+def test_too_large_is_413_before_and_after_decompression(tmp_path):
+    with otlp.start_receiver(tmp_path / "spool", port=0, max_body_bytes=10_000) as r:
+        resp = httpx.post(r.endpoint, content=b"\0" * 10_001, headers=PROTO)
+        assert resp.status_code == 413
+        bomb = gzip.compress(b"\0" * 1_000_000)          # ~1 kB that expands to 1 MB
+        assert len(bomb) < 10_000
+        resp = httpx.post(r.endpoint, content=bomb, headers={**PROTO, "Content-Encoding": "gzip"})
+        assert resp.status_code == 413 and "expands" in status_pb2.Status.FromString(resp.content).message
+        assert _spooled_bytes(r.spool_dir) == 0
+
+
+def test_other_types_paths_and_methods(receiver):
+    assert httpx.post(receiver.endpoint, content=b"x", headers={"Content-Type": "text/plain"}).status_code == 415
+    assert httpx.post(receiver.endpoint, content=b"x", headers={**PROTO, "Content-Encoding": "br"}).status_code == 415
+    assert httpx.post(receiver.endpoint.replace("traces", "metrics"), content=b"", headers=PROTO).status_code == 404
+    resp = httpx.get(receiver.endpoint)
+    assert resp.status_code == 405 and resp.headers["allow"] == "POST"
+    # an empty request is valid OTLP: 200, nothing spooled
+    assert httpx.post(receiver.endpoint, content=b"", headers=PROTO).status_code == 200
+    assert _spooled_bytes(receiver.spool_dir) == 0
+
+
+def test_bearer_token(tmp_path, con):
+    with otlp.start_receiver(tmp_path / "spool", port=0, token="s3cret") as r:
+        assert httpx.post(r.endpoint, content=b"", headers=PROTO).status_code == 401
+        assert httpx.post(r.endpoint, content=b"", headers={**PROTO, "Authorization": "Bearer nope"}).status_code == 401
+        sent = _send_with_sdk(r.endpoint, 2, headers={"Authorization": "Bearer s3cret"})
+        assert otlp.drain(con, r.spool_dir, TENANT) == 2
+        assert _stored(con) == _expected(sent)
+
+
+def test_one_receiver_per_spool(receiver):
+    with pytest.raises(otlp.InputError, match="another OTLP receiver"):
+        otlp.start_receiver(receiver.spool_dir, port=0)
+
+
+# ---------------------------------------------------------------- drain: idempotent, rotation, partial lines, rejects
+
+def _request(ids: range, trace: int = 1) -> bytes:
+    """An ExportTraceServiceRequest (protobuf) with one chat span per id: span id = the id."""
+    doc = {"resourceSpans": [{"resource": {"attributes": [{"key": "tenant.id", "value": {"stringValue": "acme"}}]},
+                              "scopeSpans": [{"scope": {"name": "test"}, "spans": [
+                                  {"traceId": f"{trace:032x}", "spanId": f"{i:016x}", "name": "chat", "kind": 3,
+                                   "startTimeUnixNano": str(T0_NS + i * 1_000_000),
+                                   "endTimeUnixNano": str(T0_NS + i * 1_000_000 + 500_000),
+                                   "attributes": [{"key": k, "value": {"intValue": str(v)} if isinstance(v, int)
+                                                   else {"stringValue": v}} for k, v in _genai_attrs(i).items()]}
+                                  for i in ids]}]}]}
+    return json_format.ParseDict(_to_b64_ids(doc), ExportTraceServiceRequest()).SerializeToString()
+
+
+def test_drain_rotates_the_active_segment_and_loads_nothing_twice(receiver, con):
+    with httpx.Client() as client:
+        assert client.post(receiver.endpoint, content=_request(range(0, 10)), headers=PROTO).status_code == 200
+        assert otlp.drain(con, receiver.spool_dir) == 10
+        # the writer notices the rename and starts a new segment
+        assert client.post(receiver.endpoint, content=_request(range(10, 25)), headers=PROTO).status_code == 200
+        # the exporter retried a request that had been acknowledged: the same spans again
+        assert client.post(receiver.endpoint, content=_request(range(20, 30)), headers=PROTO).status_code == 200
+    assert otlp.drain(con, receiver.spool_dir) == 20
+    assert _rows(con, "SELECT count(*), count(DISTINCT request_id), sum(input_tokens) FROM requests") == [
+        (30, 30, sum(1000 + i for i in range(30)))]
+    assert otlp.drain(con, receiver.spool_dir) == 0
+
+
+def test_crash_between_load_and_delete_adds_nothing(receiver, con, tmp_path):
+    assert httpx.post(receiver.endpoint, content=_request(range(7)), headers=PROTO).status_code == 200
+    with otlp._spool_lock(receiver.spool_dir):
+        seg = otlp._rotate_active(receiver.spool_dir)
+    kept = seg.read_bytes()
+    assert otlp.drain(con, receiver.spool_dir) == 7
+    seg.write_bytes(kept)                                  # as if drain died before its unlink
+    assert otlp.drain(con, receiver.spool_dir) == 0
+    assert not seg.exists()
+    # the loader skipped the file by its sha256 (the same bytes read the same way): no second batch
+    assert _rows(con, "SELECT count(*), count(DISTINCT sha256), sum(rows_ingested) FROM batches") == [(1, 1, 7)]
+    assert _rows(con, "SELECT count(*) FROM requests") == [(7,)]
+
+
+def test_a_partial_last_line_is_dropped(tmp_path, con):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    good = otlp.spool_lines(otlp.parse_protobuf(_request(range(3))))
+    cut = otlp.spool_lines(otlp.parse_protobuf(_request(range(3, 6))))
+    (spool / "active.jsonl").write_bytes(good + cut[: len(cut) // 2])       # killed mid-write
+    assert otlp.drain(con, spool) == 3
+    assert _rows(con, "SELECT request_id FROM requests ORDER BY 1") == [(f"{1:032x}:{i:016x}",) for i in range(3)]
+    assert list(spool.glob("*.jsonl")) == []
+
+
+def test_a_segment_the_adapter_refuses_is_moved_aside(tmp_path, con):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "seg-1-1.jsonl").write_bytes(b'{"resourceSpans": [}\n')
+    only_http = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01" * 16, "spanId": "02" * 8,
+                                                               "name": "GET /", "kind": 2}]}]}]}
+    (spool / "seg-2-1.jsonl").write_bytes(otlp.spool_lines(only_http))
+    (spool / "seg-3-1.jsonl").write_bytes(otlp.spool_lines(otlp.parse_protobuf(_request(range(2)))))
+    assert otlp.drain(con, spool) == 2
+    assert sorted(p.name for p in (spool / "rejected").iterdir()) == ["seg-1-1.jsonl", "seg-1-1.jsonl.reason.txt"]
+    assert "seg-1-1.jsonl" in (spool / "rejected" / "seg-1-1.jsonl.reason.txt").read_text()
+    assert list(spool.glob("seg-*.jsonl")) == []         # no GenAI spans: nothing to load, deleted
+    assert otlp.drain(con, spool) == 0
+
+
+def test_a_large_request_is_split_into_lines_the_loader_takes():
+    doc = otlp.parse_protobuf(_request(range(40)))
+    whole = otlp.spool_lines(doc)
+    assert whole.count(b"\n") == 1
+    split = otlp.spool_lines(doc, max_line_bytes=4096)
+    lines = split.splitlines()
+    assert len(lines) > 5 and all(len(line) < 4096 for line in lines)
+    spans = [s["spanId"] for line in lines for s in json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    assert spans == [f"{i:016x}" for i in range(40)]
+    assert all(json.loads(line)["resourceSpans"][0]["resource"] == doc["resourceSpans"][0]["resource"]
+               for line in lines)
+    with pytest.raises(otlp._BadRequest, match="over the 1,500"):
+        otlp.spool_lines(doc, max_line_bytes=1500)
+
+
+# ---------------------------------------------------------------- kill -9 mid-stream
+
+RECEIVER_MAIN = ("import sys, time; from finops.ingest.otlp import start_receiver; "
+                 "r = start_receiver(sys.argv[1], port=0); print(r.port, flush=True); time.sleep(3600)")
+
+
+def test_kill_9_mid_stream_loses_no_acknowledged_span(tmp_path, con):
+    spool = tmp_path / "spool"
+    proc = subprocess.Popen([sys.executable, "-c", RECEIVER_MAIN, str(spool)], cwd=ROOT, stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        port = int(proc.stdout.readline())
+        url = f"http://127.0.0.1:{port}/v1/traces"
+        acked: list[set[str]] = [set() for _ in range(4)]
+        attempted = [0] * 4
+        stop = threading.Event()
+
+        def stream(k: int) -> None:
+            with httpx.Client(timeout=10) as client:
+                n = 0
+                while not stop.is_set():
+                    ids = range(n * 25, n * 25 + 25)
+                    attempted[k] += 1
+                    try:
+                        resp = client.post(url, content=_request(ids, trace=k + 1), headers=PROTO)
+                    except httpx.HTTPError:
+                        return                      # the receiver is gone
+                    if resp.status_code == 200:
+                        acked[k].update(f"{k + 1:032x}:{i:016x}" for i in ids)
+                    n += 1
+
+        threads = [threading.Thread(target=stream, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: sum(len(a) for a in acked) >= 2000, timeout=60, message="2,000 acknowledged spans")
+        os.kill(proc.pid, signal.SIGKILL)           # mid-stream: the clients are still posting
+        proc.wait()
+        stop.set()
+        for t in threads:
+            t.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    every_acked = set().union(*acked)
+    assert len(every_acked) >= 2000
+    loaded = otlp.drain(con, spool)
+    stored = {r[0] for r in _rows(con, "SELECT request_id FROM requests")}
+    assert every_acked <= stored
+    assert _rows(con, "SELECT count(*) - count(DISTINCT request_id) FROM requests") == [(0,)]
+    assert loaded == len(stored)
+    # only spans of requests that were sent can appear (at most the one in flight per client unacknowledged)
+    assert len(stored) - len(every_acked) <= 4 * 25
+    assert otlp.drain(con, spool) == 0
+    # a receiver started again on the spool takes over from the killed one
+    with otlp.start_receiver(spool, port=0) as r:
+        assert httpx.post(r.endpoint, content=_request(range(5), trace=99), headers=PROTO).status_code == 200
+    assert otlp.drain(con, spool) == 5
