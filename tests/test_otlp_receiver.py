@@ -380,3 +380,68 @@ def test_kill_9_mid_stream_loses_no_acknowledged_span(tmp_path, con):
     with otlp.start_receiver(spool, port=0) as r:
         assert httpx.post(r.endpoint, content=_request(range(5), trace=99), headers=PROTO).status_code == 200
     assert otlp.drain(con, spool) == 5
+
+
+# ---------------------------------------------------------------- the converter against protobuf's own
+
+def _reference_json(req: ExportTraceServiceRequest) -> dict:
+    """protobuf's json_format with OTLP/JSON's hex ids: what request_to_otlp_json must equal."""
+    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
+    otlp._walk_ids(doc, lambda v, k: base64.b64decode(v).hex())
+    return doc
+
+
+def _every_shape() -> ExportTraceServiceRequest:
+    rich = {"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "x"}}],
+                     "droppedAttributesCount": 2,
+                     "entityRefs": [{"type": "service", "idKeys": ["service.name"], "schemaUrl": "s"}]},
+        "schemaUrl": "https://opentelemetry.io/schemas/1.37.0",
+        "scopeSpans": [{"scope": {"name": "s", "version": "1", "attributes": [{"key": "a", "value": {}}],
+                                  "droppedAttributesCount": 1},
+                        "schemaUrl": "u",
+                        "spans": [{
+                            "traceId": base64.b64encode(bytes(range(16))).decode(),
+                            "spanId": base64.b64encode(bytes(range(8))).decode(),
+                            "parentSpanId": base64.b64encode(b"\xff" * 8).decode(),
+                            "traceState": "k=v", "flags": 257, "name": "chat", "kind": 3,
+                            "startTimeUnixNano": "18446744073709551615", "endTimeUnixNano": "1",
+                            "attributes": [
+                                {"key": "s", "value": {"stringValue": "é\u0000\n"}},
+                                {"key": "i", "value": {"intValue": "-9223372036854775808"}},
+                                {"key": "d", "value": {"doubleValue": 0.1}},
+                                {"key": "inf", "value": {"doubleValue": "Infinity"}},
+                                {"key": "nan", "value": {"doubleValue": "NaN"}},
+                                {"key": "b", "value": {"boolValue": False}},
+                                {"key": "by", "value": {"bytesValue": base64.b64encode(b"\x00\x01").decode()}},
+                                {"key": "arr", "value": {"arrayValue": {"values": [{"intValue": "1"}, {}]}}},
+                                {"key": "empty", "value": {"arrayValue": {}}},
+                                {"key": "kv", "value": {"kvlistValue": {"values": [
+                                    {"key": "n", "value": {"kvlistValue": {}}}]}}},
+                                {"key": "", "value": {"stringValue": "no key"}},
+                                {"key": "novalue"},
+                                {"keyStrindex": 3, "value": {"stringValueStrindex": 4}},
+                            ],
+                            "droppedAttributesCount": 1, "droppedEventsCount": 2, "droppedLinksCount": 3,
+                            "events": [{"timeUnixNano": "5", "name": "e",
+                                        "attributes": [{"key": "x", "value": {"intValue": "7"}}]}],
+                            "links": [{"traceId": base64.b64encode(b"\x01" * 16).decode(),
+                                       "spanId": base64.b64encode(b"\x02" * 8).decode(), "flags": 1,
+                                       "traceState": "t", "attributes": [], "droppedAttributesCount": 4}],
+                            "status": {"code": 2, "message": "Error code: 429"},
+                        }, {}]}, {}]}, {}]}
+    return json_format.ParseDict(rich, ExportTraceServiceRequest())
+
+
+def test_the_converter_agrees_with_protobufs_json_format():
+    cases = [_every_shape(), ExportTraceServiceRequest.FromString(_request(range(3)))]
+    cases += [json_format.ParseDict(_to_b64_ids(doc), ExportTraceServiceRequest()) for doc in _fixture_docs()]
+    for req in cases:
+        assert otlp.request_to_otlp_json(req) == _reference_json(req)
+    doc = otlp.request_to_otlp_json(cases[0])
+    attrs = {a.get("key"): a.get("value") for a in doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]}
+    assert attrs["inf"] == {"doubleValue": "Infinity"} and attrs["i"] == {"intValue": "-9223372036854775808"}
+    line = otlp.spool_lines(doc)
+    assert line.isascii() and b"\x00" not in line and line.count(b"\n") == 1
+    # the spooled line parses back (OTLP/JSON -> protobuf) to the same request
+    assert otlp.parse_json(line) == doc

@@ -36,6 +36,7 @@ import fcntl
 import hmac
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -47,11 +48,13 @@ from pathlib import Path
 
 import duckdb
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from finops.errors import InputError
 from finops.ingest.base import MAX_JSON_LINE_BYTES, IngestOptions
@@ -115,10 +118,97 @@ def _hex_to_b64(v: str, key: str) -> str:
 
 def request_to_otlp_json(req: ExportTraceServiceRequest) -> dict:
     """The OTLP/JSON form of a parsed request: lowerCamelCase names, enums as integers, int64 as strings,
-    trace and span ids as hex (protobuf's own JSON mapping writes bytes as base64)."""
-    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
-    _walk_ids(doc, _b64_to_hex)
-    return doc
+    trace and span ids as hex (protobuf's own JSON mapping writes bytes as base64), fields left at their
+    default omitted: ``json_format.MessageToDict(req, use_integers_for_enums=True)`` with hex ids, at a
+    fraction of its cost (``tests/test_otlp_receiver.py`` checks they agree)."""
+    return _message(req)
+
+
+# OTLP/JSON writes these bytes fields as hex; every other bytes field as base64
+_HEX_BYTES = {"trace_id", "span_id", "parent_span_id"}
+_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64,
+          FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_SINT64}
+_NON_FINITE = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
+
+
+def _double(v: float):
+    return v if math.isfinite(v) else _NON_FINITE[str(v)]
+
+
+def _b64(v: bytes) -> str:
+    return base64.b64encode(v).decode("ascii")
+
+
+def _hex(v: bytes) -> str:
+    return v.hex()
+
+
+def _scalar(f: FieldDescriptor):
+    if f.type == FieldDescriptor.TYPE_BYTES:
+        return _hex if f.name in _HEX_BYTES else _b64
+    if f.type in _INT64:
+        return str
+    if f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return _double
+    return None           # strings, bools, 32-bit ints and enums (as integers) are JSON as they are
+
+
+_FIELDS: dict[FieldDescriptor, tuple] = {}
+_KEY_VALUE, _ANY_VALUE = KeyValue.DESCRIPTOR, AnyValue.DESCRIPTOR
+
+
+def _field(f: FieldDescriptor) -> tuple:
+    """(JSON name, repeated, converter, is a message) of a field, worked out once."""
+    got = _FIELDS.get(f)
+    if got is None:
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            raise TypeError(f"{f.full_name}: map fields are not converted")     # OTLP traces have none
+        is_msg = f.type == FieldDescriptor.TYPE_MESSAGE
+        got = _FIELDS[f] = (f.json_name, f.is_repeated, None if is_msg else _scalar(f), is_msg)
+    return got
+
+
+# the bulk of a request: attributes. Their common shapes are written directly, the rest as any message
+_ANY_SCALARS = {"string_value": ("stringValue", None), "int_value": ("intValue", str),
+                "bool_value": ("boolValue", None), "double_value": ("doubleValue", _double)}
+
+
+def _any_value(v) -> dict:
+    which = v.WhichOneof("value")
+    known = _ANY_SCALARS.get(which)
+    if known is None:
+        return _message(v)
+    name, conv = known
+    x = getattr(v, which)
+    return {name: conv(x) if conv else x}
+
+
+def _key_values(kvs) -> list[dict]:
+    out = []
+    for kv in kvs:
+        if kv.key and not kv.key_strindex and kv.HasField("value"):
+            out.append({"key": kv.key, "value": _any_value(kv.value)})
+        else:
+            out.append(_message(kv))
+    return out
+
+
+def _message(m) -> dict:
+    out = {}
+    for f, v in m.ListFields():
+        name, repeated, conv, is_msg = _FIELDS.get(f) or _field(f)
+        if is_msg:
+            if f.message_type is _KEY_VALUE and repeated:
+                out[name] = _key_values(v)
+            elif f.message_type is _ANY_VALUE and not repeated:
+                out[name] = _any_value(v)
+            else:
+                out[name] = [_message(x) for x in v] if repeated else _message(v)
+        elif conv is None:
+            out[name] = list(v) if repeated else v
+        else:
+            out[name] = [conv(x) for x in v] if repeated else conv(v)
+    return out
 
 
 def parse_protobuf(body: bytes) -> dict:
