@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,7 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from finops import store
+from finops import access, store
 from finops.ingest import IngestOptions, ingest_path, otlp
 from helpers import DATA, ROOT, wait_until
 
@@ -445,3 +446,42 @@ def test_the_converter_agrees_with_protobufs_json_format():
     assert line.isascii() and b"\x00" not in line and line.count(b"\n") == 1
     # the spooled line parses back (OTLP/JSON -> protobuf) to the same request
     assert otlp.parse_json(line) == doc
+
+
+# ---------------------------------------------------------------- transport details, segments, rights
+
+def test_chunked_body_and_missing_length(receiver, con):
+    body = _request(range(4))
+    resp = httpx.post(receiver.endpoint, content=iter([body[:100], body[100:]]), headers=PROTO)   # chunked
+    assert resp.status_code == 200
+    with socket.create_connection(("127.0.0.1", receiver.port)) as s:
+        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 411 ")
+    assert otlp.drain(con, receiver.spool_dir) == 4
+
+
+def test_segments_close_at_their_size_limit(tmp_path, con):
+    r = otlp.Receiver(tmp_path / "spool", "127.0.0.1", 0, 16 << 20, None, segment_max_bytes=20_000)
+    try:
+        with httpx.Client() as client:
+            for k in range(6):
+                assert client.post(r.endpoint, content=_request(range(k * 20, k * 20 + 20)),
+                                   headers=PROTO).status_code == 200
+        assert len(list(r.spool_dir.glob("seg-*.jsonl"))) >= 2
+    finally:
+        r.stop()
+    assert otlp.drain(con, r.spool_dir) == 120
+
+
+def test_drain_needs_the_right_to_load_and_moves_nothing_without_it(receiver, con):
+    assert httpx.post(receiver.endpoint, content=_request(range(3)), headers=PROTO).status_code == 200
+    with access.acting(access.Access("viewer", user="ana")), pytest.raises(access.AccessDenied):
+        otlp.drain(con, receiver.spool_dir)
+    assert not (receiver.spool_dir / "rejected").exists() and _spooled_bytes(receiver.spool_dir) > 0
+    assert otlp.drain(con, receiver.spool_dir) == 3
+
+
+def test_stopped_receiver_refuses_rather_than_hangs(tmp_path):
+    r = otlp.start_receiver(tmp_path / "spool", port=0)
+    r.stop()
+    assert r.spool.append(b"{}\n") == "the receiver is stopping"

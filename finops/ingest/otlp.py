@@ -56,6 +56,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from finops import access
 from finops.errors import InputError
 from finops.ingest.base import MAX_JSON_LINE_BYTES, IngestOptions
 from finops.ingest.loader import ingest_path
@@ -333,19 +334,27 @@ class _Spool:
         self.fd: int | None = None
         self.ino: int | None = None
         self.commits = 0
+        self.closed = False
+        self._closing = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="otlp-spool-writer", daemon=True)
         self.thread.start()
 
     def append(self, data: bytes, timeout_s: float = 30.0) -> str | None:
         """Write ``data`` durably; None once it is on disk, else why not."""
         item = _Pending(data)
-        self.queue.put(item)
+        with self._closing:
+            if self.closed:
+                return "the receiver is stopping"
+            self.queue.put(item)
         if not item.done.wait(timeout_s):
             return f"the spool did not write within {timeout_s:.0f} s"
         return item.error
 
     def close(self) -> None:
-        self.queue.put(None)
+        """Write what is queued, then stop; later appends are refused (nothing waits on a stopped writer)."""
+        with self._closing:
+            self.closed = True
+            self.queue.put(None)
         self.thread.join()
         if self.fd is not None:
             os.close(self.fd)
@@ -456,6 +465,7 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "finops-otlp"
+    timeout = 120           # an idle keep-alive connection is closed after this many seconds (the client reconnects)
     receiver: Receiver     # set on the subclass made per receiver
 
     def log_message(self, format, *args):    # noqa: A002 (the stdlib's name)
@@ -485,7 +495,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(405, f"{self.command} is not allowed; POST an ExportTraceServiceRequest",
                         close=True, headers={"Allow": "POST"})
 
-    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_post
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_post
 
     def do_POST(self):
         r = self.receiver
@@ -688,6 +698,7 @@ def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options:
     """Load every complete spooled segment into the store with the ``otel`` adapter, then delete it;
     returns the rows ingested. Idempotent: a segment loaded before (a crash before its delete) adds
     nothing. ``options`` (e.g. ``tenant_field``) are passed to the loader; the format is always otel."""
+    access.require("upload")            # before anything moves: a refusal is not the segment's fault
     spool = Path(spool_dir)
     if not spool.is_dir():
         return 0
@@ -702,6 +713,8 @@ def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options:
         run = IngestOptions(**{**opts.__dict__, "format": "otel", "file_label": f"OTLP spool {seg.name}"})
         try:
             results = ingest_path(con, seg, run)
+        except access.AccessDenied:
+            raise
         except InputError as exc:
             if _NO_GENAI in str(exc):
                 log.info("OTLP spool %s: no GenAI model-call spans; nothing to load", seg.name)
