@@ -485,3 +485,38 @@ def test_stopped_receiver_refuses_rather_than_hangs(tmp_path):
     r = otlp.start_receiver(tmp_path / "spool", port=0)
     r.stop()
     assert r.spool.append(b"{}\n") == "the receiver is stopping"
+
+
+def test_drains_while_clients_stream_load_every_span_once(receiver, con):
+    """drain in a loop while three clients post: the rotation under the spool's lock neither loses an
+    acknowledged span nor reads one twice."""
+    acked: set[str] = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def stream(k: int) -> None:
+        with httpx.Client(timeout=30) as client:
+            n = 0
+            while not stop.is_set():
+                ids = range(n * 10, n * 10 + 10)
+                assert client.post(receiver.endpoint, content=_request(ids, trace=k + 1), headers=PROTO).status_code == 200
+                with lock:
+                    acked.update(f"{k + 1:032x}:{i:016x}" for i in ids)
+                n += 1
+
+    threads = [threading.Thread(target=stream, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    drained, rounds = 0, 0
+    try:
+        while rounds < 8 or len(acked) < 600:
+            drained += otlp.drain(con, receiver.spool_dir)
+            rounds += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    drained += otlp.drain(con, receiver.spool_dir)
+    stored = [r[0] for r in _rows(con, "SELECT request_id FROM requests")]
+    assert len(stored) == len(set(stored)) == drained
+    assert set(stored) == acked
