@@ -299,7 +299,8 @@ def test_a_segment_the_adapter_refuses_is_moved_aside(tmp_path, con):
     (spool / "seg-1-1.jsonl").write_bytes(b'{"resourceSpans": [}\n')
     only_http = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01" * 16, "spanId": "02" * 8,
                                                                "name": "GET /", "kind": 2}]}]}]}
-    (spool / "seg-2-1.jsonl").write_bytes(otlp.spool_lines(only_http))
+    (spool / "seg-2-1.jsonl").write_bytes(otlp.spool_lines(json_format.ParseDict(_to_b64_ids(only_http),
+                                                                                  ExportTraceServiceRequest())))
     (spool / "seg-3-1.jsonl").write_bytes(otlp.spool_lines(otlp.parse_protobuf(_request(range(2)))))
     assert otlp.drain(con, spool) == 2
     assert sorted(p.name for p in (spool / "rejected").iterdir()) == ["seg-1-1.jsonl", "seg-1-1.jsonl.reason.txt"]
@@ -309,18 +310,19 @@ def test_a_segment_the_adapter_refuses_is_moved_aside(tmp_path, con):
 
 
 def test_a_large_request_is_split_into_lines_the_loader_takes():
-    doc = otlp.parse_protobuf(_request(range(40)))
-    whole = otlp.spool_lines(doc)
+    req = otlp.parse_protobuf(_request(range(40)))
+    doc = otlp.request_to_otlp_json(req)
+    whole = otlp.spool_lines(req)
     assert whole.count(b"\n") == 1
-    split = otlp.spool_lines(doc, max_line_bytes=4096)
+    split = otlp.spool_lines(req, max_line_bytes=4096)
     lines = split.splitlines()
     assert len(lines) > 5 and all(len(line) < 4096 for line in lines)
     spans = [s["spanId"] for line in lines for s in json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]]
     assert spans == [f"{i:016x}" for i in range(40)]
     assert all(json.loads(line)["resourceSpans"][0]["resource"] == doc["resourceSpans"][0]["resource"]
                for line in lines)
-    with pytest.raises(otlp._BadRequest, match="over the 1,500"):
-        otlp.spool_lines(doc, max_line_bytes=1500)
+    with pytest.raises(otlp._BadRequest, match="over the 600"):
+        otlp.spool_lines(req, max_line_bytes=600)         # a span alone is ~700 bytes
 
 
 # ---------------------------------------------------------------- kill -9 mid-stream
@@ -438,14 +440,17 @@ def test_the_converter_agrees_with_protobufs_json_format():
     cases = [_every_shape(), ExportTraceServiceRequest.FromString(_request(range(3)))]
     cases += [json_format.ParseDict(_to_b64_ids(doc), ExportTraceServiceRequest()) for doc in _fixture_docs()]
     for req in cases:
-        assert otlp.request_to_otlp_json(req) == _reference_json(req)
+        ref = _reference_json(req)
+        assert otlp.request_to_otlp_json(req) == ref
+        # the text written directly is that JSON, byte for byte as json.dumps writes it
+        assert otlp.request_to_line(req) == json.dumps(ref, separators=(",", ":")).encode() + b"\n"
     doc = otlp.request_to_otlp_json(cases[0])
     attrs = {a.get("key"): a.get("value") for a in doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]}
     assert attrs["inf"] == {"doubleValue": "Infinity"} and attrs["i"] == {"intValue": "-9223372036854775808"}
-    line = otlp.spool_lines(doc)
+    line = otlp.spool_lines(cases[0])
     assert line.isascii() and b"\x00" not in line and line.count(b"\n") == 1
     # the spooled line parses back (OTLP/JSON -> protobuf) to the same request
-    assert otlp.parse_json(line) == doc
+    assert otlp.parse_json(line) == cases[0]
 
 
 # ---------------------------------------------------------------- transport details, segments, rights

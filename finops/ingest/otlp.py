@@ -212,15 +212,89 @@ def _message(m) -> dict:
     return out
 
 
-def parse_protobuf(body: bytes) -> dict:
+# ---- the same JSON written as text directly (the receiver's hot path: no dict, no second pass)
+
+_enc = json.encoder.encode_basestring_ascii     # a JSON string literal, ASCII only (C)
+
+
+def _json_double(v: float) -> str:
+    return repr(v) if math.isfinite(v) else f'"{_NON_FINITE[str(v)]}"'
+
+
+def _text_scalar(f: FieldDescriptor):
+    if f.type == FieldDescriptor.TYPE_BYTES:
+        return (lambda v: f'"{v.hex()}"') if f.name in _HEX_BYTES else (lambda v: f'"{_b64(v)}"')
+    if f.type in _INT64:
+        return lambda v: f'"{v}"'
+    if f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return _json_double
+    if f.type == FieldDescriptor.TYPE_STRING:
+        return _enc
+    if f.type == FieldDescriptor.TYPE_BOOL:
+        return lambda v: "true" if v else "false"
+    return str                                   # 32-bit ints, enums as integers
+
+
+_TEXT_FIELDS: dict[FieldDescriptor, tuple] = {}
+
+
+def _text_field(f: FieldDescriptor) -> tuple:
+    """(``"jsonName":``, repeated, how to write one value) of a field, worked out once."""
+    got = _TEXT_FIELDS.get(f)
+    if got is None:
+        _field(f)                                # refuses map fields as the dict form does
+        if f.type != FieldDescriptor.TYPE_MESSAGE:
+            write = _text_scalar(f)
+        elif f.message_type is _KEY_VALUE:
+            write = _text_key_value
+        elif f.message_type is _ANY_VALUE:
+            write = _text_any_value
+        else:
+            write = _text_message
+        got = _TEXT_FIELDS[f] = (f'"{f.json_name}":', f.is_repeated, write)
+    return got
+
+
+def _text_any_value(v) -> str:
+    which = v.WhichOneof("value")
+    if which == "string_value":
+        return '{"stringValue":' + _enc(v.string_value) + "}"
+    if which == "int_value":
+        return '{"intValue":"' + str(v.int_value) + '"}'
+    if which == "bool_value":
+        return '{"boolValue":true}' if v.bool_value else '{"boolValue":false}'
+    if which == "double_value":
+        return '{"doubleValue":' + _json_double(v.double_value) + "}"
+    return _text_message(v)
+
+
+def _text_key_value(kv) -> str:
+    if kv.key and not kv.key_strindex and kv.HasField("value"):
+        return '{"key":' + _enc(kv.key) + ',"value":' + _text_any_value(kv.value) + "}"
+    return _text_message(kv)
+
+
+def _text_message(m) -> str:
+    parts = []
+    for f, v in m.ListFields():
+        name, repeated, write = _TEXT_FIELDS.get(f) or _text_field(f)
+        parts.append(name + ("[" + ",".join(map(write, v)) + "]" if repeated else write(v)))
+    return "{" + ",".join(parts) + "}"
+
+
+def request_to_line(req: ExportTraceServiceRequest) -> bytes:
+    """One spool line: ``request_to_otlp_json(req)`` as compact ASCII JSON, written directly."""
+    return _text_message(req).encode("ascii") + b"\n"
+
+
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
     try:
-        req = ExportTraceServiceRequest.FromString(body)
+        return ExportTraceServiceRequest.FromString(body)
     except (DecodeError, ValueError) as exc:
         raise _BadRequest(400, f"the body is not an ExportTraceServiceRequest in protobuf ({exc})") from None
-    return request_to_otlp_json(req)
 
 
-def parse_json(body: bytes) -> dict:
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
     """An OTLP/JSON body, checked against the protobuf schema (unknown fields ignored, as the spec asks)."""
     try:
         doc = json.loads(body)
@@ -230,14 +304,13 @@ def parse_json(body: bytes) -> dict:
         raise _BadRequest(400, "the body is not an ExportTraceServiceRequest: a JSON object with resourceSpans")
     _walk_ids(doc, _hex_to_b64)
     try:
-        req = json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+        return json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise _BadRequest(400, f"the body is not an OTLP/JSON ExportTraceServiceRequest ({exc})") from None
-    return request_to_otlp_json(req)
 
 
-def count_spans(doc: dict) -> int:
-    return sum(len(ss.get("spans", [])) for rs in doc.get("resourceSpans", []) for ss in rs.get("scopeSpans", []))
+def count_spans(req: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
 
 
 def _dumps(doc: dict) -> bytes:
@@ -245,32 +318,37 @@ def _dumps(doc: dict) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def spool_lines(doc: dict, max_line_bytes: int = MAX_SPOOL_LINE_BYTES) -> bytes:
+def spool_lines(req: ExportTraceServiceRequest, max_line_bytes: int = MAX_SPOOL_LINE_BYTES) -> bytes:
     """The request as spool lines: one line, or (when that line would be over ``max_line_bytes``) one line
     per run of spans of a resource and scope that fits. A single span too large for a line is refused:
     the loader could not read it, so it is never acknowledged."""
-    line = _dumps(doc)
+    line = request_to_line(req)
     if len(line) <= max_line_bytes:
         return line
     out: list[bytes] = []
-    for rs in doc.get("resourceSpans", []):
+    for rs in request_to_otlp_json(req).get("resourceSpans", []):
         head = {k: v for k, v in rs.items() if k != "scopeSpans"}
         for ss in rs.get("scopeSpans", []):
             scope = {k: v for k, v in ss.items() if k != "spans"}
+
+            def wrap(spans: list[dict], head=head, scope=scope) -> bytes:
+                return _dumps({"resourceSpans": [{**head, "scopeSpans": [{**scope, "spans": spans}]}]})
+
+            base = len(wrap([]))
             run: list[dict] = []
-            size = 0
+            size = base
             for span in ss.get("spans", []):
-                n = len(_dumps(span))
-                if n + 1024 > max_line_bytes:
+                n = len(_dumps(span))            # its text plus one byte: the comma between spans
+                if base + n > max_line_bytes:
                     raise _BadRequest(413, f"span {span.get('name')!r} is {n:,} bytes as OTLP/JSON, over the "
                                            f"{max_line_bytes:,} a spooled line may hold")
-                if run and size + n + 1024 > max_line_bytes:
-                    out.append(_dumps({"resourceSpans": [{**head, "scopeSpans": [{**scope, "spans": run}]}]}))
-                    run, size = [], 0
+                if run and size + n > max_line_bytes:
+                    out.append(wrap(run))
+                    run, size = [], base
                 run.append(span)
-                size += n + 1
+                size += n
             if run:
-                out.append(_dumps({"resourceSpans": [{**head, "scopeSpans": [{**scope, "spans": run}]}]}))
+                out.append(wrap(run))
     return b"".join(out)
 
 
@@ -517,9 +595,9 @@ class _Handler(BaseHTTPRequestHandler):
             encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
             if encoding not in ("", "identity"):
                 body = _decompress(body, encoding, r.max_body_bytes)
-            doc = parse_protobuf(body) if ctype == PROTOBUF else parse_json(body)
-            spans = count_spans(doc)
-            data = spool_lines(doc) if spans else b""
+            req = parse_protobuf(body) if ctype == PROTOBUF else parse_json(body)
+            spans = count_spans(req)
+            data = spool_lines(req) if spans else b""
         except _BadRequest as exc:
             r._count("rejected_requests")
             # the body may be unread (411, 413, a bad chunk): the connection cannot carry another request
