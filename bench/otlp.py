@@ -39,8 +39,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-RECEIVER = ("import sys; from finops.ingest.otlp import start_receiver; r = start_receiver(sys.argv[1], port=0); "
-            "print(r.port, flush=True); sys.stdin.read(); r.stop()")
+# the receiver; each line on its stdin asks for the spool's commits since the last ask: (write + fsync ms,
+# requests in the group)
+RECEIVER = """
+import json, sys
+from finops.ingest.otlp import start_receiver
+r = start_receiver(sys.argv[1], port=0)
+print(r.port, flush=True)
+for _ in sys.stdin:
+    commits = list(r.spool.recent)
+    r.spool.recent.clear()
+    print(json.dumps(commits), flush=True)
+r.stop()
+"""
 
 BARE = """
 import sys
@@ -139,10 +150,20 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_phase(port: int, pid: int, clients: int, spans: int, seconds: float, rate_spans_s: float = 0.0) -> dict:
+def _commits(proc: subprocess.Popen | None) -> list:
+    if proc is None:
+        return []
+    proc.stdin.write("stats\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def run_phase(port: int, pid: int, clients: int, spans: int, seconds: float, rate_spans_s: float = 0.0,
+              proc: subprocess.Popen | None = None) -> dict:
     interval = clients * spans / rate_spans_s if rate_spans_s else 0.0
     q = mp.Queue()
     start_at = time.time() + 0.5
+    _commits(proc)
     cpu0 = _cpu_s(pid)
     procs = [mp.Process(target=_client, args=(port, spans, k, seconds, interval, start_at,
                                               {"q": q, "clients": clients})) for k in range(clients)]
@@ -152,11 +173,13 @@ def run_phase(port: int, pid: int, clients: int, spans: int, seconds: float, rat
     for p in procs:
         p.join()
     cpu = _cpu_s(pid) - cpu0
+    commits = _commits(proc)
     acks = [a for r in results for a in r["acks"]]
     n_spans = len(acks) * spans
     return {"spans_per_s": n_spans / seconds, "p50_ms": _pct(acks, 0.50) * 1e3, "p99_ms": _pct(acks, 0.99) * 1e3,
             "requests": len(acks), "failed": sum(r["failed"] for r in results),
-            "cpu_ms_per_1k_spans": cpu * 1e3 / max(1, n_spans) * 1000, "spans": n_spans}
+            "cpu_ms_per_1k_spans": cpu * 1e3 / max(1, n_spans) * 1000, "spans": n_spans,
+            "fsync_ms": [c[0] for c in commits], "per_commit": [c[1] for c in commits]}
 
 
 def _start(argv: list[str]) -> tuple[subprocess.Popen, int]:
@@ -183,15 +206,15 @@ def main() -> None:
     spool = Path(tempfile.mkdtemp(prefix="finops-otlp-bench-")) / "spool"
     bare, bare_port = _start([BARE])
     recv, recv_port = _start([RECEIVER, str(spool)])
-    servers = {"bare": (bare_port, bare.pid), "receiver": (recv_port, recv.pid)}
+    servers = {"bare": (bare_port, bare.pid, None), "receiver": (recv_port, recv.pid, recv)}
     phases: dict[tuple[str, str], list[dict]] = {}
     half = args.duration / 2
     try:
         for mode, seconds, rate in (("closed", half, 0.0), ("closed", half, 0.0), ("paced", half, args.rate)):
             for name in ("bare", "receiver"):
-                port, pid = servers[name]
+                port, pid, proc = servers[name]
                 phases.setdefault((mode, name), []).append(
-                    run_phase(port, pid, args.clients, args.spans, seconds, rate))
+                    run_phase(port, pid, args.clients, args.spans, seconds, rate, proc))
     finally:
         _stop(bare)
         _stop(recv)
@@ -202,7 +225,9 @@ def main() -> None:
                 "p50_ms": max(r["p50_ms"] for r in rows), "p99_ms": max(r["p99_ms"] for r in rows),
                 "failed": sum(r["failed"] for r in rows),
                 "cpu_ms_per_1k_spans": sum(r["cpu_ms_per_1k_spans"] for r in rows) / len(rows),
-                "spans": sum(r["spans"] for r in rows)}
+                "spans": sum(r["spans"] for r in rows),
+                "fsync_ms": [x for r in rows for x in r["fsync_ms"]],
+                "per_commit": [x for r in rows for x in r["per_commit"]]}
 
     print(f"OTLP/HTTP receiver: {args.clients} client processes, {args.spans} spans per protobuf request; "
           f"{os.cpu_count()} CPUs; load average {load0[0]:.2f} before, {load1[0]:.2f} after")
@@ -215,6 +240,14 @@ def main() -> None:
         label = "closed loop" if mode == "closed" else f"paced {args.rate:,.0f} spans/s"
         print(f"{label:<22}{name:<10}{m['spans_per_s']:>10,.0f}{m['p50_ms']:>12.2f}{m['p99_ms']:>12.2f}"
               f"{m['cpu_ms_per_1k_spans']:>17.1f}{m['failed']:>9}")
+    for mode in ("closed", "paced"):
+        m = out[f"{mode}_receiver"]
+        f, n = m.pop("fsync_ms"), m.pop("per_commit")
+        out[f"{mode}_bare"].pop("fsync_ms"), out[f"{mode}_bare"].pop("per_commit")
+        if f:
+            m.update(commit_ms_p50=_pct(f, 0.5), commit_ms_p99=_pct(f, 0.99), requests_per_commit=sum(n) / len(n))
+            print(f"receiver's spool, {mode}: {len(f):,} commits, write + fsync P50 {m['commit_ms_p50']:.2f} ms, "
+                  f"P99 {m['commit_ms_p99']:.2f} ms, {m['requests_per_commit']:.2f} requests per commit")
     c_b, c_r = out["closed_bare"], out["closed_receiver"]
     p_r = out["paced_receiver"]
     print(f"ratio receiver / bare, closed loop: throughput {c_r['spans_per_s'] / c_b['spans_per_s']:.2f}x, "

@@ -31,6 +31,7 @@ Spool layout: ``active.jsonl`` (being appended to), ``seg-<ns>-<pid>.jsonl`` (cl
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import fcntl
 import hmac
@@ -412,6 +413,8 @@ class _Spool:
         self.fd: int | None = None
         self.ino: int | None = None
         self.commits = 0
+        # (write + fsync ms, requests) of the latest commits, for the benchmark's breakdown
+        self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
         self.closed = False
         self._closing = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="otlp-spool-writer", daemon=True)
@@ -486,11 +489,13 @@ class _Spool:
                 error, start = f"the spool cannot be opened ({exc.strerror})", None
             if error is None:
                 try:
+                    t0 = time.perf_counter()
                     view = memoryview(data)
                     while view:
                         view = view[os.write(self.fd, view):]
                     os.fdatasync(self.fd)
                     self.commits += 1
+                    self.recent.append(((time.perf_counter() - t0) * 1e3, len(group)))
                     if start + len(data) >= self.segment_max_bytes:
                         _rotate_active(self.dir)
                 except OSError as exc:
