@@ -282,12 +282,18 @@ def test_crash_between_load_and_delete_adds_nothing(receiver, con, tmp_path):
     assert _rows(con, "SELECT count(*) FROM requests") == [(7,)]
 
 
-def test_a_partial_last_line_is_dropped(tmp_path, con):
+@pytest.mark.parametrize("tail", ["end of file", "zeros written ahead", "torn write into the zeros"])
+def test_a_partial_last_line_is_dropped(tmp_path, con, tail):
     spool = tmp_path / "spool"
     spool.mkdir()
     good = otlp.spool_lines(otlp.parse_protobuf(_request(range(3))))
     cut = otlp.spool_lines(otlp.parse_protobuf(_request(range(3, 6))))
-    (spool / "active.jsonl").write_bytes(good + cut[: len(cut) // 2])       # killed mid-write
+    text = good + cut[: len(cut) // 2]                                       # killed mid-write
+    if tail == "zeros written ahead":
+        text += bytes(50_000)
+    elif tail == "torn write into the zeros":                               # a later page of it landed, not this one
+        text += bytes(4096) + cut[len(cut) // 2:] + bytes(10_000)
+    (spool / "active.jsonl").write_bytes(text)
     assert otlp.drain(con, spool) == 3
     assert _rows(con, "SELECT request_id FROM requests ORDER BY 1") == [(f"{1:032x}:{i:016x}",) for i in range(3)]
     assert list(spool.glob("*.jsonl")) == []
@@ -525,3 +531,22 @@ def test_drains_while_clients_stream_load_every_span_once(receiver, con):
     stored = [r[0] for r in _rows(con, "SELECT request_id FROM requests")]
     assert len(stored) == len(set(stored)) == drained
     assert set(stored) == acked
+
+
+def test_lines_overwrite_a_segment_of_zeros_written_ahead(tmp_path, con):
+    r = otlp.Receiver(tmp_path / "spool", "127.0.0.1", 0, 16 << 20, None, segment_max_bytes=1 << 20)
+    try:
+        spare = r.spool_dir / otlp.SPARE
+        for k in range(2):
+            wait_until(spare.exists, message="a spare segment of zeros")
+            assert spare.stat().st_size == 1 << 20
+            body = _request(range(k * 10, k * 10 + 10))
+            assert httpx.post(r.endpoint, content=body, headers=PROTO).status_code == 200
+            active = (r.spool_dir / otlp.ACTIVE).read_bytes()
+            line = otlp.spool_lines(otlp.parse_protobuf(body))
+            assert len(active) == 1 << 20 and active == line + bytes((1 << 20) - len(line))
+            assert otlp.drain(con, r.spool_dir) == 10          # drain cuts at the zeros; the writer takes a new spare
+    finally:
+        r.stop()
+    assert _rows(con, "SELECT count(*) FROM requests") == [(20,)]
+    assert not (r.spool_dir / otlp.SPARE_TMP).exists()

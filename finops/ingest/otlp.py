@@ -24,9 +24,10 @@ an optional bearer token (``token=``: requests without ``Authorization: Bearer <
 behind a TLS proxy (or the Collector) before exposing it to another machine. One receiver per spool
 folder (a second one is refused).
 
-Spool layout: ``active.jsonl`` (being appended to), ``seg-<ns>-<pid>.jsonl`` (closed, to load),
-``spool.lock`` (held while writing or rotating), ``receiver.lock`` (held by the live receiver),
-``rejected/``.
+Spool layout: ``active.jsonl`` (being written), ``seg-<ns>-<pid>.jsonl`` (closed, to load),
+``spare.zeros`` (the next segment, zeros written ahead: see :class:`_Spool`), ``spool.lock`` (held while
+writing or rotating), ``receiver.lock`` (held by the live receiver), ``rejected/``. A segment's text ends
+at its first NUL byte or at the end of the file.
 """
 from __future__ import annotations
 
@@ -67,12 +68,13 @@ log = logging.getLogger("finops")
 TRACES_PATH = "/v1/traces"
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 ACTIVE = "active.jsonl"
+SPARE, SPARE_TMP = "spare.zeros", "spare.zeros.tmp"
 SEGMENT_GLOB = "seg-*.jsonl"
 REJECTED = "rejected"
 # a spooled line stays well under the loader's JSON Lines limit: a larger request is split by spans
 MAX_SPOOL_LINE_BYTES = min(8 << 20, MAX_JSON_LINE_BYTES // 2)
-# the active segment is closed past this size; drain closes it too
-SEGMENT_MAX_BYTES = 64 << 20
+# a segment's size (written as zeros ahead, then overwritten); drain closes the active one sooner
+SEGMENT_MAX_BYTES = 16 << 20
 # the otel adapter's refusal of a file without one model-call span: such a segment has nothing to load
 _NO_GENAI = "no GenAI model-call spans"
 # google.rpc.Code values for the Status body of an error response
@@ -402,9 +404,30 @@ class _Pending:
     error: str | None = None
 
 
+def _zeroed_file(path: Path, size: int, stop: threading.Event | None = None) -> bool:
+    """Write ``size`` zero bytes to ``path`` and fsync it (False if stopped first)."""
+    block = bytes(1 << 20)
+    with open(path, "wb") as fh:
+        left = size
+        while left > 0:
+            if stop is not None and stop.is_set():
+                return False
+            left -= fh.write(block[: min(left, len(block))])
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
 class _Spool:
-    """The writer: one thread appends every waiting request's lines to the active segment, fsyncs once,
-    then releases them all."""
+    """The writer: one thread writes every waiting request's lines into the active segment, fsyncs once,
+    then releases them all (group commit).
+
+    A segment is a file of zeros written ahead (by a second thread, as ``spare.zeros``) that the lines
+    overwrite: the fdatasync after a write that does not grow the file has no size to journal, so it does
+    not wait for a journal commit carrying other processes' writes (on ext4 here, a P99 of 15 ms against
+    24-60 ms for appends to a growing file under the same load). The spool's text is ASCII JSON with no NUL
+    byte, so its end is the first NUL (drain cuts there). Without a spare ready the segment grows by writes.
+    """
 
     def __init__(self, spool: Path, segment_max_bytes: int = SEGMENT_MAX_BYTES):
         self.dir = spool
@@ -412,11 +435,21 @@ class _Spool:
         self.queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self.fd: int | None = None
         self.ino: int | None = None
+        self.offset = 0              # where the next line goes in the active segment
         self.commits = 0
         # (write + fsync ms, requests) of the latest commits, for the benchmark's breakdown
         self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
         self.closed = False
         self._closing = threading.Lock()
+        (spool / SPARE_TMP).unlink(missing_ok=True)
+        spare = spool / SPARE
+        if spare.exists() and spare.stat().st_size != segment_max_bytes:
+            spare.unlink()
+        self._stop_spare = threading.Event()
+        self._want_spare = threading.Event()
+        self._want_spare.set()
+        self.spare_thread = threading.Thread(target=self._make_spares, name="otlp-spool-spare", daemon=True)
+        self.spare_thread.start()
         self.thread = threading.Thread(target=self._run, name="otlp-spool-writer", daemon=True)
         self.thread.start()
 
@@ -437,9 +470,29 @@ class _Spool:
             self.closed = True
             self.queue.put(None)
         self.thread.join()
+        self._stop_spare.set()
+        self._want_spare.set()
+        self.spare_thread.join()
+        (self.dir / SPARE_TMP).unlink(missing_ok=True)
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+    def _make_spares(self) -> None:
+        while True:
+            self._want_spare.wait()
+            if self._stop_spare.is_set():
+                return
+            self._want_spare.clear()
+            if (self.dir / SPARE).exists():
+                continue
+            tmp = self.dir / SPARE_TMP
+            try:
+                if _zeroed_file(tmp, self.segment_max_bytes, self._stop_spare):
+                    os.rename(tmp, self.dir / SPARE)
+                    _fsync_dir(self.dir)
+            except OSError as exc:      # no spare: the writer grows its segment instead
+                log.warning("OTLP spool %s: cannot write a spare segment (%s)", self.dir, exc.strerror)
 
     def _run(self) -> None:
         while True:
@@ -462,7 +515,7 @@ class _Spool:
                 return
 
     def _open_active(self) -> None:
-        """Under the lock: the active segment this writer appends to, a new one if drain renamed it."""
+        """Under the lock: the active segment this writer writes into; a new one if drain renamed it."""
         path = self.dir / ACTIVE
         try:
             ino = os.stat(path).st_ino
@@ -473,10 +526,17 @@ class _Spool:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if ino is not None:
+            _rotate_active(self.dir)         # not this writer's: closed, never written into
+        try:
+            os.rename(self.dir / SPARE, path)
+            self._want_spare.set()
+        except FileNotFoundError:
+            self._want_spare.set()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         self.ino = os.fstat(self.fd).st_ino
-        if ino is None:
-            _fsync_dir(self.dir)      # the new file's name is durable before any line in it is acknowledged
+        self.offset = 0
+        _fsync_dir(self.dir)      # the segment's name is durable before any line in it is acknowledged
 
     def _commit(self, group: list[_Pending]) -> None:
         data = b"".join(p.data for p in group)
@@ -484,26 +544,32 @@ class _Spool:
         with _spool_lock(self.dir):
             try:
                 self._open_active()
-                start = os.fstat(self.fd).st_size
             except OSError as exc:
-                error, start = f"the spool cannot be opened ({exc.strerror})", None
+                error = f"the spool cannot be opened ({exc.strerror})"
             if error is None:
+                start = self.offset
                 try:
                     t0 = time.perf_counter()
                     view = memoryview(data)
+                    at = start
                     while view:
-                        view = view[os.write(self.fd, view):]
+                        n = os.pwrite(self.fd, view, at)
+                        view, at = view[n:], at + n
                     os.fdatasync(self.fd)
+                    self.offset = at
                     self.commits += 1
                     self.recent.append(((time.perf_counter() - t0) * 1e3, len(group)))
-                    if start + len(data) >= self.segment_max_bytes:
+                    if self.offset >= self.segment_max_bytes - 4096:
                         _rotate_active(self.dir)
                 except OSError as exc:
                     error = f"the spool cannot be written ({exc.strerror})"
                     log.error("OTLP spool %s: %s", self.dir, error)
+                    # no half-written request stays behind: the segment ends at the last acknowledged line
+                    # and is closed, the next request starts a new one
                     with contextlib.suppress(OSError):
-                        os.ftruncate(self.fd, start)     # no half-written request stays behind
+                        os.ftruncate(self.fd, start)
                         os.fsync(self.fd)
+                        _rotate_active(self.dir)
         for p in group:
             p.error = error
             p.done.set()
@@ -740,32 +806,37 @@ def start_receiver(spool_dir: str | os.PathLike, host: str = "127.0.0.1", port: 
 # ---------------------------------------------------------------- drain
 
 def _complete_part(seg: Path) -> bool:
-    """Cut a partial last line (a writer killed mid-write: never acknowledged); False if nothing is left."""
+    """Cut a segment to its complete lines: its text ends at the first NUL byte (the zeros written ahead)
+    and a partial last line (a writer killed mid-write) was never acknowledged. False if nothing is left."""
     size = seg.stat().st_size
-    if size == 0:
-        return False
     with open(seg, "rb+") as fh:
-        fh.seek(max(0, size - 1))
-        if fh.read(1) == b"\n":
-            return True
-        # find the last newline, reading back in blocks
-        pos = size
-        while pos > 0:
-            start = max(0, pos - (1 << 20))
+        end, pos = size, 0
+        while pos < size:                      # the first NUL: the spool's text holds none
+            block = fh.read(1 << 20)
+            if not block:
+                break
+            nul = block.find(b"\0")
+            if nul >= 0:
+                end = pos + nul
+                break
+            pos += len(block)
+        keep = end
+        while keep > 0:                        # back to the last newline before it
+            start = max(0, keep - (1 << 20))
             fh.seek(start)
-            block = fh.read(pos - start)
-            nl = block.rfind(b"\n")
+            nl = fh.read(keep - start).rfind(b"\n")
             if nl >= 0:
                 keep = start + nl + 1
-                log.warning("OTLP spool %s: dropped a partial last line (%s bytes, never acknowledged)",
-                            seg.name, f"{size - keep:,}")
-                fh.truncate(keep)
-                fh.flush()
-                os.fsync(fh.fileno())
-                return True
-            pos = start
-    log.warning("OTLP spool %s: only a partial line (never acknowledged); dropped", seg.name)
-    return False
+                break
+            keep = start
+        if keep < end:
+            log.warning("OTLP spool %s: dropped a partial last line (%s bytes, never acknowledged)",
+                        seg.name, f"{end - keep:,}")
+        if keep < size:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return keep > 0
 
 
 def _reject(spool: Path, seg: Path, reason: str) -> None:
