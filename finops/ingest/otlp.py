@@ -861,8 +861,11 @@ def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options:
     opts = options or IngestOptions()
     total = 0
     for seg in sorted(spool.glob(SEGMENT_GLOB)):
-        if not _complete_part(seg):
-            seg.unlink()
+        try:
+            if not _complete_part(seg):
+                seg.unlink()
+                continue
+        except FileNotFoundError:          # another drain took it
             continue
         run = IngestOptions(**{**opts.__dict__, "format": "otel", "file_label": f"OTLP spool {seg.name}"})
         try:
@@ -877,6 +880,6 @@ def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options:
             _reject(spool, seg, str(exc))
             continue
         total += sum(r.rows_ingested for r in results)
-        seg.unlink()
+        seg.unlink(missing_ok=True)
     _fsync_dir(spool)
     return total
