@@ -496,6 +496,9 @@ def test_stopped_receiver_refuses_rather_than_hangs(tmp_path):
     r = otlp.start_receiver(tmp_path / "spool", port=0)
     r.stop()
     assert r.spool.append(b"{}\n") == "the receiver is stopping"
+    r.stop()                                           # a second stop does nothing
+    with otlp.start_receiver(tmp_path / "spool", port=0):   # and the folder is free for the next receiver
+        pass
 
 
 def test_drains_while_clients_stream_load_every_span_once(receiver, con):

@@ -77,6 +77,7 @@ MAX_SPOOL_LINE_BYTES = min(8 << 20, MAX_JSON_LINE_BYTES // 2)
 SEGMENT_MAX_BYTES = 16 << 20
 # the otel adapter's refusal of a file without one model-call span: such a segment has nothing to load
 _NO_GENAI = "no GenAI model-call spans"
+MAX_REQUESTS_IN_PROGRESS = 8
 # google.rpc.Code values for the Status body of an error response
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 503: 14}
 
@@ -660,15 +661,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(415, f"Content-Type {ctype or 'none'!r} is not supported; send {PROTOBUF} or {JSON}",
                                close=True)
         try:
-            body = self._read_body(r.max_body_bytes)
-            if body is None:
-                return
-            encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                body = _decompress(body, encoding, r.max_body_bytes)
-            req = parse_protobuf(body) if ctype == PROTOBUF else parse_json(body)
-            spans = count_spans(req)
-            data = spool_lines(req) if spans else b""
+            with r._working:
+                body = self._read_body(r.max_body_bytes)
+                if body is None:
+                    return
+                encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    body = _decompress(body, encoding, r.max_body_bytes)
+                req = parse_protobuf(body) if ctype == PROTOBUF else parse_json(body)
+                del body
+                spans = count_spans(req)
+                data = spool_lines(req) if spans else b""
+                del req
         except _BadRequest as exc:
             r._count("rejected_requests")
             # the body may be unread (411, 413, a bad chunk): the connection cannot carry another request
@@ -746,6 +750,9 @@ class Receiver:
         self.max_body_bytes = max_body_bytes
         self.token = token
         self.stats = ReceiverStats()
+        self._stopped = False
+        # requests read and converted at once: bounds memory at about this many times 3 x max_body_bytes
+        self._working = threading.BoundedSemaphore(MAX_REQUESTS_IN_PROGRESS)
         self._stats_lock = threading.Lock()
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._life = os.open(spool_dir / "receiver.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -779,7 +786,10 @@ class Receiver:
             self.stats.spans += spans
 
     def stop(self) -> None:
-        """Stop serving; every request answered so far is on disk."""
+        """Stop serving; every request answered so far is on disk. A second call does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
