@@ -110,10 +110,6 @@ def _list(v) -> list:
     return v if isinstance(v, list) else []
 
 
-def _b64_to_hex(v: str, key: str) -> str:
-    return base64.b64decode(v).hex()
-
-
 def _hex_to_b64(v: str, key: str) -> str:
     try:
         return base64.b64encode(bytes.fromhex(v)).decode("ascii")
@@ -121,102 +117,19 @@ def _hex_to_b64(v: str, key: str) -> str:
         raise _BadRequest(400, f"{key} {v[:40]!r} is not hex (OTLP/JSON writes ids as hex)") from None
 
 
-def request_to_otlp_json(req: ExportTraceServiceRequest) -> dict:
-    """The OTLP/JSON form of a parsed request: lowerCamelCase names, enums as integers, int64 as strings,
-    trace and span ids as hex (protobuf's own JSON mapping writes bytes as base64), fields left at their
-    default omitted: ``json_format.MessageToDict(req, use_integers_for_enums=True)`` with hex ids, at a
-    fraction of its cost (``tests/test_otlp_receiver.py`` checks they agree)."""
-    return _message(req)
-
-
 # OTLP/JSON writes these bytes fields as hex; every other bytes field as base64
 _HEX_BYTES = {"trace_id", "span_id", "parent_span_id"}
 _INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64,
           FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_SINT64}
 _NON_FINITE = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
-
-
-def _double(v: float):
-    return v if math.isfinite(v) else _NON_FINITE[str(v)]
+_KEY_VALUE, _ANY_VALUE = KeyValue.DESCRIPTOR, AnyValue.DESCRIPTOR
 
 
 def _b64(v: bytes) -> str:
     return base64.b64encode(v).decode("ascii")
 
 
-def _hex(v: bytes) -> str:
-    return v.hex()
-
-
-def _scalar(f: FieldDescriptor):
-    if f.type == FieldDescriptor.TYPE_BYTES:
-        return _hex if f.name in _HEX_BYTES else _b64
-    if f.type in _INT64:
-        return str
-    if f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
-        return _double
-    return None           # strings, bools, 32-bit ints and enums (as integers) are JSON as they are
-
-
-_FIELDS: dict[FieldDescriptor, tuple] = {}
-_KEY_VALUE, _ANY_VALUE = KeyValue.DESCRIPTOR, AnyValue.DESCRIPTOR
-
-
-def _field(f: FieldDescriptor) -> tuple:
-    """(JSON name, repeated, converter, is a message) of a field, worked out once."""
-    got = _FIELDS.get(f)
-    if got is None:
-        if f.message_type is not None and f.message_type.GetOptions().map_entry:
-            raise TypeError(f"{f.full_name}: map fields are not converted")     # OTLP traces have none
-        is_msg = f.type == FieldDescriptor.TYPE_MESSAGE
-        got = _FIELDS[f] = (f.json_name, f.is_repeated, None if is_msg else _scalar(f), is_msg)
-    return got
-
-
-# the bulk of a request: attributes. Their common shapes are written directly, the rest as any message
-_ANY_SCALARS = {"string_value": ("stringValue", None), "int_value": ("intValue", str),
-                "bool_value": ("boolValue", None), "double_value": ("doubleValue", _double)}
-
-
-def _any_value(v) -> dict:
-    which = v.WhichOneof("value")
-    known = _ANY_SCALARS.get(which)
-    if known is None:
-        return _message(v)
-    name, conv = known
-    x = getattr(v, which)
-    return {name: conv(x) if conv else x}
-
-
-def _key_values(kvs) -> list[dict]:
-    out = []
-    for kv in kvs:
-        if kv.key and not kv.key_strindex and kv.HasField("value"):
-            out.append({"key": kv.key, "value": _any_value(kv.value)})
-        else:
-            out.append(_message(kv))
-    return out
-
-
-def _message(m) -> dict:
-    out = {}
-    for f, v in m.ListFields():
-        name, repeated, conv, is_msg = _FIELDS.get(f) or _field(f)
-        if is_msg:
-            if f.message_type is _KEY_VALUE and repeated:
-                out[name] = _key_values(v)
-            elif f.message_type is _ANY_VALUE and not repeated:
-                out[name] = _any_value(v)
-            else:
-                out[name] = [_message(x) for x in v] if repeated else _message(v)
-        elif conv is None:
-            out[name] = list(v) if repeated else v
-        else:
-            out[name] = [conv(x) for x in v] if repeated else conv(v)
-    return out
-
-
-# ---- the same JSON written as text directly (the receiver's hot path: no dict, no second pass)
+# ---- protobuf -> OTLP/JSON text, written directly from the message (no dict, no json.dumps pass)
 
 _enc = json.encoder.encode_basestring_ascii     # a JSON string literal, ASCII only (C)
 
@@ -246,7 +159,8 @@ def _text_field(f: FieldDescriptor) -> tuple:
     """(``"jsonName":``, repeated, how to write one value) of a field, worked out once."""
     got = _TEXT_FIELDS.get(f)
     if got is None:
-        _field(f)                                # refuses map fields as the dict form does
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            raise TypeError(f"{f.full_name}: map fields are not converted")     # OTLP traces have none
         if f.type != FieldDescriptor.TYPE_MESSAGE:
             write = _text_scalar(f)
         elif f.message_type is _KEY_VALUE:
@@ -287,8 +201,17 @@ def _text_message(m) -> str:
 
 
 def request_to_line(req: ExportTraceServiceRequest) -> bytes:
-    """One spool line: ``request_to_otlp_json(req)`` as compact ASCII JSON, written directly."""
+    """The request as one line of OTLP/JSON: lowerCamelCase names, enums as integers, int64 as strings,
+    trace and span ids as hex (protobuf's own JSON mapping writes bytes as base64), fields left at their
+    default omitted, compact and ASCII only (no byte a text check could refuse: a NUL or a stray surrogate
+    arrives escaped). It is what ``json.dumps(json_format.MessageToDict(req, use_integers_for_enums=True))``
+    writes with hex ids, at a fraction of its cost (``tests/test_otlp_receiver.py`` checks byte for byte)."""
     return _text_message(req).encode("ascii") + b"\n"
+
+
+def request_to_otlp_json(req: ExportTraceServiceRequest) -> dict:
+    """:func:`request_to_line` as a dict."""
+    return json.loads(request_to_line(req))
 
 
 def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
@@ -317,9 +240,19 @@ def count_spans(req: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
 
 
-def _dumps(doc: dict) -> bytes:
-    # ASCII only: no byte a text check could refuse (a NUL or a stray surrogate arrives escaped)
-    return json.dumps(doc, separators=(",", ":")).encode("ascii") + b"\n"
+def _part(rs, ss, spans) -> bytes:
+    """One line holding ``spans`` of resource ``rs`` and scope ``ss``."""
+    part = ExportTraceServiceRequest()
+    prs = part.resource_spans.add()
+    if rs.HasField("resource"):
+        prs.resource.CopyFrom(rs.resource)
+    prs.schema_url = rs.schema_url
+    pss = prs.scope_spans.add()
+    if ss.HasField("scope"):
+        pss.scope.CopyFrom(ss.scope)
+    pss.schema_url = ss.schema_url
+    pss.spans.extend(spans)
+    return request_to_line(part)
 
 
 def spool_lines(req: ExportTraceServiceRequest, max_line_bytes: int = MAX_SPOOL_LINE_BYTES) -> bytes:
@@ -330,29 +263,23 @@ def spool_lines(req: ExportTraceServiceRequest, max_line_bytes: int = MAX_SPOOL_
     if len(line) <= max_line_bytes:
         return line
     out: list[bytes] = []
-    for rs in request_to_otlp_json(req).get("resourceSpans", []):
-        head = {k: v for k, v in rs.items() if k != "scopeSpans"}
-        for ss in rs.get("scopeSpans", []):
-            scope = {k: v for k, v in ss.items() if k != "spans"}
-
-            def wrap(spans: list[dict], head=head, scope=scope) -> bytes:
-                return _dumps({"resourceSpans": [{**head, "scopeSpans": [{**scope, "spans": spans}]}]})
-
-            base = len(wrap([]))
-            run: list[dict] = []
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            base = len(_part(rs, ss, []))
+            run: list = []
             size = base
-            for span in ss.get("spans", []):
-                n = len(_dumps(span))            # its text plus one byte: the comma between spans
+            for span in ss.spans:
+                n = len(_text_message(span)) + 1        # its text and the comma before the next
                 if base + n > max_line_bytes:
-                    raise _BadRequest(413, f"span {span.get('name')!r} is {n:,} bytes as OTLP/JSON, over the "
+                    raise _BadRequest(413, f"span {span.name!r} is {n - 1:,} bytes as OTLP/JSON, over the "
                                            f"{max_line_bytes:,} a spooled line may hold")
                 if run and size + n > max_line_bytes:
-                    out.append(wrap(run))
+                    out.append(_part(rs, ss, run))
                     run, size = [], base
                 run.append(span)
                 size += n
             if run:
-                out.append(wrap(run))
+                out.append(_part(rs, ss, run))
     return b"".join(out)
 
 
