@@ -337,6 +337,7 @@ RECEIVER_MAIN = ("import sys, time; from finops.ingest.otlp import start_receive
                  "r = start_receiver(sys.argv[1], port=0); print(r.port, flush=True); time.sleep(3600)")
 
 
+@pytest.mark.slow
 def test_kill_9_mid_stream_loses_no_acknowledged_span(tmp_path, con):
     spool = tmp_path / "spool"
     proc = subprocess.Popen([sys.executable, "-c", RECEIVER_MAIN, str(spool)], cwd=ROOT, stdout=subprocess.PIPE,
@@ -553,3 +554,17 @@ def test_lines_overwrite_a_segment_of_zeros_written_ahead(tmp_path, con):
         r.stop()
     assert _rows(con, "SELECT count(*) FROM requests") == [(20,)]
     assert not (r.spool_dir / otlp.SPARE_TMP).exists()
+
+
+def test_spares_shrink_to_what_frequent_drains_leave(receiver, con):
+    """A spare is twice the last segment (at least 1 MiB): drains every few requests leave small segments,
+    so the spool does not write 4 MiB of zeros for each few kB of lines."""
+    spare = receiver.spool_dir / otlp.SPARE
+    sizes = []
+    for k in range(3):
+        wait_until(spare.exists, message="a spare segment of zeros")
+        sizes.append(spare.stat().st_size)
+        assert httpx.post(receiver.endpoint, content=_request(range(k * 5, k * 5 + 5)), headers=PROTO).status_code == 200
+        assert otlp.drain(con, receiver.spool_dir) == 5
+    # the first two were made before any segment was left (4 MiB); the third after a ~4 kB one
+    assert sizes == [4 << 20, 4 << 20, otlp.SPARE_MIN_BYTES]

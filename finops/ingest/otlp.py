@@ -75,6 +75,7 @@ REJECTED = "rejected"
 MAX_SPOOL_LINE_BYTES = min(8 << 20, MAX_JSON_LINE_BYTES // 2)
 # a segment's size (written as zeros ahead, then overwritten); drain closes the active one sooner
 SEGMENT_MAX_BYTES = 16 << 20
+SPARE_MIN_BYTES = 1 << 20
 # the otel adapter's refusal of a file without one model-call span: such a segment has nothing to load
 _NO_GENAI = "no GenAI model-call spans"
 MAX_REQUESTS_IN_PROGRESS = 8
@@ -354,7 +355,10 @@ class _Spool:
     overwrite: the fdatasync after a write that does not grow the file has no size to journal, so it does
     not wait for a journal commit carrying other processes' writes (on ext4 here, a P99 of 15 ms against
     24-60 ms for appends to a growing file under the same load). The spool's text is ASCII JSON with no NUL
-    byte, so its end is the first NUL (drain cuts there). Without a spare ready the segment grows by writes.
+    byte, so its end is the first NUL (drain cuts there). A segment whose zeros are used up is closed; with
+    no spare ready the next one grows by its writes (up to ``segment_max_bytes``). A spare is twice the size
+    the last segment reached (at least 1 MiB, at most ``segment_max_bytes``), so frequent drains do not
+    make the spool write many more zeros than lines.
     """
 
     def __init__(self, spool: Path, segment_max_bytes: int = SEGMENT_MAX_BYTES):
@@ -364,6 +368,8 @@ class _Spool:
         self.fd: int | None = None
         self.ino: int | None = None
         self.offset = 0              # where the next line goes in the active segment
+        self.allocated = 0           # the bytes of zeros it was made of (0: it grows by its writes)
+        self.spare_bytes = min(SPARE_MIN_BYTES * 4, segment_max_bytes)
         self.commits = 0
         # (write + fsync ms, requests) of the latest commits, for the benchmark's breakdown
         self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
@@ -371,7 +377,7 @@ class _Spool:
         self._closing = threading.Lock()
         (spool / SPARE_TMP).unlink(missing_ok=True)
         spare = spool / SPARE
-        if spare.exists() and spare.stat().st_size != segment_max_bytes:
+        if spare.exists() and spare.stat().st_size > segment_max_bytes:
             spare.unlink()
         self._stop_spare = threading.Event()
         self._want_spare = threading.Event()
@@ -416,7 +422,7 @@ class _Spool:
                 continue
             tmp = self.dir / SPARE_TMP
             try:
-                if _zeroed_file(tmp, self.segment_max_bytes, self._stop_spare):
+                if _zeroed_file(tmp, self.spare_bytes, self._stop_spare):
                     os.rename(tmp, self.dir / SPARE)
                     _fsync_dir(self.dir)
             except OSError as exc:      # no spare: the writer grows its segment instead
@@ -454,16 +460,17 @@ class _Spool:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+            # the next spare: twice what this segment held, so a drain every second writes few zeros
+            self.spare_bytes = max(min(SPARE_MIN_BYTES, self.segment_max_bytes),
+                                   min(self.segment_max_bytes, 2 * self.offset))
         if ino is not None:
             _rotate_active(self.dir)         # not this writer's: closed, never written into
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.rename(self.dir / SPARE, path)
-            self._want_spare.set()
-        except FileNotFoundError:
-            self._want_spare.set()
+        self._want_spare.set()
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-        self.ino = os.fstat(self.fd).st_ino
-        self.offset = 0
+        st = os.fstat(self.fd)
+        self.ino, self.allocated, self.offset = st.st_ino, st.st_size, 0
         _fsync_dir(self.dir)      # the segment's name is durable before any line in it is acknowledged
 
     def _commit(self, group: list[_Pending]) -> None:
@@ -487,8 +494,9 @@ class _Spool:
                     self.offset = at
                     self.commits += 1
                     self.recent.append(((time.perf_counter() - t0) * 1e3, len(group)))
-                    if self.offset >= self.segment_max_bytes - 4096:
-                        _rotate_active(self.dir)
+                    if (self.offset >= self.segment_max_bytes - 4096
+                            or self.offset >= self.allocated - 4096 > 0 and (self.dir / SPARE).exists()):
+                        _rotate_active(self.dir)          # full, or its zeros used up and a spare ready
                 except OSError as exc:
                     error = f"the spool cannot be written ({exc.strerror})"
                     log.error("OTLP spool %s: %s", self.dir, error)
