@@ -196,6 +196,7 @@ def test_malformed_protobuf_is_400_with_a_status(receiver):
      "not hex"),
     (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "soon"}]}]}]}).encode(),
      "startTimeUnixNano"),
+    (b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "not JSON"),      # nested past recursion
 ])
 def test_malformed_json_is_400(receiver, body, says):
     resp = httpx.post(receiver.endpoint, content=body, headers=JSONH)

@@ -80,7 +80,7 @@ SPARE_MIN_BYTES = 1 << 20
 _NO_GENAI = "no GenAI model-call spans"
 MAX_REQUESTS_IN_PROGRESS = 8
 # google.rpc.Code values for the Status body of an error response
-_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 503: 14}
+_RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
 
 
 class _BadRequest(Exception):
@@ -226,14 +226,14 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     """An OTLP/JSON body, checked against the protobuf schema (unknown fields ignored, as the spec asks)."""
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise _BadRequest(400, f"the body is not JSON ({exc})") from None
     if not isinstance(doc, dict):
         raise _BadRequest(400, "the body is not an ExportTraceServiceRequest: a JSON object with resourceSpans")
     _walk_ids(doc, _hex_to_b64)
     try:
         return json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
+    except (json_format.ParseError, RecursionError) as exc:
         raise _BadRequest(400, f"the body is not an OTLP/JSON ExportTraceServiceRequest ({exc})") from None
 
 
@@ -612,6 +612,10 @@ class _Handler(BaseHTTPRequestHandler):
             r._count("rejected_requests")
             # the body may be unread (411, 413, a bad chunk): the connection cannot carry another request
             return self._error(exc.status, str(exc), ctype, close=True)
+        except Exception:       # a bug here: the request is answered and logged, never spooled
+            log.exception("OTLP receiver: converting a request failed")
+            return self._error(500, "the receiver failed on this request (its log says why); nothing was stored",
+                               ctype, close=True)
         if data:
             error = r.spool.append(data)
             if error is not None:
