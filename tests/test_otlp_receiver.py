@@ -569,3 +569,26 @@ def test_spares_shrink_to_what_frequent_drains_leave(receiver, con):
         assert otlp.drain(con, receiver.spool_dir) == 5
     # the first two were made before any segment was left (4 MiB); the third after a ~4 kB one
     assert sizes == [4 << 20, 4 << 20, otlp.SPARE_MIN_BYTES]
+
+
+def test_a_segment_the_loader_fails_on_is_moved_aside_and_the_rest_load(tmp_path, con, monkeypatch):
+    """An exception that is no InputError (a bug in a reader, simulated here by wrapping the real
+    ingest_path) puts that segment aside with the reason; the drain goes on with the next one."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "seg-1-1.jsonl").write_bytes(otlp.spool_lines(otlp.parse_protobuf(_request(range(2)))))
+    (spool / "seg-2-1.jsonl").write_bytes(otlp.spool_lines(otlp.parse_protobuf(_request(range(2, 5)))))
+    real = otlp.ingest_path
+
+    def failing_on_the_first(con, path, options):
+        if path.name == "seg-1-1.jsonl":
+            raise TypeError("'int' object is not subscriptable")
+        return real(con, path, options)
+
+    monkeypatch.setattr(otlp, "ingest_path", failing_on_the_first)
+    assert otlp.drain(con, spool) == 3
+    reason = (spool / "rejected" / "seg-1-1.jsonl.reason.txt").read_text()
+    assert "TypeError" in reason and "not subscriptable" in reason
+    monkeypatch.setattr(otlp, "ingest_path", real)
+    (spool / "rejected" / "seg-1-1.jsonl").rename(spool / "seg-1-1.jsonl")     # moved back: loads
+    assert otlp.drain(con, spool) == 2

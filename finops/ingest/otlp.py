@@ -16,8 +16,9 @@ normal loader (``ingest_path``), then deletes it. A load is idempotent (the load
 bytes it stored before and any span whose ``traceId:spanId`` is stored), so a crash between the load and
 the delete loads nothing twice. The segment being appended to is renamed first, under the spool's lock,
 so the receiver starts a new one and no span is written into a segment after it was read. A partial last
-line (a receiver killed mid-write) was never acknowledged and is dropped. A segment the adapter refuses is
-moved to ``spool_dir/rejected/`` beside a ``.reason.txt`` and logged, never retried.
+line (a receiver killed mid-write) was never acknowledged and is dropped. A segment the adapter refuses (or
+fails on) is moved to ``spool_dir/rejected/`` beside a ``.reason.txt`` and logged, never retried by itself:
+its spans stay there, and moving it back into the spool folder loads it at the next drain.
 
 Security: the receiver binds 127.0.0.1 unless told otherwise and has no authentication beyond that and
 an optional bearer token (``token=``: requests without ``Authorization: Bearer <token>`` get 401); put it
@@ -827,6 +828,12 @@ def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options:
                 seg.unlink()
                 continue
             _reject(spool, seg, str(exc))
+            continue
+        except duckdb.Error:
+            raise                               # the store's trouble, not the segment's: kept for the next drain
+        except Exception as exc:                # a bug in a reader: this segment aside, the others still load
+            log.exception("OTLP spool %s: the loader failed on it", seg.name)
+            _reject(spool, seg, f"the loader failed on it ({type(exc).__name__}: {exc}); a bug to report")
             continue
         total += sum(r.rows_ingested for r in results)
         seg.unlink(missing_ok=True)
