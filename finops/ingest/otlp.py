@@ -189,8 +189,18 @@ def _text_any_value(v) -> str:
 
 
 def _text_key_value(kv) -> str:
-    if kv.key and not kv.key_strindex and kv.HasField("value"):
-        return '{"key":' + _enc(kv.key) + ',"value":' + _text_any_value(kv.value) + "}"
+    # the common attribute (a key, a string or int value) in one go; anything else field by field (an unset
+    # value has no "value" at all, which only the general path tells apart from an empty one)
+    key = kv.key
+    if key and not kv.key_strindex:
+        v = kv.value
+        which = v.WhichOneof("value")
+        if which == "string_value":
+            return '{"key":' + _enc(key) + ',"value":{"stringValue":' + _enc(v.string_value) + "}}"
+        if which == "int_value":
+            return '{"key":' + _enc(key) + ',"value":{"intValue":"' + str(v.int_value) + '"}}'
+        if which is not None:
+            return '{"key":' + _enc(key) + ',"value":' + _text_any_value(v) + "}"
     return _text_message(kv)
 
 
