@@ -592,3 +592,20 @@ def test_a_segment_the_loader_fails_on_is_moved_aside_and_the_rest_load(tmp_path
     monkeypatch.setattr(otlp, "ingest_path", real)
     (spool / "rejected" / "seg-1-1.jsonl").rename(spool / "seg-1-1.jsonl")     # moved back: loads
     assert otlp.drain(con, spool) == 2
+
+
+def test_a_spare_holding_lines_after_a_crash_is_loaded(tmp_path, con):
+    """The writer takes the spare by a rename it does not fsync; if a crash loses that rename, the lines
+    acknowledged into it are under spare.zeros, and drain (or the next receiver) loads them from there."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    lines = otlp.spool_lines(otlp.parse_protobuf(_request(range(4))))
+    (spool / otlp.SPARE).write_bytes(lines + bytes(100_000))
+    assert otlp.drain(con, spool) == 4
+    assert not (spool / otlp.SPARE).exists()
+    (spool / otlp.SPARE).write_bytes(otlp.spool_lines(otlp.parse_protobuf(_request(range(4, 6)))) + bytes(10))
+    with otlp.start_receiver(spool, port=0):
+        pass
+    assert otlp.drain(con, spool) == 2
+    (spool / otlp.SPARE).write_bytes(bytes(4096))            # an unused spare is left alone
+    assert otlp.drain(con, spool) == 0 and (spool / otlp.SPARE).stat().st_size == 4096

@@ -323,7 +323,8 @@ def _segment_name() -> str:
 
 def _rotate_active(spool: Path) -> Path | None:
     """Under the spool's lock: close the active segment (rename it to a ``seg-`` name). The writer sees
-    the rename before its next write and starts a new segment."""
+    the rename before its next write and starts a new segment. The rename is not fsync'd here: after a
+    crash the file is under one name or the other, and :func:`_recover` finds it under either."""
     active = spool / ACTIVE
     try:
         size = active.stat().st_size
@@ -333,8 +334,22 @@ def _rotate_active(spool: Path) -> Path | None:
         return None
     target = spool / _segment_name()
     os.rename(active, target)
-    _fsync_dir(spool)
     return target
+
+
+def _recover(spool: Path) -> None:
+    """Under the spool's lock, when no writer is mid-commit: close the active segment, and a spare that holds
+    lines (the writer took it and wrote into it, and a crash lost the un-fsync'd rename to ``active.jsonl``;
+    a spare is only ever renamed into place complete, all zeros, so a first byte that is not zero is a line)."""
+    _rotate_active(spool)
+    spare = spool / SPARE
+    try:
+        with open(spare, "rb") as fh:
+            used = fh.read(1) not in (b"", b"\0")
+    except FileNotFoundError:
+        return
+    if used:
+        os.rename(spare, spool / _segment_name())
 
 
 @dataclass
@@ -476,13 +491,19 @@ class _Spool:
                                    min(self.segment_max_bytes, 2 * self.offset))
         if ino is not None:
             _rotate_active(self.dir)         # not this writer's: closed, never written into
-        with contextlib.suppress(FileNotFoundError):
+        try:
+            # no fsync of the folder: the spare's name is durable (its maker fsync'd it) and _recover reads
+            # lines under either name, so taking a segment forces no journal commit on the ack path
             os.rename(self.dir / SPARE, path)
+            took = True
+        except FileNotFoundError:
+            took = False
         self._want_spare.set()
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         st = os.fstat(self.fd)
         self.ino, self.allocated, self.offset = st.st_ino, st.st_size, 0
-        _fsync_dir(self.dir)      # the segment's name is durable before any line in it is acknowledged
+        if not took:
+            _fsync_dir(self.dir)      # a new file's name is durable before any line in it is acknowledged
 
     def _commit(self, group: list[_Pending]) -> None:
         data = b"".join(p.data for p in group)
@@ -712,7 +733,8 @@ class Receiver:
             os.close(self._life)
             raise InputError("another OTLP receiver is spooling into this folder", file=str(spool_dir)) from None
         with _spool_lock(spool_dir):
-            _rotate_active(spool_dir)        # a segment a killed receiver left open is closed, never appended to
+            _recover(spool_dir)              # a segment a killed receiver left open is closed, never appended to
+        _fsync_dir(spool_dir)
         self.spool = _Spool(spool_dir, segment_max_bytes)
         handler = type("OTLPHandler", (_Handler,), {"receiver": self})
         try:
@@ -817,7 +839,8 @@ def drain(con: duckdb.DuckDBPyConnection, spool_dir: str | os.PathLike, options:
     if not spool.is_dir():
         return 0
     with _spool_lock(spool):
-        _rotate_active(spool)
+        _recover(spool)
+    _fsync_dir(spool)                   # outside the lock: the writer is not held up by it
     opts = options or IngestOptions()
     total = 0
     for seg in sorted(spool.glob(SEGMENT_GLOB)):
