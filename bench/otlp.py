@@ -25,6 +25,8 @@ shared machine falls on both; percentiles are over both runs' requests:
 
 Ratios receiver / bare show the receiver's own cost (parsing, OTLP/JSON conversion, the spool's fsync).
 ``--drain`` then loads the receiver's spool into a fresh store and prints spans/s of the drain.
+``--drain-every S``: the receiver's process also drains its spool into a store every S seconds while it
+serves (as an ingester service running both in one process would; the drain's CPU then shares the GIL).
 """
 from __future__ import annotations
 
@@ -44,16 +46,34 @@ sys.path.insert(0, str(ROOT))
 
 # the receiver; each line on its stdin asks for the spool's commits since the last ask: (write + fsync ms,
 # requests in the group)
+# with a drain period (argv 2 > 0), a thread of the same process drains the spool into a store that often,
+# as an ingester service running both would
 RECEIVER = """
-import json, sys
-from finops.ingest.otlp import start_receiver
+import json, sys, threading
+from finops.ingest.otlp import drain, start_receiver
 r = start_receiver(sys.argv[1], port=0)
+every = float(sys.argv[2])
+stop = threading.Event()
+drained = [0]
+def drains():
+    from finops import store
+    con = store.connect(sys.argv[1] + ".duckdb")
+    while not stop.wait(every):
+        drained[0] += drain(con, sys.argv[1])
+    con.close()
+t = threading.Thread(target=drains)
+if every > 0:
+    t.start()
 print(r.port, flush=True)
 for _ in sys.stdin:
     commits = list(r.spool.recent)
     r.spool.recent.clear()
     print(json.dumps(commits), flush=True)
+stop.set()
+if every > 0:
+    t.join()
 r.stop()
+print(json.dumps({"drained": drained[0]}), flush=True)
 """
 
 BARE = """
@@ -203,12 +223,14 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20.0, help="closed-loop seconds per server, in all")
     ap.add_argument("--rate", type=float, default=2000.0, help="spans/s of the paced phase")
     ap.add_argument("--drain", action="store_true", help="then drain the spool into a store and time it")
+    ap.add_argument("--drain-every", type=float, default=0.0,
+                    help="seconds: the receiver's process also drains its spool this often (as the ingester would)")
     args = ap.parse_args()
 
     load0 = os.getloadavg()
     spool = Path(tempfile.mkdtemp(prefix="finops-otlp-bench-")) / "spool"
     bare, bare_port = _start([BARE])
-    recv, recv_port = _start([RECEIVER, str(spool)])
+    recv, recv_port = _start([RECEIVER, str(spool), str(args.drain_every)])
     servers = {"bare": (bare_port, bare.pid, None), "receiver": (recv_port, recv.pid, recv)}
     phases: dict[tuple[str, str], list[dict]] = {}
     half = args.duration / 2
@@ -220,7 +242,9 @@ def main() -> None:
                     run_phase(port, pid, args.clients, args.spans, seconds, rate, proc))
     finally:
         _stop(bare)
-        _stop(recv)
+        recv.stdin.close()
+        drained_live = json.loads(recv.stdout.readline() or "{}").get("drained")
+        recv.wait(timeout=120)
     load1 = os.getloadavg()
 
     def merged(rows: list[dict]) -> dict:
@@ -234,7 +258,9 @@ def main() -> None:
                 "per_commit": [x for r in rows for x in r["per_commit"]]}
 
     print(f"OTLP/HTTP receiver: {args.clients} client processes, {args.spans} spans per protobuf request; "
-          f"{os.cpu_count()} CPUs; load average {load0[0]:.2f} before, {load1[0]:.2f} after")
+          f"{os.cpu_count()} CPUs; load average {load0[0]:.2f} before, {load1[0]:.2f} after"
+          + (f"; the receiver's process drained every {args.drain_every:g} s ({drained_live:,} rows)"
+             if args.drain_every else ""))
     print(f"{'phase':<22}{'server':<10}{'spans/s':>10}{'ack p50 ms':>12}{'ack p99 ms':>12}{'cpu ms/1k spans':>17}"
           f"{'non-200':>9}")
     out = {}
