@@ -41,7 +41,6 @@ import json
 import logging
 import math
 import os
-import queue
 import threading
 import time
 import zlib
@@ -374,8 +373,9 @@ def _zeroed_file(path: Path, size: int, stop: threading.Event | None = None) -> 
 
 
 class _Spool:
-    """The writer: one thread writes every waiting request's lines into the active segment, fsyncs once,
-    then releases them all (group commit).
+    """The writer: the request threads take turns as the one that writes every waiting request's lines into
+    the active segment and fsyncs once, then releases them all (group commit; a lone request writes its
+    own, with no hand-off to another thread and back).
 
     A segment is a file of zeros written ahead (by a second thread, as ``spare.zeros``) that the lines
     overwrite: the fdatasync after a write that does not grow the file has no size to journal, so it does
@@ -390,7 +390,6 @@ class _Spool:
     def __init__(self, spool: Path, segment_max_bytes: int = SEGMENT_MAX_BYTES):
         self.dir = spool
         self.segment_max_bytes = segment_max_bytes
-        self.queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self.fd: int | None = None
         self.ino: int | None = None
         self.offset = 0              # where the next line goes in the active segment
@@ -400,7 +399,9 @@ class _Spool:
         # (write + fsync ms, requests) of the latest commits, for the benchmark's breakdown
         self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
         self.closed = False
-        self._closing = threading.Lock()
+        self._turn = threading.Condition()
+        self._waiting: list[_Pending] = []      # appended, not yet taken by a writing thread
+        self._writing = False                   # a thread is writing a group
         (spool / SPARE_TMP).unlink(missing_ok=True)
         spare = spool / SPARE
         if spare.exists() and spare.stat().st_size > segment_max_bytes:
@@ -410,26 +411,47 @@ class _Spool:
         self._want_spare.set()
         self.spare_thread = threading.Thread(target=self._make_spares, name="otlp-spool-spare", daemon=True)
         self.spare_thread.start()
-        self.thread = threading.Thread(target=self._run, name="otlp-spool-writer", daemon=True)
-        self.thread.start()
 
     def append(self, data: bytes, timeout_s: float = 30.0) -> str | None:
-        """Write ``data`` durably; None once it is on disk, else why not."""
+        """Write ``data`` durably; None once it is on disk, else why not. The caller writes the waiting
+        group itself when no other thread is writing one."""
         item = _Pending(data)
-        with self._closing:
+        deadline = time.monotonic() + timeout_s
+        with self._turn:
             if self.closed:
                 return "the receiver is stopping"
-            self.queue.put(item)
-        if not item.done.wait(timeout_s):
-            return f"the spool did not write within {timeout_s:.0f} s"
+            self._waiting.append(item)
+            while not item.done.is_set():
+                if not self._writing:
+                    self._writing = True
+                    group, self._waiting = self._waiting, []
+                    self._turn.release()
+                    try:
+                        self._commit(group)
+                    finally:
+                        self._turn.acquire()
+                        self._writing = False
+                        self._turn.notify_all()
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:       # not acknowledged (it may still be written: the client retries)
+                    return f"the spool did not write within {timeout_s:.0f} s"
+                self._turn.wait(left)
         return item.error
 
     def close(self) -> None:
-        """Write what is queued, then stop; later appends are refused (nothing waits on a stopped writer)."""
-        with self._closing:
+        """Let the groups being written finish, then stop; later appends are refused."""
+        with self._turn:
             self.closed = True
-            self.queue.put(None)
-        self.thread.join()
+            while self._writing:
+                self._turn.wait()
+            # what is still waiting (a request that gave up waiting leaves its lines here) is written now;
+            # no thread writes after this one
+            group, self._waiting, self._writing = self._waiting, [], True
+        if group:
+            self._commit(group)
+            with self._turn:
+                self._turn.notify_all()
         self._stop_spare.set()
         self._want_spare.set()
         self.spare_thread.join()
@@ -453,26 +475,6 @@ class _Spool:
                     _fsync_dir(self.dir)
             except OSError as exc:      # no spare: the writer grows its segment instead
                 log.warning("OTLP spool %s: cannot write a spare segment (%s)", self.dir, exc.strerror)
-
-    def _run(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            group = [item]
-            stop = False
-            while True:
-                try:
-                    more = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                group.append(more)
-            self._commit(group)
-            if stop:
-                return
 
     def _open_active(self) -> None:
         """Under the lock: the active segment this writer writes into; a new one if drain renamed it."""
