@@ -609,6 +609,12 @@ def test_a_spare_holding_lines_after_a_crash_is_loaded(tmp_path, con):
     assert otlp.drain(con, spool) == 2
     (spool / otlp.SPARE).write_bytes(bytes(4096))            # an unused spare is left alone
     assert otlp.drain(con, spool) == 0 and (spool / otlp.SPARE).stat().st_size == 4096
+    # taken between its maker's rename and folder fsync, the crash left it under the temporary name
+    (spool / otlp.SPARE_TMP).write_bytes(otlp.spool_lines(otlp.parse_protobuf(_request(range(6, 9)))) + bytes(10))
+    with otlp.start_receiver(spool, port=0):
+        pass
+    assert otlp.drain(con, spool) == 3
+    assert _rows(con, "SELECT count(*) FROM requests") == [(9,)]
 
 
 def test_concurrent_appends_each_land_whole_and_once(tmp_path):

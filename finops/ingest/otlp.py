@@ -341,14 +341,16 @@ def _recover(spool: Path) -> None:
     lines (the writer took it and wrote into it, and a crash lost the un-fsync'd rename to ``active.jsonl``;
     a spare is only ever renamed into place complete, all zeros, so a first byte that is not zero is a line)."""
     _rotate_active(spool)
-    spare = spool / SPARE
-    try:
-        with open(spare, "rb") as fh:
-            used = fh.read(1) not in (b"", b"\0")
-    except FileNotFoundError:
-        return
-    if used:
-        os.rename(spare, spool / _segment_name())
+    # the spare's maker fsyncs the folder after naming it spare.zeros; a writer that took it before then
+    # may, after a crash, find its lines under the maker's temporary name
+    for name in (SPARE, SPARE_TMP):
+        try:
+            with open(spool / name, "rb") as fh:
+                used = fh.read(1) not in (b"", b"\0")
+        except FileNotFoundError:
+            continue
+        if used:
+            os.rename(spool / name, spool / _segment_name())
 
 
 @dataclass
