@@ -110,7 +110,7 @@ def _now() -> datetime:
 # ---------------------------------------------------------------- configuration (admin only)
 
 @dataclass(frozen=True)
-class Source:
+class LiveSource:
     id: int
     kind: str
     target: str                 # a path, a folder, a URL or host; "" for litellm (the DSN is a secret)
@@ -162,17 +162,17 @@ def _env_name(name: str | None, what: str) -> str:
     return name
 
 
-def sources(con: duckdb.DuckDBPyConnection) -> list[Source]:
+def sources(con: duckdb.DuckDBPyConnection) -> list[LiveSource]:
     """The configured sources, oldest first."""
     try:
         rows = con.execute("SELECT id, kind, target, format, pattern, credential, every_s, replica, enabled "
                            "FROM ingest_sources ORDER BY id").fetchall()
     except duckdb.CatalogException:
         return []
-    return [Source(*r) for r in rows]
+    return [LiveSource(*r) for r in rows]
 
 
-def source(con: duckdb.DuckDBPyConnection, source_id: int) -> Source:
+def source(con: duckdb.DuckDBPyConnection, source_id: int) -> LiveSource:
     for s in sources(con):
         if s.id == int(source_id):
             return s
@@ -181,7 +181,7 @@ def source(con: duckdb.DuckDBPyConnection, source_id: int) -> Source:
 
 def add_source(con: duckdb.DuckDBPyConnection, kind: str, target: str = "", *, format: str | None = None,
                pattern: str | None = None, credential: str | None = None, every_s: float | None = None,
-               replica: str | None = None) -> Source:
+               replica: str | None = None) -> LiveSource:
     """Configure a source (admin only). A path is stored absolute; a credential only by its NAME."""
     access.require("edit_settings")
     if kind not in KINDS:
@@ -237,7 +237,7 @@ def add_source(con: duckdb.DuckDBPyConnection, kind: str, target: str = "", *, f
     return source(con, new_id)
 
 
-def remove_source(con: duckdb.DuckDBPyConnection, source_id: int) -> Source:
+def remove_source(con: duckdb.DuckDBPyConnection, source_id: int) -> LiveSource:
     """Remove a source and what the ingester kept of it (admin only); its loaded rows stay."""
     access.require("edit_settings")
     gone = source(con, source_id)
@@ -249,7 +249,7 @@ def remove_source(con: duckdb.DuckDBPyConnection, source_id: int) -> Source:
     return gone
 
 
-def set_enabled(con: duckdb.DuckDBPyConnection, source_id: int, enabled: bool) -> Source:
+def set_enabled(con: duckdb.DuckDBPyConnection, source_id: int, enabled: bool) -> LiveSource:
     """Start or stop following a configured source (engineer): only configured sources can be followed."""
     access.require("follow")
     s = source(con, source_id)
@@ -260,7 +260,7 @@ def set_enabled(con: duckdb.DuckDBPyConnection, source_id: int, enabled: bool) -
     return source(con, s.id)
 
 
-def follow_path(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> Source:
+def follow_path(con: duckdb.DuckDBPyConnection, path: str | os.PathLike) -> LiveSource:
     """Follow a log: allowed only for a path an admin configured (then it is resumed); any other path is
     refused as an access decision, whoever asks (an admin adds it first with :func:`add_source`)."""
     access.require("follow")
@@ -313,13 +313,13 @@ def _save_status(con, s: Status) -> None:
               s.last_error_at, s.rows_total, s.last_rows]
     with store.transaction(con):
         con.execute("DELETE FROM ingest_status WHERE source_id = ?", [s.source_id])
-        con.execute(f"INSERT INTO ingest_status VALUES ({', '.join('?' * len(values))})", values)
+        con.execute("INSERT INTO ingest_status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
 
 
 def status_frame(con: duckdb.DuckDBPyConnection, full_paths: bool = True) -> pd.DataFrame:
     """One row per source (and the OTLP receiver when it ran): id, source, state, last load (UTC), rows
     loaded, last error in words. Read afresh (not cached): status writes do not bump the data version.
-    ``full_paths=False`` names followed files and folders by their last part (see :meth:`Source.label`)."""
+    ``full_paths=False`` names followed files and folders by their last part (see :meth:`LiveSource.label`)."""
     cols = ["id", "source", "state", "enabled", "last_run", "last_ok", "rows_total", "last_error"]
     try:
         rows = con.execute(
@@ -332,7 +332,7 @@ def status_frame(con: duckdb.DuckDBPyConnection, full_paths: bool = True) -> pd.
     out = []
     for sid, kind, target, fmt, pattern, cred, every, replica, enabled, state, last_run, last_ok, n, err in rows:
         label = "OTLP/HTTP receiver" if sid == OTLP_ID else \
-            Source(sid, kind, target, fmt, pattern, cred, every, replica, enabled).label(full_paths)
+            LiveSource(sid, kind, target, fmt, pattern, cred, every, replica, enabled).label(full_paths)
         shown_state = state or "waiting for the first run"
         if not enabled:
             shown_state = "stopped"
@@ -458,7 +458,7 @@ class Ingester:
                 worker.join()
         return result
 
-    def _scheduled(self, s: Source, result: TickResult, now: datetime | None) -> None:
+    def _scheduled(self, s: LiveSource, result: TickResult, now: datetime | None) -> None:
         con = self.con.cursor()
         try:
             with access.system():
@@ -562,7 +562,7 @@ def _file_id(st_: os.stat_result) -> str:
     return f"{st_.st_dev}:{st_.st_ino}"
 
 
-def _options(s: Source) -> IngestOptions:
+def _options(s: LiveSource) -> IngestOptions:
     return IngestOptions(format=s.format or None)
 
 
@@ -582,7 +582,7 @@ def _follow_to_end(con, path: Path, offset: int, options: IngestOptions, on_step
             return offset, rows
 
 
-def _run_follow(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
+def _run_follow(ing: Ingester, con, s: LiveSource, st: Status) -> tuple[int, str]:
     path = Path(s.target)
     try:
         now_stat = path.stat()
@@ -616,7 +616,7 @@ def _find_by_id(folder: Path, file_id: str, skip: Path) -> Path | None:
     return None
 
 
-def _run_watch(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
+def _run_watch(ing: Ingester, con, s: LiveSource, st: Status) -> tuple[int, str]:
     from finops.ingest.loader import ingest_path
 
     folder = Path(s.target)
@@ -658,14 +658,14 @@ def _credential(ing: Ingester, name: str) -> str:
     return value
 
 
-def _run_litellm(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
+def _run_litellm(ing: Ingester, con, s: LiveSource, st: Status) -> tuple[int, str]:
     from finops.ingest import pulls
 
     r = pulls.pull_litellm(con, _credential(ing, s.credential))
     return r.rows_ingested, f"pulled {r.pages:,} page(s), every {s.every_s:g} s"
 
 
-def _run_langfuse(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
+def _run_langfuse(ing: Ingester, con, s: LiveSource, st: Status) -> tuple[int, str]:
     from finops.ingest import pulls
 
     public, secret_ = s.credential.split(",")
@@ -674,7 +674,7 @@ def _run_langfuse(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     return r.rows_ingested, f"pulled {r.pages:,} page(s), every {s.every_s:g} s"
 
 
-def _run_scrape(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
+def _run_scrape(ing: Ingester, con, s: LiveSource, st: Status) -> tuple[int, str]:
     from finops.ingest import engine
 
     # stamped with the run's scheduled start, so the stored scrapes are spaced as the schedule says
@@ -682,7 +682,7 @@ def _run_scrape(ing: Ingester, con, s: Source, st: Status) -> tuple[int, str]:
     return r.samples, f"scraped {r.samples:,} samples, every {s.every_s:g} s"
 
 
-RUNNERS: dict[str, Callable[[Ingester, duckdb.DuckDBPyConnection, Source, Status], tuple[int, str]]] = {
+RUNNERS: dict[str, Callable[[Ingester, duckdb.DuckDBPyConnection, LiveSource, Status], tuple[int, str]]] = {
     "follow": _run_follow, "watch": _run_watch, "pull-litellm": _run_litellm, "pull-langfuse": _run_langfuse,
     "scrape-vllm": _run_scrape,
 }
