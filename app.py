@@ -15,13 +15,14 @@ from finops.ingest.loader import stored_span
 from finops.sample import demo
 from views import PAGES, missing_pages
 from views._shared import (
-    FOLLOW_KEY,
     connection,
-    follow_status,
+    ingester_status,
+    live_sources,
     login_providers,
     plain,
     query,
     session_access,
+    start_ingester,
     store_label,
     store_path,
     sweep_abandoned_uploads,
@@ -171,8 +172,8 @@ def _sidebar(who: access.Access):
                 rest = "showing the others" if picked[key] else f"showing all {label.lower()}"
                 st.warning(f"The link names {label.lower()} this store does not hold, left out: "
                            f"{', '.join(plain(v) for v in unknown[key])}; {rest}.", icon=":material/link_off:")
-        if st.session_state.get(FOLLOW_KEY):
-            follow_status()
+        if live_sources():
+            ingester_status()
     tenants, _ = who.scope(picked["tenant"])      # the scope, whatever the widget or the URL held
     f = filters_for(start, end, tenants, picked["model"], picked["tier"])
     if exact is not None:            # a preset filters its exact span, even where the store holds nothing
@@ -194,5 +195,6 @@ except store.StoreError as exc:     # held by another process, or not a store: a
     st.stop()
 sweep_abandoned_uploads()
 _first_start()
+start_ingester()
 _sidebar(who)
 page.run()

@@ -52,7 +52,9 @@ def _logging() -> None:
 def main(argv: list[str] | None = None) -> int:
     _logging()
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args._argv = argv[1:]        # the command's own arguments (a forwarded report: finops.ingest.service)
     try:
         return int(args._run(args) or 0)
     except InputError as exc:

@@ -115,11 +115,11 @@ def test_budgets_on_the_demo_store(demo_db):
 def test_data_page_on_the_demo_store(demo_db):
     at = run_page(demo_db, "views/data.py")
     assert not at.exception
-    assert _subheaders(at) == ["Load request logs", "Follow a live log", "Loaded batches", "Price book",
+    assert _subheaders(at) == ["Load request logs", "Live sources", "Loaded batches", "Price book",
                                "How each model is priced", "Self-hosted fleets"]
     kinds = _kinds(at)
-    # the price book, aliases, the fleet schedule, reservations and the default idle policy
-    assert kinds["file_uploader"] == 1 and kinds["form"] == 5
+    # a live source, the price book, aliases, the fleet schedule, reservations and the default idle policy
+    assert kinds["file_uploader"] == 1 and kinds["form"] == 6
     assert "python -m finops ingest PATH --db" in at.code[0].value
     assert "sample fleet" in texts(at)
 

@@ -270,44 +270,62 @@ def source_label(extra: str = "") -> str:
     return f"Source: {data_origin()} in store `{os.path.basename(store_path())}`, priced with the price book.{tail}"
 
 
-# ---- following a live log (set on the Data page, runs in the sidebar on every page)
+# ---- the ingester: one per server process, following the sources an admin configured (finops.ingest.service)
 
-FOLLOW_KEY = "_follow"
+@st.cache_resource(show_spinner=False)
+def _ingester(path: str):
+    """Once per server process: the ingester on the process's connection, acting as the system, whoever has a
+    tab open (``FINOPS_INGESTER=0`` leaves it off). Its control endpoint lets ``python -m finops ingest`` and
+    ``report`` run while this process holds the store."""
+    if os.environ.get("FINOPS_INGESTER", "1") == "0":
+        return None
+    import atexit
+
+    from finops.commands.serve_ingest import COMMANDS
+    from finops.ingest import service
+    from finops.ops import delivery
+    ing = service.Ingester(_connection(path), path, secret=delivery.secret, otlp_port=None, commands=COMMANDS)
+    atexit.register(ing.stop)
+    return ing.start()
 
 
-def start_following(path: str) -> None:
-    st.session_state[FOLLOW_KEY] = {"path": path, "offset": 0, "rows": 0, "checks": 0, "error": None}
+def start_ingester():
+    """The process's ingester, started on the first run of the app (app.py)."""
+    return _ingester(store_path())
 
 
-def stop_following() -> None:
-    st.session_state.pop(FOLLOW_KEY, None)
+def ingester_status_frame():
+    """The ingester's status per source, read afresh (its status writes do not bump the data version)."""
+    from finops.ingest import service
+    return service.status_frame(cursor(), full_paths=can("edit_settings"))     # a server's paths: admins only
+
+
+def live_sources() -> bool:
+    """Whether any configured source is enabled (cached on the data version: configuring one bumps it)."""
+    from finops.ingest import service
+    return any(s.enabled for s in query(service.sources))
 
 
 @st.fragment(run_every="3s")
-def follow_status() -> None:
-    """Every 3 s: load the followed file's new complete lines; rerun the page when rows arrived."""
-    from datetime import datetime
+def ingester_status() -> None:
+    """Every 3 s in the sidebar: what the ingester loaded; the page reruns when the store changed, so a page
+    shows new rows within a few seconds of their load."""
+    from finops.fmt import MISSING
 
-    from finops.errors import InputError
-    from finops.ingest.follow import ingest_new_lines
-
-    spec = st.session_state.get(FOLLOW_KEY)
-    if not spec:
+    frame = ingester_status_frame()
+    live = frame[frame["enabled"]]
+    if live.empty:
         return
-    try:
-        with access.acting(current_access()):       # a fragment's rerun runs without app.py: say who acts
-            step = ingest_new_lines(cursor(), spec["path"], spec["offset"])
-        spec.update(offset=step.offset, rows=spec["rows"] + step.rows_ingested, error=None)
-    except InputError as exc:
-        step, spec["error"] = None, str(exc)
-    spec["checks"] += 1
-    name = plain(os.path.basename(spec["path"]))
-    if spec["error"]:
-        st.caption(f":orange[●] Following {name}: {plain(spec['error'])}")
-    else:
-        st.caption(f":green[●] Following {name} live: {spec['rows']:,} new requests loaded "
-                   f"(checked {datetime.now():%H:%M:%S}).")
-    if step is not None and step.rows_ingested:
+    failing = int((live["state"] == "failing").sum())
+    last = live["last_ok"].dropna().max() if live["last_ok"].notna().any() else None
+    st.caption((f":orange[●] {failing} of {len(live)} live sources failing (see the Data page)" if failing else
+                f":green[●] {len(live)} live source{'s' if len(live) != 1 else ''}")
+               + f": {int(live['rows_total'].sum()):,} rows loaded, last at "
+               + (f"{last:%H:%M:%S} UTC" if last is not None else MISSING) + ".")
+    version = store.data_version(cursor())
+    seen = st.session_state.get("_ingest_seen_version")
+    st.session_state["_ingest_seen_version"] = version
+    if seen is not None and version != seen:
         st.rerun(scope="app")
 
 

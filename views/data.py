@@ -1,5 +1,5 @@
-"""Data: load request logs (detected format, preview, column mapping, validation report), the loaded
-batches, and the price book."""
+"""Data: load request logs (detected format, preview, column mapping, validation report), the live sources the
+ingester follows, the loaded batches, and the price book."""
 import logging
 import shutil
 from pathlib import Path
@@ -9,21 +9,19 @@ import streamlit as st
 from finops import schema, store
 from finops.errors import InputError
 from finops.fmt import MISSING
-from finops.ingest import IngestOptions, ingest_path
+from finops.ingest import ADAPTERS, IngestOptions, ingest_path, service
 from finops.ingest import uploads as upload_files
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
 from finops.spend import exports, fleets, pricing
 from views._shared import (
-    FOLLOW_KEY,
     bounded_dataframe,
     can,
     current_access,
     cursor,
+    ingester_status_frame,
     plain,
     query,
     save_edits,
-    start_following,
-    stop_following,
     store_label,
 )
 
@@ -235,27 +233,91 @@ if can("upload"):
         _file_panel(upload)
 
 
-# ---- follow a live log
-st.subheader("Follow a live log")
-st.caption("Point at a log that is still being written, such as the reference gateway's "
-           "`--log logs/gateway.jsonl`: every 3 seconds its new complete lines are loaded (rows already stored "
-           "are skipped), and the Latency and Routing pages show the experiment as it runs. The status stays "
-           "in the sidebar on every page.")
-if can("follow"):
-    following = st.session_state.get(FOLLOW_KEY)
-    live_path = st.text_input("Log file on this machine", value=following["path"] if following else "logs/gateway.jsonl",
-                              key="follow_path", disabled=bool(following))
-    if following:
-        if st.button("Stop following", icon=":material/stop_circle:"):
-            stop_following()
-            st.rerun()
-    elif st.button("Follow it live", icon=":material/play_circle:"):
-        if not Path(live_path).exists():
-            st.warning(f"{plain(live_path)} does not exist yet; following starts anyway and loads it once it appears.")
-        start_following(live_path)
-        st.rerun()
+# ---- live sources: what the ingester follows, watches, pulls and scrapes
+st.subheader("Live sources")
+st.caption("The ingester runs inside this dashboard's server, whether or not a tab is open: every 2 seconds it "
+           "loads the new complete lines of the followed logs (from where it stopped, also after a restart or a "
+           "rotated log), the new files of the watched folders, and runs the pulls and scrapes that are due. "
+           "Rows already stored are skipped. Only the sources an admin configured here are read.")
+status = ingester_status_frame()
+if current_access().scoped:      # the rows loaded add up every tenant's requests
+    st.info("The live sources load every tenant's requests; your login sees only its own tenants, so they are not "
+            "listed.", icon=":material/lock:")
+elif status.empty:
+    st.info("No live source is configured. " + ("Add one below." if can("edit_settings") else
+            "An admin adds them here (or with python -m finops serve-ingest --add-follow PATH)."),
+            icon=":material/sensors_off:")
 else:
-    st.caption(ROLE_READS.format(what="following a log", who="engineers"))
+    shown = status.assign(
+        last_ok=[f"{t:%Y-%m-%d %H:%M:%S}" if t is not None and t == t else "never" for t in status["last_ok"]],
+        rows_total=[f"{int(n):,}" for n in status["rows_total"]],
+        last_error=[e or MISSING for e in status["last_error"]])
+    bounded_dataframe(shown.drop(columns=["enabled", "last_run"]), what="sources", file_name="ingester_sources",
+                      hide_index=True, placeholder=MISSING, column_config={
+                          "id": st.column_config.NumberColumn("Id", format="%d"),
+                          "source": st.column_config.TextColumn("Source"),
+                          "state": st.column_config.TextColumn("State"),
+                          "last_ok": st.column_config.TextColumn("Last load (UTC)"),
+                          "rows_total": st.column_config.TextColumn("Rows loaded"),
+                          "last_error": st.column_config.TextColumn("Last error")})
+    configured = status[status["id"] != service.OTLP_ID]
+    if can("follow") and not configured.empty:
+        st.markdown("**Start or stop following a configured source**")
+        for r in configured.itertuples(index=False):
+            c1, c2 = st.columns([5, 1], vertical_alignment="center")
+            c1.markdown(f"{r.id}. {plain(r.source)}")
+            if c2.button("Stop" if r.enabled else "Start", key=f"ingest-toggle-{r.id}",
+                         icon=":material/stop_circle:" if r.enabled else ":material/play_circle:"):
+                save_edits(lambda r=r: service.set_enabled(cursor(), int(r.id), not r.enabled), "The source",
+                           lambda s_: f"Source {s_.id} {'started' if s_.enabled else 'stopped'}.")
+    elif not can("follow"):
+        st.caption(ROLE_READS.format(what="starting and stopping sources", who="engineers"))
+if can("edit_settings"):
+    with st.expander("Add or remove a source (admin)", icon=":material/settings_input_antenna:"):
+        with st.form("add_source"):
+            kinds = list(service.KINDS)
+            kind = st.selectbox("Kind", kinds, format_func=lambda k: f"{k}: {service.KINDS[k]}", key="source_kind")
+            target = st.text_input("Path, folder or URL", key="source_target",
+                                   help="follow: a log file on this server; watch: a folder; pull-langfuse: its "
+                                        "base URL; scrape-vllm: http://HOST:8000/metrics; pull-litellm: empty")
+            c1, c2, c3 = st.columns(3)
+            fmt = c1.selectbox("Format (follow, watch)", ["(detected)", *[a.name for a in ADAPTERS]],
+                               key="source_format")
+            pattern = c2.text_input("Files (watch)", value="*.jsonl", key="source_glob")
+            every = c3.number_input("Every (s, pulls and scrapes)", min_value=1.0, value=15.0, key="source_every")
+            c1, c2 = st.columns(2)
+            cred = c1.text_input("Credential's environment variable (pulls)", key="source_credential",
+                                 placeholder="LITELLM_DSN, or PUBLIC,SECRET for Langfuse",
+                                 help="the NAME of a variable or secrets.toml key; the secret itself is never "
+                                      "stored or shown")
+            replica = c2.text_input("Replica name (scrape)", key="source_replica")
+            add = st.form_submit_button("Add the source", type="primary", icon=":material/add:")
+        if add:
+            save_edits(lambda: service.add_source(
+                cursor(), kind, target, format=None if fmt == "(detected)" else fmt,
+                pattern=pattern if kind == "watch" else None, credential=cred or None,
+                every_s=every if kind in service.SCHEDULED else None, replica=replica or None),
+                "The source", lambda s_: f"Added source {s_.id}: {s_.label()}.")
+        configured = status[status["id"] != service.OTLP_ID]
+        if not configured.empty:
+            c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+            gone = c1.selectbox("Remove a source (its loaded rows stay)", list(configured["id"]),
+                                format_func=lambda i: f"{i}. {configured.set_index('id').loc[i, 'source']}",
+                                key="source_remove")
+            if c2.button("Remove", key="source-remove", icon=":material/delete:"):
+                save_edits(lambda: service.remove_source(cursor(), int(gone)), "The source",
+                           lambda s_: f"Removed source {s_.id}.")
+        otlp_port = query(service.configured_otlp_port)
+        c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+        port = c1.number_input("OTLP/HTTP receiver port on 127.0.0.1 (0: off)", min_value=0, max_value=65535,
+                               value=otlp_port or 0, step=1, key="otlp_port",
+                               help="an OpenTelemetry Collector or SDK on this machine sends POST /v1/traces here")
+        if c2.button("Save", key="otlp-save", icon=":material/save:"):
+            save_edits(lambda: service.set_otlp_port(cursor(), int(port)), "The OTLP port",
+                       lambda _: f"OTLP/HTTP receiver {'on 127.0.0.1:' + str(int(port)) if port else 'off'}.")
+st.caption("From a shell: `python -m finops serve-ingest --list`, `--add-follow PATH`, `--add-watch DIR --glob "
+           "'*.jsonl'`, `--add-pull litellm --dsn-env LITELLM_DSN --every 300`, `--add-scrape vllm --url URL "
+           "--every 15`, `--remove ID`; without a dashboard, `python -m finops serve-ingest` runs the ingester.")
 
 # ---- loaded batches
 st.subheader("Loaded batches")

@@ -64,6 +64,7 @@ def filters_from(args) -> Filters:
                    models=tuple(args.models), sla_tiers=tuple(args.sla_tier))
 
 
-def print_json(obj) -> None:
-    json.dump(jsonable(obj), sys.stdout, indent=2, default=str, allow_nan=False)
-    sys.stdout.write("\n")
+def print_json(obj, file=None) -> None:
+    out = file or sys.stdout
+    json.dump(jsonable(obj), out, indent=2, default=str, allow_nan=False)
+    out.write("\n")

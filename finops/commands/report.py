@@ -39,18 +39,56 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    con = store.connect(db_path(args))
+    """The report on the store; while another process holds it, that process's ingester answers
+    (:mod:`finops.ingest.service`): the same output and exit code."""
+    try:
+        con = store.connect(db_path(args))
+    except store.StoreError:
+        from finops.ingest import service
+        remote = service.control_for(db_path(args))
+        if remote is None:
+            raise
+        out, err = remote.command(NAME, getattr(args, "_argv", None) or [])
+    else:
+        out, err = render(con, args)
+    sys.stderr.write(err)
+    sys.stdout.write(out)
+    return 0
+
+
+def parse(argv: list[str]):
+    """This command's arguments parsed from ``argv`` (what the ingester does with a forwarded report)."""
+    import argparse
+    p = argparse.ArgumentParser(prog=f"python -m finops {NAME}", exit_on_error=False)
+    add_arguments(p)
+    try:
+        return p.parse_args(argv)
+    except (argparse.ArgumentError, SystemExit) as exc:
+        from finops.errors import InputError
+        raise InputError(f"report arguments not understood: {exc}") from None
+
+
+def render(con, args) -> tuple[str, str]:
+    """(stdout, stderr) of the report ``args`` ask for, on the store ``con``."""
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    _render(con, args, out, err)
+    return out.getvalue(), err.getvalue()
+
+
+def _render(con, args, stdout, stderr) -> None:
     policy = IdlePolicy.parse(args.idle_policy) if args.idle_policy else None
     unpriced = pricing.unpriced_models(con)
     if len(unpriced):
         names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                        strict=True))
         print(f"warning: no price for {names}: {unpriced['share_of_requests'].sum():.1%} of requests are "
-              "counted at $0. Add a price book row or an alias (Data page, or data/prices.csv).", file=sys.stderr)
+              "counted at $0. Add a price book row or an alias (Data page, or data/prices.csv).", file=stderr)
     if args.focus:
         from finops.spend import exports
-        sys.stdout.write(exports.focus_csv(exports.focus_frame(con, filters_from(args), idle_policy=policy)))
-        return 0
+        stdout.write(exports.focus_csv(exports.focus_frame(con, filters_from(args), idle_policy=policy)))
+        return
     if args.reconcile:
         frame = spend.reconcile(con, filters_from(args))
     elif args.unit_costs:
@@ -63,15 +101,15 @@ def run(args) -> int:
                 "reasoning_tokens", "served_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"]
         frame = frame[cols]
     if args.json:
-        print_json(records(frame))
+        print_json(records(frame), file=stdout)
     elif args.csv:
         from finops.spend.exports import safe_csv
-        sys.stdout.write(safe_csv(frame))
+        stdout.write(safe_csv(frame))
     elif args.reconcile:
-        print(frame[list(spend.RECONCILE_COLUMNS[:11])].to_string(index=False, float_format=lambda v: f"{v:,.4f}"))
-        print()
+        print(frame[list(spend.RECONCILE_COLUMNS[:11])].to_string(index=False, float_format=lambda v: f"{v:,.4f}"),
+              file=stdout)
+        print(file=stdout)
         for line in spend.billing_sentences(frame):
-            print(line)
+            print(line, file=stdout)
     else:
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.4f}"))
-    return 0
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.4f}"), file=stdout)

@@ -17,6 +17,8 @@ Modules
 ``benchruns``  ``vllm bench serve`` and LLMPerf runs, kept in ``benchmark_runs``
 ``loadtests``  load-test files (benchmark results, CSVs) and stored runs as load points (P99 against QPS)
 ``uploads``    uploads as files; eval CSVs, tau tables and RTT samples
+``otlp``       the OTLP/HTTP receiver (POST /v1/traces into a durable spool) and the spool's drain
+``service``    the ingester: configured sources followed, watched, pulled and scraped each tick; the CLI's way in
 """
 import finops.ingest.ecosystem  # noqa: F401  (LiteLLM, Langfuse, OTel, vLLM, LLMPerf, Azure, Mooncake)
 import finops.ingest.providers  # noqa: F401  (OpenAI and Anthropic batch results, Helicone, OpenRouter)
@@ -26,5 +28,5 @@ from finops.ingest.loader import IngestResult, detect, ingest_frame, ingest_path
 
 __all__ = ["ADAPTERS", "IngestOptions", "IngestResult", "adapter_named", "detect", "ingest_frame",
            "ingest_path", "probe",
-           "base", "benchruns", "ecosystem", "engine", "follow", "formats", "loader", "loadtests", "preview", "pulls", "tabular",
-           "uploads"]
+           "base", "benchruns", "ecosystem", "engine", "follow", "formats", "loader", "loadtests", "otlp", "preview", "pulls", "service",
+           "tabular", "uploads"]

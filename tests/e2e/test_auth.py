@@ -20,7 +20,7 @@ from helpers import ROOT
 
 pytestmark = pytest.mark.e2e
 
-WRITE_BUTTONS = ("Save", "Delete", "Load ", "Follow it live", "Reset to the bundled", "Infer periods", "Use these columns",
+WRITE_BUTTONS = ("Save", "Delete", "Load ", "Add the source", "Remove", "Start", "Stop", "Reset to the bundled", "Infer periods", "Use these columns",
                  "Send a test", "Deliver this period", "Acknowledge", "Snooze", "Reopen")
 
 
@@ -143,6 +143,7 @@ def test_admin_gets_the_price_editor(auth_server, oidc_provider, page):
     wait_ready(page)
     assert "ada@example.com · admin · all tenants" in page.inner_text("[data-testid='stSidebar']")
     expect(page.get_by_role("button", name="Save prices")).to_have_count(1, timeout=30_000)
+    expect(page.get_by_text("Add or remove a source (admin)")).to_have_count(1, timeout=30_000)
     expect(page.locator("[data-testid='stFileUploader']")).to_have_count(1, timeout=30_000)
     assert exceptions_on(page) == []
 
@@ -154,7 +155,8 @@ def test_engineer_loads_and_deletes_but_edits_no_price(auth_server, oidc_provide
     wait_ready(page)
     assert "eno@example.com · engineer · all tenants" in page.inner_text("[data-testid='stSidebar']")
     expect(page.locator("[data-testid='stFileUploader']")).to_have_count(1, timeout=30_000)
-    expect(page.get_by_role("button", name="Follow it live")).to_have_count(1, timeout=30_000)
+    expect(page.get_by_text("Live sources", exact=True)).to_have_count(1, timeout=30_000)
+    assert page.get_by_text("Add or remove a source (admin)").count() == 0    # sources are an admin's to add
     assert page.get_by_role("button", name="Delete").count() >= 1          # each batch's delete popover
     assert page.locator("[data-testid='stFormSubmitButton']").count() == 0   # no editor's save button
     assert exceptions_on(page) == []
