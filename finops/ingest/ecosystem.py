@@ -405,42 +405,12 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
     reads the file: no request_id (the Python path hashes the row), a time that is not plain ISO 8601, more fields
     than the header.
     """
-    from finops.ingest.providers import _fast_records
     from finops.ingest.tabular import relation_sql
-    if options.tenant_field or p.container != "text" or p.head[:3] == b"\xef\xbb\xbf":
+    if (p.kind != "csv" or p.container != "text" or options.tenant_field or p.csv_multiline is not False
+            or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf"):
         return None
-    if p.kind == "csv":
-        if p.csv_multiline is not False or p.serial_csv:
-            return None
-        numbered, params, cols = relation_sql(con, p)
-        unnumbered, _, _ = relation_sql(con, p, numbered=False)
-        attrs_cols = [x for x in cols if x not in LITELLM_MAPPED]
-        attrs = ("json_object(" + ", ".join(f"'{x}', {_cell_json(quote_ident(x))}" for x in attrs_cols)
-                 + (", " if attrs_cols else "")
-                 + f"'model_logged', {_t(quote_ident('model')) if 'model' in cols else 'NULL'})")
-        extra, first_row = "_extra", 2
-    else:
-        # JSON (GET /spend/logs: an array, or one row per line): each row parsed once into a map of its fields;
-        # the fields the rules read as text columns, attrs every other field (JSON text in a string parsed)
-        fmt = _fast_records(p)
-        if fmt is None:
-            return None
-        cols = sorted(LITELLM_MAPPED | {"model_group", "metadata", "response", "proxy_server_request", "team_id",
-                                        "request_duration_ms"})
-        texts = ", ".join(f"{_js(f'_rec[{chr(39)}{x}{chr(39)}]')} AS {quote_ident(x)}" for x in cols)
-        reader = (f"SELECT {{row}} AS _row, *, {texts} FROM (SELECT *, CASE WHEN json_type(json) = 'OBJECT' "
-                  "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') ELSE error('litellm fast path: a row that is "
-                  "not an object') END AS _rec FROM read_json_objects(?, format = ?, compression = 'none'){ord})")
-        numbered = reader.format(row="ordinality", ord=" WITH ORDINALITY")
-        unnumbered = reader.format(row="CAST(NULL AS BIGINT)", ord="")
-        params = [str(p.path), fmt]
-        jsonish = (f"CASE WHEN json_type(e.value) = 'VARCHAR' AND left(ltrim({_js('e.value')}, {_WS}), 1) IN ('{{', '[') "
-                   f"AND json_valid({_js('e.value')}) THEN json({_js('e.value')}) ELSE e.value END")
-        mapped = ", ".join(f"'{k}'" for k in sorted(LITELLM_MAPPED))
-        attrs = ("to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries(_rec), lambda e: e.key NOT "
-                 f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
-                 f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}])))")
-        extra, first_row = "CAST(NULL AS VARCHAR)", 1
+    numbered, params, cols = relation_sql(con, p)
+    unnumbered, _, _ = relation_sql(con, p, numbered=False)
 
     def c(name: str) -> str:
         return quote_ident(name) if name in cols else "CAST(NULL AS VARCHAR)"
@@ -453,6 +423,8 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
     def truthy(j: str) -> str:
         return f"({j} IS NOT NULL AND CAST({j} AS VARCHAR) NOT IN ('null', 'false', '0', '0.0', '\"\"', '{{}}', '[]'))"
 
+    attrs_cols = [x for x in cols if x not in LITELLM_MAPPED]
+    attrs = ", ".join(f"'{x}', {_cell_json(quote_ident(x))}" for x in attrs_cols)
     select = f"""
 WITH src AS (__ROWS__),
 parsed AS (
@@ -512,7 +484,7 @@ SELECT
                 END AS BIGINT),
            CAST({_time_check(c('startTime'))} AS BIGINT), CAST({_time_check(c('endTime'))} AS BIGINT),
            CAST({_time_check(c('completionStartTime'))} AS BIGINT),
-           CAST(CASE WHEN {extra} IS NOT NULL THEN error('litellm fast path: more fields than the header') END
+           CAST(CASE WHEN _extra IS NOT NULL THEN error('litellm fast path: more fields than the header') END
                 AS BIGINT), _row) AS _row,
   CAST(NULL AS VARCHAR) AS _hash, {_t(c('request_id'))} AS request_id, {_t(c('startTime'))} AS ts,
   coalesce({_t(c('team_id'))}, CAST(? AS VARCHAR)) AS tenant,
@@ -538,13 +510,13 @@ SELECT
   CASE WHEN status_c <> 'ok' THEN {_t("json_extract_string(ei, '$.error_class')")} END AS error_type,
   CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE trim({c('spend')}, {_WS}) END
     AS cost_usd,
-  CAST(json_merge_patch({attrs},
+  CAST(json_merge_patch(json_object({attrs + ', ' if attrs else ''}'model_logged', {_t(c('model'))}),
     json_object('request_id_logged', CASE WHEN {_t(c('request_id'))} IS NULL AND {c('request_id')} <> ''
                                           THEN to_json({c('request_id')}) END,
                 'source_cost_usd', CASE WHEN unpriced THEN spend_d END)) AS VARCHAR) AS attrs
 FROM priced"""
     return Source(select.replace("__ROWS__", numbered), params + [options.tenant, options.model], has_ids=True,
-                  unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=first_row)
+                  unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=2)
 
 
 def _read_litellm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
