@@ -378,9 +378,9 @@ def _cell_json(x: str) -> str:
             f"ELSE to_json({x}) END")
 
 
-def _time_check(x: str, who: str = "litellm") -> str:
+def _time_check(x: str) -> str:
     return (f"CASE WHEN {_t(x)} IS NOT NULL AND NOT regexp_full_match({_t(x)}, '{ISO_TIME}') "
-            f"THEN error('{who} fast path: a time that is not plain ISO 8601') END")
+            "THEN error('litellm fast path: a time that is not plain ISO 8601') END")
 
 
 def _ms_between_sql(a: str, b: str) -> str:
@@ -742,137 +742,7 @@ def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
     return traces
 
 
-# ---- the typed fast path of Langfuse observations in JSON (API pages per line, the UI's and the blob export's
-# JSON Lines, a JSON array): _langfuse_row in SQL over each observation parsed once into a map of its fields
-
-def _lf_sql(names: tuple[str, ...]) -> str:
-    """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
-    return "coalesce(" + ", ".join(
-        f"CASE WHEN m['{n}'] IS NOT NULL AND m['{n}'] <> CAST('\"\"' AS JSON) THEN m['{n}'] END" for n in names) + ")"
-
-
-def _js(x: str) -> str:
-    """A JSON value as text (a string unquoted, anything else its JSON)."""
-    return f"json_extract_string({x}, '$')"
-
-
-def _json_obj(x: str) -> str:
-    """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL."""
-    return (f"CASE WHEN json_type({x}) = 'OBJECT' THEN {x} WHEN json_type({x}) = 'VARCHAR' AND json_valid({_js(x)}) "
-            f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
-
-
-def langfuse_fast_source(p: Probe, options: IngestOptions) -> Source | None:
-    """The typed reading of Langfuse observations in JSON: :func:`_langfuse_row` in SQL, or None where it does not
-    apply (a CSV or a document that is not an array, a compressed file, blank lines, ``--records-path``,
-    ``--tenant-field``, a traces file beside it: the Python path joins it).
-
-    Values go to the loader as the file's text; attrs holds the same JSON values. An observation the SQL cannot
-    be sure to read as the Python path does calls error() and the Python path reads the file: not an object, no
-    id, a usage value that is not a number, a time that is not plain ISO 8601.
-    """
-    from finops.ingest.providers import _fast_records
-    fmt = _fast_records(p)
-    if fmt is None or options.records_path or options.tenant_field or langfuse_traces_path(p.path) is not None:
-        return None
-    lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
-    num = "CASE WHEN isfinite(TRY_CAST(json_extract_string({0}, '$') AS DOUBLE)) " \
-          "THEN TRY_CAST(json_extract_string({0}, '$') AS DOUBLE) END"
-    nv = num.format("e.value")
-
-    def total(pred: str) -> str:
-        picked = f"list_filter(ue, lambda e: {pred} AND ({nv}) IS NOT NULL)"
-        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: {nv}))) "
-                "AS BIGINT) END")
-
-    write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
-    def provider_of(src: str) -> str:
-        return "CASE " + " ".join(
-            f"WHEN json_type({src}, '$.\"{k}\"') = 'VARCHAR' AND json_extract_string({src}, '$.\"{k}\"') <> '' "
-            f"THEN json_extract_string({src}, '$.\"{k}\"')" for k in LANGFUSE_PROVIDER_KEYS) + " END"
-    unpage = ("CASE WHEN json_type(json, '$.data') = 'ARRAY' THEN json_extract(json, '$.data[*]') "
-              "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
-              if fmt == "newline_delimited" else "[json]")
-    mapped = ", ".join(f"'{k}'" for k in sorted(LANGFUSE_MAPPED))
-    sql = f"""
-WITH lines AS (
-  SELECT ordinality AS _row, unnest({unpage}) AS rec
-  FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY
-), obs AS (
-  SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '"MAP(VARCHAR, JSON)"')
-                    ELSE error('langfuse fast path: a record that is not an observation') END AS m
-  FROM lines
-), calls AS (
-  SELECT * FROM obs
-  WHERE upper(CASE WHEN m['type'] IS NULL OR {_js("m['type']")} IN ('', '0', 'false') THEN 'GENERATION'
-                   ELSE {_js("m['type']")} END) IN ({', '.join(f"'{t}'" for t in LANGFUSE_MODEL_CALLS)})
-), fields AS (
-  SELECT _row, m,
-    {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
-    {_js(lf['completion_start'])} AS t_first,
-    CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
-         THEN coalesce({_json_obj(lf['usage'])}, CAST('{{}}' AS JSON))
-         ELSE json_merge_patch('{{}}', json_object('input', {_json_obj("m['usage']")} -> 'input',
-                                                   'output', {_json_obj("m['usage']")} -> 'output')) END AS usage,
-    {_json_obj(lf['cost'])} AS cost_obj, {lf['total_cost']} AS total_cost,
-    upper(coalesce({_js("m['level']")}, '')) = 'ERROR' AS failed,
-    {_js(lf['status_message'])} AS status_message, {_js(lf['ttft_s'])} AS ttft_s, {_js(lf['latency_s'])} AS latency_s,
-    {_js(lf['user'])} AS tenant0, {_js(lf['model'])} AS model0,
-    {_json_obj("m['metadata']")} AS meta
-  FROM calls
-), usage_entries AS (
-  SELECT *, map_entries(json_transform(usage, '"MAP(VARCHAR, JSON)"')) AS ue,
-    CASE WHEN json_type(cost_obj) = 'OBJECT' AND cost_obj <> CAST('{{}}' AS JSON)
-         THEN map_entries(json_transform(cost_obj, '"MAP(VARCHAR, JSON)"')) END AS ce
-  FROM fields
-), tokens AS (
-  SELECT *,
-    CASE WHEN len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
-         THEN error('langfuse fast path: a usage value that is not a number') END AS _check_usage,
-    {total("contains(e.key, 'input')")} AS input_n, {total("contains(e.key, 'output')")} AS output_n,
-    {total("contains(e.key, 'input') AND (contains(e.key, 'cache_read') OR contains(e.key, 'cached'))")} AS cached_n,
-    {total(write + " AND NOT suffix(e.key, '1h')")} AS write_n, {total(write + " AND suffix(e.key, '1h')")} AS write_1h_n,
-    {total("contains(e.key, 'reasoning')")} AS reasoning_n,
-    CASE WHEN ce IS NOT NULL AND ({num.format("cost_obj -> 'total'")}) IS NOT NULL THEN {num.format("cost_obj -> 'total'")}
-         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0
-           THEN list_sum(list_transform(list_filter(ce, lambda e: ({nv}) IS NOT NULL), lambda e: {nv}))
-         ELSE {num.format("total_cost")} END AS cost_d,
-    ce IS NOT NULL AND (({num.format("cost_obj -> 'total'")}) IS NOT NULL
-                        OR len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0) AS from_details
-  FROM usage_entries
-), priced AS (
-  SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
-    coalesce({provider_of("meta")}, {provider_of(_json_obj("meta -> 'attributes'"))}) AS provider
-  FROM tokens
-)
-SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
-                CAST(_check_usage AS BIGINT), CAST({_time_check('t_start', 'langfuse')} AS BIGINT),
-                CAST({_time_check('t_end', 'langfuse')} AS BIGINT), CAST({_time_check('t_first', 'langfuse')} AS BIGINT),
-                _row) AS _row,
-  CAST(NULL AS VARCHAR) AS _hash, id AS request_id, {_t('t_start')} AS ts,
-  CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
-  coalesce(model0, CAST(? AS VARCHAR)) AS model, provider, CAST(NULL AS VARCHAR) AS cache_hit,
-  CAST(input_n AS VARCHAR) AS input_tokens, CAST(output_n AS VARCHAR) AS output_tokens,
-  CAST(cached_n AS VARCHAR) AS cached_input_tokens, CAST(write_n AS VARCHAR) AS cache_write_tokens,
-  CAST(write_1h_n AS VARCHAR) AS cache_write_1h_tokens, CAST(reasoning_n AS VARCHAR) AS reasoning_tokens,
-  CAST(NULL AS VARCHAR) AS queue_ms,
-  CAST(coalesce({_ms_between_sql('t_start', 't_first')}, {_finite('ttft_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
-    AS ttft_ms,
-  CAST(coalesce({_ms_between_sql('t_start', 't_end')}, {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
-    AS total_ms,
-  CASE WHEN failed THEN 'error' ELSE 'ok' END AS status,
-  CASE WHEN failed THEN left(CASE WHEN status_message IS NULL OR status_message IN ('0', 'false') THEN 'error'
-                                  ELSE status_message END, 200) END AS error_type,
-  CASE WHEN unpriced THEN NULL ELSE CAST(cost_d AS VARCHAR) END AS cost_usd,
-  CAST(CASE WHEN unpriced THEN json_merge_patch(attrs, json_object('source_cost_usd', CAST(0 AS DOUBLE))) ELSE attrs END
-       AS VARCHAR) AS attrs,
-  CAST(NULL AS VARCHAR) AS service_tier
-FROM (SELECT *, to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped})))) AS attrs
-      FROM priced)"""
-    return Source(sql, [str(p.path), fmt, options.tenant, options.model], has_ids=True)
-
-
-def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+def _read_langfuse(con, p: Probe, options: IngestOptions) -> Source:
     """Observations of any Langfuse shape (v1/v2 API pages, the UI's CSV/JSON/JSONL export, the
     blob-storage export), a record at a time; only GENERATION and EMBEDDING ones are model calls."""
     if _langfuse_traces_only(head_keys(p)):
@@ -880,10 +750,6 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                          "file beside it (same name with 'traces' for 'observations', or traces/ beside "
                          "observations/ in a blob-storage export) is joined for userId, sessionId and tags",
                          file=p.name)
-    src = langfuse_fast_source(p, options) if fast else None
-    if src is not None:
-        src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
-        return src
     traces = _langfuse_traces(langfuse_traces_path(p.path))
     csv_quoted = p.kind == "csv"
 
