@@ -63,9 +63,6 @@ class Probe:
     delimiter: str = ","
     # read a CSV on one thread: DuckDB's parallel scanner cannot split rows with a quoted newline
     serial_csv: bool = False
-    # whether a quoted field of a CSV spans lines anywhere in the file (a record is then more than one line):
-    # known once scan_text has read the whole file, None before
-    csv_multiline: bool | None = None
 
 
 @dataclass
@@ -175,7 +172,6 @@ class CsvQuotes:
         self.line, self.field, self.at_start = 1, 0, True
         self.inside = self.pending = False
         self.open_line = self.open_field = self.span_lines = self.span_bytes = 0
-        self.multiline = False          # a quoted field held a line break
 
     def _field_name(self) -> str:
         k = self.open_field
@@ -216,7 +212,6 @@ class CsvQuotes:
                 nl = chunk.count(b"\n", i, end)
                 self.line += nl
                 self.span_lines += nl
-                self.multiline = self.multiline or nl > 0
                 self.span_bytes += end - i
                 if self.span_lines >= MAX_QUOTED_FIELD_LINES or self.span_bytes > MAX_LINE_BYTES:
                     raise self._error(f"the quoted field that opens here runs over more than "
@@ -289,7 +284,6 @@ def scan_text(p: Probe) -> None:
                 offset += len(chunk)
             if quotes is not None:
                 quotes.finish()
-                p.csv_multiline = quotes.multiline
     except (OSError, EOFError) as exc:
         raise InputError(f"the file is truncated or corrupt, cannot decompress it ({exc})", file=p.name) from None
 
