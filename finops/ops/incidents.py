@@ -206,11 +206,16 @@ def replica_outages(con: duckdb.DuckDBPyConnection, f: Filters, model: str, star
     return outages_of_spans(con, f, [(model, start, end)])[0]
 
 
-def _per_span(branch: str, per_span: list[list]) -> tuple[str, list]:
-    """``branch`` (a SELECT whose ``?`` are one span's values) once per span, UNION ALL, with its parameters: one
-    query, in which each branch scans only its span's rows (DuckDB skips the rest by their ts bounds; one
-    join of every row against a table of spans scans them all, measured 1.4x the CPU of a query per span)."""
-    return " UNION ALL ".join([branch] * len(per_span)), [v for values in per_span for v in values]
+def _per_span_sql(branch_sql: str, spans: int) -> str:
+    """``branch_sql`` (a SELECT whose ``?`` are one span's values) once per span, UNION ALL: one query, in which
+    each branch scans only its span's rows (DuckDB skips the rest by their ts bounds; one join of every row
+    against a table of spans scans them all, measured 1.4x the CPU of a query per span). Its parameters are
+    each span's values in turn (:func:`_per_span_params`)."""
+    return " UNION ALL ".join(branch_sql for _ in range(spans))
+
+
+def _per_span_params(per_span: list[list]) -> list:
+    return [v for values in per_span for v in values]
 
 
 def outages_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tuple]) -> list[list[Outage]]:
@@ -218,11 +223,12 @@ def outages_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tup
     if not spans:
         return []
     where, params = diag.fleet_filters(f).where()
-    branch = (f"SELECT CAST(? AS BIGINT) AS i, replica, epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + "
-              f"coalesce(queue_ms, 0) AS start_ms FROM requests WHERE {where} AND model = ? AND ts >= ? AND ts < ? "
-              f"AND {sql.SERVED} AND replica IS NOT NULL")
-    rows_sql, bind = _per_span(branch, [[k, *params, m, pd.Timestamp(a) - OUTAGE_CONTEXT, pd.Timestamp(b) + OUTAGE_CONTEXT]
-                                        for k, (m, a, b) in enumerate(spans)])
+    branch_sql = (f"SELECT CAST(? AS BIGINT) AS i, replica, epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + "
+                  f"coalesce(queue_ms, 0) AS start_ms FROM requests WHERE {where} AND model = ? AND ts >= ? "
+                  f"AND ts < ? AND {sql.SERVED} AND replica IS NOT NULL")
+    rows_sql = _per_span_sql(branch_sql, len(spans))
+    bind = _per_span_params([[k, *params, m, pd.Timestamp(a) - OUTAGE_CONTEXT, pd.Timestamp(b) + OUTAGE_CONTEXT]
+                             for k, (m, a, b) in enumerate(spans)])
     cols = con.execute(f"SELECT * FROM ({rows_sql}) ORDER BY i, start_ms", bind).fetchnumpy()
     idx = np.asarray(cols["i"], dtype=np.int64)
     cuts = np.searchsorted(idx, np.arange(len(spans) + 1))
@@ -315,18 +321,18 @@ def affected_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tu
     metric, sla = sla or sla_basis(con, f)
     where, params = f.where()
     fallback = float(sla.get("(none)", alerts.DEFAULT_SLA_P99_MS["(none)"]))
-    rows_sql, rows_params = _per_span(_affected_sql(metric, where),
-                                      [[k, fallback, *_decode_cut(fds), *params, m, a, b]
-                                       for k, (m, a, b, fds) in enumerate(spans)])
-    head = (f"WITH t AS (SELECT unnest(?::VARCHAR[]) AS t_tier, unnest(?::DOUBLE[]) AS t_sla), r AS ({rows_sql})")
+    rows_sql = _per_span_sql(_affected_sql(metric, where), len(spans))
+    rows_params = _per_span_params([[k, fallback, *_decode_cut(fds), *params, m, a, b]
+                                    for k, (m, a, b, fds) in enumerate(spans)])
+    head_sql = (f"WITH t AS (SELECT unnest(?::VARCHAR[]) AS t_tier, unnest(?::DOUBLE[]) AS t_sla), r AS ({rows_sql})")
     bind = [list(sla), [float(v) for v in sla.values()]] + rows_params
-    hourly = con.execute(head + f"""
+    hourly = con.execute(head_sql + f"""
 SELECT i, {sql.time_bucket('hour')} AS h, count(*) AS n,
        count(*) FILTER (WHERE failed OR over_sla OR slow_decode) AS k,
        count(*) FILTER (WHERE failed) AS failed, count(*) FILTER (WHERE over_sla AND NOT failed) AS over,
        list(DISTINCT tenant) FILTER (WHERE (failed OR over_sla OR slow_decode) AND tenant IS NOT NULL) AS tenants
 FROM r GROUP BY 1, 2 ORDER BY 1, 2""", bind).df()
-    listed = con.execute(head + """
+    listed = con.execute(head_sql + """
 SELECT * FROM r WHERE failed OR over_sla OR slow_decode
 QUALIFY row_number() OVER (PARTITION BY i ORDER BY failed DESC, total_ms DESC NULLS LAST, request_id) <= ?
 ORDER BY i, failed DESC, total_ms DESC NULLS LAST, request_id""", bind + [int(limit) if limit else 2**62]).df()
@@ -368,9 +374,9 @@ def fleet_requests_of_spans(con, f: Filters, spans: list[tuple]) -> list[int]:
     if not spans:
         return []
     where, params = diag.fleet_filters(f).where()
-    rows_sql, bind = _per_span(f"SELECT CAST(? AS BIGINT) AS i, count(*) AS n FROM requests WHERE {where} "
-                               f"AND ts >= ? AND ts < ? AND {sql.SERVED}",
-                               [[k, *params, a, b] for k, (a, b) in enumerate(spans)])
+    rows_sql = _per_span_sql(f"SELECT CAST(? AS BIGINT) AS i, count(*) AS n FROM requests WHERE {where} "
+                             f"AND ts >= ? AND ts < ? AND {sql.SERVED}", len(spans))
+    bind = _per_span_params([[k, *params, a, b] for k, (a, b) in enumerate(spans)])
     got = dict(con.execute(rows_sql, bind).fetchall())
     return [int(got.get(k, 0)) for k in range(len(spans))]
 

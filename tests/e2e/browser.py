@@ -6,8 +6,12 @@ from pathlib import Path
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 
 
+# a heading, no "running" status widget, and the app's script state not "running" (the widget shows only
+# after a delay, so a slow page's run can be under way with no widget yet)
 IDLE_JS = ("() => document.querySelector('[data-testid=\"stMain\"] h1')"
-           " && !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+           " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+           " && document.querySelector('[data-testid=\"stApp\"]').getAttribute('data-test-script-state')"
+           " !== 'running'")
 
 
 def wait_ready(pg, timeout_ms: int = 90_000) -> None:
