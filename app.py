@@ -175,7 +175,7 @@ def _sidebar(who: access.Access):
         if live_sources():
             ingester_status()
     tenants, _ = who.scope(picked["tenant"])      # the scope, whatever the widget or the URL held
-    f = filters_for(start, end, tenants, picked["model"], picked["tier"])
+    f = filters_for(start, end, tenants, picked["model"], picked["tier"], scoped=who.scoped)
     if exact is not None:            # a preset filters its exact span, even where the store holds nothing
         f = replace(f, since=exact[0], until=exact[1])
     st.session_state["_filters"] = f

@@ -16,6 +16,21 @@ class Filters:
     tenants: tuple[str, ...] = field(default_factory=tuple)
     models: tuple[str, ...] = field(default_factory=tuple)
     sla_tiers: tuple[str, ...] = field(default_factory=tuple)
+    #: the tenants are a login's scope, not a choice: no analysis reads beyond them (:meth:`fleet`)
+    scoped: bool = False
+
+    def fleet(self) -> Filters:
+        """The filters a shared fleet's load is read with (its replicas, queue and slots serve every tenant):
+        without the tenant and tier choices, so capacity is judged on the whole fleet's traffic of the period
+        and models. A login's scope is never widened: a scoped ``Filters`` keeps its tenants, and what it reads
+        is that scope's share of the fleet.
+
+        >>> Filters(tenants=("acme",), sla_tiers=("premium",)).fleet().tenants
+        ()
+        >>> Filters(tenants=("acme",), scoped=True).fleet().tenants
+        ('acme',)
+        """
+        return replace(self, sla_tiers=()) if self.scoped else replace(self, tenants=(), sla_tiers=())
 
     def where(self, ts_col: str = "ts", prefix: str = "") -> tuple[str, list]:
         """SQL condition (never empty: ``TRUE`` when unfiltered) and its parameters.
@@ -45,8 +60,10 @@ class Filters:
         return replace(self, since=self.since - span, until=self.since)
 
 
-def filters_for(start: date | None, end: date | None, tenants=(), models=(), tiers=()) -> Filters:
-    """Sidebar values -> Filters. The end date is inclusive for people, exclusive in SQL."""
+def filters_for(start: date | None, end: date | None, tenants=(), models=(), tiers=(), scoped: bool = False) -> Filters:
+    """Sidebar values -> Filters. The end date is inclusive for people, exclusive in SQL; ``scoped``: the
+    tenants are the login's scope (:attr:`Filters.scoped`)."""
     since = datetime.combine(start, time()) if start else None
     until = datetime.combine(end, time()) + timedelta(days=1) if end else None
-    return Filters(since=since, until=until, tenants=tuple(tenants), models=tuple(models), sla_tiers=tuple(tiers))
+    return Filters(since=since, until=until, tenants=tuple(tenants), models=tuple(models), sla_tiers=tuple(tiers),
+                   scoped=scoped)

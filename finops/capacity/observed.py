@@ -8,7 +8,6 @@ price book's self-hosted rows; :func:`fleet_filters` the sidebar filters that ap
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import duckdb
 import numpy as np
@@ -42,9 +41,9 @@ OBSERVED_COLUMNS = (
 
 
 def fleet_filters(f: Filters | None) -> Filters:
-    """The sidebar's date range and models; tenants and tiers share a fleet, so they do not apply."""
-    f = f or Filters()
-    return replace(f, tenants=(), sla_tiers=())
+    """The sidebar's date range and models; tenants and tiers share a fleet, so they do not apply
+    (:meth:`Filters.fleet`: a login's tenant scope is kept)."""
+    return (f or Filters()).fleet()
 
 
 def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> pd.DataFrame:

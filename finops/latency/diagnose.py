@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import duckdb
 import numpy as np
@@ -406,8 +406,9 @@ def _capped(v, cap) -> str:
 
 def fleet_filters(f: Filters) -> Filters:
     """``f`` without its tenant and tier choices: a model's replicas, load and queue are shared by every
-    tenant, so capacity is read and sized on the whole fleet's traffic of the period and models."""
-    return replace(f, tenants=(), sla_tiers=())
+    tenant, so capacity is read and sized on the whole fleet's traffic of the period and models
+    (:meth:`Filters.fleet`: a login's tenant scope is kept)."""
+    return f.fleet()
 
 
 def _span(start, end) -> str:
@@ -626,8 +627,12 @@ def _queue_finding(con, f, model, ep: pd.DataFrame, worst, start, end) -> Findin
                     + (f" against {_ms(worst.typ_queue_p95)} in a typical window" if _history(worst) else "")
                     + f", while its median service time is {_ms(worst.svc_p50)}: queue-bound.{rho_text}{slowed}")
         need = math.ceil(max(rho_peak or 0.0, rho or 0.0) * c / TARGET_RHO) if c else None
+    if f.scoped:      # sized on the tenants' share of a fleet that serves others too: no sizing, and say so
+        need = None
+        evidence += (" These figures count your tenants' requests only; the fleet serves other tenants too, so its "
+                     "owner sizes it on the whole load.")
     metrics["slots_needed_at_rho_0_7"] = need
-    evidence += _engine_evidence(con, model, start, end, metrics)
+    evidence += "" if f.scoped else _engine_evidence(con, model, start, end, metrics)
     if _history(worst):   # sustained: critical; a short burst: a warning
         severity = "critical" if metrics["deep_queue_minutes"] >= SUSTAINED_MIN else "warning"
     else:

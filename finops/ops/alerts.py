@@ -109,6 +109,9 @@ DEFAULT_RULES: tuple[AlertRule, ...] = (
               "or more", 0.0, "requests waiting", "warning", window="15min", min_requests=3),
 )
 ENGINE_RULES = ("kv_cache_saturated", "engine_queue_saturated")
+#: rules that read the shared fleet itself (its GPU hours, its engines' scrapes), not tenants' requests: a
+#: tenant-scoped login (:attr:`Filters.scoped`) is not shown them
+FLEET_RULES = ("gpu_util_high", "gpu_util_low", *ENGINE_RULES)
 #: each rule in plain words, for the screen (ids stay in CSV exports and the CLI's --json)
 RULE_NAMES = {"error_rate": "error rate", "p99_over_sla": "P99 over the tier's SLA",
               "gpu_util_high": "GPU utilisation high", "gpu_util_low": "GPU utilisation low",
@@ -635,13 +638,13 @@ def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None,
     Columns: rule, model, tenant, window_start, window_end, value, threshold, severity, message, alert_id
     (:func:`alert_id`) and the state at ``now`` (default: the current time; see :func:`annotate`).
     ``tenant`` is ``(all tenants)`` for per-model rules (queue) and ``(fleet)`` for GPU rules; ``model`` is
-    ``(all models)`` for the spend rules.
+    ``(all models)`` for the spend rules. Filters scoped to a login's tenants leave out :data:`FLEET_RULES`.
     """
     f = filters or Filters()
     sla = sla_targets(con)
     found: list[dict] = []
     for rule in rules(con):
-        if not rule.enabled:
+        if not rule.enabled or (f.scoped and rule.name in FLEET_RULES):
             continue
         fired = EVALUATORS[rule.name](con, f, rule, sla)
         if len(fired):

@@ -699,7 +699,8 @@ def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: 
     outages = outages_of_spans(con, f, spans)
     hits = affected_of_spans(con, f, [(*sp, g["findings"]) for sp, g in zip(spans, groups, strict=True)],
                              sla=sla_basis(con, f))
-    fleet = fleet_requests_of_spans(con, f, [(a, b) for _, a, b in spans])
+    # a scoped login's incident does not say what share of the fleet (every tenant's requests) it carried
+    fleet = [0] * len(spans) if f.scoped else fleet_requests_of_spans(con, f, [(a, b) for _, a, b in spans])
     return ordered([_build(con, f, g, found, units, o, h, n)
                     for g, o, h, n in zip(groups, outages, hits, fleet, strict=True)])
 

@@ -11,7 +11,7 @@ views that rank or budget tenants leave it out and say so, and views of the whol
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import duckdb
@@ -37,8 +37,7 @@ def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
     lo, hi = pricing.store_span(con)
     if lo is None:
         return f
-    return Filters(since=f.since or lo, until=f.until or hi + timedelta(hours=1), tenants=f.tenants,
-                   models=f.models, sla_tiers=f.sla_tiers)
+    return replace(f, since=f.since or lo, until=f.until or hi + timedelta(hours=1))
 
 
 def grain(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
