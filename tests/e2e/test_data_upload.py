@@ -101,3 +101,94 @@ def test_upload_with_a_mapping_is_ingested(upload_server, page):
     assert any("Rows ingested" in m and "500" in m for m in report), report
     assert page.get_by_text(EXCERPT.name).count() >= 2            # the report and the batch list
     assert _requests_in_sidebar(page) == before + 500
+
+
+def _canonical_file(path, rows: int = 400):
+    """A canonical CSV (our own schema, as the README documents it) of ``rows`` requests with known ids and tokens."""
+    lines = ["request_id,ts,tenant,sla_tier,model,input_tokens,output_tokens,ttft_ms,total_ms,status"]
+    for i in range(rows):
+        lines.append(f"two-tabs-{i:04d},2026-11-20 10:{i // 60 % 60:02d}:{i % 60:02d}.000,acme-support,standard,"
+                     f"gpt-4o-mini,{100 + i},{10 + i % 7},120.5,900.25,ok")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture()
+def own_server(demo_db, tmp_path):
+    """A server of this test's own on a copy of the demo store, stopped before the test reads the store."""
+    db = tmp_path / "tabs.duckdb"
+    shutil.copy(demo_db, db)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0", FINOPS_INGESTER="0"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError("streamlit exited")
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            return True
+        except OSError:
+            return False
+
+    wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
+
+    def stop():
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    yield url, db, stop
+    stop()
+
+
+def test_the_same_file_uploaded_in_two_tabs_at_once_is_stored_once(own_server, browser, tmp_path):
+    """Two browser tabs (two sessions of one person) upload one file and press load together: one batch, no
+    duplicate row, no exception in either tab; the store then holds exactly the file's rows."""
+    from finops import store
+
+    url, db, stop = own_server
+    path = _canonical_file(tmp_path / "two_tabs.csv")
+    contexts = [browser.new_context(viewport={"width": 1440, "height": 2400}) for _ in range(2)]
+    tabs = [c.new_page() for c in contexts]
+    try:
+        for tab in tabs:
+            tab.goto(url + "/data")
+            wait_ready(tab)
+            tab.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(path))
+            tab.get_by_role("button", name=f"Load {path.name} into the store").wait_for(timeout=60_000)
+            wait_ready(tab)
+        buttons = [tab.get_by_role("button", name=f"Load {path.name} into the store") for tab in tabs]
+        assert all(b.is_enabled() for b in buttons)
+        for b in buttons:                       # as close together as two clicks go
+            b.click(no_wait_after=True)
+        for tab in tabs:
+            tab.get_by_text("Validation report", exact=True).wait_for(timeout=120_000)
+            wait_ready(tab)
+            assert exceptions_on(tab) == []
+        texts = [tab.locator("[data-testid='stMain']").inner_text() for tab in tabs]
+    finally:
+        for c in contexts:
+            c.close()
+    stop()
+    con = store.connect(str(db), read_only=True)
+    try:
+        n, ids, batches = con.execute(
+            "SELECT count(*), count(DISTINCT request_id), count(DISTINCT batch_id) FROM requests "
+            "WHERE request_id LIKE 'two-tabs-%'").fetchone()
+        tokens = con.execute("SELECT sum(input_tokens) FROM requests WHERE request_id LIKE 'two-tabs-%'").fetchone()[0]
+        dup_batches = con.execute("SELECT count(*) - count(DISTINCT batch_id) FROM batches").fetchone()[0]
+    finally:
+        con.close()
+    assert (n, ids, batches) == (400, 400, 1)
+    assert tokens == sum(100 + i for i in range(400))
+    assert dup_batches == 0
+    assert sum("already" in t.lower() for t in texts) >= 1, "the second load says the file was loaded already"
