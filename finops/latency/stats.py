@@ -578,6 +578,7 @@ def _long_segments(wide: pd.DataFrame) -> pd.DataFrame:
     long["percentile"] = long["quantile"].map(lambda q: p_label(q).upper())
     long["order"] = long["segment"].map({n: i for i, n in enumerate(names)})
     long = long.sort_values(["grp", "quantile", "order"]).drop(columns="order").reset_index(drop=True)
+    long["ms"] = long["ms"].astype("float64")
     return long[list(SEGMENT_COLUMNS)]
 
 
