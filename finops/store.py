@@ -287,6 +287,52 @@ def segment_select_sql(where: str = "TRUE") -> str:
             "AND total_ms IS NOT NULL AND NOT isnan(total_ms) GROUP BY ALL")
 
 
+# Field coverage per hour: per hour, model, tenant, SLA tier and batch, how many served requests carry each
+# canonical column (one row per column carried), so "these logs carry no queue_ms" reads no raw row.
+def coverage_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing coverage_hourly rows (hour, model, tenant, sla_tier, batch_id, field, n) from the
+    served requests matching ``where``."""
+    counts = ", ".join(f"count({sql.quote_ident(n)}) AS {sql.quote_ident(n)}" for n in schema.NAMES)
+    on = ", ".join(sql.quote_ident(n) for n in schema.NAMES)
+    # the keys as _hour, _model...: the counts carry the canonical names (model, tenant among them)
+    return ("SELECT _hour AS hour, _model AS model, _tenant AS tenant, _sla_tier AS sla_tier, _batch AS batch_id, "
+            f"field, n FROM (UNPIVOT (SELECT {sql.time_bucket('hour')} AS _hour, coalesce(model, '') AS _model, "
+            "coalesce(tenant, '') AS _tenant, coalesce(sla_tier, '') AS _sla_tier, batch_id AS _batch, "
+            f"{counts} FROM requests WHERE ({where}) AND {sql.SERVED} GROUP BY ALL) ON {on} INTO NAME field VALUE n) "
+            "WHERE n > 0")
+
+
+# The slowest requests per hour: per hour, model and batch, the SLOWEST_KEPT served requests with the largest
+# total_ms (ties by request_id), so the slowest n <= SLOWEST_KEPT of any whole hours and models are among them.
+SLOWEST_COLUMNS: tuple[str, ...] = (
+    "request_id", "ts", "model", "tenant", "sla_tier", "route", "replica", "input_tokens", "output_tokens",
+    "prompt_chars", "total_ms", "route_ms", "queue_ms", "prefill_ms", "decode_ms", "service_ms", "ttft_ms", "status")
+SLOWEST_KEPT = 50
+
+
+def slowest_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing slowest_hourly rows (hour, batch_id, then :data:`SLOWEST_COLUMNS`) from the served
+    requests matching ``where``. Each group's cut (its SLOWEST_KEPT-th largest total_ms, DuckDB's top-n
+    ``max(x, n)``, a streaming aggregate) first, then the rows at or above it ranked: a window over every row
+    sorts them all (a minute for 10M requests), this reads them twice (seconds)."""
+    cols = ", ".join(SLOWEST_COLUMNS)
+    hour, kept = sql.time_bucket("hour"), str(SLOWEST_KEPT)
+    return f"""
+WITH src AS NOT MATERIALIZED (SELECT {hour} AS hour, coalesce(model, '') AS _model, batch_id, {cols}
+                              FROM requests WHERE ({where}) AND {sql.SERVED} AND total_ms IS NOT NULL),
+cut AS (SELECT hour, _model, batch_id, list_min(max(total_ms, {kept})) AS cut FROM src GROUP BY ALL),
+top AS (SELECT src.*, row_number() OVER (PARTITION BY src.hour, src._model, src.batch_id
+                                         ORDER BY src.total_ms DESC, src.request_id) AS _rank
+        FROM src JOIN cut ON src.hour = cut.hour AND src._model = cut._model AND src.batch_id = cut.batch_id
+        WHERE src.total_ms >= cut.cut)
+SELECT hour, batch_id, {cols} FROM top WHERE _rank <= {kept}"""
+
+
+def _slowest_columns() -> str:
+    types = {c.name: c.sql_type for c in schema.COLUMNS}
+    return "hour TIMESTAMP, batch_id BIGINT, " + ", ".join(f"{c} {types[c]}" for c in SLOWEST_COLUMNS)
+
+
 def _rollup_columns(extra: str = "") -> str:
     return ", ".join(["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS]
                      + ["input_band BIGINT", "batch_id BIGINT" + extra] + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
@@ -312,6 +358,9 @@ DERIVED: tuple[tuple[str, str, str, int], ...] = (
      "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
     ("rollup_cascade_hourly", _rollup_columns(", is_escalated BOOLEAN, in_cascade BOOLEAN"), "rollup_subsets_version",
      ROLLUP_VERSION),
+    ("slowest_hourly", _slowest_columns(), "slowest_version", 1),
+    ("coverage_hourly", "hour TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
+     "field VARCHAR, n BIGINT", "coverage_version", 1),
     ("inservice_minute", "window_start TIMESTAMP, model VARCHAR, batch_id BIGINT, busy_us BIGINT",
      "inservice_version", 1),
     ("decode_rate_minute", "window_start TIMESTAMP, model VARCHAR, batch_id BIGINT, k INTEGER, n BIGINT, lo DOUBLE, "
@@ -332,6 +381,10 @@ def derived_select_sql(table: str, where: str = "TRUE") -> str:
         return sla_sketch_select_sql(where)
     if table == "queue_15min":
         return queue_windows_select_sql(where)
+    if table == "coverage_hourly":
+        return coverage_select_sql(where)
+    if table == "slowest_hourly":
+        return slowest_select_sql(where)
     if table == "inservice_minute":
         return inservice_select_sql(where)
     if table == "decode_rate_minute":

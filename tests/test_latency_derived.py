@@ -16,6 +16,8 @@ from finops.latency import stats as latency
 
 ALPHA = store.SKETCH_ALPHA * (1 + 1e-9)
 T0 = datetime(2026, 3, 2, 0, 0)
+NEW_TABLES = ("inservice_minute", "decode_rate_minute", "length_latency_daily", "segments_daily", "coverage_hourly",
+              "slowest_hourly")
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +136,26 @@ def test_a_tenant_filter_or_a_partial_day_reads_raw_rows(sample):
         assert latency.histogram(sample, f, "queue_ms").attrs["edge_tolerance"] == 0.0
 
 
+def _coverage_and_slowest_agree(con, f: Filters) -> None:
+    assert latency.coverage(con, f) == latency.coverage(con, f, exact=True)
+    for n in (5, store.SLOWEST_KEPT):
+        derived, raw = latency.slowest(con, f, n), latency.slowest(con, f, n, exact=True)
+        assert len(derived) == min(n, len(raw)) and derived.equals(raw)
+
+
+def test_coverage_and_the_slowest_requests_from_load_time_tables_equal_raw_rows(sample):
+    lo, hi = store.time_span(sample)
+    day = datetime.combine(hi.date(), datetime.min.time())
+    model = store.distinct_values(sample, "model")[0]
+    for f in (Filters(), Filters(since=day - timedelta(days=1), until=day), Filters(models=(model,))):
+        _coverage_and_slowest_agree(sample, f)
+    # a tenant filter: the coverage table has tenants; the slowest of one tenant come from the raw rows
+    tenant = store.distinct_values(sample, "tenant")[-1]
+    assert latency.coverage(sample, Filters(tenants=(tenant,))) == \
+        latency.coverage(sample, Filters(tenants=(tenant,)), exact=True)
+    assert latency.slowest(sample, Filters(tenants=(tenant,)), 5)["tenant"].eq(tenant).all()
+
+
 # ---------------------------------------------------------------- loads in batches
 
 def _fleet(n: int = 6000, seed: int = 5) -> pd.DataFrame:
@@ -183,13 +205,15 @@ def test_loads_in_batches_add_up_to_the_raw_rows():
     _lengths_agree(con, f, "input_tokens")
     _segments_agree(con, f)
     _histograms_agree(con, f, "log")
+    _coverage_and_slowest_agree(con, f)
     # a load deleted: every table loses its rows, and the tables still equal the raw rows left
     batch = con.execute("SELECT batch_id FROM batches WHERE file_name = 'late'").fetchall()[0][0]
     store.delete_batch(con, batch)
-    for table in ("inservice_minute", "decode_rate_minute", "length_latency_daily", "segments_daily"):
+    for table in NEW_TABLES:
         assert con.execute(f"SELECT count(*) FROM {table} WHERE batch_id = ?", [batch]).fetchall()[0][0] == 0
     assert _decode_agrees(con, f)["requests"].sum() == len(rest)
     _lengths_agree(con, f, "output_tokens")
+    _coverage_and_slowest_agree(con, f)
 
 
 def test_a_store_made_before_the_tables_builds_them_on_opening(tmp_path):
@@ -198,15 +222,18 @@ def test_a_store_made_before_the_tables_builds_them_on_opening(tmp_path):
     path = str(tmp_path / "old.duckdb")
     con = store.connect(path)
     ingest_frame(con, _fleet(800))
-    for table in ("inservice_minute", "decode_rate_minute", "length_latency_daily", "segments_daily"):
+    for table in NEW_TABLES:
         con.execute(f"DROP TABLE {table}")
-    con.execute("DELETE FROM settings WHERE key IN ('inservice_version', 'decode_rate_version', "
-                "'length_latency_version', 'segments_version')")
+    con.execute("DELETE FROM settings WHERE key IN (SELECT unnest(?))",
+                [[key for table, _, key, _ in store.DERIVED if table in NEW_TABLES]])
     con.close()
     ro = store.connect(path, read_only=True)
     assert latency.decode_vs_concurrency(ro, Filters()).attrs["max_rel_error"] == 0.0
     assert latency.segments(ro, Filters()).attrs["max_rel_error"] == 0.0
+    assert latency.slowest(ro, Filters(), 5).equals(latency.slowest(ro, Filters(), 5, exact=True))
     ro.close()
     con = store.connect(path)
+    assert all(store.derived_ready(con, t) for t in NEW_TABLES)
     _decode_agrees(con, Filters())
     _segments_agree(con, Filters())
+    _coverage_and_slowest_agree(con, Filters())

@@ -55,7 +55,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql, store
+from finops import schema, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -108,8 +108,15 @@ def _served_where(f: Filters, extra: str = "TRUE") -> tuple[str, list]:
     return f"{where} AND {sql.SERVED} AND ({extra})", params
 
 
-def coverage(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, int]:
-    """Non-null count of every canonical column over the served rows matching ``f``."""
+def coverage(con: duckdb.DuckDBPyConnection, f: Filters, exact: bool = False) -> dict[str, int]:
+    """Non-null count of every canonical column over the served rows matching ``f``: over whole hours, unless
+    ``exact``, summed from ``store.coverage_hourly`` (written at load time: the same counts, for the whole
+    period), else counted in the raw rows of ``store.raw_scope``."""
+    if not exact and store.whole_hours(f) and store.derived_ready(con, "coverage_hourly"):
+        where, params = f.where(ts_col="hour")
+        got = dict(con.execute(f"SELECT field, sum(n) FROM coverage_hourly WHERE {where} GROUP BY 1",
+                               params).fetchall())
+        return {n: int(got.get(n, 0)) for n in schema.NAMES}
     f = _scoped(con, f)
     where, params = _served_where(f)
     return store.field_coverage(con, where, params)
@@ -942,9 +949,7 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
     return out
 
 
-SLOWEST_COLUMNS = ("request_id", "ts", "model", "tenant", "sla_tier", "route", "replica", "input_tokens",
-                   "output_tokens", "prompt_chars", "total_ms", "route_ms", "queue_ms", "prefill_ms", "decode_ms",
-                   "service_ms", "ttft_ms", "status")
+SLOWEST_COLUMNS = store.SLOWEST_COLUMNS
 
 
 def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
@@ -955,11 +960,20 @@ def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
     return con.execute(query, [[str(r) for r in request_ids]]).df()
 
 
-def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20) -> pd.DataFrame:
-    """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest)."""
+def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20, exact: bool = False) -> pd.DataFrame:
+    """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest).
+
+    Over whole hours without a tenant or tier filter, for ``n`` up to ``store.SLOWEST_KEPT`` and unless
+    ``exact``, read from ``store.slowest_hourly`` (the slowest of every hour, model and load, written at load
+    time: the same requests, over the whole period); else from the raw rows of ``store.raw_scope``."""
+    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
+    if (not exact and n <= store.SLOWEST_KEPT and not f.tenants and not f.sla_tiers and store.whole_hours(f)
+            and store.derived_ready(con, "slowest_hourly")):
+        where, params = f.where(ts_col="hour")
+        return con.execute(f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms FROM slowest_hourly "
+                           f"WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?", params + [int(n)]).df()
     f = _scoped(con, f)
     where, params = _served_where(f, "total_ms IS NOT NULL")
-    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
     query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms "
              f"FROM requests WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?")
     return con.execute(query, params + [int(n)]).df()
