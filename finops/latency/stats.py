@@ -827,10 +827,10 @@ DECODE_RATE_QUANTILES = (0.1, 0.5, 0.9)
 CONCURRENCY_WINDOW_S = store.INSERVICE_WINDOW_US // 1_000_000
 
 
-def _level_sql(busy_us: str) -> str:
+def _level_sql(expr: str) -> str:
     """The concurrency level of a window from its in-service microseconds: the mean number of requests in
     service over it, rounded (half away from zero), at least 1 (the request itself was in flight)."""
-    return f"greatest(1, CAST(round(coalesce({busy_us}, 0) / {sql.literal(float(store.INSERVICE_WINDOW_US))}) AS BIGINT))"
+    return f"greatest(1, CAST(round(coalesce({expr}, 0) / {sql.literal(float(store.INSERVICE_WINDOW_US))}) AS BIGINT))"
 
 
 def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, exact: bool = False) -> pd.DataFrame:
