@@ -16,8 +16,17 @@ Tables
 ``queue_15min``    served requests with a queue_ms and its sum per 15 min x model x tenant x tier
                    (the queue-length alert).
 ``rollup_cascade_hourly`` the rollup of the escalated attempts and of the cascade's requests (the
-                   cascade summary). The four are :data:`DERIVED`: written at each load. What reads raw
-                   rows reads at most :data:`RAW_ROW_BUDGET` of them at once (:func:`raw_scope`).
+                   cascade summary).
+``slowest_hourly`` the 50 slowest served requests per hour x model x batch_id (the slowest requests).
+``coverage_hourly`` per hour x model x tenant x tier x batch_id, how many served requests carry each column.
+``inservice_minute`` per minute x model x batch_id, the served requests' time in service within the minute
+                   (whole microseconds): the mean number in service, for decode speed against concurrency.
+``decode_rate_minute`` the sketch of the decode speed (tokens/s) per minute of arrival x model x batch_id.
+``length_latency_daily`` the total_ms sketch per day x model x batch_id x length field x power-of-two bucket.
+``segments_daily`` per day x model x batch_id x total_ms sketch bucket: counts and sums of total_ms and of
+                   every segment (the segments at a percentile). All of these are :data:`DERIVED`: written
+                   at each load, additive over loads (a load's rows are its own, deleted with it). What reads
+                   raw rows reads at most :data:`RAW_ROW_BUDGET` of them at once (:func:`raw_scope`).
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``fleet_schedule`` the periods each self-hosted fleet ran: from, to (open-ended allowed), replicas, GPUs
                    per replica, $ per GPU-hour, GPU type, site (:mod:`finops.spend.fleets`).
@@ -250,6 +259,7 @@ FROM r WHERE v > 0 AND NOT isnan(v) GROUP BY ALL"""
 def length_bucket_sql(length: str) -> str:
     """The lower edge of ``length``'s power-of-two bucket: 0 below 32, then 32, 64, 128, ..."""
     length = sql.column(length, sql.LENGTH_COLUMNS, "length field")
+    # by comparisons: cheaper per row than pow(2, floor(log2(x)))
     steps = " ".join(f"WHEN {length} < {2 ** (i + 1)} THEN {2 ** i}" for i in range(5, 62))
     return f"CASE WHEN {length} < 32 THEN 0 {steps} END"
 

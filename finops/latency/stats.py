@@ -13,11 +13,19 @@ Where percentiles come from
   ``store.SKETCH_ALPHA`` (0.99 %) of the exact one; :func:`percentiles`, :func:`over_time` and
   :func:`ttft_tpot` use it unless called with ``exact=True``.
 * **Exact** otherwise (a tenant or tier filter, a partial hour, another grouping or field, or
-  ``exact=True``), and always in :func:`segments`, :func:`length_buckets` and
-  :func:`decode_vs_concurrency`: DuckDB ``quantile_cont`` (numpy in the last), linear interpolation
-  between order statistics, the same as ``numpy.percentile``'s default.
+  ``exact=True``): DuckDB ``quantile_cont``, linear interpolation between order statistics, the same as
+  ``numpy.percentile``'s default.
 
 ``attrs['max_rel_error']`` of their frames says which it is (0 for exact figures).
+
+What else the Latency page reads from tables written at load time (``store.DERIVED``), by model, without
+a tenant or tier filter, over whole hours (days for the daily tables), unless called with ``exact=True``:
+:func:`histogram` (the hourly sketch: exact edges and totals, a value within 2 % of an edge may be counted
+beside it), :func:`segments` (``segments_daily``: the band cut at bucket edges, its total within 2 %),
+:func:`length_buckets` (``length_latency_daily``: exact counts, percentiles within 0.99 %),
+:func:`decode_vs_concurrency` (``inservice_minute`` and ``decode_rate_minute``: exact levels and counts,
+percentiles within 0.99 %), :func:`coverage` and :func:`slowest` (exact). Each says so in its attrs, and
+``tests/test_latency_derived.py`` holds each to the raw-row path on the sample store.
 
 What raw rows are read
 ----------------------
