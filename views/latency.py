@@ -26,7 +26,7 @@ def percentile_note(frame) -> str:
     if err:
         return (f"Percentiles within {err:.1%} of the exact value: read from the latency sketches written "
                 "when the logs were loaded (a tenant or tier filter, a period cut within an hour, or within a day "
-                "for the length buckets, or another grouping, gives exact ones).")
+                "for the length and segment tables, or another grouping, gives exact ones).")
     return "Exact percentiles (linear interpolation between requests, as numpy)."
 
 
