@@ -16,8 +16,17 @@ Tables
 ``queue_15min``    served requests with a queue_ms and its sum per 15 min x model x tenant x tier
                    (the queue-length alert).
 ``rollup_cascade_hourly`` the rollup of the escalated attempts and of the cascade's requests (the
-                   cascade summary). The four are :data:`DERIVED`: written at each load. What reads raw
-                   rows reads at most :data:`RAW_ROW_BUDGET` of them at once (:func:`raw_scope`).
+                   cascade summary).
+``slowest_hourly`` the 50 slowest served requests per hour x model x batch_id (the slowest requests).
+``coverage_hourly`` per hour x model x tenant x tier x batch_id, how many served requests carry each column.
+``inservice_minute`` per minute x model x batch_id, the served requests' time in service within the minute
+                   (whole microseconds): the mean number in service, for decode speed against concurrency.
+``decode_rate_minute`` the sketch of the decode speed (tokens/s) per minute of arrival x model x batch_id.
+``length_latency_daily`` the total_ms sketch per day x model x batch_id x length field x power-of-two bucket.
+``segments_daily`` per day x model x batch_id x total_ms sketch bucket: counts and sums of total_ms and of
+                   every segment (the segments at a percentile). All of these are :data:`DERIVED`: written
+                   at each load, additive over loads (a load's rows are its own, deleted with it). What reads
+                   raw rows reads at most :data:`RAW_ROW_BUDGET` of them at once (:func:`raw_scope`).
 ``prices``         the price book (seeded from data/prices.csv; editable).
 ``fleet_schedule`` the periods each self-hosted fleet ran: from, to (open-ended allowed), replicas, GPUs
                    per replica, $ per GPU-hour, GPU type, site (:mod:`finops.spend.fleets`).
@@ -205,6 +214,135 @@ def queue_windows_select_sql(where: str = "TRUE") -> str:
             "GROUP BY ALL")
 
 
+def sketch_bucket_sql(expr: str) -> str:
+    """The sketch bucket ``k`` of the value ``expr`` (:data:`SKETCH_GAMMA`; :data:`SKETCH_ZERO_K` for zero and below)."""
+    inv = sql.literal(1.0 / math.log(SKETCH_GAMMA))
+    return f"CASE WHEN {expr} > 0 THEN CAST(floor(ln({expr}) * {inv}) AS INTEGER) ELSE {SKETCH_ZERO_K} END"
+
+
+# In service per minute: per minute, model and batch, the time the served requests spent in service in it
+# (each request's [ts + route_ms + queue_ms, ts + total_ms] cut at the minute edges, as whole microseconds so
+# that sums are exact), so the mean number in service over a minute (busy_us / 60e6) reads no raw row.
+# Additive over loads: the minutes of a request that started before another load's are its own rows.
+INSERVICE_WINDOW_US = 60_000_000
+_SERVICE_START_US = "(epoch_us(ts) + CAST(round((coalesce(route_ms, 0) + coalesce(queue_ms, 0)) * 1000) AS BIGINT))"
+_SERVICE_END_US = "(epoch_us(ts) + CAST(round(total_ms * 1000) AS BIGINT))"
+
+
+def inservice_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing inservice_minute rows from the requests matching ``where``."""
+    w = str(INSERVICE_WINDOW_US)
+    return f"""
+WITH r AS (SELECT coalesce(model, '') AS model, batch_id, {_SERVICE_START_US} AS s, {_SERVICE_END_US} AS e
+           FROM requests WHERE ({where}) AND {sql.SERVED} AND total_ms IS NOT NULL),
+m AS (SELECT model, batch_id, s, e, unnest(range(s // {w}, (e - 1) // {w} + 1)) AS m FROM r WHERE e > s)
+SELECT make_timestamp(m * {w}) AS window_start, model, batch_id,
+       CAST(sum(least(e, (m + 1) * {w}) - greatest(s, m * {w})) AS BIGINT) AS busy_us
+FROM m GROUP BY ALL"""
+
+
+#: a request's decode speed, tokens per second: its output tokens over its decode time (sql.DECODE_MS)
+DECODE_RATE = f"output_tokens / nullif({sql.DECODE_MS}, 0) * 1000"
+
+
+def decode_rate_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing decode_rate_minute rows (the sketch of :data:`DECODE_RATE` per minute of arrival, model
+    and batch: k, n, lo, hi as in latency_hourly) from the requests matching ``where``."""
+    return f"""
+WITH r AS (SELECT {sql.time_bucket('minute')} AS window_start, coalesce(model, '') AS model, batch_id,
+                  CAST({DECODE_RATE} AS DOUBLE) AS v
+           FROM requests WHERE ({where}) AND {sql.SERVED} AND total_ms IS NOT NULL)
+SELECT window_start, model, batch_id, {sketch_bucket_sql('v')} AS k, count(*) AS n, min(v) AS lo, max(v) AS hi
+FROM r WHERE v > 0 AND NOT isnan(v) GROUP BY ALL"""
+
+
+def length_bucket_sql(length: str) -> str:
+    """The lower edge of ``length``'s power-of-two bucket: 0 below 32, then 32, 64, 128, ..."""
+    length = sql.column(length, sql.LENGTH_COLUMNS, "length field")
+    # by comparisons: cheaper per row than pow(2, floor(log2(x)))
+    steps = " ".join(f"WHEN {length} < {2 ** (i + 1)} THEN {2 ** i}" for i in range(5, 62))
+    return f"CASE WHEN {length} < 32 THEN 0 {steps} END"
+
+
+def length_latency_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing length_latency_daily rows: per day, model, batch, length field and power-of-two bucket
+    of it, the sketch of the served requests' total_ms (k, n, lo, hi), for latency by prompt and output length.
+    One part per length field, UNION ALL, over the requests scanned again by each (NOT MATERIALIZED)."""
+    lengths = ", ".join(sql.LENGTH_COLUMNS)
+    parts = " UNION ALL ".join(f"""
+SELECT day, model, batch_id, '{length}' AS length, {length_bucket_sql(length)} AS bucket_lo, k, count(*) AS n,
+       min(total_ms) AS lo, max(total_ms) AS hi
+FROM src WHERE {length} IS NOT NULL GROUP BY ALL""" for length in sql.LENGTH_COLUMNS)
+    return (f"WITH src AS NOT MATERIALIZED (SELECT {sql.time_bucket('day')} AS day, coalesce(model, '') AS model, "
+            f"batch_id, {lengths}, total_ms, {sketch_bucket_sql('total_ms')} AS k FROM requests "
+            f"WHERE ({where}) AND {sql.SERVED} AND total_ms IS NOT NULL AND NOT isnan(total_ms)) {parts}")
+
+
+#: the segments of a request (finops.latency.stats.SEGMENTS): name -> per-row SQL, null where not logged
+SEGMENT_EXPRS: tuple[tuple[str, str], ...] = (
+    ("route", "route_ms"), ("queue", "queue_ms"), ("prefill", "prefill_ms"), ("decode", "decode_ms"),
+    ("service", "CASE WHEN prefill_ms IS NULL AND decode_ms IS NULL THEN service_ms END"),
+)
+
+
+def segment_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing segments_daily rows: per day, model, batch and sketch bucket of total_ms, the served
+    requests' count, min, max and sum of total_ms and, per segment, its sum (0 where not logged) and how many
+    logged it, for the segment breakdown at a percentile."""
+    segs = ", ".join(f"sum(coalesce({expr}, 0)) AS {name}_sum, count({expr}) AS {name}_n"
+                     for name, expr in SEGMENT_EXPRS)
+    return (f"SELECT {sql.time_bucket('day')} AS day, coalesce(model, '') AS model, batch_id, "
+            f"{sketch_bucket_sql('total_ms')} AS k, count(*) AS n, min(total_ms) AS lo, max(total_ms) AS hi, "
+            f"sum(total_ms) AS total_sum, {segs} FROM requests WHERE ({where}) AND {sql.SERVED} "
+            "AND total_ms IS NOT NULL AND NOT isnan(total_ms) GROUP BY ALL")
+
+
+# Field coverage per hour: per hour, model, tenant, SLA tier and batch, how many served requests carry each
+# canonical column (one row per column carried), so "these logs carry no queue_ms" reads no raw row.
+def coverage_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing coverage_hourly rows (hour, model, tenant, sla_tier, batch_id, field, n) from the
+    served requests matching ``where``."""
+    counts = ", ".join(f"count({sql.quote_ident(n)}) AS {sql.quote_ident(n)}" for n in schema.NAMES)
+    on = ", ".join(sql.quote_ident(n) for n in schema.NAMES)
+    # the keys as _hour, _model...: the counts carry the canonical names (model, tenant among them)
+    return ("SELECT _hour AS hour, _model AS model, _tenant AS tenant, _sla_tier AS sla_tier, _batch AS batch_id, "
+            f"field, n FROM (UNPIVOT (SELECT {sql.time_bucket('hour')} AS _hour, coalesce(model, '') AS _model, "
+            "coalesce(tenant, '') AS _tenant, coalesce(sla_tier, '') AS _sla_tier, batch_id AS _batch, "
+            f"{counts} FROM requests WHERE ({where}) AND {sql.SERVED} GROUP BY ALL) ON {on} INTO NAME field VALUE n) "
+            "WHERE n > 0")
+
+
+# The slowest requests per hour: per hour, model and batch, the SLOWEST_KEPT served requests with the largest
+# total_ms (ties by request_id), so the slowest n <= SLOWEST_KEPT of any whole hours and models are among them.
+SLOWEST_COLUMNS: tuple[str, ...] = (
+    "request_id", "ts", "model", "tenant", "sla_tier", "route", "replica", "input_tokens", "output_tokens",
+    "prompt_chars", "total_ms", "route_ms", "queue_ms", "prefill_ms", "decode_ms", "service_ms", "ttft_ms", "status")
+SLOWEST_KEPT = 50
+
+
+def slowest_select_sql(where: str = "TRUE") -> str:
+    """SELECT producing slowest_hourly rows (hour, batch_id, then :data:`SLOWEST_COLUMNS`) from the served
+    requests matching ``where``. Each group's cut (its SLOWEST_KEPT-th largest total_ms, DuckDB's top-n
+    ``max(x, n)``, a streaming aggregate) first, then the rows at or above it ranked: a window over every row
+    sorts them all (a minute for 10M requests), this reads them twice (seconds)."""
+    cols = ", ".join(SLOWEST_COLUMNS)
+    hour, kept = sql.time_bucket("hour"), str(SLOWEST_KEPT)
+    return f"""
+WITH src AS NOT MATERIALIZED (SELECT {hour} AS hour, coalesce(model, '') AS _model, batch_id, {cols}
+                              FROM requests WHERE ({where}) AND {sql.SERVED} AND total_ms IS NOT NULL),
+cut AS (SELECT hour, _model, batch_id, list_min(max(total_ms, {kept})) AS cut FROM src GROUP BY ALL),
+top AS (SELECT src.*, row_number() OVER (PARTITION BY src.hour, src._model, src.batch_id
+                                         ORDER BY src.total_ms DESC, src.request_id) AS _rank
+        FROM src JOIN cut ON src.hour = cut.hour AND src._model = cut._model AND src.batch_id = cut.batch_id
+        WHERE src.total_ms >= cut.cut)
+SELECT hour, batch_id, {cols} FROM top WHERE _rank <= {kept}"""
+
+
+def _slowest_columns() -> str:
+    types = {c.name: c.sql_type for c in schema.COLUMNS}
+    return "hour TIMESTAMP, batch_id BIGINT, " + ", ".join(f"{c} {types[c]}" for c in SLOWEST_COLUMNS)
+
+
 def _rollup_columns(extra: str = "") -> str:
     return ", ".join(["hour TIMESTAMP"] + [f"{d} VARCHAR" for d in sql.ROLLUP_DIMS]
                      + ["input_band BIGINT", "batch_id BIGINT" + extra] + [f"{n} {t}" for n, t, _ in ROLLUP_MEASURES])
@@ -230,6 +368,18 @@ DERIVED: tuple[tuple[str, str, str, int], ...] = (
      "requests BIGINT, queue_ms_sum DOUBLE", "queue_windows_version", 1),
     ("rollup_cascade_hourly", _rollup_columns(", is_escalated BOOLEAN, in_cascade BOOLEAN"), "rollup_subsets_version",
      ROLLUP_VERSION),
+    ("slowest_hourly", _slowest_columns(), "slowest_version", 1),
+    ("coverage_hourly", "hour TIMESTAMP, model VARCHAR, tenant VARCHAR, sla_tier VARCHAR, batch_id BIGINT, "
+     "field VARCHAR, n BIGINT", "coverage_version", 1),
+    ("inservice_minute", "window_start TIMESTAMP, model VARCHAR, batch_id BIGINT, busy_us BIGINT",
+     "inservice_version", 1),
+    ("decode_rate_minute", "window_start TIMESTAMP, model VARCHAR, batch_id BIGINT, k INTEGER, n BIGINT, lo DOUBLE, "
+     "hi DOUBLE", "decode_rate_version", 1),
+    ("length_latency_daily", "day TIMESTAMP, model VARCHAR, batch_id BIGINT, length VARCHAR, bucket_lo BIGINT, "
+     "k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE", "length_latency_version", 1),
+    ("segments_daily", "day TIMESTAMP, model VARCHAR, batch_id BIGINT, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE, "
+     "total_sum DOUBLE, " + ", ".join(f"{name}_sum DOUBLE, {name}_n BIGINT" for name, _ in SEGMENT_EXPRS),
+     "segments_version", 1),
 )
 
 
@@ -241,6 +391,18 @@ def derived_select_sql(table: str, where: str = "TRUE") -> str:
         return sla_sketch_select_sql(where)
     if table == "queue_15min":
         return queue_windows_select_sql(where)
+    if table == "coverage_hourly":
+        return coverage_select_sql(where)
+    if table == "slowest_hourly":
+        return slowest_select_sql(where)
+    if table == "inservice_minute":
+        return inservice_select_sql(where)
+    if table == "decode_rate_minute":
+        return decode_rate_select_sql(where)
+    if table == "length_latency_daily":
+        return length_latency_select_sql(where)
+    if table == "segments_daily":
+        return segment_select_sql(where)
     if table == "rollup_cascade_hourly":
         return rollup_select_sql("requests", f"({where}) AND (({ESCALATED_WHERE}) OR ({CASCADE_WHERE}))",
                                  extra_keys_sql=SUBSET_KEYS)

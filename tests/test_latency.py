@@ -116,7 +116,7 @@ def test_percentiles_unknown_group_is_an_input_error(synthetic):
 @pytest.mark.parametrize("bins", [1, 7, 40])
 def test_linear_histogram_matches_numpy(synthetic, bins):
     con, df = synthetic
-    h = latency.histogram(con, Filters(), "queue_ms", bins=bins, scale="linear")
+    h = latency.histogram(con, Filters(), "queue_ms", bins=bins, scale="linear", exact=True)
     for model, g in df.groupby("model"):
         mine = h[h.grp == model]
         counts, edges = np.histogram(g.queue_ms.to_numpy(), bins=bins)
@@ -126,7 +126,7 @@ def test_linear_histogram_matches_numpy(synthetic, bins):
 
 def test_log_histogram_matches_numpy_on_its_edges(synthetic):
     con, df = synthetic
-    h = latency.histogram(con, Filters(), "total_ms", bins=25, scale="log")
+    h = latency.histogram(con, Filters(), "total_ms", bins=25, scale="log", exact=True)
     for model, g in df.groupby("model"):
         mine = h[h.grp == model]
         edges = np.r_[mine.lo.to_numpy(), mine.hi.iloc[-1]]
@@ -136,7 +136,7 @@ def test_log_histogram_matches_numpy_on_its_edges(synthetic):
         counts, _ = np.histogram(x, bins=edges)
         assert mine["count"].tolist() == counts.tolist()
     # the zeros of queue_ms land in the first bin [0, lowest positive)
-    hq = latency.histogram(con, Filters(), "queue_ms", bins=10, scale="log")
+    hq = latency.histogram(con, Filters(), "queue_ms", bins=10, scale="log", exact=True)
     for model, g in df.groupby("model"):
         assert hq[(hq.grp == model) & (hq.bin == 0)]["count"].iloc[0] == (g.queue_ms == 0).sum()
 
@@ -148,7 +148,7 @@ def test_histogram_edges_on_exact_edge_values():
     ingest_frame(con, pd.DataFrame({"request_id": [f"e{i}" for i in range(len(values))],
                                     "ts": [T0] * len(values), "model": "m", "queue_ms": values}))
     for bins in (3, 10, 20):
-        h = latency.histogram(con, Filters(), "queue_ms", bins=bins)
+        h = latency.histogram(con, Filters(), "queue_ms", bins=bins, exact=True)
         counts, edges = np.histogram(values, bins=bins)
         assert h["count"].tolist() == counts.tolist()
         assert_allclose(np.r_[h.lo, h.hi.iloc[-1]], edges, rtol=0, atol=0)
@@ -158,19 +158,19 @@ def test_histogram_degenerate_inputs():
     con = store.connect(":memory:")
     ingest_frame(con, pd.DataFrame({"request_id": ["a", "b"], "ts": [T0, T0], "model": "m",
                                     "queue_ms": [0.0, 0.0]}))
-    lin = latency.histogram(con, Filters(), "queue_ms", bins=4)
+    lin = latency.histogram(con, Filters(), "queue_ms", bins=4, exact=True)
     counts, edges = np.histogram([0.0, 0.0], bins=4)
     assert lin["count"].tolist() == counts.tolist()
-    log = latency.histogram(con, Filters(), "queue_ms", bins=4, scale="log")
+    log = latency.histogram(con, Filters(), "queue_ms", bins=4, scale="log", exact=True)
     assert log["count"].tolist() == [2] and log.lo.tolist() == [0.0]
     assert latency.histogram(con, Filters(models=("nobody",)), "queue_ms").empty
     with pytest.raises(InputError):
-        latency.histogram(con, Filters(), "queue_ms", bins=0)
+        latency.histogram(con, Filters(), "queue_ms", bins=0, exact=True)
 
 
 def test_segments_are_the_band_means_and_add_up(synthetic):
     con, df = synthetic
-    seg = latency.segments(con, Filters())
+    seg = latency.segments(con, Filters(), exact=True)
     for (model, q), g in seg.groupby(["grp", "quantile"]):
         sub = df[df.model == model]
         lo, hi = np.quantile(sub.total_ms, [q - 0.005, q + 0.005])
@@ -243,34 +243,50 @@ def test_ttft_and_tpot(synthetic, exact):
     assert np.isnan(out.loc["gw", "ttft_ms_p50"]) and np.isnan(out.loc["gw", "tpot_ms_p50"])
 
 
-def test_decode_rate_against_concurrency_by_hand():
-    """Three overlapping requests and one alone: concurrency at each start is counted by hand."""
-    con = store.connect(":memory:")
-    ms = timedelta(milliseconds=1)
-    rows = pd.DataFrame({
-        "request_id": ["a", "b", "c", "d"],
-        "ts": [T0, T0 + 100 * ms, T0 + 200 * ms, T0 + 5000 * ms],
-        "model": "m",
-        "queue_ms": [0.0, 0.0, 50.0, 0.0],
-        "decode_ms": [1000.0, 1000.0, 1000.0, 500.0],
-        "total_ms": [1000.0, 1000.0, 1050.0, 1000.0],   # d ends at 6000, b at 1100 (a at 1000)
-        "output_tokens": [100, 50, 20, 10],
+def _minute_load() -> pd.DataFrame:
+    """Five requests over three minutes from 09:00, in service across minute edges (worked by hand below)."""
+    s = timedelta(seconds=1)
+    return pd.DataFrame({
+        "request_id": ["a", "b", "c", "d", "e"],
+        "ts": [T0, T0 + 30 * s, T0 + 60 * s, T0 + 120 * s, T0 + 60 * s],
+        "model": "m", "tenant": ["t1", "t1", "t1", "t1", "t2"],
+        "queue_ms": [0.0, 10_000.0, 0.0, 0.0, 0.0],
+        "total_ms": [90_000.0, 100_000.0, 60_000.0, 30_000.0, 60_000.0],
+        "decode_ms": [50_000.0, 80_000.0, 60_000.0, 30_000.0, 60_000.0],
+        "output_tokens": [500, 400, 1200, 60, 600],
     })
-    ingest_frame(con, rows)
-    out = latency.decode_vs_concurrency(con, Filters()).set_index("concurrency")
-    # a starts alone (1); b starts while a runs (2); c starts service at 250 with a, b running (3); d alone (1)
-    assert out["requests"].to_dict() == {1: 2, 2: 1, 3: 1}
-    assert_allclose(out.loc[3, "tokens_per_s_p50"], 20.0)
-    assert_allclose(out.loc[1, "tokens_per_s_p50"], np.percentile([100.0, 20.0], 50))
 
 
-def test_back_to_back_requests_do_not_overlap():
+@pytest.mark.parametrize("exact", [True, False])
+def test_decode_rate_against_concurrency_by_hand(exact):
+    """In service: a 09:00:00-09:01:30, b (10 s queued) 09:00:40-09:02:10, c and e 09:01-09:02, d 09:02:00-30.
+    Minute 09:00: 60 + 20 = 80 s, 1.33 in service -> level 1; 09:01: 30 + 60 + 60 + 60 = 210 s, 3.5 -> 4;
+    09:02: 10 + 30 = 40 s, 0.67 -> 1 (at least the request itself). Rates (tokens/s): a 10, b 5, c 20, d 2,
+    e 10."""
     con = store.connect(":memory:")
-    ms = timedelta(milliseconds=1)
-    ingest_frame(con, pd.DataFrame({"request_id": ["a", "b"], "ts": [T0, T0 + 1000 * ms], "model": "m",
-                                    "decode_ms": [1000.0, 1000.0], "total_ms": [1000.0, 1000.0],
-                                    "output_tokens": [10, 10]}))
-    assert latency.decode_vs_concurrency(con, Filters())["concurrency"].tolist() == [1]
+    ingest_frame(con, _minute_load())
+    out = latency.decode_vs_concurrency(con, Filters(), exact=exact).set_index("concurrency")
+    assert out.attrs["max_rel_error"] == (0.0 if exact else store.SKETCH_ALPHA)
+    assert out["requests"].to_dict() == {1: 3, 4: 2}
+    # level 1: a, b, d = 10, 5, 2 (numpy's interpolation); level 4: c and e = 20, 10
+    assert_allclose(out.loc[1, ["tokens_per_s_p10", "tokens_per_s_p50", "tokens_per_s_p90"]].tolist(),
+                    np.percentile([10.0, 5.0, 2.0], [10, 50, 90]), rtol=_rtol(exact))
+    assert_allclose(out.loc[4, "tokens_per_s_p50"], 15.0, rtol=_rtol(exact))
+
+
+def test_decode_rate_counts_every_tenant_in_service():
+    """A tenant filter picks whose decode speed is shown, not who was in service: e (tenant t2) still counts
+    in c's minute (the raw-row path, as a tenant filter always is)."""
+    con = store.connect(":memory:")
+    ingest_frame(con, _minute_load())
+    out = latency.decode_vs_concurrency(con, Filters(tenants=("t1",)))
+    assert out[["concurrency", "requests"]].values.tolist() == [[1, 3], [4, 1]]
+    assert_allclose(out.set_index("concurrency").loc[4, "tokens_per_s_p50"], 20.0)
+    # a period of the last minute alone still counts b, which arrived before it, in service in it
+    last = latency.decode_vs_concurrency(con, Filters(since=T0 + timedelta(minutes=2)), exact=True)
+    assert last[["concurrency", "requests"]].values.tolist() == [[1, 1]]
+    one = latency.decode_vs_concurrency(con, Filters(since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=2)))
+    assert one[["concurrency", "requests"]].values.tolist() == [[4, 2]]
 
 
 def test_slowest_requests_carry_their_segments(synthetic):
@@ -301,19 +317,10 @@ def test_empty_store_gives_empty_frames(empty_db):
     assert latency.decode_vs_concurrency(con, f).empty and latency.length_buckets(con, f).empty
 
 
-def _sql_sweep(con, per: str) -> pd.DataFrame:
-    """decode_vs_concurrency computed the other way: the SQL window over start and end events."""
-    rate = f"output_tokens / nullif({sql.DECODE_MS}, 0) * 1000"
-    inner = latency.concurrency_sql(sql.SERVED, per, extra_cols=f"{rate} AS rate")
-    return con.execute(f"SELECT grp, concurrency, count(*) AS requests, quantile_cont(rate, 0.1) AS p10, "
-                       f"quantile_cont(rate, 0.5) AS p50, quantile_cont(rate, 0.9) AS p90 FROM ({inner}) "
-                       "WHERE rate > 0 GROUP BY 1, 2 ORDER BY 1, 2").df()
-
-
 @pytest.mark.parametrize("per", ["model", "replica"])
 def test_numpy_concurrency_sweep_equals_the_sql_window(per):
-    """Millisecond-rounded times (many ties, hand-overs at one instant), two replicas per model, some rows
-    without a decode rate: the numpy sweep gives the SQL window's levels, counts and percentiles."""
+    """Millisecond-rounded times (many ties, hand-overs at one instant), two replicas per model: the numpy
+    sweep (concurrency_at_starts, which the diagnosis uses) gives the SQL window's level for every request."""
     rng = np.random.default_rng(11)
     n = 4000
     start = np.sort(rng.integers(0, 600_000, n))
@@ -322,18 +329,21 @@ def test_numpy_concurrency_sweep_equals_the_sql_window(per):
         "ts": [T0 + timedelta(milliseconds=int(s)) for s in start],
         "model": rng.choice(["a", "b"], n), "replica": rng.choice(["r1", "r2"], n),
         "queue_ms": np.where(rng.random(n) < 0.5, 0.0, rng.integers(0, 400, n)).astype(float),
-        "decode_ms": np.where(rng.random(n) < 0.1, np.nan, rng.integers(100, 3000, n)).astype(float),
-        "output_tokens": rng.integers(1, 500, n),
+        "decode_ms": rng.integers(100, 3000, n).astype(float),
     })
-    df["total_ms"] = df["queue_ms"] + df["decode_ms"].fillna(700.0)
+    df["total_ms"] = df["queue_ms"] + df["decode_ms"]
     con = store.connect(":memory:")
     ingest_frame(con, df)
-    mine = latency.decode_vs_concurrency(con, Filters(), per=per)
-    theirs = _sql_sweep(con, per)
-    assert mine["concurrency"].max() > 3
-    assert mine[["grp", "concurrency", "requests"]].values.tolist() == theirs[["grp", "concurrency", "requests"]].values.tolist()
-    assert_allclose(mine[["tokens_per_s_p10", "tokens_per_s_p50", "tokens_per_s_p90"]].to_numpy(),
-                    theirs[["p10", "p50", "p90"]].to_numpy(), rtol=1e-12)
+    theirs = con.execute(f"SELECT request_id, concurrency FROM ({latency.concurrency_sql(sql.SERVED, per, 'request_id')})"
+                         ).df().set_index("request_id")["concurrency"]
+    key = df["model"] + (df["replica"] if per == "replica" else "")
+    epoch_ms = df["ts"].astype("datetime64[us]").astype("int64") / 1e3     # as SQL: epoch_us(ts) / 1e3
+    st, en = epoch_ms + df["queue_ms"], epoch_ms + df["total_ms"]
+    for _, idx in df.groupby(key).groups.items():
+        order, conc = latency.concurrency_at_starts(st[idx].to_numpy(), en[idx].to_numpy())
+        ids = df.loc[idx, "request_id"].to_numpy()[order]
+        assert conc.tolist() == theirs.loc[ids].tolist()
+    assert theirs.max() > 3
 
 
 def test_log_histogram_values_on_its_edges():
@@ -342,7 +352,7 @@ def test_log_histogram_values_on_its_edges():
     values = np.array([0.0, 0.0, 1.0, 1.0, 3.0, 10.0, 10.0, 99.99, 100.0, 500.0, 1000.0, 1000.0])
     ingest_frame(con, pd.DataFrame({"request_id": [f"g{i}" for i in range(len(values))],
                                     "ts": [T0] * len(values), "model": "m", "queue_ms": values}))
-    h = latency.histogram(con, Filters(), "queue_ms", bins=3, scale="log")
+    h = latency.histogram(con, Filters(), "queue_ms", bins=3, scale="log", exact=True)
     edges = np.r_[h.lo, h.hi.iloc[-1]]
     assert_allclose(edges, [0.0, 1.0, 10.0, 100.0, 1000.0], rtol=1e-12)
     assert h["count"].tolist() == np.histogram(values, bins=edges)[0].tolist() == [2, 3, 3, 4]

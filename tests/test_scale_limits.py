@@ -70,10 +70,13 @@ def test_raw_scope_narrows_to_the_latest_hours_that_fit(con):
 
 def test_raw_row_analyses_read_only_the_scope(con, monkeypatch):
     monkeypatch.setattr(store, "RAW_ROW_BUDGET", 40)        # the last hour: 30 + 5 requests
-    hist = latency.histogram(con, Filters(), "queue_ms", 10)
+    hist = latency.histogram(con, Filters(), "queue_ms", 10, exact=True)
     assert hist["count"].sum() == 35
-    slow = latency.slowest(con, Filters(), 100)
+    slow = latency.slowest(con, Filters(), 100)          # more than the load-time table keeps: raw rows
     assert len(slow) == 35 and slow["ts"].min() >= T0 + timedelta(hours=2)
+    # what is read from the tables written at load time covers the whole period
+    assert latency.histogram(con, Filters(), "queue_ms", 10)["count"].sum() == 75
+    assert len(latency.slowest(con, Filters(), store.SLOWEST_KEPT)) == store.SLOWEST_KEPT
     exact = latency.percentiles(con, Filters(tenants=("acme",)))      # a tenant filter: exact, on raw rows
     assert exact["requests"].tolist() == [30]
     # the sketch still covers the whole period

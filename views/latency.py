@@ -24,8 +24,9 @@ def percentile_note(frame) -> str:
     """How exact the percentiles of ``frame`` are (finops.latency.stats sets ``attrs['max_rel_error']``)."""
     err = frame.attrs.get("max_rel_error", 0.0)
     if err:
-        return (f"Percentiles within {err:.1%} of the exact value: read from the hourly latency sketch written "
-                "when the logs were loaded (a tenant or tier filter, or another grouping, gives exact ones).")
+        return (f"Percentiles within {err:.1%} of the exact value: read from the latency sketches written "
+                "when the logs were loaded (a tenant or tier filter, a period cut within an hour, or within a day "
+                "for the length and segment tables, or another grouping, gives exact ones).")
     return "Exact percentiles (linear interpolation between requests, as numpy)."
 
 
@@ -120,8 +121,11 @@ else:
             if marks_text:
                 notes.append(f"Queue wait {marks_text}.")
             st.caption(" ".join(notes))
+    counted = (f"Counted from the hourly latency sketch written at load time: a wait within "
+               f"{hist.attrs['edge_tolerance'] - 1:.0%} of a bin edge may be counted in the bin beside it. "
+               if hist.attrs.get("edge_tolerance") else "")
     st.caption("Dashed lines: P50, P95 and P99 of the queue wait. A queue-bound model has a heavy right tail here "
-               "while its service time stays put. " + source_label())
+               "while its service time stays put. " + counted + source_label())
 
 # ---------------------------------------------------------------- segments
 st.header("Where the time goes")
@@ -133,7 +137,10 @@ else:
     st.caption("Each bar is the mean of each segment over the requests whose total latency lies within ±0.5 percentage "
                "points of that percentile (P99: between P98.5 and P99.5; the request at the percentile in a small "
                "group), so the segments add up to the bar's total, which is close to the percentile itself. 'other' "
-               "is time no logged segment accounts for (network, gateway). " + source_label())
+               "is time no logged segment accounts for (network, gateway). "
+               + (f"Read from the table of total-latency buckets written at load time: the bands are cut at bucket "
+                  f"edges, so a bar's total is within {seg.attrs['max_rel_error']:.0%} of the exact band's. "
+                  if seg.attrs.get("max_rel_error") else "") + source_label())
 
 # ---------------------------------------------------------------- buckets
 st.header("Prefill-bound or decode-bound?")
@@ -146,7 +153,7 @@ with left:
         b = query(latency.length_buckets, f, prompt_field)
         unit = "prompt tokens" if prompt_field == "input_tokens" else "prompt characters"
         st.altair_chart(charts.latency_by_bucket(b, unit, title=f"Latency by prompt length ({unit})"))
-        st.caption("Rising steeply with the prompt: prefill-bound (compute).")
+        st.caption("Rising steeply with the prompt: prefill-bound (compute). " + percentile_note(b))
 with right:
     if not cov.get("output_tokens"):
         st.info("These logs carry no `output_tokens`, so latency cannot be bucketed by output length.",
@@ -154,7 +161,7 @@ with right:
     else:
         b = query(latency.length_buckets, f, "output_tokens")
         st.altair_chart(charts.latency_by_bucket(b, "output tokens", title="Latency by output length (tokens)"))
-        st.caption("Rising with the output: decode-bound (memory bandwidth, KV cache).")
+        st.caption("Rising with the output: decode-bound (memory bandwidth, KV cache). " + percentile_note(b))
 
 st.subheader("Decode speed against concurrency")
 dec = query(latency.decode_vs_concurrency, f)
@@ -163,9 +170,10 @@ if dec.empty:
             "these logs lack them.", icon=":material/info:")
 else:
     st.altair_chart(charts.decode_rate(dec))
-    st.caption("Requests in service = requests of the same model whose [start of service, end] overlaps this one's "
-               "start (arrival + route + queue). Levels with fewer than 5 requests are left out. A falling line: "
-               "decode slows as the batch grows. " + source_label())
+    st.caption(f"Requests in service = the mean number of the model's requests (all tenants) in service, from the "
+               f"start of service (arrival + route + queue) to the end, over the {latency.CONCURRENCY_WINDOW_S}-second "
+               "window a request arrived in, rounded (at least 1). Levels with fewer than 5 requests are left out. "
+               "A falling line: decode slows as the batch grows. " + percentile_note(dec) + " " + source_label())
 
 st.subheader("Time to first token and time per output token")
 tt = query(latency.ttft_tpot, f)

@@ -13,11 +13,19 @@ Where percentiles come from
   ``store.SKETCH_ALPHA`` (0.99 %) of the exact one; :func:`percentiles`, :func:`over_time` and
   :func:`ttft_tpot` use it unless called with ``exact=True``.
 * **Exact** otherwise (a tenant or tier filter, a partial hour, another grouping or field, or
-  ``exact=True``), and always in :func:`segments`, :func:`length_buckets` and
-  :func:`decode_vs_concurrency`: DuckDB ``quantile_cont`` (numpy in the last), linear interpolation
-  between order statistics, the same as ``numpy.percentile``'s default.
+  ``exact=True``): DuckDB ``quantile_cont``, linear interpolation between order statistics, the same as
+  ``numpy.percentile``'s default.
 
 ``attrs['max_rel_error']`` of their frames says which it is (0 for exact figures).
+
+What else the Latency page reads from tables written at load time (``store.DERIVED``), by model, without
+a tenant or tier filter, over whole hours (days for the daily tables), unless called with ``exact=True``:
+:func:`histogram` (the hourly sketch: exact edges and totals, a value within 2 % of an edge may be counted
+beside it), :func:`segments` (``segments_daily``: the band cut at bucket edges, its total within 2 %),
+:func:`length_buckets` (``length_latency_daily``: exact counts, percentiles within 0.99 %),
+:func:`decode_vs_concurrency` (``inservice_minute`` and ``decode_rate_minute``: exact levels and counts,
+percentiles within 0.99 %), :func:`coverage` and :func:`slowest` (exact). Each says so in its attrs, and
+``tests/test_latency_derived.py`` holds each to the raw-row path on the sample store.
 
 What raw rows are read
 ----------------------
@@ -49,14 +57,13 @@ segments (network, gateway overhead, unlogged time).
 """
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql, store
+from finops import schema, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -65,13 +72,7 @@ QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
 TIME_GRAINS: tuple[str, ...] = ("minute", "5min", "15min", "hour", "day", "week")
 NONE_LABEL = "(none)"
 # segment name -> per-row SQL (null where the logs lack it); "other" closes the sum to total_ms
-SEGMENTS: tuple[tuple[str, str], ...] = (
-    ("route", "route_ms"),
-    ("queue", "queue_ms"),
-    ("prefill", "prefill_ms"),
-    ("decode", "decode_ms"),
-    ("service", "CASE WHEN prefill_ms IS NULL AND decode_ms IS NULL THEN service_ms END"),
-)
+SEGMENTS: tuple[tuple[str, str], ...] = store.SEGMENT_EXPRS
 
 
 def p_label(q: float) -> str:
@@ -115,8 +116,15 @@ def _served_where(f: Filters, extra: str = "TRUE") -> tuple[str, list]:
     return f"{where} AND {sql.SERVED} AND ({extra})", params
 
 
-def coverage(con: duckdb.DuckDBPyConnection, f: Filters) -> dict[str, int]:
-    """Non-null count of every canonical column over the served rows matching ``f``."""
+def coverage(con: duckdb.DuckDBPyConnection, f: Filters, exact: bool = False) -> dict[str, int]:
+    """Non-null count of every canonical column over the served rows matching ``f``: over whole hours, unless
+    ``exact``, summed from ``store.coverage_hourly`` (written at load time: the same counts, for the whole
+    period), else counted in the raw rows of ``store.raw_scope``."""
+    if not exact and store.whole_hours(f) and store.derived_ready(con, "coverage_hourly"):
+        where, params = f.where(ts_col="hour")
+        got = dict(con.execute(f"SELECT field, sum(n) FROM coverage_hourly WHERE {where} GROUP BY 1",
+                               params).fetchall())
+        return {n: int(got.get(n, 0)) for n in schema.NAMES}
     f = _scoped(con, f)
     where, params = _served_where(f)
     return store.field_coverage(con, where, params)
@@ -249,6 +257,67 @@ def _sort_order(columns: list[np.ndarray]) -> np.ndarray:
             return np.lexsort(columns[::-1])
         packed = (packed << width) | (c - lo)
     return np.argsort(packed, kind="stable")
+
+
+def bucket_estimates(k: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The value a sketch bucket stands for: ``2 g^(k+1) / (g + 1)`` clamped to the bucket's stored min and max
+    (the middle of min and max for the bucket of zero and below), within ``store.SKETCH_ALPHA`` of each of its
+    values (:func:`sketch_quantiles`)."""
+    g = store.SKETCH_GAMMA
+    with np.errstate(over="ignore"):
+        rep = np.where(k == store.SKETCH_ZERO_K, (lo + hi) / 2, 2 * np.power(g, k + 1.0) / (g + 1))
+    return np.clip(rep, lo, hi)
+
+
+def bucket_quantiles(group: np.ndarray, k: np.ndarray, n: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     quantiles) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentiles per group from sketch buckets, one row per (group, bucket) (groups as integer codes, any
+    order; a bucket appears once per group: sum the loads' rows first). Returns ``(groups, sizes, values)``,
+    ``values[i, j]`` the ``quantiles[j]`` of ``groups[i]``: the rank interpolated as numpy does between the
+    buckets' estimates (:func:`bucket_estimates`), within ``store.SKETCH_ALPHA`` of the exact percentile for
+    positive values."""
+    group, k = np.asarray(group, dtype=np.int64), np.asarray(k, dtype=np.int64)
+    order = np.lexsort((k, group))
+    group, k = group[order], k[order]
+    n = np.asarray(n, dtype=np.int64)[order]
+    est = bucket_estimates(k, np.asarray(lo, dtype=float)[order], np.asarray(hi, dtype=float)[order])
+    if len(k) == 0:
+        return group, n, np.zeros((0, len(quantiles)))
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    cum = np.cumsum(n)
+    before = cum[first] - n[first]
+    size = np.add.reduceat(n, first)
+    values = np.empty((len(first), len(quantiles)))
+    for j, q in enumerate(quantiles):
+        h = (size - 1) * float(q)
+        i = np.floor(h).astype(np.int64)
+        frac = h - i
+        a = est[np.searchsorted(cum, before + i, side="right")]
+        b = est[np.searchsorted(cum, before + np.minimum(i + 1, size - 1), side="right")]
+        values[:, j] = a + frac * (b - a)
+    return group[first], size, values
+
+
+def whole_days(f: Filters) -> bool:
+    """Whether ``f``'s period starts and ends at midnight UTC (or is open): what the daily tables answer."""
+    return all(t is None or not (t.hour or t.minute or t.second or t.microsecond) for t in (f.since, f.until))
+
+
+def derived_usable(con: duckdb.DuckDBPyConnection, f: Filters, table: str, by: str | None = "model",
+                   grain: str = "day") -> bool:
+    """Whether the derived table ``table`` (``store.DERIVED``, per model and ``grain``) answers ``f`` grouped by
+    ``by``: by model, no tenant or tier filter, a period of whole ``grain`` (day, hour or minute), the table
+    current. Otherwise the raw rows of ``store.raw_scope`` are read."""
+    if by != "model" or f.tenants or f.sla_tiers:
+        return False
+    whole = {"day": whole_days(f), "hour": store.whole_hours(f),
+             "minute": all(t is None or not (t.second or t.microsecond) for t in (f.since, f.until))}[grain]
+    return whole and store.derived_ready(con, table)
+
+
+def _model_names(names) -> np.ndarray:
+    """Stored model names as the raw-row path labels them ('' is :data:`NONE_LABEL`)."""
+    return np.array([NONE_LABEL if m == "" else m for m in names], dtype=object)
 
 
 def _served_requests(con: duckdb.DuckDBPyConnection, f: Filters, keys) -> pd.DataFrame:
@@ -415,20 +484,41 @@ def histogram_edges(lo: float, hi: float, bins: int, scale: str = "linear",
 
 
 def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms", bins: int = 40,
-              scale: str = "linear", by: str | None = "model") -> pd.DataFrame:
+              scale: str = "linear", by: str | None = "model", exact: bool = False) -> pd.DataFrame:
     """Counts of ``field`` per group on linear or log bins: columns ``grp, bin, lo, hi, count``.
 
     Each group gets its own edges from its own range (:func:`histogram_edges`); a group's edges
     are ``lo`` of its bins plus the last ``hi``. Bins are half-open ``[lo, hi)`` except the last,
     which is closed: the same counts as ``numpy.histogram(values, bins=edges)``.
+
+    By model over whole hours, for a sketched field, and unless ``exact``, it is counted from the hourly
+    latency sketch (``store.latency_hourly``): the edges are the exact ones (a group's min, max and lowest
+    positive value are the sketch's stored min and max), and each sketch bucket is counted in the bin of its
+    estimate (:func:`bucket_estimates`). A bucket spans a factor ``store.SKETCH_GAMMA`` (2 %), so only a value
+    within 2 % of a bin edge may be counted in the neighbouring bin: ``attrs['edge_tolerance']`` is that factor
+    (0 for exact counts). Totals per group are exact.
     """
-    f = _scoped(con, f)
     field = _check_field(field)
-    g = _group_sql(by)
-    where, params = _served_where(f, f"{field} IS NOT NULL")
-    stats = con.execute(f"SELECT {g} AS grp, min({field}), max({field}), min({field}) FILTER (WHERE {field} > 0) "
-                        f"FROM requests WHERE {where} GROUP BY 1 ORDER BY 1", params).fetchall()
     cols = ["grp", "bin", "lo", "hi", "count"]
+    sketched = (not exact and by == "model" and field in dict(store.SKETCH_FIELDS)
+                and sketch_usable(con, f, ["model"]))
+    if sketched:
+        where, params = f.where(ts_col="hour")
+        got = con.execute(f"SELECT model, k, sum(n) AS n, min(lo) AS lo, max(hi) AS hi FROM latency_hourly WHERE {where} "
+                          "AND field = ? GROUP BY 1, 2 ORDER BY 1, 2", params + [field]).fetchnumpy()
+        names = _model_names(got["model"])
+        stats = []
+        for name in sorted(set(names)):
+            m = names == name
+            pos = m & (got["k"] != store.SKETCH_ZERO_K)
+            stats.append((name, float(got["lo"][m].min()), float(got["hi"][m].max()),
+                          float(got["lo"][pos].min()) if pos.any() else None))
+    else:
+        f = _scoped(con, f)
+        g = _group_sql(by)
+        where, params = _served_where(f, f"{field} IS NOT NULL")
+        stats = con.execute(f"SELECT {g} AS grp, min({field}), max({field}), min({field}) FILTER (WHERE {field} > 0) "
+                            f"FROM requests WHERE {where} GROUP BY 1 ORDER BY 1", params).fetchall()
     if not stats:
         return pd.DataFrame({c: [] for c in cols})
     groups, los, norms, edge_lists, logs = [], [], [], [], []
@@ -444,6 +534,20 @@ def histogram(con: duckdb.DuckDBPyConnection, f: Filters, field: str = "queue_ms
             logs.append(False)
             los.append(float(edges[0]))
             norms.append((len(edges) - 1) / float(edges[-1] - edges[0]))
+    if sketched:
+        rows = []
+        est = bucket_estimates(np.asarray(got["k"], dtype=np.int64), np.asarray(got["lo"], dtype=float),
+                               np.asarray(got["hi"], dtype=float))
+        counts = np.asarray(got["n"], dtype=np.int64)
+        for grp, edges in zip(groups, edge_lists, strict=True):
+            m = names == grp
+            b = np.clip(np.searchsorted(edges, est[m], side="right") - 1, 0, len(edges) - 2)
+            c = np.bincount(b, weights=counts[m], minlength=len(edges) - 1).astype(np.int64)
+            rows += [(grp, i, float(edges[i]), float(edges[i + 1]), int(c[i])) for i in range(len(edges) - 1)]
+        out = pd.DataFrame(rows, columns=cols)
+        out["count"] = out["count"].astype("int64")
+        out.attrs["edge_tolerance"] = store.SKETCH_GAMMA
+        return out
     # One pass: the bin of a value is floor(x) of its position x on the bin scale (numpy.histogram's
     # own formula for uniform bins). Float error moves x by ~1e-12 at most, so only a value within
     # 1e-6 of an edge could fall on the wrong side: those few are counted by their exact value and
@@ -470,21 +574,90 @@ FROM b GROUP BY ALL"""
             rows.append((grp, b, float(edges[b]), float(edges[b + 1]), int(c[b])))
     out = pd.DataFrame(rows, columns=cols)
     out["count"] = out["count"].astype("int64")
+    out.attrs["edge_tolerance"] = 0.0
     return out
 
 
 # ---------------------------------------------------------------- segments
 
+SEGMENT_COLUMNS = ("grp", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms")
+
+
+def _long_segments(wide: pd.DataFrame) -> pd.DataFrame:
+    """Band means, one row per group and quantile, in the long format of :func:`segments`."""
+    names = [n for n, _ in SEGMENTS] + ["other"]
+    if wide.empty:
+        return pd.DataFrame({c: [] for c in SEGMENT_COLUMNS})
+    long = wide.melt(id_vars=["grp", "quantile", "requests_in_band", "total_ms"], value_vars=names,
+                     var_name="segment", value_name="ms").dropna(subset=["ms"])
+    long["percentile"] = long["quantile"].map(lambda q: p_label(q).upper())
+    long["order"] = long["segment"].map({n: i for i, n in enumerate(names)})
+    long = long.sort_values(["grp", "quantile", "order"]).drop(columns="order").reset_index(drop=True)
+    long["ms"] = long["ms"].astype("float64")
+    return long[list(SEGMENT_COLUMNS)]
+
+
+def _segments_from_daily(con: duckdb.DuckDBPyConnection, f: Filters, quantiles, band: float) -> pd.DataFrame:
+    """:func:`segments` by model from ``store.segments_daily``: per model, the sketch buckets of total_ms with
+    each one's sums of total_ms and of every segment. The band of ``q`` is the requests of rank
+    ``ceil((n-1)(q-band))`` to ``floor((n-1)(q+band))``, as many as the exact band holds (ties at its
+    edges apart); a bucket wholly inside counts with its exact sums, the two edge buckets with the share of
+    their requests inside the band, at their mean. So only requests of the edge buckets (within a factor
+    ``store.SKETCH_GAMMA`` of the band's edges) stand in for one another: the band's mean total_ms is within
+    2 % of the exact one (``attrs['max_rel_error']``), and a segment's mean differs by no more than the edge
+    buckets' share of the band times their mean total_ms. Models with fewer than ``2 / band + 1`` requests
+    (a band of under two ranks) are read from their raw rows."""
+    names = [n for n, _ in SEGMENTS]
+    where, params = f.where(ts_col="day")
+    aggs = ", ".join(f"sum({n}_sum) AS {n}_sum, sum({n}_n) AS {n}_n" for n in names)
+    got = con.execute(f"SELECT model, k, sum(n) AS n, sum(total_sum) AS total_sum, {aggs} FROM segments_daily "
+                      f"WHERE {where} GROUP BY 1, 2 ORDER BY 1, 2", params).fetchnumpy()
+    labels = _model_names(got["model"])
+    rows, small = [], []
+    for grp in sorted(set(labels)):
+        m = labels == grp
+        n = np.asarray(got["n"][m], dtype=np.int64)      # ordered by k: the zero bucket's k is the lowest
+        size = int(n.sum())
+        if band <= 0 or size < 2 / band + 1:
+            small.append(grp)
+            continue
+        end = np.cumsum(n)
+        start = end - n
+        for q in quantiles:
+            i_lo = int(np.ceil((size - 1) * max(q - band, 0.0)))
+            i_hi = int(np.floor((size - 1) * min(q + band, 1.0)))
+            w = np.clip(np.minimum(i_hi + 1, end) - np.maximum(i_lo, start), 0, None) / n   # share of each bucket
+            count = float((w * n).sum())
+            mean = {x: float((w * got[f"{x}_sum"][m]).sum()) / count for x in ["total"] + names}
+            seg = {x: (mean[x] if int(got[f"{x}_n"][m][w > 0].sum()) else None) for x in names}
+            other = mean["total"] - sum(mean[x] for x in names)
+            rows.append((grp, float(q), int(round(count)), mean["total"], *seg.values(), other))
+    wide = pd.DataFrame(rows, columns=["grp", "quantile", "requests_in_band", "total_ms", *names, "other"])
+    if small:
+        raw = segments(con, replace(f, models=tuple(m for m in small if m != NONE_LABEL)), quantiles=quantiles,
+                       band=band, exact=True) if any(m != NONE_LABEL for m in small) else pd.DataFrame()
+        out = pd.concat([_long_segments(wide), raw[raw["grp"].isin(small)] if len(raw) else raw],
+                        ignore_index=True)
+        out = out.sort_values(["grp", "quantile"], kind="stable").reset_index(drop=True)
+    else:
+        out = _long_segments(wide)
+    out.attrs["max_rel_error"] = store.SKETCH_GAMMA - 1
+    return out
+
+
 def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model", quantiles=QUANTILES,
-             band: float = 0.005) -> pd.DataFrame:
+             band: float = 0.005, exact: bool = False) -> pd.DataFrame:
     """Mean segments of the requests around each percentile of total_ms (see the module docstring).
 
     The band of percentile ``q`` is ``[Q(q - band), Q(q + band)]`` of total_ms (``quantile_cont``),
     widened to take in the order statistic at ``q`` (``quantile_disc``) so that even a group of a
     few requests has one. Long format: ``grp, percentile ('P99'), quantile, requests_in_band,
     total_ms, segment, ms``. Only segments the band's requests carry appear; ``other`` closes the
-    sum to ``total_ms``.
+    sum to ``total_ms``. By model over whole days, unless ``exact``, from the daily table written at load time
+    (:func:`_segments_from_daily`: the band's mean total_ms within 2 %; ``attrs['max_rel_error']``, 0 when exact).
     """
+    if not exact and derived_usable(con, f, "segments_daily", by):
+        return _segments_from_daily(con, f, quantiles, band)
     f = _scoped(con, f)
     g = _group_sql(by)
     where, params = _served_where(f, "total_ms IS NOT NULL")
@@ -524,22 +697,48 @@ SELECT * FROM ({per_band}) ORDER BY 1, 2"""
     band_params = [grps] + [v for i in range(len(qs)) for v in (lo[i], hi[i])]
     span = [min(min(v) for v in lo), max(max(v) for v in hi)] if found else [0.0, 0.0]
     wide = con.execute(query, band_params + params + span + qs).df() if found else pd.DataFrame()
-    names = [n for n, _ in SEGMENTS] + ["other"]
-    cols = ["grp", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms"]
-    if wide.empty:
-        return pd.DataFrame({c: [] for c in cols})
-    long = wide.melt(id_vars=["grp", "quantile", "requests_in_band", "total_ms"], value_vars=names,
-                     var_name="segment", value_name="ms").dropna(subset=["ms"])
-    long["percentile"] = long["quantile"].map(lambda q: p_label(q).upper())
-    long["order"] = long["segment"].map({n: i for i, n in enumerate(names)})
-    long = long.sort_values(["grp", "quantile", "order"]).drop(columns="order").reset_index(drop=True)
-    return long[cols]
+    out = _long_segments(wide)
+    out.attrs["max_rel_error"] = 0.0
+    return out
 
 
 # ---------------------------------------------------------------- length buckets
 
+def _bucket_labels(out: pd.DataFrame) -> pd.DataFrame:
+    out["bucket_lo"] = out["bucket_lo"].astype("int64")
+    out["bucket_hi"] = out["bucket_hi"].astype("int64")
+    out["bucket"] = [f"{lo:,}–{hi - 1:,}" for lo, hi in zip(out["bucket_lo"], out["bucket_hi"], strict=True)]
+    return out
+
+
+def _length_buckets_from_daily(con: duckdb.DuckDBPyConnection, f: Filters, length: str, quantiles) -> pd.DataFrame:
+    """:func:`length_buckets` by model from ``store.length_latency_daily`` (the total_ms sketch per day, model,
+    length field and bucket): the same requests per bucket, percentiles within ``store.SKETCH_ALPHA``."""
+    where, params = f.where(ts_col="day")
+    got = con.execute(f"SELECT model, bucket_lo, k, sum(n) AS n, min(lo) AS lo, max(hi) AS hi "
+                      f"FROM length_latency_daily WHERE {where} AND length = ? GROUP BY 1, 2, 3",
+                      params + [length]).fetchnumpy()
+    labels = _model_names(got["model"])
+    names = sorted(set(labels))
+    code = np.searchsorted(np.array(names, dtype=object), labels) if len(labels) else np.zeros(0, dtype=np.int64)
+    bucket_lo = np.asarray(got["bucket_lo"], dtype=np.int64)
+    edges = np.unique(bucket_lo)
+    group = code * max(len(edges), 1) + np.searchsorted(edges, bucket_lo)
+    keys, size, values = bucket_quantiles(group, got["k"], got["n"], got["lo"], got["hi"], quantiles)
+    lo = edges[keys % max(len(edges), 1)] if len(keys) else np.zeros(0, dtype=np.int64)
+    out = pd.DataFrame({"grp": np.array(names, dtype=object)[keys // max(len(edges), 1)] if len(keys) else [],
+                        "bucket_lo": lo, "bucket_hi": np.where(lo == 0, 32, 2 * lo), "requests": size})
+    for j, q in enumerate(quantiles):
+        out[f"total_ms_{p_label(q)}"] = values[:, j].astype("float64")
+    out = _bucket_labels(out.sort_values(["grp", "bucket_lo"]).reset_index(drop=True))
+    out.attrs["segment"] = "prefill_ms (else ttft_ms)" if length != "output_tokens" else "decode_ms (else total − TTFT)"
+    out.attrs["max_rel_error"] = store.SKETCH_ALPHA
+    return out
+
+
 def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "input_tokens",
-                   by: str | None = "model", quantiles=QUANTILES, with_segment: bool = False) -> pd.DataFrame:
+                   by: str | None = "model", quantiles=QUANTILES, with_segment: bool = False,
+                   exact: bool = False) -> pd.DataFrame:
     """Latency by power-of-two bucket of a length (prompt: input_tokens / prompt_chars; output_tokens).
 
     Buckets: ``[0, 32)``, ``[32, 64)``, ``[64, 128)``, ... Per group and bucket: requests and the
@@ -547,29 +746,31 @@ def length_buckets(con: duckdb.DuckDBPyConnection, f: Filters, length: str = "in
     length drives (prefill_ms or TTFT for a prompt length, decode_ms for an output length; null where
     absent; it costs a second percentile pass, so only on request). A prefill-bound model's latency
     climbs with the prompt bucket; a decode-bound one with the output bucket.
+
+    By model over whole days, without ``with_segment`` and unless ``exact``, read from the daily table
+    written at load time (``store.length_latency_daily``): the same request counts, percentiles within
+    ``store.SKETCH_ALPHA`` (``attrs['max_rel_error']``; 0 when exact).
     """
-    f = _scoped(con, f)
     length = sql.column(length, sql.LENGTH_COLUMNS, "length field")
+    if not with_segment and not exact and derived_usable(con, f, "length_latency_daily", by):
+        return _length_buckets_from_daily(con, f, length, quantiles)
+    f = _scoped(con, f)
     g = _group_sql(by)
     where, params = _served_where(f, f"{length} IS NOT NULL AND total_ms IS NOT NULL")
     # the segment a prompt drives: prefill, else the time to the first token (queue included); not
     # sql.PREFILL_MS, which takes the wait out of TTFT: this chart shows what the client waited for
     seg = "coalesce(prefill_ms, ttft_ms)" if length != "output_tokens" else sql.DECODE_MS
     outer = _p_cols("total_ms_", "_q", quantiles)
-    # the bucket by comparisons: cheaper per row than pow(2, floor(log2(x)))
-    steps = " ".join(f"WHEN {length} < {2 ** (i + 1)} THEN {2 ** i}" for i in range(5, 62))
     seg_inner, seg_outer = (f", quantile_cont({seg}, 0.5) AS segment_ms_p50", ", segment_ms_p50") if with_segment \
         else ("", "")
     query = f"""
 SELECT grp, bucket_lo, CASE WHEN bucket_lo = 0 THEN 32 ELSE 2 * bucket_lo END AS bucket_hi, requests,
        {outer}{seg_outer} FROM (
-  SELECT {g} AS grp, CASE WHEN {length} < 32 THEN 0 {steps} END AS bucket_lo,
+  SELECT {g} AS grp, {store.length_bucket_sql(length)} AS bucket_lo,
          count(*) AS requests, quantile_cont(total_ms, ?) AS _q{seg_inner}
   FROM requests WHERE {where} GROUP BY 1, 2) ORDER BY grp, bucket_lo"""
-    out = con.execute(query, [_quantile_list(quantiles)] + params).df()
-    out["bucket_lo"] = out["bucket_lo"].astype("int64")
-    out["bucket_hi"] = out["bucket_hi"].astype("int64")
-    out["bucket"] = [f"{lo:,}–{hi - 1:,}" for lo, hi in zip(out["bucket_lo"], out["bucket_hi"], strict=True)]
+    out = _bucket_labels(con.execute(query, [_quantile_list(quantiles)] + params).df())
+    out.attrs["max_rel_error"] = 0.0
     for c in out.columns:
         if c.startswith(("total_ms_", "segment_ms")):
             out[c] = out[c].astype("float64")
@@ -629,76 +830,92 @@ def concurrency_at_starts(start_ms: np.ndarray, end_ms: np.ndarray) -> tuple[np.
 
 
 DECODE_RATE_COLUMNS = ("grp", "concurrency", "requests", "tokens_per_s_p10", "tokens_per_s_p50", "tokens_per_s_p90")
+DECODE_RATE_QUANTILES = (0.1, 0.5, 0.9)
+#: the window whose mean number of requests in service is a request's concurrency level (store.inservice_minute)
+CONCURRENCY_WINDOW_S = store.INSERVICE_WINDOW_US // 1_000_000
 
 
-def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, per: str = "model") -> pd.DataFrame:
-    """Decode tokens/s against the number of requests in service, per model.
+def _level_sql(expr: str) -> str:
+    """The concurrency level of a window from its in-service microseconds: the mean number of requests in
+    service over it, rounded (half away from zero), at least 1 (the request itself was in flight)."""
+    return f"greatest(1, CAST(round(coalesce({expr}, 0) / {sql.literal(float(store.INSERVICE_WINDOW_US))}) AS BIGINT))"
 
-    Decode tokens/s of a request = ``output_tokens / (decode_ms / 1000)`` (decode_ms, else
-    total_ms − ttft_ms). Concurrency: as :func:`concurrency_sql` defines it, counted by
-    :func:`concurrency_at_starts` (a sort and a binary search per model in numpy: about six
-    times faster than the SQL window over the start and end events). Columns: ``grp,
-    concurrency, requests, tokens_per_s_p10, tokens_per_s_p50, tokens_per_s_p90`` (exact
-    percentiles, numpy's linear interpolation). If decode speed falls as concurrency rises, the
-    model is decode-bound (memory bandwidth / KV cache).
+
+def decode_vs_concurrency(con: duckdb.DuckDBPyConnection, f: Filters, exact: bool = False) -> pd.DataFrame:
+    """Decode tokens/s against the mean number of the model's requests in service in the minute they arrived.
+
+    Decode tokens/s of a request = ``output_tokens / (decode_ms / 1000)`` (decode_ms, else total_ms −
+    ttft_ms: ``store.DECODE_RATE``). Its concurrency level: the time every served request of the same model
+    (all tenants: the engine serves them all) spent in service (``[ts + route_ms + queue_ms, ts + total_ms]``)
+    within the minute of the request's arrival, over one minute, rounded, at least 1: the mean batch the
+    request joined (Little's law over the minute). Columns: ``grp, concurrency, requests, tokens_per_s_p10,
+    tokens_per_s_p50, tokens_per_s_p90``. If decode speed falls as concurrency rises, the model is
+    decode-bound (memory bandwidth / KV cache).
+
+    By model over whole minutes without a tenant or tier filter, unless ``exact``, it is read from the tables
+    written at load time (``store.inservice_minute`` and the decode-rate sketch ``store.decode_rate_minute``):
+    the same levels and request counts as the raw rows give, percentiles within ``store.SKETCH_ALPHA``
+    (``attrs['max_rel_error']``). Otherwise the requests of ``store.raw_scope`` are read (exact percentiles,
+    ``quantile_cont``), their minutes' time in service from every request of their models in service then.
     """
-    f = _scoped(con, f)
-    if per not in ("model", "replica"):
-        raise InputError("per must be model or replica")
-    where, params = _served_where(f, "total_ms IS NOT NULL")
     empty = pd.DataFrame({c: [] for c in DECODE_RATE_COLUMNS})
-    # partitions: every model the rollups know (cheap), or every model x replica; code 0 = none of them
-    if per == "model":
-        part, names = "model", store.distinct_values(con, "model")
-        model_of = [NONE_LABEL] + names
-    else:
-        part = "model || chr(31) || coalesce(replica, '')"
-        found = con.execute(f"SELECT DISTINCT {part}, model FROM requests WHERE {where} ORDER BY 1", params).fetchall()
-        names, model_of = [p for p, _ in found], [NONE_LABEL] + [m for _, m in found]
-    if not names:
+    qs = DECODE_RATE_QUANTILES
+    if not exact and derived_usable(con, f, "decode_rate_minute", grain="minute") \
+            and store.derived_ready(con, "inservice_minute"):
+        where, params = f.where(ts_col="window_start", prefix="r.")
+        mwhere, mparams = Filters(models=f.models).where()
+        got = con.execute(f"""
+WITH b AS (SELECT window_start, model, sum(busy_us) AS busy_us FROM inservice_minute WHERE {mwhere} GROUP BY 1, 2)
+SELECT r.model, {_level_sql('b.busy_us')} AS concurrency, r.k, sum(r.n) AS n, min(r.lo) AS lo, max(r.hi) AS hi
+FROM decode_rate_minute r LEFT JOIN b ON b.window_start = r.window_start AND b.model = r.model
+WHERE {where} GROUP BY 1, 2, 3""", mparams + params).fetchnumpy()
+        if len(got["k"]) == 0:
+            return empty
+        labels = _model_names(got["model"])
+        names = np.array(sorted(set(labels)), dtype=object)
+        level = np.asarray(got["concurrency"], dtype=np.int64)
+        width = int(level.max()) + 1
+        keys, size, values = bucket_quantiles(np.searchsorted(names, labels) * width + level, got["k"], got["n"],
+                                              got["lo"], got["hi"], qs)
+        out = pd.DataFrame({"grp": names[keys // width], "concurrency": keys % width, "requests": size})
+        for j, q in enumerate(qs):
+            out[f"tokens_per_s_{p_label(q)}"] = values[:, j]
+        out = out.sort_values(["grp", "concurrency"], kind="stable").reset_index(drop=True)
+        out.attrs["max_rel_error"] = store.SKETCH_ALPHA
+        return out
+    f = _scoped(con, f)
+    where, params = _served_where(f, "total_ms IS NOT NULL")
+    # the minutes of these requests: their time in service from every request of the same models in service
+    # then, which arrived at most the longest total_ms before the first minute (the sketch's max, else the rows')
+    span = con.execute(f"SELECT min({sql.time_bucket('minute')}), max({sql.time_bucket('minute')}) FROM requests "
+                       f"WHERE {where}", params).fetchall()[0]
+    if span[0] is None:
         return empty
-    rate = f"output_tokens / nullif({sql.DECODE_MS}, 0) * 1000"
-    # con.sql streams the result into numpy; con.execute would first materialise it (3-4x slower here)
-    cols = con.sql(
-        f"SELECT CAST(coalesce(list_position(?, {part}), 0) AS SMALLINT) AS p, "
-        f"epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS s, "
-        f"epoch_us(ts) / 1e3 + total_ms AS e, CAST({rate} AS DOUBLE) AS rate FROM requests WHERE {where}",
-        params=[names] + params).fetchnumpy()
-    rates = np.ma.filled(np.ma.asarray(cols["rate"], dtype=float), np.nan)
-    if not (rates > 0).any():                          # the rate needs output tokens and a decode time
+    longest = con.execute("SELECT max(hi) FROM latency_hourly WHERE field = 'total_ms'").fetchall()[0][0] \
+        if store.sketch_ready(con) else None
+    if longest is None:
+        longest = con.execute(f"SELECT max(total_ms) FROM requests WHERE {sql.SERVED}").fetchall()[0][0] or 0.0
+    mwhere, mparams = Filters(models=f.models).where()
+    busy_where = f"{mwhere} AND ts >= ? AND ts < ?"
+    busy_params = mparams + [span[0] - pd.Timedelta(milliseconds=float(longest) + 1).to_pytimedelta(),
+                             span[1] + pd.Timedelta(seconds=CONCURRENCY_WINDOW_S).to_pytimedelta()]
+    rate = "CAST(" + store.DECODE_RATE + " AS DOUBLE)"
+    query = f"""
+WITH b AS (SELECT window_start, model, sum(busy_us) AS busy_us FROM ({store.inservice_select_sql(busy_where)})
+           GROUP BY 1, 2),
+r AS (SELECT {sql.time_bucket('minute')} AS window_start, coalesce(model, '') AS model, {rate} AS rate
+      FROM requests WHERE {where})
+SELECT r.model, {_level_sql('b.busy_us')} AS concurrency, count(*) AS requests, quantile_cont(rate, ?) AS q
+FROM r LEFT JOIN b ON b.window_start = r.window_start AND b.model = r.model
+WHERE r.rate > 0 AND NOT isnan(r.rate) GROUP BY 1, 2"""
+    got = con.execute(query, busy_params + params + [_quantile_list(qs)]).fetchall()
+    if not got:
         return empty
-    code = np.asarray(cols["p"], dtype=np.int16)       # 16-bit: numpy sorts it by radix, in linear time
-    start, end = np.asarray(cols["s"], dtype=float), np.asarray(cols["e"], dtype=float)
-    by_part = np.argsort(code, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(code, minlength=len(model_of)))])
-    models = sorted(set(model_of))
-
-    def sweep(k: int) -> tuple[np.ndarray, np.ndarray]:
-        idx = by_part[bounds[k]:bounds[k + 1]]
-        order, conc = concurrency_at_starts(start[idx], end[idx])
-        r = rates[idx][order]
-        keep = r > 0                                   # NaN compares false: no rate, no point
-        # one key per (model, concurrency): replicas of a model pool their requests, as in the SQL
-        return conc[keep] * len(models) + models.index(model_of[k]), r[keep]
-
-    # numpy's sorts and searches release the GIL: one partition per core at a time
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        swept = list(pool.map(sweep, [k for k in range(len(model_of)) if bounds[k] < bounds[k + 1]]))
-    key, r = np.concatenate([a for a, _ in swept]), np.concatenate([b for _, b in swept])
-    if len(key) and key.max() < 2 ** 15:
-        key = key.astype(np.int16)                     # numpy sorts 16-bit keys by radix: linear time
-    order = np.argsort(key, kind="stable")
-    key, r = key[order], r[order]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.array([], dtype=np.int64)
-    rows = []
-    for a, b in zip(first, np.append(first[1:], len(key)), strict=True):
-        lv = int(key[a])
-        p10, p50, p90 = np.percentile(r[a:b], [10, 50, 90])
-        rows.append((models[lv % len(models)], lv // len(models), int(b - a), p10, p50, p90))
-    if not rows:
-        return empty
-    out = pd.DataFrame(rows, columns=list(DECODE_RATE_COLUMNS))
-    return out.sort_values(["grp", "concurrency"], kind="stable").reset_index(drop=True)
+    out = pd.DataFrame([(NONE_LABEL if m == "" else m, int(c), int(n), *map(float, q)) for m, c, n, q in got],
+                       columns=list(DECODE_RATE_COLUMNS))
+    out = out.sort_values(["grp", "concurrency"], kind="stable").reset_index(drop=True)
+    out.attrs["max_rel_error"] = 0.0
+    return out
 
 
 # ---------------------------------------------------------------- TTFT, TPOT, slowest
@@ -740,9 +957,7 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
     return out
 
 
-SLOWEST_COLUMNS = ("request_id", "ts", "model", "tenant", "sla_tier", "route", "replica", "input_tokens",
-                   "output_tokens", "prompt_chars", "total_ms", "route_ms", "queue_ms", "prefill_ms", "decode_ms",
-                   "service_ms", "ttft_ms", "status")
+SLOWEST_COLUMNS = store.SLOWEST_COLUMNS
 
 
 def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
@@ -753,11 +968,20 @@ def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
     return con.execute(query, [[str(r) for r in request_ids]]).df()
 
 
-def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20) -> pd.DataFrame:
-    """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest)."""
+def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20, exact: bool = False) -> pd.DataFrame:
+    """The ``n`` slowest requests by total_ms, each with its segments and ``other_ms`` (the unlogged rest).
+
+    Over whole hours without a tenant or tier filter, for ``n`` up to ``store.SLOWEST_KEPT`` and unless
+    ``exact``, read from ``store.slowest_hourly`` (the slowest of every hour, model and load, written at load
+    time: the same requests, over the whole period); else from the raw rows of ``store.raw_scope``."""
+    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
+    if (not exact and n <= store.SLOWEST_KEPT and not f.tenants and not f.sla_tiers and store.whole_hours(f)
+            and store.derived_ready(con, "slowest_hourly")):
+        where, params = f.where(ts_col="hour")
+        return con.execute(f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms FROM slowest_hourly "
+                           f"WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?", params + [int(n)]).df()
     f = _scoped(con, f)
     where, params = _served_where(f, "total_ms IS NOT NULL")
-    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
     query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms "
              f"FROM requests WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?")
     return con.execute(query, params + [int(n)]).df()
