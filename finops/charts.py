@@ -698,7 +698,7 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
     title = _titled(title, note, thin_note)
     scale = _series_scale(list(data["grp"]))
     base = alt.Chart(data).encode(
-        x=alt.X("concurrency:Q", title="Requests in service at the same time (same model)",
+        x=alt.X("concurrency:Q", title="Requests of the model in service (mean over the minute it arrived)",
                 axis=alt.Axis(tickMinStep=1, format="d")))
     tip = [alt.Tooltip("grp:N", title="Model"), alt.Tooltip("concurrency:Q", title="In service"),
            alt.Tooltip("tokens_per_s_p50:Q", title="Median tokens/s", format=",.1f"),

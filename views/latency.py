@@ -11,6 +11,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    fleet_wide,
     plain,
     query,
     raw_rows_notice,
@@ -199,8 +200,11 @@ else:
 st.header("Engine view (scraped from vLLM)")
 span_lo, span_hi = query(store.time_span)
 engine_grain = sql.grain_for(f.since or span_lo, f.until or span_hi, "latency")
-eng = query(engine.engine_over_time, f, engine_grain)
-if eng.empty:
+# the engines serve every tenant: a tenant-scoped login is told why the view is not shown
+eng = query(engine.engine_over_time, f, engine_grain) if fleet_wide("The engine view") else None
+if eng is None:
+    pass
+elif eng.empty:
     st.caption("No vLLM engine metrics were scraped for these models and period: `python -m finops scrape vllm "
                "--url http://HOST:8000/metrics --replica NAME` stores each replica's running and waiting requests, "
                "KV-cache usage, prefix-cache hits and preemptions beside the request logs.")
