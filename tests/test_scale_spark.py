@@ -158,6 +158,31 @@ def test_spark_rollups_hold_the_datasets_requests(built):
                              "IS NOT NULL").fetchall()[0][0], 3 * 96)
 
 
+def test_what_reads_the_derived_tables_answers_on_the_rollup_only_store_as_on_the_embedded(built):
+    """The readers of the new tables (the P99-over-SLA alert's windows, the queue-length alert, the cascade
+    summary) give the embedded store's answer on the attached store, which has no raw row to fall back on."""
+    from finops.ops import alerts
+    from finops.spend import routing
+
+    embedded, attached, *_ = built
+    f = Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 4))
+    for con in (embedded, attached):
+        assert all(store.derived_ready(con, t) for t, *_ in store.DERIVED)
+    for window in ("hour", "day"):
+        want, got = (alerts.sla_windows(con, f, window, "total_ms") for con in (embedded, attached))
+        assert len(want) == {"hour": 72, "day": 3}[window] * 32 and want.attrs["max_rel_error"] == store.SKETCH_ALPHA
+        pd.testing.assert_frame_equal(want, got, check_exact=True)
+    want, got = (alerts.queue_length(con, f, "hour") for con in (embedded, attached))
+    assert len(want) == 4 * 72
+    pd.testing.assert_frame_equal(want, got, check_exact=False, rtol=1e-12)
+    want, got = (routing.cascade_summary(con, f) for con in (embedded, attached))
+    assert want.escalations > 1_000 and want.rejected_attempts_usd > 0
+    for name in ("cascade_rows", "escalations", "escalation_rate", "rejected_attempts_usd", "cascade_spend_usd"):
+        assert getattr(want, name) == getattr(got, name), name
+    for name in ("by_model", "over_time"):
+        pd.testing.assert_frame_equal(getattr(want, name), getattr(got, name), check_exact=True)
+
+
 def test_sparks_own_ln_moves_edge_values_to_another_bucket(built):
     """Why the job corrects k across the C library's edges: Spark's ln alone would differ here."""
     embedded, _, _, _, spark, _ = built

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from finops import schema, store
+from finops import schema, sql, store
 from finops.errors import InputError
 
 #: the tenant the loader stores for a request without one (finops.ingest.loader: ``coalesce(tenant, 'default')``)
@@ -78,14 +78,15 @@ SKETCH_KMAX = _k_of(sys.float_info.max, SKETCH_INV)
 _K0 = rf"least(greatest(CAST(floor(ln(\1) * \2) AS INT), {SKETCH_KMIN}), {SKETCH_KMAX})"
 _SKETCH_K_SPARK = (rf"(CASE WHEN \1 >= element_at({EDGES_VARIABLE}, {_K0} - ({SKETCH_KMIN}) + 2) THEN {_K0} + 1 "
                    rf"WHEN \1 < element_at({EDGES_VARIABLE}, {_K0} - ({SKETCH_KMIN}) + 1) THEN {_K0} - 1 ELSE {_K0} END)")
-_MINUTES_SPARK = r"(date_trunc('hour', \2) + make_dt_interval(0, 0, CAST(floor(minute(\2) / \1) * \1 AS INT), 0))"
+_MINUTES_SPARK = ("(" + sql.time_bucket("hour", r"\2")
+                  + r" + make_dt_interval(0, 0, CAST(floor(minute(\2) / \1) * \1 AS INT), 0))")
 
 
 def _sketch_k(m: re.Match) -> str:
     """``CAST(floor(ln(x) * inv) AS INTEGER)`` -> Spark's k, moved by one across DuckDB's edges."""
     if float(m.group(2)) != SKETCH_INV:
-        raise NotImplementedError(f"a sketch bucket of 1/ln(gamma) = {m.group(2)}, not the store's {SKETCH_INV!r}: "
-                                  "finops.scale.spark's bucket edges are for the store's gamma")
+        raise NotImplementedError("a sketch bucket whose factor is not the store's 1 / ln(SKETCH_GAMMA): "
+                                  "finops.scale.spark's bucket edges are for the store's gamma only")
     return m.expand(_SKETCH_K_SPARK)
 
 
@@ -278,9 +279,19 @@ def canonical_frame(spark, dataset: str):
 
 
 def _declare_edges(spark) -> None:
-    """The sketch's bucket edges (:func:`bucket_edges`) as the session variable :data:`EDGES_VARIABLE`."""
+    """The sketch's bucket edges (:func:`bucket_edges`) as the session variable :data:`EDGES_VARIABLE`. Sent
+    as Arrow (the JVM reads it; no Python worker runs on an executor), then ordered by index."""
+    import pandas as pd
+
     _, edges = bucket_edges(SKETCH_INV)
-    spark.createDataFrame(list(enumerate(edges)), "i int, v double").createOrReplaceTempView("finops_edges")
+    frame = pd.DataFrame({"i": range(len(edges)), "v": edges})
+    arrow = "spark.sql.execution.arrow.pyspark.enabled"
+    before = spark.conf.get(arrow, "false")
+    spark.conf.set(arrow, "true")
+    try:
+        spark.createDataFrame(frame, "i int, v double").createOrReplaceTempView("finops_edges")
+    finally:
+        spark.conf.set(arrow, before)
     spark.sql(f"DECLARE OR REPLACE VARIABLE {EDGES_VARIABLE} ARRAY<DOUBLE>")
     spark.sql(f"SET VAR {EDGES_VARIABLE} = (SELECT transform(array_sort(collect_list(struct(i, v))), e -> e.v) "
               "FROM finops_edges)")
@@ -291,13 +302,14 @@ def run_rollup(spark, dataset: str, output: str) -> SparkRollupResult:
     (Parquet, replaced if there), and return what was written."""
     from pyspark.sql import functions as F
 
-    statements = {table: table_spark_sql(table) for table, _ in tables()}     # refuse before reading anything
+    for table, _ in tables():                   # refuse before reading anything
+        table_spark_sql(table)
     canonical_frame(spark, dataset).createOrReplaceTempView("requests")
     _declare_edges(spark)
     base = output.rstrip("/")
     counts = {}
-    for table, text in statements.items():
-        spark.sql(text).write.mode("overwrite").parquet(f"{base}/{table}")
+    for table, _ in tables():
+        spark.sql(table_spark_sql(table)).write.mode("overwrite").parquet(f"{base}/{table}")
         counts[table] = spark.read.parquet(f"{base}/{table}").count()
     # read back what was written (small): requests and span for the manifest, no second pass over the dataset
     rows, lo, hi = spark.read.parquet(f"{base}/rollup_hourly").agg(
