@@ -11,7 +11,7 @@ PARTITION_BY (date))``), on a local path or any Hadoop filesystem URL Spark is c
 The tables and their SQL are the store's own, read when the job runs (:func:`tables`: ``rollup_hourly``
 from store.rollup_select_sql, each of store.DERIVED from store.derived_select_sql), so a table added to
 ``store.DERIVED`` is written too. Their DuckDB text is Spark SQL of the same meaning wherever it calls only
-the functions of :data:`SAME_IN_SPARK`; each DuckDB-only construct has a rewrite in :data:`REWRITES`, and
+the functions of :data:`SAME_IN_SPARK`; each DuckDB-only construct has a rewrite in :func:`rewrites`, and
 SQL calling anything else stops the job (:func:`spark_sql`) rather than compute something else.
 
 Three engine differences are handled, all measured by tests/test_scale_spark.py:
@@ -38,7 +38,6 @@ import math
 import re
 import sys
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -73,73 +72,70 @@ def _k_of(v: float, inv: float) -> int:
 SKETCH_INV = 1.0 / math.log(store.SKETCH_GAMMA)
 SKETCH_KMIN = _k_of(math.ulp(0.0), SKETCH_INV)
 SKETCH_KMAX = _k_of(sys.float_info.max, SKETCH_INV)
-# Spark's k (clamped to the buckets of finite doubles), then one up or down where v lies across an edge;
-# the edges array (1-based) holds the smallest double of bucket SKETCH_KMIN - 1 + i at i
-_K0 = rf"least(greatest(CAST(floor(ln(\1) * \2) AS INT), {SKETCH_KMIN}), {SKETCH_KMAX})"
-_SKETCH_K_SPARK = (rf"(CASE WHEN \1 >= element_at({EDGES_VARIABLE}, {_K0} - ({SKETCH_KMIN}) + 2) THEN {_K0} + 1 "
-                   rf"WHEN \1 < element_at({EDGES_VARIABLE}, {_K0} - ({SKETCH_KMIN}) + 1) THEN {_K0} - 1 ELSE {_K0} END)")
-_MINUTES_SPARK = ("(" + sql.time_bucket("hour", r"\2")
-                  + r" + make_dt_interval(0, 0, CAST(floor(minute(\2) / \1) * \1 AS INT), 0))")
+#: the sketch's fields (store.SKETCH_FIELDS: the SLA sketch's are among them), whose bucket and NaN test are rewritten
+SKETCH_COLUMNS: tuple[str, ...] = tuple(name for name, _ in store.SKETCH_FIELDS)
+#: the minute buckets rewritten (sql.TIME_BUCKETS of whole minutes that divide an hour), of ts
+MINUTE_GRAINS: dict[str, int] = {"5min": 5, "15min": 15}
 
 
-def _sketch_k(m: re.Match) -> str:
-    """``CAST(floor(ln(x) * inv) AS INTEGER)`` -> Spark's k, moved by one across DuckDB's edges."""
-    if float(m.group(2)) != SKETCH_INV:
-        raise NotImplementedError("a sketch bucket whose factor is not the store's 1 / ln(SKETCH_GAMMA): "
-                                  "finops.scale.spark's bucket edges are for the store's gamma only")
-    return m.expand(_SKETCH_K_SPARK)
+def _sketch_k_spark(col: str) -> str:
+    """Spark's k of ``col`` (clamped to the buckets of finite doubles), moved by one where the value lies
+    across its bucket's edges; the edges array (1-based) holds the smallest double of bucket KMIN - 1 + i at i."""
+    col = sql.column(col, SKETCH_COLUMNS, "sketch field")
+    inv, kmin, kmax = sql.literal(SKETCH_INV), sql.literal(SKETCH_KMIN), sql.literal(SKETCH_KMAX)
+    k0 = f"least(greatest(CAST(floor(ln({col}) * {inv}) AS INT), {kmin}), {kmax})"
+    return (f"(CASE WHEN {col} >= element_at({EDGES_VARIABLE}, {k0} - ({kmin}) + 2) THEN {k0} + 1 "
+            f"WHEN {col} < element_at({EDGES_VARIABLE}, {k0} - ({kmin}) + 1) THEN {k0} - 1 ELSE {k0} END)")
 
 
-def _minute_bucket(m: re.Match) -> str:
-    if 60 % int(m.group(1)):
-        raise NotImplementedError(f"time_bucket of {m.group(1)} minutes does not divide an hour: no Spark rewrite")
-    return m.expand(_MINUTES_SPARK)
+@functools.lru_cache(maxsize=1)
+def rewrites() -> tuple[tuple[str, str, str], ...]:
+    """(what, DuckDB text, Spark SQL of the same meaning): the DuckDB-only constructs the store's SQL writes,
+    each as the exact text the store writes it (so a changed definition no longer matches, and what it calls
+    is refused rather than rewritten wrongly).
 
-
-@dataclass(frozen=True)
-class Rewrite:
-    """A DuckDB construct (a pattern of the store's SQL text) and the Spark SQL of the same meaning."""
-    name: str
-    duck: re.Pattern
-    spark: Callable[[re.Match], str] | str
-    why: str
-
-
-REWRITES: tuple[Rewrite, ...] = (
-    Rewrite("json key present", re.compile(r"json_extract\(([a-z_]+), '\$\.([a-z_]+)'\) IS NOT NULL"),
-            r"coalesce(array_contains(json_object_keys(\1), '\2'), false)",
-            "DuckDB's json_extract(attrs, '$.k') IS NOT NULL is true when the key is there, a JSON null too; "
-            "Spark's get_json_object says null for that, so the key is looked up among the object's keys"),
-    Rewrite("sketch bucket", re.compile(r"CAST\(floor\(ln\(([a-z_]+)\) \* ([0-9.eE+-]+)\) AS INTEGER\)"),
-            _sketch_k, "Spark's ln is not the C library's: k is moved across the edges the C library's log gives"),
-    Rewrite("minute buckets", re.compile(r"time_bucket\(INTERVAL (\d+) MINUTE, ([a-z_]+)\)"), _minute_bucket,
-            "Spark has no time_bucket; DuckDB's buckets of minutes start on the hour"),
-    Rewrite("isnan of null", re.compile(r"\bisnan\(([a-z_]+)\)"), r"(CASE WHEN \1 IS NOT NULL THEN isnan(\1) END)",
-            "DuckDB's isnan(NULL) is NULL, Spark's false"),
-    Rewrite("CTE materialisation", re.compile(r"\bAS NOT MATERIALIZED \("), "AS (",
-            "a hint to DuckDB's planner; Spark inlines a CTE anyway"),
-)
+    * ``json_extract(attrs, '$.k') IS NOT NULL`` is true when the key is there, a JSON null too; Spark's
+      get_json_object says null for that, so the key is looked up among the object's keys;
+    * the sketch bucket ``CAST(floor(ln(v) * 1/ln(gamma)) AS INTEGER)``: Spark's ln is not the C library's,
+      so k is moved across the edges the C library's log gives (:func:`bucket_edges`);
+    * ``isnan(v)``: DuckDB's isnan(NULL) is NULL, Spark's false;
+    * ``time_bucket(INTERVAL 15 MINUTE, ts)``: Spark has none; DuckDB's minute buckets start on the hour
+      (its origin is 2000-01-03 00:00), so the hour plus whole 15 minutes;
+    * ``AS NOT MATERIALIZED (``: a hint to DuckDB's planner; Spark inlines a CTE anyway.
+    """
+    out = [("json key present", "json_extract(attrs, '$.source_cost_usd') IS NOT NULL",
+            "coalesce(array_contains(json_object_keys(attrs), 'source_cost_usd'), false)")]
+    inv = sql.literal(SKETCH_INV)
+    for col in SKETCH_COLUMNS:
+        out.append(("sketch bucket", f"CAST(floor(ln({col}) * {inv}) AS INTEGER)", _sketch_k_spark(col)))
+        out.append(("isnan of null", f"isnan({col})", f"(CASE WHEN {col} IS NOT NULL THEN isnan({col}) END)"))
+    for grain, minutes in MINUTE_GRAINS.items():
+        m = sql.literal(minutes)
+        out.append(("minute buckets", sql.time_bucket(grain, "ts"),
+                    f"({sql.time_bucket('hour', 'ts')} + make_dt_interval(0, 0, CAST(floor(minute(ts) / {m}) * {m} "
+                    "AS INT), 0))"))
+    out.append(("CTE materialisation", "AS NOT MATERIALIZED (", "AS ("))
+    return tuple(out)
 
 
 def spark_sql(duck_sql: str, what: str = "the SQL") -> str:
-    """``duck_sql`` (the store's DuckDB SQL) as Spark SQL of the same meaning: each :data:`REWRITES` applied,
-    after checking that what is left calls only :data:`SAME_IN_SPARK`. Raises NotImplementedError naming
-    ``what`` and the functions that have no checked Spark meaning.
+    """``duck_sql`` (the store's DuckDB SQL) as Spark SQL of the same meaning: each of :func:`rewrites`
+    applied, after checking that what is left calls only :data:`SAME_IN_SPARK`. Raises NotImplementedError
+    naming ``what`` and the functions that have no checked Spark meaning.
 
     >>> spark_sql("SELECT coalesce(sum(x), 0) FROM t GROUP BY ALL")
     'SELECT coalesce(sum(x), 0) FROM t GROUP BY ALL'
     """
     rest = duck_sql
-    for rw in REWRITES:
-        rest = rw.duck.sub(" ", rest)
+    for _, duck, _ in rewrites():
+        rest = rest.replace(duck, " ")
     unknown = sorted({f for f in _CALL.findall(rest) if f not in SAME_IN_SPARK})
     if unknown:
         raise NotImplementedError(f"{what} calls {', '.join(unknown)}, which has no checked Spark SQL meaning: "
-                                  "add a rewrite to finops.scale.spark.REWRITES")
-    out = duck_sql
-    for rw in REWRITES:
-        out = rw.duck.sub(rw.spark, out)
-    return out
+                                  "add a rewrite to finops.scale.spark.rewrites")
+    for _, duck, spark in rewrites():
+        duck_sql = duck_sql.replace(duck, spark)
+    return duck_sql
 
 
 def tables() -> tuple[tuple[str, int], ...]:
@@ -168,7 +164,7 @@ def bucket_edges(inv: float) -> tuple[int, tuple[float, ...]]:
     +inf. So k(v) = kmin + i for edges[i] <= v < edges[i + 1] (log is monotonic), and a k off by one is
     corrected by two comparisons.
 
-    >>> kmin, e = bucket_edges(1 / math.log(1.02)); e[-1 - kmin] <= 1.0 < e[-kmin]   # bucket 0 holds 1.0
+    >>> kmin, e = bucket_edges(1 / math.log(1.02)); e[-kmin] <= 1.0 < e[1 - kmin]   # bucket 0 holds 1.0
     True
     """
     tiny, big = math.ulp(0.0), sys.float_info.max
