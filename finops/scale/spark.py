@@ -14,7 +14,8 @@ from store.rollup_select_sql, each of store.DERIVED from store.derived_select_sq
 the functions of :data:`SAME_IN_SPARK`; each DuckDB-only construct has a rewrite in :func:`rewrites`, and
 SQL calling anything else stops the job (:func:`spark_sql`) rather than compute something else.
 
-Three engine differences are handled, all measured by tests/test_scale_spark.py:
+The engine differences that matter, all measured by tests/test_scale_spark.py (the smaller ones are in
+:func:`rewrites`):
 
 * the loader stores a request without a tenant as tenant ``'default'`` (:data:`LOADER_DEFAULT_TENANT`);
   the job does the same before rolling up;
