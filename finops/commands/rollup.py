@@ -4,7 +4,7 @@ from __future__ import annotations
 from finops.commands._common import print_json
 
 NAME = "rollup"
-HELP = ("Compute the hourly rollups and latency sketch of a partitioned Parquet dataset of canonical rows "
+HELP = ("Compute the hourly rollups, sketches and every table the loader writes at load time, of a partitioned Parquet dataset of canonical rows "
         "(date=YYYY-MM-DD/ folders) into DIR, for attach-rollups: on Spark for data beyond one machine, or on "
         "the embedded DuckDB.")
 
@@ -16,7 +16,8 @@ def add_arguments(p) -> None:
                    help="the dataset's folder: a local path, or for Spark any Hadoop filesystem URL it is "
                         "configured for (hdfs://, s3a://, abfss://, gs://)")
     p.add_argument("--output", required=True, metavar="DIR",
-                   help="folder to write rollup_hourly/, latency_hourly/ and manifest/ into (replaced if there)")
+                   help="folder to write a folder per table (rollup_hourly/, latency_hourly/, ...) and manifest/ into "
+                        "(replaced if there)")
     p.add_argument("--master", default="local[*]",
                    help="Spark master: local[*] (default), local[N], spark://host:7077, yarn, k8s://..., "
                         "or a Spark Connect server sc://host:15002 (--engine spark only)")
@@ -36,7 +37,7 @@ def run(args) -> int:
         print_json(result.as_dict())
     else:
         span = f", {result.min_hour:%Y-%m-%d %H:00} to {result.max_hour:%Y-%m-%d %H:00} UTC" if result.min_hour else ""
-        print(f"{args.output}: {result.rows:,} requests in {result.rollup_rows:,} rollup rows and "
-              f"{result.sketch_rows:,} sketch rows{span} ({args.engine}). "
+        tables = ", ".join(f"{t} {n:,}" for t, n in result.table_rows.items())
+        print(f"{args.output}: {result.rows:,} requests{span} ({args.engine}); rows written: {tables}. "
               f"Next: python -m finops attach-rollups {args.output}")
     return 0

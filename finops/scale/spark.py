@@ -1,36 +1,43 @@
-"""The hourly rollups and the latency sketch of a partitioned Parquet dataset, computed on Apache Spark.
+"""Every table the embedded loader writes at load time, computed on Apache Spark from a partitioned Parquet dataset.
 
-The embedded loader (finops.ingest) writes ``rollup_hourly`` and ``latency_hourly`` in DuckDB as it
-loads; this job writes the same tables, bucket for bucket, from a dataset too big for one machine:
-canonical rows (finops.schema) as the loader stores them, in hive-style ``date=YYYY-MM-DD/``
-partitions (e.g. DuckDB's ``COPY requests TO 'ds' (FORMAT parquet, PARTITION_BY (date))``), on a
-local path or any Hadoop filesystem URL Spark is configured for. ``attach-rollups`` (finops.scale.attach)
-then loads the output into a dashboard store.
+The embedded loader (finops.ingest) writes ``rollup_hourly`` and every table of ``store.DERIVED`` (the
+latency sketch, the SLA sketch per tenant and tier, the 15-minute queue windows, the cascade subsets'
+rollup, and whatever is added there) in DuckDB as it loads; this job writes the same tables, bucket for
+bucket, from a dataset too big for one machine: canonical rows (finops.schema) as the loader stores them,
+in hive-style ``date=YYYY-MM-DD/`` partitions (e.g. DuckDB's ``COPY requests TO 'ds' (FORMAT parquet,
+PARTITION_BY (date))``), on a local path or any Hadoop filesystem URL Spark is configured for.
+``attach-rollups`` (finops.scale.attach) then loads the output into a dashboard store.
 
-The definitions are the store's own (store.ROLLUP_MEASURES, store.rollup_select_sql, sql.SERVED,
-sql.TPOT_MS, ...): their DuckDB text is Spark SQL with the same meaning wherever it only calls the
-functions of :data:`SAME_IN_SPARK`; a measure that calls anything else needs an entry in
-:data:`SPARK_REWRITES` (the job refuses to run without one rather than compute something else).
+The tables and their SQL are the store's own, read when the job runs (:func:`tables`: ``rollup_hourly``
+from store.rollup_select_sql, each of store.DERIVED from store.derived_select_sql), so a table added to
+``store.DERIVED`` is written too. Their DuckDB text is Spark SQL of the same meaning wherever it calls only
+the functions of :data:`SAME_IN_SPARK`; each DuckDB-only construct has a rewrite in :func:`rewrites`, and
+SQL calling anything else stops the job (:func:`spark_sql`) rather than compute something else.
 
-Two engine differences are handled here, both measured by tests/test_scale_spark.py:
+The engine differences that matter, all measured by tests/test_scale_spark.py (the smaller ones are in
+:func:`rewrites`):
 
 * the loader stores a request without a tenant as tenant ``'default'`` (:data:`LOADER_DEFAULT_TENANT`);
   the job does the same before rolling up;
-* Spark's ``ln`` (Java's StrictMath, fdlibm) differs from DuckDB's (the C library's) in the last bit for
-  about 1 value in 100, which moves ``k = floor(ln(v) / ln(gamma))`` to the next bucket when v lies on a
-  bucket edge (60 of 7,200 values at and next to the edges gamma^k). So the job computes k with Spark's
-  ``ln`` wherever ``ln(v) / ln(gamma)`` is farther than :data:`EDGE_EPS` from an integer (the two
-  ``ln`` differ by a few units in the last place, ~1e-13 here: far less), and for the few values
-  nearer an edge computes it again with Python's ``math.log``, the C library's ``log`` that DuckDB
-  calls: after a first aggregation, so the Python function sees the distinct edge values only.
+* ``time_bucket(INTERVAL 15 MINUTE, ts)`` has no Spark function: the hour plus whole 15 minutes (DuckDB's
+  buckets of minutes start on the hour: its origin is 2000-01-03 00:00);
+* the sketch bucket ``k = floor(ln(v) * (1 / ln(gamma)))``: Spark's ``ln`` (Java's StrictMath, fdlibm)
+  differs from DuckDB's (the C library's) in the last bit for about 1 value in 100, which moves a value
+  on a bucket edge to the next bucket (60 of 7,200 values at and next to the edges gamma^k). So the
+  driver works out, with Python's ``math.log`` (the C library's ``log`` DuckDB calls), the smallest double
+  of every bucket of every positive double (:func:`bucket_edges`, ~73,000 of them), and the job takes
+  Spark's k and moves it by one where v lies on the other side of those edges: comparisons only, so
+  executors need no C library of any kind and no Python UDF runs.
 
 pyspark is imported when a session is made: the rest of finops never needs it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+import sys
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,55 +47,139 @@ from finops.errors import InputError
 
 #: the tenant the loader stores for a request without one (finops.ingest.loader: ``coalesce(tenant, 'default')``)
 LOADER_DEFAULT_TENANT = "default"
-#: functions whose DuckDB meaning Spark SQL shares for the arguments the measures give them: a measure
-#: calling only these runs in Spark as written (with CAST and ``count(*) FILTER (WHERE ...)``)
-SAME_IN_SPARK = frozenset({"count", "sum", "coalesce", "greatest", "round", "nullif"})
-#: measure -> (its DuckDB fragment, the Spark SQL fragment of the same meaning). DuckDB's
-#: ``json_extract(attrs, '$.k') IS NOT NULL`` is true when the key is there, a JSON ``null`` too;
-#: Spark's ``get_json_object`` would say null for that, so the key is looked up among the object's keys.
-SPARK_REWRITES: dict[str, tuple[str, str]] = {
-    "source_unpriced_requests": ("json_extract(attrs, '$.source_cost_usd') IS NOT NULL",
-                                 "coalesce(array_contains(json_object_keys(attrs), 'source_cost_usd'), false)"),
-}
-#: how near an integer ``ln(v) / ln(gamma)`` must be for k to be computed with the C library's log
-EDGE_EPS = 1e-9
-#: what the job writes under its output folder, and what attach-rollups reads
-ROLLUP_DIR, SKETCH_DIR, MANIFEST_DIR = "rollup_hourly", "latency_hourly", "manifest"
+#: functions whose DuckDB meaning Spark SQL shares for the arguments the store's SQL gives them: SQL calling
+#: only these (with CAST, CASE, ``count(*) FILTER (WHERE ...)``, ``GROUP BY ALL``, UNION ALL) runs in Spark as
+#: written. ``trim``: both remove spaces only; ``round`` of a double: both round half away from zero;
+#: ``/``: both divide integers as doubles.
+SAME_IN_SPARK = frozenset({"count", "sum", "min", "max", "coalesce", "greatest", "least", "round", "nullif",
+                           "date_trunc", "lower", "trim", "floor"})
+#: the name of the Spark SQL session variable holding the sketch's bucket edges (:func:`bucket_edges`)
+EDGES_VARIABLE = "finops_sketch_edges"
+#: what the job writes under its output folder (a folder per table, named as the table) and attach-rollups reads
+MANIFEST_DIR = "manifest"
 OUTPUT_FORMAT = "spark-rollup"
+#: the manifest's layout: 2 since the job writes every derived table (1 wrote rollup_hourly and latency_hourly)
+OUTPUT_VERSION = 2
 
 # a function call: the store's SQL writes functions in lower case, keywords (CAST, FILTER, NOT, types) in upper
 _CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
 
 
-def spark_measures(measures_sql=None) -> tuple[tuple[str, str, str], ...]:
-    """store.ROLLUP_MEASURES (or ``measures_sql``, triples of the same shape) as (name, type, Spark SQL): each expression as written when
-    it calls only :data:`SAME_IN_SPARK`, else rewritten by :data:`SPARK_REWRITES`; cast to the store's type.
+def _k_of(v: float, inv: float) -> int:
+    return math.floor(math.log(v) * inv)
 
-    A measure that calls another function and has no rewrite raises: the Spark side must compute every
-    measure the store has, or refuse.
+
+#: 1 / ln(gamma) of the store's sketch, the bucket of the smallest positive double and of the largest double
+SKETCH_INV = 1.0 / math.log(store.SKETCH_GAMMA)
+SKETCH_KMIN = _k_of(math.ulp(0.0), SKETCH_INV)
+SKETCH_KMAX = _k_of(sys.float_info.max, SKETCH_INV)
+#: the sketch's fields (store.SKETCH_FIELDS: the SLA sketch's are among them), whose bucket and NaN test are rewritten
+SKETCH_COLUMNS: tuple[str, ...] = tuple(name for name, _ in store.SKETCH_FIELDS)
+#: the minute buckets rewritten (sql.TIME_BUCKETS of whole minutes that divide an hour), of ts
+MINUTE_GRAINS: dict[str, int] = {"5min": 5, "15min": 15}
+
+
+def _sketch_k_spark(col: str) -> str:
+    """Spark's k of ``col`` (clamped to the buckets of finite doubles), moved by one where the value lies
+    across its bucket's edges; the edges array (1-based) holds the smallest double of bucket KMIN - 1 + i at i."""
+    col = sql.column(col, SKETCH_COLUMNS, "sketch field")
+    inv, kmin, kmax = sql.literal(SKETCH_INV), sql.literal(SKETCH_KMIN), sql.literal(SKETCH_KMAX)
+    k0 = f"least(greatest(CAST(floor(ln({col}) * {inv}) AS INT), {kmin}), {kmax})"
+    return (f"(CASE WHEN {col} >= element_at({EDGES_VARIABLE}, {k0} - ({kmin}) + 2) THEN {k0} + 1 "
+            f"WHEN {col} < element_at({EDGES_VARIABLE}, {k0} - ({kmin}) + 1) THEN {k0} - 1 ELSE {k0} END)")
+
+
+@functools.lru_cache(maxsize=1)
+def rewrites() -> tuple[tuple[str, str, str], ...]:
+    """(what, DuckDB text, Spark SQL of the same meaning): the DuckDB-only constructs the store's SQL writes,
+    each as the exact text the store writes it (so a changed definition no longer matches, and what it calls
+    is refused rather than rewritten wrongly).
+
+    * ``json_extract(attrs, '$.k') IS NOT NULL`` is true when the key is there, a JSON null too; Spark's
+      get_json_object says null for that, so the key is looked up among the object's keys;
+    * the sketch bucket ``CAST(floor(ln(v) * 1/ln(gamma)) AS INTEGER)``: Spark's ln is not the C library's,
+      so k is moved across the edges the C library's log gives (:func:`bucket_edges`);
+    * ``isnan(v)``: DuckDB's isnan(NULL) is NULL, Spark's false;
+    * ``time_bucket(INTERVAL 15 MINUTE, ts)``: Spark has none; DuckDB's minute buckets start on the hour
+      (its origin is 2000-01-03 00:00), so the hour plus whole 15 minutes;
+    * ``AS NOT MATERIALIZED (``: a hint to DuckDB's planner; Spark inlines a CTE anyway.
     """
-    out = []
-    for name, sql_type, expr in (store.ROLLUP_MEASURES if measures_sql is None else measures_sql):
-        if name in SPARK_REWRITES:
-            duck, spark = SPARK_REWRITES[name]
-            if duck not in expr:
-                raise NotImplementedError(f"rollup measure {name} changed ({expr}); its Spark rewrite of "
-                                          f"{duck!r} no longer applies: update finops.scale.spark.SPARK_REWRITES")
-            expr = expr.replace(duck, spark)
-        else:
-            unknown = sorted({f for f in _CALL.findall(expr) if f not in SAME_IN_SPARK})
-            if unknown:
-                raise NotImplementedError(f"rollup measure {name} calls {', '.join(unknown)}, which has no "
-                                          "checked Spark SQL meaning: add it to finops.scale.spark.SPARK_REWRITES")
-        out.append((name, sql_type, f"CAST({expr} AS {sql_type})"))
+    out = [("json key present", "json_extract(attrs, '$.source_cost_usd') IS NOT NULL",
+            "coalesce(array_contains(json_object_keys(attrs), 'source_cost_usd'), false)")]
+    inv = sql.literal(SKETCH_INV)
+    for col in SKETCH_COLUMNS:
+        out.append(("sketch bucket", f"CAST(floor(ln({col}) * {inv}) AS INTEGER)", _sketch_k_spark(col)))
+        out.append(("isnan of null", f"isnan({col})", f"(CASE WHEN {col} IS NOT NULL THEN isnan({col}) END)"))
+    for grain, minutes in MINUTE_GRAINS.items():
+        m = sql.literal(minutes)
+        out.append(("minute buckets", sql.time_bucket(grain, "ts"),
+                    f"({sql.time_bucket('hour', 'ts')} + make_dt_interval(0, 0, CAST(floor(minute(ts) / {m}) * {m} "
+                    "AS INT), 0))"))
+    out.append(("CTE materialisation", "AS NOT MATERIALIZED (", "AS ("))
     return tuple(out)
 
 
-def rollup_sql_spark(view: str = "canonical") -> str:
-    """The Spark SQL of the hourly rollup over the temporary view ``view`` (store.rollup_select_sql's
-    keys, without batch_id: attach-rollups gives the output its batch)."""
-    view = sql.column(view, ("canonical",), "view")
-    return store.rollup_select_sql(view, with_batch=False, measures_sql=spark_measures())
+def spark_sql(duck_sql: str, what: str = "the SQL") -> str:
+    """``duck_sql`` (the store's DuckDB SQL) as Spark SQL of the same meaning: each of :func:`rewrites`
+    applied, after checking that what is left calls only :data:`SAME_IN_SPARK`. Raises NotImplementedError
+    naming ``what`` and the functions that have no checked Spark meaning.
+
+    >>> spark_sql("SELECT coalesce(sum(x), 0) FROM t GROUP BY ALL")
+    'SELECT coalesce(sum(x), 0) FROM t GROUP BY ALL'
+    """
+    rest = duck_sql
+    for _, duck, _ in rewrites():
+        rest = rest.replace(duck, " ")
+    unknown = sorted({f for f in _CALL.findall(rest) if f not in SAME_IN_SPARK})
+    if unknown:
+        raise NotImplementedError(f"{what} calls {', '.join(unknown)}, which has no checked Spark SQL meaning: "
+                                  "add a rewrite to finops.scale.spark.rewrites")
+    for _, duck, spark in rewrites():
+        duck_sql = duck_sql.replace(duck, spark)
+    return duck_sql
+
+
+def tables() -> tuple[tuple[str, int], ...]:
+    """(table, version) of every table the loader writes at load time: ``rollup_hourly`` and store.DERIVED's,
+    read now (a table added to DERIVED is in it)."""
+    return (("rollup_hourly", store.ROLLUP_VERSION), *((t, version) for t, _, _, version in store.DERIVED))
+
+
+def table_sql(table: str) -> str:
+    """The loader's DuckDB SELECT of ``table`` over all of ``requests`` (with its batch_id column)."""
+    if table == "rollup_hourly":
+        return store.rollup_select_sql("requests", measures_sql=store.ROLLUP_MEASURES)
+    return store.derived_select_sql(table)
+
+
+def table_spark_sql(table: str) -> str:
+    """:func:`table_sql` in Spark SQL (:func:`spark_sql`), over a view ``requests`` of canonical rows."""
+    return spark_sql(table_sql(table), f"the loader's SQL of {table}")
+
+
+@functools.lru_cache(maxsize=4)
+def bucket_edges(inv: float) -> tuple[int, tuple[float, ...]]:
+    """(kmin, edges): the bucket ``floor(ln(v) * inv)`` of every positive double v, computed as DuckDB does
+    (the C library's ``log``), as the smallest double of each bucket: ``edges[i]`` (0-based) is the smallest
+    v whose k is at least ``kmin + i``, ``kmin`` the bucket of the smallest positive double, the last edge
+    +inf. So k(v) = kmin + i for edges[i] <= v < edges[i + 1] (log is monotonic), and a k off by one is
+    corrected by two comparisons.
+
+    >>> kmin, e = bucket_edges(1 / math.log(1.02)); e[-kmin] <= 1.0 < e[1 - kmin]   # bucket 0 holds 1.0
+    True
+    """
+    tiny, big = math.ulp(0.0), sys.float_info.max
+    kmin, kmax = _k_of(tiny, inv), _k_of(big, inv)
+    edges = [tiny]
+    for k in range(kmin + 1, kmax + 1):
+        v = min(max(math.exp(k / inv), tiny), big)
+        while v > tiny and _k_of(v, inv) >= k:
+            v = math.nextafter(v, 0.0)
+        while _k_of(v, inv) < k:
+            v = math.nextafter(v, math.inf)
+        edges.append(v)
+    edges.append(math.inf)
+    return kmin, tuple(edges)
 
 
 def sketch_ln_k(v: float) -> int:
@@ -98,7 +189,7 @@ def sketch_ln_k(v: float) -> int:
     >>> sketch_ln_k(1.0), sketch_ln_k(1.02 ** 10 * 1.0001), sketch_ln_k(0.5)
     (0, 10, -36)
     """
-    return int(math.floor(math.log(v) * (1.0 / math.log(store.SKETCH_GAMMA))))
+    return _k_of(v, SKETCH_INV)
 
 
 # ---------------------------------------------------------------- the job
@@ -106,18 +197,38 @@ def sketch_ln_k(v: float) -> int:
 
 @dataclass(frozen=True)
 class SparkRollupResult:
-    """What a run wrote: its output folder, the rows it read, rollup and sketch rows, the time span."""
+    """What a run wrote: its output folder, the rows it read, each table's rows, the time span."""
     output: str
     run_id: str
     rows: int
-    rollup_rows: int
-    sketch_rows: int
+    table_rows: dict[str, int]
     min_hour: datetime | None
     max_hour: datetime | None
 
+    @property
+    def rollup_rows(self) -> int:
+        return self.table_rows["rollup_hourly"]
+
+    @property
+    def sketch_rows(self) -> int:
+        return self.table_rows["latency_hourly"]
+
     def as_dict(self) -> dict:
-        return {"output": self.output, "run_id": self.run_id, "rows": self.rows, "rollup_rows": self.rollup_rows,
-                "sketch_rows": self.sketch_rows, "min_hour": self.min_hour, "max_hour": self.max_hour}
+        return {"output": self.output, "run_id": self.run_id, "rows": self.rows, "table_rows": dict(self.table_rows),
+                "rollup_rows": self.rollup_rows, "sketch_rows": self.sketch_rows, "min_hour": self.min_hour,
+                "max_hour": self.max_hour}
+
+
+def manifest_of(result: SparkRollupResult, dataset: str, engine: str) -> dict:
+    """The manifest line both engines write: what attach-rollups checks before it attaches anything."""
+    versions = dict(tables())
+    return {"output": result.output, "run_id": result.run_id, "rows": result.rows,
+            "min_hour": result.min_hour and result.min_hour.isoformat(),
+            "max_hour": result.max_hour and result.max_hour.isoformat(), "dataset": dataset, "format": OUTPUT_FORMAT,
+            "output_version": OUTPUT_VERSION, "sketch_version": store.SKETCH_VERSION, "engine": engine,
+            "rollup_version": store.ROLLUP_VERSION,
+            "tables": {t: {"rows": n, "version": versions[t]} for t, n in result.table_rows.items()},
+            "written_at": datetime.now(UTC).replace(tzinfo=None).isoformat()}
 
 
 def session(master: str = "local[*]", app_name: str = "finops-rollup", conf: dict | None = None):
@@ -127,7 +238,7 @@ def session(master: str = "local[*]", app_name: str = "finops-rollup", conf: dic
         from pyspark.sql import SparkSession
     except ImportError:
         raise InputError("the Spark engine needs pyspark: pip install pyspark==4.3.0 (or the version of your "
-                         "cluster's Spark)") from None
+                         "cluster's Spark, 4.0 or later)") from None
     builder = SparkSession.builder.appName(app_name)
     builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
     settings = {"spark.sql.session.timeZone": "UTC", **(conf or {})}
@@ -140,7 +251,7 @@ def session(master: str = "local[*]", app_name: str = "finops-rollup", conf: dic
 
 def canonical_frame(spark, dataset: str):
     """The dataset's canonical rows as the loader would store them: ts as a UTC wall-clock timestamp,
-    the loader's tenant default; a missing canonical column is read as null."""
+    the loader's tenant default, a null batch_id; a missing canonical column is read as null."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
@@ -161,61 +272,48 @@ def canonical_frame(spark, dataset: str):
         if c.name == "tenant":
             col = F.coalesce(col, F.lit(LOADER_DEFAULT_TENANT))
         cols.append(col.alias(c.name))
-    return df.select(*cols)
+    return df.select(*cols, F.lit(None).cast("bigint").alias("batch_id"))
 
 
-def sketch_frame(canonical):
-    """latency_hourly rows (without batch_id) of the served requests: store.sketch_select_sql in Spark."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType
+def _declare_edges(spark) -> None:
+    """The sketch's bucket edges (:func:`bucket_edges`) as the session variable :data:`EDGES_VARIABLE`. Sent
+    as Arrow (the JVM reads it; no Python worker runs on an executor), then ordered by index."""
+    import pandas as pd
 
-    inv = sql.literal(1.0 / math.log(store.SKETCH_GAMMA))
-    fields = ", ".join(f"'{name}', CAST({expr} AS DOUBLE)" for name, expr in store.SKETCH_FIELDS)
-    src = (canonical.where(sql.SERVED)
-           .selectExpr(f"{sql.time_bucket('hour')} AS hour", "coalesce(model, '') AS model",
-                       f"stack({len(store.SKETCH_FIELDS)}, {fields}) AS (field, v)")
-           .where("v IS NOT NULL AND NOT isnan(v)"))
-    t = F.expr(f"ln(v) * {inv}")
-    edge = (F.col("v") > 0) & (F.abs(t - F.rint(t)) < F.lit(EDGE_EPS))
-    k0 = F.when(F.col("v") > 0, F.floor(t).cast("int")).otherwise(F.lit(store.SKETCH_ZERO_K).cast("int"))
-    first = (src.select("hour", "model", "field", "v", k0.alias("k0"), F.when(edge, F.col("v")).alias("edge_v"))
-             .groupBy("hour", "model", "field", "k0", "edge_v")
-             .agg(F.count(F.lit(1)).alias("n"), F.min("v").alias("lo"), F.max("v").alias("hi")))
-    inv_value = 1.0 / math.log(store.SKETCH_GAMMA)
-
-    def edge_k(v, inv=inv_value):
-        # sketch_ln_k, self-contained: cloudpickle ships it to executors that need not have finops
-        import math
-        return None if v is None else int(math.floor(math.log(v) * inv))
-
-    ln_k = F.udf(edge_k, IntegerType())
-    k = F.when(F.col("edge_v").isNotNull(), ln_k(F.col("edge_v"))).otherwise(F.col("k0"))
-    return (first.withColumn("k", k).groupBy("hour", "model", "field", "k")
-            .agg(F.sum("n").cast("bigint").alias("n"), F.min("lo").alias("lo"), F.max("hi").alias("hi")))
+    _, edges = bucket_edges(SKETCH_INV)
+    frame = pd.DataFrame({"i": range(len(edges)), "v": edges})
+    arrow = "spark.sql.execution.arrow.pyspark.enabled"
+    before = spark.conf.get(arrow, "false")
+    spark.conf.set(arrow, "true")
+    try:
+        spark.createDataFrame(frame, "i int, v double").createOrReplaceTempView("finops_edges")
+    finally:
+        spark.conf.set(arrow, before)
+    spark.sql(f"DECLARE OR REPLACE VARIABLE {EDGES_VARIABLE} ARRAY<DOUBLE>")
+    spark.sql(f"SET VAR {EDGES_VARIABLE} = (SELECT transform(array_sort(collect_list(struct(i, v))), e -> e.v) "
+              "FROM finops_edges)")
 
 
 def run_rollup(spark, dataset: str, output: str) -> SparkRollupResult:
-    """Read ``dataset``, write its hourly rollups, latency sketch and a manifest under ``output``
+    """Read ``dataset``, write every table of :func:`tables` (a folder each) and a manifest under ``output``
     (Parquet, replaced if there), and return what was written."""
     from pyspark.sql import functions as F
 
-    canonical = canonical_frame(spark, dataset)
-    canonical.createOrReplaceTempView("canonical")
-    rollup = spark.sql(rollup_sql_spark("canonical"))
-    sketch = sketch_frame(canonical)
+    for table, _ in tables():                   # refuse before reading anything
+        table_spark_sql(table)
+    canonical_frame(spark, dataset).createOrReplaceTempView("requests")
+    _declare_edges(spark)
     base = output.rstrip("/")
-    rollup.write.mode("overwrite").parquet(f"{base}/{ROLLUP_DIR}")
-    sketch.write.mode("overwrite").parquet(f"{base}/{SKETCH_DIR}")
-    # read back what was written (small): counts and span for the manifest, no second pass over the dataset
-    written = spark.read.parquet(f"{base}/{ROLLUP_DIR}")
-    rows, rollup_rows, lo, hi = written.agg(F.sum("requests"), F.count(F.lit(1)), F.min("hour"),
-                                            F.max("hour")).collect()[0]
-    sketch_rows = spark.read.parquet(f"{base}/{SKETCH_DIR}").count()
-    result = SparkRollupResult(base, uuid.uuid4().hex, int(rows or 0), int(rollup_rows), int(sketch_rows), lo, hi)
-    manifest = {**result.as_dict(), "min_hour": lo and lo.isoformat(), "max_hour": hi and hi.isoformat(),
-                "dataset": dataset, "format": OUTPUT_FORMAT, "rollup_version": store.ROLLUP_VERSION,
-                "sketch_version": store.SKETCH_VERSION, "spark_version": spark.version,
-                "written_at": datetime.now(UTC).replace(tzinfo=None).isoformat()}
-    spark.createDataFrame([(json.dumps(manifest, sort_keys=True),)], "manifest string") \
+    counts = {}
+    for table, _ in tables():
+        spark.sql(table_spark_sql(table)).write.mode("overwrite").parquet(f"{base}/{table}")
+        counts[table] = spark.read.parquet(f"{base}/{table}").count()
+    # read back what was written (small): requests and span for the manifest, no second pass over the dataset
+    rows, lo, hi = spark.read.parquet(f"{base}/rollup_hourly").agg(
+        F.sum("requests"), F.min("hour"), F.max("hour")).collect()[0]
+    result = SparkRollupResult(base, uuid.uuid4().hex, int(rows or 0), counts, lo, hi)
+    manifest = manifest_of(result, dataset, f"spark {spark.version}")
+    # a bound parameter, not a local DataFrame: no Python worker runs anywhere in the job
+    spark.sql("SELECT :manifest AS manifest", args={"manifest": json.dumps(manifest, sort_keys=True)}) \
         .coalesce(1).write.mode("overwrite").text(f"{base}/{MANIFEST_DIR}")
     return result

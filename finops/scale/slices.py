@@ -1,0 +1,137 @@
+"""Raw rows on demand for a rollup-only store: a bounded slice of the dataset the attached output was
+computed from, read with DuckDB where the store's sections expect raw rows.
+
+An admin records the dataset's folder when attaching (``attach-rollups DIR --dataset DATASET``): a local
+path or a mount, checked then (:func:`check_dataset`: a folder of ``date=YYYY-MM-DD/`` partitions of
+Parquet files) and kept in the store's settings (:data:`DATASET_SETTING`); nothing typed on a page or read
+from a URL ever names the files read. :func:`open_slice` then reads, for one model and at most
+:data:`MAX_SLICE_HOURS` hours, the rows of the date partitions that period touches only (``read_parquet``
+with hive partitioning, every value a bound parameter), narrowed to the raw-row budget
+(``store.raw_scope``, counted in the attached rollups before anything is read), into temporary tables of
+one cursor: ``requests`` and the tables the loader derives from it (rollups, sketches, queue windows),
+computed by the loader's own SQL. Every analysis that reads raw rows runs on that cursor unchanged and
+answers as on a store that had loaded the slice; other cursors of the store see nothing of it.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import duckdb
+
+from finops import sql, store
+from finops.errors import InputError
+from finops.filters import Filters
+from finops.scale import duck
+
+#: the store setting holding the dataset folder recorded by ``attach-rollups --dataset``
+DATASET_SETTING = "scale.dataset"
+#: the longest period a slice reads, in hours: "a few hours" of one model
+MAX_SLICE_HOURS = 24
+#: the folders of a hive-partitioned dataset by day, as the Spark job reads it
+DATE_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
+
+
+def check_dataset(path: str | os.PathLike) -> str:
+    """The absolute path of ``path`` if it is a local folder (or a mount) of ``date=YYYY-MM-DD/`` partitions
+    holding Parquet files, else an InputError saying what it is not. A URL is refused: the dashboard reads
+    local files only (copy or mount the dataset)."""
+    text = os.fspath(path)
+    if "://" in text:
+        raise InputError(f"--dataset {text}: give a local folder or a mount of the dataset, not a URL (the dashboard "
+                         "reads the slices it needs with DuckDB from local files)")
+    real = os.path.realpath(text)
+    if not os.path.isdir(real):
+        raise InputError(f"--dataset {text}: no such folder")
+    days = [d for d in os.listdir(real) if DATE_PARTITION.fullmatch(d) and glob.glob(os.path.join(real, d, "*.parquet"))]
+    if not days:
+        raise InputError(f"--dataset {text}: no date=YYYY-MM-DD/ folders of .parquet files in it (the layout "
+                         "`python -m finops rollup` reads)")
+    return real
+
+
+def record_dataset(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Keep the checked dataset folder (:func:`check_dataset`) in the store's settings."""
+    store.set_setting(con, DATASET_SETTING, check_dataset(path))
+
+
+def dataset_of(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The dataset folder recorded for this store, or None."""
+    return store.get_setting(con, DATASET_SETTING)
+
+
+def slice_problem(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
+    """Why ``f`` cannot be read as a slice of the dataset (a sentence), or '' when it can."""
+    if dataset_of(con) is None:
+        return ("no dataset folder is recorded for this store (attach the rollups with "
+                "`python -m finops attach-rollups DIR --dataset DATASET`)")
+    if len(f.models) != 1:
+        return "pick one model to read its requests from the dataset"
+    if f.since is None or f.until is None or f.until - f.since > timedelta(hours=MAX_SLICE_HOURS):
+        return f"narrow the period to at most {MAX_SLICE_HOURS} hours to read its requests from the dataset"
+    return ""
+
+
+@dataclass
+class RawSlice:
+    """The slice read (:func:`open_slice`): ``con`` is the cursor whose temporary tables hold it."""
+    con: duckdb.DuckDBPyConnection
+    filters: Filters          # the slice's filters (the budget may have narrowed the period: scope.note())
+    scope: store.RawScope
+    requests: int             # rows read into the slice
+    files: list[str]          # the Parquet files read (the partitions of the period's days)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> RawSlice:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _day_files(root: str, since: datetime, until: datetime) -> list[str]:
+    """The Parquet files of the date partitions ``[since, until)`` touches."""
+    files, day = [], since.date()
+    while day <= (until - timedelta(microseconds=1)).date():
+        files += sorted(glob.glob(os.path.join(root, f"date={day.isoformat()}", "*.parquet")))
+        day += timedelta(days=1)
+    return files
+
+
+def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = None) -> RawSlice:
+    """Read the dataset's requests matching ``f`` (one model, at most :data:`MAX_SLICE_HOURS` hours, within
+    ``budget`` raw rows: store.raw_scope) into a new cursor's temporary tables; use as a context manager.
+    An InputError says why when it cannot (:func:`slice_problem`)."""
+    problem = slice_problem(con, f)
+    if problem:
+        raise InputError(f"Reading raw rows on demand: {problem}.")
+    root = check_dataset(dataset_of(con))          # checked again: the folder may have moved since
+    scope = store.raw_scope(con, f, budget)
+    g = scope.filters
+    files = _day_files(root, g.since, g.until)
+    cur = con.cursor()
+    try:
+        cur.execute("SET TimeZone = 'UTC'")
+        batch_id = cur.execute("SELECT coalesce(max(batch_id), 0) FROM batches").fetchall()[0][0]
+        for table in ("requests", "batches", "rollup_hourly", *(t for t, *_ in store.DERIVED)):
+            name = sql.column(table, ("requests", "batches", "rollup_hourly", *(t for t, *_ in store.DERIVED)), "table")
+            cur.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {name} WHERE false")
+        if files:
+            canonical, canonical_params = duck.canonical_sql(cur, files)
+            where, params = g.where()
+            cur.execute(f"INSERT INTO requests SELECT * REPLACE (CAST(? AS BIGINT) AS batch_id) FROM ({canonical}) "
+                        f"WHERE {where}", [batch_id, *canonical_params, *params])
+        cur.execute(f"INSERT INTO rollup_hourly {store.rollup_select_sql('requests')}")
+        store.insert_derived(cur, batch_id)
+        rows, lo, hi = cur.execute("SELECT count(*), min(ts), max(ts) FROM requests").fetchall()[0]
+        cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [batch_id, root, None, "dataset-slice", None, rows, rows, 0, 0, None, lo, hi])
+    except BaseException:
+        cur.close()
+        raise
+    return RawSlice(cur, replace(g), scope, int(rows), files)
