@@ -139,10 +139,23 @@ def spark_sql(duck_sql: str, what: str = "the SQL") -> str:
     return duck_sql
 
 
+#: the loader's tables the job does not write (yet), with why: their SQL calls DuckDB functions that have no
+#: checked rewrite to Spark SQL. A store they are attached to holds none of their rows: the Latency page's
+#: sections that read them say they need raw rows (or read a bounded slice of the dataset, finops.scale.slices).
+#: Any other table whose SQL Spark cannot run stops the job (:func:`spark_sql`).
+EMBEDDED_ONLY: dict[str, str] = {
+    "slowest_hourly": "the 50 slowest per hour take list_min and row_number",
+    "inservice_minute": "the split of each request's service time at minute edges takes range, unnest, "
+                        "make_timestamp and epoch_us",
+    "decode_rate_minute": "its sketch of decode tokens/s takes isnan and ln of a ratio",
+}
+
+
 def tables() -> tuple[tuple[str, int], ...]:
-    """(table, version) of every table the loader writes at load time: ``rollup_hourly`` and store.DERIVED's,
-    read now (a table added to DERIVED is in it)."""
-    return (("rollup_hourly", store.ROLLUP_VERSION), *((t, version) for t, _, _, version in store.DERIVED))
+    """(table, version) of every table the loader writes at load time that the job writes too: ``rollup_hourly``
+    and store.DERIVED's, read now (a table added to DERIVED is in it), but :data:`EMBEDDED_ONLY`."""
+    return (("rollup_hourly", store.ROLLUP_VERSION),
+            *((t, version) for t, _, _, version in store.DERIVED if t not in EMBEDDED_ONLY))
 
 
 def table_sql(table: str) -> str:
