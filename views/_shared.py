@@ -17,7 +17,23 @@ from finops.fmt import period
 
 @st.cache_resource(show_spinner=False)
 def _connection(path: str):
+    """The store, opened once per server process: the file itself, or, while another process holds it (a
+    first dashboard, ``serve-ingest``), that process's connection (:mod:`finops.remote`)."""
     return store.connect(path)
+
+
+#: a served connection not used for this long is asked whether its holder still answers before a run uses it
+_REMOTE_CHECK_S = 1.0
+
+
+def _live_connection(path: str):
+    """:func:`_connection`, made again when the process that served it went away: the next run opens the
+    file itself if it is free now (or the new holder's connection)."""
+    con = _connection(path)
+    if getattr(con, "remote", False) and (con.lost or (con.idle_s() > _REMOTE_CHECK_S and not con.ping())):
+        _connection.clear()
+        con = _connection(path)
+    return con
 
 
 @st.cache_resource(show_spinner=False)
@@ -112,7 +128,7 @@ def store_label() -> str:
 
 def connection():
     """The process's one connection to the store (a cursor per use is taken by ``cursor``)."""
-    return _connection(store_path())
+    return _live_connection(store_path())
 
 
 def cursor():
@@ -123,7 +139,7 @@ def cursor():
 def _call(path: str, version: int, key: str, _fn: Callable, args: tuple, kwargs: tuple):
     # ``key`` (the function's qualified name) stands in for ``_fn`` in the cache key: Streamlit skips
     # arguments whose names start with an underscore
-    return _fn(_connection(path).cursor(), *args, **dict(kwargs))
+    return _fn(_live_connection(path).cursor(), *args, **dict(kwargs))
 
 
 def query(fn: Callable, *args, **kwargs):
@@ -273,12 +289,12 @@ def source_label(extra: str = "") -> str:
 # ---- the ingester: one per server process, following the sources an admin configured (finops.ingest.service)
 
 @st.cache_resource(show_spinner=False)
-def _ingester(path: str):
+def _ingester(path: str, served_by_another: bool):
     """Once per server process: the ingester on the process's connection, acting as the system, whoever has a
     tab open (``FINOPS_INGESTER=0`` leaves it off). Its control endpoint lets ``python -m finops ingest`` and
     ``report`` run while this process holds the store."""
-    if os.environ.get("FINOPS_INGESTER", "1") == "0":
-        return None
+    if os.environ.get("FINOPS_INGESTER", "1") == "0" or served_by_another:
+        return None         # a store another process serves: that process runs the ingester
     import atexit
 
     from finops.commands.serve_ingest import COMMANDS
@@ -290,8 +306,9 @@ def _ingester(path: str):
 
 
 def start_ingester():
-    """The process's ingester, started on the first run of the app (app.py)."""
-    return _ingester(store_path())
+    """The process's ingester, started on the first run of the app (app.py); none while another process
+    holds the store (the first run after it went away and this process opened the file starts one)."""
+    return _ingester(store_path(), bool(getattr(connection(), "remote", False)))
 
 
 def ingester_status_frame():
