@@ -245,7 +245,7 @@ class _Transport:
 
     def __init__(self, info: dict, db_path: str, error_class: type[Exception]):
         self.host, self.port, self.token, self.pid = info["host"], info["port"], info["token"], info["pid"]
-        self.db_name = os.path.basename(db_path)
+        self.db_path, self.db_name = db_path, os.path.basename(db_path)
         self.error_class = error_class
         self.lost: str | None = None
         self.last_answer = time.monotonic()
@@ -371,6 +371,17 @@ class _Result:
         if self._description is None:
             return None
         return [(n, duckdb.sqltype(t), None, None, None, None, None) for n, t in self._description]
+
+    @property
+    def columns(self) -> list[str]:
+        """The column names (a relation's ``columns``)."""
+        return [n for n, _ in self._description or ()]
+
+    @property
+    def types(self) -> list:
+        return [d[1] for d in self.description or ()]
+
+    dtypes = types
 
     def _relation(self):
         return _local().from_arrow(self.table)
