@@ -32,6 +32,7 @@ token) is the store's error class (``finops.store.StoreError``) with a sentence,
 """
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import datetime as dt
@@ -60,6 +61,11 @@ log = logging.getLogger("finops")
 SQL_TIMEOUT_S = 3600.0           #: the longest one statement may take (a 200 MiB load)
 _TX_START = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION)\b", re.I)
 _TX_END = re.compile(r"^\s*(COMMIT|END|ROLLBACK|ABORT)\b", re.I)
+# a statement after which a session holds nothing of its own (no setting, temporary object or transaction):
+# the session may serve the next cursor
+_READ_ONLY = re.compile(r"^\s*\(*\s*(SELECT|WITH|FROM|VALUES|DESCRIBE|SUMMARIZE|EXPLAIN|SHOW)\b", re.I)
+_TEMP = re.compile(r"\bTEMP(ORARY)?\b|\bSET\b|\bsetvariable\b", re.I)
+POOL_MAX = 16                    #: clean sessions a process keeps for its next cursors
 
 
 # ---------------------------------------------------------------- the holder (its sidecar file)
@@ -239,6 +245,21 @@ def to_arrow(obj) -> pa.Table:
 
 # ---------------------------------------------------------------- the transport
 
+_TRANSPORTS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, this process's sessions are closed on the holder (not left to its idle timeout)."""
+    for t in list(_TRANSPORTS):
+        with t._lock:
+            sessions, t.pool, t.to_close = t.pool + t.to_close, [], []
+        if sessions and not t.lost:
+            with contextlib.suppress(Exception):
+                t.request("POST", "/sql/close", json.dumps({"sessions": sessions}).encode(),
+                          {"Content-Type": "application/json"}, timeout=2.0)
+
+
 class _Transport:
     """HTTP/1.1 keep-alive connections to the holder, pooled across threads; closes of sessions whose
     cursor was dropped wait here and ride on the next request."""
@@ -252,6 +273,20 @@ class _Transport:
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self.to_close: list[str] = []
+        self.pool: list[str] = []
+        _TRANSPORTS.add(self)
+
+    def take(self) -> str | None:
+        """A clean session a dropped cursor left, None when there is none."""
+        with self._lock:
+            return self.pool.pop() if self.pool else None
+
+    def give_back(self, session: str) -> None:
+        with self._lock:
+            if len(self.pool) < POOL_MAX:
+                self.pool.append(session)
+                return
+            self.to_close.append(session)
 
     def gone(self, why: str):
         self.lost = self.lost or (
@@ -356,6 +391,14 @@ def _answer(t: _Transport, status: int, data: bytes) -> dict:
 
 # ---------------------------------------------------------------- the connection
 
+def _plain(t: pa.DataType) -> bool:
+    """An Arrow type whose ``to_pylist`` values are those DuckDB's ``fetchall`` gives for the column (ints,
+    floats, text, booleans, dates, decimals, timestamps without a zone in microseconds, NULL)."""
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_null(t)
+            or t in (pa.string(), pa.large_string(), pa.string_view(), pa.date32())
+            or pa.types.is_decimal(t) or (pa.types.is_timestamp(t) and t.tz is None and t.unit == "us"))
+
+
 class _Result:
     """One statement's result on the client: the description and the rows (Arrow), read the DuckDB way."""
 
@@ -388,7 +431,14 @@ class _Result:
 
     def rows(self) -> list:
         if self._rows is None:
-            self._rows = self._relation().fetchall() if self.table is not None else []
+            if self.table is None:
+                self._rows = []
+            elif all(_plain(f.type) for f in self.table.schema):
+                # types whose Python values Arrow and DuckDB make alike: no in-memory DuckDB needed
+                self._rows = list(zip(*(c.to_pylist() for c in self.table.columns), strict=True)) \
+                    if self.table.num_columns else []
+            else:
+                self._rows = self._relation().fetchall()
         return self._rows
 
     def fetchall(self) -> list:
@@ -446,7 +496,8 @@ class RemoteConnection:
 
     def __init__(self, transport: _Transport):
         self._t = transport
-        self._session: list[str | None] = [None]      # shared with the finalizer
+        # [session id, clean]: shared with the finalizer; a clean session (reads only) serves the next cursor
+        self._session: list = [transport.take(), True]
         self._result: _Result | None = None
         self._registered: set[str] = set()
         self._in_tx = False
@@ -500,12 +551,12 @@ class RemoteConnection:
                     "its open transaction was rolled back: run the command again.") from None
             return fn(None if inline_open else self._open())
 
-    def execute(self, query: str, parameters=None) -> RemoteConnection:
-        self._execute(query, parameters, many=False)
+    def execute(self, sql: str, parameters=None) -> RemoteConnection:
+        self._execute(sql, parameters, many=False)
         return self
 
-    def executemany(self, query: str, parameters=None) -> RemoteConnection:
-        self._execute(query, list(parameters or []), many=True)
+    def executemany(self, sql: str, parameters=None) -> RemoteConnection:
+        self._execute(sql, list(parameters or []), many=True)
         return self
 
     def _execute(self, query: str, parameters, many: bool) -> None:
@@ -531,6 +582,8 @@ class RemoteConnection:
             return header, rows
 
         header, body = self._call(run, inline_open=True)
+        if not _READ_ONLY.match(query) or _TEMP.search(query):
+            self._session[1] = False
         if _TX_START.match(query):
             self._in_tx = True
         elif _TX_END.match(query):
@@ -573,9 +626,9 @@ class RemoteConnection:
     def pl(self, *_):
         return self._current().pl()
 
-    def sql(self, query: str, params=None) -> _Result:
+    def sql(self, sql: str, params=None) -> _Result:
         """The statement run at once (DuckDB's ``sql`` builds a lazy relation; its fetch methods are here)."""
-        self.execute(query, params)
+        self.execute(sql, params)
         return self._current()
 
     query = sql
@@ -600,6 +653,7 @@ class RemoteConnection:
 
         self._call(run)
         self._registered.add(view_name)
+        self._session[1] = False
         return self
 
     def unregister(self, view_name: str) -> RemoteConnection:
@@ -616,6 +670,9 @@ class RemoteConnection:
             return
         self._closed = True
         session, self._session[0] = self._session[0], None
+        if session and self._session[1] and not self._t.lost:
+            self._t.give_back(session)
+            return
         if session and not self._t.lost:
             try:
                 self._t.json("/sql/close", {"sessions": [session, *self._t.pending_closes()]}, timeout=10.0)
@@ -633,9 +690,10 @@ class RemoteConnection:
 
 
 def _drop_session(transport: _Transport, session: list) -> None:
-    """A dropped connection's session is closed with the next request (or by the server's idle timeout)."""
+    """A dropped connection's session serves the next cursor when it holds nothing of its own, else it is
+    closed with the next request (or by the server's idle timeout)."""
     if session[0]:
-        transport.close_later(session[0])
+        (transport.give_back if session[1] else transport.close_later)(session[0])
 
 
 def connect(db_path: str, error_class: type[Exception] = InputError, wait_s: float = 2.0) -> RemoteConnection | None:

@@ -318,7 +318,7 @@ def test_two_loads_at_once_never_duplicate_a_row_or_a_batch_id(tmp_path):
             out = {}
             go = threading.Barrier(2)
 
-            def in_holder(path=a):
+            def in_holder(path=a, go=go, out=out):
                 go.wait()
                 out["holder"] = cli("ingest", str(path), "--json", db=db)
 

@@ -788,18 +788,20 @@ class _Session:
             raise _Gone("the session was closed")
         return fn(self.cur)
 
-    def execute(self, sql_text: str, params, many: bool):
+    def execute(self, sql: str, params, many: bool):
+        """Run ``sql`` (text another process's finops built, under the same vocabulary checks) with its bound
+        ``params``; returns (description as [name, type] pairs or None, the rows as Arrow IPC bytes)."""
         def go(cur):
-            starts, ends = remote._TX_START.match(sql_text), remote._TX_END.match(sql_text)
+            starts, ends = remote._TX_START.match(sql), remote._TX_END.match(sql)
             took = bool(starts) and not self.locked
             if took:
                 store.WRITE_LOCK.acquire()          # the holder's loads and every session's take turns
                 self.locked = True
             try:
                 if many:
-                    cur.executemany(sql_text, params)
+                    cur.executemany(sql, params)
                 else:
-                    cur.execute(sql_text, params)
+                    cur.execute(sql, params)
             except BaseException:
                 if took or ends:
                     self._release()
@@ -855,7 +857,7 @@ class ControlServer:
         self.ingester, self.sidecar = ingester, sidecar_path(db_path)
         self.token = pysecrets.token_urlsafe(32)
         self.httpd: http.server.ThreadingHTTPServer | None = None
-        self.sql = SqlSessions(ingester.con, SQL_IDLE_S if sql_idle_s is None else sql_idle_s)
+        self.sessions = SqlSessions(ingester.con, SQL_IDLE_S if sql_idle_s is None else sql_idle_s)
 
     def start(self) -> ControlServer:
         handler = type("Handler", (_Handler,), {"server_ref": self})
@@ -883,7 +885,7 @@ class ControlServer:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
-        self.sql.stop()
+        self.sessions.stop()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -913,7 +915,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not self._authorised():
             return
         if self.path == "/sql/ping":
-            self._answer(200, {"pid": os.getpid(), "sessions": len(self.server_ref.sql)})
+            self._answer(200, {"pid": os.getpid(), "sessions": len(self.server_ref.sessions)})
         elif self.path == "/status":
             frame = status_frame(self.server_ref.ingester.con.cursor())
             self._answer(200, {"pid": os.getpid(), "sources": json.loads(frame.to_json(orient="records",
@@ -955,7 +957,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _sql(self, length: int) -> None:
         """The SQL session endpoints (:mod:`finops.remote`): a DuckDB error is HTTP 422 with its class."""
-        sessions = self.server_ref.sql
+        sessions = self.server_ref.sessions
         if length > SQL_MAX_BYTES:
             raise InputError(f"the request is over {SQL_MAX_BYTES // 1024 ** 3} GiB")
         data = self._read_body(length)
@@ -974,7 +976,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 sid = asked.get("session") or sessions.open()
                 params = [remote.decode_params(p) for p in asked["params"]] if asked.get("many") else \
                     remote.decode_params(asked.get("params"))
-                description, rows = sessions.get(sid).execute(str(asked["sql"]), params, bool(asked.get("many")))
+                description, rows = _served_statement(sessions.get(sid), asked["sql"], params, bool(asked.get("many")))
                 self._answer(200, remote.frame({"session": sid, "description": description}, rows),
                              "application/vnd.finops.result")
             elif self.path == "/sql/unregister":
@@ -1037,6 +1039,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise InputError(f"the ingester does not run {asked.get('name')!r} for the command line")
         out, err = fn(self.server_ref.ingester.con.cursor(), [str(a) for a in asked.get("argv", [])])
         return {"stdout": out, "stderr": err}
+
+
+def _served_statement(session: _Session, sql, params, many: bool):
+    """A served session's statement: ``sql`` is the text the other process's finops built (its values bound,
+    never in the text: the vocabulary's checks ran on the code that built it; tests/test_sql_vocabulary.py
+    names this one call that takes the text from a request)."""
+    if not isinstance(sql, str):
+        raise InputError("the statement is not text")
+    return session.execute(sql, params, many)
 
 
 _OPTION_FIELDS = ("format", "mapping", "model", "tenant", "tenant_field", "start", "strict", "records_path",
