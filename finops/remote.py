@@ -274,6 +274,7 @@ class _Transport:
         self._lock = threading.Lock()
         self.to_close: list[str] = []
         self.pool: list[str] = []
+        self.writes = 0                  # statements this process sent that may have changed the store
         _TRANSPORTS.add(self)
 
     def take(self) -> str | None:
@@ -514,6 +515,12 @@ class RemoteConnection:
         """The sentence saying the holder went away, None while it serves."""
         return self._t.lost
 
+    @property
+    def writes(self) -> int:
+        """How many statements this process (any cursor) sent that were not plain reads: a change of it says
+        this process may have written the store since."""
+        return self._t.writes
+
     def idle_s(self) -> float:
         """Seconds since the holder last answered this connection (or any cursor of it)."""
         return time.monotonic() - self._t.last_answer
@@ -584,6 +591,7 @@ class RemoteConnection:
         header, body = self._call(run, inline_open=True)
         if not _READ_ONLY.match(query) or _TEMP.search(query):
             self._session[1] = False
+            self._t.writes += 1
         if _TX_START.match(query):
             self._in_tx = True
         elif _TX_END.match(query):

@@ -125,6 +125,11 @@ def test_one_store_many_processes_at_once(tmp_path):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
     from playwright.sync_api import sync_playwright
 
+    t_start = time.monotonic()
+
+    def phase(what):
+        print(f"{time.monotonic() - t_start:6.1f} s  {what}", flush=True)
+
     db = tmp_path / "team.duckdb"
     secrets = tmp_path / "secrets.toml"
     secrets.write_text("")                       # local mode, whatever a developer's secrets say
@@ -154,14 +159,17 @@ def test_one_store_many_processes_at_once(tmp_path):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         pg1 = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+        phase("first dashboard up")
         pg1.goto(url1 + "/")                      # the first page view starts the holder's ingester
         _settled(pg1)
         wait_until(lambda: (remote.holder_info(str(db)) or {}).get("pid") == dash1.pid, timeout=60,
                    interval=0.2, message="the first dashboard's ingester serving the store")
         with _dashboard(db, secrets, tmp_path / "dash2.log") as (url2, _dash2):
+            phase("second dashboard up")
             pg2 = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
             pg2.goto(url2 + "/")
             _settled(pg2)
+            phase("both pages shown")
             assert _exceptions(pg1) == [] and _exceptions(pg2) == []
 
             def loads():
@@ -204,8 +212,10 @@ def test_one_store_many_processes_at_once(tmp_path):
                 n += 1
             for w in workers:
                 w.join()
+            phase(f"sources done, {n} page rounds")
             done.set()
             reporter.join()
+            phase(f"{len(reports)} reports done")
 
             total = len(sent)
             reader = store.connect(str(db))
@@ -225,6 +235,7 @@ def test_one_store_many_processes_at_once(tmp_path):
             pg2.wait_for_function(f"() => document.body.innerText.includes('{len(sent):,} requests')", timeout=5_000)
             shown_after_s = time.monotonic() - committed
             assert _exceptions(pg1) == [] and _exceptions(pg2) == []
+            phase("all rows stored, the open page updated")
             final = _cli("report", "--json", "--by", "model", db=db)
             counts = reader.execute("SELECT count(*), count(DISTINCT request_id), "
                                     "(SELECT count(DISTINCT batch_id) FROM batches), "

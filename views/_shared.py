@@ -150,8 +150,32 @@ def query(fn: Callable, *args, **kwargs):
     budget or setting edit shows at once, in every browser tab and process.
     """
     key = f"{fn.__module__}.{fn.__qualname__}"
-    version = store.data_version(cursor())
+    version = _data_version(connection())
     return _call(store_path(), version, key, fn, args, tuple(sorted(kwargs.items())))
+
+
+#: how long a data version read through another process is used again (a page sees a write of another
+#: process within this, a write of this one at once)
+SERVED_VERSION_TTL_S = 1.0
+_served_versions: dict = {}
+
+
+def _data_version(con) -> int:
+    """The store's data version for the cache key: read afresh from the file itself; through the process
+    serving the store (one round trip each), read again once :data:`SERVED_VERSION_TTL_S` passed or this
+    process sent a write since."""
+    if not getattr(con, "remote", False):
+        return store.data_version(con.cursor())
+    import time
+    now = time.monotonic()
+    seen = _served_versions.get(id(con))
+    if seen is not None and seen[0] == con.writes and now - seen[1] < SERVED_VERSION_TTL_S:
+        return seen[2]
+    writes = con.writes
+    version = store.data_version(con.cursor())
+    _served_versions.clear()                # one entry: the process's connection
+    _served_versions[id(con)] = (writes, now, version)
+    return version
 
 
 # ---- who is looking: login, role, tenant scope (the rules are finops.access; this is the Streamlit side)

@@ -705,7 +705,7 @@ def sidecar_path(db_path: str | os.PathLike) -> Path:
 
 class SqlSessions:
     """The SQL sessions the control server serves to other processes (:mod:`finops.remote`): one
-    ``con.cursor()`` each, its calls run one at a time on its own thread. A session's ``BEGIN`` takes the
+    ``con.cursor()`` each, its calls run one at a time. A session's ``BEGIN`` takes the
     process's write lock (:data:`finops.store.WRITE_LOCK`) until its ``COMMIT`` or ``ROLLBACK``, so its
     loads take turns with the holder's own (one next batch id at a time); a session idle for longer than
     ``idle_s`` is closed, its open transaction rolled back."""
@@ -763,40 +763,57 @@ class _Gone(Exception):
     """A session that is not (or no longer) open: HTTP 410."""
 
 
+class _WriteTurn:
+    """The holder's write lock (:data:`finops.store.WRITE_LOCK`, reentrant: released by the thread that took
+    it) held for one session's transaction by a thread of its own, so the session's statements may run on
+    whichever request thread serves them."""
+
+    def __init__(self):
+        self._taken, self._done = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._hold, name="finops-sql-write-turn", daemon=True)
+        self._thread.start()
+        self._taken.wait()
+
+    def _hold(self) -> None:
+        with store.WRITE_LOCK:          # the holder's loads and every session's take turns
+            self._taken.set()
+            self._done.wait()
+
+    def release(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 class _Session:
     def __init__(self, cur: duckdb.DuckDBPyConnection):
-        from concurrent.futures import ThreadPoolExecutor
         self.cur = cur
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finops-sql-session")
-        self.locked = False         # holds store.WRITE_LOCK (an open transaction)
+        self.mutex = threading.Lock()   # one statement of a session at a time
+        self.turn: _WriteTurn | None = None      # an open transaction holds the write lock
         self.busy = 0
         self.last_used = time.monotonic()
         self.closed = False
         self.registered: dict[str, object] = {}
 
     def run(self, fn):
-        """``fn(cursor)`` on the session's thread; the caller waits for it."""
+        """``fn(cursor)``, the session's calls one at a time."""
         self.busy += 1
         try:
-            return self.worker.submit(self._guarded, fn).result()
+            with self.mutex:
+                if self.closed:
+                    raise _Gone("the session was closed")
+                return fn(self.cur)
         finally:
             self.busy -= 1
             self.last_used = time.monotonic()
-
-    def _guarded(self, fn):
-        if self.closed:
-            raise _Gone("the session was closed")
-        return fn(self.cur)
 
     def execute(self, sql: str, params, many: bool):
         """Run ``sql`` (text another process's finops built, under the same vocabulary checks) with its bound
         ``params``; returns (description as [name, type] pairs or None, the rows as Arrow IPC bytes)."""
         def go(cur):
             starts, ends = remote._TX_START.match(sql), remote._TX_END.match(sql)
-            took = bool(starts) and not self.locked
+            took = bool(starts) and self.turn is None
             if took:
-                store.WRITE_LOCK.acquire()          # the holder's loads and every session's take turns
-                self.locked = True
+                self.turn = _WriteTurn()
             try:
                 if many:
                     cur.executemany(sql, params)
@@ -818,9 +835,9 @@ class _Session:
         return self.run(go)
 
     def _release(self) -> None:
-        if self.locked:
-            self.locked = False
-            store.WRITE_LOCK.release()
+        if self.turn is not None:
+            turn, self.turn = self.turn, None
+            turn.release()
 
     def register(self, name: str, table) -> None:
         def go(cur):
@@ -835,19 +852,23 @@ class _Session:
         self.run(go)
 
     def close(self) -> None:
-        def go(cur):
-            if self.locked:
+        if not self.mutex.acquire(timeout=SQL_CLOSE_WAIT_S):
+            # a statement still running: it ends on its own; interrupted, its transaction rolls back
+            log.warning("a SQL session was closed while a statement of it still ran")
+            with contextlib.suppress(duckdb.Error):
+                self.cur.interrupt()
+            self.mutex.acquire()
+        try:
+            if self.turn is not None:
                 with contextlib.suppress(duckdb.Error):
-                    cur.execute("ROLLBACK")
+                    self.cur.execute("ROLLBACK")
                 self._release()
             self.closed = True
+            self.registered.clear()
             with contextlib.suppress(duckdb.Error):
-                cur.close()
-        try:
-            self.worker.submit(go).result(timeout=SQL_CLOSE_WAIT_S)
-        except Exception:            # a statement still running: it ends on its own; the thread goes after it
-            log.warning("a SQL session was closed while a statement of it still ran")
-        self.worker.shutdown(wait=False)
+                self.cur.close()
+        finally:
+            self.mutex.release()
 
 
 class ControlServer:
