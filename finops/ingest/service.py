@@ -42,6 +42,7 @@ import os
 import re
 import secrets as pysecrets
 import shutil
+import socket
 import threading
 import time
 import urllib.parse
@@ -879,6 +880,8 @@ class ControlServer:
         self.token = pysecrets.token_urlsafe(32)
         self.httpd: http.server.ThreadingHTTPServer | None = None
         self.sessions = SqlSessions(ingester.con, SQL_IDLE_S if sql_idle_s is None else sql_idle_s)
+        self.open_connections: dict[threading.Thread, object] = {}     # request thread -> its socket
+        self.lock = threading.Lock()
 
     def start(self) -> ControlServer:
         handler = type("Handler", (_Handler,), {"server_ref": self})
@@ -906,6 +909,15 @@ class ControlServer:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
+        # kept-alive connections of other processes: closed, so that their request threads end before the
+        # process does (a thread left holding the store's connection at exit is a leak DuckDB reports)
+        with self.lock:
+            open_now = dict(self.open_connections)
+        for sock in open_now.values():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for thread in open_now:
+            thread.join(SQL_CLOSE_WAIT_S)
         self.sessions.stop()
 
 
@@ -913,6 +925,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_ref: ControlServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True      # an answer's headers and body are two writes: no 40 ms wait between
+
+    def setup(self):
+        super().setup()
+        with self.server_ref.lock:
+            self.server_ref.open_connections[threading.current_thread()] = self.connection
+
+    def finish(self):
+        with self.server_ref.lock:
+            self.server_ref.open_connections.pop(threading.current_thread(), None)
+        with contextlib.suppress(OSError):
+            super().finish()
 
     def log_message(self, fmt, *args):         # the finops log, never stderr (no token is in a request line)
         log.debug("ingester control: " + fmt, *args)
