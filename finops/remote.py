@@ -193,25 +193,30 @@ def decode_params(obj):
 
 # ---------------------------------------------------------------- frames and Arrow
 
-def frame(header: dict, body: bytes = b"") -> bytes:
-    """A result on the wire: 4 bytes of header length, the JSON header, the body (Arrow IPC)."""
+def frame_head(header: dict) -> bytes:
+    """A result on the wire: 4 bytes of header length and the JSON header, then the body (Arrow IPC)."""
     head = json.dumps(header).encode()
-    return struct.pack(">I", len(head)) + head + body
+    return struct.pack(">I", len(head)) + head
 
 
-def unframe(data: bytes) -> tuple[dict, bytes]:
+def frame(header: dict, body: bytes = b"") -> bytes:
+    return frame_head(header) + body
+
+
+def unframe(data: bytes) -> tuple[dict, memoryview]:
     (n,) = struct.unpack(">I", data[:4])
-    return json.loads(data[4:4 + n]), data[4 + n:]
+    return json.loads(data[4:4 + n]), memoryview(data)[4 + n:]
 
 
-def arrow_bytes(table: pa.Table) -> bytes:
+def arrow_bytes(table: pa.Table):
+    """The table as an Arrow IPC stream (a buffer, not copied again)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
 
 
-def arrow_table(data: bytes) -> pa.Table:
+def arrow_table(data) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
@@ -392,6 +397,14 @@ def _answer(t: _Transport, status: int, data: bytes) -> dict:
 
 # ---------------------------------------------------------------- the connection
 
+def _numpy(col: pa.ChunkedArray):
+    import numpy as np
+    if col.null_count:
+        values = col.fill_null(0).to_numpy()
+        return np.ma.masked_array(values, mask=col.is_null().to_numpy(zero_copy_only=False))
+    return col.to_numpy()
+
+
 def _plain(t: pa.DataType) -> bool:
     """An Arrow type whose ``to_pylist`` values are those DuckDB's ``fetchall`` gives for the column (ints,
     floats, text, booleans, dates, decimals, timestamps without a zone in microseconds, NULL)."""
@@ -467,6 +480,10 @@ class _Result:
     def fetchnumpy(self):
         if self.table is None:
             raise duckdb.InvalidInputException("Invalid Input Error: No open result set")
+        if all(pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in self.table.schema):
+            # numbers: numpy arrays straight from Arrow's buffers, a masked array where a column has NULLs
+            # (as DuckDB's own fetchnumpy gives them)
+            return {name: _numpy(col) for name, col in zip(self.table.column_names, self.table.columns, strict=True)}
         return self._relation().fetchnumpy()
 
     def to_arrow_table(self) -> pa.Table:

@@ -138,6 +138,14 @@ def test_results_read_back_as_the_holders_own_connection_gives_them(served):
     got_np, want_np = con.execute(frame_sql).fetchnumpy(), native.execute(frame_sql).fetchnumpy()
     assert list(got_np) == list(want_np) and all(np.array_equal(got_np[k], want_np[k]) for k in got_np)
     assert con.execute(frame_sql).to_arrow_table().equals(native.sql(frame_sql).to_arrow_table())
+    # numbers only (the latency sketch's fetch): arrays straight from Arrow, masked where DuckDB's are
+    num_sql = "SELECT x::BIGINT AS a, CASE WHEN x > 1 THEN x END AS b, x * 1.5 AS f, x::INTEGER AS i FROM range(5) t(x)"
+    got_np, want_np = con.execute(num_sql).fetchnumpy(), native.sql(num_sql).fetchnumpy()
+    assert list(got_np) == list(want_np)
+    for k in want_np:
+        assert type(got_np[k]) is type(want_np[k]) and got_np[k].dtype == want_np[k].dtype, k
+        assert np.array_equal(np.ma.getmaskarray(got_np[k]), np.ma.getmaskarray(want_np[k]))
+        assert np.ma.allequal(got_np[k], want_np[k])
     assert con.sql("SELECT 42").fetchall() == [(42,)]
     # a statement without rows: DuckDB's own answer
     assert con.execute("BEGIN").fetchall() == native.execute("BEGIN").fetchall()

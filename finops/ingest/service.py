@@ -815,9 +815,13 @@ class _Session:
             took = bool(starts) and self.turn is None
             if took:
                 self.turn = _WriteTurn()
+            rel = None
             try:
                 if many:
                     cur.executemany(sql, params)
+                elif remote._READ_ONLY.match(sql) and not remote._TEMP.search(sql):
+                    # a query as a relation: its rows go to Arrow as they are made, no copy of the result first
+                    rel = cur.sql(sql, params=params)
                 else:
                     cur.execute(sql, params)
             except BaseException:
@@ -826,6 +830,11 @@ class _Session:
                 raise
             if ends:
                 self._release()
+            if rel is not None:
+                return [[n, str(t)] for n, t in zip(rel.columns, rel.types, strict=True)], \
+                    remote.arrow_bytes(rel.to_arrow_table())
+            if not many and remote._READ_ONLY.match(sql) and not remote._TEMP.search(sql):
+                return None, b""            # a WITH ... that wrote: no rows
             desc = cur.description
             if desc is None:
                 return None, b""
@@ -1021,8 +1030,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 params = [remote.decode_params(p) for p in asked["params"]] if asked.get("many") else \
                     remote.decode_params(asked.get("params"))
                 description, rows = _served_statement(sessions.get(sid), asked["sql"], params, bool(asked.get("many")))
-                self._answer(200, remote.frame({"session": sid, "description": description}, rows),
-                             "application/vnd.finops.result")
+                head = remote.frame_head({"session": sid, "description": description})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.finops.result")
+                self.send_header("Content-Length", str(len(head) + len(rows)))
+                self.end_headers()
+                self.wfile.write(head)
+                self.wfile.write(rows)
             elif self.path == "/sql/unregister":
                 sessions.get(asked.get("session")).unregister(str(asked.get("name")))
                 self._answer(200, {})
