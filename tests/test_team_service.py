@@ -172,8 +172,8 @@ def test_one_store_many_processes_at_once(tmp_path):
             phase("both pages shown")
             assert _exceptions(pg1) == [] and _exceptions(pg2) == []
 
-            def loads():
-                for f in files + [files[0]]:             # the first file twice: it adds nothing the second time
+            def loads(part):
+                for f in part:
                     r = _cli("ingest", str(f), "--json", db=db)
                     if r.returncode:
                         failures.append(f"ingest {f.name}: {r.stderr}")
@@ -197,7 +197,10 @@ def test_one_store_many_processes_at_once(tmp_path):
                 for k in range(5):
                     sent.extend(_send_spans(f"http://127.0.0.1:{otlp_port}/v1/traces", k * 20, 20))
 
-            workers = [threading.Thread(target=fn) for fn in (loads, follow, spans)]
+            # two cron-style loaders at once (the first file twice: it adds nothing the second time)
+            workers = [threading.Thread(target=loads, args=(files[0::2] + [files[1]],)),
+                       threading.Thread(target=loads, args=(files[1::2] + [files[0]],)),
+                       *(threading.Thread(target=fn) for fn in (follow, spans))]
             reporter = threading.Thread(target=report_loop)
             for w in [*workers, reporter]:
                 w.start()
