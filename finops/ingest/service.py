@@ -24,10 +24,12 @@ resume a configured source (:func:`set_enabled`, ``follow``). Kinds (:data:`KIND
 Each tick runs every enabled source; one source's error is recorded in ``ingest_status`` (state, last run,
 last success, rows, last error in words) and never stops the others.
 
-The ingester also answers the command line while it holds the store (:class:`ControlServer`): HTTP on
+The ingester also serves the store it holds to every other process (:class:`ControlServer`): HTTP on
 127.0.0.1, a random port and token written to ``<store>.ingester.json`` (mode 0600, removed on a clean
-exit; one naming a dead process is ignored). ``python -m finops ingest`` streams a file to it and gets the
-same summary; ``report`` runs in the service process (:func:`control_for`, :class:`ControlClient`).
+exit; one naming a dead process is ignored). Its SQL sessions (:class:`SqlSessions`, the protocol in
+:mod:`finops.remote`) are what ``store.connect`` returns elsewhere while this process holds the file: a
+second dashboard, ``report``, ``alerts``, any command. ``python -m finops ingest`` streams a file to it
+and gets the same summary (:func:`control_for`, :class:`ControlClient`); ``/command`` runs ``report`` here.
 """
 from __future__ import annotations
 
