@@ -60,7 +60,7 @@ from pathlib import Path
 
 import duckdb
 
-from finops import access, catalogue, schema, sql
+from finops import access, catalogue, remote, schema, sql
 from finops.errors import InputError
 from finops.filters import Filters
 
@@ -567,8 +567,11 @@ def resolve_path(path: str | os.PathLike | None = None) -> str:
 
 
 class StoreError(InputError):
-    """The store cannot be opened: held by another process, not a store, unreadable. Its message is a
-    sentence saying what to do; DuckDB's own text (paths, internals) goes to the ``finops`` log."""
+    """The store cannot be opened: held by another process, not a store, unreadable; or the process that
+    served it to this one went away. Its message is a sentence saying what to do; DuckDB's own text
+    (paths, internals) goes to the ``finops`` log. ``held``: the file is locked by another process."""
+
+    held = False
 
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
@@ -584,10 +587,12 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         if "lock" in text.lower():
             pid = _LOCK_PID.search(text)
             who = f"process {pid.group(1)}" if pid else "another process"
-            raise StoreError(
-                f"The store {name} is in use by {who} (the dashboard, a load or a report): DuckDB lets one process "
-                "write a store at a time. Stop that process and try again, or load logs on the Data page while "
-                "the dashboard runs.") from None
+            error = StoreError(
+                f"The store {name} is in use by {who} (a load, a report or another command that does not serve it "
+                "to others): DuckDB lets one process write a store at a time. Wait for it to end and try again; "
+                "the dashboard and serve-ingest share a store they hold with every other process.")
+            error.held = True
+            raise error from None
         if read_only and not os.path.exists(path):
             raise StoreError(f"There is no store at {name}: load logs into it first (python -m finops ingest).") \
                 from None
@@ -596,12 +601,24 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
-            memory_limit: str | None = "1536MB") -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) a store and make sure its tables exist."""
+            memory_limit: str | None = "1536MB", shared: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a store and make sure its tables exist.
+
+    A store another process holds and serves (the dashboard, ``serve-ingest``: its ingester's sidecar
+    ``<store>.ingester.json`` names it) is used through that process: the connection returned is a
+    :class:`finops.remote.RemoteConnection`, which answers as this one does (``shared=False``: the
+    :class:`StoreError` instead). The holder made the tables; ``read_only`` is not enforced there."""
     path = resolve_path(path)
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    con = _open(path, read_only)
+    try:
+        con = _open(path, read_only)
+    except StoreError as exc:
+        served = remote.connect(path, StoreError) if exc.held and shared else None
+        if served is None:
+            raise
+        log.info("the store %s is held by process %s: using it through that process", path, served.holder_pid)
+        return served
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     con.execute("SET TimeZone = 'UTC'")

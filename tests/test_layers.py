@@ -16,7 +16,8 @@ from helpers import ROOT
 # into another entry must go to a lower floor. Floor 4 has five entries: siblings, none imports another.
 FLOORS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (0, ("finops", "finops.schema", "finops.errors", "finops.filters", "finops.sql", "finops.store",
-         "finops.charts", "finops.jsonutil", "finops.catalogue", "finops.fmt", "finops.access")),
+         "finops.charts", "finops.jsonutil", "finops.catalogue", "finops.fmt", "finops.access",
+         "finops.remote")),
     (1, ("finops.ingest",)),
     (2, ("finops.latency",)),
     (3, ("finops.spend",)),

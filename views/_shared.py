@@ -19,7 +19,23 @@ from finops.fmt import period
 
 @st.cache_resource(show_spinner=False)
 def _connection(path: str):
+    """The store, opened once per server process: the file itself, or, while another process holds it (a
+    first dashboard, ``serve-ingest``), that process's connection (:mod:`finops.remote`)."""
     return store.connect(path)
+
+
+#: a served connection not used for this long is asked whether its holder still answers before a run uses it
+_REMOTE_CHECK_S = 1.0
+
+
+def _live_connection(path: str):
+    """:func:`_connection`, made again when the process that served it went away: the next run opens the
+    file itself if it is free now (or the new holder's connection)."""
+    con = _connection(path)
+    if getattr(con, "remote", False) and (con.lost or (con.idle_s() > _REMOTE_CHECK_S and not con.ping())):
+        _connection.clear()
+        con = _connection(path)
+    return con
 
 
 @st.cache_resource(show_spinner=False)
@@ -114,7 +130,7 @@ def store_label() -> str:
 
 def connection():
     """The process's one connection to the store (a cursor per use is taken by ``cursor``)."""
-    return _connection(store_path())
+    return _live_connection(store_path())
 
 
 def cursor():
@@ -125,7 +141,7 @@ def cursor():
 def _call(path: str, version: int, key: str, _fn: Callable, args: tuple, kwargs: tuple):
     # ``key`` (the function's qualified name) stands in for ``_fn`` in the cache key: Streamlit skips
     # arguments whose names start with an underscore
-    return _fn(_connection(path).cursor(), *args, **dict(kwargs))
+    return _fn(_live_connection(path).cursor(), *args, **dict(kwargs))
 
 
 #: worker threads that compute a page's slow sections while its quick ones render (:func:`prefetch`)
@@ -160,8 +176,32 @@ def query(fn: Callable, *args, **kwargs):
     budget or setting edit shows at once, in every browser tab and process.
     """
     key = f"{fn.__module__}.{fn.__qualname__}"
-    version = store.data_version(cursor())
+    version = _data_version(connection())
     return _call(store_path(), version, key, fn, args, tuple(sorted(kwargs.items())))
+
+
+#: how long a data version read through another process is used again (a page sees a write of another
+#: process within this, a write of this one at once)
+SERVED_VERSION_TTL_S = 1.0
+_served_versions: dict = {}
+
+
+def _data_version(con) -> int:
+    """The store's data version for the cache key: read afresh from the file itself; through the process
+    serving the store (one round trip each), read again once :data:`SERVED_VERSION_TTL_S` passed or this
+    process sent a write since."""
+    if not getattr(con, "remote", False):
+        return store.data_version(con.cursor())
+    import time
+    now = time.monotonic()
+    seen = _served_versions.get(id(con))
+    if seen is not None and seen[0] == con.writes and now - seen[1] < SERVED_VERSION_TTL_S:
+        return seen[2]
+    writes = con.writes
+    version = store.data_version(con.cursor())
+    _served_versions.clear()                # one entry: the process's connection
+    _served_versions[id(con)] = (writes, now, version)
+    return version
 
 
 # ---- who is looking: login, role, tenant scope (the rules are finops.access; this is the Streamlit side)
@@ -299,12 +339,12 @@ def source_label(extra: str = "") -> str:
 # ---- the ingester: one per server process, following the sources an admin configured (finops.ingest.service)
 
 @st.cache_resource(show_spinner=False)
-def _ingester(path: str):
+def _ingester(path: str, served_by_another: bool):
     """Once per server process: the ingester on the process's connection, acting as the system, whoever has a
     tab open (``FINOPS_INGESTER=0`` leaves it off). Its control endpoint lets ``python -m finops ingest`` and
     ``report`` run while this process holds the store."""
-    if os.environ.get("FINOPS_INGESTER", "1") == "0":
-        return None
+    if os.environ.get("FINOPS_INGESTER", "1") == "0" or served_by_another:
+        return None         # a store another process serves: that process runs the ingester
     import atexit
 
     from finops.commands.serve_ingest import COMMANDS
@@ -316,8 +356,9 @@ def _ingester(path: str):
 
 
 def start_ingester():
-    """The process's ingester, started on the first run of the app (app.py)."""
-    return _ingester(store_path())
+    """The process's ingester, started on the first run of the app (app.py); none while another process
+    holds the store (the first run after it went away and this process opened the file starts one)."""
+    return _ingester(store_path(), bool(getattr(connection(), "remote", False)))
 
 
 def ingester_status_frame():

@@ -45,20 +45,23 @@ def run(args) -> int:
     options = IngestOptions(format=args.format, mapping=parse_mapping(args.mapping), model=args.model,
                             tenant=args.tenant, tenant_field=args.tenant_field, start=args.start,
                             strict=args.strict, records_path=args.records_path)
+    con = store.connect(db_path(args))
     try:
-        con = store.connect(db_path(args))
-    except store.StoreError:
-        # held by another process: its ingester, if it runs one, loads the files (the same loader and summary)
-        from finops.ingest import service
-        from finops.ingest.loader import IngestResult
-        remote = service.control_for(db_path(args))
-        if remote is None:
-            raise
-        results = [IngestResult(**r) for path in args.paths for r in remote.ingest(path, options)]
-    else:
-        results = []
-        for path in args.paths:
-            results.extend(ingest_path(con, path, options))
+        if getattr(con, "remote", False):
+            # held and served by another process: the files are streamed to its ingester, which loads them
+            # where the store is (the same loader and summary; a relative path or a file only we can read works)
+            from finops.ingest import service
+            from finops.ingest.loader import IngestResult
+            holder = service.control_for(db_path(args))
+            if holder is None:
+                raise store.StoreError(con.lost or "The process serving the store has stopped: run the command again.")
+            results = [IngestResult(**r) for path in args.paths for r in holder.ingest(path, options)]
+        else:
+            results = []
+            for path in args.paths:
+                results.extend(ingest_path(con, path, options))
+    finally:
+        con.close()
     total = {k: sum(getattr(r, k) for r in results)
              for k in ("rows_read", "rows_ingested", "rows_rejected", "duplicates_skipped")}
     rejects = [dict(r_, file=r.file) for r in results for r_ in r.rejects][:50]

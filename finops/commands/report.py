@@ -39,18 +39,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    """The report on the store; while another process holds it, that process's ingester answers
-    (:mod:`finops.ingest.service`): the same output and exit code."""
+    """The report on the store; while another process holds and serves it, through that process's
+    connection (:mod:`finops.remote`): the same output and exit code."""
+    con = store.connect(db_path(args))
     try:
-        con = store.connect(db_path(args))
-    except store.StoreError:
-        from finops.ingest import service
-        remote = service.control_for(db_path(args))
-        if remote is None:
-            raise
-        out, err = remote.command(NAME, getattr(args, "_argv", None) or [])
-    else:
         out, err = render(con, args)
+    finally:
+        con.close()
     sys.stderr.write(err)
     sys.stdout.write(out)
     return 0

@@ -24,10 +24,12 @@ resume a configured source (:func:`set_enabled`, ``follow``). Kinds (:data:`KIND
 Each tick runs every enabled source; one source's error is recorded in ``ingest_status`` (state, last run,
 last success, rows, last error in words) and never stops the others.
 
-The ingester also answers the command line while it holds the store (:class:`ControlServer`): HTTP on
+The ingester also serves the store it holds to every other process (:class:`ControlServer`): HTTP on
 127.0.0.1, a random port and token written to ``<store>.ingester.json`` (mode 0600, removed on a clean
-exit; one naming a dead process is ignored). ``python -m finops ingest`` streams a file to it and gets the
-same summary; ``report`` runs in the service process (:func:`control_for`, :class:`ControlClient`).
+exit; one naming a dead process is ignored). Its SQL sessions (:class:`SqlSessions`, the protocol in
+:mod:`finops.remote`) are what ``store.connect`` returns elsewhere while this process holds the file: a
+second dashboard, ``report``, ``alerts``, any command. ``python -m finops ingest`` streams a file to it
+and gets the same summary (:func:`control_for`, :class:`ControlClient`); ``/command`` runs ``report`` here.
 """
 from __future__ import annotations
 
@@ -42,9 +44,11 @@ import os
 import re
 import secrets as pysecrets
 import shutil
+import socket
 import threading
 import time
 import urllib.parse
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,7 +57,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from finops import access, store
+from finops import access, remote, store
 from finops.errors import InputError
 from finops.ingest.base import IngestOptions
 
@@ -76,6 +80,9 @@ SETTLE_S = 2.0                  #: a watched file unchanged for this long is com
 DEFAULT_EVERY_S = {"pull-litellm": 300.0, "pull-langfuse": 300.0, "scrape-vllm": 15.0}
 MIN_EVERY_S = 1.0
 CONTROL_MAX_BYTES = 200 * 1024 ** 2     #: a file the command line streams to the service (Streamlit's upload limit)
+SQL_IDLE_S = float(os.environ.get("FINOPS_SQL_IDLE_S") or 600.0)   #: a served SQL session idle this long is closed
+SQL_CLOSE_WAIT_S = 5.0
+SQL_MAX_BYTES = 2 * 1024 ** 3           #: the largest statement or registered table another process may send
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS ingest_sources (id BIGINT, kind VARCHAR, target VARCHAR, format VARCHAR,
@@ -372,6 +379,9 @@ class Ingester:
                  secret: Callable[[str], str | None] | None = None, otlp_port: int | None = 0,
                  spool_dir: str | os.PathLike | None = None, otlp_tenant_field: str | None = None,
                  commands: dict[str, Callable] | None = None, control: bool = True):
+        if getattr(con, "remote", False):      # only the holder runs one: it serves the store to the others
+            raise InputError(f"the store is held by process {con.holder_pid}, which runs its own ingester: "
+                             "configure its sources here (--add-follow, --list ...) and they run there")
         self.con = con.cursor()
         self.db_path = db_path
         self.tick_s = tick_s
@@ -692,26 +702,197 @@ RUNNERS: dict[str, Callable[[Ingester, duckdb.DuckDBPyConnection, LiveSource, St
 
 def sidecar_path(db_path: str | os.PathLike) -> Path:
     """``<store>.ingester.json``: the port and token of the ingester holding the store."""
-    return Path(f"{Path(db_path).resolve()}.ingester.json")
+    return remote.sidecar_path(db_path)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+
+class SqlSessions:
+    """The SQL sessions the control server serves to other processes (:mod:`finops.remote`): one
+    ``con.cursor()`` each, its calls run one at a time. A session's ``BEGIN`` takes the
+    process's write lock (:data:`finops.store.WRITE_LOCK`) until its ``COMMIT`` or ``ROLLBACK``, so its
+    loads take turns with the holder's own (one next batch id at a time); a session idle for longer than
+    ``idle_s`` is closed, its open transaction rolled back."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, idle_s: float = SQL_IDLE_S):
+        self.con, self.idle_s = con, float(idle_s)
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._sweep, name="finops-sql-sweep", daemon=True).start()
+
+    def open(self) -> str:
+        sid = pysecrets.token_urlsafe(12)
+        cur = self.con.cursor()
+        cur.execute("SET SESSION arrow_lossless_conversion = true")
+        cur.execute("SET TimeZone = 'UTC'")
+        with self._lock:
+            self._sessions[sid] = _Session(cur)
+        return sid
+
+    def get(self, sid) -> _Session:
+        with self._lock:
+            s = self._sessions.get(sid)
+        if s is None:
+            raise _Gone("no such session: it was closed after idling, or the store's holder restarted")
+        return s
+
+    def close(self, sids) -> None:
+        for sid in sids or ():
+            with self._lock:
+                s = self._sessions.pop(sid, None)
+            if s is not None:
+                s.close()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _sweep(self) -> None:
+        while not self._stop.wait(min(5.0, max(self.idle_s / 4, 0.05))):
+            now = time.monotonic()
+            with self._lock:
+                idle = [sid for sid, s in self._sessions.items() if not s.busy and now - s.last_used > self.idle_s]
+            if idle:
+                log.info("closing %d SQL session(s) idle for over %g s", len(idle), self.idle_s)
+            self.close(idle)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            sids = list(self._sessions)
+        self.close(sids)
+
+
+class _Gone(Exception):
+    """A session that is not (or no longer) open: HTTP 410."""
+
+
+class _WriteTurn:
+    """The holder's write lock (:data:`finops.store.WRITE_LOCK`, reentrant: released by the thread that took
+    it) held for one session's transaction by a thread of its own, so the session's statements may run on
+    whichever request thread serves them."""
+
+    def __init__(self):
+        self._taken, self._done = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._hold, name="finops-sql-write-turn", daemon=True)
+        self._thread.start()
+        self._taken.wait()
+
+    def _hold(self) -> None:
+        with store.WRITE_LOCK:          # the holder's loads and every session's take turns
+            self._taken.set()
+            self._done.wait()
+
+    def release(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+class _Session:
+    def __init__(self, cur: duckdb.DuckDBPyConnection):
+        self.cur = cur
+        self.mutex = threading.Lock()   # one statement of a session at a time
+        self.turn: _WriteTurn | None = None      # an open transaction holds the write lock
+        self.busy = 0
+        self.last_used = time.monotonic()
+        self.closed = False
+        self.registered: dict[str, object] = {}
+
+    def run(self, fn):
+        """``fn(cursor)``, the session's calls one at a time."""
+        self.busy += 1
+        try:
+            with self.mutex:
+                if self.closed:
+                    raise _Gone("the session was closed")
+                return fn(self.cur)
+        finally:
+            self.busy -= 1
+            self.last_used = time.monotonic()
+
+    def execute(self, sql: str, params, many: bool):
+        """Run ``sql`` (text another process's finops built, under the same vocabulary checks) with its bound
+        ``params``; returns (description as [name, type] pairs or None, the rows as Arrow IPC bytes)."""
+        def go(cur):
+            starts, ends = remote._TX_START.match(sql), remote._TX_END.match(sql)
+            took = bool(starts) and self.turn is None
+            if took:
+                self.turn = _WriteTurn()
+            rel = None
+            try:
+                if many:
+                    cur.executemany(sql, params)
+                elif remote._READ_ONLY.match(sql) and not remote._TEMP.search(sql):
+                    # a query as a relation: its rows go to Arrow as they are made, no copy of the result first
+                    rel = cur.sql(sql, params=params)
+                else:
+                    cur.execute(sql, params)
+            except BaseException:
+                if took or ends:
+                    self._release()
+                raise
+            if ends:
+                self._release()
+            if rel is not None:
+                return [[n, str(t)] for n, t in zip(rel.columns, rel.types, strict=True)], \
+                    remote.arrow_bytes(rel.to_arrow_table())
+            if not many and remote._READ_ONLY.match(sql) and not remote._TEMP.search(sql):
+                return None, b""            # a WITH ... that wrote: no rows
+            desc = cur.description
+            if desc is None:
+                return None, b""
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")         # "an extra copy of the rows": the IPC writer needs them
+                table = cur.to_arrow_table()
+            return [[d[0], str(d[1])] for d in desc], remote.arrow_bytes(table)
+        return self.run(go)
+
+    def _release(self) -> None:
+        if self.turn is not None:
+            turn, self.turn = self.turn, None
+            turn.release()
+
+    def register(self, name: str, table) -> None:
+        def go(cur):
+            cur.register(name, table)
+            self.registered[name] = table
+        self.run(go)
+
+    def unregister(self, name: str) -> None:
+        def go(cur):
+            cur.unregister(name)
+            self.registered.pop(name, None)
+        self.run(go)
+
+    def close(self) -> None:
+        if not self.mutex.acquire(timeout=SQL_CLOSE_WAIT_S):
+            # a statement still running: it ends on its own; interrupted, its transaction rolls back
+            log.warning("a SQL session was closed while a statement of it still ran")
+            with contextlib.suppress(duckdb.Error):
+                self.cur.interrupt()
+            self.mutex.acquire()
+        try:
+            if self.turn is not None:
+                with contextlib.suppress(duckdb.Error):
+                    self.cur.execute("ROLLBACK")
+                self._release()
+            self.closed = True
+            self.registered.clear()
+            with contextlib.suppress(duckdb.Error):
+                self.cur.close()
+        finally:
+            self.mutex.release()
 
 
 class ControlServer:
     """HTTP on 127.0.0.1 (a random port), every request carrying the random token of the sidecar file."""
 
-    def __init__(self, ingester: Ingester, db_path: str):
+    def __init__(self, ingester: Ingester, db_path: str, sql_idle_s: float | None = None):
         self.ingester, self.sidecar = ingester, sidecar_path(db_path)
         self.token = pysecrets.token_urlsafe(32)
         self.httpd: http.server.ThreadingHTTPServer | None = None
+        self.sessions = SqlSessions(ingester.con, SQL_IDLE_S if sql_idle_s is None else sql_idle_s)
+        self.open_connections: dict[threading.Thread, object] = {}     # request thread -> its socket
+        self.lock = threading.Lock()
 
     def start(self) -> ControlServer:
         handler = type("Handler", (_Handler,), {"server_ref": self})
@@ -739,19 +920,41 @@ class ControlServer:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
+        # kept-alive connections of other processes: closed, so that their request threads end before the
+        # process does (a thread left holding the store's connection at exit is a leak DuckDB reports)
+        with self.lock:
+            open_now = dict(self.open_connections)
+        for sock in open_now.values():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for thread in open_now:
+            thread.join(SQL_CLOSE_WAIT_S)
+        self.sessions.stop()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server_ref: ControlServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True      # an answer's headers and body are two writes: no 40 ms wait between
+
+    def setup(self):
+        super().setup()
+        with self.server_ref.lock:
+            self.server_ref.open_connections[threading.current_thread()] = self.connection
+
+    def finish(self):
+        with self.server_ref.lock:
+            self.server_ref.open_connections.pop(threading.current_thread(), None)
+        with contextlib.suppress(OSError):
+            super().finish()
 
     def log_message(self, fmt, *args):         # the finops log, never stderr (no token is in a request line)
         log.debug("ingester control: " + fmt, *args)
 
-    def _answer(self, code: int, body: dict) -> None:
-        data = json.dumps(body, default=str).encode()
+    def _answer(self, code: int, body: dict | bytes, content_type: str = "application/json") -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body, default=str).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -766,7 +969,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
         if not self._authorised():
             return
-        if self.path == "/status":
+        if self.path == "/sql/ping":
+            self._answer(200, {"pid": os.getpid(), "sessions": len(self.server_ref.sessions)})
+        elif self.path == "/status":
             frame = status_frame(self.server_ref.ingester.con.cursor())
             self._answer(200, {"pid": os.getpid(), "sources": json.loads(frame.to_json(orient="records",
                                                                                        date_format="iso"))})
@@ -783,6 +988,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             if length < 0:
                 raise InputError("the request has no valid Content-Length")
+            if self.path.startswith("/sql/"):
+                self._sql(length)
+                return
             with access.acting(access.LOCAL):      # whoever holds the 0600 token may write the store file
                 if self.path == "/ingest":
                     body = self._ingest(length)
@@ -801,6 +1009,58 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(500, {"error": "the ingester failed on an error of ours; the details are in its log"})
             return
         self._answer(200, body)
+
+    def _sql(self, length: int) -> None:
+        """The SQL session endpoints (:mod:`finops.remote`): a DuckDB error is HTTP 422 with its class."""
+        sessions = self.server_ref.sessions
+        if length > SQL_MAX_BYTES:
+            raise InputError(f"the request is over {SQL_MAX_BYTES // 1024 ** 3} GiB")
+        data = self._read_body(length)
+        sid = None
+        try:
+            if self.path == "/sql/register":
+                session = sessions.get(self.headers.get("X-Finops-Session"))
+                session.register(self.headers.get("X-Finops-Relation") or "", remote.arrow_table(data))
+                self._answer(200, {})
+                return
+            asked = json.loads(data or b"{}")
+            sessions.close(asked.get("close"))
+            if self.path == "/sql/open":
+                self._answer(200, {"session": sessions.open()})
+            elif self.path == "/sql/execute":
+                sid = asked.get("session") or sessions.open()
+                params = [remote.decode_params(p) for p in asked["params"]] if asked.get("many") else \
+                    remote.decode_params(asked.get("params"))
+                description, rows = _served_statement(sessions.get(sid), asked["sql"], params, bool(asked.get("many")))
+                head = remote.frame_head({"session": sid, "description": description})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.finops.result")
+                self.send_header("Content-Length", str(len(head) + len(rows)))
+                self.end_headers()
+                self.wfile.write(head)
+                self.wfile.write(rows)
+            elif self.path == "/sql/unregister":
+                sessions.get(asked.get("session")).unregister(str(asked.get("name")))
+                self._answer(200, {})
+            elif self.path == "/sql/close":
+                sessions.close(asked.get("sessions"))
+                self._answer(200, {})
+            else:
+                self._answer(404, {"error": "no such endpoint"})
+        except _Gone as exc:
+            self._answer(410, {"error": str(exc)})
+        except duckdb.Error as exc:
+            self._answer(422, {"error": str(exc), "duckdb": type(exc).__name__, "session": sid})
+
+    def _read_body(self, length: int) -> bytes:
+        chunks, remaining = [], length
+        while remaining:
+            chunk = self.rfile.read(min(remaining, 1 << 20))
+            if not chunk:
+                raise InputError("the request was cut off in transfer")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
 
     def _ingest(self, length: int) -> dict:
         from finops.ingest import uploads
@@ -839,6 +1099,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise InputError(f"the ingester does not run {asked.get('name')!r} for the command line")
         out, err = fn(self.server_ref.ingester.con.cursor(), [str(a) for a in asked.get("argv", [])])
         return {"stdout": out, "stderr": err}
+
+
+def _served_statement(session: _Session, sql, params, many: bool):
+    """A served session's statement: ``sql`` is the text the other process's finops built (its values bound,
+    never in the text: the vocabulary's checks ran on the code that built it; tests/test_sql_vocabulary.py
+    names this one call that takes the text from a request)."""
+    if not isinstance(sql, str):
+        raise InputError("the statement is not text")
+    return session.execute(sql, params, many)
 
 
 _OPTION_FIELDS = ("format", "mapping", "model", "tenant", "tenant_field", "start", "strict", "records_path",
@@ -922,13 +1191,7 @@ class ControlClient:
 def control_for(db_path: str | os.PathLike) -> ControlClient | None:
     """The ingester holding the store at ``db_path`` (its sidecar file), None when there is none or the
     file names a process that is gone (a stale file is ignored)."""
-    if not db_path or str(db_path) == ":memory:":
+    info = remote.holder_info(db_path)
+    if info is None:
         return None
-    try:
-        info = json.loads(sidecar_path(db_path).read_text())
-        pid, port, token = int(info["pid"]), int(info["port"]), str(info["token"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not _alive(pid):
-        return None
-    return ControlClient(str(info.get("host") or "127.0.0.1"), port, token, pid)
+    return ControlClient(info["host"], info["port"], info["token"], info["pid"])
