@@ -632,16 +632,39 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         if con.execute("SELECT count(*) FROM prices").fetchall()[0][0] == 0:
             load_price_book(con, PRICES_CSV)
         if get_setting(con, "rollup_version") != ROLLUP_VERSION:
+            _refuse_emptying(con, path, "rollup_hourly")
             rebuild_rollups(con)
         if get_setting(con, "catalogue.source") != catalogue.catalogue_source():
             sync_catalogue(con)
         for table, *_ in DERIVED:
             if not derived_ready(con, table):
+                _refuse_emptying(con, path, table)
                 rebuild_derived(con, table)
     return con
 
 
+def _refuse_emptying(con: duckdb.DuckDBPyConnection, path: str, table: str) -> None:
+    """A table written by another version is rebuilt from the raw rows as the store opens; a store of attached
+    rollups (finops.scale) has none, so the rebuild would replace what was attached with nothing. Refused,
+    with what to do; a table that holds no row yet is built (empty) as usual."""
+    if row_count(con):
+        return
+    try:
+        if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {sql.column(table, _REBUILT, 'table')})").fetchall()[0][0]:
+            return
+    except duckdb.CatalogException:         # not made yet
+        return
+    con.close()
+    raise StoreError(f"{os.path.basename(path)} holds rollups attached from `finops rollup` and no request rows; "
+                     f"this version of finops writes {table} differently, so it cannot be rebuilt here. Run "
+                     "`python -m finops rollup` again with this version and attach its output to a new store.")
+
+
 _COLUMN_TYPES = tuple({c.sql_type for c in schema.COLUMNS} | {"DOUBLE", "INTEGER", "BIGINT", "DATE", "VARCHAR"})
+
+
+#: the tables the store rebuilds from its raw rows when their version changes
+_REBUILT = ("rollup_hourly", *(t for t, *_ in DERIVED))
 
 
 def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str, columns) -> None:

@@ -354,3 +354,18 @@ def test_a_slice_is_bounded_and_says_why_not(built):
         assert part.requests == embedded.execute(
             "SELECT count(*) FROM requests WHERE model = 'gpt-4o' AND ts >= ? AND ts < ?",
             [part.filters.since, NARROW.until]).fetchall()[0][0]
+
+
+def test_an_attached_store_is_never_emptied_by_a_rebuild_on_opening(tmp_path):
+    """A store of attached rollups has no raw rows: a table of another version cannot be rebuilt from them, so
+    opening it says so and changes nothing (a table with no row is built as usual)."""
+    path = str(tmp_path / "attached.duckdb")
+    con = store.connect(path)
+    con.execute("INSERT INTO queue_15min VALUES (TIMESTAMP '2026-03-01 10:00', 'm', 't', 'standard', 1, 5, 50.0)")
+    store.set_setting(con, 'queue_windows_version', 0)
+    con.close()
+    with pytest.raises(store.StoreError, match="cannot be rebuilt here"):
+        store.connect(path)
+    con = store.connect(path, read_only=True)
+    assert con.execute("SELECT count(*), sum(requests) FROM queue_15min").fetchall() == [(1, 5)]
+    con.close()
