@@ -287,13 +287,90 @@ def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
 _NON_SLA_FIELDS: tuple[tuple[str, str], ...] = tuple(x for x in SKETCH_FIELDS if x not in SLA_SKETCH_FIELDS)
 
 
-def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
-    """Write every derived table's rows of one load (the loader's last step, inside its transaction);
+_SUMMED = re.compile(r"^(coalesce\(sum\(.*\), 0\)|count\(.*\))$", re.S)
+_PER_MILLE = " / 1000.0"
+
+
+def _measure_parts(expr: str) -> tuple[str, str]:
+    """(partial, combine) of a rollup measure: the aggregate at a finer grain, and the SQL summing those
+    partials (``{p}`` for the partial's column) into the measure's value, the same to the last digit.
+
+    A count or a ``coalesce(sum(...), 0)`` sums exactly (integers, DECIMAL); ``... / 1000.0`` of a sum of whole
+    microseconds keeps the integer sum and divides once at the end, as the measure itself does. Any other
+    form raises ValueError (its caller computes that table on its own)."""
+    if expr.endswith(_PER_MILLE) and _SUMMED.match(expr[:-len(_PER_MILLE)]):
+        return expr[:-len(_PER_MILLE)], "sum({p})" + _PER_MILLE
+    if _SUMMED.match(expr):
+        return expr, "coalesce(sum({p}), 0)"
+    raise ValueError(f"no exact partial for the rollup measure {expr!r}")
+
+
+#: the fused path's finest grain: rollup_hourly's keys and the cascade subsets' (:data:`SUBSET_KEYS`)
+_FINE = "_finops_fine_rollup"
+
+
+def _fused_rollups(con: duckdb.DuckDBPyConnection, batch_id: int, tables: list[str], step=None) -> None:
+    """rollup_hourly and rollup_cascade_hourly of one batch from one scan of its rows: the rollup at the finer
+    grain of both (the rollup keys and the two subset flags, a few times rollup_hourly's rows) into a
+    temporary table, then each table summed from it. The same rows as :func:`rollup_select_sql` of each
+    (:func:`_measure_parts`)."""
+    parts = [(name, *_measure_parts(expr)) for name, _, expr in ROLLUP_MEASURES]
+    fine_measures = tuple((name, "", partial) for name, partial, _ in parts)
+    keys = ["hour", *sql.ROLLUP_DIMS, "input_band", "batch_id"]
+    if step:
+        step("the finest rollup (one scan)")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_FINE} AS "
+                f"{rollup_select_sql('requests', 'batch_id = ?', measures_sql=fine_measures, extra_keys_sql=SUBSET_KEYS)}",
+                [batch_id])
+    try:
+        combined = ", ".join(combine.format(p=name) + f" AS {name}" for name, _, combine in parts)
+        for table in tables:
+            if step:
+                step(table)
+            if table == "rollup_hourly":
+                con.execute(f"INSERT INTO rollup_hourly SELECT {', '.join(keys)}, {combined} FROM {_FINE} "
+                            "GROUP BY ALL")
+            else:
+                flags = ", ".join(k for k, _ in SUBSET_KEYS)
+                con.execute(f"INSERT INTO {table} SELECT {', '.join(keys)}, {flags}, {combined} FROM {_FINE} "
+                            f"WHERE {' OR '.join(k for k, _ in SUBSET_KEYS)} GROUP BY ALL")
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_FINE}")
+
+
+#: the derived tables :func:`_fused_rollups` writes; any other entry of :data:`DERIVED` is written on its own
+_FUSED_ROLLUPS = ("rollup_cascade_hourly",)
+
+
+def insert_rollups(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
+    """Write one load's hourly rollup and every derived table's rows (the loader's last step, inside its
+    transaction); ``step(table)`` is called before each (the loader's progress).
+
+    rollup_hourly and the cascade subsets' rollup come from one scan of the batch (:func:`_fused_rollups`);
+    the rest of :data:`DERIVED` as :func:`insert_derived` writes it."""
+    fused = [t for t, *_ in DERIVED if t in _FUSED_ROLLUPS]
+    try:
+        [_measure_parts(expr) for _, _, expr in ROLLUP_MEASURES]
+    except ValueError:
+        fused = []
+    if fused:
+        _fused_rollups(con, batch_id, ["rollup_hourly", *fused], step)
+    else:
+        if step:
+            step("rollup_hourly")
+        con.execute(f"INSERT INTO rollup_hourly {rollup_select_sql('requests', 'batch_id = ?')}", [batch_id])
+    insert_derived(con, batch_id, step, skip=tuple(fused))
+
+
+def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None, skip: tuple[str, ...] = ()) -> None:
+    """Write every derived table's rows of one load (but those in ``skip``), inside the load's transaction;
     ``step(table)`` is called before each (the loader's progress).
 
     The latency sketch's SLA fields are the SLA sketch's buckets (written first) summed over tenant and tier:
     the same rows as from the raw rows, two scans of them fewer."""
     for table, *_ in DERIVED:
+        if table in skip:
+            continue
         if step:
             step(table)
         if table == "latency_hourly":
