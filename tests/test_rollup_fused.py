@@ -64,16 +64,16 @@ def test_one_scan_rollups_equal_each_tables_definition(fleet):
 
 
 def test_a_measure_with_no_exact_partial_takes_the_per_table_path(fleet, monkeypatch):
-    """A measure :func:`store._measure_parts` cannot split (say a max) makes the load write each rollup
+    """A measure :func:`store.measure_parts_sql` cannot split (say a max) makes the load write each rollup
     from the raw rows on its own: the same rows."""
     with pytest.raises(ValueError, match="no exact partial"):
-        store._measure_parts("max(total_ms)")
-    assert store._measure_parts("count(*)") == ("count(*)", "coalesce(sum({p}), 0)")
-    assert store._measure_parts("coalesce(sum(x), 0) / 1000.0") == ("coalesce(sum(x), 0)", "sum({p}) / 1000.0")
+        store.measure_parts_sql("max(total_ms)")
+    assert store.measure_parts_sql("count(*)") == ("count(*)", "coalesce(sum(PARTIAL), 0)")
+    assert store.measure_parts_sql("coalesce(sum(x), 0) / 1000.0") == ("coalesce(sum(x), 0)", "sum(PARTIAL) / 1000.0")
 
     def refuse(expr):
         raise ValueError("no exact partial")
-    monkeypatch.setattr(store, "_measure_parts", refuse)
+    monkeypatch.setattr(store, "measure_parts_sql", refuse)
     con = _load(fleet)
     _same(con, "rollup_hourly", store.rollup_select_sql("requests"))
     _same(con, "rollup_cascade_hourly", store.derived_select_sql("rollup_cascade_hourly"))

@@ -521,15 +521,15 @@ def _counts(con) -> tuple[int, int, int, int, int]:
         "FROM _stage").fetchall()[0]
 
 
-def _insert(con, valid: str, batch_id: int, has_rows: bool) -> tuple[int, datetime | None, datetime | None]:
-    """Insert the rows of the SELECT ``valid`` whose ``request_id`` is not stored yet as batch ``batch_id``;
+def _insert(con, valid_sql: str, batch_id: int, has_rows: bool) -> tuple[int, datetime | None, datetime | None]:
+    """Insert the rows of the SELECT ``valid_sql`` whose ``request_id`` is not stored yet as batch ``batch_id``;
     returns the batch's row count, first and last ts."""
     anti = "WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = v.request_id)" if has_rows else ""
     tenant = "coalesce(v.tenant, 'default')"
     # column order must follow the table: build the select list in schema order
     select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
     con.execute(f"INSERT INTO requests ({', '.join(schema.NAMES)}, batch_id) SELECT {select_list}, ? "
-                f"FROM ({valid}) v {anti}", [batch_id])
+                f"FROM ({valid_sql}) v {anti}", [batch_id])
     return tuple(con.execute("SELECT count(*), min(ts), max(ts) FROM requests WHERE batch_id = ?",
                              [batch_id]).fetchall()[0])
 
