@@ -449,13 +449,92 @@ def rebuild_sketch(con: duckdb.DuckDBPyConnection) -> None:
 _NON_SLA_FIELDS: tuple[tuple[str, str], ...] = tuple(x for x in SKETCH_FIELDS if x not in SLA_SKETCH_FIELDS)
 
 
-def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
-    """Write every derived table's rows of one load (the loader's last step, inside its transaction);
+_SUMMED = re.compile(r"^(coalesce\(sum\(.*\), 0\)|count\(.*\))$", re.S)
+_PER_MILLE = " / 1000.0"
+#: where the partial's column goes in a measure's combining SQL (:func:`measure_parts_sql`)
+PARTIAL = "PARTIAL"
+
+
+def measure_parts_sql(expr: str) -> tuple[str, str]:
+    """(partial, combine) of a rollup measure: the aggregate at a finer grain, and the SQL summing those
+    partials (:data:`PARTIAL` for the partial's column) into the measure's value, the same to the last digit.
+
+    A count or a ``coalesce(sum(...), 0)`` sums exactly (integers, DECIMAL); ``... / 1000.0`` of a sum of whole
+    microseconds keeps the integer sum and divides once at the end, as the measure itself does. Any other
+    form raises ValueError (the load then writes each rollup on its own)."""
+    if expr.endswith(_PER_MILLE) and _SUMMED.match(expr[:-len(_PER_MILLE)]):
+        return expr[:-len(_PER_MILLE)], f"sum({PARTIAL}){_PER_MILLE}"
+    if _SUMMED.match(expr):
+        return expr, f"coalesce(sum({PARTIAL}), 0)"
+    raise ValueError(f"no exact partial for the rollup measure {expr!r}")
+
+
+#: the fused path's finest grain: rollup_hourly's keys and the cascade subsets' (:data:`SUBSET_KEYS`)
+_FINE = "_finops_fine_rollup"
+#: the derived tables :func:`_fused_rollups` writes besides rollup_hourly (the rows of either subset of
+#: :data:`SUBSET_KEYS`); any other entry of :data:`DERIVED` is written on its own (:func:`insert_derived`)
+_FUSED_ROLLUPS = ("rollup_cascade_hourly",)
+
+
+def _fused_rollups(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
+    """rollup_hourly and rollup_cascade_hourly of one batch from one scan of its rows: the rollup at the finer
+    grain of both (the rollup keys and the two subset flags, about as many rows as rollup_hourly's) into a
+    temporary table, then each table summed from it. The same rows as each table's own SELECT
+    (:func:`rollup_select_sql`, :func:`derived_select_sql`), :func:`measure_parts_sql` says why."""
+    parts = [(name, *measure_parts_sql(expr)) for name, _, expr in ROLLUP_MEASURES]
+    fine_measures = tuple((name, "", partial) for name, partial, _ in parts)
+    keys = ", ".join(["hour", *sql.ROLLUP_DIMS, "input_band", "batch_id"])
+    flags = ", ".join(k for k, _ in SUBSET_KEYS)
+    either = " OR ".join(k for k, _ in SUBSET_KEYS)
+    combined = ", ".join(combine.replace(PARTIAL, name) + f" AS {name}" for name, _, combine in parts)
+    if step:
+        step("the finest rollup (one scan)")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_FINE} AS "
+                f"{rollup_select_sql('requests', 'batch_id = ?', measures_sql=fine_measures, extra_keys_sql=SUBSET_KEYS)}",
+                [batch_id])
+    try:
+        if step:
+            step("rollup_hourly")
+        con.execute(f"INSERT INTO rollup_hourly SELECT {keys}, {combined} FROM {_FINE} GROUP BY ALL")
+        for table in _FUSED_ROLLUPS:
+            if step:
+                step(table)
+            con.execute(f"INSERT INTO {table} SELECT {keys}, {flags}, {combined} FROM {_FINE} WHERE {either} "
+                        "GROUP BY ALL")
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_FINE}")
+
+
+def insert_rollups(con: duckdb.DuckDBPyConnection, batch_id: int, step=None) -> None:
+    """Write one load's hourly rollup and every derived table's rows (the loader's last step, inside its
+    transaction); ``step(table)`` is called before each (the loader's progress).
+
+    rollup_hourly and the cascade subsets' rollup come from one scan of the batch (:func:`_fused_rollups`);
+    the rest of :data:`DERIVED` as :func:`insert_derived` writes it, one table at a time."""
+    fused = all(t in (d[0] for d in DERIVED) for t in _FUSED_ROLLUPS)
+    try:
+        for _, _, expr in ROLLUP_MEASURES:
+            measure_parts_sql(expr)
+    except ValueError:
+        fused = False
+    if fused:
+        _fused_rollups(con, batch_id, step)
+    else:
+        if step:
+            step("rollup_hourly")
+        con.execute(f"INSERT INTO rollup_hourly {rollup_select_sql('requests', 'batch_id = ?')}", [batch_id])
+    insert_derived(con, batch_id, step, skip=_FUSED_ROLLUPS if fused else ())
+
+
+def insert_derived(con: duckdb.DuckDBPyConnection, batch_id: int, step=None, skip: tuple[str, ...] = ()) -> None:
+    """Write every derived table's rows of one load (but those in ``skip``), inside the load's transaction;
     ``step(table)`` is called before each (the loader's progress).
 
     The latency sketch's SLA fields are the SLA sketch's buckets (written first) summed over tenant and tier:
     the same rows as from the raw rows, two scans of them fewer."""
     for table, *_ in DERIVED:
+        if table in skip:
+            continue
         if step:
             step(table)
         if table == "latency_hourly":

@@ -240,3 +240,91 @@ def test_a_misfit_value_past_the_type_sample_rejects_its_row_only(con, tmp_path)
     assert reject["row"] == bad and reject["field"] == "input_tokens" and "lots" in reject["reason"]
     total = con.execute("SELECT sum(input_tokens) FROM requests").fetchall()[0][0]
     assert total == sum(i % 500 for i in range(1, n + 1) if i != bad)
+
+
+# ---------------------------------------------------------------- Parquet: insert first, then prove it was all
+
+def _parquet_and_csv(tmp_path, rows: str, name: str):
+    """The same rows (an SQL SELECT) as a Parquet file (read as a view: the insert-first path) and a CSV
+    (staged as a table: the general path)."""
+    gen = duckdb.connect()
+    pq, cs = tmp_path / f"{name}.parquet", tmp_path / f"{name}.csv"
+    gen.execute(f"COPY ({rows}) TO '{pq}' (FORMAT parquet)")
+    gen.execute(f"COPY ({rows}) TO '{cs}' (HEADER)")
+    gen.close()
+    return pq, cs
+
+
+def _stored(c):
+    return c.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id, ts, input_tokens").fetchall()
+
+
+def _outcome(r, header_lines: int = 0):
+    """Counts and rejects; a CSV's rows are its lines, the header line 1 (``header_lines=1``)."""
+    return (r.rows_read, r.rows_ingested, r.rows_rejected, r.duplicates_skipped,
+            [x["row"] - header_lines for x in r.rejects], [x["reason"] for x in r.rejects])
+
+
+ROWS = ("SELECT CASE WHEN i = 7 THEN NULL WHEN i = 9 THEN 'r3' ELSE 'r' || i END AS request_id, "
+        "TIMESTAMP '2026-11-01' + to_seconds(i * 60) AS ts, 'm' AS model, 't' || (i % 3) AS tenant, "
+        "CASE WHEN i = 5 THEN -1 ELSE i * 10 END AS input_tokens, i AS output_tokens, 12.5 * i AS total_ms "
+        "FROM range(1, {n}) t(i)")
+
+
+@pytest.mark.parametrize("case", ["clean", "rejects", "no_id", "repeated_id", "all_three"])
+def test_parquet_loads_as_the_general_path_does(con, tmp_path, case):
+    """A Parquet file is inserted in one reading, then the counts prove every row went in; a bad row, a row
+    with no id or an id repeated in the file sends it back to the general path. Either way the stored rows,
+    the counts and the rejects are those of the same rows loaded as CSV (staged as a table)."""
+    rows = {"clean": "SELECT * REPLACE ('r' || i AS request_id, i * 10 AS input_tokens) FROM ({r})",
+            "rejects": "SELECT * REPLACE ('r' || i AS request_id) FROM ({r})",
+            "no_id": "SELECT * REPLACE (CASE WHEN i = 7 THEN NULL ELSE 'r' || i END AS request_id, "
+                     "i * 10 AS input_tokens) FROM ({r})",
+            "repeated_id": "SELECT * REPLACE (CASE WHEN i = 9 THEN 'r3' ELSE 'r' || i END AS request_id, "
+                           "i * 10 AS input_tokens) FROM ({r})",
+            "all_three": "SELECT * FROM ({r})"}[case]
+    body = ROWS.format(n=41).replace("FROM range", ", i FROM range")
+    pq, cs = _parquet_and_csv(tmp_path, f"SELECT * EXCLUDE (i) FROM ({rows.format(r=body)})", case)
+    [a] = ingest_path(con, pq)
+    other = store.connect(":memory:")
+    [b] = ingest_path(other, cs)
+    assert _outcome(a) == _outcome(b, header_lines=1)
+    expected = {"clean": (40, 40, 0, 0), "rejects": (40, 39, 1, 0), "no_id": (40, 40, 0, 0),
+                "repeated_id": (40, 39, 0, 1), "all_three": (40, 38, 1, 1)}[case]
+    assert _outcome(a)[:4] == expected
+    assert _stored(con) == _stored(other)
+    # the rollups count exactly the stored rows
+    assert con.execute("SELECT sum(requests), sum(input_tokens) FROM rollup_hourly").fetchall() == \
+        con.execute("SELECT count(*), sum(input_tokens) FROM requests").fetchall()
+    # a copy of the file under another name (other bytes: the sha differs) adds nothing
+    again = tmp_path / f"{case}_again.parquet"
+    duckdb.connect().execute(f"COPY (SELECT * FROM read_parquet('{pq}') ORDER BY ts DESC) TO '{again}' (FORMAT parquet)")
+    [c] = ingest_path(con, again)
+    assert (c.rows_ingested, c.duplicates_skipped) == (0, expected[0] - expected[2])
+    assert store.row_count(con) == expected[1]
+    other.close()
+
+
+def test_parquet_overlapping_the_store_adds_only_new_rows(con, tmp_path):
+    first, _ = _parquet_and_csv(tmp_path, "SELECT * EXCLUDE (i) FROM (" + ROWS.format(n=21).replace(
+        "CASE WHEN i = 7 THEN NULL WHEN i = 9 THEN 'r3' ELSE 'r' || i END", "'r' || i").replace(
+        "CASE WHEN i = 5 THEN -1 ELSE i * 10 END", "i * 10").replace("FROM range", ", i FROM range") + ")", "first")
+    second, _ = _parquet_and_csv(tmp_path, "SELECT * EXCLUDE (i) FROM (" + ROWS.format(n=31).replace(
+        "CASE WHEN i = 7 THEN NULL WHEN i = 9 THEN 'r3' ELSE 'r' || i END", "'r' || i").replace(
+        "CASE WHEN i = 5 THEN -1 ELSE i * 10 END", "i * 10").replace("FROM range", ", i FROM range") + ")", "second")
+    assert ingest_path(con, first)[0].rows_ingested == 20
+    r = ingest_path(con, second)[0]
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (30, 10, 20)
+    assert con.execute("SELECT count(*), count(DISTINCT request_id), sum(output_tokens) FROM requests").fetchall() \
+        == [(30, 30, sum(range(1, 31)))]
+    assert con.execute("SELECT sum(requests), sum(output_tokens) FROM rollup_hourly").fetchall() == [(30, 465)]
+
+
+def test_parquet_strict_with_a_bad_row_changes_nothing(con, tmp_path):
+    pq, _ = _parquet_and_csv(tmp_path, "SELECT * EXCLUDE (i) FROM (" + ROWS.format(n=11).replace(
+        "FROM range", ", i FROM range") + ")", "strict")
+    with pytest.raises(InputError, match=r"1 bad rows, nothing loaded.*row 5: input_tokens: negative"):
+        ingest_path(con, pq, IngestOptions(strict=True))
+    assert store.row_count(con) == 0
+    assert [con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in ("batches", "rollup_hourly", *(d[0] for d in store.DERIVED))] == [0] * (2 + len(store.DERIVED))

@@ -509,40 +509,77 @@ def _prior(con, sha: str, fmt: str, opts_json: str) -> tuple[int, int] | None:
     return rows[0] if rows else None
 
 
-def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
-    if sha and (prior := _prior(con, sha, fmt, opts_json)) is not None:
-        # the same file loaded by another tab or thread while this one read it: it is stored once
-        read, rejected = prior
-        step(1.0, "already loaded")
-        return IngestResult(name, fmt, None, read, 0, rejected, read - rejected, [])
-    step(0.1, "validating")
-    staged = _stage(con, source)
-    # one pass for every count the load needs, and the screen for ids repeated within the file:
-    # distinct 64-bit hashes prove distinct ids; only a shortfall needs the exact count
-    rows_read, rows_rejected, n_without, n_unkeyed, n_id_hashes = con.execute(
+def _counts(con) -> tuple[int, int, int, int, int]:
+    """rows_read, rows_rejected, rows without an id, rows with neither id nor hash, distinct id hashes:
+    one pass over ``_stage`` for every count the load needs, and the screen for ids repeated within the
+    file (distinct 64-bit hashes prove distinct ids; only a shortfall needs the exact count)."""
+    return con.execute(
         "SELECT count(*), count(*) FILTER (WHERE _reject <> ''), "
         "count(*) FILTER (WHERE _reject = '' AND request_id IS NULL), "
         "count(*) FILTER (WHERE _reject = '' AND request_id IS NULL AND _hash IS NULL), "
         "count(DISTINCT hash(request_id)) FILTER (WHERE _reject = '' AND request_id IS NOT NULL) "
         "FROM _stage").fetchall()[0]
-    if rows_read == 0:
-        raise InputError("the file holds no rows", file=name)
-    rejects = [{"row": r, "field": reason.split(":", 1)[0], "reason": reason}
-               for r, reason in con.execute(
-                   "SELECT _row, _reject FROM _stage WHERE _reject <> '' ORDER BY _row LIMIT ?",
-                   [MAX_REJECTS_KEPT]).fetchall()] if rows_rejected else []
+
+
+def _insert(con, valid_sql: str, batch_id: int, has_rows: bool) -> tuple[int, datetime | None, datetime | None]:
+    """Insert the rows of the SELECT ``valid_sql`` whose ``request_id`` is not stored yet as batch ``batch_id``;
+    returns the batch's row count, first and last ts."""
+    anti = "WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = v.request_id)" if has_rows else ""
+    tenant = "coalesce(v.tenant, 'default')"
+    # column order must follow the table: build the select list in schema order
+    select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
+    con.execute(f"INSERT INTO requests ({', '.join(schema.NAMES)}, batch_id) SELECT {select_list}, ? "
+                f"FROM ({valid_sql}) v {anti}", [batch_id])
+    return tuple(con.execute("SELECT count(*), min(ts), max(ts) FROM requests WHERE batch_id = ?",
+                             [batch_id]).fetchall()[0])
+
+
+def _insert_first(con, source, name: str, batch_id: int, has_rows: bool, step):
+    """The common load of a file read as a view (Parquet): insert the rows that pass the checks, have an id
+    and are new in one reading of the file, then prove that was all of them. Returns (counts, inserted),
+    ``inserted`` None when the batch was taken out again for the general path (rows without an id, an id
+    repeated within the file: both need the whole file's view before inserting).
+
+    When every row of the file went in (the usual case), only an id repeated within the file can be
+    wrong: the distinct hashes of the batch's stored ids prove there is none, and the file is read once,
+    not twice (once to validate, once to insert)."""
+    step(0.1, "inserting")
+    inserted = _insert(con, "SELECT * FROM _stage WHERE _reject = '' AND request_id IS NOT NULL", batch_id, has_rows)
+    # the reader's own count (no casts, no checks): from the Parquet footer
+    step(0.45, "counting rows")
+    rows_read = con.execute(f"SELECT count(*) FROM ({source.sql}) s", source.params).fetchall()[0][0]
+    if rows_read and inserted[0] == rows_read:
+        step(0.5, "checking ids")
+        n_hashes = con.execute("SELECT count(DISTINCT hash(request_id)) FROM requests WHERE batch_id = ?",
+                               [batch_id]).fetchall()[0][0]
+        if n_hashes == rows_read or con.execute(
+                "SELECT count(DISTINCT request_id) FROM requests WHERE batch_id = ?", [batch_id]).fetchall()[0][0] \
+                == rows_read:
+            return (rows_read, 0, 0, 0, rows_read), inserted
+    step(0.5, "validating")
+    counts = _counts(con)
+    rows_read, rows_rejected, n_without, _, n_id_hashes = counts
+    repeated = rows_read - rows_rejected - n_id_hashes
+    if repeated and not n_without:
+        repeated = con.execute("SELECT count(*) - count(DISTINCT request_id) FROM _stage "
+                               "WHERE _reject = '' AND request_id IS NOT NULL").fetchall()[0][0]
+    if not n_without and not repeated:
+        # rows rejected or already stored, rightly left out
+        return counts, inserted
+    con.execute("DELETE FROM requests WHERE batch_id = ?", [batch_id])
+    return counts, None
+
+
+def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, counts, staged, step):
+    """Insert the valid rows of ``_stage`` given its :func:`_counts`: rows without an id get a content hash,
+    an id repeated within the file keeps its first row, ids already stored are skipped."""
+    rows_read, rows_rejected, n_without, n_unkeyed, n_id_hashes = counts
     if staged == ["VIEW _stage"] and rows_rejected == 0:
         # every row passed: the insert re-reads the file without evaluating the checks again
         body = sql.view_body(con, validated_sql(con, source.sql, source.params, checks_on=False), source.params,
                              "finops_stage")
         con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
-    if options.strict and rows_rejected:
-        first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
-        raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
-
     step(0.4, "removing duplicates")
-    batch_id = con.execute("SELECT coalesce(max(batch_id), 0) + 1 FROM batches").fetchall()[0][0]
-    cols = ", ".join(schema.NAMES)
     if n_unkeyed:
         raise InputError("rows have neither request_id nor a content hash (adapter bug)", file=name)
     # filters only where the counts show a row they would drop
@@ -563,21 +600,40 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
         dup_in_file = con.execute(f"SELECT count(*) - count(DISTINCT request_id) FROM ({valid})").fetchall()[0][0]
     if dup_in_file:
         valid = f"SELECT * FROM ({valid}) QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY _row) = 1"
-    has_rows = con.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchall()[0][0]
-    anti = "WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = v.request_id)" if has_rows else ""
-    tenant = "coalesce(v.tenant, 'default')"
     step(0.5, "inserting")
-    # column order must follow the table: build the select list in schema order
-    select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
-    con.execute(f"INSERT INTO requests ({cols}, batch_id) SELECT {select_list}, ? FROM ({valid}) v {anti}",
-                [batch_id])
-    ingested = con.execute("SELECT count(*), min(ts), max(ts) FROM requests WHERE batch_id = ?",
-                           [batch_id]).fetchall()[0]
-    n_ingested, min_ts, max_ts = ingested
-    step(0.8, "updating hourly rollups")
-    con.execute(f"INSERT INTO rollup_hourly {store.rollup_select_sql('requests', 'batch_id = ?')}", [batch_id])
-    # the latency sketches, queue windows and subset rollups of the new rows
-    store.insert_derived(con, batch_id, lambda table: step(0.85, f"writing {table}"))
+    return _insert(con, valid, batch_id, has_rows)
+
+
+def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
+    if sha and (prior := _prior(con, sha, fmt, opts_json)) is not None:
+        # the same file loaded by another tab or thread while this one read it: it is stored once
+        read, rejected = prior
+        step(1.0, "already loaded")
+        return IngestResult(name, fmt, None, read, 0, rejected, read - rejected, [])
+    step(0.05, "staging")
+    staged = _stage(con, source)
+    batch_id = con.execute("SELECT coalesce(max(batch_id), 0) + 1 FROM batches").fetchall()[0][0]
+    has_rows = con.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchall()[0][0]
+    if staged == ["VIEW _stage"]:
+        counts, inserted = _insert_first(con, source, name, batch_id, has_rows, step)
+    else:
+        step(0.1, "validating")
+        counts, inserted = _counts(con), None
+    rows_read, rows_rejected, n_without, n_unkeyed, n_id_hashes = counts
+    if rows_read == 0:
+        raise InputError("the file holds no rows", file=name)
+    rejects = [{"row": r, "field": reason.split(":", 1)[0], "reason": reason}
+               for r, reason in con.execute(
+                   "SELECT _row, _reject FROM _stage WHERE _reject <> '' ORDER BY _row LIMIT ?",
+                   [MAX_REJECTS_KEPT]).fetchall()] if rows_rejected else []
+    if options.strict and rows_rejected:
+        first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
+        raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
+    if inserted is None:
+        inserted = _insert_general(con, source, name, batch_id, has_rows, counts, staged, step)
+    n_ingested, min_ts, max_ts = inserted
+    # the hourly rollups, latency sketches, queue windows and subset rollups of the new rows
+    store.insert_rollups(con, batch_id, lambda table: step(0.8, f"writing {table}"))
     step(0.95, "pricing new models")
     store.refresh_resolution(con)           # a new model or provider is priced (or listed as unpriced) at once
     duplicates = rows_read - rows_rejected - n_ingested
