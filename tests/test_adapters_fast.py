@@ -8,10 +8,12 @@ for the SQL one.
 """
 import gzip
 import json
+from datetime import datetime
 
 import pytest
 
 from finops import store
+from finops.errors import InputError
 from finops.ingest import IngestOptions, ingest_path
 from helpers import DATA
 
@@ -40,13 +42,15 @@ def _counting(monkeypatch, module, name):
     return calls
 
 
-def both_ways(monkeypatch, path, options, module, switch, rows_fn):
-    """(the loader's result, the Python reading's result, whether the first ran the Python reading)."""
-    calls = _counting(monkeypatch, module, rows_fn)
+def both_ways(monkeypatch, path, options, module, switch, rows_fn, off=False, rows_module=None):
+    """(the loader's result, the Python reading's result, whether the first ran the Python reading):
+    ``module.switch`` returning ``off`` turns the SQL reading off; ``rows_module.rows_fn`` is the Python
+    reading (counted)."""
+    calls = _counting(monkeypatch, rows_module or module, rows_fn)
     fast = _load(path, options)
     used_python = bool(calls)
     with monkeypatch.context() as m:
-        m.setattr(module, switch, lambda *a, **k: False)
+        m.setattr(module, switch, lambda *a, **k: off)
         slow = _load(path, options)
     assert calls, "the Python reading never ran"
     return fast, slow, used_python
@@ -138,4 +142,111 @@ def test_gateway_files_left_to_python(monkeypatch, tmp_path, name):
     path.write_bytes(GATEWAY_NOT_PLAIN[name])
     assert not formats._plain_text(probe(path))
     fast, slow, used_python = _gateway(monkeypatch, path)
+    assert used_python and fast == slow
+
+
+# ---------------------------------------------------------------- llmperf
+
+LLMPERF = DATA / "llmperf" / "individual"
+
+
+def _llmperf(monkeypatch, path, options):
+    from finops.ingest import benchruns
+    return both_ways(monkeypatch, path, options, benchruns, "read_llmperf_streamed", "read_llmperf", off=None)
+
+
+def _runs(path, options):
+    con = store.connect(":memory:")
+    try:
+        ingest_path(con, path, options)
+        return con.execute("SELECT * EXCLUDE (loaded_at) FROM benchmark_runs").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LLMPERF.glob("*.json")))
+def test_llmperf_fixtures_read_in_sql_store_what_python_stores(monkeypatch, name):
+    fast, slow, used_python = _llmperf(monkeypatch, LLMPERF / name, IngestOptions())
+    assert not used_python
+    assert fast == slow
+    assert fast[0][1] == 150
+
+
+def _llmperf_records():
+    base = json.loads((LLMPERF / "fireworks_70b.json").read_text())[:6]
+    base[1] = {**base[1], "error_code": 500, "error_msg": "  Internal Server Error: "}
+    base[2] = {**base[2], "error_code": "timeout", "error_msg": None}
+    base[3] = {k: v for k, v in base[3].items() if k not in ("ttft_s", "number_output_tokens")}
+    base[4] = {**base[4], "number_input_tokens": 550.0, "number_output_tokens": 12.5, "ttft_s": 1}
+    return base + [{}, {"error_code": 429, "error_msg": "x" * 300}]
+
+
+# each makes a record the SQL reading does not read as Python does: the file is read by read_llmperf
+LLMPERF_ODD = {
+    "latency as text": {"end_to_end_latency_s": "4.5"},
+    "count as a boolean": {"number_input_tokens": True},
+    "error code a float": {"error_code": 500.0},
+    "message a number": {"error_code": 1, "error_msg": 7},
+    "a field of the run's attrs": {"provider": "mine"},
+    "white space strip() takes": {"error_code": 1, "error_msg": "gone\u00a0"},
+}
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_llmperf_variants_read_in_sql_store_what_python_stores(monkeypatch, tmp_path, compress):
+    path = tmp_path / ("run.json.gz" if compress else "run.json")
+    text = json.dumps(_llmperf_records(), indent=2).encode()
+    path.write_bytes(gzip.compress(text) if compress else text)
+    options = IngestOptions(start=datetime(2025, 3, 4, 15), model="llama-x")
+    fast, slow, used_python = _llmperf(monkeypatch, path, options)
+    assert not used_python
+    assert fast == slow
+    rows = {r["request_id"].rsplit(":", 1)[1]: r for r in fast[1]}
+    assert rows["1"]["error_type"] == "500:   Internal Server Error"
+    assert rows["2"]["error_type"] == "timeout"
+    assert rows["7"]["error_type"] == "429: " + "x" * 195
+    assert (rows["4"]["input_tokens"], rows["4"]["output_tokens"], rows["4"]["ttft_ms"]) == (550, None, 1000.0)
+    # the run's summary, computed from the same requests both ways
+    with monkeypatch.context() as m:
+        from finops.ingest import benchruns
+        runs_fast = _runs(path, options)
+        m.setattr(benchruns, "read_llmperf_streamed", lambda *a, **k: None)
+        assert _runs(path, options) == runs_fast
+    assert len(runs_fast) == 1
+
+
+@pytest.mark.parametrize("name", sorted(LLMPERF_ODD))
+def test_llmperf_records_the_sql_reading_leaves_to_python(monkeypatch, tmp_path, name):
+    records = _llmperf_records()
+    records[2] = {**records[2], **LLMPERF_ODD[name]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(records))
+    fast, slow, used_python = _llmperf(monkeypatch, path, IngestOptions(start=datetime(2025, 3, 4), model="m"))
+    assert used_python and fast == slow
+
+
+@pytest.mark.parametrize("doc", [[], [1, 2], {"results_ttft_s_mean": 1.0, "num_concurrent_requests": 1}])
+def test_llmperf_files_that_are_no_records_get_the_python_readings_message(monkeypatch, tmp_path, doc):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    options = IngestOptions(format="llmperf", start=datetime(2025, 3, 4), model="m")
+    with pytest.raises(InputError) as fast:
+        ingest_path(store.connect(":memory:"), path, options)
+    from finops.ingest import benchruns
+    monkeypatch.setattr(benchruns, "read_llmperf_streamed", lambda *a, **k: None)
+    with pytest.raises(InputError) as slow:
+        ingest_path(store.connect(":memory:"), path, options)
+    assert str(fast.value) == str(slow.value)
+
+
+def test_llmperf_without_summary_or_start_is_refused_the_same_way(monkeypatch):
+    lone = DATA / "llmperf_individual_only" / "perplexity_70b.json"
+    with pytest.raises(InputError, match="carry no timestamps"):
+        ingest_path(store.connect(":memory:"), lone, IngestOptions())
+    fast, slow, used_python = _llmperf(monkeypatch, lone, IngestOptions(start=datetime(2025, 1, 1)))
+    assert not used_python and fast == slow
+
+
+def test_llmperf_tenant_field_keeps_the_python_reading(monkeypatch):
+    fast, slow, used_python = _llmperf(monkeypatch, LLMPERF / "lepton_7b.json", IngestOptions(tenant_field="provider"))
     assert used_python and fast == slow

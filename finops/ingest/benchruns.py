@@ -317,6 +317,43 @@ def closed_loop_offsets(durations_s: list[float], concurrency: int) -> tuple[lis
     return offsets, max(free) if offsets else 0.0
 
 
+def _llmperf_context(path: Path, name: str, summary_path: str | Path | None, model: str | None) -> dict:
+    """What an LLMPerf run's requests do not say: the summary beside the file (or given), the model and
+    provider (summary, ``model``, the leaderboard file name) and the clients' concurrency."""
+    spath = Path(summary_path) if summary_path else llmperf_summary_path(path)
+    summary = _load_json(spath, spath.name) if spath else {}
+    file_provider, file_model = names_from_file_name(name)
+    return {"spath": spath, "summary": summary, "model": summary.get("model") or model or file_model,
+            "provider": summary.get("framework") or file_provider,
+            "concurrency": summary.get("num_concurrent_requests")}
+
+
+def _llmperf_started(ctx: dict, start: datetime | None, length: float, name: str) -> datetime:
+    if start is not None:
+        return start
+    if ctx["summary"].get("timestamp") is not None:
+        return datetime.fromtimestamp(float(ctx["summary"]["timestamp"]), UTC) - timedelta(seconds=length)
+    raise InputError("LLMPerf individual responses carry no timestamps: give the run's start with "
+                     "--start, or keep the run's summary file beside this one", file=name)
+
+
+def _llmperf_run(path: Path, name: str, ctx: dict, started: datetime, length: float, n: int,
+                 requests: pd.DataFrame) -> BenchRun:
+    summary, spath, concurrency = ctx["summary"], ctx["spath"], ctx["concurrency"]
+    meta = {k: v for k, v in summary.items() if not k.startswith("results_")}
+    meta["summary_file"] = spath.name if spath else None
+    meta["source_summary"] = {k: v for k, v in summary.items() if k.startswith("results_")}
+    meta["times"] = "derived: closed-loop replay of end-to-end latencies (no per-request timestamps)"
+    sha = file_sha256(path)
+    return BenchRun(
+        run_id=f"llmperf-{sha[:16]}", source_format="llmperf", file_name=name, sha256=sha,
+        model=ctx["model"], provider=ctx["provider"], request_rate_per_s=None,
+        max_concurrency=int(concurrency) if concurrency else None,
+        num_prompts=summary.get("results_num_requests_started") or n,
+        started_at=_naive_utc(started), duration_s=length or None, metadata=meta, requests=requests,
+    )
+
+
 def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | Path | None = None,
                  start: datetime | None = None, model: str | None = None) -> BenchRun:
     """Read an LLMPerf individual-responses JSON (one object per request).
@@ -343,21 +380,10 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
                          "(its summary beside it is read for model, provider and time)", file=name)
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise InputError("not an LLMPerf individual responses file (a JSON array of request objects)", file=name)
-    spath = Path(summary_path) if summary_path else llmperf_summary_path(path)
-    summary = _load_json(spath, spath.name) if spath else {}
-    file_provider, file_model = names_from_file_name(name)
-    run_model = summary.get("model") or model or file_model
-    provider = summary.get("framework") or file_provider
-    concurrency = summary.get("num_concurrent_requests")
+    ctx = _llmperf_context(path, name, summary_path, model)
     durations = [_number(r.get("end_to_end_latency_s")) or 0.0 for r in doc]
-    offsets, length = closed_loop_offsets(durations, concurrency or 1)
-    if start is not None:
-        started = start
-    elif summary.get("timestamp") is not None:
-        started = datetime.fromtimestamp(float(summary["timestamp"]), UTC) - timedelta(seconds=length)
-    else:
-        raise InputError("LLMPerf individual responses carry no timestamps: give the run's start with "
-                         "--start, or keep the run's summary file beside this one", file=name)
+    offsets, length = closed_loop_offsets(durations, ctx["concurrency"] or 1)
+    started = _llmperf_started(ctx, start, length, name)
     rows = []
     for i, (r, off) in enumerate(zip(doc, offsets, strict=True)):
         ok = r.get("error_code") is None
@@ -372,19 +398,91 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
             "input_tokens": r.get("number_input_tokens"), "output_tokens": r.get("number_output_tokens"),
             "attrs": dict(r),
         })
-    meta = {k: v for k, v in summary.items() if not k.startswith("results_")}
-    meta["summary_file"] = spath.name if spath else None
-    meta["source_summary"] = {k: v for k, v in summary.items() if k.startswith("results_")}
-    meta["times"] = "derived: closed-loop replay of end-to-end latencies (no per-request timestamps)"
-    sha = file_sha256(path)
-    return BenchRun(
-        run_id=f"llmperf-{sha[:16]}", source_format="llmperf", file_name=name, sha256=sha,
-        model=run_model, provider=provider, request_rate_per_s=None,
-        max_concurrency=int(concurrency) if concurrency else None,
-        num_prompts=summary.get("results_num_requests_started") or len(doc),
-        started_at=_naive_utc(started), duration_s=length or None, metadata=meta,
-        requests=pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)),
-    )
+    return _llmperf_run(path, name, ctx, started, length, len(doc),
+                        pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)))
+
+
+# The per-request values of an LLMPerf individual-responses file in SQL, each record parsed once
+# (read_json_objects streams the array): what read_llmperf computes from it, for records whose values are of
+# the JSON types read the same way in SQL and in Python. ``odd`` marks a record that is not (a count or a
+# latency that is text or a boolean, which Python's float() reads; an error code or message of another
+# type; white space Python's strip() takes and DuckDB's trim does not; a field the run's attrs would
+# overwrite): the file is then read by read_llmperf.
+_LLMPERF_FIELDS = ("error_code", "error_msg", "ttft_s", "end_to_end_latency_s", "inter_token_latency_s",
+                   "number_input_tokens", "number_output_tokens")
+LLMPERF_RECORDS_SQL = r"""
+WITH r AS (
+  SELECT ordinality - 1 AS i, json AS j, json_type(json) AS jt,
+         json_extract(json, ['$.error_code', '$.error_msg', '$.ttft_s', '$.end_to_end_latency_s',
+                             '$.inter_token_latency_s', '$.number_input_tokens', '$.number_output_tokens']) AS v
+  FROM read_json_objects(?, format = 'array', compression = 'auto') WITH ORDINALITY),
+t AS (
+  SELECT i, j, jt, v, [coalesce(json_type(x), 'NULL') for x in v] AS ty FROM r),
+n AS (
+  SELECT i, j, jt, v, ty, ty[1] = 'NULL' AS ok,
+    [CASE WHEN ty[k] IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN CAST(v[k] AS DOUBLE) END for k in range(3, 8)] AS num,
+    CASE WHEN ty[1] = 'VARCHAR' THEN json_extract_string(v[1], '$') ELSE CAST(v[1] AS VARCHAR) END AS code,
+    CASE WHEN ty[2] = 'VARCHAR' THEN json_extract_string(v[2], '$') ELSE '' END AS msg
+  FROM t)
+SELECT i, j,
+  jt <> 'OBJECT' OR ty[1] NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'VARCHAR') OR ty[2] NOT IN ('NULL', 'VARCHAR')
+    OR NOT list_bool_and([x IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') for x in ty[3:]])
+    OR regexp_matches(code || msg, '[\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]')
+    OR list_has_any(json_keys(j), ['run_id', 'provider', 'mean_itl_ms', 'offset_s']) AS odd,
+  ok,
+  CASE WHEN NOT ok THEN left(rtrim(trim(code || ': ' || msg, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)),
+                                   ':'), 200) END AS error,
+  CASE WHEN ok THEN num[1] * 1000 END AS ttft_ms, CASE WHEN ok THEN num[2] * 1000 END AS total_ms,
+  CASE WHEN ok THEN num[3] * 1000 END AS mean_itl_ms,
+  CASE WHEN num[4] = floor(num[4]) THEN CAST(num[4] AS BIGINT) END AS input_tokens,
+  CASE WHEN num[5] = floor(num[5]) THEN CAST(num[5] AS BIGINT) END AS output_tokens,
+  num[5] AS output_raw, coalesce(num[2], 0.0) AS duration_s
+FROM n"""
+
+
+@dataclass
+class StreamedRun:
+    """A run read in SQL: its :class:`BenchRun` (``requests`` holds only what its summary needs) and the
+    Parquet file of each request's offset and start time (``i``, ``offset_s``, ``ts``), to join to
+    :data:`LLMPERF_RECORDS_SQL` by ``i``."""
+    run: BenchRun
+    times_path: str
+
+
+def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
+                          summary_path: str | Path | None = None, start: datetime | None = None,
+                          model: str | None = None) -> StreamedRun | None:
+    """:func:`read_llmperf` in SQL over the file, streamed (never the whole document in memory); None when a
+    record is one :data:`LLMPERF_RECORDS_SQL` does not read as Python does, the file is no array of
+    objects or it holds none (read it with :func:`read_llmperf`, which says what is wrong).
+
+    One pass reads the end-to-end latencies in file order, for the closed-loop replay (Python: the same
+    :func:`closed_loop_offsets`) and the run's summary (the same :func:`summarize`)."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    name = name or path.name
+    try:
+        frame = con.execute(f"SELECT odd, ok, ttft_ms, total_ms, mean_itl_ms, output_raw AS output_tokens, duration_s "
+                            f"FROM ({LLMPERF_RECORDS_SQL}) ORDER BY i", [str(path)]).df()
+    except duckdb.Error:
+        return None
+    if not len(frame) or frame["odd"].any():
+        return None
+    ctx = _llmperf_context(path, name, summary_path, model)
+    offsets, length = closed_loop_offsets(frame["duration_s"].tolist(), ctx["concurrency"] or 1)
+    started = _llmperf_started(ctx, start, length, name)
+    run = _llmperf_run(path, name, ctx, started, length, len(frame), frame.drop(columns=["odd", "duration_s"]))
+    base = run.started_at
+    ts = [(base + timedelta(seconds=off)).isoformat(sep=" ") for off in offsets]
+    tmp = tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False)
+    tmp.close()
+    pq.write_table(pa.table({"i": pa.array(range(len(offsets)), pa.int64()), "offset_s": pa.array(offsets, pa.float64()),
+                             "ts": pa.array(ts, pa.string())}), tmp.name)
+    return StreamedRun(run, tmp.name)
 
 
 def _naive_utc(t: datetime | None) -> datetime | None:
