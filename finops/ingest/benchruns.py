@@ -306,7 +306,15 @@ def closed_loop_offsets(durations_s: list[float], concurrency: int) -> tuple[lis
 
     >>> closed_loop_offsets([2.0, 1.0, 1.0, 3.0], 2)
     ([0.0, 0.0, 1.0, 2.0], 5.0)
+    >>> closed_loop_offsets([2.0, -1.0, 1.5], 1), closed_loop_offsets([], 1)
+    (([0.0, 2.0, 2.0], 3.5), ([], 0.0))
     """
+    if max(1, int(concurrency or 1)) == 1:
+        # one client: each request starts when the one before ends (the same additions, in order)
+        if not len(durations_s):
+            return [], 0.0
+        ends = np.cumsum(np.maximum(np.asarray(durations_s, dtype=float), 0.0))
+        return [0.0, *ends[:-1].tolist()], float(ends[-1])
     free = [0.0] * max(1, int(concurrency or 1))
     heapq.heapify(free)
     offsets = []
@@ -412,39 +420,49 @@ _LLMPERF_FIELDS = ("error_code", "error_msg", "ttft_s", "end_to_end_latency_s", 
                    "number_input_tokens", "number_output_tokens")
 LLMPERF_RECORDS_SQL = r"""
 WITH r AS (
-  SELECT ordinality - 1 AS i, json AS j, json_type(json) AS jt,
+  SELECT ordinality - 1 AS i, json AS j,
          json_extract(json, ['$.error_code', '$.error_msg', '$.ttft_s', '$.end_to_end_latency_s',
                              '$.inter_token_latency_s', '$.number_input_tokens', '$.number_output_tokens']) AS v
   FROM read_json_objects(?, format = 'array', compression = 'auto') WITH ORDINALITY),
 t AS (
-  SELECT i, j, jt, v, [coalesce(json_type(x), 'NULL') for x in v] AS ty FROM r),
+  SELECT i, j, json_type(j) AS jt, v[1] AS code_j, v[2] AS msg_j,
+    coalesce(json_type(v[1]), 'NULL') AS code_t, coalesce(json_type(v[2]), 'NULL') AS msg_t,
+    coalesce(json_type(v[3]), 'NULL') AS ttft_t, coalesce(json_type(v[4]), 'NULL') AS e2e_t,
+    coalesce(json_type(v[5]), 'NULL') AS itl_t, coalesce(json_type(v[6]), 'NULL') AS in_t,
+    coalesce(json_type(v[7]), 'NULL') AS out_t,
+    TRY_CAST(v[3] AS DOUBLE) AS ttft, TRY_CAST(v[4] AS DOUBLE) AS e2e, TRY_CAST(v[5] AS DOUBLE) AS itl,
+    TRY_CAST(v[6] AS DOUBLE) AS n_in, TRY_CAST(v[7] AS DOUBLE) AS n_out
+  FROM r),
 n AS (
-  SELECT i, j, jt, v, ty, ty[1] = 'NULL' AS ok,
-    [CASE WHEN ty[k] IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN CAST(v[k] AS DOUBLE) END for k in range(3, 8)] AS num,
-    CASE WHEN ty[1] = 'VARCHAR' THEN json_extract_string(v[1], '$') ELSE CAST(v[1] AS VARCHAR) END AS code,
-    CASE WHEN ty[2] = 'VARCHAR' THEN json_extract_string(v[2], '$') ELSE '' END AS msg
+  SELECT *, code_t = 'NULL' AS ok,
+    CASE WHEN code_t = 'VARCHAR' THEN json_extract_string(code_j, '$') ELSE CAST(code_j AS VARCHAR) END AS code,
+    CASE WHEN msg_t = 'VARCHAR' THEN json_extract_string(msg_j, '$') ELSE '' END AS msg
   FROM t)
 SELECT i, j,
-  jt <> 'OBJECT' OR ty[1] NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'VARCHAR') OR ty[2] NOT IN ('NULL', 'VARCHAR')
-    OR NOT list_bool_and([x IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') for x in ty[3:]])
-    OR regexp_matches(code || msg, '[\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]')
-    OR list_has_any(json_keys(j), ['run_id', 'provider', 'mean_itl_ms', 'offset_s']) AS odd,
+  jt <> 'OBJECT' OR code_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'VARCHAR') OR msg_t NOT IN ('NULL', 'VARCHAR')
+    OR ttft_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR e2e_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+    OR itl_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+    OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+    OR (NOT ok AND regexp_matches(code || msg,
+        '[\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]'))
+    OR json_exists(j, '$.run_id') OR json_exists(j, '$.provider') OR json_exists(j, '$.mean_itl_ms')
+    OR json_exists(j, '$.offset_s') AS odd,
   ok,
   CASE WHEN NOT ok THEN left(rtrim(trim(code || ': ' || msg, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)),
                                    ':'), 200) END AS error,
-  CASE WHEN ok THEN num[1] * 1000 END AS ttft_ms, CASE WHEN ok THEN num[2] * 1000 END AS total_ms,
-  CASE WHEN ok THEN num[3] * 1000 END AS mean_itl_ms,
-  CASE WHEN num[4] = floor(num[4]) THEN CAST(num[4] AS BIGINT) END AS input_tokens,
-  CASE WHEN num[5] = floor(num[5]) THEN CAST(num[5] AS BIGINT) END AS output_tokens,
-  num[5] AS output_raw, coalesce(num[2], 0.0) AS duration_s
+  CASE WHEN ok THEN ttft * 1000 END AS ttft_ms, CASE WHEN ok THEN e2e * 1000 END AS total_ms,
+  CASE WHEN ok THEN itl * 1000 END AS mean_itl_ms,
+  CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_tokens,
+  CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_tokens,
+  n_out AS output_raw, coalesce(e2e, 0.0) AS duration_s
 FROM n"""
 
 
 @dataclass
 class StreamedRun:
     """A run read in SQL: its :class:`BenchRun` (``requests`` holds only what its summary needs) and the
-    Parquet file of each request's offset and start time (``i``, ``offset_s``, ``ts``), to join to
-    :data:`LLMPERF_RECORDS_SQL` by ``i``."""
+    Parquet file of each request's offset (``i``, ``offset_s``, and ``us``: the offset in whole microseconds
+    as :func:`timedelta_microseconds` rounds it), to join to :data:`LLMPERF_RECORDS_SQL` by ``i``."""
     run: BenchRun
     times_path: str
 
@@ -476,13 +494,25 @@ def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name
     offsets, length = closed_loop_offsets(frame["duration_s"].tolist(), ctx["concurrency"] or 1)
     started = _llmperf_started(ctx, start, length, name)
     run = _llmperf_run(path, name, ctx, started, length, len(frame), frame.drop(columns=["odd", "duration_s"]))
-    base = run.started_at
-    ts = [(base + timedelta(seconds=off)).isoformat(sep=" ") for off in offsets]
     tmp = tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False)
     tmp.close()
-    pq.write_table(pa.table({"i": pa.array(range(len(offsets)), pa.int64()), "offset_s": pa.array(offsets, pa.float64()),
-                             "ts": pa.array(ts, pa.string())}), tmp.name)
+    off = np.asarray(offsets, dtype=float)
+    pq.write_table(pa.table({"i": np.arange(len(off), dtype=np.int64), "offset_s": off,
+                             "us": timedelta_microseconds(off)}), tmp.name)
     return StreamedRun(run, tmp.name)
+
+
+def timedelta_microseconds(seconds: np.ndarray) -> np.ndarray:
+    """``timedelta(seconds=s)`` in whole microseconds, for an array of float seconds, rounded as CPython's
+    timedelta rounds a float: the whole seconds exactly, their fraction times 1e6 to the nearest, half to even.
+
+    >>> s = np.array([0.0, 1.5, 4.478070693999825, 2.0000005, 2.0000015])
+    >>> [int(x) for x in timedelta_microseconds(s)] == [timedelta(seconds=float(x)) // timedelta(microseconds=1)
+    ...                                                for x in s]
+    True
+    """
+    frac, whole = np.modf(seconds)
+    return whole.astype(np.int64) * 1_000_000 + np.rint(frac * 1e6).astype(np.int64)
 
 
 def _naive_utc(t: datetime | None) -> datetime | None:

@@ -843,14 +843,17 @@ def _sniff_llmperf(p: Probe) -> float:
 # the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
 # writes for it, attrs as its JSON text (the run's fields, then the record's own)
 LLMPERF_FAST_SQL = r"""
-SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id, o.ts, ? AS tenant,
+SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
+  strftime(o.at, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(o.at, '%f') <> '000000' THEN '.' || strftime(o.at, '%f')
+                                               ELSE '' END AS ts, ? AS tenant,
   ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
   r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
   '{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
     || ',"mean_itl_ms":' || coalesce(CAST(to_json(r.mean_itl_ms) AS VARCHAR), 'null')
     || ',"offset_s":' || CAST(to_json(o.offset_s) AS VARCHAR)
     || CASE WHEN json_keys(r.j) = [] THEN '}' ELSE ',' || CAST(json(r.j) AS VARCHAR)[2:] END AS attrs
-FROM (""" + benchruns.LLMPERF_RECORDS_SQL + """) r JOIN read_parquet(?) o ON o.i = r.i"""
+FROM (""" + benchruns.LLMPERF_RECORDS_SQL + """) r
+JOIN (SELECT i, offset_s, CAST(? AS TIMESTAMP) + to_microseconds(us) AS at FROM read_parquet(?)) o ON o.i = r.i"""
 
 
 def _read_llmperf(con, p: Probe, options: IngestOptions) -> Source:
@@ -871,7 +874,7 @@ def _read_llmperf(con, p: Probe, options: IngestOptions) -> Source:
             if loaded:
                 benchruns.record_run(con, run)
         params = [run.run_id, options.tenant, run.model or options.model, run.provider, run.run_id, run.provider,
-                  str(p.path), fast.times_path]
+                  str(p.path), run.started_at, fast.times_path]
         return Source(LLMPERF_FAST_SQL, params, has_ids=True, cleanup=done)
     run = benchruns.read_llmperf(p.path, Path(p.name.split(":")[-1]).name, start=options.start,
                                  model=options.model)
