@@ -411,42 +411,37 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
 
 
 # The per-request values of an LLMPerf individual-responses file in SQL, each record parsed once
-# (read_json_objects streams the array): what read_llmperf computes from it, for records whose values are of
+# (read_json streams the array, its fields typed JSON): what read_llmperf computes from it, for records whose values are of
 # the JSON types read the same way in SQL and in Python. ``odd`` marks a record that is not (a count or a
 # latency that is text or a boolean, which Python's float() reads; an error code or message of another
-# type; white space Python's strip() takes and DuckDB's trim does not; a field the run's attrs would
-# overwrite): the file is then read by read_llmperf.
+# type; white space Python's strip() takes and DuckDB's trim does not): the file is then read by
+# read_llmperf.
 _LLMPERF_FIELDS = ("error_code", "error_msg", "ttft_s", "end_to_end_latency_s", "inter_token_latency_s",
                    "number_input_tokens", "number_output_tokens")
+LLMPERF_FIELD_TYPES = {f: "JSON" for f in _LLMPERF_FIELDS}
 LLMPERF_RECORDS_SQL = r"""
-WITH r AS (
-  SELECT ordinality - 1 AS i, json AS j,
-         json_extract(json, ['$.error_code', '$.error_msg', '$.ttft_s', '$.end_to_end_latency_s',
-                             '$.inter_token_latency_s', '$.number_input_tokens', '$.number_output_tokens']) AS v
-  FROM read_json_objects(?, format = 'array', compression = 'auto') WITH ORDINALITY),
-t AS (
-  SELECT i, j, json_type(j) AS jt, v[1] AS code_j, v[2] AS msg_j,
-    coalesce(json_type(v[1]), 'NULL') AS code_t, coalesce(json_type(v[2]), 'NULL') AS msg_t,
-    coalesce(json_type(v[3]), 'NULL') AS ttft_t, coalesce(json_type(v[4]), 'NULL') AS e2e_t,
-    coalesce(json_type(v[5]), 'NULL') AS itl_t, coalesce(json_type(v[6]), 'NULL') AS in_t,
-    coalesce(json_type(v[7]), 'NULL') AS out_t,
-    TRY_CAST(v[3] AS DOUBLE) AS ttft, TRY_CAST(v[4] AS DOUBLE) AS e2e, TRY_CAST(v[5] AS DOUBLE) AS itl,
-    TRY_CAST(v[6] AS DOUBLE) AS n_in, TRY_CAST(v[7] AS DOUBLE) AS n_out
-  FROM r),
+WITH t AS (
+  SELECT ordinality - 1 AS i, error_code AS code_j, error_msg AS msg_j,
+    coalesce(json_type(error_code), 'NULL') AS code_t, coalesce(json_type(error_msg), 'NULL') AS msg_t,
+    coalesce(json_type(ttft_s), 'NULL') AS ttft_t, coalesce(json_type(end_to_end_latency_s), 'NULL') AS e2e_t,
+    coalesce(json_type(inter_token_latency_s), 'NULL') AS itl_t,
+    coalesce(json_type(number_input_tokens), 'NULL') AS in_t, coalesce(json_type(number_output_tokens), 'NULL') AS out_t,
+    TRY_CAST(ttft_s AS DOUBLE) AS ttft, TRY_CAST(end_to_end_latency_s AS DOUBLE) AS e2e,
+    TRY_CAST(inter_token_latency_s AS DOUBLE) AS itl, TRY_CAST(number_input_tokens AS DOUBLE) AS n_in,
+    TRY_CAST(number_output_tokens AS DOUBLE) AS n_out
+  FROM read_json(?, format = 'array', columns = ?, compression = 'auto') WITH ORDINALITY),
 n AS (
   SELECT *, code_t = 'NULL' AS ok,
     CASE WHEN code_t = 'VARCHAR' THEN json_extract_string(code_j, '$') ELSE CAST(code_j AS VARCHAR) END AS code,
     CASE WHEN msg_t = 'VARCHAR' THEN json_extract_string(msg_j, '$') ELSE '' END AS msg
   FROM t)
-SELECT i, j,
-  jt <> 'OBJECT' OR code_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'VARCHAR') OR msg_t NOT IN ('NULL', 'VARCHAR')
+SELECT i,
+  code_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'VARCHAR') OR msg_t NOT IN ('NULL', 'VARCHAR')
     OR ttft_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR e2e_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
     OR itl_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
     OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
     OR (NOT ok AND regexp_matches(code || msg,
-        '[\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]'))
-    OR json_exists(j, '$.run_id') OR json_exists(j, '$.provider') OR json_exists(j, '$.mean_itl_ms')
-    OR json_exists(j, '$.offset_s') AS odd,
+        '[\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]')) AS odd,
   ok,
   CASE WHEN NOT ok THEN left(rtrim(trim(code || ': ' || msg, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)),
                                    ':'), 200) END AS error,
@@ -460,11 +455,17 @@ FROM n"""
 
 @dataclass
 class StreamedRun:
-    """A run read in SQL: its :class:`BenchRun` (``requests`` holds only what its summary needs) and the
-    Parquet file of each request's offset (``i``, ``offset_s``, and ``us``: the offset in whole microseconds
-    as :func:`timedelta_microseconds` rounds it), to join to :data:`LLMPERF_RECORDS_SQL` by ``i``."""
+    """A run read in SQL: its :class:`BenchRun` (``requests`` holds only what its summary needs), a Parquet
+    file of each request's values (:data:`LLMPERF_RECORDS_SQL`, in file order) and one of its offset (``i``,
+    ``offset_s``, and ``us``: the offset in whole microseconds as :func:`timedelta_microseconds` rounds it),
+    to join to the records by position."""
     run: BenchRun
+    values_path: str
     times_path: str
+
+    def cleanup(self) -> None:
+        for t in (self.values_path, self.times_path):
+            Path(t).unlink(missing_ok=True)
 
 
 def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
@@ -483,23 +484,40 @@ def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name
 
     path = Path(path)
     name = name or path.name
+    tmp = [tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False) for _ in range(2)]
+    for t in tmp:
+        t.close()
+    values, times = tmp[0].name, tmp[1].name
+
+    def drop() -> None:
+        for t in (values, times):
+            Path(t).unlink(missing_ok=True)
     try:
-        frame = con.execute(f"SELECT odd, ok, ttft_ms, total_ms, mean_itl_ms, output_raw AS output_tokens, duration_s "
-                            f"FROM ({LLMPERF_RECORDS_SQL}) ORDER BY i", [str(path)]).df()
+        reader = con.sql(f"SELECT * FROM ({LLMPERF_RECORDS_SQL}) ORDER BY i",
+                         params=[str(path), LLMPERF_FIELD_TYPES]).to_arrow_reader(100_000)
+        with pq.ParquetWriter(values, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+        frame = con.execute("SELECT odd, ok, ttft_ms, total_ms, mean_itl_ms, output_raw AS output_tokens, duration_s "
+                            "FROM read_parquet(?) ORDER BY i", [values]).df()
     except duckdb.Error:
+        drop()
         return None
     if not len(frame) or frame["odd"].any():
+        drop()
         return None
-    ctx = _llmperf_context(path, name, summary_path, model)
-    offsets, length = closed_loop_offsets(frame["duration_s"].tolist(), ctx["concurrency"] or 1)
-    started = _llmperf_started(ctx, start, length, name)
+    try:
+        ctx = _llmperf_context(path, name, summary_path, model)
+        offsets, length = closed_loop_offsets(frame["duration_s"].tolist(), ctx["concurrency"] or 1)
+        started = _llmperf_started(ctx, start, length, name)
+    except BaseException:
+        drop()
+        raise
     run = _llmperf_run(path, name, ctx, started, length, len(frame), frame.drop(columns=["odd", "duration_s"]))
-    tmp = tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False)
-    tmp.close()
     off = np.asarray(offsets, dtype=float)
     pq.write_table(pa.table({"i": np.arange(len(off), dtype=np.int64), "offset_s": off,
-                             "us": timedelta_microseconds(off)}), tmp.name)
-    return StreamedRun(run, tmp.name)
+                             "us": timedelta_microseconds(off)}), times)
+    return StreamedRun(run, values, times)
 
 
 def timedelta_microseconds(seconds: np.ndarray) -> np.ndarray:

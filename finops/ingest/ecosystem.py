@@ -842,40 +842,51 @@ def _sniff_llmperf(p: Probe) -> float:
 
 # the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
 # writes for it, attrs as its JSON text (the run's fields, then the record's own)
+# the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
+# writes for it, attrs as its JSON text (the run's fields, then the record's own). The record's text is read
+# again (read_json_objects) beside the values and times computed from it, by position; a record naming one of
+# the run's fields anywhere stops the reading (its attrs would hold the key twice): the loader then reads
+# the file through read_llmperf.
 LLMPERF_FAST_SQL = r"""
+WITH r AS (
+  SELECT v.*, CAST(json(o.json) AS VARCHAR) AS rec, t.offset_s, CAST(? AS TIMESTAMP) + to_microseconds(t.us) AS at
+  FROM read_json_objects(?, format = 'array', compression = 'auto') o
+  POSITIONAL JOIN read_parquet(?) v POSITIONAL JOIN read_parquet(?) t)
 SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
-  strftime(o.at, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(o.at, '%f') <> '000000' THEN '.' || strftime(o.at, '%f')
+  strftime(r.at, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(r.at, '%f') <> '000000' THEN '.' || strftime(r.at, '%f')
                                                ELSE '' END AS ts, ? AS tenant,
   ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
   r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
-  '{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
+  CASE WHEN contains(r.rec, '"run_id"') OR contains(r.rec, '"provider"') OR contains(r.rec, '"mean_itl_ms"')
+            OR contains(r.rec, '"offset_s"') THEN error('llmperf fast path: a record names a field of the run')
+  ELSE '{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
     || ',"mean_itl_ms":' || coalesce(CAST(to_json(r.mean_itl_ms) AS VARCHAR), 'null')
-    || ',"offset_s":' || CAST(to_json(o.offset_s) AS VARCHAR)
-    || CASE WHEN json_keys(r.j) = [] THEN '}' ELSE ',' || CAST(json(r.j) AS VARCHAR)[2:] END AS attrs
-FROM (""" + benchruns.LLMPERF_RECORDS_SQL + """) r
-JOIN (SELECT i, offset_s, CAST(? AS TIMESTAMP) + to_microseconds(us) AS at FROM read_parquet(?)) o ON o.i = r.i"""
+    || ',"offset_s":' || CAST(to_json(r.offset_s) AS VARCHAR)
+    || CASE WHEN r.rec = '{}' THEN '}' ELSE ',' || r.rec[2:] END END AS attrs
+FROM r"""
 
 
-def _read_llmperf(con, p: Probe, options: IngestOptions) -> Source:
+def _read_llmperf(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     name = Path(p.name.split(":")[-1]).name
-    fast = None if options.tenant_field else benchruns.read_llmperf_streamed(
+    streamed = None if options.tenant_field or not fast else benchruns.read_llmperf_streamed(
         con, p.path, name, start=options.start, model=options.model)
-    if fast is not None:
-        run = fast.run
+    if streamed is not None:
+        run = streamed.run
         run.file_name = p.name
         if not (run.model or options.model):
-            Path(fast.times_path).unlink(missing_ok=True)
+            streamed.cleanup()
             raise InputError("the run names no model: give it with --model", file=p.name)
 
         def done() -> None:
-            Path(fast.times_path).unlink(missing_ok=True)
+            streamed.cleanup()
             loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
                                  [run.sha256, run.source_format]).fetchall()[0][0]
             if loaded:
                 benchruns.record_run(con, run)
-        params = [run.run_id, options.tenant, run.model or options.model, run.provider, run.run_id, run.provider,
-                  str(p.path), run.started_at, fast.times_path]
-        return Source(LLMPERF_FAST_SQL, params, has_ids=True, cleanup=done)
+        params = [run.started_at, str(p.path), streamed.values_path, streamed.times_path, run.run_id, options.tenant,
+                  run.model or options.model, run.provider, run.run_id, run.provider]
+        return Source(LLMPERF_FAST_SQL, params, has_ids=True, cleanup=done,
+                      fallback=lambda: _read_llmperf(con, p, options, fast=False))
     run = benchruns.read_llmperf(p.path, Path(p.name.split(":")[-1]).name, start=options.start,
                                  model=options.model)
     run.file_name = p.name
