@@ -250,3 +250,111 @@ def test_llmperf_without_summary_or_start_is_refused_the_same_way(monkeypatch):
 def test_llmperf_tenant_field_keeps_the_python_reading(monkeypatch):
     fast, slow, used_python = _llmperf(monkeypatch, LLMPERF / "lepton_7b.json", IngestOptions(tenant_field="provider"))
     assert used_python and fast == slow
+
+
+# ---------------------------------------------------------------- vllm-bench
+
+def _vllm(monkeypatch, path, options):
+    from finops.ingest import benchruns
+    return both_ways(monkeypatch, path, options, benchruns, "read_vllm_streamed", "read_vllm_bench_runs", off=None)
+
+
+def _same(fast, slow):
+    """Equal results, attrs compared as JSON (Python writes non-ASCII text escaped, DuckDB as UTF-8)."""
+    assert fast[0] == slow[0]
+    assert len(fast[1]) == len(slow[1])
+    for a, b in zip(fast[1], slow[1], strict=True):
+        assert {**a, "attrs": json.loads(a["attrs"])} == {**b, "attrs": json.loads(b["attrs"])}
+
+
+def test_vllm_fixture_read_streamed_stores_what_python_stores(monkeypatch):
+    fast, slow, used_python = _vllm(monkeypatch, DATA / "vllm_bench_serve_detailed.json", IngestOptions())
+    assert not used_python
+    _same(fast, slow)
+    assert fast[0][1] == 10
+
+
+def _vllm_doc(**change):
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    doc["errors"][3] = "Traceback (most recent call last):\n  ...\naiohttp.ClientResponseError: 500, message='x'\n"
+    doc["generated_texts"][1] = "caf\u00e9 \u00fcber"
+    doc["itls"][2] = []
+    for k, v in change.items():
+        if v is None:
+            doc.pop(k)
+        else:
+            doc[k] = v
+    return doc
+
+
+VLLM_VARIANTS = {
+    "as written": {},
+    "no errors (old vLLM)": {"errors": None},
+    "no generated texts, no queue times": {"generated_texts": None, "queue_times": None},
+    "no output lens, no itls": {"output_lens": None, "itls": None},
+}
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("name", sorted(VLLM_VARIANTS))
+def test_vllm_variants_read_streamed_store_what_python_stores(monkeypatch, tmp_path, name, compress):
+    path = tmp_path / ("run.json.gz" if compress else "run.json")
+    text = json.dumps(_vllm_doc(**VLLM_VARIANTS[name]), indent=2).encode()
+    path.write_bytes(gzip.compress(text) if compress else text)
+    fast, slow, used_python = _vllm(monkeypatch, path, IngestOptions())
+    assert not used_python
+    _same(fast, slow)
+    from finops.ingest import benchruns
+    runs_fast = _runs(path, IngestOptions())
+    monkeypatch.setattr(benchruns, "read_vllm_streamed", lambda *a, **k: None)
+    assert _runs(path, IngestOptions()) == runs_fast
+
+
+def test_vllm_error_text_is_the_tracebacks_last_line(monkeypatch, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(_vllm_doc()))
+    fast, _, _ = _vllm(monkeypatch, path, IngestOptions(start=datetime(2025, 3, 4, 15)))
+    errors = {r["request_id"].rsplit(":", 1)[1]: r["error_type"] for r in fast[1] if r["status"] == "error"}
+    assert errors["3"] == "aiohttp.ClientResponseError: 500, message='x'"
+
+
+# each hands the file to read_vllm_bench_runs (values json.load reads another way, or a file it refuses)
+VLLM_TO_PYTHON = {
+    "a start time written as an integer": lambda d: d["start_times"].__setitem__(0, 81234),
+    "a null error": lambda d: d["errors"].__setitem__(0, None),
+    "a count as a boolean": lambda d: d["input_lens"].__setitem__(0, True),
+    "a series of another length": lambda d: d["ttfts"].pop(),
+    "no start times": lambda d: d.pop("start_times"),
+    "no model": lambda d: d.pop("model_id"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VLLM_TO_PYTHON))
+def test_vllm_documents_left_to_python(monkeypatch, tmp_path, name):
+    doc = _vllm_doc()
+    VLLM_TO_PYTHON[name](doc)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    from finops.ingest import benchruns
+    assert benchruns.read_vllm_streamed(store.connect(":memory:"), path) is None
+    options = IngestOptions(format="vllm-bench")
+    try:
+        fast = _load(path, options)
+    except InputError as exc:
+        monkeypatch.setattr(benchruns, "read_vllm_streamed", lambda *a, **k: None)
+        with pytest.raises(InputError) as slow:
+            _load(path, options)
+        assert str(exc) == str(slow.value)
+        return
+    monkeypatch.setattr(benchruns, "read_vllm_streamed", lambda *a, **k: None)
+    _same(fast, _load(path, options))
+
+
+def test_vllm_append_result_file_keeps_the_line_reading(monkeypatch, tmp_path):
+    path = tmp_path / "runs.json"
+    doc = _vllm_doc()
+    path.write_text(json.dumps(doc) + "\n" + json.dumps({**doc, "date": "20250304-150500"}))
+    fast, slow, used_python = _vllm(monkeypatch, path, IngestOptions())
+    assert used_python
+    _same(fast, slow)
+    assert fast[0][1] == 20

@@ -592,3 +592,238 @@ def benchmark_requests(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFr
         "  SELECT b.batch_id FROM batches b JOIN benchmark_runs r ON b.sha256 = r.sha256 "
         "  AND b.format = r.source_format WHERE r.run_id = ?) "
         "AND starts_with(q.request_id, ?) ORDER BY q.ts, q.request_id", [run_id, run_id + ":"]).df()
+
+
+# ---------------------------------------------------------------- vllm bench, streamed
+
+#: the per-request series of a vllm bench result and the JSON values the streamed reading takes in each
+#: (ijson events, numbers as int/float): anything else hands the file to read_vllm_bench_runs
+VLLM_SERIES: dict[str, tuple[type, ...]] = {
+    "input_lens": (int,), "output_lens": (int,), "ttfts": (int, float), "latencies": (int, float),
+    "start_times": (float,), "queue_times": (int, float), "errors": (str,), "generated_texts": (str,),
+    "itls": (float,),
+}
+VLLM_CHUNK = 100_000
+#: a request completed: no error text (errors present), else a latency that is not 0 (read_vllm_bench_runs)
+VLLM_OK_SQL = "coalesce(e.err, '') = ''"
+VLLM_OK_LATENCY_SQL = "coalesce(l.latencies <> 0, false)"
+
+
+class _NotPlain(Exception):
+    """A value the streamed reading does not read as the Python one does."""
+
+
+def _vllm_error_text(err: str) -> str:
+    return (err.strip().splitlines() or ["error"])[-1][:200]
+
+
+class _SeriesWriter:
+    """One series of a vllm bench result, written to its own Parquet file a chunk at a time."""
+
+    def __init__(self, key: str):
+        import tempfile
+
+        import pyarrow as pa
+        self.key, self.n, self.buf = key, 0, []
+        tmp = tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False)
+        tmp.close()
+        self.path = tmp.name
+        if key == "itls":
+            self.schema = pa.schema([("itls", pa.list_(pa.float64())), ("itl_mean_s", pa.float64())])
+        elif key == "errors":
+            self.schema = pa.schema([("err", pa.string()), ("err_text", pa.string())])
+        elif key in ("input_lens", "output_lens"):
+            self.schema = pa.schema([(key, pa.int64())])
+        elif key == "generated_texts":
+            self.schema = pa.schema([(key, pa.string())])
+        else:
+            self.schema = pa.schema([(key, pa.float64())])
+        self.writer = None
+
+    def add(self, v) -> None:
+        self.buf.append(v)
+        self.n += 1
+        if len(self.buf) >= VLLM_CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema)
+        buf, self.buf = self.buf, []
+        if self.key == "itls":
+            means = np.full(len(buf), np.nan)
+            by_len: dict[int, list[int]] = {}
+            for i, x in enumerate(buf):
+                if x:
+                    by_len.setdefault(len(x), []).append(i)
+            for idx in by_len.values():
+                # np.mean over each row of a C-ordered block: the same pairwise sums as np.mean(list)
+                means[idx] = np.mean(np.array([buf[i] for i in idx], dtype=float), axis=1)
+            cols = [pa.array(buf, pa.list_(pa.float64())), pa.array(means)]
+        elif self.key == "errors":
+            cols = [pa.array(buf, pa.string()), pa.array([_vllm_error_text(e) if e else None for e in buf], pa.string())]
+        else:
+            cols = [pa.array(buf, self.schema.field(0).type)]
+        self.writer.write_table(pa.Table.from_arrays(cols, schema=self.schema))
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _vllm_stream(fh, writers: dict) -> dict:
+    """Read one vllm bench result document from ``fh`` with ijson: the per-request series into ``writers``
+    (created here, by key), every other top-level field built whole (the run's metadata)."""
+    import ijson
+
+    meta: dict = {}
+    events = ijson.parse(fh, use_float=True)
+    prefix, event, value = next(events)
+    if event != "start_map":
+        raise _NotPlain
+    for prefix, event, value in events:
+        if prefix == "" and event == "end_map":
+            break
+        if event != "map_key" or prefix != "":
+            raise _NotPlain
+        key = value
+        if key in meta or key in writers:
+            raise _NotPlain         # a key given twice: json.load keeps the last
+        if key in VLLM_SERIES:
+            w = writers[key] = _SeriesWriter(key)
+            ok_types = VLLM_SERIES[key]
+            _, ev, _ = next(events)
+            if ev != "start_array":
+                raise _NotPlain
+            item = f"{key}.item"
+            for pfx, ev, val in events:
+                if ev == "end_array" and pfx == key:
+                    break
+                if key == "itls":
+                    if ev != "start_array":
+                        raise _NotPlain
+                    vals = []
+                    for p2, e2, v2 in events:
+                        if e2 == "end_array":
+                            break
+                        if type(v2) not in ok_types or p2 != f"{item}.item":
+                            raise _NotPlain
+                        vals.append(v2)
+                    w.add(vals)
+                elif type(val) in ok_types and pfx == item:
+                    w.add(val)
+                else:
+                    raise _NotPlain
+            w.close()
+        else:
+            builder = ijson.ObjectBuilder()
+            depth = 0
+            for _pfx, ev, val in events:
+                builder.event(ev, val)
+                if ev in ("start_map", "start_array"):
+                    depth += 1
+                elif ev in ("end_map", "end_array"):
+                    depth -= 1
+                if depth == 0:
+                    break
+            meta[key] = builder.value
+    if next(events, None) is not None:
+        raise _NotPlain
+    return meta
+
+
+@dataclass
+class StreamedVllm:
+    """A vllm bench run read streamed: its :class:`BenchRun` (``requests`` holds what its summary needs) and
+    the Parquet file of each series (:data:`VLLM_SERIES`), to join by position."""
+    run: BenchRun
+    series: dict[str, str]
+    t0: float               # the first start_times reading: offsets count from it
+
+    def cleanup(self) -> None:
+        for p in self.series.values():
+            Path(p).unlink(missing_ok=True)
+
+
+def read_vllm_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
+                       start: datetime | None = None) -> StreamedVllm | None:
+    """:func:`read_vllm_bench_runs` for a file of one result document, streamed (ijson: memory of a chunk of
+    each series, never the document); None when the file holds one run per line (--append-result, read a
+    line at a time there), is no plain document of the series' usual types, or is one that
+    :func:`_vllm_run` refuses (it says why)."""
+    import gzip
+
+    path = Path(path)
+    name = name or path.name
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    opener = (lambda: gzip.open(path, "rb")) if gz else (lambda: open(path, "rb"))
+    with opener() as fh:
+        first = fh.readline()
+        if fh.readline():
+            try:
+                if isinstance(json.loads(first), dict):
+                    return None         # one run per line
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                pass
+    writers: dict[str, _SeriesWriter] = {}
+    series = {}
+
+    def drop() -> None:
+        for w in writers.values():
+            if w.writer is not None:
+                w.writer.close()
+            Path(w.path).unlink(missing_ok=True)
+    try:
+        with opener() as fh:
+            meta = _vllm_stream(fh, writers)
+    except Exception:       # ijson's errors, a value of another type: the Python reading says what is wrong
+        drop()
+        return None
+    series = {k: w.path for k, w in writers.items()}
+    counts = {k: w.n for k, w in writers.items()}
+    n = counts.get("input_lens")
+    if ("model_id" not in meta or n is None or "ttfts" not in counts or "start_times" not in counts or not n
+            or any(c != n for c in counts.values())):
+        drop()
+        return None         # refused by _vllm_run, with its message
+    sha = file_sha256(path)
+    t0 = con.execute("SELECT min(start_times) FROM read_parquet(?)", [series["start_times"]]).fetchall()[0][0]
+    errors = "errors" in series
+    lat = "latencies" in series
+    frame = con.execute(
+        f"SELECT {VLLM_OK_SQL if errors else (VLLM_OK_LATENCY_SQL if lat else 'false')} AS ok, t.ttfts AS ttft_s, "
+        + ("l.latencies" if lat else "CAST(NULL AS DOUBLE)") + " AS latency_s, "
+        + ("i.itl_mean_s" if "itls" in series else "CAST(NULL AS DOUBLE)") + " AS itl_mean_s, "
+        + ("o.output_lens" if "output_lens" in series else "CAST(NULL AS BIGINT)") + " AS output_tokens "
+        "FROM read_parquet(?) t"
+        + (" POSITIONAL JOIN read_parquet(?) l" if lat else "")
+        + (" POSITIONAL JOIN read_parquet(?) e" if errors else "")
+        + (" POSITIONAL JOIN read_parquet(?) i" if "itls" in series else "")
+        + (" POSITIONAL JOIN read_parquet(?) o" if "output_lens" in series else ""),
+        [series["ttfts"], *([series["latencies"]] if lat else []), *([series["errors"]] if errors else []),
+         *([series["itls"]] if "itls" in series else []),
+         *([series["output_lens"]] if "output_lens" in series else [])]).df()
+    ok = frame["ok"].astype(bool)
+    requests = pd.DataFrame({
+        "ok": ok, "ttft_ms": (frame["ttft_s"] * 1000).where(ok), "total_ms": (frame["latency_s"] * 1000).where(ok),
+        "mean_itl_ms": (frame["itl_mean_s"] * 1000).where(ok), "output_tokens": frame["output_tokens"]})
+    duration = _number(meta.get("duration"))
+    started = start
+    if started is None and meta.get("date"):
+        try:
+            end = datetime.strptime(str(meta["date"]), "%Y%m%d-%H%M%S")
+        except ValueError:
+            drop()
+            return None
+        started = end - timedelta(seconds=duration or 0.0)
+    rate = meta.get("request_rate")
+    run = BenchRun(
+        run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,
+        model=meta.get("model_id"), provider=None,
+        request_rate_per_s=_number(rate) if rate not in (None, "inf") else None,
+        max_concurrency=meta.get("max_concurrency"), num_prompts=meta.get("num_prompts", n),
+        started_at=_naive_utc(started), duration_s=duration, metadata=meta, requests=requests)
+    return StreamedVllm(run, series, t0)

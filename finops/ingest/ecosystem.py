@@ -815,7 +815,92 @@ def _sniff_vllm(p: Probe) -> float:
     return 0.0
 
 
-def _read_vllm(con, p: Probe, options: IngestOptions) -> Source:
+# the canonical rows of a vllm bench run read streamed (benchruns.read_vllm_streamed), as _bench_source writes
+# them from read_vllm_bench_runs: each series' Parquet file joined by position ({series}: the joins of the
+# series the file has, a missing one NULL)
+VLLM_FAST_SQL = r"""
+WITH r AS (
+  SELECT s.file_row_number AS i, {ok} AS ok, s.input_lens, {output_lens} AS output_lens, t.ttfts AS ttft_s,
+    {latencies} AS latency_s, st.start_times, {queue_times} AS queue_s, {err} AS err, {err_text} AS err_text,
+    {itls} AS itls, {itl_mean_s} AS itl_mean_s, {generated} AS generated_text,
+    st.start_times - ? AS offset_s
+  FROM read_parquet(?, file_row_number = true) s POSITIONAL JOIN read_parquet(?) t POSITIONAL JOIN read_parquet(?) st
+  {series}),
+a AS (
+  SELECT *, CAST(? AS TIMESTAMP) + to_microseconds(CAST(trunc(offset_s) AS BIGINT) * 1000000
+                                                   + CAST(round_even((offset_s - trunc(offset_s)) * 1e6, 0) AS BIGINT)) AS arrived,
+    CASE WHEN ok AND len(itls) > 0 THEN itl_mean_s * 1000 END AS mean_itl_ms
+  FROM r)
+SELECT i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || i AS request_id,
+  strftime(arrived, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f')
+                                             ELSE '' END AS ts, ? AS tenant, ? AS model, CAST(NULL AS VARCHAR) AS provider,
+  CASE WHEN ok THEN input_lens ELSE 0 END AS input_tokens, output_lens AS output_tokens, queue_s * 1000 AS queue_ms,
+  CASE WHEN ok THEN ttft_s * 1000 END AS ttft_ms, CASE WHEN ok THEN latency_s * 1000 END AS total_ms,
+  CASE WHEN ok THEN 'ok' ELSE 'error' END AS status, CASE WHEN NOT ok THEN coalesce(err_text, 'error') END AS error_type,
+  {attrs} AS attrs
+FROM (SELECT *, CAST(json_object('run_id', ?, 'provider', NULL, 'mean_itl_ms', mean_itl_ms, 'offset_s', offset_s,
+                     'ttft_s', ttft_s, 'latency_s', latency_s, 'start_time_perf_s', start_times,
+                     'prompt_len', input_lens, 'itls_s', itls, 'error', nullif(coalesce(err, ''), '')) AS VARCHAR) AS j
+      FROM a)"""
+# attrs: the object above, and generated_text last where the file has it (as _vllm_run adds it)
+VLLM_ATTRS = ("j", "left(j, length(j) - 1) || ',\"generated_text\":' "
+                   "|| coalesce(CAST(to_json(generated_text) AS VARCHAR), 'null') || '}'")
+# the parts of VLLM_FAST_SQL for each series, by whether the file has it: (alias, column expressions)
+VLLM_PARTS = {
+    "output_lens": ("o", {"output_lens": ("o.output_lens", "CAST(NULL AS BIGINT)")}),
+    "latencies": ("l", {"latencies": ("l.latencies", "CAST(NULL AS DOUBLE)")}),
+    "queue_times": ("q", {"queue_times": ("q.queue_times", "CAST(NULL AS DOUBLE)")}),
+    "errors": ("e", {"err": ("e.err", "CAST(NULL AS VARCHAR)"), "err_text": ("e.err_text", "CAST(NULL AS VARCHAR)")}),
+    "itls": ("i", {"itls": ("i.itls", "CAST(NULL AS DOUBLE[])"), "itl_mean_s": ("i.itl_mean_s", "CAST(NULL AS DOUBLE)")}),
+    "generated_texts": ("g", {"generated": ("g.generated_texts", "CAST(NULL AS VARCHAR)")}),
+}
+VLLM_JOIN = {alias: f"POSITIONAL JOIN read_parquet(?) {alias}" for alias in ("o", "l", "q", "e", "i", "g")}
+
+
+def _vllm_fast_sql(series: dict[str, str]) -> tuple[str, list[str]]:
+    """VLLM_FAST_SQL for the series a file has, and the Parquet paths its joins read, in order."""
+    from finops.ingest.benchruns import VLLM_OK_LATENCY_SQL, VLLM_OK_SQL
+    parts, joins, paths = {}, [], []
+    for key, (alias, cols) in VLLM_PARTS.items():
+        have = key in series
+        for col, (present, absent) in cols.items():
+            parts[col] = present if have else absent
+        if have:
+            joins.append(VLLM_JOIN[alias])
+            paths.append(series[key])
+    parts["ok"] = VLLM_OK_SQL if "errors" in series else (VLLM_OK_LATENCY_SQL if "latencies" in series else "false")
+    parts["series"] = " ".join(joins)
+    parts["attrs"] = VLLM_ATTRS[1] if "generated_texts" in series else VLLM_ATTRS[0]
+    body = VLLM_FAST_SQL
+    for name, text in parts.items():
+        body = body.replace("{" + name + "}", text)
+    return body, paths
+
+
+def _read_vllm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    streamed = None if options.tenant_field or not fast else benchruns.read_vllm_streamed(
+        con, p.path, p.name, start=options.start)
+    if streamed is not None:
+        run = streamed.run
+        if run.started_at is None:
+            streamed.cleanup()
+            raise InputError("the run's start time is unknown: give it with --start", file=p.name)
+        if not (run.model or options.model):
+            streamed.cleanup()
+            raise InputError("the run names no model: give it with --model", file=p.name)
+
+        def done() -> None:
+            streamed.cleanup()
+            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                                 [run.sha256, run.source_format]).fetchall()[0][0]
+            if loaded:
+                benchruns.record_run(con, run)
+        body, paths = _vllm_fast_sql(streamed.series)
+        s = streamed.series
+        params = [streamed.t0, s["input_lens"], s["ttfts"], s["start_times"], *paths, run.started_at, run.run_id,
+                  options.tenant, run.model or options.model, run.run_id]
+        return Source(body, params, has_ids=True, cleanup=done,
+                      fallback=lambda: _read_vllm(con, p, options, fast=False))
     return _bench_source(con, p, options, *benchruns.read_vllm_bench_runs(p.path, p.name, start=options.start))
 
 
