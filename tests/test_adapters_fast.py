@@ -358,3 +358,78 @@ def test_vllm_append_result_file_keeps_the_line_reading(monkeypatch, tmp_path):
     assert used_python
     _same(fast, slow)
     assert fast[0][1] == 20
+
+
+# ---------------------------------------------------------------- mooncake
+
+MOONCAKE = ["mooncake_conversation_head300.jsonl", "mooncake_conversation_rows1337_1346.jsonl"]
+MOONCAKE_OPTIONS = IngestOptions(format="mooncake", model="kimi", start=datetime(2025, 1, 1))
+
+
+def _mooncake(monkeypatch, path, options=MOONCAKE_OPTIONS):
+    from finops.ingest import ecosystem, formats
+    calls = _counting(monkeypatch, ecosystem, "_python_source")
+    fast = _load(path, options)
+    used_python = bool(calls)
+    with monkeypatch.context() as m:
+        m.setattr(formats, "_plain_text", lambda *a, **k: False)
+        slow = _load(path, options)
+    assert len(calls) > int(used_python)
+    return fast, slow, used_python
+
+
+@pytest.mark.parametrize("name", MOONCAKE)
+def test_mooncake_fixtures_read_in_sql_store_what_python_stores(monkeypatch, name):
+    fast, slow, used_python = _mooncake(monkeypatch, DATA / name)
+    assert not used_python
+    _same(fast, slow)
+
+
+MOONCAKE_LINES = [
+    '{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}',
+    "",
+    '{"timestamp": 5, "input_length": 1500, "output_length": 12, "hash_ids": [1, 2, 3]}',
+    '  {"timestamp": 7, "input_length": 700, "output_length": 3, "hash_ids": [1, 9, 2]}  ',
+    '{"timestamp": 9, "input_length": 700, "output_length": 3, "hash_ids": [1, 2], "session": "s-1"}',
+    '{"timestamp": 11, "output_length": 3, "hash_ids": [7]}',                  # no length: its blocks not seen
+    '{"timestamp": 12, "input_length": 600.0, "output_length": 2.5, "hash_ids": [7, 7]}',
+    '{"timestamp": 13, "input_length": 10, "output_length": 1, "hash_ids": []}',
+    '{"timestamp": 14, "input_length": 10, "output_length": 1, "hash_ids": "none"}',
+    '{"input_length": 10, "output_length": 1}',                                # no time: rejected
+    '{"timestamp": 9, "input_length": 700, "output_length": 3, "hash_ids": [1, 2], "session": "s-1"}',
+]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_mooncake_variants_read_in_sql_store_what_python_stores(monkeypatch, tmp_path, compress):
+    path = tmp_path / ("t.jsonl.gz" if compress else "t.jsonl")
+    text = ("\n".join(MOONCAKE_LINES) + "\n").encode()
+    path.write_bytes(gzip.compress(text) if compress else text)
+    fast, slow, used_python = _mooncake(monkeypatch, path)
+    assert not used_python
+    _same(fast, slow)
+    (read, ingested, rejected, _, rejects), rows = fast
+    assert (read, rejected) == (10, 1) and [r["row"] for r in rejects] == [10]
+    cached = {json.loads(r["attrs"])["timestamp_ms"]: (r["cached_input_tokens"], json.loads(r["attrs"])["prefix_blocks_reused"])
+              for r in rows}
+    # prefix_cached_tokens' doctest, and the rows after it
+    assert [cached[t] for t in (0, 5, 7, 11, 12, 13, 14)] == [(0, 0), (1024, 2), (512, 1), (None, None), (0, 0),
+                                                              (0, 0), (None, None)]
+    assert cached[9] == (700, 2)
+
+
+MOONCAKE_ODD = {
+    "a float time": '{"timestamp": 1.5, "input_length": 10, "output_length": 1, "hash_ids": [1]}',
+    "a text length": '{"timestamp": 1, "input_length": "10", "output_length": 1, "hash_ids": [1]}',
+    "float hashes": '{"timestamp": 1, "input_length": 10, "output_length": 1, "hash_ids": [1.5]}',
+    "an attrs field": '{"timestamp": 1, "input_length": 10, "output_length": 1, "timestamp_ms": 3}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOONCAKE_ODD))
+def test_mooncake_records_the_sql_reading_hands_to_python(monkeypatch, tmp_path, name):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(MOONCAKE_LINES[:5] + [MOONCAKE_ODD[name]]) + "\n")
+    fast, slow, used_python = _mooncake(monkeypatch, path)
+    assert used_python
+    _same(fast, slow)

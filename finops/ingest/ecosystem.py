@@ -1055,7 +1055,64 @@ def _sniff_mooncake(p: Probe) -> float:
     return 0.0
 
 
-def _read_mooncake(con, p: Probe, options: IngestOptions) -> Source:
+# The Mooncake reading in SQL over DuckDB's line reader, each line parsed once, for a file of plain ASCII lines
+# (formats._plain_text: Python's line ends and strip() see the same lines): the prefix-cache reuse of
+# prefix_cached_tokens as a join (a block is seen at a request when a qualifying request before it holds it:
+# k = the position of the first block first held by this request, less one, else all its blocks). A record
+# this reading would not read as the Python one stops it with an error (the loader then reads the file in
+# Python): a line that is no JSON object, a time that is no integer, a length of another type (or past 2^53,
+# where float() rounds), block hashes that are not integers, a field named like one of attrs' own.
+MOONCAKE_FAST_SQL = r"""
+WITH l AS (
+  SELECT ordinality AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
+  WHERE trim(line, ' ' || chr(9)) <> ''),
+v AS (
+  SELECT _row, line, j, json_type(j) AS jt,
+    json_extract(j, ['$.timestamp', '$.input_length', '$.output_length', '$.hash_ids']) AS v
+  FROM (SELECT _row, line, CAST(trim(line, ' ' || chr(9)) AS JSON) AS j FROM l)),
+t AS (
+  SELECT _row, line, j, jt, v[1] AS ts_j, coalesce(json_type(v[1]), 'NULL') AS ts_t,
+    coalesce(json_type(v[2]), 'NULL') AS in_t, coalesce(json_type(v[3]), 'NULL') AS out_t,
+    coalesce(json_type(v[4]), 'NULL') AS h_t, TRY_CAST(v[1] AS BIGINT) AS ts_ms,
+    TRY_CAST(v[2] AS DOUBLE) AS n_in, TRY_CAST(v[3] AS DOUBLE) AS n_out,
+    CASE WHEN json_type(v[4]) = 'ARRAY' THEN TRY_CAST(v[4] AS BIGINT[]) END AS hashes,
+    CASE WHEN json_type(v[4]) = 'ARRAY' THEN CAST(v[4] AS VARCHAR) END AS hashes_text
+  FROM v),
+c AS (
+  SELECT *, CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_length,
+    CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_length
+  FROM t),
+q AS (SELECT _row, hashes FROM c WHERE hashes IS NOT NULL AND input_length IS NOT NULL),
+h AS (SELECT _row, unnest(hashes) AS h, generate_subscripts(hashes, 1) AS pos FROM q),
+f AS (SELECT h, min(_row) AS first_row FROM h GROUP BY h),
+k AS (SELECT h._row, min(h.pos) FILTER (WHERE f.first_row >= h._row) AS stop
+      FROM h JOIN f ON f.h = h.h GROUP BY h._row),
+r AS (
+  SELECT c.*, CASE WHEN c.hashes IS NOT NULL AND c.input_length IS NOT NULL
+                   THEN coalesce(k.stop - 1, len(c.hashes)) END AS reused,
+    CASE WHEN jt <> 'OBJECT' OR ts_t NOT IN ('NULL', 'BIGINT', 'UBIGINT')
+              OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+              OR abs(n_in) > 9007199254740992 OR abs(n_out) > 9007199254740992
+              OR (h_t = 'ARRAY' AND (hashes IS NULL OR hashes_text <> CAST(to_json(hashes) AS VARCHAR)))
+              OR contains(line, '"timestamp_ms"') OR contains(line, '"prefix_blocks_reused"')
+         THEN error('mooncake fast path: a record read another way') END AS odd,
+    CAST(? AS TIMESTAMP) + to_milliseconds(ts_ms) AS arrived
+  FROM c LEFT JOIN k ON k._row = c._row)
+SELECT _row, md5(trim(line, ' ' || chr(9)) || ?) AS _hash,
+  coalesce(odd, strftime(arrived, '%Y-%m-%d %H:%M:%S')
+    || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f') ELSE '' END) AS ts,
+  ? AS tenant, ? AS model, input_length AS input_tokens, output_length AS output_tokens,
+  CASE WHEN reused IS NOT NULL THEN least(input_length, 512 * reused) END AS cached_input_tokens, 'ok' AS status,
+  '{"timestamp_ms":' || coalesce(CAST(ts_j AS VARCHAR), 'null') || ',"prefix_blocks_reused":'
+    || coalesce(CAST(reused AS VARCHAR), 'null')
+    || CASE WHEN rest = '{}' THEN '}' ELSE ',' || rest[2:] END AS attrs
+FROM (SELECT *, CAST(json_merge_patch(j, '{"timestamp": null, "input_length": null, "output_length": null}')
+                     AS VARCHAR) AS rest FROM r)"""
+
+
+def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     _need_model(p, options, "the Mooncake trace")
     if options.start is None:
         raise InputError("Mooncake timestamps are milliseconds from the trace's start: give the start "
@@ -1064,6 +1121,9 @@ def _read_mooncake(con, p: Probe, options: IngestOptions) -> Source:
         raise InputError(f"--tenant-field {options.tenant_field}: the trace has no such field; its fields: "
                          f"{', '.join(p.columns)}", file=p.name, field=options.tenant_field)
     consts = f"|{options.model or ''}|{options.tenant or ''}".encode()
+    if fast and not options.tenant_field and formats._plain_text(p):
+        return Source(MOONCAKE_FAST_SQL, [str(p.path), options.start, consts.decode(), options.tenant, options.model],
+                      fallback=lambda: _read_mooncake(con, p, options, fast=False))
 
     def rows():
         seen: set = set()
