@@ -618,7 +618,8 @@ def _vllm_error_text(err: str) -> str:
 
 
 class _SeriesWriter:
-    """One series of a vllm bench result, written to its own Parquet file a chunk at a time."""
+    """One series of a vllm bench result, written to its own Parquet file a chunk at a time (``buf`` holds the
+    chunk being read; ``n`` counts the values flushed)."""
 
     def __init__(self, key: str):
         import tempfile
@@ -639,12 +640,6 @@ class _SeriesWriter:
         else:
             self.schema = pa.schema([(key, pa.float64())])
         self.writer = None
-
-    def add(self, v) -> None:
-        self.buf.append(v)
-        self.n += 1
-        if len(self.buf) >= VLLM_CHUNK:
-            self.flush()
 
     def flush(self) -> None:
         import pyarrow as pa
@@ -697,7 +692,8 @@ def _vllm_stream(fh, writers: dict) -> dict:
             _, ev, _ = next(events)
             if ev != "start_array":
                 raise _NotPlain
-            item = f"{key}.item"
+            item, inner = f"{key}.item", f"{key}.item.item"
+            buf, add = w.buf, w.buf.append
             for pfx, ev, val in events:
                 if ev == "end_array" and pfx == key:
                     break
@@ -705,17 +701,23 @@ def _vllm_stream(fh, writers: dict) -> dict:
                     if ev != "start_array":
                         raise _NotPlain
                     vals = []
+                    push = vals.append
                     for p2, e2, v2 in events:
                         if e2 == "end_array":
                             break
-                        if type(v2) not in ok_types or p2 != f"{item}.item":
+                        if type(v2) not in ok_types or p2 != inner:
                             raise _NotPlain
-                        vals.append(v2)
-                    w.add(vals)
+                        push(v2)
+                    add(vals)
                 elif type(val) in ok_types and pfx == item:
-                    w.add(val)
+                    add(val)
                 else:
                     raise _NotPlain
+                if len(buf) >= VLLM_CHUNK:
+                    w.n += len(buf)
+                    w.flush()
+                    buf, add = w.buf, w.buf.append
+            w.n += len(buf)
             w.close()
         else:
             builder = ijson.ObjectBuilder()
