@@ -771,7 +771,6 @@ def read_vllm_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: s
             except (json.JSONDecodeError, UnicodeDecodeError):
                 pass
     writers: dict[str, _SeriesWriter] = {}
-    series = {}
 
     def drop() -> None:
         for w in writers.values():
@@ -791,6 +790,15 @@ def read_vllm_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: s
             or any(c != n for c in counts.values())):
         drop()
         return None         # refused by _vllm_run, with its message
+    try:
+        return _vllm_streamed_run(con, path, name, start, meta, series, n)
+    except BaseException:
+        drop()
+        raise
+
+
+def _vllm_streamed_run(con, path: Path, name: str, start: datetime | None, meta: dict, series: dict[str, str],
+                       n: int) -> StreamedVllm | None:
     sha = file_sha256(path)
     t0 = con.execute("SELECT min(start_times) FROM read_parquet(?)", [series["start_times"]]).fetchall()[0][0]
     errors = "errors" in series
@@ -818,7 +826,8 @@ def read_vllm_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: s
         try:
             end = datetime.strptime(str(meta["date"]), "%Y%m%d-%H%M%S")
         except ValueError:
-            drop()
+            for p in series.values():
+                Path(p).unlink(missing_ok=True)
             return None
         started = end - timedelta(seconds=duration or 0.0)
     rate = meta.get("request_rate")

@@ -3,10 +3,13 @@ benchmarks, and the public Azure and Mooncake traces.
 
 Each is one :class:`~finops.ingest.base.Adapter` in the table, recognised from the
 file's content by its sniff function. The Azure trace is read as SQL through
-:func:`~finops.ingest.tabular.mapped_source`; the others (LiteLLM's JSON columns too) are parsed in
-Python a record at a time and written to a temporary Parquet file in chunks
-(:func:`~finops.ingest.tabular.rows_to_parquet`). Every source field without a
-canonical home is kept in ``attrs``.
+:func:`~finops.ingest.tabular.mapped_source`. Mooncake traces, LLMPerf responses and vllm bench results
+are read in SQL too (each record parsed once by DuckDB; a vllm document streamed by ijson into a Parquet
+file per series), with the Python reading kept for what that SQL would read another way (the SQL stops
+with an error and the loader falls back, or the reader hands over before). The others (LiteLLM's JSON
+columns too) are parsed in Python a record at a time and written to a temporary Parquet file in chunks
+(:func:`~finops.ingest.tabular.rows_to_parquet`). Every source field without a canonical home is kept in
+``attrs``.
 
 Detection scores (higher wins; a tie is refused with the candidates):
 
@@ -859,7 +862,6 @@ VLLM_JOIN = {alias: f"POSITIONAL JOIN read_parquet(?) {alias}" for alias in ("o"
 
 def _vllm_fast_sql(series: dict[str, str]) -> tuple[str, list[str]]:
     """VLLM_FAST_SQL for the series a file has, and the Parquet paths its joins read, in order."""
-    from finops.ingest.benchruns import VLLM_OK_LATENCY_SQL, VLLM_OK_SQL
     parts, joins, paths = {}, [], []
     for key, (alias, cols) in VLLM_PARTS.items():
         have = key in series
@@ -868,7 +870,8 @@ def _vllm_fast_sql(series: dict[str, str]) -> tuple[str, list[str]]:
         if have:
             joins.append(VLLM_JOIN[alias])
             paths.append(series[key])
-    parts["ok"] = VLLM_OK_SQL if "errors" in series else (VLLM_OK_LATENCY_SQL if "latencies" in series else "false")
+    parts["ok"] = (benchruns.VLLM_OK_SQL if "errors" in series
+                   else benchruns.VLLM_OK_LATENCY_SQL if "latencies" in series else "false")
     parts["series"] = " ".join(joins)
     parts["attrs"] = VLLM_ATTRS[1] if "generated_texts" in series else VLLM_ATTRS[0]
     body = VLLM_FAST_SQL
