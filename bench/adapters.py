@@ -449,7 +449,8 @@ elif mode.startswith("read:"):
     if "start" in opts:
         opts["start"] = datetime.fromisoformat(opts["start"])
     o = IngestOptions(**opts)
-    con = duckdb.connect(db)
+    from finops import store
+    con = store.connect(db)     # a store: a reading's cleanup may look up the store's batches
     p = probe(Path(src))
     adapter = detect(p, o.format, bool(o.mapping))
     scan_text(p)
