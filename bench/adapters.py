@@ -17,7 +17,9 @@ openrouter (one GET /api/v1/generation response per line), mooncake, azure-trace
 (newline_delimited / array), one document as one row (format unstructured), a text log as one VARCHAR column.
 
 Usage: python bench/adapters.py [--rows 1000000] [--grow 3] [--repeat 2] [--formats litellm,openai-batch,...]
-       [--workdir /tmp/finops-bench-adapters] [--keep]
+       [--workdir /tmp/finops-bench-adapters] [--keep] [--adapter-only]
+--adapter-only also times the adapter's part alone (probe, text checks, its Source materialised, no load pass),
+paired with the same bare reads: ingest / bare less read / bare is what the load pass adds.
 Each load runs in a fresh subprocess so that its peak RSS (ru_maxrss) can be read. Times are printed, never
 asserted.
 """
@@ -436,6 +438,32 @@ if mode.startswith("bare-"):
                            "escape = '')"}}[mode]
     con.execute(f"CREATE TABLE t AS SELECT * FROM {{reader}}", [src])
     n = con.execute("SELECT count(*) FROM t").fetchall()[0][0]
+elif mode.startswith("read:"):
+    # the adapter's own part: probe, checks of the text, its reading (Source) materialised, no load pass
+    from datetime import datetime
+    from pathlib import Path
+    from finops.ingest import IngestOptions
+    from finops.ingest.base import probe, scan_text
+    from finops.ingest.loader import _install_macros, detect
+    opts = json.loads(mode[5:])
+    if "start" in opts:
+        opts["start"] = datetime.fromisoformat(opts["start"])
+    o = IngestOptions(**opts)
+    from finops import store
+    con = store.connect(db)     # a store: a reading's cleanup may look up the store's batches
+    p = probe(Path(src))
+    adapter = detect(p, o.format, bool(o.mapping))
+    scan_text(p)
+    _install_macros(con)
+    source = adapter.read(con, p, o)
+    try:
+        con.execute(f"CREATE TABLE t AS {{source.sql}}", source.params)
+    except duckdb.Error:
+        source = source.fallback()
+        con.execute(f"CREATE TABLE t AS {{source.sql}}", source.params)
+    n = con.execute("SELECT count(*) FROM t").fetchall()[0][0]
+    if source.cleanup:
+        source.cleanup()
 else:
     from datetime import datetime
     from finops import store
@@ -491,10 +519,12 @@ def measure(fmt: BenchFormat, a, work: Path) -> dict:
     mode = json.dumps(fmt.options)
     print(f"== {fmt.name}: {a.rows:,} rows ({small.stat().st_size / 1e6:,.0f} MB {fmt.kind})", flush=True)
     # paired: bare and ours alternate, so a burst of load on the shared machine hits both alike
-    bares, ourss = [], []
+    bares, ourss, reads = [], [], []
     for _ in range(a.repeat):
         bares.append(run_child(CHILD, f"bare-{fmt.kind}", small, work / "bare.duckdb"))
         ourss.append(run_child(CHILD, mode, small, work / "finops.duckdb"))
+        if a.adapter_only:
+            reads.append(run_child(CHILD, "read:" + mode, small, work / "read.duckdb"))
     bare, ours = min(bares, key=lambda r: r["s"]), min(ourss, key=lambda r: r["s"])
     reader = {"csv": "read_csv", "text": "read_csv (one column)"}.get(fmt.kind, f"read_json ({fmt.kind})")
     print(f"bare CTAS {reader}: {bare['s']:.2f} s, peak {bare['peak_mb']:,.0f} MB")
@@ -503,6 +533,11 @@ def measure(fmt: BenchFormat, a, work: Path) -> dict:
     out = {"format": fmt.name, "bare_s": bare["s"], "ingest_s": ours["s"], "ratio": ours["s"] / bare["s"],
            "peak_mb": ours["peak_mb"], "bare_peak_mb": bare["peak_mb"], "rows": ours["rows"],
            "file_mb": small.stat().st_size / 1e6}
+    if reads:
+        read = min(reads, key=lambda r: r["s"])
+        print(f"adapter's reading alone (probe, text checks, its SQL materialised; no load pass): {read['s']:.2f} s, "
+              f"ratio {read['s'] / bare['s']:.2f}x", flush=True)
+        out["read_ratio"] = read["s"] / bare["s"]
     if a.grow > 1:
         big = make_file(fmt, work, a.rows * a.grow)
         ours_big = run_child(CHILD, mode, big, work / "finops_big.duckdb")
@@ -528,6 +563,9 @@ def main() -> None:
                     help="comma-separated, from: " + ", ".join(f.name for f in FORMATS))
     ap.add_argument("--workdir", default="/tmp/finops-bench-adapters")
     ap.add_argument("--keep", action="store_true", help="keep the 1x files in --workdir for the next run")
+    ap.add_argument("--adapter-only", action="store_true",
+                    help="also time the adapter's reading alone (its Source materialised, without the load pass: "
+                         "checks, staging, dedup insert, derived tables), paired with the same bare read")
     a = ap.parse_args()
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -536,11 +574,13 @@ def main() -> None:
     print(f"load average at the start: {' '.join(load)} ({os.cpu_count()} cores)", flush=True)
     results = [measure(f, a, work) for f in chosen]
     print(f"\n{'format':<16} {'rows':>10} {'file MB':>8} {'ingest s':>9} {'bare s':>8} {'ratio':>6} {'bare MB':>8} "
-          f"{'peak MB':>8}" + (f" {'peak MB ' + str(a.grow) + 'x':>11} {'peak ratio':>10}" if a.grow > 1 else ""))
+          f"{'peak MB':>8}" + (f" {'peak MB ' + str(a.grow) + 'x':>11} {'peak ratio':>10}" if a.grow > 1 else "")
+          + (f" {'read ratio':>10}" if a.adapter_only else ""))
     for r in results:
         print(f"{r['format']:<16} {r['rows']:>10,} {r['file_mb']:>8,.0f} {r['ingest_s']:>9.2f} {r['bare_s']:>8.2f} "
               f"{r['ratio']:>5.2f}x {r['bare_peak_mb']:>8,.0f} {r['peak_mb']:>8,.0f}"
-              + (f" {r['big_peak_mb']:>11,.0f} {r['peak_ratio']:>9.2f}x" if a.grow > 1 else ""))
+              + (f" {r['big_peak_mb']:>11,.0f} {r['peak_ratio']:>9.2f}x" if a.grow > 1 else "")
+              + (f" {r['read_ratio']:>9.2f}x" if a.adapter_only else ""))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -306,7 +306,15 @@ def closed_loop_offsets(durations_s: list[float], concurrency: int) -> tuple[lis
 
     >>> closed_loop_offsets([2.0, 1.0, 1.0, 3.0], 2)
     ([0.0, 0.0, 1.0, 2.0], 5.0)
+    >>> closed_loop_offsets([2.0, -1.0, 1.5], 1), closed_loop_offsets([], 1)
+    (([0.0, 2.0, 2.0], 3.5), ([], 0.0))
     """
+    if max(1, int(concurrency or 1)) == 1:
+        # one client: each request starts when the one before ends (the same additions, in order)
+        if not len(durations_s):
+            return [], 0.0
+        ends = np.cumsum(np.maximum(np.asarray(durations_s, dtype=float), 0.0))
+        return [0.0, *ends[:-1].tolist()], float(ends[-1])
     free = [0.0] * max(1, int(concurrency or 1))
     heapq.heapify(free)
     offsets = []
@@ -315,6 +323,43 @@ def closed_loop_offsets(durations_s: list[float], concurrency: int) -> tuple[lis
         offsets.append(t)
         heapq.heappush(free, t + max(0.0, d))
     return offsets, max(free) if offsets else 0.0
+
+
+def _llmperf_context(path: Path, name: str, summary_path: str | Path | None, model: str | None) -> dict:
+    """What an LLMPerf run's requests do not say: the summary beside the file (or given), the model and
+    provider (summary, ``model``, the leaderboard file name) and the clients' concurrency."""
+    spath = Path(summary_path) if summary_path else llmperf_summary_path(path)
+    summary = _load_json(spath, spath.name) if spath else {}
+    file_provider, file_model = names_from_file_name(name)
+    return {"spath": spath, "summary": summary, "model": summary.get("model") or model or file_model,
+            "provider": summary.get("framework") or file_provider,
+            "concurrency": summary.get("num_concurrent_requests")}
+
+
+def _llmperf_started(ctx: dict, start: datetime | None, length: float, name: str) -> datetime:
+    if start is not None:
+        return start
+    if ctx["summary"].get("timestamp") is not None:
+        return datetime.fromtimestamp(float(ctx["summary"]["timestamp"]), UTC) - timedelta(seconds=length)
+    raise InputError("LLMPerf individual responses carry no timestamps: give the run's start with "
+                     "--start, or keep the run's summary file beside this one", file=name)
+
+
+def _llmperf_run(path: Path, name: str, ctx: dict, started: datetime, length: float, n: int,
+                 requests: pd.DataFrame) -> BenchRun:
+    summary, spath, concurrency = ctx["summary"], ctx["spath"], ctx["concurrency"]
+    meta = {k: v for k, v in summary.items() if not k.startswith("results_")}
+    meta["summary_file"] = spath.name if spath else None
+    meta["source_summary"] = {k: v for k, v in summary.items() if k.startswith("results_")}
+    meta["times"] = "derived: closed-loop replay of end-to-end latencies (no per-request timestamps)"
+    sha = file_sha256(path)
+    return BenchRun(
+        run_id=f"llmperf-{sha[:16]}", source_format="llmperf", file_name=name, sha256=sha,
+        model=ctx["model"], provider=ctx["provider"], request_rate_per_s=None,
+        max_concurrency=int(concurrency) if concurrency else None,
+        num_prompts=summary.get("results_num_requests_started") or n,
+        started_at=_naive_utc(started), duration_s=length or None, metadata=meta, requests=requests,
+    )
 
 
 def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | Path | None = None,
@@ -343,21 +388,10 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
                          "(its summary beside it is read for model, provider and time)", file=name)
     if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
         raise InputError("not an LLMPerf individual responses file (a JSON array of request objects)", file=name)
-    spath = Path(summary_path) if summary_path else llmperf_summary_path(path)
-    summary = _load_json(spath, spath.name) if spath else {}
-    file_provider, file_model = names_from_file_name(name)
-    run_model = summary.get("model") or model or file_model
-    provider = summary.get("framework") or file_provider
-    concurrency = summary.get("num_concurrent_requests")
+    ctx = _llmperf_context(path, name, summary_path, model)
     durations = [_number(r.get("end_to_end_latency_s")) or 0.0 for r in doc]
-    offsets, length = closed_loop_offsets(durations, concurrency or 1)
-    if start is not None:
-        started = start
-    elif summary.get("timestamp") is not None:
-        started = datetime.fromtimestamp(float(summary["timestamp"]), UTC) - timedelta(seconds=length)
-    else:
-        raise InputError("LLMPerf individual responses carry no timestamps: give the run's start with "
-                         "--start, or keep the run's summary file beside this one", file=name)
+    offsets, length = closed_loop_offsets(durations, ctx["concurrency"] or 1)
+    started = _llmperf_started(ctx, start, length, name)
     rows = []
     for i, (r, off) in enumerate(zip(doc, offsets, strict=True)):
         ok = r.get("error_code") is None
@@ -372,19 +406,131 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
             "input_tokens": r.get("number_input_tokens"), "output_tokens": r.get("number_output_tokens"),
             "attrs": dict(r),
         })
-    meta = {k: v for k, v in summary.items() if not k.startswith("results_")}
-    meta["summary_file"] = spath.name if spath else None
-    meta["source_summary"] = {k: v for k, v in summary.items() if k.startswith("results_")}
-    meta["times"] = "derived: closed-loop replay of end-to-end latencies (no per-request timestamps)"
-    sha = file_sha256(path)
-    return BenchRun(
-        run_id=f"llmperf-{sha[:16]}", source_format="llmperf", file_name=name, sha256=sha,
-        model=run_model, provider=provider, request_rate_per_s=None,
-        max_concurrency=int(concurrency) if concurrency else None,
-        num_prompts=summary.get("results_num_requests_started") or len(doc),
-        started_at=_naive_utc(started), duration_s=length or None, metadata=meta,
-        requests=pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)),
-    )
+    return _llmperf_run(path, name, ctx, started, length, len(doc),
+                        pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)))
+
+
+# The per-request values of an LLMPerf individual-responses file in SQL, each record parsed once
+# (read_json streams the array, its fields typed JSON): what read_llmperf computes from it, for records whose values are of
+# the JSON types read the same way in SQL and in Python. ``odd`` marks a record that is not (a count or a
+# latency that is text or a boolean, which Python's float() reads; an error code or message of another
+# type; white space Python's strip() takes and DuckDB's trim does not): the file is then read by
+# read_llmperf.
+_LLMPERF_FIELDS = ("error_code", "error_msg", "ttft_s", "end_to_end_latency_s", "inter_token_latency_s",
+                   "number_input_tokens", "number_output_tokens")
+LLMPERF_FIELD_TYPES = {f: "JSON" for f in _LLMPERF_FIELDS}
+LLMPERF_RECORDS_SQL = r"""
+WITH t AS (
+  SELECT ordinality - 1 AS i, error_code AS code_j, error_msg AS msg_j,
+    coalesce(json_type(error_code), 'NULL') AS code_t, coalesce(json_type(error_msg), 'NULL') AS msg_t,
+    coalesce(json_type(ttft_s), 'NULL') AS ttft_t, coalesce(json_type(end_to_end_latency_s), 'NULL') AS e2e_t,
+    coalesce(json_type(inter_token_latency_s), 'NULL') AS itl_t,
+    coalesce(json_type(number_input_tokens), 'NULL') AS in_t, coalesce(json_type(number_output_tokens), 'NULL') AS out_t,
+    TRY_CAST(ttft_s AS DOUBLE) AS ttft, TRY_CAST(end_to_end_latency_s AS DOUBLE) AS e2e,
+    TRY_CAST(inter_token_latency_s AS DOUBLE) AS itl, TRY_CAST(number_input_tokens AS DOUBLE) AS n_in,
+    TRY_CAST(number_output_tokens AS DOUBLE) AS n_out
+  FROM read_json(?, format = 'array', columns = ?, compression = 'auto') WITH ORDINALITY),
+n AS (
+  SELECT *, code_t = 'NULL' AS ok,
+    CASE WHEN code_t = 'VARCHAR' THEN json_extract_string(code_j, '$') ELSE CAST(code_j AS VARCHAR) END AS code,
+    CASE WHEN msg_t = 'VARCHAR' THEN json_extract_string(msg_j, '$') ELSE '' END AS msg
+  FROM t)
+SELECT i,
+  code_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'VARCHAR') OR msg_t NOT IN ('NULL', 'VARCHAR')
+    OR ttft_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR e2e_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+    OR itl_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+    OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+    OR (NOT ok AND regexp_matches(code || msg,
+        '[\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]')) AS odd,
+  ok,
+  CASE WHEN NOT ok THEN left(rtrim(trim(code || ': ' || msg, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)),
+                                   ':'), 200) END AS error,
+  CASE WHEN ok THEN ttft * 1000 END AS ttft_ms, CASE WHEN ok THEN e2e * 1000 END AS total_ms,
+  CASE WHEN ok THEN itl * 1000 END AS mean_itl_ms,
+  CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_tokens,
+  CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_tokens,
+  n_out AS output_raw, coalesce(e2e, 0.0) AS duration_s
+FROM n"""
+
+
+@dataclass
+class StreamedRun:
+    """A run read in SQL: its :class:`BenchRun` (``requests`` holds only what its summary needs), a Parquet
+    file of each request's values (:data:`LLMPERF_RECORDS_SQL`, in file order) and one of its offset (``i``,
+    ``offset_s``, and ``us``: the offset in whole microseconds as :func:`timedelta_microseconds` rounds it),
+    to join to the records by position."""
+    run: BenchRun
+    values_path: str
+    times_path: str
+
+    def cleanup(self) -> None:
+        for t in (self.values_path, self.times_path):
+            Path(t).unlink(missing_ok=True)
+
+
+def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
+                          summary_path: str | Path | None = None, start: datetime | None = None,
+                          model: str | None = None) -> StreamedRun | None:
+    """:func:`read_llmperf` in SQL over the file, streamed (never the whole document in memory); None when a
+    record is one :data:`LLMPERF_RECORDS_SQL` does not read as Python does, the file is no array of
+    objects or it holds none (read it with :func:`read_llmperf`, which says what is wrong).
+
+    One pass reads the end-to-end latencies in file order, for the closed-loop replay (Python: the same
+    :func:`closed_loop_offsets`) and the run's summary (the same :func:`summarize`)."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    name = name or path.name
+    tmp = [tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False) for _ in range(2)]
+    for t in tmp:
+        t.close()
+    values, times = tmp[0].name, tmp[1].name
+
+    def drop() -> None:
+        for t in (values, times):
+            Path(t).unlink(missing_ok=True)
+    try:
+        reader = con.sql(f"SELECT * FROM ({LLMPERF_RECORDS_SQL}) ORDER BY i",
+                         params=[str(path), LLMPERF_FIELD_TYPES]).to_arrow_reader(100_000)
+        with pq.ParquetWriter(values, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+        frame = con.execute("SELECT odd, ok, ttft_ms, total_ms, mean_itl_ms, output_raw AS output_tokens, duration_s "
+                            "FROM read_parquet(?) ORDER BY i", [values]).df()
+    except duckdb.Error:
+        drop()
+        return None
+    if not len(frame) or frame["odd"].any():
+        drop()
+        return None
+    try:
+        ctx = _llmperf_context(path, name, summary_path, model)
+        offsets, length = closed_loop_offsets(frame["duration_s"].tolist(), ctx["concurrency"] or 1)
+        started = _llmperf_started(ctx, start, length, name)
+    except BaseException:
+        drop()
+        raise
+    run = _llmperf_run(path, name, ctx, started, length, len(frame), frame.drop(columns=["odd", "duration_s"]))
+    off = np.asarray(offsets, dtype=float)
+    pq.write_table(pa.table({"i": np.arange(len(off), dtype=np.int64), "offset_s": off,
+                             "us": timedelta_microseconds(off)}), times)
+    return StreamedRun(run, values, times)
+
+
+def timedelta_microseconds(seconds: np.ndarray) -> np.ndarray:
+    """``timedelta(seconds=s)`` in whole microseconds, for an array of float seconds, rounded as CPython's
+    timedelta rounds a float: the whole seconds exactly, their fraction times 1e6 to the nearest, half to even.
+
+    >>> s = np.array([0.0, 1.5, 4.478070693999825, 2.0000005, 2.0000015])
+    >>> [int(x) for x in timedelta_microseconds(s)] == [timedelta(seconds=float(x)) // timedelta(microseconds=1)
+    ...                                                for x in s]
+    True
+    """
+    frac, whole = np.modf(seconds)
+    return whole.astype(np.int64) * 1_000_000 + np.rint(frac * 1e6).astype(np.int64)
 
 
 def _naive_utc(t: datetime | None) -> datetime | None:
@@ -446,3 +592,249 @@ def benchmark_requests(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFr
         "  SELECT b.batch_id FROM batches b JOIN benchmark_runs r ON b.sha256 = r.sha256 "
         "  AND b.format = r.source_format WHERE r.run_id = ?) "
         "AND starts_with(q.request_id, ?) ORDER BY q.ts, q.request_id", [run_id, run_id + ":"]).df()
+
+
+# ---------------------------------------------------------------- vllm bench, streamed
+
+#: the per-request series of a vllm bench result and the JSON values the streamed reading takes in each
+#: (ijson events, numbers as int/float): anything else hands the file to read_vllm_bench_runs
+VLLM_SERIES: dict[str, tuple[type, ...]] = {
+    "input_lens": (int,), "output_lens": (int,), "ttfts": (int, float), "latencies": (int, float),
+    "start_times": (float,), "queue_times": (int, float), "errors": (str,), "generated_texts": (str,),
+    "itls": (float,),
+}
+VLLM_CHUNK = 100_000
+#: a request completed: no error text (errors present), else a latency that is not 0 (read_vllm_bench_runs)
+VLLM_OK_SQL = "coalesce(e.err, '') = ''"
+VLLM_OK_LATENCY_SQL = "coalesce(l.latencies <> 0, false)"
+
+
+class _NotPlain(Exception):
+    """A value the streamed reading does not read as the Python one does."""
+
+
+def _vllm_error_text(err: str) -> str:
+    return (err.strip().splitlines() or ["error"])[-1][:200]
+
+
+class _SeriesWriter:
+    """One series of a vllm bench result, written to its own Parquet file a chunk at a time (``buf`` holds the
+    chunk being read; ``n`` counts the values flushed)."""
+
+    def __init__(self, key: str):
+        import tempfile
+
+        import pyarrow as pa
+        self.key, self.n, self.buf = key, 0, []
+        tmp = tempfile.NamedTemporaryFile(prefix="finops-", suffix=".parquet", delete=False)
+        tmp.close()
+        self.path = tmp.name
+        if key == "itls":
+            self.schema = pa.schema([("itls", pa.list_(pa.float64())), ("itl_mean_s", pa.float64())])
+        elif key == "errors":
+            self.schema = pa.schema([("err", pa.string()), ("err_text", pa.string())])
+        elif key in ("input_lens", "output_lens"):
+            self.schema = pa.schema([(key, pa.int64())])
+        elif key == "generated_texts":
+            self.schema = pa.schema([(key, pa.string())])
+        else:
+            self.schema = pa.schema([(key, pa.float64())])
+        self.writer = None
+
+    def flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema)
+        buf, self.buf = self.buf, []
+        if self.key == "itls":
+            means = np.full(len(buf), np.nan)
+            by_len: dict[int, list[int]] = {}
+            for i, x in enumerate(buf):
+                if x:
+                    by_len.setdefault(len(x), []).append(i)
+            for idx in by_len.values():
+                # np.mean over each row of a C-ordered block: the same pairwise sums as np.mean(list)
+                means[idx] = np.mean(np.array([buf[i] for i in idx], dtype=float), axis=1)
+            cols = [pa.array(buf, pa.list_(pa.float64())), pa.array(means)]
+        elif self.key == "errors":
+            cols = [pa.array(buf, pa.string()), pa.array([_vllm_error_text(e) if e else None for e in buf], pa.string())]
+        else:
+            cols = [pa.array(buf, self.schema.field(0).type)]
+        self.writer.write_table(pa.Table.from_arrays(cols, schema=self.schema))
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _vllm_stream(fh, writers: dict) -> dict:
+    """Read one vllm bench result document from ``fh`` with ijson: the per-request series into ``writers``
+    (created here, by key), every other top-level field built whole (the run's metadata)."""
+    import ijson
+
+    meta: dict = {}
+    events = ijson.parse(fh, use_float=True)
+    prefix, event, value = next(events)
+    if event != "start_map":
+        raise _NotPlain
+    for prefix, event, value in events:
+        if prefix == "" and event == "end_map":
+            break
+        if event != "map_key" or prefix != "":
+            raise _NotPlain
+        key = value
+        if key in meta or key in writers:
+            raise _NotPlain         # a key given twice: json.load keeps the last
+        if key in VLLM_SERIES:
+            w = writers[key] = _SeriesWriter(key)
+            ok_types = VLLM_SERIES[key]
+            _, ev, _ = next(events)
+            if ev != "start_array":
+                raise _NotPlain
+            item, inner = f"{key}.item", f"{key}.item.item"
+            buf, add = w.buf, w.buf.append
+            for pfx, ev, val in events:
+                if ev == "end_array" and pfx == key:
+                    break
+                if key == "itls":
+                    if ev != "start_array":
+                        raise _NotPlain
+                    vals = []
+                    push = vals.append
+                    for p2, e2, v2 in events:
+                        if e2 == "end_array":
+                            break
+                        if type(v2) not in ok_types or p2 != inner:
+                            raise _NotPlain
+                        push(v2)
+                    add(vals)
+                elif type(val) in ok_types and pfx == item:
+                    add(val)
+                else:
+                    raise _NotPlain
+                if len(buf) >= VLLM_CHUNK:
+                    w.n += len(buf)
+                    w.flush()
+                    buf, add = w.buf, w.buf.append
+            w.n += len(buf)
+            w.close()
+        else:
+            builder = ijson.ObjectBuilder()
+            depth = 0
+            for _pfx, ev, val in events:
+                builder.event(ev, val)
+                if ev in ("start_map", "start_array"):
+                    depth += 1
+                elif ev in ("end_map", "end_array"):
+                    depth -= 1
+                if depth == 0:
+                    break
+            meta[key] = builder.value
+    if next(events, None) is not None:
+        raise _NotPlain
+    return meta
+
+
+@dataclass
+class StreamedVllm:
+    """A vllm bench run read streamed: its :class:`BenchRun` (``requests`` holds what its summary needs) and
+    the Parquet file of each series (:data:`VLLM_SERIES`), to join by position."""
+    run: BenchRun
+    series: dict[str, str]
+    t0: float               # the first start_times reading: offsets count from it
+
+    def cleanup(self) -> None:
+        for p in self.series.values():
+            Path(p).unlink(missing_ok=True)
+
+
+def read_vllm_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
+                       start: datetime | None = None) -> StreamedVllm | None:
+    """:func:`read_vllm_bench_runs` for a file of one result document, streamed (ijson: memory of a chunk of
+    each series, never the document); None when the file holds one run per line (--append-result, read a
+    line at a time there), is no plain document of the series' usual types, or is one that
+    :func:`_vllm_run` refuses (it says why)."""
+    import gzip
+
+    path = Path(path)
+    name = name or path.name
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    opener = (lambda: gzip.open(path, "rb")) if gz else (lambda: open(path, "rb"))
+    with opener() as fh:
+        first = fh.readline()
+        if fh.readline():
+            try:
+                if isinstance(json.loads(first), dict):
+                    return None         # one run per line
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                pass
+    writers: dict[str, _SeriesWriter] = {}
+
+    def drop() -> None:
+        for w in writers.values():
+            if w.writer is not None:
+                w.writer.close()
+            Path(w.path).unlink(missing_ok=True)
+    try:
+        with opener() as fh:
+            meta = _vllm_stream(fh, writers)
+    except Exception:       # ijson's errors, a value of another type: the Python reading says what is wrong
+        drop()
+        return None
+    series = {k: w.path for k, w in writers.items()}
+    counts = {k: w.n for k, w in writers.items()}
+    n = counts.get("input_lens")
+    if ("model_id" not in meta or n is None or "ttfts" not in counts or "start_times" not in counts or not n
+            or any(c != n for c in counts.values())):
+        drop()
+        return None         # refused by _vllm_run, with its message
+    try:
+        return _vllm_streamed_run(con, path, name, start, meta, series, n)
+    except BaseException:
+        drop()
+        raise
+
+
+def _vllm_streamed_run(con, path: Path, name: str, start: datetime | None, meta: dict, series: dict[str, str],
+                       n: int) -> StreamedVllm | None:
+    sha = file_sha256(path)
+    t0 = con.execute("SELECT min(start_times) FROM read_parquet(?)", [series["start_times"]]).fetchall()[0][0]
+    errors = "errors" in series
+    lat = "latencies" in series
+    frame = con.execute(
+        f"SELECT {VLLM_OK_SQL if errors else (VLLM_OK_LATENCY_SQL if lat else 'false')} AS ok, t.ttfts AS ttft_s, "
+        + ("l.latencies" if lat else "CAST(NULL AS DOUBLE)") + " AS latency_s, "
+        + ("i.itl_mean_s" if "itls" in series else "CAST(NULL AS DOUBLE)") + " AS itl_mean_s, "
+        + ("o.output_lens" if "output_lens" in series else "CAST(NULL AS BIGINT)") + " AS output_tokens "
+        "FROM read_parquet(?) t"
+        + (" POSITIONAL JOIN read_parquet(?) l" if lat else "")
+        + (" POSITIONAL JOIN read_parquet(?) e" if errors else "")
+        + (" POSITIONAL JOIN read_parquet(?) i" if "itls" in series else "")
+        + (" POSITIONAL JOIN read_parquet(?) o" if "output_lens" in series else ""),
+        [series["ttfts"], *([series["latencies"]] if lat else []), *([series["errors"]] if errors else []),
+         *([series["itls"]] if "itls" in series else []),
+         *([series["output_lens"]] if "output_lens" in series else [])]).df()
+    ok = frame["ok"].astype(bool)
+    requests = pd.DataFrame({
+        "ok": ok, "ttft_ms": (frame["ttft_s"] * 1000).where(ok), "total_ms": (frame["latency_s"] * 1000).where(ok),
+        "mean_itl_ms": (frame["itl_mean_s"] * 1000).where(ok), "output_tokens": frame["output_tokens"]})
+    duration = _number(meta.get("duration"))
+    started = start
+    if started is None and meta.get("date"):
+        try:
+            end = datetime.strptime(str(meta["date"]), "%Y%m%d-%H%M%S")
+        except ValueError:
+            for p in series.values():
+                Path(p).unlink(missing_ok=True)
+            return None
+        started = end - timedelta(seconds=duration or 0.0)
+    rate = meta.get("request_rate")
+    run = BenchRun(
+        run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,
+        model=meta.get("model_id"), provider=None,
+        request_rate_per_s=_number(rate) if rate not in (None, "inf") else None,
+        max_concurrency=meta.get("max_concurrency"), num_prompts=meta.get("num_prompts", n),
+        started_at=_naive_utc(started), duration_s=duration, metadata=meta, requests=requests)
+    return StreamedVllm(run, series, t0)

@@ -3,10 +3,13 @@ benchmarks, and the public Azure and Mooncake traces.
 
 Each is one :class:`~finops.ingest.base.Adapter` in the table, recognised from the
 file's content by its sniff function. The Azure trace is read as SQL through
-:func:`~finops.ingest.tabular.mapped_source`; the others (LiteLLM's JSON columns too) are parsed in
-Python a record at a time and written to a temporary Parquet file in chunks
-(:func:`~finops.ingest.tabular.rows_to_parquet`). Every source field without a
-canonical home is kept in ``attrs``.
+:func:`~finops.ingest.tabular.mapped_source`. Mooncake traces, LLMPerf responses and vllm bench results
+are read in SQL too (each record parsed once by DuckDB; a vllm document streamed by ijson into a Parquet
+file per series), with the Python reading kept for what that SQL would read another way (the SQL stops
+with an error and the loader falls back, or the reader hands over before). The others (LiteLLM's JSON
+columns too) are parsed in Python a record at a time and written to a temporary Parquet file in chunks
+(:func:`~finops.ingest.tabular.rows_to_parquet`). Every source field without a canonical home is kept in
+``attrs``.
 
 Detection scores (higher wins; a tie is refused with the candidates):
 
@@ -815,7 +818,92 @@ def _sniff_vllm(p: Probe) -> float:
     return 0.0
 
 
-def _read_vllm(con, p: Probe, options: IngestOptions) -> Source:
+# the canonical rows of a vllm bench run read streamed (benchruns.read_vllm_streamed), as _bench_source writes
+# them from read_vllm_bench_runs: each series' Parquet file joined by position ({series}: the joins of the
+# series the file has, a missing one NULL)
+VLLM_FAST_SQL = r"""
+WITH r AS (
+  SELECT s.file_row_number AS i, {ok} AS ok, s.input_lens, {output_lens} AS output_lens, t.ttfts AS ttft_s,
+    {latencies} AS latency_s, st.start_times, {queue_times} AS queue_s, {err} AS err, {err_text} AS err_text,
+    {itls} AS itls, {itl_mean_s} AS itl_mean_s, {generated} AS generated_text,
+    st.start_times - ? AS offset_s
+  FROM read_parquet(?, file_row_number = true) s POSITIONAL JOIN read_parquet(?) t POSITIONAL JOIN read_parquet(?) st
+  {series}),
+a AS (
+  SELECT *, CAST(? AS TIMESTAMP) + to_microseconds(CAST(trunc(offset_s) AS BIGINT) * 1000000
+                                                   + CAST(round_even((offset_s - trunc(offset_s)) * 1e6, 0) AS BIGINT)) AS arrived,
+    CASE WHEN ok AND len(itls) > 0 THEN itl_mean_s * 1000 END AS mean_itl_ms
+  FROM r)
+SELECT i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || i AS request_id,
+  strftime(arrived, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f')
+                                             ELSE '' END AS ts, ? AS tenant, ? AS model, CAST(NULL AS VARCHAR) AS provider,
+  CASE WHEN ok THEN input_lens ELSE 0 END AS input_tokens, output_lens AS output_tokens, queue_s * 1000 AS queue_ms,
+  CASE WHEN ok THEN ttft_s * 1000 END AS ttft_ms, CASE WHEN ok THEN latency_s * 1000 END AS total_ms,
+  CASE WHEN ok THEN 'ok' ELSE 'error' END AS status, CASE WHEN NOT ok THEN coalesce(err_text, 'error') END AS error_type,
+  {attrs} AS attrs
+FROM (SELECT *, CAST(json_object('run_id', ?, 'provider', NULL, 'mean_itl_ms', mean_itl_ms, 'offset_s', offset_s,
+                     'ttft_s', ttft_s, 'latency_s', latency_s, 'start_time_perf_s', start_times,
+                     'prompt_len', input_lens, 'itls_s', itls, 'error', nullif(coalesce(err, ''), '')) AS VARCHAR) AS j
+      FROM a)"""
+# attrs: the object above, and generated_text last where the file has it (as _vllm_run adds it)
+VLLM_ATTRS = ("j", "left(j, length(j) - 1) || ',\"generated_text\":' "
+                   "|| coalesce(CAST(to_json(generated_text) AS VARCHAR), 'null') || '}'")
+# the parts of VLLM_FAST_SQL for each series, by whether the file has it: (alias, column expressions)
+VLLM_PARTS = {
+    "output_lens": ("o", {"output_lens": ("o.output_lens", "CAST(NULL AS BIGINT)")}),
+    "latencies": ("l", {"latencies": ("l.latencies", "CAST(NULL AS DOUBLE)")}),
+    "queue_times": ("q", {"queue_times": ("q.queue_times", "CAST(NULL AS DOUBLE)")}),
+    "errors": ("e", {"err": ("e.err", "CAST(NULL AS VARCHAR)"), "err_text": ("e.err_text", "CAST(NULL AS VARCHAR)")}),
+    "itls": ("i", {"itls": ("i.itls", "CAST(NULL AS DOUBLE[])"), "itl_mean_s": ("i.itl_mean_s", "CAST(NULL AS DOUBLE)")}),
+    "generated_texts": ("g", {"generated": ("g.generated_texts", "CAST(NULL AS VARCHAR)")}),
+}
+VLLM_JOIN = {alias: f"POSITIONAL JOIN read_parquet(?) {alias}" for alias in ("o", "l", "q", "e", "i", "g")}
+
+
+def _vllm_fast_sql(series: dict[str, str]) -> tuple[str, list[str]]:
+    """VLLM_FAST_SQL for the series a file has, and the Parquet paths its joins read, in order."""
+    parts, joins, paths = {}, [], []
+    for key, (alias, cols) in VLLM_PARTS.items():
+        have = key in series
+        for col, (present, absent) in cols.items():
+            parts[col] = present if have else absent
+        if have:
+            joins.append(VLLM_JOIN[alias])
+            paths.append(series[key])
+    parts["ok"] = (benchruns.VLLM_OK_SQL if "errors" in series
+                   else benchruns.VLLM_OK_LATENCY_SQL if "latencies" in series else "false")
+    parts["series"] = " ".join(joins)
+    parts["attrs"] = VLLM_ATTRS[1] if "generated_texts" in series else VLLM_ATTRS[0]
+    body = VLLM_FAST_SQL
+    for name, text in parts.items():
+        body = body.replace("{" + name + "}", text)
+    return body, paths
+
+
+def _read_vllm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    streamed = None if options.tenant_field or not fast else benchruns.read_vllm_streamed(
+        con, p.path, p.name, start=options.start)
+    if streamed is not None:
+        run = streamed.run
+        if run.started_at is None:
+            streamed.cleanup()
+            raise InputError("the run's start time is unknown: give it with --start", file=p.name)
+        if not (run.model or options.model):
+            streamed.cleanup()
+            raise InputError("the run names no model: give it with --model", file=p.name)
+
+        def done() -> None:
+            streamed.cleanup()
+            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                                 [run.sha256, run.source_format]).fetchall()[0][0]
+            if loaded:
+                benchruns.record_run(con, run)
+        body, paths = _vllm_fast_sql(streamed.series)
+        s = streamed.series
+        params = [streamed.t0, s["input_lens"], s["ttfts"], s["start_times"], *paths, run.started_at, run.run_id,
+                  options.tenant, run.model or options.model, run.run_id]
+        return Source(body, params, has_ids=True, cleanup=done,
+                      fallback=lambda: _read_vllm(con, p, options, fast=False))
     return _bench_source(con, p, options, *benchruns.read_vllm_bench_runs(p.path, p.name, start=options.start))
 
 
@@ -840,7 +928,53 @@ def _sniff_llmperf(p: Probe) -> float:
     return 0.0
 
 
-def _read_llmperf(con, p: Probe, options: IngestOptions) -> Source:
+# the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
+# writes for it, attrs as its JSON text (the run's fields, then the record's own)
+# the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
+# writes for it, attrs as its JSON text (the run's fields, then the record's own). The record's text is read
+# again (read_json_objects) beside the values and times computed from it, by position; a record naming one of
+# the run's fields anywhere stops the reading (its attrs would hold the key twice): the loader then reads
+# the file through read_llmperf.
+LLMPERF_FAST_SQL = r"""
+WITH r AS (
+  SELECT v.*, CAST(json(o.json) AS VARCHAR) AS rec, t.offset_s, CAST(? AS TIMESTAMP) + to_microseconds(t.us) AS at
+  FROM read_json_objects(?, format = 'array', compression = 'auto') o
+  POSITIONAL JOIN read_parquet(?) v POSITIONAL JOIN read_parquet(?) t)
+SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
+  strftime(r.at, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(r.at, '%f') <> '000000' THEN '.' || strftime(r.at, '%f')
+                                               ELSE '' END AS ts, ? AS tenant,
+  ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
+  r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
+  CASE WHEN contains(r.rec, '"run_id"') OR contains(r.rec, '"provider"') OR contains(r.rec, '"mean_itl_ms"')
+            OR contains(r.rec, '"offset_s"') THEN error('llmperf fast path: a record names a field of the run')
+  ELSE '{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
+    || ',"mean_itl_ms":' || coalesce(CAST(to_json(r.mean_itl_ms) AS VARCHAR), 'null')
+    || ',"offset_s":' || CAST(to_json(r.offset_s) AS VARCHAR)
+    || CASE WHEN r.rec = '{}' THEN '}' ELSE ',' || r.rec[2:] END END AS attrs
+FROM r"""
+
+
+def _read_llmperf(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    name = Path(p.name.split(":")[-1]).name
+    streamed = None if options.tenant_field or not fast else benchruns.read_llmperf_streamed(
+        con, p.path, name, start=options.start, model=options.model)
+    if streamed is not None:
+        run = streamed.run
+        run.file_name = p.name
+        if not (run.model or options.model):
+            streamed.cleanup()
+            raise InputError("the run names no model: give it with --model", file=p.name)
+
+        def done() -> None:
+            streamed.cleanup()
+            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                                 [run.sha256, run.source_format]).fetchall()[0][0]
+            if loaded:
+                benchruns.record_run(con, run)
+        params = [run.started_at, str(p.path), streamed.values_path, streamed.times_path, run.run_id, options.tenant,
+                  run.model or options.model, run.provider, run.run_id, run.provider]
+        return Source(LLMPERF_FAST_SQL, params, has_ids=True, cleanup=done,
+                      fallback=lambda: _read_llmperf(con, p, options, fast=False))
     run = benchruns.read_llmperf(p.path, Path(p.name.split(":")[-1]).name, start=options.start,
                                  model=options.model)
     run.file_name = p.name
@@ -924,7 +1058,64 @@ def _sniff_mooncake(p: Probe) -> float:
     return 0.0
 
 
-def _read_mooncake(con, p: Probe, options: IngestOptions) -> Source:
+# The Mooncake reading in SQL over DuckDB's line reader, each line parsed once, for a file of plain ASCII lines
+# (formats._plain_text: Python's line ends and strip() see the same lines): the prefix-cache reuse of
+# prefix_cached_tokens as a join (a block is seen at a request when a qualifying request before it holds it:
+# k = the position of the first block first held by this request, less one, else all its blocks). A record
+# this reading would not read as the Python one stops it with an error (the loader then reads the file in
+# Python): a line that is no JSON object, a time that is no integer, a length of another type (or past 2^53,
+# where float() rounds), block hashes that are not integers, a field named like one of attrs' own.
+MOONCAKE_FAST_SQL = r"""
+WITH l AS (
+  SELECT ordinality AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
+  WHERE trim(line, ' ' || chr(9)) <> ''),
+v AS (
+  SELECT _row, line, j, json_type(j) AS jt,
+    json_extract(j, ['$.timestamp', '$.input_length', '$.output_length', '$.hash_ids']) AS v
+  FROM (SELECT _row, line, CAST(trim(line, ' ' || chr(9)) AS JSON) AS j FROM l)),
+t AS (
+  SELECT _row, line, j, jt, v[1] AS ts_j, coalesce(json_type(v[1]), 'NULL') AS ts_t,
+    coalesce(json_type(v[2]), 'NULL') AS in_t, coalesce(json_type(v[3]), 'NULL') AS out_t,
+    coalesce(json_type(v[4]), 'NULL') AS h_t, TRY_CAST(v[1] AS BIGINT) AS ts_ms,
+    TRY_CAST(v[2] AS DOUBLE) AS n_in, TRY_CAST(v[3] AS DOUBLE) AS n_out,
+    CASE WHEN json_type(v[4]) = 'ARRAY' THEN TRY_CAST(v[4] AS BIGINT[]) END AS hashes,
+    CASE WHEN json_type(v[4]) = 'ARRAY' THEN CAST(v[4] AS VARCHAR) END AS hashes_text
+  FROM v),
+c AS (
+  SELECT *, CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_length,
+    CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_length
+  FROM t),
+q AS (SELECT _row, hashes FROM c WHERE hashes IS NOT NULL AND input_length IS NOT NULL),
+h AS (SELECT _row, unnest(hashes) AS h, generate_subscripts(hashes, 1) AS pos FROM q),
+f AS (SELECT h, min(_row) AS first_row FROM h GROUP BY h),
+k AS (SELECT h._row, min(h.pos) FILTER (WHERE f.first_row >= h._row) AS stop
+      FROM h JOIN f ON f.h = h.h GROUP BY h._row),
+r AS (
+  SELECT c.*, CASE WHEN c.hashes IS NOT NULL AND c.input_length IS NOT NULL
+                   THEN coalesce(k.stop - 1, len(c.hashes)) END AS reused,
+    CASE WHEN jt <> 'OBJECT' OR ts_t NOT IN ('NULL', 'BIGINT', 'UBIGINT')
+              OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+              OR abs(n_in) > 9007199254740992 OR abs(n_out) > 9007199254740992
+              OR (h_t = 'ARRAY' AND (hashes IS NULL OR hashes_text <> CAST(to_json(hashes) AS VARCHAR)))
+              OR contains(line, '"timestamp_ms"') OR contains(line, '"prefix_blocks_reused"')
+         THEN error('mooncake fast path: a record read another way') END AS odd,
+    CAST(? AS TIMESTAMP) + to_milliseconds(ts_ms) AS arrived
+  FROM c LEFT JOIN k ON k._row = c._row)
+SELECT _row, md5(trim(line, ' ' || chr(9)) || ?) AS _hash,
+  coalesce(odd, strftime(arrived, '%Y-%m-%d %H:%M:%S')
+    || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f') ELSE '' END) AS ts,
+  ? AS tenant, ? AS model, input_length AS input_tokens, output_length AS output_tokens,
+  CASE WHEN reused IS NOT NULL THEN least(input_length, 512 * reused) END AS cached_input_tokens, 'ok' AS status,
+  '{"timestamp_ms":' || coalesce(CAST(ts_j AS VARCHAR), 'null') || ',"prefix_blocks_reused":'
+    || coalesce(CAST(reused AS VARCHAR), 'null')
+    || CASE WHEN rest = '{}' THEN '}' ELSE ',' || rest[2:] END AS attrs
+FROM (SELECT *, CAST(json_merge_patch(j, '{"timestamp": null, "input_length": null, "output_length": null}')
+                     AS VARCHAR) AS rest FROM r)"""
+
+
+def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     _need_model(p, options, "the Mooncake trace")
     if options.start is None:
         raise InputError("Mooncake timestamps are milliseconds from the trace's start: give the start "
@@ -933,6 +1124,9 @@ def _read_mooncake(con, p: Probe, options: IngestOptions) -> Source:
         raise InputError(f"--tenant-field {options.tenant_field}: the trace has no such field; its fields: "
                          f"{', '.join(p.columns)}", file=p.name, field=options.tenant_field)
     consts = f"|{options.model or ''}|{options.tenant or ''}".encode()
+    if fast and not options.tenant_field and formats._plain_text(p):
+        return Source(MOONCAKE_FAST_SQL, [str(p.path), options.start, consts.decode(), options.tenant, options.model],
+                      fallback=lambda: _read_mooncake(con, p, options, fast=False))
 
     def rows():
         seen: set = set()

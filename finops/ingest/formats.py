@@ -141,12 +141,89 @@ def _gateway_rows(p: Probe):
             yield row
 
 
-def _read_gateway(con, p: Probe, options: IngestOptions) -> Source:
+# The same reading in SQL over DuckDB's line reader, for a file of plain ASCII lines (see _plain_text): the
+# [ROUTE] line's regular expression and key=value pairs as _gateway_rows reads them (RE2 and Python's re
+# agree on ASCII), the arrival computed as _arrival does. A line this reading would not read the same way
+# stops it with an error (the loader then reads the file through _gateway_rows): a key given twice, a key
+# the renames would collide with, a word with '=' that is no key=value pair (the regular expression would
+# find a pair inside it) or a tab between pairs, a time DuckDB cannot read, or a total_ms that is no plain decimal of
+# at most 3 places (Python's float() and timedelta take more forms).
+GATEWAY_RE = r"^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)[ \t]+\[ROUTE\][ \t]+(.*)$"
+GATEWAY_FAST_SQL = r"""
+WITH l AS (
+  SELECT ordinality AS _row, line, trim(line, ' ' || chr(9)) AS s
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
+  WHERE contains(line, '[ROUTE]')),
+g AS (SELECT _row, line, regexp_extract(s, ?, ['logged', 'kv']) AS g FROM l),
+p AS (
+  SELECT _row, line, g.logged, contains(g.kv, chr(9)) AS tab, list_transform(
+      list_filter(string_split(g.kv, ' '), lambda w: contains(w, '=')),
+      lambda w: {'k': split_part(w, '=', 1), 'v': w[strpos(w, '=') + 1:], 'ok': regexp_full_match(w, '\w+=\S+')})
+    AS kv
+  FROM g),
+m AS (
+  SELECT _row, line, logged <> '' AS hit, logged, tab OR NOT coalesce(list_bool_and([e.ok for e in kv]), true) AS odd,
+         [e.k for e in kv] AS k, [e.v for e in kv] AS v
+  FROM p),
+f AS (
+  SELECT _row, line, hit, logged, odd, k, v,
+         v[list_position(k, 'target')] AS model, v[list_position(k, 'len')] AS prompt_chars,
+         v[list_position(k, 'route_ms')] AS route_ms, v[list_position(k, 'queue_ms')] AS queue_ms,
+         v[list_position(k, 'service_ms')] AS service_ms, v[list_position(k, 'total_ms')] AS total_ms,
+         TRY_CAST(replace(logged, ',', '.') AS TIMESTAMP) AS logged_ts
+  FROM m),
+a AS (
+  SELECT *, logged_ts - to_microseconds(CAST(round(TRY_CAST(total_ms AS DOUBLE) * 1000) AS BIGINT)) AS arrived
+  FROM f),
+t AS (
+  SELECT *, CASE
+    WHEN NOT hit THEN NULL
+    WHEN odd OR len(list_distinct(k)) <> len(k) OR list_has_any(k, ['relative_cost', 'slow_inject', 'logged_at'])
+      THEN error('gateway-log fast path: a pair split another way, a key given twice or a reserved name')
+    WHEN total_ms IS NULL THEN logged
+    WHEN NOT regexp_full_match(total_ms, '-?[0-9]+(\.[0-9]{1,3})?') OR logged_ts IS NULL
+      THEN error('gateway-log fast path: a time or total_ms read another way')
+    ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S')
+         || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f') ELSE '' END
+    END AS ts
+  FROM a)
+SELECT _row, md5(line) AS _hash, ts, CASE WHEN hit THEN model END AS model, CASE WHEN hit THEN model END AS route,
+  CASE WHEN hit THEN prompt_chars END AS prompt_chars, CASE WHEN hit THEN route_ms END AS route_ms,
+  CASE WHEN hit THEN queue_ms END AS queue_ms, CASE WHEN hit THEN service_ms END AS service_ms,
+  CASE WHEN hit THEN total_ms END AS total_ms, 'ok' AS status, ? AS tenant,
+  CASE WHEN hit THEN '{' || array_to_string(list_transform(
+      list_filter(range(1, len(k) + 1),
+                  lambda i: NOT list_contains(['target', 'len', 'route_ms', 'queue_ms', 'service_ms', 'total_ms'], k[i])),
+      lambda i: to_json(CASE k[i] WHEN 'cost' THEN 'relative_cost' WHEN 'inject' THEN 'slow_inject' ELSE k[i] END)
+           || ': ' || to_json(v[i])) || [to_json('logged_at') || ': ' || to_json(logged)], ', ') || '}' END AS attrs
+FROM t"""
+#: the bytes of a line _gateway_rows and DuckDB's line reader read alike: printable ASCII and tab
+_PLAIN = bytes(range(0x20, 0x7F)) + b"\t\n"
+
+
+def _plain_text(p: Probe) -> bool:
+    """Whether every byte of the (decompressed) file is printable ASCII, a tab or a newline: no carriage
+    return (Python reads one as a line end), no other control byte and no UTF-8 beyond ASCII (Python's
+    white space, word characters and ``strip`` take Unicode), so the SQL reading sees the lines and fields Python does."""
+    import gzip
+    opener = gzip.open if p.container == "gzip" else open
+    with opener(p.path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            if chunk.translate(None, _PLAIN):
+                return False
+    return True
+
+
+def _read_gateway(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    tenant = options.tenant or "default"
+    if fast and _plain_text(p):
+        return Source(GATEWAY_FAST_SQL, [str(p.path), GATEWAY_RE, tenant],
+                      fallback=lambda: _read_gateway(con, p, options, fast=False))
     cols = {"_row": pa.int64(), "raw_line": pa.string(), "ts": pa.string(), "model": pa.string(),
             "route": pa.string(), "prompt_chars": pa.string(), "route_ms": pa.string(),
             "queue_ms": pa.string(), "service_ms": pa.string(), "total_ms": pa.string(), "attrs": pa.string()}
     path, cleanup = rows_to_parquet(_gateway_rows(p), cols)
-    tenant = options.tenant or "default"
     sql = ("SELECT _row, md5(raw_line) AS _hash, ts, model, route, prompt_chars, route_ms, queue_ms, "
            "service_ms, total_ms, 'ok' AS status, ? AS tenant, attrs FROM read_parquet(?)")
     return Source(sql, [tenant, path], cleanup=cleanup)
