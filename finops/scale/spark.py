@@ -148,6 +148,8 @@ EMBEDDED_ONLY: dict[str, str] = {
     "inservice_minute": "the split of each request's service time at minute edges takes range, unnest, "
                         "make_timestamp and epoch_us",
     "decode_rate_minute": "its sketch of decode tokens/s takes isnan and ln of a ratio",
+    "coverage_hourly": "its count per column is DuckDB's UNPIVOT ... INTO NAME ... VALUE, which Spark writes "
+                       "another way",
 }
 
 
