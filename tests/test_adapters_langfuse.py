@@ -247,3 +247,104 @@ def test_a_json_document_streams_with_flat_memory(tmp_path):
     large, large_bytes = peak(15_000)
     assert large_bytes > 2.9 * small_bytes
     assert large < 1.5 * small          # the file tripled; the peak did not
+
+
+# ---------------------------------------------------------------- the typed fast path of JSON observations
+
+def _fast_stored(path, options, monkeypatch=None, python_only=False) -> list[dict]:
+    from finops.ingest import ecosystem
+    c = store.connect(":memory:")
+    try:
+        if python_only:
+            monkeypatch.setattr(ecosystem, "langfuse_fast_source", lambda p, o: None)
+        (res,) = ingest_path(c, path, options)
+        if python_only:
+            monkeypatch.undo()
+        df = c.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id, ts").df()
+        rows = json.loads(df.to_json(orient="records", date_format="iso"))
+        for r in rows:      # the same JSON value (the fast path may spell a number or a character differently)
+            r["attrs"] = json.loads(r["attrs"]) if r["attrs"] else None
+        return rows + [{"rejects": res.rejects}]
+    finally:
+        c.close()
+
+
+def _odd(obs: list[dict]) -> list[dict]:
+    """The observations with the values the rules treat apart."""
+    gens = [dict(o) for o in obs if o.get("type") == "GENERATION"]
+    out = []
+    for n, o in enumerate(gens * 2):
+        o = {**o, "id": f"odd-{n}"}
+        usage_key = "usageDetails" if "usageDetails" in o else "usage_details"
+        cost_key = "costDetails" if "costDetails" in o else "cost_details"
+        if n == 0:      # a 0 with tokens: unpriced by Langfuse
+            o[cost_key] = {"total": 0}
+        if n == 1:      # cost details without a total: their sum; a count written as text
+            o[cost_key] = {"input": 0.001, "output": 0.002}
+            o[usage_key] = {"input": "120", "output": 30}
+        if n == 2:      # a failure with its message; the provider in metadata.attributes
+            o["level"], o["metadata"] = "ERROR", {"attributes": {"gen_ai.system": "anthropic"}}
+            o["statusMessage" if "statusMessage" in o or "traceId" in o else "status_message"] = "upstream 529"
+        if n == 3:      # no end time: the latency; a 1-hour cache write
+            o["endTime" if "endTime" in o else "end_time"] = None
+            o[usage_key] = {"input": 50, "input_cache_creation_1h": 20, "output": 5}
+        if n == 4:      # no usage details at all: the deprecated usage
+            o.pop(usage_key)
+            o["usage"] = {"input": 7, "output": 3, "total": 10}
+        out.append(o)
+    return out
+
+
+def _langfuse_variants(tmp_path) -> dict[str, tuple[object, bool]]:
+    """name -> (file, whether the fast path reads it whole)"""
+    out = {}
+    jsonl = {"ui_jsonl": [json.loads(x) for x in FILES["ui_jsonl"].read_text().splitlines() if x.strip()],
+             "blob": [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]}
+    pages = {k: json.loads(FILES[k].read_text())["data"] for k in ("api_v1", "api_v2")}
+    for name, obs in jsonl.items():
+        f = tmp_path / f"{name}_export.jsonl"      # no traces beside it (a traces file: the Python path joins it)
+        f.write_text("\n".join(json.dumps(o) for o in obs) + "\n")
+        out[name] = (f, True)
+        f = tmp_path / f"{name}_odd.jsonl"
+        f.write_text("\n".join(json.dumps(o) for o in obs + _odd(obs)) + "\n")
+        out[f"{name} odd values"] = (f, True)
+    for name, obs in pages.items():
+        f = tmp_path / f"{name}_array.json"
+        f.write_text(json.dumps(obs + _odd(obs), indent=1))
+        out[f"{name} as an array"] = (f, True)
+        f = tmp_path / f"{name}_pages.jsonl"
+        f.write_text("\n".join(json.dumps({"data": obs[i:i + 3], "meta": {"page": i}}) for i in range(0, len(obs), 3))
+                     + "\n")
+        out[f"{name} a page per line"] = (f, True)
+        # not the fast path's: an observation without id (hashed), a usage value that is no number, a time it
+        # does not read alike
+        for odd, change in (("no id", {"id": None}), ("usage not a number", {"usageDetails": {"input": True}}),
+                            ("comma time", {"startTime": "2025-03-04T14:00:00,5Z"})):
+            f = tmp_path / f"{name}_{odd.replace(' ', '_')}.json"
+            f.write_text(json.dumps(obs + [{**_odd(obs)[0], "id": "x-1", **change}]))
+            out[f"{name} {odd}"] = (f, False)
+    return out
+
+
+def test_langfuse_fast_path_reads_the_json_exports_in_sql(tmp_path):
+    import duckdb
+
+    from finops.ingest import ecosystem
+    c = duckdb.connect()
+    for name, (path, fast) in _langfuse_variants(tmp_path).items():
+        src = ecosystem.langfuse_fast_source(probe(path), IngestOptions())
+        if fast:
+            calls = sum(1 for _, o in iter_records(probe(path)) if str(o.get("type") or "GENERATION") in MODEL_CALLS)
+            assert len(c.execute(src.sql, src.params).fetchall()) == calls, name
+        else:
+            assert src is None or pytest.raises(duckdb.InvalidInputException, c.execute, src.sql, src.params), name
+    assert ecosystem.langfuse_fast_source(probe(BLOB), IngestOptions()) is None       # traces beside it
+
+
+def test_langfuse_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch):
+    for name, (path, _) in _langfuse_variants(tmp_path).items():
+        for opts in (IngestOptions(), IngestOptions(tenant="t0", model="m0")):
+            fast = _fast_stored(path, opts)
+            slow = _fast_stored(path, opts, monkeypatch, python_only=True)
+            assert fast == slow, name
+            assert len(fast) >= 5, name
