@@ -379,6 +379,21 @@ def _cell_json(x: str) -> str:
             f"ELSE to_json({x}) END")
 
 
+def _cell_json_text_sql(x: str) -> str:
+    """:func:`_cell_json` as JSON text, parsed once: the cell's own text where it is a JSON object or array
+    (the JSON reader checks it), else the cell as a JSON string, ``null`` for an empty cell."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN 'null' "
+            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') "
+            f"THEN coalesce(CAST(TRY_CAST({x} AS JSON) AS VARCHAR), CAST(to_json({x}) AS VARCHAR)) "
+            f"ELSE CAST(to_json({x}) AS VARCHAR) END")
+
+
+def _object_fields_sql(x: str, paths: str) -> str:
+    """The values (JSON) at ``paths`` (an SQL list of JSON paths) of a text holding a JSON object, the text
+    parsed twice (checked, then read); NULL for a text that is no JSON object (``_obj``'s ``{}``)."""
+    return f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) THEN json_extract({x}, [{paths}]) END"
+
+
 def _time_check_sql(x: str) -> str:
     """error() where a time is not plain ISO 8601 (:data:`ISO_TIME`): the Python path reads that file."""
     return (f"CASE WHEN {_t(x)} IS NOT NULL AND NOT regexp_full_match({_t(x)}, {sql.string_literal(ISO_TIME)}) "
@@ -478,10 +493,13 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         numbered, params, cols = relation_sql(con, p)
         unnumbered, _, _ = relation_sql(con, p, numbered=False)
         attrs_cols = [x for x in cols if x not in LITELLM_MAPPED]
-        pairs = ", ".join(f"CAST(? AS VARCHAR), {_cell_json(quote_ident(x))}" for x in attrs_cols)
+        # attrs as JSON text, each cell parsed once (its key a bound parameter, JSON-encoded here)
+        pairs = "".join(f"CAST(? AS VARCHAR) || ':' || {_cell_json_text_sql(quote_ident(x))} || ',' || "
+                        for x in attrs_cols)
         model_logged = _t(quote_ident("model")) if "model" in cols else "CAST(NULL AS VARCHAR)"
-        attrs = "json_object(" + pairs + (", " if attrs_cols else "") + "'model_logged', " + model_logged + ")"
-        attrs_params = list(attrs_cols)
+        attrs = ("'{' || " + pairs + "'\"model_logged\":' || coalesce(CAST(to_json(" + model_logged
+                 + ") AS VARCHAR), 'null') || '}'")
+        attrs_params = [json.dumps(x) for x in attrs_cols]
         extra, first_row = "_extra", 2
         one_line = _one_line_check_sql(list(cols))
     else:
@@ -495,9 +513,9 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         jsonish = (f"CASE WHEN json_type(e.value) = 'VARCHAR' AND left(ltrim({_js('e.value')}, {_WS}), 1) IN ('{{', '[') "
                    f"AND json_valid({_js('e.value')}) THEN json({_js('e.value')}) ELSE e.value END")
         mapped = sql.string_list(sorted(LITELLM_MAPPED))
-        attrs = ("to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries(_rec), lambda e: e.key NOT "
+        attrs = ("CAST(to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries(_rec), lambda e: e.key NOT "
                  f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
-                 f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}])))")
+                 f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
         attrs_params = []
         extra, first_row = "CAST(NULL AS VARCHAR)", 1
         one_line = "CAST(NULL AS BIGINT)"
@@ -516,18 +534,19 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
     select = f"""
 WITH src AS (__ROWS__),
 parsed AS (
-  SELECT *, {_obj_sql(c('metadata'))} AS m, {_obj_sql(c('response'))} AS resp,
-         {_obj_sql(c('proxy_server_request'))} AS req
+  SELECT *,
+    {_object_fields_sql(c('metadata'), "'$.usage_object', '$.additional_usage_values', '$.error_information', "
+                                       "'$.status', '$.service_tier'")} AS mv,
+    {_object_fields_sql(c('response'), "'$.usage', '$.service_tier'")} AS rv,
+    {_object_fields_sql(c('proxy_server_request'), "'$.body.service_tier'")} AS qv
   FROM src
 ), used AS (
   SELECT *,
-    CASE WHEN json_type(m, '$.usage_object') = 'OBJECT' THEN json_extract(m, '$.usage_object')
-         WHEN json_type(m, '$.additional_usage_values') = 'OBJECT'
-              AND json_extract(m, '$.additional_usage_values') <> CAST('{{}}' AS JSON)
-           THEN json_extract(m, '$.additional_usage_values')
-         WHEN json_type(resp, '$.usage') = 'OBJECT' THEN json_extract(resp, '$.usage')
+    CASE WHEN json_type(mv[1]) = 'OBJECT' THEN mv[1]
+         WHEN json_type(mv[2]) = 'OBJECT' AND mv[2] <> CAST('{{}}' AS JSON) THEN mv[2]
+         WHEN json_type(rv[1]) = 'OBJECT' THEN rv[1]
     END AS usage,
-    CASE WHEN json_type(m, '$.error_information') = 'OBJECT' THEN json_extract(m, '$.error_information') END AS ei
+    CASE WHEN json_type(mv[3]) = 'OBJECT' THEN mv[3] END AS ei
   FROM parsed
 ), tok AS (
   SELECT *, json_extract_string(usage, [{usage_paths}]) AS uv,
@@ -547,7 +566,7 @@ parsed AS (
     coalesce({_whole(u['prompt_tokens_details.cached_tokens'])}, {_whole(u['cache_read_input_tokens'])}) AS cached,
     CASE lower(hit_text) WHEN 'true' THEN 'true' WHEN 't' THEN 'true' WHEN '1' THEN 'true'
          WHEN 'false' THEN 'false' WHEN 'f' THEN 'false' WHEN '0' THEN 'false' ELSE hit_text END AS hit,
-    lower(coalesce({_t(c('status'))}, {_t("json_extract_string(m, '$.status')")}, '')) AS status0,
+    lower(coalesce({_t(c('status'))}, {_t("json_extract_string(mv[4], '$')")}, '')) AS status0,
     strpos(model0, '/') > 0 AND substr(model0, strpos(model0, '/') + 1) <> ''
       AND (split_part(model0, '/', 1) = provider0
            OR (provider0 IS NULL AND split_part(model0, '/', 1) IN ({known}))) AS prefixed
@@ -579,8 +598,8 @@ SELECT
   coalesce(CASE WHEN prefixed THEN substr(model0, strpos(model0, '/') + 1) ELSE model0 END, CAST(? AS VARCHAR))
     AS model,
   CASE WHEN prefixed THEN split_part(model0, '/', 1) ELSE provider0 END AS provider,
-  coalesce({_t("json_extract_string(resp, '$.service_tier')")}, {_t("json_extract_string(m, '$.service_tier')")},
-           {_t("json_extract_string(req, '$.body.service_tier')")}) AS service_tier,
+  coalesce({_t("json_extract_string(rv[2], '$')")}, {_t("json_extract_string(mv[5], '$')")},
+           {_t("json_extract_string(qv[1], '$')")}) AS service_tier,
   hit AS cache_hit,
   CASE WHEN input_n IS NOT NULL THEN CAST(CAST(input_n AS BIGINT) AS VARCHAR) ELSE {_t(c('prompt_tokens'))} END
     AS input_tokens,
@@ -598,11 +617,10 @@ SELECT
   CASE WHEN status_c <> 'ok' THEN {_t("json_extract_string(ei, '$.error_class')")} END AS error_type,
   CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE trim({c('spend')}, {_WS}) END
     AS cost_usd,
-  CAST(json_merge_patch({attrs},
-    json_object('request_id_logged', CASE WHEN {_t(c('request_id'))} IS NULL AND {c('request_id')} <> ''
-                                          THEN to_json({c('request_id')}) END,
-                'source_cost_usd', CASE WHEN unpriced THEN spend_d END)) AS VARCHAR) AS attrs
-FROM priced"""
+  CASE WHEN unpriced THEN CAST(json_merge_patch(CAST(_attrs AS JSON), json_object('source_cost_usd', spend_d))
+                               AS VARCHAR)
+       ELSE _attrs END AS attrs
+FROM (SELECT *, {attrs} AS _attrs FROM priced)"""
     return Source(select.replace("__ROWS__", numbered), [*params, options.tenant, options.model, *attrs_params],
                   has_ids=True, unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=first_row)
 
