@@ -271,3 +271,125 @@ def test_litellm_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch
             slow = _stored(path, opts, monkeypatch, python_only=True)
             assert fast == slow, name
             assert len(fast) >= 5, name
+
+
+def _readings(monkeypatch) -> list[bool]:
+    """The readings a load takes, in order: True for the fast path, False for the Python path behind it."""
+    from finops.ingest import ecosystem
+    taken, read = [], ecosystem._read_litellm
+
+    def spy(con, p, options, fast=True):
+        src = read(con, p, options, fast=fast)
+        taken.append(fast and src.fallback is not None)
+        return src
+    monkeypatch.setattr(ecosystem, "_read_litellm", spy)       # the fallback's reading
+    import dataclasses
+
+    from finops.ingest.base import ADAPTERS
+    at = next(k for k, a in enumerate(ADAPTERS) if a.name == "litellm")
+    # the first reading: the table's entry replaced (a list: put back when the test ends, by the fixture below)
+    _TABLE_RESTORE.append((at, ADAPTERS[at]))
+    ADAPTERS[at] = dataclasses.replace(ADAPTERS[at], read=spy)
+    return taken
+
+
+_TABLE_RESTORE: list = []
+
+
+@pytest.fixture(autouse=True)
+def _adapter_table_restored():
+    yield
+    from finops.ingest.base import ADAPTERS
+    while _TABLE_RESTORE:
+        at, original = _TABLE_RESTORE.pop()
+        ADAPTERS[at] = original
+
+
+def _big_csv(tmp_path, name, change=None, rows=400):
+    """A psql CSV of ``rows`` copies of the 1.74 export's rows with an id (well past the 256 KiB the probe reads),
+    ``change(n, row, index)`` applied to each."""
+    header, src = _csv_rows("spendlogs_v1_74.csv")
+    i = {h: k for k, h in enumerate(header)}
+    ided = [r for r in src if r[i["request_id"]] not in ("", "None")]
+    out = []
+    for n in range(rows):
+        r = list(ided[n % len(ided)])
+        r[i["request_id"]] = f"big-{n}"
+        if change:
+            change(n, r, i)
+        out.append(r)
+    return _write_csv(tmp_path / name, header, out), i
+
+
+def test_litellm_fast_path_names_the_row_and_field_of_a_bad_value(tmp_path, monkeypatch):
+    def bad(n, r, i):
+        if n == 300:
+            r[i["prompt_tokens"]] = "12x"
+        if n == 350:
+            r[i["cache_hit"]] = "maybe"
+    path, _ = _big_csv(tmp_path, "bad_far.csv", bad)
+    assert path.stat().st_size > 256 * 1024
+    taken = _readings(monkeypatch)
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, path)
+    assert taken == [True]              # read in SQL, no second reading
+    assert (r.rows_ingested, r.rows_rejected) == (398, 2)
+    by_row = {x["row"]: x for x in r.rejects}
+    # rows are numbered by their line (the header is line 1): row n is on line n + 2
+    assert sorted(by_row) == [302, 352]
+    assert "input_tokens" in by_row[302]["reason"] and "12x" in by_row[302]["reason"]
+    assert "cache_hit" in by_row[352]["reason"] and "maybe" in by_row[352]["reason"]
+    assert r.file == "bad_far.csv" and {x["field"] for x in r.rejects} == {"input_tokens", "cache_hit"}
+    c.close()
+    monkeypatch.undo()
+    assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)
+
+
+def test_a_two_line_record_past_the_probed_head_takes_the_python_path(tmp_path, monkeypatch):
+    """A quoted line break the probe did not see: the SQL finds it and the Python path reads the file, so the rows
+    after it keep the numbers of their last line."""
+    def two_lines(n, r, i):
+        if n == 300:
+            r[i["api_base"]] = "http://a\nhttp://b"
+        if n == 350:
+            r[i["prompt_tokens"]] = "12x"
+    path, _ = _big_csv(tmp_path, "multi_far.csv", two_lines)
+    taken = _readings(monkeypatch)
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, path)
+    c.close()
+    assert taken == [True, False]
+    assert (r.rows_ingested, r.rows_rejected) == (399, 1)
+    assert r.rejects[0]["row"] == 353 and "input_tokens" in r.rejects[0]["reason"]    # line 352 + the break
+    monkeypatch.undo()
+    assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)
+
+
+def test_the_files_column_names_are_bound_as_attrs_keys(tmp_path, monkeypatch):
+    """attrs keys are the CSV's own column names: bound parameters (in the SQL text a name is only ever a quoted
+    identifier), so any name is stored as it is."""
+    from finops import sql
+    from finops.ingest import ecosystem
+    from finops.ingest.base import scan_text
+    odd_names = ["o'brien", 'say "hi"', "x'); DROP TABLE requests; --", "?", "naïve"]
+    header, rows = _csv_rows("spendlogs_v1_74.csv")
+    i = {h: k for k, h in enumerate(header)}
+    ided = [r for r in rows if r[i["request_id"]] not in ("", "None")]
+    path = _write_csv(tmp_path / "names.csv", header + odd_names,
+                      [r + [f"v{n}-{k}" for k in range(len(odd_names))] for n, r in enumerate(ided)])
+    c = store.connect(":memory:")
+    p = probe(path)
+    scan_text(p)
+    src = ecosystem.litellm_fast_source(c, p, IngestOptions())
+    assert not any(sql.string_literal(name) in src.sql for name in odd_names)
+    assert all(json.dumps(name) in src.params for name in odd_names)
+    taken = _readings(monkeypatch)
+    [r] = ingest_path(c, path)
+    assert taken == [True] and r.rows_ingested == len(ided)
+    attrs = [json.loads(a) for (a,) in c.execute("SELECT attrs FROM requests ORDER BY ts, request_id").fetchall()]
+    assert sorted(tuple(a[k] for k in odd_names) for a in attrs) == sorted(
+        tuple(f"v{n}-{k}" for k in range(len(odd_names))) for n in range(len(ided)))
+    assert c.execute("SELECT count(*) FROM requests").fetchall()[0][0] == len(ided)
+    c.close()
+    monkeypatch.undo()
+    assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)
