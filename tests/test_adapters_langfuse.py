@@ -348,3 +348,63 @@ def test_langfuse_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatc
             slow = _fast_stored(path, opts, monkeypatch, python_only=True)
             assert fast == slow, name
             assert len(fast) >= 5, name
+
+
+def test_which_json_files_the_fast_paths_read_record_by_record(tmp_path):
+    """DuckDB numbers records, the Python path lines: the two agree on uncompressed JSON Lines without a blank
+    line, and on an uncompressed JSON array; anything else is the Python path's."""
+    import gzip
+
+    from finops.ingest.ecosystem import json_records_format
+    obs = [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]
+    cases = {"plain.jsonl": ("\n".join(json.dumps(o) for o in obs) + "\n", "newline_delimited"),
+             "blank_line.jsonl": ("\n".join(json.dumps(o) for o in obs[:2]) + "\n\n" + json.dumps(obs[2]) + "\n", None),
+             "blank_first.jsonl": ("\n" + "\n".join(json.dumps(o) for o in obs) + "\n", None),
+             "array.json": (json.dumps(obs, indent=2), "array"),
+             # one page on one line is a page per line; over many lines it is one document
+             "page_line.json": (json.dumps({"data": obs, "meta": {}}), "newline_delimited"),
+             "page.json": (json.dumps({"data": obs, "meta": {}}, indent=1), None)}
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+        assert json_records_format(probe(tmp_path / name)) == expected, name
+    with gzip.open(tmp_path / "plain.jsonl.gz", "wt") as fh:
+        fh.write(cases["plain.jsonl"][0])
+    assert json_records_format(probe(tmp_path / "plain.jsonl.gz")) is None
+
+
+def test_the_fast_path_reads_pages_once_and_keeps_any_key_in_attrs(tmp_path, monkeypatch):
+    """A v2 page per line read in SQL, in one reading; a key with quotes or SQL in it is kept in attrs as it is;
+    the Python path stores the same rows."""
+    import dataclasses
+
+    from finops.ingest import ecosystem
+    from finops.ingest.base import ADAPTERS as TABLE
+    obs = json.loads(FILES["api_v2"].read_text())["data"]
+    odd_keys = {"o'brien": 1, 'say "hi"': "x", "x'); DROP TABLE requests; --": [1, 2]}
+    obs = [{**o, **odd_keys} for o in obs]
+    path = tmp_path / "v2_pages.jsonl"
+    path.write_text("\n".join(json.dumps({"data": obs[i:i + 2], "meta": {"cursor": str(i)}})
+                              for i in range(0, len(obs), 2)) + "\n")
+    taken, read = [], ecosystem._read_langfuse
+
+    def spy(con, p, options, fast=True):
+        src = read(con, p, options, fast=fast)
+        taken.append(fast and src.fallback is not None)
+        return src
+    at = next(k for k, a in enumerate(TABLE) if a.name == "langfuse")
+    original = TABLE[at]
+    monkeypatch.setattr(ecosystem, "_read_langfuse", spy)
+    TABLE[at] = dataclasses.replace(original, read=spy)
+    try:
+        c = store.connect(":memory:")
+        [r] = ingest_path(c, path)
+        attrs = [json.loads(a) for (a,) in c.execute("SELECT attrs FROM requests").fetchall()]
+        c.close()
+    finally:
+        TABLE[at] = original
+    assert taken == [True]
+    calls = [o for o in obs if str(o.get("type") or "GENERATION") in MODEL_CALLS]
+    assert r.rows_ingested == len(calls) > 0
+    assert all({k: a[k] for k in odd_keys} == odd_keys for a in attrs)
+    monkeypatch.undo()
+    assert _fast_stored(path, IngestOptions()) == _fast_stored(path, IngestOptions(), monkeypatch, python_only=True)
