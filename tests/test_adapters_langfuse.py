@@ -256,7 +256,7 @@ def _fast_stored(path, options, monkeypatch=None, python_only=False) -> list[dic
     c = store.connect(":memory:")
     try:
         if python_only:
-            monkeypatch.setattr(ecosystem, "langfuse_fast_source", lambda p, o: None)
+            monkeypatch.setattr(ecosystem, "langfuse_fast_source", lambda p, o, con=None: None)
         (res,) = ingest_path(c, path, options)
         if python_only:
             monkeypatch.undo()
@@ -323,6 +323,48 @@ def _langfuse_variants(tmp_path) -> dict[str, tuple[object, bool]]:
             f = tmp_path / f"{name}_{odd.replace(' ', '_')}.json"
             f.write_text(json.dumps(obs + [{**_odd(obs)[0], "id": "x-1", **change}]))
             out[f"{name} {odd}"] = (f, False)
+    # the UI's CSV export (every cell quoted, dates as JSON text), without the traces beside it
+    with FILES["ui_csv"].open(newline="") as fh:
+        header, *rows = list(csv.reader(fh))
+    i = {h: k for k, h in enumerate(header)}
+
+    def write(name, body, extra_header=()):
+        path = tmp_path / name
+        with path.open("w", newline="") as fh:
+            csv.writer(fh, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows([header + list(extra_header), *body])
+        return path
+    out["ui_csv"] = (write("ui_export.csv", rows), True)
+    gens = [r for r in rows if r[i["type"]] == "GENERATION"]
+    odd = []
+    for n, src in enumerate(gens * 3):
+        r = list(src)
+        r[i["id"]] = f"odd-{n}"
+        if n == 0:      # a 0 with tokens: unpriced
+            r[i["costDetails"]], r[i["totalCost"]] = '{"total":0}', "0"
+        if n == 1:      # cost details without a total; a count written as text
+            r[i["costDetails"]], r[i["usageDetails"]] = '{"input":0.001,"output":0.002}', '{"input":"120","output":30}'
+        if n == 2:      # a failure with its message; the provider in metadata.attributes; no user
+            r[i["level"]], r[i["statusMessage"]] = "ERROR", "upstream 529"
+            r[i["metadata"]], r[i["userId"]] = '{"attributes":{"gen_ai.system":"anthropic"}}', ""
+        if n == 3:      # no end time: the latency; a 1-hour cache write; a cell that is not the JSON it looks like
+            r[i["endTime"]], r[i["usageDetails"]] = "", '{"input":50,"input_cache_creation_1h":20,"output":5}'
+            r[i["modelParameters"]] = "{not json"
+        if n == 4:      # no usage, no cost: empty cells; a quoted text that is no JSON string
+            r[i["usageDetails"]], r[i["costDetails"]], r[i["totalCost"]] = "", "", ""
+            r[i["name"]] = '"a"b"'
+        if n == 5:      # a time without quotes; no type (a generation)
+            r[i["startTime"]], r[i["type"]] = "2025-03-04T14:00:00.100Z", ""
+        odd.append(r)
+    out["ui_csv odd values"] = (write("ui_odd.csv", rows + odd), True)
+    two = [list(r) for r in rows]
+    two[1][i["name"]] = "two\nlines"
+    out["ui_csv a record over two lines"] = (write("ui_two_lines.csv", two), False)
+    extra = [list(r) for r in rows]
+    extra[2].append("surplus")
+    out["ui_csv more fields than the header"] = (write("ui_extra.csv", extra), False)
+    late = [list(r) for r in rows]
+    late[1][i["startTime"]] = '"2025-03-04T14:00:00,5Z"'
+    out["ui_csv a comma time"] = (write("ui_comma.csv", late), False)
     return out
 
 
@@ -332,7 +374,7 @@ def test_langfuse_fast_path_reads_the_json_exports_in_sql(tmp_path):
     from finops.ingest import ecosystem
     c = duckdb.connect()
     for name, (path, fast) in _langfuse_variants(tmp_path).items():
-        src = ecosystem.langfuse_fast_source(probe(path), IngestOptions())
+        src = ecosystem.langfuse_fast_source(probe(path), IngestOptions(), c)
         if fast:
             calls = sum(1 for _, o in iter_records(probe(path)) if str(o.get("type") or "GENERATION") in MODEL_CALLS)
             assert len(c.execute(src.sql, src.params).fetchall()) == calls, name

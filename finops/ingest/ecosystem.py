@@ -875,18 +875,61 @@ def _json_obj(x: str) -> str:
             f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
 
 
-def langfuse_fast_source(p: Probe, options: IngestOptions) -> Source | None:
-    """The typed reading of Langfuse observations in JSON: :func:`_langfuse_row` in SQL, or None where it does not
-    apply (a CSV or a document that is not an array, a compressed file, blank lines, ``--records-path``,
-    ``--tenant-field``, a traces file beside it: the Python path joins it).
+def _langfuse_csv_cell_sql(x: str) -> str:
+    """A cell of the UI's CSV export as the Python path reads it (``cell`` then ``_unquote``), as JSON: NULL for
+    an empty cell, a JSON object or array as its value, a JSON-quoted text (a date) as that text, else the text."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS JSON) "
+            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), "
+            f"to_json({x})) "
+            f"WHEN length({x}) >= 2 AND left({x}, 1) = '\"' AND right({x}, 1) = '\"' "
+            f"THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
+            f"ELSE to_json({x}) END")
+
+
+def _langfuse_csv_records_sql(rows_sql: str, columns: list[str]) -> str:
+    """The rows of the UI's CSV export as ``(_row, m)``: each a map of its cells (:func:`_langfuse_csv_cell_sql`),
+    the keys bound parameters in column order; a record over more than one line or with more fields than the
+    header calls error() (the Python path numbers such files by line and drops the surplus)."""
+    entries = ", ".join(f"{{'key': CAST(? AS VARCHAR), 'value': {_langfuse_csv_cell_sql(quote_ident(x))}}}"
+                        for x in columns)
+    one_line = _one_line_check_sql(columns)
+    return (f"SELECT coalesce(CAST({one_line} AS BIGINT), CAST(CASE WHEN _extra IS NOT NULL THEN "
+            "error('langfuse fast path: more fields than the header') END AS BIGINT), _row) AS _row, "
+            f"map_from_entries([{entries}]) AS m FROM ({rows_sql})")
+
+
+def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source | None:
+    """The typed reading of Langfuse observations: :func:`_langfuse_row` in SQL, or None where it does not
+    apply (a document that is not an array, a compressed file, blank lines in JSON Lines, a byte-order mark,
+    ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records and
+    the UI's CSV export (given ``con``: its reader is described there) are each parsed once into a map of their
+    fields.
 
     Values go to the loader as the file's text; attrs holds the same JSON values. An observation the SQL cannot
     be sure to read as the Python path does calls error() and the Python path reads the file: not an object, no
-    id, a usage value that is not a number, a time that is not plain ISO 8601.
+    id, a usage value that is not a number, a time that is not plain ISO 8601, a CSV record over two lines.
     """
-    fmt = json_records_format(p)
-    if fmt is None or options.records_path or options.tenant_field or langfuse_traces_path(p.path) is not None:
+    from finops.ingest.tabular import relation_sql
+    if options.records_path or options.tenant_field or langfuse_traces_path(p.path) is not None:
         return None
+    if p.kind == "csv":
+        if con is None or p.container != "text" or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf":
+            return None
+        rows_sql, params, cols = relation_sql(con, p)
+        records = _langfuse_csv_records_sql(rows_sql, list(cols))
+        params = [*cols, *params]          # the keys come first in the text, then the reader's
+    else:
+        fmt = json_records_format(p)
+        if fmt is None:
+            return None
+        unpage = ("CASE WHEN json_type(json, '$.data') = 'ARRAY' THEN json_extract(json, '$.data[*]') "
+                  "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
+                  if fmt == "newline_delimited" else "[json]")
+        records = (f"SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '\"MAP(VARCHAR, JSON)\"') "
+                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m "
+                   f"FROM (SELECT ordinality AS _row, unnest({unpage}) AS rec "
+                   "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY)")
+        params = [str(p.path), fmt]
     lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
     nv = _json_num_sql("e.value")
 
@@ -902,20 +945,10 @@ def langfuse_fast_source(p: Probe, options: IngestOptions) -> Source | None:
         return "CASE " + " ".join(
             f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
             f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
-    unpage = ("CASE WHEN json_type(json, '$.data') = 'ARRAY' THEN json_extract(json, '$.data[*]') "
-              "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
-              if fmt == "newline_delimited" else "[json]")
     mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
     select = f"""
-WITH lines AS (
-  SELECT ordinality AS _row, unnest({unpage}) AS rec
-  FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY
-), obs AS (
-  SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '"MAP(VARCHAR, JSON)"')
-                    ELSE error('langfuse fast path: a record that is not an observation') END AS m
-  FROM lines
-), calls AS (
+WITH obs AS ({records}), calls AS (
   SELECT * FROM obs
   WHERE upper(CASE WHEN m['type'] IS NULL OR {_js("m['type']")} IN ('', '0', 'false') THEN 'GENERATION'
                    ELSE {_js("m['type']")} END) IN ({calls})
@@ -982,7 +1015,7 @@ SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an obs
   CAST(NULL AS VARCHAR) AS service_tier
 FROM (SELECT *, to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped})))) AS attrs
       FROM priced)"""
-    return Source(select, [str(p.path), fmt, options.tenant, options.model], has_ids=True)
+    return Source(select, [*params, options.tenant, options.model], has_ids=True)
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -993,7 +1026,7 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                          "file beside it (same name with 'traces' for 'observations', or traces/ beside "
                          "observations/ in a blob-storage export) is joined for userId, sessionId and tags",
                          file=p.name)
-    src = langfuse_fast_source(p, options) if fast else None
+    src = langfuse_fast_source(p, options, con) if fast else None
     if src is not None:
         src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
         return src
