@@ -388,10 +388,11 @@ def _cell_json_text_sql(x: str) -> str:
             f"ELSE CAST(to_json({x}) AS VARCHAR) END")
 
 
-def _object_fields_sql(x: str, paths: str) -> str:
-    """The values (JSON) at ``paths`` (an SQL list of JSON paths) of a text holding a JSON object, the text
+def _object_fields_sql(x: str, paths_sql: str) -> str:
+    """The values (JSON) at ``paths_sql`` (SQL: a list of JSON paths) of a text holding a JSON object, the text
     parsed twice (checked, then read); NULL for a text that is no JSON object (``_obj``'s ``{}``)."""
-    return f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) THEN json_extract({x}, [{paths}]) END"
+    return (f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) "
+            f"THEN json_extract({x}, [{paths_sql}]) END")
 
 
 def _time_check_sql(x: str) -> str:
