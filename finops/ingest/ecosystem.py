@@ -342,7 +342,8 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
     return {"_row": row, **{k: None if v is None else str(v) for k, v in out.items()}}
 
 
-# ---- the typed fast path of a LiteLLM_SpendLogs CSV (psql \copy): _litellm_row in SQL
+# ---- the typed fast path of LiteLLM_SpendLogs (a psql \copy CSV, GET /spend/logs JSON): _litellm_row in SQL;
+# its helpers serve the Langfuse fast path too
 
 _WS = "' ' || chr(9) || chr(10) || chr(13)"
 #: the ISO 8601 times Python's fromisoformat and DuckDB's casts read alike (others: the Python path)
@@ -366,22 +367,10 @@ def _finite(x: str) -> str:
     return f"CASE WHEN isfinite({d}) THEN {d} END"
 
 
-def _obj_sql(x: str) -> str:
-    """``_obj`` of a CSV cell in SQL: the JSON object the text holds, else NULL."""
-    return (f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) AND json_type({x}) = 'OBJECT' "
-            f"THEN CAST({x} AS JSON) END")
-
-
-def _cell_json(x: str) -> str:
-    """``cell`` then ``_jsonish`` of a CSV cell in SQL, as JSON: empty is null, JSON text its value, else the text."""
-    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST('null' AS JSON) "
-            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') AND json_valid({x}) THEN json({x}) "
-            f"ELSE to_json({x}) END")
-
-
 def _cell_json_text_sql(x: str) -> str:
-    """:func:`_cell_json` as JSON text, parsed once: the cell's own text where it is a JSON object or array
-    (the JSON reader checks it), else the cell as a JSON string, ``null`` for an empty cell."""
+    """``cell`` then ``_jsonish`` of a CSV cell in SQL, as JSON text, parsed once: the cell's own text where it is
+    a JSON object or array (the JSON reader checks it), else the cell as a JSON string, ``null`` for an empty
+    cell."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN 'null' "
             f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') "
             f"THEN coalesce(CAST(TRY_CAST({x} AS JSON) AS VARCHAR), CAST(to_json({x}) AS VARCHAR)) "
@@ -470,7 +459,7 @@ def _one_line_check_sql(columns: list[str]) -> str:
     cells = ", ".join(f"coalesce({quote_ident(x)}, '')" for x in columns)
     joined = f"concat({cells})" if columns else "''"
     return (f"CASE WHEN contains({joined}, chr(10)) OR contains({joined}, chr(13)) "
-            "THEN error('litellm fast path: a record over more than one line') END")
+            "THEN error('fast path: a CSV record over more than one line') END")
 
 
 def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
