@@ -269,3 +269,26 @@ def input_band(expr: str = "input_tokens") -> str:
     """The largest of :data:`INPUT_BANDS` that the request's input tokens exceed (0 for none or null)."""
     cases = " ".join(f"WHEN {expr} > {b} THEN {b}" for b in sorted(INPUT_BANDS, reverse=True) if b)
     return f"(CASE {cases} ELSE 0 END)"
+
+
+# ---------------------------------------------------------------- names written into SQL text
+
+def string_literal(text: str) -> str:
+    """A name the code itself holds (a JSON key, a field of a log format) as an SQL string literal, its
+    quotes doubled. For names from the code's own tables; a value read from a file or a person is bound.
+
+    >>> string_literal("usageDetails"), string_literal("o'brien")
+    ("'usageDetails'", "'o''brien'")
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"an SQL string literal must be text, got {type(text).__name__}")
+    return "'" + text.replace("'", "''") + "'"
+
+
+def string_list(texts) -> str:
+    """Names as a comma-separated list of SQL string literals (for ``IN (...)`` or a list value).
+
+    >>> string_list(["GENERATION", "EMBEDDING"])
+    "'GENERATION', 'EMBEDDING'"
+    """
+    return ", ".join(string_literal(t) for t in texts)

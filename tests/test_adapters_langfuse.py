@@ -247,3 +247,206 @@ def test_a_json_document_streams_with_flat_memory(tmp_path):
     large, large_bytes = peak(15_000)
     assert large_bytes > 2.9 * small_bytes
     assert large < 1.5 * small          # the file tripled; the peak did not
+
+
+# ---------------------------------------------------------------- the typed fast path of JSON observations
+
+def _fast_stored(path, options, monkeypatch=None, python_only=False) -> list[dict]:
+    from finops.ingest import ecosystem
+    c = store.connect(":memory:")
+    try:
+        if python_only:
+            monkeypatch.setattr(ecosystem, "langfuse_fast_source", lambda p, o, con=None: None)
+        (res,) = ingest_path(c, path, options)
+        if python_only:
+            monkeypatch.undo()
+        df = c.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id, ts").df()
+        rows = json.loads(df.to_json(orient="records", date_format="iso"))
+        for r in rows:      # the same JSON value (the fast path may spell a number or a character differently)
+            r["attrs"] = json.loads(r["attrs"]) if r["attrs"] else None
+        return rows + [{"rejects": res.rejects}]
+    finally:
+        c.close()
+
+
+def _odd(obs: list[dict]) -> list[dict]:
+    """The observations with the values the rules treat apart."""
+    gens = [dict(o) for o in obs if o.get("type") == "GENERATION"]
+    out = []
+    for n, o in enumerate(gens * 2):
+        o = {**o, "id": f"odd-{n}"}
+        usage_key = "usageDetails" if "usageDetails" in o else "usage_details"
+        cost_key = "costDetails" if "costDetails" in o else "cost_details"
+        if n == 0:      # a 0 with tokens: unpriced by Langfuse
+            o[cost_key] = {"total": 0}
+        if n == 1:      # cost details without a total: their sum; a count written as text
+            o[cost_key] = {"input": 0.001, "output": 0.002}
+            o[usage_key] = {"input": "120", "output": 30}
+        if n == 2:      # a failure with its message; the provider in metadata.attributes
+            o["level"], o["metadata"] = "ERROR", {"attributes": {"gen_ai.system": "anthropic"}}
+            o["statusMessage" if "statusMessage" in o or "traceId" in o else "status_message"] = "upstream 529"
+        if n == 3:      # no end time: the latency; a 1-hour cache write
+            o["endTime" if "endTime" in o else "end_time"] = None
+            o[usage_key] = {"input": 50, "input_cache_creation_1h": 20, "output": 5}
+        if n == 4:      # no usage details at all: the deprecated usage
+            o.pop(usage_key)
+            o["usage"] = {"input": 7, "output": 3, "total": 10}
+        out.append(o)
+    return out
+
+
+def _langfuse_variants(tmp_path) -> dict[str, tuple[object, bool]]:
+    """name -> (file, whether the fast path reads it whole)"""
+    out = {}
+    jsonl = {"ui_jsonl": [json.loads(x) for x in FILES["ui_jsonl"].read_text().splitlines() if x.strip()],
+             "blob": [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]}
+    pages = {k: json.loads(FILES[k].read_text())["data"] for k in ("api_v1", "api_v2")}
+    for name, obs in jsonl.items():
+        f = tmp_path / f"{name}_export.jsonl"      # no traces beside it (a traces file: the Python path joins it)
+        f.write_text("\n".join(json.dumps(o) for o in obs) + "\n")
+        out[name] = (f, True)
+        f = tmp_path / f"{name}_odd.jsonl"
+        f.write_text("\n".join(json.dumps(o) for o in obs + _odd(obs)) + "\n")
+        out[f"{name} odd values"] = (f, True)
+    for name, obs in pages.items():
+        f = tmp_path / f"{name}_array.json"
+        f.write_text(json.dumps(obs + _odd(obs), indent=1))
+        out[f"{name} as an array"] = (f, True)
+        f = tmp_path / f"{name}_pages.jsonl"
+        f.write_text("\n".join(json.dumps({"data": obs[i:i + 3], "meta": {"page": i}}) for i in range(0, len(obs), 3))
+                     + "\n")
+        out[f"{name} a page per line"] = (f, True)
+        # not the fast path's: an observation without id (hashed), a usage value that is no number, a time it
+        # does not read alike
+        for odd, change in (("no id", {"id": None}), ("usage not a number", {"usageDetails": {"input": True}}),
+                            ("comma time", {"startTime": "2025-03-04T14:00:00,5Z"})):
+            f = tmp_path / f"{name}_{odd.replace(' ', '_')}.json"
+            f.write_text(json.dumps(obs + [{**_odd(obs)[0], "id": "x-1", **change}]))
+            out[f"{name} {odd}"] = (f, False)
+    # the UI's CSV export (every cell quoted, dates as JSON text), without the traces beside it
+    with FILES["ui_csv"].open(newline="") as fh:
+        header, *rows = list(csv.reader(fh))
+    i = {h: k for k, h in enumerate(header)}
+
+    def write(name, body, extra_header=()):
+        path = tmp_path / name
+        with path.open("w", newline="") as fh:
+            csv.writer(fh, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows([header + list(extra_header), *body])
+        return path
+    out["ui_csv"] = (write("ui_export.csv", rows), True)
+    gens = [r for r in rows if r[i["type"]] == "GENERATION"]
+    odd = []
+    for n, src in enumerate(gens * 3):
+        r = list(src)
+        r[i["id"]] = f"odd-{n}"
+        if n == 0:      # a 0 with tokens: unpriced
+            r[i["costDetails"]], r[i["totalCost"]] = '{"total":0}', "0"
+        if n == 1:      # cost details without a total; a count written as text
+            r[i["costDetails"]], r[i["usageDetails"]] = '{"input":0.001,"output":0.002}', '{"input":"120","output":30}'
+        if n == 2:      # a failure with its message; the provider in metadata.attributes; no user
+            r[i["level"]], r[i["statusMessage"]] = "ERROR", "upstream 529"
+            r[i["metadata"]], r[i["userId"]] = '{"attributes":{"gen_ai.system":"anthropic"}}', ""
+        if n == 3:      # no end time: the latency; a 1-hour cache write; a cell that is not the JSON it looks like
+            r[i["endTime"]], r[i["usageDetails"]] = "", '{"input":50,"input_cache_creation_1h":20,"output":5}'
+            r[i["modelParameters"]] = "{not json"
+        if n == 4:      # no usage, no cost: empty cells; a quoted text that is no JSON string
+            r[i["usageDetails"]], r[i["costDetails"]], r[i["totalCost"]] = "", "", ""
+            r[i["name"]] = '"a"b"'
+        if n == 5:      # a time without quotes; no type (a generation)
+            r[i["startTime"]], r[i["type"]] = "2025-03-04T14:00:00.100Z", ""
+        odd.append(r)
+    out["ui_csv odd values"] = (write("ui_odd.csv", rows + odd), True)
+    two = [list(r) for r in rows]
+    two[1][i["name"]] = "two\nlines"
+    out["ui_csv a record over two lines"] = (write("ui_two_lines.csv", two), False)
+    extra = [list(r) for r in rows]
+    extra[2].append("surplus")
+    out["ui_csv more fields than the header"] = (write("ui_extra.csv", extra), False)
+    late = [list(r) for r in rows]
+    late[1][i["startTime"]] = '"2025-03-04T14:00:00,5Z"'
+    out["ui_csv a comma time"] = (write("ui_comma.csv", late), False)
+    return out
+
+
+def test_langfuse_fast_path_reads_the_json_exports_in_sql(tmp_path):
+    import duckdb
+
+    from finops.ingest import ecosystem
+    c = duckdb.connect()
+    for name, (path, fast) in _langfuse_variants(tmp_path).items():
+        src = ecosystem.langfuse_fast_source(probe(path), IngestOptions(), c)
+        if fast:
+            calls = sum(1 for _, o in iter_records(probe(path)) if str(o.get("type") or "GENERATION") in MODEL_CALLS)
+            assert len(c.execute(src.sql, src.params).fetchall()) == calls, name
+        else:
+            assert src is None or pytest.raises(duckdb.InvalidInputException, c.execute, src.sql, src.params), name
+    assert ecosystem.langfuse_fast_source(probe(BLOB), IngestOptions()) is None       # traces beside it
+
+
+def test_langfuse_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch):
+    for name, (path, _) in _langfuse_variants(tmp_path).items():
+        for opts in (IngestOptions(), IngestOptions(tenant="t0", model="m0")):
+            fast = _fast_stored(path, opts)
+            slow = _fast_stored(path, opts, monkeypatch, python_only=True)
+            assert fast == slow, name
+            assert len(fast) >= 5, name
+
+
+def test_which_json_files_the_fast_paths_read_record_by_record(tmp_path):
+    """DuckDB numbers records, the Python path lines: the two agree on uncompressed JSON Lines without a blank
+    line, and on an uncompressed JSON array; anything else is the Python path's."""
+    import gzip
+
+    from finops.ingest.ecosystem import json_records_format
+    obs = [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]
+    cases = {"plain.jsonl": ("\n".join(json.dumps(o) for o in obs) + "\n", "newline_delimited"),
+             "blank_line.jsonl": ("\n".join(json.dumps(o) for o in obs[:2]) + "\n\n" + json.dumps(obs[2]) + "\n", None),
+             "blank_first.jsonl": ("\n" + "\n".join(json.dumps(o) for o in obs) + "\n", None),
+             "array.json": (json.dumps(obs, indent=2), "array"),
+             # one page on one line is a page per line; over many lines it is one document
+             "page_line.json": (json.dumps({"data": obs, "meta": {}}), "newline_delimited"),
+             "page.json": (json.dumps({"data": obs, "meta": {}}, indent=1), None)}
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+        assert json_records_format(probe(tmp_path / name)) == expected, name
+    with gzip.open(tmp_path / "plain.jsonl.gz", "wt") as fh:
+        fh.write(cases["plain.jsonl"][0])
+    assert json_records_format(probe(tmp_path / "plain.jsonl.gz")) is None
+
+
+def test_the_fast_path_reads_pages_once_and_keeps_any_key_in_attrs(tmp_path, monkeypatch):
+    """A v2 page per line read in SQL, in one reading; a key with quotes or SQL in it is kept in attrs as it is;
+    the Python path stores the same rows."""
+    import dataclasses
+
+    from finops.ingest import ecosystem
+    from finops.ingest.base import ADAPTERS as TABLE
+    obs = json.loads(FILES["api_v2"].read_text())["data"]
+    odd_keys = {"o'brien": 1, 'say "hi"': "x", "x'); DROP TABLE requests; --": [1, 2]}
+    obs = [{**o, **odd_keys} for o in obs]
+    path = tmp_path / "v2_pages.jsonl"
+    path.write_text("\n".join(json.dumps({"data": obs[i:i + 2], "meta": {"cursor": str(i)}})
+                              for i in range(0, len(obs), 2)) + "\n")
+    taken, read = [], ecosystem._read_langfuse
+
+    def spy(con, p, options, fast=True):
+        src = read(con, p, options, fast=fast)
+        taken.append(fast and src.fallback is not None)
+        return src
+    at = next(k for k, a in enumerate(TABLE) if a.name == "langfuse")
+    original = TABLE[at]
+    monkeypatch.setattr(ecosystem, "_read_langfuse", spy)
+    TABLE[at] = dataclasses.replace(original, read=spy)
+    try:
+        c = store.connect(":memory:")
+        [r] = ingest_path(c, path)
+        attrs = [json.loads(a) for (a,) in c.execute("SELECT attrs FROM requests").fetchall()]
+        c.close()
+    finally:
+        TABLE[at] = original
+    assert taken == [True]
+    calls = [o for o in obs if str(o.get("type") or "GENERATION") in MODEL_CALLS]
+    assert r.rows_ingested == len(calls) > 0
+    assert all({k: a[k] for k in odd_keys} == odd_keys for a in attrs)
+    monkeypatch.undo()
+    assert _fast_stored(path, IngestOptions()) == _fast_stored(path, IngestOptions(), monkeypatch, python_only=True)

@@ -137,3 +137,259 @@ def test_a_malformed_row_names_file_row_and_field(con, tmp_path):
     assert (r.rows_ingested, r.rows_rejected) == (4, 2)
     reasons = " | ".join(str(x) for x in r.rejects)
     assert "cache_hit: cannot read maybe as boolean" in reasons and "input_tokens: cannot read 12x" in reasons
+
+
+# ---------------------------------------------------------------- the typed fast path of a psql CSV
+
+def _stored(path, options, monkeypatch=None, python_only=False) -> list[dict]:
+    from finops.ingest import ecosystem
+    c = store.connect(":memory:")
+    try:
+        if python_only:
+            monkeypatch.setattr(ecosystem, "litellm_fast_source", lambda con, p, o: None)
+        (res,) = ingest_path(c, path, options)
+        if python_only:
+            monkeypatch.undo()
+        df = c.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id, ts").df()
+        rows = json.loads(df.to_json(orient="records", date_format="iso"))
+        for r in rows:      # the same JSON value (the fast path may spell a number or a character differently)
+            r["attrs"] = json.loads(r["attrs"]) if r["attrs"] else None
+        return rows + [{"rejects": res.rejects}]
+    finally:
+        c.close()
+
+
+def _csv_rows(name):
+    rows = list(csv.reader((LITELLM / name).open(newline="")))
+    return rows[0], rows[1:]
+
+
+def _write_csv(path, header, rows, bom=False):
+    import io
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([header, *rows])
+    path.write_text(("\ufeff" if bom else "") + out.getvalue(), encoding="utf-8")
+    return path
+
+
+def _litellm_variants(tmp_path) -> dict[str, tuple[object, bool]]:
+    """name -> (file, whether the fast path reads it whole)"""
+    out = {}
+    for name in ("spendlogs_v1_65.csv", "spendlogs_v1_74.csv"):
+        header, rows = _csv_rows(name)
+        i = {h: k for k, h in enumerate(header)}
+        ided = [r for r in rows if r[i["request_id"]] not in ("", "None")]
+        out[f"{name} (rows with an id)"] = (_write_csv(tmp_path / f"ids_{name}", header, ided), True)
+        out[f"{name} (a row without id: the Python path)"] = (LITELLM / name, False)
+        odd = []
+        for n, src in enumerate(ided):
+            r = list(src)
+            r[i["request_id"]] = f"odd-{n}"
+            if n == 0:      # a recorded 0 with tokens: unpriced by LiteLLM, kept in attrs
+                r[i["spend"]] = "0.0"
+            if n == 1:      # a cache hit costs nothing: its 0 is a price
+                r[i["spend"]], r[i["cache_hit"]] = "0", "True"
+            if n == 2:      # a provider prefix, no custom_llm_provider; aware times
+                r[i["model"]], r[i["custom_llm_provider"]] = "anthropic/claude-3-5-haiku", ""
+                r[i["startTime"]], r[i["endTime"]] = "2025-03-04T14:00:00Z", "2025-03-04T14:00:01.250Z"
+                r[i["completionStartTime"]] = "2025-03-04T14:00:00.300+00:00"
+            if n == 3:      # a failure named by the metadata's error_information; an unreadable count
+                meta = json.loads(r[i["metadata"]])
+                meta["error_information"] = {"error_class": "RateLimitError", "llm_provider": "openai"}
+                if "status" in i:
+                    r[i["status"]] = "failure"
+                else:       # LiteLLM 1.65 kept the status in the metadata only
+                    meta["status"] = "failure"
+                r[i["metadata"]] = json.dumps(meta)
+                r[i["completion_tokens"]] = "lots"
+            if n == 4:      # no usage object: the response's usage; a time of one awareness and one of the other
+                meta = json.loads(r[i["metadata"]])
+                meta.pop("usage_object", None)
+                r[i["metadata"]], r[i["cache_hit"]] = json.dumps(meta), "None"
+                r[i["completionStartTime"]] = "2025-03-04T14:00:00.300Z"
+            odd.append(r)
+        out[f"{name} (odd values)"] = (_write_csv(tmp_path / f"odd_{name}", header, odd), True)
+        # not the fast path's: a byte-order mark, more fields than the header, a time it does not read alike,
+        # a quoted field over two lines (a record of two lines: the Python path numbers it by its last line)
+        out[f"{name} (BOM)"] = (_write_csv(tmp_path / f"bom_{name}", header, ided, bom=True), False)
+        out[f"{name} (extra field)"] = (_write_csv(tmp_path / f"extra_{name}", header,
+                                                   ided[:1] + [ided[1] + ["surplus"]] + ided[2:]), False)
+        late = [list(r) for r in ided]
+        late[1][i["startTime"]] = "2025-03-04T14:00:00,5"
+        out[f"{name} (comma time)"] = (_write_csv(tmp_path / f"comma_{name}", header, late), False)
+        multi = [list(r) for r in ided]
+        multi[0][i["api_base"]] = "http://a\nhttp://b"
+        out[f"{name} (two-line record)"] = (_write_csv(tmp_path / f"multi_{name}", header, multi), False)
+    # GET /spend/logs: an array of rows, JSON columns as objects; as JSON Lines too; odd values as JSON has them
+    rows = [r for r in json.loads((LITELLM / "spend_logs.json").read_text()) if r["request_id"] not in (None, "None")]
+    odd = []
+    for n, r in enumerate(rows):
+        r = {**r, "request_id": f"odd-{n}"}
+        if n == 0:
+            r["spend"] = 0
+        if n == 1:
+            r["spend"], r["cache_hit"] = 0, True
+        if n == 2:      # the JSON columns as JSON text (LiteLLM's StandardLoggingPayload writes them so)
+            r["metadata"], r["response"] = json.dumps(r["metadata"]), json.dumps(r["response"])
+        if n == 3:
+            r["model"], r["custom_llm_provider"], r["prompt_tokens"] = "openai/gpt-4o-mini", None, "many"
+        odd.append(r)
+    for name, data in (("spend_logs.json rows with an id", rows), ("spend_logs.json odd values", odd)):
+        f = tmp_path / f"{name.replace(' ', '_')}.json"
+        f.write_text(json.dumps(data, indent=1))
+        out[name] = (f, True)
+        f = tmp_path / f"{name.replace(' ', '_')}.jsonl"
+        f.write_text("\n".join(json.dumps(r) for r in data) + "\n")
+        out[f"{name}, one per line"] = (f, True)
+    out["spend_logs.json (a row without id: the Python path)"] = (LITELLM / "spend_logs.json", False)
+    return out
+
+
+def test_litellm_fast_path_reads_the_csv_exports_in_sql(tmp_path):
+    import duckdb
+
+    from finops.ingest import ecosystem
+    from finops.ingest.base import scan_text
+    from finops.ingest.tabular import iter_records
+    c = store.connect(":memory:")
+    for name, (path, fast) in _litellm_variants(tmp_path).items():
+        p = probe(path)
+        scan_text(p)
+        src = ecosystem.litellm_fast_source(c, p, IngestOptions())
+        if fast:
+            n = (len(list(csv.DictReader(path.open()))) if path.suffix == ".csv"
+                 else len(list(iter_records(probe(path)))))
+            assert len(c.execute(src.sql, src.params).fetchall()) == n, name
+        else:
+            assert src is None or pytest.raises(duckdb.InvalidInputException, c.execute, src.sql, src.params), name
+
+
+def test_litellm_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch):
+    for name, (path, _) in _litellm_variants(tmp_path).items():
+        for opts in (IngestOptions(), IngestOptions(tenant="t0", model="m0")):
+            fast = _stored(path, opts)
+            slow = _stored(path, opts, monkeypatch, python_only=True)
+            assert fast == slow, name
+            assert len(fast) >= 5, name
+
+
+def _readings(monkeypatch) -> list[bool]:
+    """The readings a load takes, in order: True for the fast path, False for the Python path behind it."""
+    from finops.ingest import ecosystem
+    taken, read = [], ecosystem._read_litellm
+
+    def spy(con, p, options, fast=True):
+        src = read(con, p, options, fast=fast)
+        taken.append(fast and src.fallback is not None)
+        return src
+    monkeypatch.setattr(ecosystem, "_read_litellm", spy)       # the fallback's reading
+    import dataclasses
+
+    from finops.ingest.base import ADAPTERS
+    at = next(k for k, a in enumerate(ADAPTERS) if a.name == "litellm")
+    # the first reading: the table's entry replaced (a list: put back when the test ends, by the fixture below)
+    _TABLE_RESTORE.append((at, ADAPTERS[at]))
+    ADAPTERS[at] = dataclasses.replace(ADAPTERS[at], read=spy)
+    return taken
+
+
+_TABLE_RESTORE: list = []
+
+
+@pytest.fixture(autouse=True)
+def _adapter_table_restored():
+    yield
+    from finops.ingest.base import ADAPTERS
+    while _TABLE_RESTORE:
+        at, original = _TABLE_RESTORE.pop()
+        ADAPTERS[at] = original
+
+
+def _big_csv(tmp_path, name, change=None, rows=400):
+    """A psql CSV of ``rows`` copies of the 1.74 export's rows with an id (well past the 256 KiB the probe reads),
+    ``change(n, row, index)`` applied to each."""
+    header, src = _csv_rows("spendlogs_v1_74.csv")
+    i = {h: k for k, h in enumerate(header)}
+    ided = [r for r in src if r[i["request_id"]] not in ("", "None")]
+    out = []
+    for n in range(rows):
+        r = list(ided[n % len(ided)])
+        r[i["request_id"]] = f"big-{n}"
+        if change:
+            change(n, r, i)
+        out.append(r)
+    return _write_csv(tmp_path / name, header, out), i
+
+
+def test_litellm_fast_path_names_the_row_and_field_of_a_bad_value(tmp_path, monkeypatch):
+    def bad(n, r, i):
+        if n == 300:
+            r[i["prompt_tokens"]] = "12x"
+        if n == 350:
+            r[i["cache_hit"]] = "maybe"
+    path, _ = _big_csv(tmp_path, "bad_far.csv", bad)
+    assert path.stat().st_size > 256 * 1024
+    taken = _readings(monkeypatch)
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, path)
+    assert taken == [True]              # read in SQL, no second reading
+    assert (r.rows_ingested, r.rows_rejected) == (398, 2)
+    by_row = {x["row"]: x for x in r.rejects}
+    # rows are numbered by their line (the header is line 1): row n is on line n + 2
+    assert sorted(by_row) == [302, 352]
+    assert "input_tokens" in by_row[302]["reason"] and "12x" in by_row[302]["reason"]
+    assert "cache_hit" in by_row[352]["reason"] and "maybe" in by_row[352]["reason"]
+    assert r.file == "bad_far.csv" and {x["field"] for x in r.rejects} == {"input_tokens", "cache_hit"}
+    c.close()
+    monkeypatch.undo()
+    assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)
+
+
+def test_a_two_line_record_past_the_probed_head_takes_the_python_path(tmp_path, monkeypatch):
+    """A quoted line break the probe did not see: the SQL finds it and the Python path reads the file, so the rows
+    after it keep the numbers of their last line."""
+    def two_lines(n, r, i):
+        if n == 300:
+            r[i["api_base"]] = "http://a\nhttp://b"
+        if n == 350:
+            r[i["prompt_tokens"]] = "12x"
+    path, _ = _big_csv(tmp_path, "multi_far.csv", two_lines)
+    taken = _readings(monkeypatch)
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, path)
+    c.close()
+    assert taken == [True, False]
+    assert (r.rows_ingested, r.rows_rejected) == (399, 1)
+    assert r.rejects[0]["row"] == 353 and "input_tokens" in r.rejects[0]["reason"]    # line 352 + the break
+    monkeypatch.undo()
+    assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)
+
+
+def test_the_files_column_names_are_bound_as_attrs_keys(tmp_path, monkeypatch):
+    """attrs keys are the CSV's own column names: bound parameters (in the SQL text a name is only ever a quoted
+    identifier), so any name is stored as it is."""
+    from finops import sql
+    from finops.ingest import ecosystem
+    from finops.ingest.base import scan_text
+    odd_names = ["o'brien", 'say "hi"', "x'); DROP TABLE requests; --", "?", "naïve"]
+    header, rows = _csv_rows("spendlogs_v1_74.csv")
+    i = {h: k for k, h in enumerate(header)}
+    ided = [r for r in rows if r[i["request_id"]] not in ("", "None")]
+    path = _write_csv(tmp_path / "names.csv", header + odd_names,
+                      [r + [f"v{n}-{k}" for k in range(len(odd_names))] for n, r in enumerate(ided)])
+    c = store.connect(":memory:")
+    p = probe(path)
+    scan_text(p)
+    src = ecosystem.litellm_fast_source(c, p, IngestOptions())
+    assert not any(sql.string_literal(name) in src.sql for name in odd_names)
+    assert all(json.dumps(name) in src.params for name in odd_names)
+    taken = _readings(monkeypatch)
+    [r] = ingest_path(c, path)
+    assert taken == [True] and r.rows_ingested == len(ided)
+    attrs = [json.loads(a) for (a,) in c.execute("SELECT attrs FROM requests ORDER BY ts, request_id").fetchall()]
+    assert sorted(tuple(a[k] for k in odd_names) for a in attrs) == sorted(
+        tuple(f"v{n}-{k}" for k in range(len(odd_names))) for n in range(len(ided)))
+    assert c.execute("SELECT count(*) FROM requests").fetchall()[0][0] == len(ided)
+    c.close()
+    monkeypatch.undo()
+    assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from finops import sql
 from finops.errors import InputError
 from finops.ingest import (
     benchruns,
@@ -344,8 +345,287 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
     return {"_row": row, **{k: None if v is None else str(v) for k, v in out.items()}}
 
 
-def _read_litellm(con, p: Probe, options: IngestOptions) -> Source:
-    """LiteLLM_SpendLogs rows in any of its exports, a record at a time (CSV and JSON Lines stream)."""
+# ---- the typed fast path of LiteLLM_SpendLogs (a psql \copy CSV, GET /spend/logs JSON): _litellm_row in SQL;
+# its helpers serve the Langfuse fast path too
+
+_WS = "' ' || chr(9) || chr(10) || chr(13)"
+#: the ISO 8601 times Python's fromisoformat and DuckDB's casts read alike (others: the Python path)
+ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})?"
+
+
+def _t(x: str) -> str:
+    """``_text`` in SQL: trimmed, LiteLLM's spellings of no value as NULL."""
+    return f"CASE WHEN trim({x}, {_WS}) NOT IN ('', 'None', 'null', 'NULL') THEN trim({x}, {_WS}) END"
+
+
+def _whole(x: str) -> str:
+    """``_int`` in SQL: a whole number (DOUBLE), else NULL."""
+    d = f"TRY_CAST(trim({x}, {_WS}) AS DOUBLE)"
+    return f"CASE WHEN isfinite({d}) AND {d} = floor({d}) THEN {d} END"
+
+
+def _finite(x: str) -> str:
+    """``_num`` in SQL: a finite number (DOUBLE), else NULL."""
+    d = f"TRY_CAST(trim({x}, {_WS}) AS DOUBLE)"
+    return f"CASE WHEN isfinite({d}) THEN {d} END"
+
+
+def _cell_json_text_sql(x: str) -> str:
+    """``cell`` then ``_jsonish`` of a CSV cell in SQL, as JSON text, parsed once: the cell's own text where it is
+    a JSON object or array (the JSON reader checks it), else the cell as a JSON string, ``null`` for an empty
+    cell."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN 'null' "
+            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') "
+            f"THEN coalesce(CAST(TRY_CAST({x} AS JSON) AS VARCHAR), CAST(to_json({x}) AS VARCHAR)) "
+            f"ELSE CAST(to_json({x}) AS VARCHAR) END")
+
+
+def _object_fields_sql(x: str, paths_sql: str) -> str:
+    """The values (JSON) at ``paths_sql`` (SQL: a list of JSON paths) of a text holding a JSON object, the text
+    parsed twice (checked, then read); NULL for a text that is no JSON object (``_obj``'s ``{}``)."""
+    return (f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) "
+            f"THEN json_extract({x}, [{paths_sql}]) END")
+
+
+def _time_check_sql(x: str) -> str:
+    """error() where a time is not plain ISO 8601 (:data:`ISO_TIME`): the Python path reads that file."""
+    return (f"CASE WHEN {_t(x)} IS NOT NULL AND NOT regexp_full_match({_t(x)}, {sql.string_literal(ISO_TIME)}) "
+            "THEN error('fast path: a time that is not plain ISO 8601') END")
+
+
+def _ms_between_sql(start_sql: str, end_sql: str) -> str:
+    """``_ms_between`` in SQL, in the same floating-point steps (microseconds / 1e6 * 1000)."""
+    ta, tb = _t(start_sql), _t(end_sql)
+
+    def aware(x: str) -> str:
+        return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
+    us = (f"CASE WHEN {aware(ta)} AND {aware(tb)} THEN epoch_us(CAST({tb} AS TIMESTAMPTZ)) - "
+          f"epoch_us(CAST({ta} AS TIMESTAMPTZ)) WHEN NOT {aware(ta)} AND NOT {aware(tb)} THEN "
+          f"epoch_us(CAST({tb} AS TIMESTAMP)) - epoch_us(CAST({ta} AS TIMESTAMP)) END")
+    return f"CAST({us} AS DOUBLE) / CAST(1000000 AS DOUBLE) * CAST(1000 AS DOUBLE)"
+
+
+#: the fields of a GET /spend/logs row that the rules read as text (the JSON path's columns)
+LITELLM_JSON_TEXT_FIELDS = tuple(sorted(LITELLM_MAPPED | {"model_group", "metadata", "response",
+                                                          "proxy_server_request", "team_id", "request_duration_ms"}))
+#: the usage object's counts, in the order of :func:`litellm_fast_source`'s ``uv`` list
+LITELLM_USAGE_PATHS = ("prompt_tokens_details.cached_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                       "prompt_tokens_details.cache_write_tokens", "completion_tokens_details.reasoning_tokens")
+
+
+def _plain_json_lines(p: Probe) -> bool:
+    """Whether a JSON Lines file is uncompressed and has no blank line (the Python path numbers rows by line,
+    DuckDB's reader by record: the two agree only then). Read at disk speed, no parsing."""
+    if p.container != "text":
+        return False
+    carry = b"\n"                       # a blank first line is a blank line too
+    with open(p.path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 23), b""):
+            text = carry + chunk
+            if BLANK_JSON_LINE.search(text):
+                return False
+            cut = text.rfind(b"\n")
+            carry = text[cut:] if cut >= 0 else text
+    return True
+
+
+BLANK_JSON_LINE = re.compile(rb"\n[ \t\r]*\n")
+
+
+def json_records_format(p: Probe) -> str | None:
+    """The read_json format of a file the SQL fast paths read record by record as the Python path does
+    (``newline_delimited``: uncompressed JSON Lines without blank lines; ``array``: an uncompressed JSON array),
+    else None."""
+    if p.container != "text":
+        return None
+    if p.kind == "jsonl":
+        return "newline_delimited" if _plain_json_lines(p) else None
+    if p.kind == "json" and p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[:1] == "[":
+        return "array"
+    return None
+
+
+def _litellm_json_rows_sql(numbered: bool) -> str:
+    """GET /spend/logs rows (a JSON array, or one per line), each parsed once into ``_rec`` (a map of its fields)
+    with :data:`LITELLM_JSON_TEXT_FIELDS` as text columns; ``_row`` its position, or NULL (``numbered=False``:
+    read on every thread, numbered once staged)."""
+    texts = ", ".join(f"{_js(f'_rec[{sql.string_literal(x)}]')} AS {quote_ident(x)}" for x in LITELLM_JSON_TEXT_FIELDS)
+    row, ordinality = ("ordinality", " WITH ORDINALITY") if numbered else ("CAST(NULL AS BIGINT)", "")
+    return (f"SELECT {row} AS _row, *, {texts} FROM (SELECT *, CASE WHEN json_type(json) = 'OBJECT' "
+            "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') ELSE error('litellm fast path: a row that is "
+            f"not an object') END AS _rec FROM read_json_objects(?, format = ?, compression = 'none'){ordinality})")
+
+
+def _one_line_check_sql(columns: list[str]) -> str:
+    """error() where a CSV cell holds a line break: its record spans lines, which the Python path numbers by
+    line and DuckDB's reader by record (the Python path reads that file)."""
+    cells = ", ".join(f"coalesce({quote_ident(x)}, '')" for x in columns)
+    joined = f"concat({cells})" if columns else "''"
+    return (f"CASE WHEN contains({joined}, chr(10)) OR contains({joined}, chr(13)) "
+            "THEN error('fast path: a CSV record over more than one line') END")
+
+
+def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
+    """The typed reading of LiteLLM_SpendLogs rows: :func:`_litellm_row` in SQL over DuckDB's CSV reader (a psql
+    CSV) or its JSON reader (GET /spend/logs: an array, or a row per line), or None where it does not apply
+    (``--tenant-field``, a compressed file, a byte-order mark, a CSV DuckDB must read on one thread, JSON Lines
+    with blank lines, a JSON document that is not an array).
+
+    Values go to the loader as the file's text, as the Python path's do (the loader casts and checks them, naming
+    the row and field); attrs holds the same JSON values (a number or a non-ASCII character may be spelled
+    differently). A row the SQL cannot be sure to read as the Python path does calls error(), and the Python path
+    reads the file: no request_id (the Python path hashes the row), a time that is not plain ISO 8601, more fields
+    than the header, a CSV record over more than one line. The CSV's own column names are bound parameters.
+    """
+    from finops.ingest.tabular import relation_sql
+    if options.tenant_field or p.container != "text" or p.head[:3] == b"\xef\xbb\xbf":
+        return None
+    if p.kind == "csv":
+        if p.serial_csv:
+            return None
+        numbered, params, cols = relation_sql(con, p)
+        unnumbered, _, _ = relation_sql(con, p, numbered=False)
+        attrs_cols = [x for x in cols if x not in LITELLM_MAPPED]
+        # attrs as JSON text, each cell parsed once (its key a bound parameter, JSON-encoded here)
+        pairs = "".join(f"CAST(? AS VARCHAR) || ':' || {_cell_json_text_sql(quote_ident(x))} || ',' || "
+                        for x in attrs_cols)
+        model_logged = _t(quote_ident("model")) if "model" in cols else "CAST(NULL AS VARCHAR)"
+        attrs = ("'{' || " + pairs + "'\"model_logged\":' || coalesce(CAST(to_json(" + model_logged
+                 + ") AS VARCHAR), 'null') || '}'")
+        attrs_params = [json.dumps(x) for x in attrs_cols]
+        extra, first_row = "_extra", 2
+        one_line = _one_line_check_sql(list(cols))
+    else:
+        fmt = json_records_format(p)
+        if fmt is None:
+            return None
+        cols = list(LITELLM_JSON_TEXT_FIELDS)
+        numbered, unnumbered = _litellm_json_rows_sql(True), _litellm_json_rows_sql(False)
+        params = [str(p.path), fmt]
+        # attrs: every other field, JSON text in a string parsed (as _jsonish does)
+        jsonish = (f"CASE WHEN json_type(e.value) = 'VARCHAR' AND left(ltrim({_js('e.value')}, {_WS}), 1) IN ('{{', '[') "
+                   f"AND json_valid({_js('e.value')}) THEN json({_js('e.value')}) ELSE e.value END")
+        mapped = sql.string_list(sorted(LITELLM_MAPPED))
+        attrs = ("CAST(to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries(_rec), lambda e: e.key NOT "
+                 f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
+                 f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
+        attrs_params = []
+        extra, first_row = "CAST(NULL AS VARCHAR)", 1
+        one_line = "CAST(NULL AS BIGINT)"
+
+    def c(name: str) -> str:
+        return quote_ident(name) if name in cols else "CAST(NULL AS VARCHAR)"
+
+    known = sql.string_list(sorted(LITELLM_PROVIDERS))
+    u = {name: f"uv[{i + 1}]" for i, name in enumerate(LITELLM_USAGE_PATHS)}
+    usage_paths = sql.string_list([f"$.{x}" for x in LITELLM_USAGE_PATHS])
+
+    def truthy_sql(expr: str) -> str:
+        return (f"({expr} IS NOT NULL AND CAST({expr} AS VARCHAR) NOT IN ('null', 'false', '0', '0.0', '\"\"', "
+                "'{}', '[]'))")
+
+    select = f"""
+WITH src AS (__ROWS__),
+parsed AS (
+  SELECT *,
+    {_object_fields_sql(c('metadata'), "'$.usage_object', '$.additional_usage_values', '$.error_information', "
+                                       "'$.status', '$.service_tier'")} AS mv,
+    {_object_fields_sql(c('response'), "'$.usage', '$.service_tier'")} AS rv,
+    {_object_fields_sql(c('proxy_server_request'), "'$.body.service_tier'")} AS qv
+  FROM src
+), used AS (
+  SELECT *,
+    CASE WHEN json_type(mv[1]) = 'OBJECT' THEN mv[1]
+         WHEN json_type(mv[2]) = 'OBJECT' AND mv[2] <> CAST('{{}}' AS JSON) THEN mv[2]
+         WHEN json_type(rv[1]) = 'OBJECT' THEN rv[1]
+    END AS usage,
+    CASE WHEN json_type(mv[3]) = 'OBJECT' THEN mv[3] END AS ei
+  FROM parsed
+), tok AS (
+  SELECT *, json_extract_string(usage, [{usage_paths}]) AS uv,
+    CASE WHEN {truthy_sql("json_extract(usage, '$.cache_creation_token_details')")}
+           THEN json_extract(usage, '$.cache_creation_token_details')
+         ELSE json_extract(usage, '$.cache_creation') END AS split,
+    {_whole(_t(c('prompt_tokens')))} AS prompt_n, {_whole(_t(c('completion_tokens')))} AS completion_n,
+    coalesce({_t(c('custom_llm_provider'))}, {_t("json_extract_string(ei, '$.llm_provider')")}) AS provider0,
+    coalesce({_t(c('model'))}, {_t(c('model_group'))}) AS model0,
+    {_t(c('cache_hit'))} AS hit_text, {_finite(c('spend'))} AS spend_d,
+    ei IS NOT NULL AND ei <> CAST('{{}}' AS JSON) AS has_error
+  FROM used
+), counts AS (
+  SELECT *, {_whole(u['cache_creation_input_tokens'])} AS creation,
+    CASE WHEN json_type(split) = 'OBJECT' THEN {_whole("json_extract_string(split, '$.ephemeral_1h_input_tokens')")}
+    END AS write_1h,
+    coalesce({_whole(u['prompt_tokens_details.cached_tokens'])}, {_whole(u['cache_read_input_tokens'])}) AS cached,
+    CASE lower(hit_text) WHEN 'true' THEN 'true' WHEN 't' THEN 'true' WHEN '1' THEN 'true'
+         WHEN 'false' THEN 'false' WHEN 'f' THEN 'false' WHEN '0' THEN 'false' ELSE hit_text END AS hit,
+    lower(coalesce({_t(c('status'))}, {_t("json_extract_string(mv[4], '$')")}, '')) AS status0,
+    strpos(model0, '/') > 0 AND substr(model0, strpos(model0, '/') + 1) <> ''
+      AND (split_part(model0, '/', 1) = provider0
+           OR (provider0 IS NULL AND split_part(model0, '/', 1) IN ({known}))) AS prefixed
+  FROM tok
+), final AS (
+  SELECT *,
+    CASE WHEN prompt_n IS NOT NULL THEN prompt_n + CASE WHEN creation <> 0 THEN creation ELSE 0 END END AS input_n,
+    CASE WHEN coalesce(creation, {_whole(u['prompt_tokens_details.cache_write_tokens'])}) IS NOT NULL
+              AND write_1h IS NOT NULL
+           THEN greatest(coalesce(creation, {_whole(u['prompt_tokens_details.cache_write_tokens'])}) - write_1h, 0)
+         ELSE coalesce(creation, {_whole(u['prompt_tokens_details.cache_write_tokens'])}) END AS write_5m,
+    CASE status0 WHEN 'success' THEN 'ok' WHEN 'failure' THEN 'error' WHEN '' THEN
+      CASE WHEN has_error THEN 'error' ELSE 'ok' END ELSE status0 END AS status_c
+  FROM counts
+), priced AS (
+  SELECT *, spend_d = 0 AND coalesce(input_n, 0) + coalesce(completion_n, 0) <> 0
+            AND hit IS DISTINCT FROM 'true' AS unpriced
+  FROM final
+)
+SELECT
+  coalesce(CAST(CASE WHEN {_t(c('request_id'))} IS NULL THEN error('litellm fast path: a row without request_id')
+                END AS BIGINT),
+           CAST({_time_check_sql(c('startTime'))} AS BIGINT), CAST({_time_check_sql(c('endTime'))} AS BIGINT),
+           CAST({_time_check_sql(c('completionStartTime'))} AS BIGINT),
+           CAST(CASE WHEN {extra} IS NOT NULL THEN error('litellm fast path: more fields than the header') END
+                AS BIGINT), CAST({one_line} AS BIGINT), _row) AS _row,
+  CAST(NULL AS VARCHAR) AS _hash, {_t(c('request_id'))} AS request_id, {_t(c('startTime'))} AS ts,
+  coalesce({_t(c('team_id'))}, CAST(? AS VARCHAR)) AS tenant,
+  coalesce(CASE WHEN prefixed THEN substr(model0, strpos(model0, '/') + 1) ELSE model0 END, CAST(? AS VARCHAR))
+    AS model,
+  CASE WHEN prefixed THEN split_part(model0, '/', 1) ELSE provider0 END AS provider,
+  coalesce({_t("json_extract_string(rv[2], '$')")}, {_t("json_extract_string(mv[5], '$')")},
+           {_t("json_extract_string(qv[1], '$')")}) AS service_tier,
+  hit AS cache_hit,
+  CASE WHEN input_n IS NOT NULL THEN CAST(CAST(input_n AS BIGINT) AS VARCHAR) ELSE {_t(c('prompt_tokens'))} END
+    AS input_tokens,
+  CASE WHEN completion_n IS NOT NULL THEN CAST(CAST(completion_n AS BIGINT) AS VARCHAR)
+       ELSE {_t(c('completion_tokens'))} END AS output_tokens,
+  CAST(CAST(cached AS BIGINT) AS VARCHAR) AS cached_input_tokens,
+  CAST(CAST(write_5m AS BIGINT) AS VARCHAR) AS cache_write_tokens,
+  CAST(CAST(write_1h AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
+  CAST(CAST({_whole(u['completion_tokens_details.reasoning_tokens'])} AS BIGINT) AS VARCHAR) AS reasoning_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms,
+  CAST({_ms_between_sql(c('startTime'), c('completionStartTime'))} AS VARCHAR) AS ttft_ms,
+  CASE WHEN {_finite(c('request_duration_ms'))} IS NOT NULL THEN trim({c('request_duration_ms')}, {_WS})
+       ELSE CAST({_ms_between_sql(c('startTime'), c('endTime'))} AS VARCHAR) END AS total_ms,
+  status_c AS status,
+  CASE WHEN status_c <> 'ok' THEN {_t("json_extract_string(ei, '$.error_class')")} END AS error_type,
+  CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE trim({c('spend')}, {_WS}) END
+    AS cost_usd,
+  CASE WHEN unpriced THEN CAST(json_merge_patch(CAST(_attrs AS JSON), json_object('source_cost_usd', spend_d))
+                               AS VARCHAR)
+       ELSE _attrs END AS attrs
+FROM (SELECT *, {attrs} AS _attrs FROM priced)"""
+    return Source(select.replace("__ROWS__", numbered), [*params, options.tenant, options.model, *attrs_params],
+                  has_ids=True, unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=first_row)
+
+
+def _read_litellm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """LiteLLM_SpendLogs rows in any of its exports, a record at a time (CSV and JSON Lines stream); a psql CSV
+    through the typed fast path (:func:`litellm_fast_source`) where it applies, this path behind it."""
+    src = litellm_fast_source(con, p, options) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_litellm(con, p, options, fast=False)
+        return src
+
     def rows():
         for row, rec in iter_records(p):
             if not isinstance(rec, dict):
@@ -561,7 +841,177 @@ def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
     return traces
 
 
-def _read_langfuse(con, p: Probe, options: IngestOptions) -> Source:
+# ---- the typed fast path of Langfuse observations in JSON (API pages per line, the UI's and the blob export's
+# JSON Lines, a JSON array): _langfuse_row in SQL over each observation parsed once into a map of its fields
+
+def _lf_sql(names: tuple[str, ...]) -> str:
+    """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
+    keys = [sql.string_literal(n) for n in names]
+    return "coalesce(" + ", ".join(
+        f"CASE WHEN m[{k}] IS NOT NULL AND m[{k}] <> CAST('\"\"' AS JSON) THEN m[{k}] END" for k in keys) + ")"
+
+
+def _json_num_sql(x: str) -> str:
+    """``_num`` of a JSON value in SQL: a finite number (a number, or text holding one) as DOUBLE, else NULL."""
+    return (f"CASE WHEN isfinite(TRY_CAST(json_extract_string({x}, '$') AS DOUBLE)) "
+            f"THEN TRY_CAST(json_extract_string({x}, '$') AS DOUBLE) END")
+
+
+def _js(x: str) -> str:
+    """A JSON value as text (a string unquoted, anything else its JSON)."""
+    return f"json_extract_string({x}, '$')"
+
+
+def _json_obj(x: str) -> str:
+    """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL."""
+    return (f"CASE WHEN json_type({x}) = 'OBJECT' THEN {x} WHEN json_type({x}) = 'VARCHAR' AND json_valid({_js(x)}) "
+            f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
+
+
+def _langfuse_csv_cell_sql(x: str) -> str:
+    """A cell of the UI's CSV export as the Python path reads it (``cell`` then ``_unquote``), as JSON: NULL for
+    an empty cell, a JSON object or array as its value, a JSON-quoted text (a date) as that text, else the text."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS JSON) "
+            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), "
+            f"to_json({x})) "
+            f"WHEN length({x}) >= 2 AND left({x}, 1) = '\"' AND right({x}, 1) = '\"' "
+            f"THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
+            f"ELSE to_json({x}) END")
+
+
+def _langfuse_csv_records_sql(rows_sql: str, columns: list[str]) -> str:
+    """The rows of the UI's CSV export as ``(_row, m)``: each a map of its cells (:func:`_langfuse_csv_cell_sql`),
+    the keys bound parameters in column order; a record over more than one line or with more fields than the
+    header calls error() (the Python path numbers such files by line and drops the surplus)."""
+    entries = ", ".join(f"{{'key': CAST(? AS VARCHAR), 'value': {_langfuse_csv_cell_sql(quote_ident(x))}}}"
+                        for x in columns)
+    one_line = _one_line_check_sql(columns)
+    return (f"SELECT coalesce(CAST({one_line} AS BIGINT), CAST(CASE WHEN _extra IS NOT NULL THEN "
+            "error('langfuse fast path: more fields than the header') END AS BIGINT), _row) AS _row, "
+            f"map_from_entries([{entries}]) AS m FROM ({rows_sql})")
+
+
+def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source | None:
+    """The typed reading of Langfuse observations: :func:`_langfuse_row` in SQL, or None where it does not
+    apply (a document that is not an array, a compressed file, blank lines in JSON Lines, a byte-order mark,
+    ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records and
+    the UI's CSV export (given ``con``: its reader is described there) are each parsed once into a map of their
+    fields.
+
+    Values go to the loader as the file's text; attrs holds the same JSON values. An observation the SQL cannot
+    be sure to read as the Python path does calls error() and the Python path reads the file: not an object, no
+    id, a usage value that is not a number, a time that is not plain ISO 8601, a CSV record over two lines.
+    """
+    from finops.ingest.tabular import relation_sql
+    if options.records_path or options.tenant_field or langfuse_traces_path(p.path) is not None:
+        return None
+    if p.kind == "csv":
+        if con is None or p.container != "text" or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf":
+            return None
+        rows_sql, params, cols = relation_sql(con, p)
+        records = _langfuse_csv_records_sql(rows_sql, list(cols))
+        params = [*cols, *params]          # the keys come first in the text, then the reader's
+    else:
+        fmt = json_records_format(p)
+        if fmt is None:
+            return None
+        unpage = ("CASE WHEN json_type(json, '$.data') = 'ARRAY' THEN json_extract(json, '$.data[*]') "
+                  "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
+                  if fmt == "newline_delimited" else "[json]")
+        records = (f"SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '\"MAP(VARCHAR, JSON)\"') "
+                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m "
+                   f"FROM (SELECT ordinality AS _row, unnest({unpage}) AS rec "
+                   "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY)")
+        params = [str(p.path), fmt]
+    lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
+    nv = _json_num_sql("e.value")
+
+    def total_sql(cond: str) -> str:
+        picked = f"list_filter(ue, lambda e: {cond} AND ({nv}) IS NOT NULL)"
+        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: {nv}))) "
+                "AS BIGINT) END")
+
+    write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
+    paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
+
+    def provider_sql(expr: str) -> str:
+        return "CASE " + " ".join(
+            f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
+            f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
+    mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
+    calls = sql.string_list(LANGFUSE_MODEL_CALLS)
+    select = f"""
+WITH obs AS ({records}), calls AS (
+  SELECT * FROM obs
+  WHERE upper(CASE WHEN m['type'] IS NULL OR {_js("m['type']")} IN ('', '0', 'false') THEN 'GENERATION'
+                   ELSE {_js("m['type']")} END) IN ({calls})
+), fields AS (
+  SELECT _row, m,
+    {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
+    {_js(lf['completion_start'])} AS t_first,
+    CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
+         THEN coalesce({_json_obj(lf['usage'])}, CAST('{{}}' AS JSON))
+         ELSE json_merge_patch('{{}}', json_object('input', {_json_obj("m['usage']")} -> 'input',
+                                                   'output', {_json_obj("m['usage']")} -> 'output')) END AS usage,
+    {_json_obj(lf['cost'])} AS cost_obj, {lf['total_cost']} AS total_cost,
+    upper(coalesce({_js("m['level']")}, '')) = 'ERROR' AS failed,
+    {_js(lf['status_message'])} AS status_message, {_js(lf['ttft_s'])} AS ttft_s, {_js(lf['latency_s'])} AS latency_s,
+    {_js(lf['user'])} AS tenant0, {_js(lf['model'])} AS model0,
+    {_json_obj("m['metadata']")} AS meta
+  FROM calls
+), usage_entries AS (
+  SELECT *, map_entries(json_transform(usage, '"MAP(VARCHAR, JSON)"')) AS ue,
+    CASE WHEN json_type(cost_obj) = 'OBJECT' AND cost_obj <> CAST('{{}}' AS JSON)
+         THEN map_entries(json_transform(cost_obj, '"MAP(VARCHAR, JSON)"')) END AS ce
+  FROM fields
+), tokens AS (
+  SELECT *,
+    CASE WHEN len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
+         THEN error('langfuse fast path: a usage value that is not a number') END AS _check_usage,
+    {total_sql("contains(e.key, 'input')")} AS input_n, {total_sql("contains(e.key, 'output')")} AS output_n,
+    {total_sql("contains(e.key, 'input') AND (contains(e.key, 'cache_read') OR contains(e.key, 'cached'))")} AS cached_n,
+    {total_sql(write + " AND NOT suffix(e.key, '1h')")} AS write_n, {total_sql(write + " AND suffix(e.key, '1h')")} AS write_1h_n,
+    {total_sql("contains(e.key, 'reasoning')")} AS reasoning_n,
+    CASE WHEN ce IS NOT NULL AND ({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL THEN {_json_num_sql("cost_obj -> 'total'")}
+         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0
+           THEN list_sum(list_transform(list_filter(ce, lambda e: ({nv}) IS NOT NULL), lambda e: {nv}))
+         ELSE {_json_num_sql("total_cost")} END AS cost_d,
+    ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
+                        OR len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0) AS from_details
+  FROM usage_entries
+), priced AS (
+  SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
+    coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
+  FROM tokens
+)
+SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
+                CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
+                CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT),
+                _row) AS _row,
+  CAST(NULL AS VARCHAR) AS _hash, id AS request_id, {_t('t_start')} AS ts,
+  CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
+  coalesce(model0, CAST(? AS VARCHAR)) AS model, provider, CAST(NULL AS VARCHAR) AS cache_hit,
+  CAST(input_n AS VARCHAR) AS input_tokens, CAST(output_n AS VARCHAR) AS output_tokens,
+  CAST(cached_n AS VARCHAR) AS cached_input_tokens, CAST(write_n AS VARCHAR) AS cache_write_tokens,
+  CAST(write_1h_n AS VARCHAR) AS cache_write_1h_tokens, CAST(reasoning_n AS VARCHAR) AS reasoning_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms,
+  CAST(coalesce({_ms_between_sql('t_start', 't_first')}, {_finite('ttft_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
+    AS ttft_ms,
+  CAST(coalesce({_ms_between_sql('t_start', 't_end')}, {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
+    AS total_ms,
+  CASE WHEN failed THEN 'error' ELSE 'ok' END AS status,
+  CASE WHEN failed THEN left(CASE WHEN status_message IS NULL OR status_message IN ('0', 'false') THEN 'error'
+                                  ELSE status_message END, 200) END AS error_type,
+  CASE WHEN unpriced THEN NULL ELSE CAST(cost_d AS VARCHAR) END AS cost_usd,
+  CAST(CASE WHEN unpriced THEN json_merge_patch(attrs, json_object('source_cost_usd', CAST(0 AS DOUBLE))) ELSE attrs END
+       AS VARCHAR) AS attrs,
+  CAST(NULL AS VARCHAR) AS service_tier
+FROM (SELECT *, to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped})))) AS attrs
+      FROM priced)"""
+    return Source(select, [*params, options.tenant, options.model], has_ids=True)
+
+
+def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     """Observations of any Langfuse shape (v1/v2 API pages, the UI's CSV/JSON/JSONL export, the
     blob-storage export), a record at a time; only GENERATION and EMBEDDING ones are model calls."""
     if _langfuse_traces_only(head_keys(p)):
@@ -569,6 +1019,10 @@ def _read_langfuse(con, p: Probe, options: IngestOptions) -> Source:
                          "file beside it (same name with 'traces' for 'observations', or traces/ beside "
                          "observations/ in a blob-storage export) is joined for userId, sessionId and tags",
                          file=p.name)
+    src = langfuse_fast_source(p, options, con) if fast else None
+    if src is not None:
+        src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
+        return src
     traces = _langfuse_traces(langfuse_traces_path(p.path))
     csv_quoted = p.kind == "csv"
 
