@@ -2,6 +2,7 @@
 length_latency_daily, segments_daily, and the hourly sketch for the queue histogram) against the raw-row
 path on the same requests (``exact=True``): on the test sample store, on a store loaded in batches whose
 requests are in service across each other's edges, and after a batch is deleted."""
+import shutil
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -21,8 +22,12 @@ NEW_TABLES = ("inservice_minute", "decode_rate_minute", "length_latency_daily", 
 
 
 @pytest.fixture(scope="module")
-def sample(demo_db):
-    con = store.connect(demo_db, read_only=True)      # read only: the shared sample store stays as it is
+def sample(demo_db, tmp_path_factory):
+    # a copy, read only: other tests of the session hold the shared sample store open read-write, and DuckDB
+    # refuses a second connection of another configuration to one file in one process
+    path = tmp_path_factory.mktemp("latency-derived") / "sample.duckdb"
+    shutil.copy(demo_db, path)
+    con = store.connect(str(path), read_only=True)
     yield con
     con.close()
 
