@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from finops import access, store
 from finops.filters import Filters
@@ -156,10 +158,12 @@ def prefetch(fn: Callable, *args, **kwargs) -> None:
     computing it again: Streamlit's cache computes a value once, in whichever thread asks first,
     while the others wait on that value's lock. A page starts its slow sections (the incidents' diagnosis)
     this way before rendering its quick ones, so both use the machine's cores at once. An error in the
-    worker is logged and not cached: the page's own call raises it as usual. The worker calls no ``st``
-    element: the cache it fills is the process-wide one (``st.cache_data``), which needs no script context."""
+    worker is logged and not cached: the page's own call raises it as usual."""
+    ctx = get_script_run_ctx()
 
     def run():
+        if ctx is not None:
+            add_script_run_ctx(threading.current_thread(), ctx)
         try:
             query(fn, *args, **kwargs)
         except Exception:           # noqa: BLE001 (the page's own call shows it)
