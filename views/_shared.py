@@ -4,15 +4,11 @@ Pages import from here and from ``finops``; they hold no SQL and no maths.
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from finops import access, store
 from finops.filters import Filters
@@ -144,32 +140,6 @@ def _call(path: str, version: int, key: str, _fn: Callable, args: tuple, kwargs:
     # ``key`` (the function's qualified name) stands in for ``_fn`` in the cache key: Streamlit skips
     # arguments whose names start with an underscore
     return _fn(_live_connection(path).cursor(), *args, **dict(kwargs))
-
-
-#: worker threads that compute a page's slow sections while its quick ones render (:func:`prefetch`)
-_PREFETCH = ThreadPoolExecutor(max_workers=2, thread_name_prefix="finops-prefetch")
-_log = logging.getLogger("finops")
-
-
-def prefetch(fn: Callable, *args, **kwargs) -> None:
-    """Start ``query(fn, *args, **kwargs)`` in a worker thread and return at once.
-
-    The page's own ``query`` of the same call later waits for it and takes its value rather than
-    computing it again: Streamlit's cache computes a value once, in whichever thread asks first,
-    while the others wait on that value's lock. A page starts its slow sections (the incidents' diagnosis)
-    this way before rendering its quick ones, so both use the machine's cores at once. An error in the
-    worker is logged and not cached: the page's own call raises it as usual."""
-    ctx = get_script_run_ctx()
-
-    def run():
-        if ctx is not None:
-            add_script_run_ctx(threading.current_thread(), ctx)
-        try:
-            query(fn, *args, **kwargs)
-        except Exception:           # noqa: BLE001 (the page's own call shows it)
-            _log.warning("prefetching %s failed", getattr(fn, "__qualname__", fn), exc_info=True)
-
-    _PREFETCH.submit(run)
 
 
 def query(fn: Callable, *args, **kwargs):

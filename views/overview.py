@@ -3,7 +3,6 @@ import streamlit as st
 
 from finops import charts
 from finops.fmt import MISSING, usd
-from finops.latency import diagnose as diag
 from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
@@ -14,10 +13,8 @@ from views._shared import (
     filter_caption,
     no_alert_state,
     plain,
-    prefetch,
     query,
     raw_rows_notice,
-    rollup_only,
     source_label,
     stop_if_store_empty,
     unpriced_banner,
@@ -36,14 +33,6 @@ k = query(costviews.kpis_with_change, f)
 if not k.current.requests and not k.current.spend_usd:
     empty_state()
     st.stop()
-
-#: requests in the period up to which the Overview groups its incidents as it opens (about a second here)
-INCIDENTS_AT_ONCE = 2_000_000
-at_once = k.current.requests <= INCIDENTS_AT_ONCE
-incidents_open = not rollup_only() and bool(st.session_state.get("ov_incidents", at_once))
-if incidents_open:      # the slowest sections, computed in worker threads while the KPIs and charts render
-    prefetch(diag.diagnose, f, window="hour")
-    prefetch(alerts.open_alerts, f)
 
 # ---- KPIs, each against the previous period of equal length
 trends = query(costviews.kpi_trends, f)
@@ -127,6 +116,9 @@ else:
     st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
                + source_label())
 
+#: requests in the period up to which the Overview groups its incidents as it opens (about a second here)
+INCIDENTS_AT_ONCE = 2_000_000
+
 # ---- incidents: the alerts (read above) at once; grouped with the diagnosis, which reads the period's raw
 # rows (seconds on a large store), when the section is opened
 st.subheader("Incidents")
@@ -145,14 +137,14 @@ else:
                     + ", ".join(plain(m) for m in models[:SHORT_LIST])
                     + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".")
     # the grouping reads the period's requests: at once up to INCIDENTS_AT_ONCE of them, on request above
+    at_once = k.current.requests <= INCIDENTS_AT_ONCE
     box = st.expander("The worst incidents: these alerts and the diagnosis's findings, grouped", expanded=at_once,
                       key="ov_incidents", bind="query-params", icon=":material/emergency:", on_change="rerun")
     if not box.open:
         st.caption(f"Open to group the alerts with the slow-path diagnosis, which reads the period's "
                    f"{k.current.requests:,} requests (a few seconds at this size).")
     else:
-        found = query(incidents.incidents, f, window="hour", open_alerts=fired,
-                      findings=query(diag.diagnose, f, window="hour"))
+        found = query(incidents.incidents, f, window="hour", open_alerts=fired)
         with box:
             if not found:
                 st.info("The alerts and the diagnosis make no incident in this period.", icon=":material/check:")

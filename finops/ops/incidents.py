@@ -694,15 +694,14 @@ def service_alerts(found: pd.DataFrame) -> pd.DataFrame:
 
 
 def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour",
-              open_alerts: pd.DataFrame | None = None, findings: list[Finding] | None = None) -> list[Incident]:
+              open_alerts: pd.DataFrame | None = None) -> list[Incident]:
     """The incidents of the filtered period, worst first (:func:`ordered`); ``window`` is the diagnosis's.
 
     ``open_alerts``: :func:`finops.ops.alerts.open_alerts` of ``f`` where the caller holds it already (a page
-    that shows them too), else read here; ``findings`` likewise, :func:`finops.latency.diagnose.diagnose` of
-    ``f`` and ``window`` (a page may compute the two at once). The raw rows each incident needs (its outages, its requests hit, the
+    that shows them too), else read here. The raw rows each incident needs (its outages, its requests hit, the
     fleet's requests in its span) are read for all the incidents together: four queries, however many there are."""
     f = f or Filters()
-    findings = diag.diagnose(con, f, window=window) if findings is None else findings
+    findings = diag.diagnose(con, f, window=window)
     found = service_alerts(alerts.open_alerts(con, f) if open_alerts is None else open_alerts)
     units = {r.name: r.unit for r in alerts.rules(con)}
     groups = _groups(findings, found)
