@@ -1,5 +1,4 @@
 """Fixtures only; what test files share otherwise is in helpers.py (import it, never this file)."""
-import contextlib
 import os
 import shutil
 import subprocess
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, free_port, wait_until
+from helpers import ROOT, dashboard, free_port, wait_until
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -47,39 +46,6 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
                "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 
 
-@contextlib.contextmanager
-def dashboard(db: Path, *flags: str):
-    """A dashboard on the store ``db`` on a free port of 127.0.0.1 (extra ``streamlit run`` flags, e.g.
-    ``--secrets.files``); yields ``(base URL, port)`` and stops it."""
-    port = free_port()
-    env = dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", *flags],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError("streamlit exited: " + proc.stdout.read().decode(errors="replace")[-2000:])
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
-        yield url, port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 @pytest.fixture(scope="session")
 def server(demo_db, tmp_path_factory):
     """Start the dashboard on a copy of the demo store; yield its base URL."""
@@ -88,7 +54,7 @@ def server(demo_db, tmp_path_factory):
     shutil.copy(demo_db, db)
     no_secrets = folder / "secrets.toml"           # local mode, even where a developer's secrets.toml has [auth]
     no_secrets.write_text("", encoding="utf-8")
-    with dashboard(db, "--secrets.files", str(no_secrets)) as (url, _):
+    with dashboard(db, "--secrets.files", str(no_secrets), log=folder / "streamlit.log") as (url, _):
         yield url
 
 
@@ -168,5 +134,5 @@ def auth_server(demo_db, oidc_provider, tmp_path_factory):
         'engineer = ["finops-engineer"]\n'
         'admin = ["finops-admin"]\n'
         'tenants_claim = "tenants"\n', encoding="utf-8")
-    with dashboard(db, "--secrets.files", str(toml)) as (url, _):
+    with dashboard(db, "--secrets.files", str(toml), log=folder / "streamlit.log") as (url, _):
         yield url

@@ -7,10 +7,14 @@ twice) and never from another test file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -280,3 +284,43 @@ def build_wide_store(path: str, *, tenants: int = 3000, models: int = 1200, rows
     store.bump_data_version(con)
     con.close()
     return path
+
+
+@contextlib.contextmanager
+def dashboard(db, *flags: str, env: dict | None = None, log: Path | None = None, timeout: float = 60.0):
+    """A dashboard (``streamlit run app.py``) on the store ``db`` on a free port of 127.0.0.1, with extra
+    ``streamlit run`` flags (e.g. ``--secrets.files``) and environment; its output to ``log`` when given.
+    Yields ``(base URL, process)`` and stops it (terminate, then kill) when the block ends."""
+    port = free_port()
+    out = open(log, "wb") if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none", *flags],
+        cwd=ROOT, env=dict(os.environ, FINOPS_DEMO="0", **(env or {}), FINOPS_DB=str(db)),
+        stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            said = log.read_text(errors="replace")[-2000:] if log is not None else ""
+            raise RuntimeError("streamlit exited: " + said)
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_until(healthy, timeout=timeout, interval=0.2, message="streamlit answering /_stcore/health")
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if log is not None:
+            out.close()

@@ -9,14 +9,12 @@ store holds exactly the rows sent, and ``report`` totals equal a recount made he
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import pytest
 
 from finops import access, remote, store
 from finops.ingest import ingest_path, service
-from helpers import ROOT, free_port, wait_until
+from helpers import ROOT, dashboard, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -45,37 +43,8 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-@contextlib.contextmanager
 def _dashboard(db: Path, secrets: Path, log: Path):
-    port = free_port()
-    out = open(log, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", "--secrets.files", str(secrets)],
-        cwd=ROOT, env=dict(ENV, FINOPS_DB=str(db)), stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError("streamlit exited: " + log.read_text(errors="replace")[-2000:])
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(healthy, timeout=90, interval=0.2, message="streamlit answering /_stcore/health")
-        yield url, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        out.close()
+    return dashboard(db, "--secrets.files", str(secrets), log=log, timeout=90)
 
 
 def _cli(*args: str, db: Path) -> subprocess.CompletedProcess:

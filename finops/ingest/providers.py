@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -37,6 +36,7 @@ from finops.ingest.ecosystem import (
     _json,
     _num,
     _pick,
+    _plain_json_lines,
     _python_source,
     _text,
     _utc,
@@ -260,23 +260,7 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
                                    ELSE u.completion_tokens_details.reasoning_tokens END AS BIGINT) AS VARCHAR)
        END AS reasoning_tokens
 FROM timed"""
-BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
-
-
-def _plain_lines(p: Probe) -> bool:
-    """Whether a JSON Lines file is uncompressed and has no blank line (the Python path numbers rows by line,
-    DuckDB's reader by record: the two agree only then). Read at disk speed, no parsing."""
-    if p.container != "text":
-        return False
-    carry = b"\n"                       # a blank first line is a blank line too
-    with open(p.path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 23), b""):
-            text = carry + chunk
-            if BLANK_LINE.search(text):
-                return False
-            cut = text.rfind(b"\n")
-            carry = text[cut:] if cut >= 0 else text
-    return True
+_plain_lines = _plain_json_lines      # one reading of the rule for every JSON Lines fast path (finops.ingest.ecosystem)
 
 
 def openai_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:

@@ -1,19 +1,16 @@
-"""Browser test: an Azure trace excerpt uploaded through the Data page with a column mapping is ingested.
+"""Browser tests of the Data page's upload: an Azure trace excerpt with a column mapping is ingested, and the
+same file loaded from two tabs at once is stored once.
 
-Runs its own server on a copy of the demo store, so that the rows it adds do not change what the other
+Each runs its own server on a copy of the demo store, so that the rows it adds do not change what the other
 browser tests see.
 """
-import os
 import re
 import shutil
-import subprocess
-import sys
-import urllib.request
 
 import pytest
 from browser import exceptions_on, shoot, wait_ready
 
-from helpers import ROOT, free_port, wait_until
+from helpers import ROOT, dashboard
 
 pytestmark = pytest.mark.e2e
 EXCERPT = ROOT / "tests" / "data" / "azure_code_excerpt.csv"
@@ -23,37 +20,11 @@ MODEL = "azure-code-model"
 
 @pytest.fixture(scope="module")
 def upload_server(demo_db, tmp_path_factory):
-    db = tmp_path_factory.mktemp("e2e-upload") / "upload.duckdb"
+    folder = tmp_path_factory.mktemp("e2e-upload")
+    db = folder / "upload.duckdb"
     shutil.copy(demo_db, db)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError("streamlit exited")
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
-    except AssertionError:
-        proc.kill()
-        raise
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with dashboard(db, log=folder / "streamlit.log") as (url, _):
+        yield url
 
 
 def _requests_in_sidebar(pg) -> int:
@@ -113,50 +84,8 @@ def _canonical_file(path, rows: int = 400):
     return path
 
 
-@pytest.fixture()
-def own_server(demo_db, tmp_path):
-    """A server of this test's own on a copy of the demo store, stopped before the test reads the store."""
-    db = tmp_path / "tabs.duckdb"
-    shutil.copy(demo_db, db)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=dict(os.environ, FINOPS_DB=str(db), FINOPS_DEMO="0", FINOPS_INGESTER="0"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError("streamlit exited")
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            return True
-        except OSError:
-            return False
-
-    wait_until(healthy, timeout=60, interval=0.2, message="streamlit answering /_stcore/health")
-
-    def stop():
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    yield url, db, stop
-    stop()
-
-
-def test_the_same_file_uploaded_in_two_tabs_at_once_is_stored_once(own_server, browser, tmp_path):
-    """Two browser tabs (two sessions of one person) upload one file and press load together: one batch, no
-    duplicate row, no exception in either tab; the store then holds exactly the file's rows."""
-    from finops import store
-
-    url, db, stop = own_server
-    path = _canonical_file(tmp_path / "two_tabs.csv")
+def _load_in_two_tabs(browser, url: str, path) -> list[str]:
+    """Both tabs upload ``path`` and press its load button together; each tab's text once both reports show."""
     contexts = [browser.new_context(viewport={"width": 1440, "height": 2400}) for _ in range(2)]
     tabs = [c.new_page() for c in contexts]
     try:
@@ -174,11 +103,23 @@ def test_the_same_file_uploaded_in_two_tabs_at_once_is_stored_once(own_server, b
             tab.get_by_text("Validation report", exact=True).wait_for(timeout=120_000)
             wait_ready(tab)
             assert exceptions_on(tab) == []
-        texts = [tab.locator("[data-testid='stMain']").inner_text() for tab in tabs]
+        return [tab.locator("[data-testid='stMain']").inner_text() for tab in tabs]
     finally:
         for c in contexts:
             c.close()
-    stop()
+
+
+def test_the_same_file_uploaded_in_two_tabs_at_once_is_stored_once(demo_db, browser, tmp_path):
+    """Two browser tabs (two sessions of one person) upload one file and press load together: one batch, no
+    duplicate row, no exception in either tab; the store then holds exactly the file's rows (read once the
+    dashboard, which holds the store, has stopped)."""
+    from finops import store
+
+    db = tmp_path / "tabs.duckdb"
+    shutil.copy(demo_db, db)
+    path = _canonical_file(tmp_path / "two_tabs.csv")
+    with dashboard(db, env={"FINOPS_INGESTER": "0"}, log=tmp_path / "streamlit.log") as (url, _):
+        texts = _load_in_two_tabs(browser, url, path)
     con = store.connect(str(db), read_only=True)
     try:
         n, ids, batches = con.execute(
