@@ -1334,6 +1334,18 @@ def _vllm_fast_sql(series: dict[str, str]) -> tuple[str, list[str]]:
     return body, paths
 
 
+def _record_when_loaded(con, streamed, run) -> Callable[[], None]:
+    """The ``on_done`` of a streamed benchmark reading: its temporary series files removed, and the run's
+    summary recorded (``benchmark_runs``) once its batch is stored (a failed or refused load records none)."""
+    def done() -> None:
+        streamed.cleanup()
+        loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
+                             [run.sha256, run.source_format]).fetchall()[0][0]
+        if loaded:
+            benchruns.record_run(con, run)
+    return done
+
+
 def _read_vllm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     streamed = None if options.tenant_field or not fast else benchruns.read_vllm_streamed(
         con, p.path, p.name, start=options.start)
@@ -1346,12 +1358,7 @@ def _read_vllm(con, p: Probe, options: IngestOptions, fast: bool = True) -> Sour
             streamed.cleanup()
             raise InputError("the run names no model: give it with --model", file=p.name)
 
-        def done() -> None:
-            streamed.cleanup()
-            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
-                                 [run.sha256, run.source_format]).fetchall()[0][0]
-            if loaded:
-                benchruns.record_run(con, run)
+        done = _record_when_loaded(con, streamed, run)
         body, paths = _vllm_fast_sql(streamed.series)
         s = streamed.series
         params = [streamed.t0, s["input_lens"], s["ttfts"], s["start_times"], *paths, run.started_at, run.run_id,
@@ -1419,12 +1426,7 @@ def _read_llmperf(con, p: Probe, options: IngestOptions, fast: bool = True) -> S
             streamed.cleanup()
             raise InputError("the run names no model: give it with --model", file=p.name)
 
-        def done() -> None:
-            streamed.cleanup()
-            loaded = con.execute("SELECT count(*) FROM batches WHERE sha256 = ? AND format = ?",
-                                 [run.sha256, run.source_format]).fetchall()[0][0]
-            if loaded:
-                benchruns.record_run(con, run)
+        done = _record_when_loaded(con, streamed, run)
         params = [run.started_at, str(p.path), streamed.values_path, streamed.times_path, run.run_id, options.tenant,
                   run.model or options.model, run.provider, run.run_id, run.provider]
         return Source(LLMPERF_FAST_SQL, params, has_ids=True, cleanup=done,
