@@ -315,12 +315,17 @@ def dashboard(db, *flags: str, env: dict | None = None, log: Path | None = None,
         wait_until(healthy, timeout=timeout, interval=0.2, message="streamlit answering /_stcore/health")
         yield url, proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=20)
         if log is not None:
             out.close()
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Stop a server a test started: SIGTERM (it shuts down cleanly), then SIGKILL after ``timeout`` s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

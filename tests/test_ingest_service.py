@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ import pytest
 
 from finops import access, store
 from finops.ingest import service
-from helpers import ROOT, free_port, wait_until
+from helpers import ROOT, free_port, stop_process, wait_until
 
 ENV = dict(os.environ, FINOPS_DEMO="0")
 
@@ -57,13 +56,7 @@ def serving(db: str, *flags: str):
     try:
         yield proc, wait_until(ready, timeout=120, interval=0.1, message="serve-ingest's control endpoint")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
 
 
 def requests_seen(client) -> int:

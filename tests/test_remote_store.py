@@ -13,7 +13,6 @@ import decimal
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ import pytest
 
 from finops import remote, store
 from finops.ingest import ingest_path
-from helpers import ROOT, wait_until
+from helpers import ROOT, stop_process, wait_until
 
 ENV = dict(os.environ, FINOPS_DEMO="0")
 
@@ -49,13 +48,7 @@ def holding(db: str, **env):
         wait_until(ready, timeout=120, interval=0.1, message="serve-ingest's sidecar")
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
 
 
 def cli(*args: str, db: str) -> subprocess.CompletedProcess:
