@@ -150,6 +150,32 @@ def test_a_stray_quote_that_a_later_quote_closes_refuses_the_file(con, tmp_path)
                           "with text after its closing quote ('acme\",10,5')")
 
 
+def test_a_stray_quote_closed_by_a_later_quoted_quote_refuses_the_file_naming_the_swallowed_row(con, tmp_path):
+    """Found by Hypothesis: the stray quote of line 2 is closed, validly, by the stray quote of line 5's tenant;
+    every row between is one tenant's text. Python's csv reads it the same way, so only their shape tells."""
+    msg = _refused(con, tmp_path, HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"acme,10,5\n' + _row(2) + _row(3)
+                   + 'r4,2026-11-20T10:00:03Z,gpt-4o,acme",10,5\n')
+    assert msg.startswith("file quotes.csv, field tenant: line 2: the quoted field that opens here holds line 3 "
+                          "whole, with the 6 fields of a row, and closes on line 5")
+
+
+def test_a_prompt_of_several_lines_with_commas_in_a_quoted_field_loads(con, tmp_path):
+    """Lines of a quoted field with fewer delimiters than a row are text, as before."""
+    f = tmp_path / "prompt.csv"
+    f.write_text(HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"a, b\nc, d, e\nf",10,5\n' + _row(2))
+    r = ingest_path(con, f)[0]
+    assert (r.rows_ingested, r.rows_rejected) == (2, 0)
+    assert con.execute("SELECT tenant FROM requests WHERE request_id = 'r1'").fetchone() == ("a, b\nc, d, e\nf",)
+
+
+def test_a_space_before_an_opening_quote_refuses_the_file(con, tmp_path):
+    """DuckDB opens a quoted field after one space at a field's start; Python's csv keeps ` "acme"` as text.
+    Found by Hypothesis, where the two read a different number of rows."""
+    msg = _refused(con, tmp_path, HEADER + _row(1) + 'r2,2026-11-20T10:00:01Z,gpt-4o, "acme",10,5\n' + _row(3))
+    assert msg.startswith("file quotes.csv, field tenant: line 3: the field starts with a space and then a quote")
+    assert msg.endswith("Nothing loaded: remove the space, or put it inside the quotes")
+
+
 def test_text_after_a_closing_quote_refuses_the_file_naming_line_and_field(con, tmp_path):
     """``"ac"me``: DuckDB stored 'acm', the rest of the field dropped."""
     msg = _refused(con, tmp_path, HEADER + _row(1) + 'r2,2026-11-20T10:00:01Z,"gpt"4o,acme,10,5\n')

@@ -161,6 +161,8 @@ class CsvQuotes:
     * a quote never closed: DuckDB reads the rest of the file into that one field, its rows lost;
     * a quoted field over :data:`MAX_QUOTED_FIELD_LINES` lines or :data:`MAX_LINE_BYTES` bytes: most
       likely an unclosed quote that a later stray quote closed, the rows between swallowed;
+    * a quoted field holding a whole line with as many delimiters as the header (a row of the file
+      read as text): the same unclosed quote, closed a few rows later;
     * text after a closing quote (``"ac"me``): DuckDB keeps part of the field and drops the rest.
 
     Only the quotes are visited (``bytes.find``/``count`` between them), so a file without quotes costs
@@ -169,17 +171,24 @@ class CsvQuotes:
 
     def __init__(self, name: str, columns: list[str], delimiter: str = ","):
         self.name, self.columns, self.delim = name, list(columns), delimiter.encode()
-        self.line, self.field, self.at_start = 1, 0, True
+        # the spaces since the current field's start, -1 once it holds anything else: 0 is the start itself,
+        # where a quote opens a quoted field; DuckDB opens one after a single space too
+        self.line, self.field, self.lead = 1, 0, 0
         self.inside = self.pending = False
         self.open_line = self.open_field = self.span_lines = self.span_bytes = 0
+        # inside a quoted field: the delimiters on its current line, and whether that line began at a
+        # line break inside the field (a whole line of it, not the one the quote opened on)
+        self.row_delims = len(self.columns) - 1 if len(self.columns) >= 3 else -1
+        self.line_delims, self.line_whole, self.row_line = 0, False, 0
 
     def _field_name(self) -> str:
         k = self.open_field
         return self.columns[k] if k < len(self.columns) else f"{k + 1} (beyond the header's {len(self.columns)})"
 
-    def _error(self, what: str) -> InputError:
-        return InputError(f"line {self.open_line:,}: {what}. Nothing loaded: close the quote, or double a quote "
-                          'that is part of the text ("")', file=self.name, field=self._field_name())
+    def _error(self, what: str, fix: str = 'close the quote, or double a quote that is part of the text ("")'
+               ) -> InputError:
+        return InputError(f"line {self.open_line:,}: {what}. Nothing loaded: {fix}", file=self.name,
+                          field=self._field_name())
 
     def feed(self, chunk: bytes) -> None:
         i, n, d = 0, len(chunk), self.delim
@@ -198,18 +207,28 @@ class CsvQuotes:
                         self.field = chunk.count(d, last + 1, end)
                     else:
                         self.field += chunk.count(d, i, end)
-                    self.at_start = chunk[end - 1:end] in (d, b"\n")
+                    self.lead = self._lead(chunk, i, end)
                 if q < 0:
                     return
-                if self.at_start:
+                if self.lead == 0:
                     self.inside, self.open_line, self.open_field = True, self.line, self.field
                     self.span_lines = self.span_bytes = 0
-                self.at_start = False
+                    self.line_delims, self.line_whole, self.row_line = 0, False, 0
+                elif self.lead == 1:
+                    self.open_line, self.open_field = self.line, self.field
+                    raise self._error("the field starts with a space and then a quote, which readers take two ways "
+                                      "(DuckDB opens a quoted field there, Python's csv module keeps both as text)",
+                                      "remove the space, or put it inside the quotes")
+                self.lead = -1
                 i = q + 1
             else:
                 c = chunk.find(b'"', i)
                 end = c if c >= 0 else n
                 nl = chunk.count(b"\n", i, end)
+                if nl:
+                    self._lines_inside(chunk, i, end)
+                else:
+                    self.line_delims += chunk.count(d, i, end)
                 self.line += nl
                 self.span_lines += nl
                 self.span_bytes += end - i
@@ -224,6 +243,29 @@ class CsvQuotes:
                     return
                 i = self._after_quote(chunk, c, n)
 
+    def _lead(self, chunk: bytes, i: int, end: int) -> int:
+        """:attr:`lead` after the unquoted text ``chunk[i:end]``."""
+        start = max(chunk.rfind(self.delim, i, end), chunk.rfind(b"\n", i, end), chunk.rfind(b"\r", i, end)) + 1
+        base = 0 if start > 0 else self.lead
+        start = start or i
+        if base < 0 or end - start > 2 or chunk[start:end].strip(b" "):
+            return -1
+        return base + end - start
+
+    def _lines_inside(self, chunk: bytes, i: int, end: int) -> None:
+        """A run of a quoted field's text with line breaks: refuses a whole line of it shaped as a row."""
+        d, start, line = self.delim, i, self.line
+        while True:
+            nl = chunk.find(b"\n", start, end)
+            if nl < 0:
+                self.line_delims, self.line_whole = chunk.count(d, start, end), True
+                return
+            self.line_delims += chunk.count(d, start, nl)
+            if self.line_whole and self.line_delims == self.row_delims and not self.row_line:
+                self.row_line = line    # refused when the field closes (never closed: refused as that)
+            line += 1
+            self.line_delims, self.line_whole, start = 0, True, nl + 1
+
     def _after_quote(self, chunk: bytes, c: int, n: int) -> int:
         """Inside a quoted field, a quote at ``c`` (-1: the last byte of the previous block): returns where to go on."""
         nxt = chunk[c + 1:c + 2]
@@ -231,6 +273,10 @@ class CsvQuotes:
             self.span_bytes += 2
             return c + 2
         if nxt in (self.delim, b"\n", b"\r"):
+            if self.row_line:
+                raise self._error(f"the quoted field that opens here holds line {self.row_line:,} whole, with "
+                                  f"the {len(self.columns)} fields of a row, and closes on line {self.line:,}: a "
+                                  "quote is most likely unclosed, the rows after it read as its text")
             self.inside = False
             return c + 1
         ends = f" on line {self.line:,}" if self.line != self.open_line else ""
