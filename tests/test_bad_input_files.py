@@ -159,6 +159,23 @@ def test_a_stray_quote_closed_by_a_later_quoted_quote_refuses_the_file_naming_th
                           "whole, with the 6 fields of a row, and closes on line 5")
 
 
+def test_a_stray_quote_closed_where_the_next_rows_field_opens_refuses_the_file(con, tmp_path):
+    """Found by Hypothesis: line 2's stray quote closes at the quote opening line 3's tenant, so line 3's first
+    three fields (``r2``, its time, its model) became line 2's tenant text and r2 was lost."""
+    msg = _refused(con, tmp_path, HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"acme,"",10,5\n'
+                   + 'r2,2026-11-20T10:00:01Z,gpt-4o,",,",10,5\n' + _row(3))
+    assert msg.startswith("file quotes.csv, field tenant: line 2: the quoted field that opens here closes on line 3 "
+                          "after the first 3 fields of what reads as a row ('r2' ...)")
+
+
+def test_a_quoted_prompt_whose_last_line_has_commas_loads(con, tmp_path):
+    """A last line with as many commas as the field's position, but not shaped as a row's start, is text."""
+    f = tmp_path / "prompt.csv"
+    f.write_text(HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"first line\n- a, b, c, d",10,5\n' + _row(2))
+    r = ingest_path(con, f)[0]
+    assert (r.rows_ingested, r.rows_rejected) == (2, 0)
+
+
 def test_a_prompt_of_several_lines_with_commas_in_a_quoted_field_loads(con, tmp_path):
     """Lines of a quoted field with fewer delimiters than a row are text, as before."""
     f = tmp_path / "prompt.csv"

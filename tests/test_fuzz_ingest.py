@@ -175,7 +175,10 @@ def test_fuzzed_quotes_load_exactly_or_are_refused_naming_line_and_field(tmp_pat
             assert str(exc).startswith("file rows.csv, field ") and ": line " in str(exc), exc
             assert store.row_count(con) == 0 and store.batches(con).empty
             return
+        # a blank line (one a stray quote left outside a quoted field) is no record to either reader: Python's
+        # csv module yields it as [], DuckDB skips it
         records = list(csv.reader(io.StringIO(text, newline="")))[1:]
+        records = [rec for rec in records if rec]
         # DuckDB read the records Python's csv module reads (a shifted row is rejected with its reason)...
         assert r.rows_read == len(records), (r.rows_read, records)
         assert all(x["reason"] for x in r.rejects)

@@ -20,6 +20,7 @@ import csv
 import io
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -150,6 +151,11 @@ def _line_error(name: str, line: int, limit: int) -> InputError:
 MAX_QUOTED_FIELD_LINES = 200
 
 
+def _shape(field: bytes) -> bytes:
+    """A field's shape, to compare two rows' first fields: each run of letters and digits one ``x``."""
+    return re.sub(rb"[0-9A-Za-z]+", b"x", field)
+
+
 class CsvQuotes:
     """Follows a CSV's quotes block by block as DuckDB's reader reads them, to refuse what it would misread.
 
@@ -163,7 +169,12 @@ class CsvQuotes:
       likely an unclosed quote that a later stray quote closed, the rows between swallowed;
     * a quoted field holding a whole line with as many delimiters as the header (a row of the file
       read as text): the same unclosed quote, closed a few rows later;
-    * text after a closing quote (``"ac"me``): DuckDB keeps part of the field and drops the rest.
+    * a quoted field holding a whole line with as many delimiters as the header (a row of the file read
+      as text), or closing on a later line after as many fields as it opened after, that line's first
+      field shaped as its own row's (``q1`` under ``q0``): an unclosed quote, closed by a later one;
+    * text after a closing quote (``"ac"me``): DuckDB keeps part of the field and drops the rest;
+    * a field that starts with one space and then a quote: DuckDB opens a quoted field there, Python's
+      ``csv`` keeps both as text, so the rows read depend on the reader.
 
     Only the quotes are visited (``bytes.find``/``count`` between them), so a file without quotes costs
     one ``find`` per block.
@@ -180,6 +191,8 @@ class CsvQuotes:
         # line break inside the field (a whole line of it, not the one the quote opened on)
         self.row_delims = len(self.columns) - 1 if len(self.columns) >= 3 else -1
         self.line_delims, self.line_whole, self.row_line = 0, False, 0
+        # the first field of the row the quoted field opened on, and of the field's current line
+        self.row_head, self.line_head = b"", b""
 
     def _field_name(self) -> str:
         k = self.open_field
@@ -214,6 +227,8 @@ class CsvQuotes:
                     self.inside, self.open_line, self.open_field = True, self.line, self.field
                     self.span_lines = self.span_bytes = 0
                     self.line_delims, self.line_whole, self.row_line = 0, False, 0
+                    row_start = chunk.rfind(b"\n", 0, q)
+                    self.row_head = self._head(chunk, row_start + 1, q) if row_start >= 0 else b""
                 elif self.lead == 1:
                     self.open_line, self.open_field = self.line, self.field
                     raise self._error("the field starts with a space and then a quote, which readers take two ways "
@@ -252,6 +267,11 @@ class CsvQuotes:
             return -1
         return base + end - start
 
+    def _head(self, chunk: bytes, start: int, end: int) -> bytes:
+        """The first field of the text ``chunk[start:end]`` (at most 64 bytes of it)."""
+        d = chunk.find(self.delim, start, end)
+        return chunk[start:d if d >= 0 else end][:64]
+
     def _lines_inside(self, chunk: bytes, i: int, end: int) -> None:
         """A run of a quoted field's text with line breaks: refuses a whole line of it shaped as a row."""
         d, start, line = self.delim, i, self.line
@@ -259,6 +279,7 @@ class CsvQuotes:
             nl = chunk.find(b"\n", start, end)
             if nl < 0:
                 self.line_delims, self.line_whole = chunk.count(d, start, end), True
+                self.line_head = self._head(chunk, start, end)
                 return
             self.line_delims += chunk.count(d, start, nl)
             if self.line_whole and self.line_delims == self.row_delims and not self.row_line:
@@ -277,6 +298,13 @@ class CsvQuotes:
                 raise self._error(f"the quoted field that opens here holds line {self.row_line:,} whole, with "
                                   f"the {len(self.columns)} fields of a row, and closes on line {self.line:,}: a "
                                   "quote is most likely unclosed, the rows after it read as its text")
+            if (self.span_lines and self.line_whole and self.open_field and self.line_delims == self.open_field
+                    and self.row_head and _shape(self.line_head) == _shape(self.row_head)):
+                head = self.line_head.decode("utf-8", errors="replace")
+                raise self._error(f"the quoted field that opens here closes on line {self.line:,} after the first "
+                                  f"{self.open_field:,} field{'s' if self.open_field != 1 else ''} of what reads as "
+                                  f"a row ({head!r} ...), where its own field starts: a quote is most likely unclosed, "
+                                  "the rows after it read as its text")
             self.inside = False
             return c + 1
         ends = f" on line {self.line:,}" if self.line != self.open_line else ""
@@ -286,6 +314,8 @@ class CsvQuotes:
 
     def finish(self) -> None:
         """At the end of the file: a quoted field still open was never closed (a last quote closes it)."""
+        if self.inside and self.pending:
+            self._after_quote(b"\n", -1, 1)        # the file's last byte closes the field
         if self.inside and not self.pending:
             raise self._error(f"the quote that opens this field is never closed: it runs to the end of the file (line "
                               f"{self.line:,}), "
