@@ -74,7 +74,7 @@ if k.idle_share is not None and k.idle_share >= 0.05:
 lat = query(slo.model_latency, f)
 if len(lat.table):
     st.subheader("Latency per model")
-    shown = slo.overview_table(lat, query(alerts.open_alerts, f))
+    shown = slo.overview_table(lat, query(alerts.open_alerts, f, leave_out=incidents.COST_RULES))
     sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
     bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
@@ -125,7 +125,8 @@ st.subheader("Incidents")
 if raw_rows_notice("Incidents on latency, errors and queues"):
     pass
 else:
-    fired = query(alerts.open_alerts, f)
+    # the service alerts only: the money rules (spend, budgets, GPU under-use) never make an incident
+    fired = query(alerts.open_alerts, f, leave_out=incidents.COST_RULES)
     service = incidents.service_alerts(fired)
     if service.empty:
         no_alert_state(f)
