@@ -145,15 +145,16 @@ else:
         st.caption(f"Open to group the alerts with the slow-path diagnosis, which reads the period's "
                    f"{k.current.requests:,} requests (a few seconds at this size).")
     else:
-        found = query(incidents.incidents, f, window="hour", open_alerts=fired)
+        # the Incidents page's incidents, counted and titled without their evidence and request lists
+        found = query(incidents.summary, f, window="hour", open_alerts=fired)
         with box:
-            if not found:
+            if found.empty:
                 st.info("The alerts and the diagnosis make no incident in this period.", icon=":material/check:")
             else:
-                counts = {s: sum(1 for i in found if i.severity == s) for s in incidents.SEVERITIES}
-                st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts[s])
+                counts = found["severity"].value_counts()
+                st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
                             + " in this period, worst first:")
-                for inc in found[:SHORT_LIST]:
+                for inc in found.head(SHORT_LIST).itertuples(index=False):
                     with st.container(border=True):
                         c1, c2 = st.columns([5, 1], vertical_alignment="center")
                         c1.markdown(f":{SEVERITY_COLOUR[inc.severity]}-badge[{inc.severity}] **{plain(inc.title)}**  \n"
