@@ -29,13 +29,14 @@ st.caption(filter_caption(f))
 stop_if_store_empty("the overview")
 unpriced_banner()
 
-k = query(costviews.kpis_with_change, f)
+# the fleet-wide P99 is not read: the Overview shows latency per model (below)
+k = query(costviews.kpis_with_change, f, p99=False)
 if not k.current.requests and not k.current.spend_usd:
     empty_state()
     st.stop()
 
 # ---- KPIs, each against the previous period of equal length
-trends = query(costviews.kpi_trends, f)
+trends = query(costviews.kpi_trends, f, p99=False)
 prev = (f"vs {period_label(k.previous_period)}" if k.previous is not None
         else "no data in the previous period to compare with")
 DELTA_COLOR = {"worse": "inverse", "better": "normal", "neutral": "off"}
