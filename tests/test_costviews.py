@@ -249,3 +249,18 @@ def test_p99_kpi_and_its_trend_leave_cache_hits_out(con):
     assert costviews.kpis_with_change(con, a).current.p99_total_ms == pytest.approx(
         float(pd.Series([100.0, 300.0, 500.0]).quantile(0.99)), rel=1e-12)
     assert "p99_total_ms" not in costviews.kpi_trends(con, a)
+
+
+def test_without_p99_every_other_kpi_and_trend_is_the_same(con):
+    # the Overview's call (it shows P99 per model instead): only the fleet-wide P99 is left out
+    full, lean = costviews.kpis_with_change(con, MARCH_2), costviews.kpis_with_change(con, MARCH_2, p99=False)
+    assert full.current.p99_total_ms is not None and lean.current.p99_total_ms is None
+    assert lean.previous.p99_total_ms is None and full.previous.p99_total_ms == pytest.approx(1000.0, rel=0.01)
+    assert lean.current.spend_usd == pytest.approx(3 * 4.0 + 2.851 + 0.5)
+    shown = [(i.spec.field, i.value, i.previous, i.change, i.change_text, i.text)
+             for i in full.items if i.spec.field != "p99_total_ms"]
+    assert [(i.spec.field, i.value, i.previous, i.change, i.change_text, i.text)
+            for i in lean.items if i.spec.field != "p99_total_ms"] == shown and len(shown) == len(full.items) - 1
+    assert (lean.idle_usd, lean.previous_coverage) == (full.idle_usd, full.previous_coverage)
+    trend = costviews.kpi_trends(con, MARCH_2)
+    pd.testing.assert_frame_equal(costviews.kpi_trends(con, MARCH_2, p99=False), trend.drop(columns="p99_total_ms"))

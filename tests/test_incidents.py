@@ -315,3 +315,46 @@ def test_a_window_with_no_tenant_hit_in_some_hours_reads_as_none_hit_there(fortn
     # 15-minute windows on the fortnight make incidents with hours in which no request was hit (a NULL list)
     found = incidents.incidents(fortnight, Filters(), window="15min")
     assert found and all(isinstance(i.tenants, list) and all(isinstance(t, str) for t in i.tenants) for i in found)
+
+
+# ---------------------------------------------------------------- the Overview's short list (incidents.summary)
+
+LAST_7_DAYS = Filters(datetime(2026, 11, 17), datetime(2026, 11, 24))     # the sidebar preset on the shared store
+
+
+def _fields(found):
+    return [{c: getattr(i, c) for c in incidents.SUMMARY_COLUMNS} for i in found]
+
+
+@pytest.mark.parametrize("f", [LAST_7_DAYS, Filters(), Filters(DAY, DAY + timedelta(days=1)),
+                               Filters(tenants=("acme-support",)), Filters(sla_tiers=("premium",))],
+                         ids=["last-7-days", "all", "11-23", "tenant", "tier"])
+def test_the_overviews_summary_is_the_incidents_pages_list(con, f):
+    fired = alerts.open_alerts(con, f, leave_out=incidents.COST_RULES)      # what the Overview reads
+    full = incidents.incidents(con, f, open_alerts=fired)
+    assert len(full) >= 3
+    assert incidents.summary(con, f, open_alerts=fired).to_dict("records") == _fields(full)
+    # and the Incidents page, which reads every alert itself
+    assert _fields(incidents.incidents(con, f)) == _fields(full)
+
+
+def test_the_summary_lists_the_requests_of_an_sla_incident_for_its_title(fortnight):
+    # the 11-27 premium breach's title names the tiers of its listed requests: the summary lists them for it
+    f = Filters(datetime(2026, 11, 22), datetime(2026, 11, 29))
+    full = incidents.incidents(fortnight, f)
+    sla = [i for i in full if i.cause == "sla"]
+    assert [i.title for i in sla] == \
+        ["Premium and standard SLA on time to first token broken on llama-3.1-70b from 14:00 to 21:00"]
+    got = incidents.summary(fortnight, f)
+    assert got.to_dict("records") == _fields(full)
+    assert got["severity"].tolist()[:1] == ["critical"] and len(got) == len(full) == 14
+
+
+def test_open_alerts_leave_out_drops_those_rules_and_changes_no_other_row(con):
+    now = datetime(2026, 12, 1)
+    every = alerts.open_alerts(con, LAST_7_DAYS, now=now)
+    assert set(every["rule"]) & set(incidents.COST_RULES)       # the period has money alerts to leave out
+    some = alerts.open_alerts(con, LAST_7_DAYS, now=now, leave_out=incidents.COST_RULES)
+    expected = every[~every["rule"].isin(incidents.COST_RULES)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(some, expected)
+    assert len(some) == len(every) - every["rule"].isin(incidents.COST_RULES).sum() > 0

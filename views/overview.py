@@ -29,13 +29,14 @@ st.caption(filter_caption(f))
 stop_if_store_empty("the overview")
 unpriced_banner()
 
-k = query(costviews.kpis_with_change, f)
+# the fleet-wide P99 is not read: the Overview shows latency per model (below)
+k = query(costviews.kpis_with_change, f, p99=False)
 if not k.current.requests and not k.current.spend_usd:
     empty_state()
     st.stop()
 
 # ---- KPIs, each against the previous period of equal length
-trends = query(costviews.kpi_trends, f)
+trends = query(costviews.kpi_trends, f, p99=False)
 prev = (f"vs {period_label(k.previous_period)}" if k.previous is not None
         else "no data in the previous period to compare with")
 DELTA_COLOR = {"worse": "inverse", "better": "normal", "neutral": "off"}
@@ -74,7 +75,7 @@ if k.idle_share is not None and k.idle_share >= 0.05:
 lat = query(slo.model_latency, f)
 if len(lat.table):
     st.subheader("Latency per model")
-    shown = slo.overview_table(lat, query(alerts.open_alerts, f))
+    shown = slo.overview_table(lat, query(alerts.open_alerts, f, leave_out=incidents.COST_RULES))
     sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
     bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
@@ -125,7 +126,8 @@ st.subheader("Incidents")
 if raw_rows_notice("Incidents on latency, errors and queues"):
     pass
 else:
-    fired = query(alerts.open_alerts, f)
+    # the service alerts only: the money rules (spend, budgets, GPU under-use) never make an incident
+    fired = query(alerts.open_alerts, f, leave_out=incidents.COST_RULES)
     service = incidents.service_alerts(fired)
     if service.empty:
         no_alert_state(f)
@@ -144,15 +146,16 @@ else:
         st.caption(f"Open to group the alerts with the slow-path diagnosis, which reads the period's "
                    f"{k.current.requests:,} requests (a few seconds at this size).")
     else:
-        found = query(incidents.incidents, f, window="hour", open_alerts=fired)
+        # the Incidents page's incidents, counted and titled without their evidence and request lists
+        found = query(incidents.summary, f, window="hour", open_alerts=fired)
         with box:
-            if not found:
+            if found.empty:
                 st.info("The alerts and the diagnosis make no incident in this period.", icon=":material/check:")
             else:
-                counts = {s: sum(1 for i in found if i.severity == s) for s in incidents.SEVERITIES}
-                st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts[s])
+                counts = found["severity"].value_counts()
+                st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
                             + " in this period, worst first:")
-                for inc in found[:SHORT_LIST]:
+                for inc in found.head(SHORT_LIST).itertuples(index=False):
                     with st.container(border=True):
                         c1, c2 = st.columns([5, 1], vertical_alignment="center")
                         c1.markdown(f":{SEVERITY_COLOUR[inc.severity]}-badge[{inc.severity}] **{plain(inc.title)}**  \n"

@@ -800,10 +800,11 @@ RULES: tuple[Rule, ...] = (
 def _flags(m: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per rule, whether it flags each window of ``m``; judged at ``rows`` only (False elsewhere)."""
     at = np.flatnonzero(rows)
+    judged = list(m.iloc[at].itertuples(index=False))       # read once for every rule
     out = {}
     for rule in RULES:
         flagged = np.zeros(len(m), dtype=bool)
-        flagged[at] = [bool(rule.flag(r)) for r in m.iloc[at].itertuples(index=False)]
+        flagged[at] = [bool(rule.flag(r)) for r in judged]
         out[rule.name] = flagged
     return out
 

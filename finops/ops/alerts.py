@@ -632,19 +632,21 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
 
 
 def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None,
-                now: datetime | None = None) -> pd.DataFrame:
+                now: datetime | None = None, leave_out: tuple[str, ...] = ()) -> pd.DataFrame:
     """Alerts of every enabled rule in the filtered period, most severe and most recent first.
 
     Columns: rule, model, tenant, window_start, window_end, value, threshold, severity, message, alert_id
     (:func:`alert_id`) and the state at ``now`` (default: the current time; see :func:`annotate`).
     ``tenant`` is ``(all tenants)`` for per-model rules (queue) and ``(fleet)`` for GPU rules; ``model`` is
     ``(all models)`` for the spend rules. Filters scoped to a login's tenants leave out :data:`FLEET_RULES`.
+    ``leave_out``: rules a caller does not show, not evaluated (the others' rows are the same as without it:
+    each rule is judged on its own); the Overview leaves out the money rules its incidents never read.
     """
     f = filters or Filters()
     sla = sla_targets(con)
     found: list[dict] = []
     for rule in rules(con):
-        if not rule.enabled or (f.scoped and rule.name in FLEET_RULES):
+        if not rule.enabled or (f.scoped and rule.name in FLEET_RULES) or rule.name in leave_out:
             continue
         fired = EVALUATORS[rule.name](con, f, rule, sla)
         if len(fired):

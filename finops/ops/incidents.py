@@ -37,7 +37,7 @@ is kept (:meth:`finops.filters.Filters.fleet`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import duckdb
@@ -315,10 +315,11 @@ def affected_requests(con: duckdb.DuckDBPyConnection, f: Filters, model: str, st
 
 
 def affected_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tuple], limit: int | None = REQUEST_LIST_MAX,
-                      sla: tuple[str, dict] | None = None) -> list[pd.DataFrame]:
+                      sla: tuple[str, dict] | None = None, listed: bool = True) -> list[pd.DataFrame]:
     """:func:`affected_requests` of each ``(model, start, end, findings)`` of ``spans``: two queries in all, the
-    counts per span and hour, and the first ``limit`` requests of each span. A model's spans never overlap
-    (:func:`_groups` merges them), so a request is counted in at most one."""
+    counts per span and hour, and the first ``limit`` requests of each span (``listed=False``: the counts only,
+    one query, and no request listed). A model's spans never overlap (:func:`_groups` merges them), so a
+    request is counted in at most one."""
     if not spans:
         return []
     metric, sla = sla or sla_basis(con, f)
@@ -335,19 +336,21 @@ SELECT i, {sql.time_bucket('hour')} AS h, count(*) AS n,
        count(*) FILTER (WHERE failed) AS failed, count(*) FILTER (WHERE over_sla AND NOT failed) AS over,
        list(DISTINCT tenant) FILTER (WHERE (failed OR over_sla OR slow_decode) AND tenant IS NOT NULL) AS tenants
 FROM r GROUP BY 1, 2 ORDER BY 1, 2""", bind).df()
+    by_hour = dict(tuple(hourly.groupby("i", sort=False)))
+    if not listed:
+        return [_affected_frame(None, by_hour.get(k, hourly.iloc[0:0]), metric) for k in range(len(spans))]
     listed = con.execute(head_sql + """
 SELECT * FROM r WHERE failed OR over_sla OR slow_decode
 QUALIFY row_number() OVER (PARTITION BY i ORDER BY failed DESC, total_ms DESC NULLS LAST, request_id) <= ?
 ORDER BY i, failed DESC, total_ms DESC NULLS LAST, request_id""", bind + [int(limit) if limit else 2**62]).df()
-    by_hour = dict(tuple(hourly.groupby("i", sort=False)))
     by_span = dict(tuple(listed.groupby("i", sort=False)))
     return [_affected_frame(by_span.get(k, listed.iloc[0:0]), by_hour.get(k, hourly.iloc[0:0]), metric)
             for k in range(len(spans))]
 
 
-def _affected_frame(rows: pd.DataFrame, hourly: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """One span's listed requests with ``why``, and its counts in ``attrs``."""
-    rows = rows.drop(columns="i").reset_index(drop=True)
+def _affected_frame(rows: pd.DataFrame | None, hourly: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One span's listed requests with ``why`` (None: none listed), and its counts in ``attrs``."""
+    rows = rows.drop(columns="i").reset_index(drop=True) if rows is not None else pd.DataFrame()
     for c in rows.columns:      # a text column with no value in this span: None, as the span's own query gives
         if pd.api.types.is_string_dtype(rows[c]) and rows[c].dtype != object and len(rows) and rows[c].isna().all():
             rows[c] = pd.Series([None] * len(rows), dtype=object)
@@ -623,23 +626,45 @@ def _alert_summary(al: pd.DataFrame) -> str | None:
     return "Alerts: " + "; ".join(parts) + "."
 
 
-def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str], outages: list[Outage],
-           hit: pd.DataFrame, fleet_n: int) -> Incident:
-    """One incident of the group ``g``, from its outages, its requests hit and the fleet's requests in its span
-    (read for every group at once by :func:`incidents`)."""
+@dataclass(frozen=True)
+class _Judged:
+    """What a group's incident is, before its evidence: its context, cause, severity and SLA minutes."""
+    ctx: Context
+    cause: Cause
+    severity: str
+    sla_minutes: int
+
+
+def _judge(con, f: Filters, g: dict, found: pd.DataFrame, outages: list[Outage], hit: pd.DataFrame) -> _Judged:
+    """The cause (the first of :data:`CAUSES` the data shows) and severity of the group ``g``'s incident. Both
+    read ``hit``'s counts (``attrs``) only; the title of the ``sla`` cause also reads its listed requests."""
     model, start, end = g["model"], g["start"].to_pydatetime(), g["end"].to_pydatetime()
     fds = g["findings"]
     al = found.iloc[g["alerts"]].reset_index(drop=True) if g["alerts"] else found.iloc[0:0]
     replicas = _replica_count(con, f, model, start, end) if outages else 0
-    a = hit.attrs
     ctx = Context(model, start, end, fds, al, outages, replicas, hit)
     cause = next(c for c in CAUSES if c.applies(ctx))
     sla_minutes = _union_minutes([(pd.Timestamp(r.window_start), pd.Timestamp(r.window_end))
                                   for r in al.itertuples(index=False) if r.rule in SLA_RULES])
-    impact = a["peak_impact"]
-    sev = severity(impact, sla_minutes)
+    sev = severity(hit.attrs["peak_impact"], sla_minutes)
     if sev == "warning" and not outages and _only_slower_decode(fds, al):
         sev = "info"
+    return _Judged(ctx, cause, sev, sla_minutes)
+
+
+#: the causes whose title reads the requests listed, not only their counts
+TITLE_READS_REQUESTS = ("sla",)
+
+
+def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str], outages: list[Outage],
+           hit: pd.DataFrame, fleet_n: int) -> Incident:
+    """One incident of the group ``g``, from its outages, its requests hit and the fleet's requests in its span
+    (read for every group at once by :func:`incidents`)."""
+    j = _judge(con, f, g, found, outages, hit)
+    ctx, cause, sev, sla_minutes = j.ctx, j.cause, j.severity, j.sla_minutes
+    model, start, end, fds, al = ctx.model, ctx.start, ctx.end, ctx.findings, ctx.alerts
+    a = hit.attrs
+    impact = a["peak_impact"]
     fleet_share = a["requests"] / fleet_n if fleet_n else None
     evidence = []
     if outages:
@@ -701,20 +726,28 @@ def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: 
     that shows them too), else read here. The raw rows each incident needs (its outages, its requests hit, the
     fleet's requests in its span) are read for all the incidents together: four queries, however many there are."""
     f = f or Filters()
-    findings = diag.diagnose(con, f, window=window)
-    found = service_alerts(alerts.open_alerts(con, f) if open_alerts is None else open_alerts)
-    units = {r.name: r.unit for r in alerts.rules(con)}
-    groups = _groups(findings, found)
+    found, groups, spans, outages = _grouped(con, f, window, open_alerts)
     if not groups:
         return []
-    spans = [(g["model"], g["start"].to_pydatetime(), g["end"].to_pydatetime()) for g in groups]
-    outages = outages_of_spans(con, f, spans)
-    hits = affected_of_spans(con, f, [(*sp, g["findings"]) for sp, g in zip(spans, groups, strict=True)],
-                             sla=sla_basis(con, f))
+    units = {r.name: r.unit for r in alerts.rules(con)}
+    hits = affected_of_spans(con, f, _hit_spans(spans, groups), sla=sla_basis(con, f))
     # a scoped login's incident does not say what share of the fleet (every tenant's requests) it carried
     fleet = [0] * len(spans) if f.scoped else fleet_requests_of_spans(con, f, [(a, b) for _, a, b in spans])
     return ordered([_build(con, f, g, found, units, o, h, n)
                     for g, o, h, n in zip(groups, outages, hits, fleet, strict=True)])
+
+
+def _grouped(con, f: Filters, window: str, open_alerts: pd.DataFrame | None):
+    """The service alerts, the groups of findings and alerts (:func:`_groups`), their spans and outages."""
+    findings = diag.diagnose(con, f, window=window)
+    found = service_alerts(alerts.open_alerts(con, f) if open_alerts is None else open_alerts)
+    groups = _groups(findings, found)
+    spans = [(g["model"], g["start"].to_pydatetime(), g["end"].to_pydatetime()) for g in groups]
+    return found, groups, spans, outages_of_spans(con, f, spans) if groups else []
+
+
+def _hit_spans(spans: list[tuple], groups: list[dict]) -> list[tuple]:
+    return [(*sp, g["findings"]) for sp, g in zip(spans, groups, strict=True)]
 
 
 def find(con: duckdb.DuckDBPyConnection, f: Filters, key: str, window: str = "hour") -> Incident | None:
@@ -722,14 +755,37 @@ def find(con: duckdb.DuckDBPyConnection, f: Filters, key: str, window: str = "ho
     return next((i for i in incidents(con, f, window) if i.key == key), None)
 
 
-def summary(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> pd.DataFrame:
-    """One row per incident, worst first: key, severity, title, model, start, end, minutes, affected, requests,
-    sla_minutes (for the Overview's short list)."""
-    rows = [{"key": i.key, "severity": i.severity, "title": i.title, "model": i.model, "start": i.start,
-             "end": i.end, "minutes": i.minutes, "affected": i.affected, "requests": i.requests,
-             "sla_minutes": i.sla_minutes} for i in incidents(con, f, window)]
-    return pd.DataFrame(rows, columns=["key", "severity", "title", "model", "start", "end", "minutes", "affected",
-                                       "requests", "sla_minutes"])
+SUMMARY_COLUMNS = ("key", "severity", "title", "cause", "model", "start", "end", "minutes", "affected", "requests",
+                   "sla_minutes")
+
+
+def summary(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour",
+            open_alerts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per incident of :func:`incidents` (the same ones, in the same order, with the same fields):
+    :data:`SUMMARY_COLUMNS`, for the Overview's short list. Cheaper: no evidence, timeline or fleet share, and
+    the requests hit are counted, not listed (listed only for the incidents whose title names them,
+    :data:`TITLE_READS_REQUESTS`). ``open_alerts`` as for :func:`incidents`."""
+    f = f or Filters()
+    found, groups, spans, outages = _grouped(con, f, window, open_alerts)
+    if not groups:
+        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    basis = sla_basis(con, f)
+    hits = affected_of_spans(con, f, _hit_spans(spans, groups), sla=basis, listed=False)
+    judged = [_judge(con, f, g, found, o, h) for g, o, h in zip(groups, outages, hits, strict=True)]
+    listed = [k for k, j in enumerate(judged) if j.cause.name in TITLE_READS_REQUESTS]
+    if listed:                  # those incidents' requests listed, as :func:`incidents` reads them
+        again = affected_of_spans(con, f, _hit_spans([spans[k] for k in listed], [groups[k] for k in listed]),
+                                  sla=basis)
+        for k, hit in zip(listed, again, strict=True):
+            judged[k] = replace(judged[k], ctx=replace(judged[k].ctx, hit=hit))
+    rows = [Incident(key=key_of(j.ctx.model, j.ctx.start, j.ctx.end), model=j.ctx.model, start=j.ctx.start,
+                     end=j.ctx.end, severity=j.severity, title=j.cause.title(j.ctx), cause=j.cause.name, evidence=[],
+                     action="", timeline=pd.DataFrame(), requests=j.ctx.hit.attrs["requests"],
+                     affected=j.ctx.hit.attrs["affected"], failed=j.ctx.hit.attrs["failed"],
+                     over_sla=j.ctx.hit.attrs["over_sla"], impact=j.ctx.hit.attrs["peak_impact"],
+                     sla_minutes=j.sla_minutes, fleet_share=None, tenants=[]) for j in judged]
+    return pd.DataFrame([{c: getattr(i, c) for c in SUMMARY_COLUMNS} for i in ordered(rows)],
+                        columns=list(SUMMARY_COLUMNS))
 
 
 REQUEST_TABLE = (("request_id", "request_id"), ("ts", "ts"), ("tenant", "tenant"), ("sla_tier", "sla_tier"),

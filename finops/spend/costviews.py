@@ -147,16 +147,17 @@ def _change(spec: KpiSpec, cur, prev) -> tuple[float | None, str | None]:
     return d, f"{100 * d:+.1f} %"
 
 
-def kpis_with_change(con: duckdb.DuckDBPyConnection, f: Filters) -> PeriodKpis:
+def kpis_with_change(con: duckdb.DuckDBPyConnection, f: Filters, p99: bool = True) -> PeriodKpis:
     """The headline KPIs for ``f`` and for the previous period of equal length (``Filters.shifted_back``).
 
     A KPI's change is relative (``(now - before) / before``) except for rates, whose change is in
-    percentage points; it is None when the previous period has no data for it.
+    percentage points; it is None when the previous period has no data for it. ``p99=False``: the fleet-wide
+    P99 is not read (None), for a page that shows latency per model (:func:`finops.spend.report.kpis`).
     """
     period = period_of(con, f)
-    cur = spend.kpis(con, period)
+    cur = spend.kpis(con, period, p99=p99)
     prev_period = period.shifted_back() if period.since is not None else None
-    prev = spend.kpis(con, prev_period) if prev_period is not None else None
+    prev = spend.kpis(con, prev_period, p99=p99) if prev_period is not None else None
     if prev is not None and prev.requests == 0:
         # no traffic before: nothing to compare with (a self-hosted fleet would still show its idle cost)
         prev = None
@@ -185,13 +186,13 @@ def _coverage(con: duckdb.DuckDBPyConnection, p: Filters | None) -> float | None
     return max(0.0, min(1.0, overlap / ((p.until - p.since) / timedelta(seconds=1))))
 
 
-def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters, p99: bool = True) -> pd.DataFrame:
     """Per time bucket (the chart grain): the KPIs the rollups can give, for sparklines.
 
     Columns: period, spend_usd, requests, tokens, cost_per_1m_tokens, cache_saved_usd, escalation_rate,
     error_rate, and p99_total_ms where the hourly latency sketch can answer for these filters (whole
     hours, no tenant or tier filter, hour/day/week grain); otherwise P99 has no trend here, since it would
-    need the raw rows.
+    need the raw rows. ``p99=False`` never reads it.
     """
     g = grain(con, f)
     period = period_of(con, f)
@@ -203,9 +204,9 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
         "escalation_rate": [spend.escalation_rate(e, c) for e, c in zip(rep["escalations"], rep["cascade_requests"],
                                                                           strict=True)],
         "error_rate": rep["error_rate"]})
-    if g in latency.SKETCH_KEYS and latency.sketch_usable(con, period, [g]):
-        p99 = latency.over_time(con, period, "total_ms", grain=g, by=None, quantiles=(0.99,))
-        out = out.merge(p99[["ts", "p99"]].rename(columns={"ts": "period", "p99": "p99_total_ms"}),
+    if p99 and g in latency.SKETCH_KEYS and latency.sketch_usable(con, period, [g]):
+        pct = latency.over_time(con, period, "total_ms", grain=g, by=None, quantiles=(0.99,))
+        out = out.merge(pct[["ts", "p99"]].rename(columns={"ts": "period", "p99": "p99_total_ms"}),
                         on="period", how="left")
     return out
 

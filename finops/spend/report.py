@@ -336,13 +336,15 @@ def escalation_rate(escalations: float, cascade_rows: float) -> float | None:
     return escalations / base if base > 0 else None
 
 
-def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> Kpis:
+def kpis(con: duckdb.DuckDBPyConnection, f: Filters, p99: bool = True) -> Kpis:
+    """The headline figures of ``f``; ``p99=False`` leaves the fleet-wide P99 out (None, not read), for a page
+    that shows latency per model instead."""
     tot = report(con, f, by=())
     row = tot.iloc[0] if len(tot) else None
     # the Latency page's figure: requests a model served (cache hits never reached one), read from the
     # hourly latency sketch where it applies (within 1%), else exact
-    pct = latency.percentiles(con, f, by=(), fields=("total_ms",), quantiles=(0.99,))
-    p99 = pct["total_ms_p99"].iloc[0] if len(pct) else None
+    pct = latency.percentiles(con, f, by=(), fields=("total_ms",), quantiles=(0.99,)) if p99 else pd.DataFrame()
+    p99_ms = pct["total_ms_p99"].iloc[0] if len(pct) else None
 
     def num(name, default=0.0):
         v = None if row is None else row[name]
@@ -353,4 +355,4 @@ def kpis(con: duckdb.DuckDBPyConnection, f: Filters) -> Kpis:
         tokens=int(num("input_tokens") + num("output_tokens")),
         cost_per_1m_tokens=num("cost_per_1m_tokens", None), cache_saved_usd=num("cache_saved_usd"),
         escalation_rate=escalation_rate(num("escalations"), num("cascade_requests")),
-        p99_total_ms=None if p99 is None or pd.isna(p99) else float(p99), error_rate=num("error_rate", None))
+        p99_total_ms=None if p99_ms is None or pd.isna(p99_ms) else float(p99_ms), error_rate=num("error_rate", None))
