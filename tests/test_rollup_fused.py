@@ -13,13 +13,15 @@ N = 30_000
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """30,000 generated requests over 2 days, with recorded costs on some, costs the source could not
-    price on others (attrs.source_cost_usd), and no prefill/decode timing on a third."""
+    price on others (attrs.source_cost_usd), no prefill/decode timing on a third and no prompt_chars on a
+    quarter (length_latency_daily's fused scan leaves them out of that length only)."""
     path = tmp_path_factory.mktemp("fused") / "fleet.parquet"
     gen = duckdb.connect()
     gen.execute(f"""COPY (SELECT * REPLACE (
             CASE WHEN hash(request_id) % 5 = 0 THEN round(input_tokens * 1e-6 + 0.000123, 9) END AS cost_usd,
             CASE WHEN hash(request_id) % 3 = 0 THEN NULL ELSE prefill_ms END AS prefill_ms,
-            CASE WHEN hash(request_id) % 3 = 0 THEN NULL ELSE decode_ms END AS decode_ms),
+            CASE WHEN hash(request_id) % 3 = 0 THEN NULL ELSE decode_ms END AS decode_ms,
+            CASE WHEN hash(request_id) % 4 = 2 THEN NULL ELSE prompt_chars END AS prompt_chars),
           CASE WHEN hash(request_id) % 7 = 1 THEN '{{"source_cost_usd": 0}}' END AS attrs
         FROM ({generator_sql(N, days=2, seed=11)})) TO '{path}' (FORMAT parquet)""")
     gen.close()
@@ -81,8 +83,15 @@ def test_a_measure_with_no_exact_partial_takes_the_per_table_path(fleet, monkeyp
 
 
 def test_every_derived_table_is_its_definition(fleet):
-    """The sketches and queue windows (written one table at a time) too, after the one-scan rollups."""
+    """The sketches and queue windows (written one table at a time) too, after the one-scan rollups; and
+    length_latency_daily, written from one scan for its three length fields."""
     con = _load(fleet)
     for table, *_ in store.DERIVED:
         _same(con, table, store.derived_select_sql(table))
+    # a length field some rows lack counts only the rows that carry it
+    counts = dict(con.execute("SELECT length, sum(n) FROM length_latency_daily GROUP BY 1").fetchall())
+    served = con.execute("SELECT count(total_ms), count(prompt_chars) FILTER (WHERE total_ms IS NOT NULL) "
+                         "FROM requests WHERE NOT coalesce(cache_hit, false)").fetchall()[0]
+    assert counts["input_tokens"] == served[0] > counts["prompt_chars"] == served[1] > 0
+    assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_finops_fine%'").fetchall()[0][0]
     con.close()
