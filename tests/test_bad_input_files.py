@@ -168,12 +168,16 @@ def test_a_stray_quote_closed_where_the_next_rows_field_opens_refuses_the_file(c
                           "after the first 3 fields of what reads as a row ('r2' ...)")
 
 
-def test_a_quoted_prompt_whose_last_line_has_commas_loads(con, tmp_path):
-    """A last line with as many commas as the field's position, but not shaped as a row's start, is text."""
+def test_quoted_prompts_whose_lines_have_commas_load(con, tmp_path):
+    """Lines with as many commas as a row, or as the field's position, but not shaped as a row's start, are text."""
     f = tmp_path / "prompt.csv"
-    f.write_text(HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"first line\n- a, b, c, d",10,5\n' + _row(2))
+    f.write_text(HEADER + 'r1,2026-11-20T10:00:00Z,gpt-4o,"first line\n- a, b, c, d",10,5\n'
+                 + 'r2,2026-11-20T10:00:01Z,gpt-4o,"\na,,,",10,5\n'        # Hypothesis: a valid file, refused once
+                 + 'r3,2026-11-20T10:00:02Z,gpt-4o,"x\n,,,,,\ny",10,5\n')   # a whole line of 5 commas
     r = ingest_path(con, f)[0]
-    assert (r.rows_ingested, r.rows_rejected) == (2, 0)
+    assert (r.rows_ingested, r.rows_rejected) == (3, 0)
+    assert con.execute("SELECT tenant FROM requests ORDER BY request_id").fetchall() == [
+        ("first line\n- a, b, c, d",), ("\na,,,",), ("x\n,,,,,\ny",)]
 
 
 def test_a_prompt_of_several_lines_with_commas_in_a_quoted_field_loads(con, tmp_path):

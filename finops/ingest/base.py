@@ -152,8 +152,9 @@ MAX_QUOTED_FIELD_LINES = 200
 
 
 def _shape(field: bytes) -> bytes:
-    """A field's shape, to compare two rows' first fields: each run of letters and digits one ``x``."""
-    return re.sub(rb"[0-9A-Za-z]+", b"x", field)
+    """A field's shape, to compare two rows' first fields: each run of letters one ``a``, of digits one ``9``
+    (``q0`` and ``q17`` are ``a9``; ``chatcmpl-4f2`` is ``a-9a9``)."""
+    return re.sub(rb"[0-9]+", b"9", re.sub(rb"[A-Za-z]+", b"a", field))
 
 
 class CsvQuotes:
@@ -169,9 +170,9 @@ class CsvQuotes:
       likely an unclosed quote that a later stray quote closed, the rows between swallowed;
     * a quoted field holding a whole line with as many delimiters as the header (a row of the file
       read as text): the same unclosed quote, closed a few rows later;
-    * a quoted field holding a whole line with as many delimiters as the header (a row of the file read
-      as text), or closing on a later line after as many fields as it opened after, that line's first
-      field shaped as its own row's (``q1`` under ``q0``): an unclosed quote, closed by a later one;
+    * a quoted field holding a whole line with as many delimiters as the header, or closing on a later
+      line after as many fields as it opened after, that line's first field shaped as its own row's
+      (``q1`` under ``q0``): a row of the file read as text, an unclosed quote closed by a later one;
     * text after a closing quote (``"ac"me``): DuckDB keeps part of the field and drops the rest;
     * a field that starts with one space and then a quote: DuckDB opens a quoted field there, Python's
       ``csv`` keeps both as text, so the rows read depend on the reader.
@@ -274,18 +275,24 @@ class CsvQuotes:
 
     def _lines_inside(self, chunk: bytes, i: int, end: int) -> None:
         """A run of a quoted field's text with line breaks: refuses a whole line of it shaped as a row."""
-        d, start, line = self.delim, i, self.line
+        d, start, line, first = self.delim, i, self.line, True
         while True:
             nl = chunk.find(b"\n", start, end)
+            stop = nl if nl >= 0 else end
+            if not first:               # a line that begins in this run
+                self.line_head, self.line_delims = self._head(chunk, start, stop), 0
+            self.line_delims += chunk.count(d, start, stop)
             if nl < 0:
-                self.line_delims, self.line_whole = chunk.count(d, start, end), True
-                self.line_head = self._head(chunk, start, end)
                 return
-            self.line_delims += chunk.count(d, start, nl)
-            if self.line_whole and self.line_delims == self.row_delims and not self.row_line:
+            if (self.line_whole and self.line_delims == self.row_delims and self._row_shaped()
+                    and not self.row_line):
                 self.row_line = line    # refused when the field closes (never closed: refused as that)
             line += 1
-            self.line_delims, self.line_whole, start = 0, True, nl + 1
+            self.line_whole, start, first = True, nl + 1, False
+
+    def _row_shaped(self) -> bool:
+        """Whether the current line of the quoted field starts as its own row does (:func:`_shape`)."""
+        return bool(self.row_head) and _shape(self.line_head) == _shape(self.row_head)
 
     def _after_quote(self, chunk: bytes, c: int, n: int) -> int:
         """Inside a quoted field, a quote at ``c`` (-1: the last byte of the previous block): returns where to go on."""
@@ -299,7 +306,7 @@ class CsvQuotes:
                                   f"the {len(self.columns)} fields of a row, and closes on line {self.line:,}: a "
                                   "quote is most likely unclosed, the rows after it read as its text")
             if (self.span_lines and self.line_whole and self.open_field and self.line_delims == self.open_field
-                    and self.row_head and _shape(self.line_head) == _shape(self.row_head)):
+                    and self._row_shaped()):
                 head = self.line_head.decode("utf-8", errors="replace")
                 raise self._error(f"the quoted field that opens here closes on line {self.line:,} after the first "
                                   f"{self.open_field:,} field{'s' if self.open_field != 1 else ''} of what reads as "
