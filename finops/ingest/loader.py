@@ -172,7 +172,9 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
         if t == "JSON":
             return x
         if t == "VARCHAR":
-            return f"CASE WHEN json_valid({x}) THEN CAST({x} AS JSON) ELSE to_json({x}) END"
+            # text that is JSON as it is, other text as a JSON string: one parse (json_valid then CAST parsed
+            # twice; TRY_CAST is NULL exactly where json_valid is false)
+            return f"coalesce(TRY_CAST({x} AS JSON), to_json({x}))"
         return f"to_json({x})"
     if target == "BOOLEAN":
         if t == "BOOLEAN":
