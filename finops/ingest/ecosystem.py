@@ -127,17 +127,25 @@ def _pick(field: str, *sources: dict | None):
     return None
 
 
-def _with_hash(rows: Iterator[dict]) -> Iterator[dict]:
-    """Rows without an id get a content hash (the loader numbers identical ones)."""
+def _with_hash(rows: Iterator[dict], unkeyed: list | None = None) -> Iterator[dict]:
+    """Rows without an id get a content hash (the loader numbers identical ones); ``unkeyed`` gets a True
+    for the first such row."""
     for row in rows:
-        if row.get("request_id") is None and row.get("_hash") is None:
-            row["_hash"] = hashlib.md5(_json({k: v for k, v in row.items() if k != "_row"}).encode()).hexdigest()
+        if row.get("request_id") is None:
+            if unkeyed is not None and not unkeyed:
+                unkeyed.append(True)
+            if row.get("_hash") is None:
+                row["_hash"] = hashlib.md5(_json({k: v for k, v in row.items() if k != "_row"}).encode()).hexdigest()
         yield row
 
 
 def _python_source(rows: Iterator[dict], after: Callable[[], None] | None = None,
                    columns: dict[str, pa.DataType] = ROW_COLUMNS) -> Source:
-    path, cleanup = rows_to_parquet(_with_hash(rows), columns)
+    """The rows written to a temporary Parquet file, read back as the Source. When every row has an id the
+    loader stages the file as a view (its common load: the rows inserted in one reading of the file, no copy
+    of them in memory); rows without one need the whole file's view first, as a staged table."""
+    unkeyed: list = []
+    path, cleanup = rows_to_parquet(_with_hash(rows, unkeyed), columns)
 
     def done() -> None:
         cleanup()
@@ -145,7 +153,7 @@ def _python_source(rows: Iterator[dict], after: Callable[[], None] | None = None
             after()
 
     cols_sql = ", ".join(quote_ident(c) for c in columns)
-    return Source(f"SELECT {cols_sql} FROM read_parquet(?)", [path], cleanup=done)
+    return Source(f"SELECT {cols_sql} FROM read_parquet(?)", [path], cleanup=done, stage_as_view=not unkeyed)
 
 
 def _need_model(p: Probe, options: IngestOptions, what: str) -> None:

@@ -12,11 +12,13 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +41,59 @@ from finops.ingest.base import (
 
 MAX_REJECTS_KEPT = 10_000
 Progress = Callable[[float, str], None]
+
+#: DuckDB's memory while a file loads: the staged rows of a larger file spill to the store's temporary
+#: folder (``<store>.tmp``) instead of growing the process, so a load's peak memory stays flat as files grow
+#: (bench/adapters.py: 1M and 3M rows). Lower than a store's own 1536MB (store.connect), never raised.
+LOAD_MEMORY_LIMIT = "768MB"
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 1 << 10, "MIB": 1 << 20,
+          "GIB": 1 << 30, "TIB": 1 << 40}
+
+
+def _bytes(setting: str) -> float | None:
+    """DuckDB's rendering of a memory size ("1.4 GiB", "768MB") in bytes; None for one it does not state."""
+    m = re.fullmatch(r"\s*([\d.]+)\s*([A-Za-z]*)\s*", setting)
+    unit = m and _UNITS.get(m.group(2).upper())
+    return float(m.group(1)) * unit if unit else None
+
+
+def _set_limit(con, rendered: str) -> None:
+    """Set DuckDB's memory limit back to the one it rendered as ``rendered``: DuckDB shows a limit to a tenth
+    of its unit ("1.4 GiB" for 1536MB) and setting that text gives a lower one ("1.3 GiB"), so the limit set
+    is the largest whole MB that DuckDB renders as ``rendered`` (1536MB for "1.4 GiB": the limit a store
+    opens with comes back exactly; another comes back within a tenth of its unit, the same each time)."""
+    def shows(mb: int) -> str:
+        con.execute("SET memory_limit = ?", [f"{mb}MB"])
+        return con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+
+    lo = int(_bytes(rendered) // 1e6)               # renders as ``rendered`` or lower
+    hi = lo * 2 + 16                                # renders higher
+    while shows(lo) != rendered and lo < hi:        # DuckDB rounded down below the rendering: step up
+        lo += 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if shows(mid) == rendered else (lo, mid)
+    con.execute("SET memory_limit = ?", [f"{lo}MB"])
+
+
+@contextmanager
+def load_memory(con) -> Iterator[None]:
+    """DuckDB's memory limit lowered to :data:`LOAD_MEMORY_LIMIT` for one load, then put back.
+
+    The limit is the database's, not the connection's: a page served meanwhile by the same process spills
+    sooner too (its results are the same). A load that starts while another holds the lower limit leaves it
+    alone (the first one puts the limit back), so the store never keeps the load's limit afterwards.
+    """
+    before = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    have, want = _bytes(before), _bytes(LOAD_MEMORY_LIMIT)
+    if have is None or have <= want * 1.01:
+        yield
+        return
+    con.execute("SET memory_limit = ?", [LOAD_MEMORY_LIMIT])
+    try:
+        yield
+    finally:
+        _set_limit(con, before)
 
 
 @dataclass
@@ -117,7 +172,9 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
         if t == "JSON":
             return x
         if t == "VARCHAR":
-            return f"CASE WHEN json_valid({x}) THEN CAST({x} AS JSON) ELSE to_json({x}) END"
+            # text that is JSON as it is, other text as a JSON string: one parse (json_valid then CAST parsed
+            # twice; TRY_CAST is NULL exactly where json_valid is false)
+            return f"coalesce(TRY_CAST({x} AS JSON), to_json({x}))"
         return f"to_json({x})"
     if target == "BOOLEAN":
         if t == "BOOLEAN":
@@ -455,7 +512,7 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     while True:
         current = source        # the reading this attempt used: the one to clean up, whatever comes next
         try:
-            with store.transaction(con):
+            with load_memory(con), store.transaction(con):
                 result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
             break
         except (duckdb.Error, pa.ArrowException) as exc:
@@ -654,7 +711,7 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt
         cols = ([sql.column(c, sql.CANONICAL_COLUMNS) for c in frame.columns if c in schema.NAMES]
                 if hasattr(frame, "columns") else schema.NAMES)
         src = f"SELECT row_number() OVER () AS _row, {', '.join(cols)} FROM _frame_in"
-        with store.transaction(con):
+        with load_memory(con), store.transaction(con):
             result = _load(con, fmt, Source(src), name, "", "{}", IngestOptions(), lambda f, w: None)
     finally:
         con.unregister("_frame_in")
@@ -666,7 +723,7 @@ def ingest_source(con: duckdb.DuckDBPyConnection, source: Source, name: str, fmt
     ``langfuse_source``), in one transaction, idempotently by ``request_id`` as a file load is."""
     _install_macros(con)
     try:
-        with store.transaction(con):
+        with load_memory(con), store.transaction(con):
             return _load(con, fmt, source, name, "", "{}", IngestOptions(), lambda f, w: None)
     finally:
         if source.cleanup:
