@@ -13,6 +13,7 @@ from finops.errors import InputError
 from finops.filters import filters_for
 from finops.ingest.loader import stored_span
 from finops.sample import demo
+from finops.spend.report import shared_costing
 from views import PAGES, missing_pages
 from views._shared import (
     connection,
@@ -197,4 +198,5 @@ sweep_abandoned_uploads()
 _first_start()
 start_ingester()
 _sidebar(who)
-page.run()
+with shared_costing():           # a page's spend figures share one costing of each period
+    page.run()

@@ -36,8 +36,13 @@ window = c1.segmented_control("Judge each model per", ["hour", "15min"], default
                                    "window; a shorter window finds shorter incidents and more of them.") or "hour"
 order = c2.segmented_control("Order", list(incidents.ORDERS), default="worst first", key="inc_order",
                              bind="query-params") or "worst first"
-items = incidents.ordered(query(incidents.incidents, f, window=window), order)
 linked = st.query_params.get("incident")
+# built in full: the incidents open on screen (a link's, those opened by hand, else the first in this order);
+# the others need only their line
+opened = {k.removeprefix("inc_open_") for k, v in st.session_state.items() if k.startswith("inc_open_") and v}
+items = incidents.ordered(query(incidents.incidents, f, window=window,
+                                detailed=tuple(sorted(opened | ({linked} if linked else set()))),
+                                first_of=None if linked else order), order)
 
 if not items:
     no_alert_state(f)
@@ -61,6 +66,8 @@ else:
                           icon=SEVERITY_ICON[inc.severity], key=f"inc_open_{inc.key}", on_change="rerun")
         if not box.open:        # a closed incident's tables are not built: the list stays quick
             continue
+        if not inc.detailed:    # opened in a way the run did not foresee: built in full now
+            inc = query(incidents.find, f, inc.key, window=window) or inc
         with box:
             left, right = st.columns([3, 2])
             with left:

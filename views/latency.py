@@ -231,8 +231,8 @@ linked = incidents.parse_key(st.query_params.get("incident", ""))
 shown = None
 if linked is not None:
     window = st.query_params.get("inc_window", "hour")
-    inc = next((i for i in query(incidents.incidents, f, window=window if window in ("hour", "15min") else "hour")
-                if i.key == st.query_params.get("incident")), None)
+    inc = query(incidents.find, f, st.query_params.get("incident"),
+                window=window if window in ("hour", "15min") else "hour")
     if inc is None:
         st.warning("The incident this link names is not among those of the period and filters in the sidebar: "
                    "showing the slowest requests instead.", icon=":material/link_off:")

@@ -99,6 +99,7 @@ class Incident:
     alerts: pd.DataFrame = field(default_factory=pd.DataFrame)
     outages: list[Outage] = field(default_factory=list)
     hit: pd.DataFrame = field(default_factory=pd.DataFrame)   # the affected requests, worst first (a cap of them)
+    detailed: bool = True      # False: built without evidence, timeline, listed requests (incidents(detailed=...))
 
     @property
     def minutes(self) -> int:
@@ -719,28 +720,67 @@ def service_alerts(found: pd.DataFrame) -> pd.DataFrame:
 
 
 def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour",
-              open_alerts: pd.DataFrame | None = None) -> list[Incident]:
+              open_alerts: pd.DataFrame | None = None, detailed: tuple[str, ...] | None = None,
+              first_of: str | None = None) -> list[Incident]:
     """The incidents of the filtered period, worst first (:func:`ordered`); ``window`` is the diagnosis's.
 
     ``open_alerts``: :func:`finops.ops.alerts.open_alerts` of ``f`` where the caller holds it already (a page
-    that shows them too), else read here. The raw rows each incident needs (its outages, its requests hit, the
-    fleet's requests in its span) are read for all the incidents together: four queries, however many there are."""
+    that shows them too), else read here. ``detailed``: the keys of the incidents built in full (evidence,
+    timeline, the requests hit listed, the fleet's share); the others carry their title, cause, severity,
+    window and counts only, as :func:`summary` gives them (a page that shows their details only when opened).
+    None: every incident in full. ``first_of``: an order of :data:`ORDERS` whose first incident is built in
+    full too (the one a page opens first). The raw rows are read for all the incidents together, a few
+    queries however many there are."""
     f = f or Filters()
     found, groups, spans, outages = _grouped(con, f, window, open_alerts)
     if not groups:
         return []
-    units = {r.name: r.unit for r in alerts.rules(con)}
-    hits = affected_of_spans(con, f, _hit_spans(spans, groups), sla=sla_basis(con, f))
+    basis = sla_basis(con, f)
+    keys = [key_of(m, a, b) for m, a, b in spans]
+    if detailed is None:
+        full = list(range(len(groups)))
+        judged = None
+    else:
+        counts = affected_of_spans(con, f, _hit_spans(spans, groups), sla=basis, listed=False)
+        judged = [_judge(con, f, g, found, o, h) for g, o, h in zip(groups, outages, counts, strict=True)]
+        wanted = set(detailed)
+        if first_of is not None:
+            wanted.add(ordered([_short(j) for j in judged], first_of)[0].key)
+        full = [k for k in range(len(groups)) if keys[k] in wanted]
+    # the requests hit, listed, of the incidents built in full and of those whose title names them
+    listed = sorted(set(full) | ({k for k, j in enumerate(judged) if j.cause.name in TITLE_READS_REQUESTS}
+                                 if judged is not None else set()))
+    hits = dict(zip(listed, affected_of_spans(con, f, _hit_spans([spans[k] for k in listed],
+                                                                 [groups[k] for k in listed]), sla=basis),
+                    strict=True)) if listed else {}
     # a scoped login's incident does not say what share of the fleet (every tenant's requests) it carried
-    fleet = [0] * len(spans) if f.scoped else fleet_requests_of_spans(con, f, [(a, b) for _, a, b in spans])
-    return ordered([_build(con, f, g, found, units, o, h, n)
-                    for g, o, h, n in zip(groups, outages, hits, fleet, strict=True)])
+    fleet = ([0] * len(full) if f.scoped else
+             fleet_requests_of_spans(con, f, [(spans[k][1], spans[k][2]) for k in full]))
+    units = {r.name: r.unit for r in alerts.rules(con)}
+    built = {k: _build(con, f, groups[k], found, units, outages[k], hits[k], n)
+             for k, n in zip(full, fleet, strict=True)}
+    if judged is None:
+        return ordered(list(built.values()))
+    return ordered([built[k] if k in built else
+                    _short(replace(j, ctx=replace(j.ctx, hit=hits[k])) if k in hits else j)
+                    for k, j in enumerate(judged)])
+
+
+def _short(j: _Judged) -> Incident:
+    """The incident of a judged group without its evidence, timeline, listed requests or fleet share."""
+    a = j.ctx.hit.attrs
+    return Incident(key=key_of(j.ctx.model, j.ctx.start, j.ctx.end), model=j.ctx.model, start=j.ctx.start,
+                    end=j.ctx.end, severity=j.severity, title=j.cause.title(j.ctx), cause=j.cause.name, evidence=[],
+                    action="", timeline=pd.DataFrame(), requests=a["requests"], affected=a["affected"],
+                    failed=a["failed"], over_sla=a["over_sla"], impact=a["peak_impact"], sla_minutes=j.sla_minutes,
+                    fleet_share=None, tenants=[], detailed=False)
 
 
 def _grouped(con, f: Filters, window: str, open_alerts: pd.DataFrame | None):
     """The service alerts, the groups of findings and alerts (:func:`_groups`), their spans and outages."""
     findings = diag.diagnose(con, f, window=window)
-    found = service_alerts(alerts.open_alerts(con, f) if open_alerts is None else open_alerts)
+    found = service_alerts(alerts.open_alerts(con, f, leave_out=COST_RULES) if open_alerts is None
+                           else open_alerts)
     groups = _groups(findings, found)
     spans = [(g["model"], g["start"].to_pydatetime(), g["end"].to_pydatetime()) for g in groups]
     return found, groups, spans, outages_of_spans(con, f, spans) if groups else []
@@ -751,8 +791,8 @@ def _hit_spans(spans: list[tuple], groups: list[dict]) -> list[tuple]:
 
 
 def find(con: duckdb.DuckDBPyConnection, f: Filters, key: str, window: str = "hour") -> Incident | None:
-    """The incident a link names (its key), among those of the filtered period."""
-    return next((i for i in incidents(con, f, window) if i.key == key), None)
+    """The incident a link names (its key), among those of the filtered period, built in full."""
+    return next((i for i in incidents(con, f, window, detailed=(key,)) if i.key == key), None)
 
 
 SUMMARY_COLUMNS = ("key", "severity", "title", "cause", "model", "start", "end", "minutes", "affected", "requests",
@@ -762,30 +802,10 @@ SUMMARY_COLUMNS = ("key", "severity", "title", "cause", "model", "start", "end",
 def summary(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour",
             open_alerts: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per incident of :func:`incidents` (the same ones, in the same order, with the same fields):
-    :data:`SUMMARY_COLUMNS`, for the Overview's short list. Cheaper: no evidence, timeline or fleet share, and
-    the requests hit are counted, not listed (listed only for the incidents whose title names them,
-    :data:`TITLE_READS_REQUESTS`). ``open_alerts`` as for :func:`incidents`."""
-    f = f or Filters()
-    found, groups, spans, outages = _grouped(con, f, window, open_alerts)
-    if not groups:
-        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    basis = sla_basis(con, f)
-    hits = affected_of_spans(con, f, _hit_spans(spans, groups), sla=basis, listed=False)
-    judged = [_judge(con, f, g, found, o, h) for g, o, h in zip(groups, outages, hits, strict=True)]
-    listed = [k for k, j in enumerate(judged) if j.cause.name in TITLE_READS_REQUESTS]
-    if listed:                  # those incidents' requests listed, as :func:`incidents` reads them
-        again = affected_of_spans(con, f, _hit_spans([spans[k] for k in listed], [groups[k] for k in listed]),
-                                  sla=basis)
-        for k, hit in zip(listed, again, strict=True):
-            judged[k] = replace(judged[k], ctx=replace(judged[k].ctx, hit=hit))
-    rows = [Incident(key=key_of(j.ctx.model, j.ctx.start, j.ctx.end), model=j.ctx.model, start=j.ctx.start,
-                     end=j.ctx.end, severity=j.severity, title=j.cause.title(j.ctx), cause=j.cause.name, evidence=[],
-                     action="", timeline=pd.DataFrame(), requests=j.ctx.hit.attrs["requests"],
-                     affected=j.ctx.hit.attrs["affected"], failed=j.ctx.hit.attrs["failed"],
-                     over_sla=j.ctx.hit.attrs["over_sla"], impact=j.ctx.hit.attrs["peak_impact"],
-                     sla_minutes=j.sla_minutes, fleet_share=None, tenants=[]) for j in judged]
-    return pd.DataFrame([{c: getattr(i, c) for c in SUMMARY_COLUMNS} for i in ordered(rows)],
-                        columns=list(SUMMARY_COLUMNS))
+    :data:`SUMMARY_COLUMNS`, for the Overview's short list: :func:`incidents` with none built in full.
+    ``open_alerts`` as for :func:`incidents`."""
+    items = incidents(con, f, window, open_alerts, detailed=())
+    return pd.DataFrame([{c: getattr(i, c) for c in SUMMARY_COLUMNS} for i in items], columns=list(SUMMARY_COLUMNS))
 
 
 REQUEST_TABLE = (("request_id", "request_id"), ("ts", "ts"), ("tenant", "tenant"), ("sla_tier", "sla_tier"),

@@ -6,6 +6,9 @@ the fly by the same code, so the two paths cannot disagree.
 """
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -44,6 +47,7 @@ def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None
     when None). Kept apart, it is a fleet line: included unless the filters pick tenants or tiers (or
     ``include_idle`` says otherwise). Charged out, each tenant's share is a row of that tenant, kept
     where the filters keep the tenant. ``include_idle=False`` leaves every kind of idle out: requests only.
+    Inside :func:`shared_costing` the costed rows of one period and source are computed once.
     """
     from finops.spend import fleets
     policy = idle_policy or fleets.default_policy(con)
@@ -53,18 +57,59 @@ def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None
     apart = not f.tenants and not f.sla_tiers if include_idle is None else include_idle
     models = f"model IN ({', '.join('?' for _ in f.models)})" if f.models else "TRUE"
     if include_idle is False or not policy.spreads:
-        rows = pricing.costed_rollup_sql(src, hours)
+        rows_sql, params = _computed_once(con, pricing.costed_rollup_sql(src, hours), params)
         if not apart:
-            return f"SELECT * FROM ({rows}) WHERE NOT is_idle", params
+            return f"SELECT * FROM ({rows_sql}) WHERE NOT is_idle", params
         if f.models:
-            return f"SELECT * FROM ({rows}) WHERE NOT is_idle OR {models}", params + list(f.models)
-        return rows, params
+            return f"SELECT * FROM ({rows_sql}) WHERE NOT is_idle OR {models}", params + list(f.models)
+        return rows_sql, params
     weights, wparams = policy.weights_sql()
-    rows = pricing.costed_rollup_sql(src, hours, weights)
+    rows_sql, params = _computed_once(con, pricing.costed_rollup_sql(src, hours, weights), params + wparams)
     shares, sparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
     kept = models if apart else "FALSE"
-    return (f"SELECT * FROM ({rows}) WHERE charge = 'usage' OR (charge = 'idle_share' AND {shares}) "
-            f"OR (charge = 'idle' AND {kept})", params + wparams + sparams + (list(f.models) if apart else []))
+    return (f"SELECT * FROM ({rows_sql}) WHERE charge = 'usage' OR (charge = 'idle_share' AND {shares}) "
+            f"OR (charge = 'idle' AND {kept})", params + sparams + (list(f.models) if apart else []))
+
+
+# ---------------------------------------------------------------- one costing per page run
+
+_shared_rows: ContextVar[dict | None] = ContextVar("finops_shared_costing", default=None)
+
+#: the most costed rows :func:`shared_costing` keeps in all (rollup rows: 30,000 for 14 days of a 100M-request
+#: fleet); a larger result is used by its own call only
+SHARED_COSTING_MAX_ROWS = 250_000
+
+
+@contextlib.contextmanager
+def shared_costing() -> Iterator[None]:
+    """Inside the block, :func:`costed` computes the costed rows of a period once: the first call runs the pricing
+    query and keeps its rows (an Arrow table), and every later call with the same SQL and parameters on the same
+    store at the same data version reads them again. A page's spend figures (KPIs, trends, mixes, what-ifs)
+    cost the same rows many times with other groupings; the pricing query's planning alone takes about 35 ms.
+    The dashboard wraps each page run in it; the rows are dropped when the block ends."""
+    token = _shared_rows.set({})
+    try:
+        yield
+    finally:
+        _shared_rows.reset(token)
+
+
+def _computed_once(con, rows_sql: str, params: list) -> tuple[str, list]:
+    """``rows_sql`` with ``params``, or, inside :func:`shared_costing` on a local connection, a relation of its
+    rows registered on ``con`` (computed by the block's first call)."""
+    memo = _shared_rows.get()
+    if memo is None or not isinstance(con, duckdb.DuckDBPyConnection):
+        return rows_sql, params
+    where_from = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    key = (where_from[0][0] if where_from else None, store.data_version(con), rows_sql, repr(params))
+    rows = memo.get(key)
+    if rows is None:
+        rows = con.sql(rows_sql, params=params).to_arrow_table()
+        if sum(t.num_rows for t in memo.values()) + rows.num_rows <= SHARED_COSTING_MAX_ROWS:
+            memo[key] = rows
+    name = f"_finops_costed_{abs(hash(key)):x}"
+    con.register(name, rows)
+    return f"SELECT * FROM {sql.quote_ident(name)}", []
 
 
 MEASURES_SQL = """

@@ -2,7 +2,9 @@
 preset and the page's first own control (a select box, a slider, a number field, radio buttons).
 
 Each time runs from the action to the end of the rerun it caused (Streamlit's ``data-test-script-state``
-on the app element going back to ``notRunning``), read by a MutationObserver in the page. The figures are
+on the app element going back to ``notRunning``), read by a MutationObserver in the page. The action is the
+last gesture, the one the app answers: picking the option in a list opened before the clock starts (the list
+opens in the browser alone), the key press in a field focused before it. The figures are
 written to ``tests/e2e/screenshots/interactions.json`` and printed at the end of the run; they are never
 asserted (the machine is shared). What is asserted: each interaction really reran the app, and no page
 shows an exception after it.
@@ -51,10 +53,13 @@ FIGURES: list[dict] = []
 
 def _timed(page, what: str, slug: str, action) -> float | None:
     """Run ``action`` and return the milliseconds until the rerun it started has finished (None: the
-    action started no rerun within 15 s)."""
+    action started no rerun within 15 s). ``action`` is ``(prepare, act)``: ``prepare`` (open a list, focus
+    a field) runs before the clock starts, ``act`` is the gesture timed."""
+    prepare, act = action
     page.wait_for_function(IDLE, timeout=90_000)          # the page's own first run is over
+    prepare()
     page.evaluate(WATCH_RUNS)
-    action()
+    act()
     try:
         page.wait_for_function(STARTED, timeout=15_000)
     except PlaywrightTimeout:
@@ -67,14 +72,17 @@ def _timed(page, what: str, slug: str, action) -> float | None:
     return elapsed
 
 
-def _pick_preset(page) -> None:
-    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Period").click()
-    page.get_by_role("option", name="last 7 days", exact=True).click()
+def _pick_preset(page) -> tuple:
+    def open_list():
+        page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Period").click()
+        page.get_by_role("option", name="last 7 days", exact=True).wait_for(timeout=10_000)
+    return open_list, lambda: page.get_by_role("option", name="last 7 days", exact=True).click()
 
 
 def _own_controls(page):
     """The page's controls in the main area that rerun the app (outside forms, enabled), each with how to
-    use it: [(name, action)], select boxes first, then sliders, number fields, radio buttons."""
+    use it: [(name, (prepare, act))] as :func:`_timed` takes it; select boxes first, then sliders, number
+    fields, radio buttons."""
     main = page.locator("[data-testid='stMain']")
     out = []
     for box in main.locator("[data-testid='stSelectbox']").all()[:2]:
@@ -82,31 +90,29 @@ def _own_controls(page):
             continue
         label = box.locator("[data-testid='stWidgetLabel']").first.inner_text().strip()
 
-        def choose(box=box):
+        picked = []
+
+        def open_list(box=box, picked=picked):
             current = box.inner_text()
             box.get_by_role("combobox").click()
             page.get_by_role("option").first.wait_for(timeout=10_000)
             options = page.get_by_role("option").all()
             others = [o for o in options if o.inner_text().strip() and o.inner_text().strip() not in current]
-            (others or options)[-1].click()
-        out.append((f"select box {label!r}", choose))
+            picked[:] = [(others or options)[-1]]
+        out.append((f"select box {label!r}", (open_list, lambda picked=picked: picked[0].click())))
     for thumb in main.locator("[data-testid='stSlider'] [role='slider']").all()[:1]:
-        def slide(thumb=thumb):
-            thumb.focus()
-            thumb.press("ArrowRight")
-        out.append(("slider", slide))
+        out.append(("slider", (thumb.focus, lambda thumb=thumb: thumb.press("ArrowRight"))))
     for field in main.locator("[data-testid='stNumberInput'] input").all()[:1]:
         if field.is_disabled() or field.locator("xpath=ancestor::*[@data-testid='stForm']").count():
             continue
 
         def step_up(field=field):
-            field.focus()
             field.press("ArrowUp")
             field.press("Enter")
-        out.append(("number field, one step up", step_up))
+        out.append(("number field, one step up", (field.focus, step_up)))
     radios = main.locator("[data-testid='stRadio'] label")
     if radios.count() > 1:
-        out.append(("radio button", lambda: radios.nth(1).click()))
+        out.append(("radio button", (lambda: None, lambda: radios.nth(1).click())))
     return out
 
 
@@ -114,7 +120,7 @@ def _own_controls(page):
 def test_interactions_rerun_and_are_timed(server, page, slug):
     page.goto(f"{server}/{'' if slug == 'overview' else slug}")
     wait_ready(page)
-    assert _timed(page, "period preset: last 7 days", slug, lambda: _pick_preset(page)) is not None, slug
+    assert _timed(page, "period preset: last 7 days", slug, _pick_preset(page)) is not None, slug
     wait_ready(page)
     assert exceptions_on(page) == [], slug
     for name, action in _own_controls(page):      # the first control that reruns the page
