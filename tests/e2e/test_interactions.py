@@ -4,7 +4,8 @@ preset and the page's first own control (a select box, a slider, a number field,
 Each time runs from the action to the end of the rerun it caused (Streamlit's ``data-test-script-state``
 on the app element going back to ``notRunning``), read by a MutationObserver in the page. The action is the
 last gesture, the one the app answers: picking the option in a list opened before the clock starts (the list
-opens in the browser alone), the key press in a field focused before it. The figures are
+opens in the browser alone), the key press in a field focused before it; the clock starts at the first input
+event the page receives (Playwright's own checks before it dispatches the click are not the app's time). The figures are
 written to ``tests/e2e/screenshots/interactions.json`` and printed at the end of the run; they are never
 asserted (the machine is shared). What is asserted: each interaction really reran the app, and no page
 shows an exception after it.
@@ -29,6 +30,15 @@ WATCH_RUNS = """() => {
     window.__finopsRuns.push([app.getAttribute('data-test-script-state'), performance.now()]));
   window.__finopsObserver.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
   window.__finopsT0 = performance.now();
+  window.__finopsGesture = null;      // the first input event the browser receives: the user's action
+  if (!window.__finopsListening) {
+    window.__finopsListening = true;
+    for (const type of ['pointerdown', 'mousedown', 'keydown']) {
+      document.addEventListener(type, e => {
+        if (window.__finopsGesture === null && e.timeStamp >= window.__finopsT0) window.__finopsGesture = e.timeStamp;
+      }, {capture: true});
+    }
+  }
 }"""
 
 RUN_DONE = """() => {
@@ -40,7 +50,7 @@ RUN_DONE = """() => {
 ELAPSED_MS = """() => {
   const runs = window.__finopsRuns;
   const done = runs.filter(r => r[0] === 'notRunning');
-  return done[done.length - 1][1] - window.__finopsT0;
+  return done[done.length - 1][1] - (window.__finopsGesture ?? window.__finopsT0);
 }"""
 
 STARTED = "() => (window.__finopsRuns || []).some(r => r[0] === 'running')"
