@@ -84,7 +84,7 @@ SHARED_COSTING_MAX_ROWS = 250_000
 def shared_costing() -> Iterator[None]:
     """Inside the block, :func:`costed` computes the costed rows of a period once: the first call runs the pricing
     query and keeps its rows (an Arrow table), and every later call with the same SQL and parameters on the same
-    store at the same data version reads them again. A page's spend figures (KPIs, trends, mixes, what-ifs)
+    store at the same data version reads them again (:func:`frame_once` does the same for a frame). A page's spend figures (KPIs, trends, mixes, what-ifs)
     cost the same rows many times with other groupings; the pricing query's planning alone takes about 35 ms.
     The dashboard wraps each page run in it; the rows are dropped when the block ends."""
     token = _shared_rows.set({})
@@ -94,22 +94,44 @@ def shared_costing() -> Iterator[None]:
         _shared_rows.reset(token)
 
 
+def _memo_key(con, kind: str, query_sql: str, params: list) -> tuple:
+    where_from = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    return kind, where_from[0][0] if where_from else None, store.data_version(con), query_sql, repr(params)
+
+
+def _keep(memo: dict, key: tuple, value, rows: int) -> None:
+    if sum(n for _, n in memo.values()) + rows <= SHARED_COSTING_MAX_ROWS:
+        memo[key] = (value, rows)
+
+
 def _computed_once(con, rows_sql: str, params: list) -> tuple[str, list]:
     """``rows_sql`` with ``params``, or, inside :func:`shared_costing` on a local connection, a relation of its
     rows registered on ``con`` (computed by the block's first call)."""
     memo = _shared_rows.get()
     if memo is None or not isinstance(con, duckdb.DuckDBPyConnection):
         return rows_sql, params
-    where_from = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
-    key = (where_from[0][0] if where_from else None, store.data_version(con), rows_sql, repr(params))
-    rows = memo.get(key)
+    key = _memo_key(con, "costed", rows_sql, params)
+    rows = memo[key][0] if key in memo else None
     if rows is None:
         rows = con.sql(rows_sql, params=params).to_arrow_table()
-        if sum(t.num_rows for t in memo.values()) + rows.num_rows <= SHARED_COSTING_MAX_ROWS:
-            memo[key] = rows
+        _keep(memo, key, rows, rows.num_rows)
     name = f"_finops_costed_{abs(hash(key)):x}"
     con.register(name, rows)
     return f"SELECT * FROM {sql.quote_ident(name)}", []
+
+
+def frame_once(con, query_sql: str, params: list) -> pd.DataFrame:
+    """``query_sql``'s rows as a DataFrame; inside :func:`shared_costing` on a local connection read once and
+    given as a copy to every call (the routing replay's basis, read by the what-if and the misrouting)."""
+    memo = _shared_rows.get()
+    if memo is None or not isinstance(con, duckdb.DuckDBPyConnection):
+        return con.execute(query_sql, params).df()
+    key = _memo_key(con, "frame", query_sql, params)
+    if key not in memo:
+        frame = con.execute(query_sql, params).df()
+        _keep(memo, key, frame, len(frame))
+        return frame.copy()
+    return memo[key][0].copy()
 
 
 MEASURES_SQL = """

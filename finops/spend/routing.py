@@ -270,7 +270,7 @@ def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None 
     where, params = f.where()
     length_sql = sql.column(length, sql.PROMPT_LENGTH_COLUMNS, "prompt length field") if length else "CAST(NULL AS BIGINT)"
     uncached = "greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)"
-    return con.execute(f"""
+    return spend.frame_once(con, f"""
 SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, false) AS escalated,
        CAST({length_sql} AS BIGINT) AS length, count(*) AS requests,
        sum({uncached}) AS uncached_in, sum(coalesce(cached_input_tokens, 0)) AS cached_in,
@@ -281,7 +281,7 @@ SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, fals
        coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_cached_in,
        coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_out,
        coalesce(sum(total_ms), 0) AS total_ms_sum, count(total_ms) AS total_ms_count
-FROM requests WHERE {where} AND {sql.SERVED} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
+FROM requests WHERE {where} AND {sql.SERVED} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params)
 
 
 def latency_rates(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
@@ -476,13 +476,13 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     cost = _cost_matrix(basis, prices, models)
     lat = _latency_matrix(basis, rates, models)
     j_small, j_large = models.index(small), models.index(large)
-    own = np.array([models.index(m) for m in basis["model"]])
+    own = pd.Index(models).get_indexer(basis["model"])
     n = len(basis)
     rows = np.arange(n)
 
     # strategy of each row
     if policy == "per-tier":
-        strategy = basis["sla_tier"].map(lambda t: tiers.get(t, "actual")).to_numpy()
+        strategy = basis["sla_tier"].astype(object).map(tiers).fillna("actual").to_numpy(dtype=object)
     else:
         strategy = np.full(n, {"as-logged": "actual", "all-small": "small", "all-large": "large",
                                "threshold": "threshold"}[policy], dtype=object)
@@ -650,7 +650,7 @@ def misrouting(con: duckdb.DuckDBPyConnection, f: Filters, threshold: float | No
             continue
         models = sorted(set(sub["model"]) | ({target} if target else set()))
         cost = _cost_matrix(sub.reset_index(drop=True), prices, models)
-        own = np.array([models.index(m) for m in sub["model"]])
+        own = pd.Index(models).get_indexer(sub["model"])
         actual = cost[np.arange(len(sub)), own]
         moved = cost[:, models.index(target)] if target else np.full(len(sub), np.nan)
         frame = pd.DataFrame({"model": sub["model"].to_numpy(), "requests": sub["requests"].to_numpy(),
