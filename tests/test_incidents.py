@@ -358,3 +358,46 @@ def test_open_alerts_leave_out_drops_those_rules_and_changes_no_other_row(con):
     expected = every[~every["rule"].isin(incidents.COST_RULES)].reset_index(drop=True)
     pd.testing.assert_frame_equal(some, expected)
     assert len(some) == len(every) - every["rule"].isin(incidents.COST_RULES).sum() > 0
+
+
+# ---------------------------------------------------------------- many spans: one join instead of a branch each
+
+@pytest.mark.parametrize("window", ["hour", "15min"])
+def test_the_join_over_many_spans_reads_what_a_branch_per_span_reads(con, window, monkeypatch):
+    f = Filters()
+    found = incidents.incidents(con, f, window=window)
+    assert len(found) > incidents.PER_SPAN_UNION_MAX          # the join is what the page runs here
+    spans = [(i.model, i.start, i.end) for i in found]
+    hit_spans = [(i.model, i.start, i.end, i.findings) for i in found]
+    basis = incidents.sla_basis(con, f)
+    joined = (incidents.outages_of_spans(con, f, spans), incidents.affected_of_spans(con, f, hit_spans, sla=basis))
+    monkeypatch.setattr(incidents, "PER_SPAN_UNION_MAX", 10**6)
+    branched = (incidents.outages_of_spans(con, f, spans), incidents.affected_of_spans(con, f, hit_spans, sla=basis))
+    assert joined[0] == branched[0] and sum(map(bool, joined[0])) >= 1
+    for a, b in zip(joined[1], branched[1], strict=True):
+        pd.testing.assert_frame_equal(a, b)
+        assert a.attrs == b.attrs
+    assert sum(len(a) for a in joined[1]) > 0
+
+
+# ---------------------------------------------------------------- built in full only where a page opens them
+
+def test_incidents_built_in_full_only_where_asked_are_the_same_incidents(con):
+    f = LAST_7_DAYS
+    full = incidents.incidents(con, f)
+    assert len(full) >= 3
+    lines = incidents.incidents(con, f, detailed=())
+    assert _fields(lines) == _fields(full) and not any(i.detailed for i in lines)
+    assert all(i.evidence == [] and i.timeline.empty for i in lines)
+    # the first in each order is built in full as incidents() builds it, and only it
+    for order in incidents.ORDERS:
+        some = incidents.ordered(incidents.incidents(con, f, detailed=(), first_of=order), order)
+        first = incidents.ordered(full, order)[0]
+        assert some[0].key == first.key and some[0].as_dict() == first.as_dict() and some[0].detailed
+        assert not any(i.detailed for i in some[1:])
+    # a key asked for by name, as the page asks for an opened one
+    last = full[-1]
+    picked = {i.key: i for i in incidents.incidents(con, f, detailed=(last.key,))}
+    assert picked[last.key].as_dict() == last.as_dict()
+    assert sum(i.detailed for i in picked.values()) == 1
+    assert incidents.find(con, f, last.key).as_dict() == last.as_dict()

@@ -213,8 +213,9 @@ def replica_outages(con: duckdb.DuckDBPyConnection, f: Filters, model: str, star
 def _per_span_sql(branch_sql: str, spans: int) -> str:
     """``branch_sql`` (a SELECT whose ``?`` are one span's values) once per span, UNION ALL: one query, in which
     each branch scans only its span's rows (DuckDB skips the rest by their ts bounds; one join of every row
-    against a table of spans scans them all, measured 1.4x the CPU of a query per span). Its parameters are
-    each span's values in turn (:func:`_per_span_params`)."""
+    against a table of spans scans them all, measured 1.4x the CPU of a query per span for a few spans on a
+    large store: over :data:`PER_SPAN_UNION_MAX` spans the planning costs more and the join is used). Its
+    parameters are each span's values in turn (:func:`_per_span_params`)."""
     return " UNION ALL ".join(branch_sql for _ in range(spans))
 
 
@@ -222,17 +223,41 @@ def _per_span_params(per_span: list[list]) -> list:
     return [v for values in per_span for v in values]
 
 
+#: above this many spans, one join of the rows against a table of the spans: a UNION ALL branch costs DuckDB about
+#: 3 ms to plan, so 88 spans (a week judged per 15 minutes) spent more planning than scanning (0.16 s against
+#: 0.09 s for the join); few spans over a long period scan less one branch each
+PER_SPAN_UNION_MAX = 16
+
+#: the spans as a table ``s`` (bound: the positions, models, starts and ends as lists), for the join
+SPANS_SQL = ("SELECT unnest(?::BIGINT[]) AS s_i, unnest(?::VARCHAR[]) AS s_model, unnest(?::TIMESTAMP[]) AS s_from, "
+             "unnest(?::TIMESTAMP[]) AS s_to")
+
+
+def _as_table(spans: list[tuple]) -> list:
+    """SPANS_SQL's parameters for ``(model, start, end)`` spans, then the envelope (earliest start, latest end)."""
+    starts = [pd.Timestamp(a).to_pydatetime() for _, a, _ in spans]
+    ends = [pd.Timestamp(b).to_pydatetime() for _, _, b in spans]
+    return [list(range(len(spans))), [m for m, _, _ in spans], starts, ends], [min(starts), max(ends)]
+
+
 def outages_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tuple]) -> list[list[Outage]]:
     """:func:`replica_outages` of each ``(model, start, end)`` of ``spans``, read in one query."""
     if not spans:
         return []
     where, params = diag.fleet_filters(f).where()
-    branch_sql = (f"SELECT CAST(? AS BIGINT) AS i, replica, epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + "
-                  f"coalesce(queue_ms, 0) AS start_ms FROM requests WHERE {where} AND model = ? AND ts >= ? "
-                  f"AND ts < ? AND {sql.SERVED} AND replica IS NOT NULL")
-    rows_sql = _per_span_sql(branch_sql, len(spans))
-    bind = _per_span_params([[k, *params, m, pd.Timestamp(a) - OUTAGE_CONTEXT, pd.Timestamp(b) + OUTAGE_CONTEXT]
-                             for k, (m, a, b) in enumerate(spans)])
+    around = [(m, pd.Timestamp(a) - OUTAGE_CONTEXT, pd.Timestamp(b) + OUTAGE_CONTEXT) for m, a, b in spans]
+    start_ms = "epoch_us(ts) / 1e3 + coalesce(route_ms, 0) + coalesce(queue_ms, 0) AS start_ms"
+    if len(spans) > PER_SPAN_UNION_MAX:
+        table, envelope = _as_table(around)
+        rows_sql = (f"SELECT s_i AS i, replica, {start_ms} FROM requests JOIN ({SPANS_SQL}) s ON model = s_model "
+                    f"AND ts >= s_from AND ts < s_to WHERE {where} AND ts >= ? AND ts < ? AND {sql.SERVED} "
+                    f"AND replica IS NOT NULL")
+        bind = table + params + envelope
+    else:
+        branch_sql = (f"SELECT CAST(? AS BIGINT) AS i, replica, {start_ms} FROM requests WHERE {where} AND model = ? "
+                      f"AND ts >= ? AND ts < ? AND {sql.SERVED} AND replica IS NOT NULL")
+        rows_sql = _per_span_sql(branch_sql, len(spans))
+        bind = _per_span_params([[k, *params, m, a, b] for k, (m, a, b) in enumerate(around)])
     cols = con.execute(f"SELECT * FROM ({rows_sql}) ORDER BY i, start_ms", bind).fetchnumpy()
     idx = np.asarray(cols["i"], dtype=np.int64)
     cuts = np.searchsorted(idx, np.arange(len(spans) + 1))
@@ -305,6 +330,26 @@ def _affected_sql(metric: str, where: str) -> str:
   WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND {sql.SERVED}"""
 
 
+def _affected_join_sql(metric: str, where: str) -> str:
+    """:func:`_affected_sql` for every span at once, a join against the spans' table (bound: the SLA of a tier
+    the table lacks, the spans' lists with their decode cuts, ``where``'s values, the envelope's start and end)."""
+    metric = sql.column(metric, sql.SLA_COLUMNS, "SLA latency")
+    return f"""
+  SELECT s_i AS i, {', '.join(AFFECTED_COLUMNS)}, NOT ({sql.OK}) AS failed,
+         coalesce({metric} > coalesce(t_sla, ?), false) AS over_sla,
+         coalesce({sql.DECODE_MS} - output_tokens * s_tpot > s_excess AND ts >= s_cut_from AND ts < s_cut_to,
+                  false) AS slow_decode
+  FROM requests JOIN ({SPANS_SQL}, unnest(?::DOUBLE[]) AS s_tpot, unnest(?::DOUBLE[]) AS s_excess,
+                      unnest(?::TIMESTAMP[]) AS s_cut_from, unnest(?::TIMESTAMP[]) AS s_cut_to) s
+       ON model = s_model AND ts >= s_from AND ts < s_to
+       LEFT JOIN t ON coalesce(sla_tier, '(none)') = t_tier
+  WHERE {where} AND ts >= ? AND ts < ? AND {sql.SERVED}"""
+
+
+def _when(value):
+    return None if value is None else pd.Timestamp(value).to_pydatetime()
+
+
 def affected_requests(con: duckdb.DuckDBPyConnection, f: Filters, model: str, start, end,
                       findings: list[Finding] | None = None, limit: int | None = REQUEST_LIST_MAX,
                       sla: tuple[str, dict] | None = None) -> pd.DataFrame:
@@ -326,9 +371,16 @@ def affected_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tu
     metric, sla = sla or sla_basis(con, f)
     where, params = f.where()
     fallback = float(sla.get("(none)", alerts.DEFAULT_SLA_P99_MS["(none)"]))
-    rows_sql = _per_span_sql(_affected_sql(metric, where), len(spans))
-    rows_params = _per_span_params([[k, fallback, *_decode_cut(fds), *params, m, a, b]
-                                    for k, (m, a, b, fds) in enumerate(spans)])
+    if len(spans) > PER_SPAN_UNION_MAX:
+        rows_sql = _affected_join_sql(metric, where)
+        table, envelope = _as_table([(m, a, b) for m, a, b, _ in spans])
+        cuts = [_decode_cut(fds) for *_, fds in spans]
+        rows_params = ([fallback] + table + [[c[0] for c in cuts], [c[1] for c in cuts], [_when(c[2]) for c in cuts],
+                                             [_when(c[3]) for c in cuts]] + params + envelope)
+    else:
+        rows_sql = _per_span_sql(_affected_sql(metric, where), len(spans))
+        rows_params = _per_span_params([[k, fallback, *_decode_cut(fds), *params, m, a, b]
+                                        for k, (m, a, b, fds) in enumerate(spans)])
     head_sql = (f"WITH t AS (SELECT unnest(?::VARCHAR[]) AS t_tier, unnest(?::DOUBLE[]) AS t_sla), r AS ({rows_sql})")
     bind = [list(sla), [float(v) for v in sla.values()]] + rows_params
     hourly = con.execute(head_sql + f"""

@@ -1,13 +1,14 @@
 """How long an interaction takes, in the browser, on every page of the sample store: the sidebar's period
-preset and the page's first own control (a select box, a slider, a number field, radio buttons).
+preset and the page's first own control a person can see (a select box, a slider, a number field, radio
+buttons, a segmented control).
 
 Each time runs from the action to the end of the rerun it caused (Streamlit's ``data-test-script-state``
 on the app element going back to ``notRunning``), read by a MutationObserver in the page. The action is the
 last gesture, the one the app answers: picking the option in a list opened before the clock starts (the list
-opens in the browser alone), the key press in a field focused before it; the clock starts at the first input
-event the page receives (Playwright's own checks before it dispatches the click are not the app's time). The figures are
-written to ``tests/e2e/screenshots/interactions.json`` and printed at the end of the run; they are never
-asserted (the machine is shared). What is asserted: each interaction really reran the app, and no page
+opens in the browser alone), the key press in a field focused before it. The clock starts at the first input
+event the page receives (Playwright's own checks before it dispatches the click are not the app's time). The
+figures are written to ``tests/e2e/screenshots/interactions.json`` and printed at the end of the run; they are
+never asserted (the machine is shared). What is asserted: each interaction really reran the app, and no page
 shows an exception after it.
 """
 from __future__ import annotations
@@ -92,11 +93,13 @@ def _pick_preset(page) -> tuple:
 def _own_controls(page):
     """The page's controls in the main area that rerun the app (outside forms, enabled), each with how to
     use it: [(name, (prepare, act))] as :func:`_timed` takes it; select boxes first, then sliders, number
-    fields, radio buttons."""
+    fields, radio buttons, segmented controls. Only what a person sees: a control inside a closed expander is not
+    one the page offers until it is opened."""
     main = page.locator("[data-testid='stMain']")
     out = []
     for box in main.locator("[data-testid='stSelectbox']").all()[:2]:
-        if box.locator("xpath=ancestor::*[@data-testid='stForm']").count() or box.get_by_role("combobox").is_disabled():
+        if (not box.is_visible() or box.locator("xpath=ancestor::*[@data-testid='stForm']").count()
+                or box.get_by_role("combobox").is_disabled()):
             continue
         label = box.locator("[data-testid='stWidgetLabel']").first.inner_text().strip()
 
@@ -110,9 +113,9 @@ def _own_controls(page):
             others = [o for o in options if o.inner_text().strip() and o.inner_text().strip() not in current]
             picked[:] = [(others or options)[-1]]
         out.append((f"select box {label!r}", (open_list, lambda picked=picked: picked[0].click())))
-    for thumb in main.locator("[data-testid='stSlider'] [role='slider']").all()[:1]:
+    for thumb in [t for t in main.locator("[data-testid='stSlider'] [role='slider']").all() if t.is_visible()][:1]:
         out.append(("slider", (thumb.focus, lambda thumb=thumb: thumb.press("ArrowRight"))))
-    for field in main.locator("[data-testid='stNumberInput'] input").all()[:1]:
+    for field in [f for f in main.locator("[data-testid='stNumberInput'] input").all() if f.is_visible()][:1]:
         if field.is_disabled() or field.locator("xpath=ancestor::*[@data-testid='stForm']").count():
             continue
 
@@ -120,9 +123,15 @@ def _own_controls(page):
             field.press("ArrowUp")
             field.press("Enter")
         out.append(("number field, one step up", (field.focus, step_up)))
-    radios = main.locator("[data-testid='stRadio'] label")
-    if radios.count() > 1:
-        out.append(("radio button", (lambda: None, lambda: radios.nth(1).click())))
+    radios = [r for r in main.locator("[data-testid='stRadio']").all() if r.is_visible()][:1]
+    if radios and radios[0].locator("label").count() > 1:
+        out.append(("radio button", (lambda: None, lambda: radios[0].locator("label").nth(1).click())))
+    for group in [g for g in main.locator("[data-testid='stButtonGroup']").all() if g.is_visible()][:1]:
+        label = group.locator("[data-testid='stWidgetLabel']").first.inner_text().strip()
+        other = group.locator("[role='radio'][aria-checked='false']").first
+        if other.count():
+            out.append((f"segmented control {label!r}: {other.inner_text().strip()}",
+                        (lambda: None, lambda other=other: other.click())))
     return out
 
 
