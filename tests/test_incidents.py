@@ -391,10 +391,12 @@ def test_incidents_built_in_full_only_where_asked_are_the_same_incidents(con):
     assert all(i.evidence == [] and i.timeline.empty for i in lines)
     # the first in each order is built in full as incidents() builds it, and only it
     for order in incidents.ORDERS:
-        some = incidents.ordered(incidents.incidents(con, f, detailed=(), first_of=order), order)
+        some = incidents.ordered(incidents.incidents(con, f, detailed=(), first_of=(order,)), order)
         first = incidents.ordered(full, order)[0]
         assert some[0].key == first.key and some[0].as_dict() == first.as_dict() and some[0].detailed
         assert not any(i.detailed for i in some[1:])
+    both = incidents.incidents(con, f, detailed=(), first_of=incidents.ORDERS)
+    assert {i.key for i in both if i.detailed} == {incidents.ordered(full, o)[0].key for o in incidents.ORDERS}
     # a key asked for by name, as the page asks for an opened one
     last = full[-1]
     picked = {i.key: i for i in incidents.incidents(con, f, detailed=(last.key,))}

@@ -37,12 +37,12 @@ window = c1.segmented_control("Judge each model per", ["hour", "15min"], default
 order = c2.segmented_control("Order", list(incidents.ORDERS), default="worst first", key="inc_order",
                              bind="query-params") or "worst first"
 linked = st.query_params.get("incident")
-# built in full: the incidents open on screen (a link's, those opened by hand, else the first in this order);
+# built in full: the incidents open on screen (a link's, those opened by hand, else the first in either order);
 # the others need only their line
 opened = {k.removeprefix("inc_open_") for k, v in st.session_state.items() if k.startswith("inc_open_") and v}
 items = incidents.ordered(query(incidents.incidents, f, window=window,
                                 detailed=tuple(sorted(opened | ({linked} if linked else set()))),
-                                first_of=None if linked else order), order)
+                                first_of=() if linked else incidents.ORDERS), order)
 
 if not items:
     no_alert_state(f)

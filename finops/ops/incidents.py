@@ -773,15 +773,15 @@ def service_alerts(found: pd.DataFrame) -> pd.DataFrame:
 
 def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour",
               open_alerts: pd.DataFrame | None = None, detailed: tuple[str, ...] | None = None,
-              first_of: str | None = None) -> list[Incident]:
+              first_of: tuple[str, ...] = ()) -> list[Incident]:
     """The incidents of the filtered period, worst first (:func:`ordered`); ``window`` is the diagnosis's.
 
     ``open_alerts``: :func:`finops.ops.alerts.open_alerts` of ``f`` where the caller holds it already (a page
     that shows them too), else read here. ``detailed``: the keys of the incidents built in full (evidence,
     timeline, the requests hit listed, the fleet's share); the others carry their title, cause, severity,
     window and counts only, as :func:`summary` gives them (a page that shows their details only when opened).
-    None: every incident in full. ``first_of``: an order of :data:`ORDERS` whose first incident is built in
-    full too (the one a page opens first). The raw rows are read for all the incidents together, a few
+    None: every incident in full. ``first_of``: orders of :data:`ORDERS` whose first incident is built in full
+    too (the one a page opens first; the page asks for both orders, so that switching order reads nothing). The raw rows are read for all the incidents together, a few
     queries however many there are."""
     f = f or Filters()
     found, groups, spans, outages = _grouped(con, f, window, open_alerts)
@@ -796,8 +796,9 @@ def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: 
         counts = affected_of_spans(con, f, _hit_spans(spans, groups), sla=basis, listed=False)
         judged = [_judge(con, f, g, found, o, h) for g, o, h in zip(groups, outages, counts, strict=True)]
         wanted = set(detailed)
-        if first_of is not None:
-            wanted.add(ordered([_short(j) for j in judged], first_of)[0].key)
+        if first_of:            # the order reads severity, counts and times only: the lines' titles do not matter
+            lines = [_short(j) for j in judged]
+            wanted |= {ordered(lines, order)[0].key for order in first_of}
         full = [k for k in range(len(groups)) if keys[k] in wanted]
     # the requests hit, listed, of the incidents built in full and of those whose title names them
     listed = sorted(set(full) | ({k for k, j in enumerate(judged) if j.cause.name in TITLE_READS_REQUESTS}
