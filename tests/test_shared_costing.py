@@ -1,22 +1,28 @@
 """One costing per page run (``finops.spend.report.shared_costing``): every spend figure computed inside the block
-equals the same figure computed without it, on the sample fleet under several filters; the block costs a
-period once; a write inside it (a new data version) is seen at once; a result over the row cap is not kept."""
+equals the same figure computed without it, on the sample fleet under several filters and two idle policies (a
+period cut to tenants, models or tiers reads the period's costing, its usage rows kept to those); the block
+costs a period once; a write inside it (a new data version) is seen at once; a result over the row cap is not
+kept."""
 from __future__ import annotations
 
 import dataclasses
 import shutil
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pandas as pd
 import pytest
 
 from finops import store
+from finops.errors import InputError
 from finops.filters import Filters
 from finops.ingest import ingest_frame
 from finops.ops import alerts, incidents
-from finops.spend import budgets, costviews, routing
+from finops.spend import budgets, costviews, pricing, routing
 from finops.spend import report as spend
 from helpers import spend_frame
+
+USAGE = pricing.IdlePolicy("usage")        # idle GPU time charged out to the tenants by their busy time
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +42,19 @@ def _filters(con) -> dict[str, Filters]:
         "mid-hour start": Filters(since=day - timedelta(days=2, minutes=-17), until=day + timedelta(days=1)),
         "one tenant": Filters(since=day - timedelta(days=6), tenants=(store.distinct_values(con, "tenant")[0],)),
         "one model": Filters(models=(store.distinct_values(con, "model")[0],)),
+        "a tier, two tenants, a model": Filters(since=day - timedelta(days=3), sla_tiers=("premium",),
+                                                tenants=tuple(store.distinct_values(con, "tenant")[:2]),
+                                                models=tuple(store.distinct_values(con, "model")[:3])),
+        "one tier": Filters(sla_tiers=("batch",)),
         "everything": Filters(),
     }
+
+
+def _or_refusal(figure):
+    try:
+        return figure()
+    except InputError as exc:
+        return f"refused: {exc}"
 
 
 def _figures(con, f: Filters) -> dict:
@@ -47,6 +64,8 @@ def _figures(con, f: Filters) -> dict:
         "report by model": spend.report(c, f, by=["model"]),
         "report by day, tenant": spend.report(c, f, by=["day", "tenant"]),
         "report, requests only": spend.report(c, f, by=["tenant"], include_idle=False),
+        "report, idle charged by usage": spend.report(c, f, by=["tenant", "model"], idle_policy=USAGE),
+        "showback, idle charged by usage": costviews.showback(c, f, idle_policy=USAGE),
         "unit costs": spend.unit_costs(c, f),
         "kpis with change": costviews.kpis_with_change(c, f, p99=False),
         "kpi trends": costviews.kpi_trends(c, f, p99=False),
@@ -57,7 +76,7 @@ def _figures(con, f: Filters) -> dict:
         "mix by route": routing.mix(c, f, "route"),
         "cache savings": routing.cache_savings(c, f),
         "cascade summary": routing.cascade_summary(c, f),
-        "what-if, per tier": routing.whatif(c, f, "per-tier") if not f.models else None,   # needs two models
+        "what-if, per tier": _or_refusal(lambda: routing.whatif(c, f, "per-tier")),   # needs a small and a large
         "budget status": budgets.status(c, (f.since or datetime(2026, 11, 20)).strftime("%Y-%m"), f,
                                         as_of=datetime(2026, 11, 24)),
         "open alerts": alerts.open_alerts(c, f, now=datetime(2030, 1, 1)),
@@ -104,6 +123,8 @@ def test_a_period_is_costed_once_and_reread(con):
         assert len(memo) == 1 and next(iter(memo.values())) is first
         spend.report(con.cursor(), Filters(since=f.since - timedelta(days=1), until=f.until), by=["model"])
         assert len(memo) == 2
+        spend.report(con.cursor(), replace(f, tenants=(store.distinct_values(con, "tenant")[0],)), by=["model"])
+        assert len(memo) == 2                                               # a tenant's: the period's rows
     assert spend._shared_rows.get() is None                                 # dropped with the block
 
 

@@ -51,20 +51,31 @@ def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None
     """
     from finops.spend import fleets
     policy = idle_policy or fleets.default_policy(con)
-    src, params = rollup_source(f)
+    # inside shared_costing, a period cut to tenants, models or tiers reads the period's costing, usage rows kept
+    # to those: a request's cost and the idle rows never depend on the other requests of the filters
+    # (costed_rollup_sql allocates on all of a model's traffic), so the rows are the same
+    narrowed = (_shared_rows.get() is not None and isinstance(con, duckdb.DuckDBPyConnection)
+                and bool(f.tenants or f.models or f.sla_tiers) and _hour_aligned(f.since) and _hour_aligned(f.until))
+    src, params = rollup_source(Filters(since=f.since, until=f.until) if narrowed else f)
     hours, hparams = pricing.hours_sql(f.since, f.until)
     params = params + hparams
     apart = not f.tenants and not f.sla_tiers if include_idle is None else include_idle
     models = f"model IN ({', '.join('?' for _ in f.models)})" if f.models else "TRUE"
+
+    def kept(rows: tuple[str, list]) -> tuple[str, list]:
+        if not narrowed:
+            return rows
+        dims, dparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
+        return f"SELECT * FROM ({rows[0]}) WHERE charge <> 'usage' OR ({dims})", rows[1] + dparams
     if include_idle is False or not policy.spreads:
-        rows_sql, params = _computed_once(con, pricing.costed_rollup_sql(src, hours), params)
+        rows_sql, params = kept(_computed_once(con, pricing.costed_rollup_sql(src, hours), params))
         if not apart:
             return f"SELECT * FROM ({rows_sql}) WHERE NOT is_idle", params
         if f.models:
             return f"SELECT * FROM ({rows_sql}) WHERE NOT is_idle OR {models}", params + list(f.models)
         return rows_sql, params
     weights, wparams = policy.weights_sql()
-    rows_sql, params = _computed_once(con, pricing.costed_rollup_sql(src, hours, weights), params + wparams)
+    rows_sql, params = kept(_computed_once(con, pricing.costed_rollup_sql(src, hours, weights), params + wparams))
     shares, sparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
     kept = models if apart else "FALSE"
     return (f"SELECT * FROM ({rows_sql}) WHERE charge = 'usage' OR (charge = 'idle_share' AND {shares}) "
