@@ -61,25 +61,29 @@ def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None
     params = params + hparams
     apart = not f.tenants and not f.sla_tiers if include_idle is None else include_idle
     models = f"model IN ({', '.join('?' for _ in f.models)})" if f.models else "TRUE"
-
-    def kept(rows: tuple[str, list]) -> tuple[str, list]:
-        if not narrowed:
-            return rows
-        dims, dparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
-        return f"SELECT * FROM ({rows[0]}) WHERE charge <> 'usage' OR ({dims})", rows[1] + dparams
     if include_idle is False or not policy.spreads:
-        rows_sql, params = kept(_computed_once(con, pricing.costed_rollup_sql(src, hours), params))
+        rows_sql, params = _computed_once(con, pricing.costed_rollup_sql(src, hours), params)
+        if narrowed:
+            rows_sql, params = _usage_kept_sql(rows_sql, params, f)
         if not apart:
             return f"SELECT * FROM ({rows_sql}) WHERE NOT is_idle", params
         if f.models:
             return f"SELECT * FROM ({rows_sql}) WHERE NOT is_idle OR {models}", params + list(f.models)
         return rows_sql, params
     weights, wparams = policy.weights_sql()
-    rows_sql, params = kept(_computed_once(con, pricing.costed_rollup_sql(src, hours, weights), params + wparams))
+    rows_sql, params = _computed_once(con, pricing.costed_rollup_sql(src, hours, weights), params + wparams)
+    if narrowed:
+        rows_sql, params = _usage_kept_sql(rows_sql, params, f)
     shares, sparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
     kept = models if apart else "FALSE"
     return (f"SELECT * FROM ({rows_sql}) WHERE charge = 'usage' OR (charge = 'idle_share' AND {shares}) "
             f"OR (charge = 'idle' AND {kept})", params + sparams + (list(f.models) if apart else []))
+
+
+def _usage_kept_sql(rows_sql: str, params: list, f: Filters) -> tuple[str, list]:
+    """A period's costed rows with its usage rows kept to the tenants, models and tiers of ``f`` (idle rows all)."""
+    dims, dparams = Filters(tenants=f.tenants, models=f.models, sla_tiers=f.sla_tiers).where()
+    return f"SELECT * FROM ({rows_sql}) WHERE charge <> 'usage' OR ({dims})", params + dparams
 
 
 # ---------------------------------------------------------------- one costing per page run
