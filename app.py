@@ -40,8 +40,9 @@ ROOT = Path(__file__).resolve().parent
 def _heap_frozen() -> bool:
     """Once per server process, after its first run: the objects alive then (the imported libraries, some
     180,000 of them) are moved out of the cycle collector's reach (``gc.freeze``), so that the full collection
-    a rerun's allocations trigger no longer walks them (measured 83-92 ms a rerun on the Overview; 0 after)."""
-    gc.collect()
+    a rerun's allocations trigger no longer walks them (measured 83-92 ms a rerun on the Overview; 0 after).
+    No collection first: it would add as much to the first page a visitor waits for; what of the first run
+    is garbage then stays, once."""
     gc.freeze()
     atexit.register(gc.unfreeze)       # at exit they are collected as before (the extensions' finalisers run)
     return True
