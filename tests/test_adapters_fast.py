@@ -157,7 +157,7 @@ def _gateway_counting_general(monkeypatch, path):
 GATEWAY_ONE_SHAPE = "\n".join([
     "INFO:     Started server process [4242]",
     "2026-11-29 10:00:00,123 [ROUTE] target=slow len=63 total_ms=4812.812 cost=8.0 x=a=b inject=True",
-    "  2026-11-29T10:00:01.5\t[ROUTE] \t target=fast len=7 total_ms=12.0 cost=1.0 x=/p?q=1 inject=False  ",
+    "2026-11-29T10:00:01.5 [ROUTE] target=fast len=7 total_ms=12.0 cost=1.0 x=/p?q=1 inject=False",
     "2026-11-29 10:00:02.1234567 [ROUTE] target=fast len=9 total_ms=-5.5 cost=1.0 x=y inject=False",
     "2026-11-29 10:00:03 [ROUTE] target=slow len=abc total_ms=1000 cost=8.0 x={} inject=True",
     "garbage [ROUTE] target=fast",                                          # not a [ROUTE] line: ts missing
@@ -207,6 +207,8 @@ def test_gateway_shapes_without_some_keys(monkeypatch, tmp_path, keys):
 GATEWAY_OTHER_SHAPE = {
     "another key order": ("2026-11-29 10:00:09,000 [ROUTE] len=2 target=fast total_ms=2000 cost=1.0 x=1 "
                           "inject=False\n", False),
+    "white space around": ("  2026-11-29T10:00:09.5\t[ROUTE] \t target=fast len=7 total_ms=12.0 cost=1.0 x=1 "
+                           "inject=False  \n", False),
     "two spaces between pairs": ("2026-11-29 10:00:09,000 [ROUTE] target=fast  len=2 total_ms=2000 cost=1.0 x=1 "
                                  "inject=False\n", False),
     "a quote in a value": ('2026-11-29 10:00:09,000 [ROUTE] target=fast len=2 total_ms=2000 cost=1.0 x="1" '

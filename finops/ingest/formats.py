@@ -215,33 +215,39 @@ def _plain_text(p: Probe) -> bool:
     return True
 
 
-# The reading of a file whose [ROUTE] lines share one shape, the commonest in the probe: the same keys in the same
-# order, one space between pairs, no value with a quote or a backslash and a total_ms that is a plain decimal of at
-# most 3 places. One regular expression without captures (RE2's DFA) tells a line of that shape; its pairs are then
-# words at known places (string_split), and attrs is text joined from the words (no list lambdas, no per-word regex):
-# for such a line Python's KV.findall finds exactly these words split at their first '='. A [ROUTE] line of another
-# shape stops the reading (error), and the general SQL reading above takes the file (then, if need be, Python).
+# The reading of a file whose [ROUTE] lines share one shape, the commonest in the probe: the time, one space,
+# [ROUTE], one space and the pairs, no white space around the line; the same keys in the same order, one space
+# between pairs, no value with a quote or a backslash and a total_ms that is a plain decimal of at most 3 places.
+# One regular expression without captures (RE2's DFA) on the line as read tells a line of that shape (no trim); its
+# pairs are then words at known places (string_split), and attrs is text joined from the words (no list lambdas,
+# no per-word regex): for such a line Python's KV.findall finds exactly these words split at their first '='. A
+# [ROUTE] line of another shape stops the reading (error), and the general SQL reading above takes the file (then,
+# if need be, Python).
 GATEWAY_HEAD = r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?[ \t]+\[ROUTE\][ \t]+"
+#: the line of the shape reading: its time, one space, [ROUTE], one space, its pairs (no white space around)
+GATEWAY_SHAPE_HEAD = r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)? \[ROUTE\] "
 _SHAPE_VALUE = r'[^\s"\\]+'
 _SHAPE_TOTAL_MS = r"-?[0-9]+(?:\.[0-9]{1,3})?"
+_SHAPE_LINE = re.compile(GATEWAY_SHAPE_HEAD)
 _SHAPE_WORD = re.compile(r'(\w+)=[^\s"\\]+')
 _RESERVED = ("relative_cost", "slow_inject", "logged_at")
 _ATTR_NAMES = {"cost": "relative_cost", "inject": "slow_inject"}
 GATEWAY_SHAPE_SQL = r"""
 WITH l AS (
-  SELECT ordinality AS _row, line, trim(line, ' ' || chr(9)) AS s
+  SELECT ordinality AS _row, line
   FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
                 auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
   WHERE contains(line, '[ROUTE]')),
 c AS (
-  SELECT _row, line, s, CASE WHEN regexp_full_match(s, ?) THEN 1 WHEN regexp_full_match(s, ?) THEN 2 ELSE 0 END AS shape
+  SELECT _row, line, CASE WHEN regexp_full_match(line, ?) THEN 1
+                          WHEN regexp_full_match(trim(line, ' ' || chr(9)), ?) THEN 2 ELSE 0 END AS shape,
+         strpos(line, ' [ROUTE] ') AS route_at
   FROM l),
 w AS (
   SELECT _row, line,
          CASE WHEN shape = 2 THEN error('gateway-log fast path: a [ROUTE] line of another shape') ELSE shape = 1 END
            AS hit,
-         rtrim(left(s, strpos(s, '[ROUTE]') - 1), ' ' || chr(9)) AS logged,
-         string_split(ltrim(substr(s, strpos(s, '[ROUTE]') + 7), ' ' || chr(9)), ' ') AS words
+         left(line, route_at - 1) AS logged, string_split(substr(line, route_at + 9), ' ') AS words
   FROM c),
 f AS (
   SELECT _row, line, hit, logged, words, __TOTAL__ AS total_ms,
@@ -255,8 +261,8 @@ t AS (
     WHEN NOT hit THEN NULL
     WHEN total_ms IS NULL THEN logged
     WHEN logged_ts IS NULL THEN error('gateway-log fast path: a time read another way')
-    ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S')
-         || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f') ELSE '' END
+    WHEN epoch_us(arrived) % 1000000 = 0 THEN strftime(arrived, '%Y-%m-%d %H:%M:%S')
+    ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S.%f')
     END AS ts
   FROM a)
 SELECT _row, md5(line) AS _hash, ts, CASE WHEN hit THEN __MODEL__ END AS model, CASE WHEN hit THEN __MODEL__ END AS route,
@@ -278,10 +284,10 @@ def gateway_shape(p: Probe) -> list[str] | None:
     from collections import Counter
     shapes: Counter = Counter()
     for ln in p.lines:
-        m = ROUTE_LINE.match(ln.strip()) if "[ROUTE]" in ln else None
+        m = _SHAPE_LINE.match(ln) if "[ROUTE]" in ln else None
         if not m:
             continue
-        words = m.group("kv").split(" ")
+        words = ln[m.end():].split(" ")
         matches = [_SHAPE_WORD.fullmatch(w) for w in words]
         if not all(matches):
             continue
@@ -295,32 +301,25 @@ def _gateway_shape_source(p: Probe, keys: list[str], tenant: str) -> Source:
     """GATEWAY_SHAPE_SQL for the shape ``keys``: its regular expression and the place of each value, bound
     (the placeholders in the order of the text: the path, the two regular expressions, total_ms, the SELECT
     list's columns, the tenant, the attrs)."""
-    shape_re = GATEWAY_HEAD + " ".join(
+    shape_re = GATEWAY_SHAPE_HEAD + " ".join(
         k + "=" + (_SHAPE_TOTAL_MS if k == "total_ms" else _SHAPE_VALUE) for k in keys)
-
-    def value(key: str) -> tuple[str, list]:
-        # word i of the line less its 'key=' (a value of the shape has no quote or backslash: JSON as it is)
-        return (_WORD_VALUE, [keys.index(key) + 1, len(key) + 2]) if key in keys else ("CAST(NULL AS VARCHAR)", [])
-
-    body, params = GATEWAY_SHAPE_SQL, [str(p.path), shape_re, GATEWAY_HEAD + ".*"]
+    shape_sql, params = GATEWAY_SHAPE_SQL, [str(p.path), shape_re, GATEWAY_HEAD + ".*"]
     for slot in ("__TOTAL__", "__MODEL__", "__MODEL__", "__LEN__", "__ROUTE_MS__", "__QUEUE_MS__", "__SERVICE_MS__"):
-        expr, args = value(_SHAPE_SLOTS[slot])
-        body = body.replace(slot, expr, 1)
-        params.extend(args)
+        # word i of the line less its 'key=' (a value of the shape has no quote or backslash: JSON as it is)
+        key = _SHAPE_SLOTS[slot]
+        shape_sql = shape_sql.replace(slot, _WORD_VALUE if key in keys else "CAST(NULL AS VARCHAR)", 1)
+        params.extend([keys.index(key) + 1, len(key) + 2] if key in keys else [])
     params.append(tenant)
     # attrs as json.dumps writes the dict: '{"relative_cost": "8.0", "slow_inject": "False", "logged_at": "..."}'
     parts, text = ["?"], "{"
     for i, k in enumerate(keys, start=1):
         if k in GATEWAY_FIELDS:
             continue
-        params.append(text + json.dumps(_ATTR_NAMES.get(k, k)) + ': "')
-        parts.append(_WORD_VALUE)
-        params.extend([i, len(k) + 2])
-        parts.append("?")
+        params.extend([text + json.dumps(_ATTR_NAMES.get(k, k)) + ': "', i, len(k) + 2])
+        parts.extend([_WORD_VALUE, "?"])
         text = '", '
     params.append(text + json.dumps("logged_at") + ': "')
-    body = body.replace("__ATTRS__", " || ".join(parts))
-    return Source(body, params)
+    return Source(shape_sql.replace("__ATTRS__", " || ".join(parts)), params)
 
 
 def _gateway_general_source(con, p: Probe, options: IngestOptions, tenant: str) -> Source:
