@@ -503,6 +503,31 @@ def test_mooncake_variants_read_in_sql_store_what_python_stores(monkeypatch, tmp
     assert cached[9] == (700, 2)
 
 
+def test_mooncake_white_space_around_lines_read_in_sql(monkeypatch, tmp_path):
+    """The SQL reading trims only a line that starts or ends with a space or a tab; a blank line of white space
+    is skipped; the content hash is of the trimmed line, as Python's strip() gives it."""
+    path = tmp_path / "ws.jsonl"
+    path.write_text("\n".join([
+        '\t{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}',
+        ' \t ',
+        '{"timestamp": 5, "input_length": 1500, "output_length": 12, "hash_ids": [1, 2, 3]}\t',
+        '{"timestamp": 7, "input_length": 700, "output_length": 3, "hash_ids": [1, 9, 2]} ',
+        '{"timestamp": 5, "input_length": 1500, "output_length": 12, "hash_ids": [1, 2, 3]}',   # the same, trimmed
+        '\t',
+    ]) + "\n")
+    fast, slow, used_python = _mooncake(monkeypatch, path)
+    assert not used_python
+    _same(fast, slow)
+    (read, ingested, rejected, duplicates, _), rows = fast
+    assert (read, ingested, rejected, duplicates) == (4, 4, 0, 0)
+    by_ts = {json.loads(r["attrs"])["timestamp_ms"]: r for r in rows}
+    assert [by_ts[t]["cached_input_tokens"] for t in (0, 7)] == [0, 512]
+    # lines 3 and 5 are one record once trimmed: one content hash, numbered by occurrence (1024, then 1500)
+    fives = sorted((r["request_id"], r["cached_input_tokens"]) for r in rows if r["request_id"].split("-")[0]
+                   == by_ts[5]["request_id"].split("-")[0])
+    assert [c for _, c in fives] == [1024, 1500] and [i[-2:] for i, _ in fives] == ["-1", "-2"]
+
+
 MOONCAKE_ODD = {
     "a float time": '{"timestamp": 1.5, "input_length": 10, "output_length": 1, "hash_ids": [1]}',
     "a text length": '{"timestamp": 1, "input_length": "10", "output_length": 1, "hash_ids": [1]}',
