@@ -1410,8 +1410,8 @@ WITH r AS (
   FROM read_json_objects(?, format = 'array', compression = 'auto') o
   POSITIONAL JOIN read_parquet(?) v POSITIONAL JOIN read_parquet(?) t)
 SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
-  strftime(r.at, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(r.at, '%f') <> '000000' THEN '.' || strftime(r.at, '%f')
-                                               ELSE '' END AS ts, ? AS tenant,
+  CASE WHEN epoch_us(r.at) % 1000000 = 0 THEN strftime(r.at, '%Y-%m-%d %H:%M:%S')
+       ELSE strftime(r.at, '%Y-%m-%d %H:%M:%S.%f') END AS ts, ? AS tenant,
   ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
   r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
   CASE WHEN contains(r.rec, '"run_id"') OR contains(r.rec, '"provider"') OR contains(r.rec, '"mean_itl_ms"')
