@@ -919,6 +919,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         rows_sql, params, cols = relation_sql(con, p)
         records = _langfuse_csv_records_sql(rows_sql, list(cols))
         params = [*cols, *params]          # the keys come first in the text, then the reader's
+        attrs_sql, attrs_params = "", []
     else:
         fmt = json_records_format(p)
         if fmt is None:
@@ -927,10 +928,15 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
                   "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
                   if fmt == "newline_delimited" else "[json]")
         records = (f"SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '\"MAP(VARCHAR, JSON)\"') "
-                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m "
+                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m, rec "
                    f"FROM (SELECT ordinality AS _row, unnest({unpage}) AS rec "
                    "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY)")
         params = [str(p.path), fmt]
+        # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
+        # fields in their order), not the map's entries filtered and turned back into JSON; a record with a key
+        # twice (its map NULL) has no id and hands the file to Python before
+        attrs_sql = "json_merge_patch(rec, CAST(? AS JSON))"
+        attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
     lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
     nv = _json_num_sql("e.value")
 
@@ -947,6 +953,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
             f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
             f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
     mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
+    map_attrs_sql = f"to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped}))))"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
     select = f"""
 WITH obs AS ({records}), calls AS (
@@ -954,7 +961,7 @@ WITH obs AS ({records}), calls AS (
   WHERE upper(CASE WHEN m['type'] IS NULL OR {_js("m['type']")} IN ('', '0', 'false') THEN 'GENERATION'
                    ELSE {_js("m['type']")} END) IN ({calls})
 ), fields AS (
-  SELECT _row, m,
+  SELECT _row, m, {"rec, " if attrs_sql else ""}
     {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
     {_js(lf['completion_start'])} AS t_first,
     CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
@@ -1014,9 +1021,8 @@ SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an obs
   CAST(CASE WHEN unpriced THEN json_merge_patch(attrs, json_object('source_cost_usd', CAST(0 AS DOUBLE))) ELSE attrs END
        AS VARCHAR) AS attrs,
   CAST(NULL AS VARCHAR) AS service_tier
-FROM (SELECT *, to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped})))) AS attrs
-      FROM priced)"""
-    return Source(select, [*params, options.tenant, options.model], has_ids=True)
+FROM (SELECT *, {attrs_sql or map_attrs_sql} AS attrs FROM priced)"""
+    return Source(select, [*params, options.tenant, options.model, *attrs_params], has_ids=True)
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
