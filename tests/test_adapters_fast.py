@@ -182,8 +182,13 @@ def test_gateway_fixtures_read_by_shape_store_what_python_stores(monkeypatch, na
 def test_gateway_one_shape_reads_by_shape(monkeypatch, tmp_path, compress):
     path = tmp_path / ("shape.log.gz" if compress else "shape.log")
     path.write_bytes(gzip.compress(GATEWAY_ONE_SHAPE.encode()) if compress else GATEWAY_ONE_SHAPE.encode())
+    from finops.ingest import loader
+    staged, real = [], loader._stage
+    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
     fast, slow, used_python, used_general = _gateway_counting_general(monkeypatch, path)
     assert not used_python and not used_general
+    # read on every thread, every line staged and numbered by its place, the lines without [ROUTE] dropped
+    assert staged[0] == ["VIEW _stage", "TABLE _staged"]
     assert fast == slow
     (read, ingested, rejected, duplicates, rejects), rows = fast
     assert (read, ingested, rejected, duplicates) == (7, 4, 3, 0)

@@ -271,6 +271,13 @@ SELECT _row, md5(line) AS _hash, ts, CASE WHEN hit THEN __MODEL__ END AS model, 
   CASE WHEN hit THEN total_ms END AS total_ms, 'ok' AS status, ? AS tenant,
   CASE WHEN hit THEN __ATTRS__ || logged || '"}' END AS attrs
 FROM t"""
+_SHAPE_NUMBERED = """  SELECT ordinality AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
+  WHERE contains(line, '[ROUTE]')),"""
+_SHAPE_UNNUMBERED = """  SELECT CAST(NULL AS BIGINT) AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto')),"""
 #: the placeholders of GATEWAY_SHAPE_SQL filled with a word's value (or NULL), by log key
 _SHAPE_SLOTS = {"__MODEL__": "target", "__LEN__": "len", "__ROUTE_MS__": "route_ms", "__QUEUE_MS__": "queue_ms",
                 "__SERVICE_MS__": "service_ms", "__TOTAL__": "total_ms"}
@@ -319,7 +326,13 @@ def _gateway_shape_source(p: Probe, keys: list[str], tenant: str) -> Source:
         parts.extend([_WORD_VALUE, "?"])
         text = '", '
     params.append(text + json.dumps("logged_at") + ': "')
-    return Source(shape_sql.replace("__ATTRS__", " || ".join(parts)), params)
+    shape_sql = shape_sql.replace("__ATTRS__", " || ".join(parts))
+    # unnumbered: every line read on every thread, numbered by the loader by its place; the lines without
+    # [ROUTE] are marked _skip (Source.unnumbered_sql)
+    unnumbered_sql = shape_sql.replace(_SHAPE_NUMBERED, _SHAPE_UNNUMBERED).replace(
+        "SELECT _row, md5(line) AS _hash,", "SELECT _row, line IS NULL OR NOT contains(line, '[ROUTE]') AS _skip, "
+        "md5(line) AS _hash,")
+    return Source(shape_sql, params, unnumbered_sql=unnumbered_sql)
 
 
 def _gateway_general_source(con, p: Probe, options: IngestOptions, tenant: str) -> Source:
