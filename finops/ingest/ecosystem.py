@@ -27,6 +27,7 @@ azure-trace    0.95   a CSV header of exactly ``TIMESTAMP, ContextTokens, Genera
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -913,6 +914,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
     from finops.ingest.tabular import relation_sql
     if options.records_path or options.tenant_field or langfuse_traces_path(p.path) is not None:
         return None
+    unnumbered_records = ""
     if p.kind == "csv":
         if con is None or p.container != "text" or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf":
             return None
@@ -937,6 +939,17 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         # twice (its map NULL) has no id and hands the file to Python before
         attrs_sql = "json_merge_patch(rec, CAST(? AS JSON))"
         attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
+        first = p.first_record if isinstance(p.first_record, dict) else {}
+        if not any(isinstance(first.get(k), list) for k in ("data", "items")):
+            # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
+            # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
+            page = ("coalesce(json_type(json, '$.data') = 'ARRAY' OR json_type(json, '$.items') = 'ARRAY', false)"
+                    if fmt == "newline_delimited" else "false")
+            unnumbered_records = (
+                f"SELECT CAST(NULL AS BIGINT) AS _row, CASE WHEN json_type(json) = 'OBJECT' AND NOT ({page}) "
+                "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') "
+                "ELSE error('langfuse fast path: a record that is not an observation') END AS m, json AS rec "
+                "FROM read_json_objects(?, format = ?, compression = 'none')")
     lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
     nv = _json_num_sql("e.value")
 
@@ -955,13 +968,19 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
     mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
     map_attrs_sql = f"to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped}))))"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
-    select = f"""
-WITH obs AS ({records}), calls AS (
-  SELECT * FROM obs
-  WHERE upper(CASE WHEN m['type'] IS NULL OR {_js("m['type']")} IN ('', '0', 'false') THEN 'GENERATION'
-                   ELSE {_js("m['type']")} END) IN ({calls})
-), fields AS (
-  SELECT _row, m, {"rec, " if attrs_sql else ""}
+    type_sql = _js("m['type']")
+    model_call_sql = (f"upper(CASE WHEN m['type'] IS NULL OR {type_sql} IN ('', '0', 'false') THEN 'GENERATION' "
+                      f"ELSE {type_sql} END) IN ({calls})")
+
+    def select_sql(records_sql: str, skip: bool) -> str:
+        """The reading over ``records_sql``; ``skip``: every record kept, those that are no model call marked
+        ``_skip`` (an unnumbered reading: numbered by place once staged, then dropped), their checks off."""
+        calls_sql = (f"SELECT *, NOT coalesce({model_call_sql}, false) AS _skip FROM obs" if skip
+                     else f"SELECT * FROM obs WHERE {model_call_sql}")
+        live = "NOT _skip AND " if skip else ""
+        return f"""
+WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
+  SELECT _row, m, {"rec, " if attrs_sql else ""}{"_skip, " if skip else ""}
     {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
     {_js(lf['completion_start'])} AS t_first,
     CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
@@ -981,7 +1000,7 @@ WITH obs AS ({records}), calls AS (
   FROM fields
 ), tokens AS (
   SELECT *,
-    CASE WHEN len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
+    CASE WHEN {live}len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
          THEN error('langfuse fast path: a usage value that is not a number') END AS _check_usage,
     {total_sql("contains(e.key, 'input')")} AS input_n, {total_sql("contains(e.key, 'output')")} AS output_n,
     {total_sql("contains(e.key, 'input') AND (contains(e.key, 'cache_read') OR contains(e.key, 'cached'))")} AS cached_n,
@@ -999,10 +1018,11 @@ WITH obs AS ({records}), calls AS (
     coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
   FROM tokens
 )
-SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
-                CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
-                CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT),
-                _row) AS _row,
+SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
+    CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
+    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
+    CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT), _row) END AS _row,
+  {"_skip, " if skip else ""}
   CAST(NULL AS VARCHAR) AS _hash, id AS request_id, {_t('t_start')} AS ts,
   CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
   coalesce(model0, CAST(? AS VARCHAR)) AS model, provider, CAST(NULL AS VARCHAR) AS cache_hit,
@@ -1022,7 +1042,10 @@ SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an obs
        AS VARCHAR) AS attrs,
   CAST(NULL AS VARCHAR) AS service_tier
 FROM (SELECT *, {attrs_sql or map_attrs_sql} AS attrs FROM priced)"""
-    return Source(select, [*params, options.tenant, options.model, *attrs_params], has_ids=True)
+
+    args = [*params, options.tenant, options.model, *attrs_params]
+    return Source(select_sql(records, False), args, has_ids=True,
+                  unnumbered_sql=select_sql(unnumbered_records, True) if unnumbered_records else None)
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -1036,6 +1059,11 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
     src = langfuse_fast_source(p, options, con) if fast else None
     if src is not None:
         src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
+        if src.unnumbered_sql:
+            # the unnumbered reading stopped (a page of observations, or a record Python must read): the
+            # numbered one, then Python
+            numbered = dataclasses.replace(src, unnumbered_sql=None)
+            src = dataclasses.replace(src, fallback=lambda: numbered)
         return src
     traces = _langfuse_traces(langfuse_traces_path(p.path))
     csv_quoted = p.kind == "csv"
