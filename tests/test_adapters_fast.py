@@ -145,6 +145,96 @@ def test_gateway_files_left_to_python(monkeypatch, tmp_path, name):
     assert used_python and fast == slow
 
 
+def _gateway_counting_general(monkeypatch, path):
+    """_gateway, counting the general SQL reading's calls (the shape reading handed the file over)."""
+    from finops.ingest import formats
+    general = _counting(monkeypatch, formats, "_gateway_general_source")
+    fast, slow, used_python = _gateway(monkeypatch, path)
+    return fast, slow, used_python, bool(general)
+
+
+# lines of one shape (the commonest of the probe): read by the shape reading, no list lambdas
+GATEWAY_ONE_SHAPE = "\n".join([
+    "INFO:     Started server process [4242]",
+    "2026-11-29 10:00:00,123 [ROUTE] target=slow len=63 total_ms=4812.812 cost=8.0 x=a=b inject=True",
+    "2026-11-29T10:00:01.5 [ROUTE] target=fast len=7 total_ms=12.0 cost=1.0 x=/p?q=1 inject=False",
+    "2026-11-29 10:00:02.1234567 [ROUTE] target=fast len=9 total_ms=-5.5 cost=1.0 x=y inject=False",
+    "2026-11-29 10:00:03 [ROUTE] target=slow len=abc total_ms=1000 cost=8.0 x={} inject=True",
+    "garbage [ROUTE] target=fast",                                          # not a [ROUTE] line: ts missing
+    "2026-11-29 10:00:06,000 [ROUTE] target=fast len=2 total_ms=2000 cost=1.0 x=1 inject=False",
+    "2026-11-29 10:00:06,000 [ROUTE] target=fast len=2 total_ms=2000 cost=1.0 x=1 inject=False",  # again
+    "",
+]) + "\n"
+
+
+@pytest.mark.parametrize("name", ["seed_gateway_injected.log", "seed_gateway_verbatim.log"])
+def test_gateway_fixtures_read_by_shape_store_what_python_stores(monkeypatch, name):
+    from finops.ingest import formats
+    from finops.ingest.base import probe
+    assert formats.gateway_shape(probe(DATA / name)) == [
+        "target", "len", "route_ms", "queue_ms", "service_ms", "total_ms", "cost", "inject"]
+    fast, slow, used_python, used_general = _gateway_counting_general(monkeypatch, DATA / name)
+    assert not used_python and not used_general
+    assert fast == slow and fast[0][1] == 8
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_gateway_one_shape_reads_by_shape(monkeypatch, tmp_path, compress):
+    path = tmp_path / ("shape.log.gz" if compress else "shape.log")
+    path.write_bytes(gzip.compress(GATEWAY_ONE_SHAPE.encode()) if compress else GATEWAY_ONE_SHAPE.encode())
+    from finops.ingest import loader
+    staged, real = [], loader._stage
+    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
+    fast, slow, used_python, used_general = _gateway_counting_general(monkeypatch, path)
+    assert not used_python and not used_general
+    # read on every thread, every line staged and numbered by its place, the lines without [ROUTE] dropped
+    assert staged[0] == ["VIEW _stage", "TABLE _staged"]
+    assert fast == slow
+    (read, ingested, rejected, duplicates, rejects), rows = fast
+    assert (read, ingested, rejected, duplicates) == (7, 4, 3, 0)
+    assert [(r["row"], r["field"]) for r in rejects] == [(4, "total_ms"), (5, "prompt_chars"), (6, "ts")]
+    first = next(r for r in rows if r["prompt_chars"] == 63)
+    assert str(first["ts"]) == "2026-11-29 09:59:55.310188"      # 10:00:00.123 less 4812.812 ms
+    assert json.loads(first["attrs"]) == {"relative_cost": "8.0", "x": "a=b", "slow_inject": "True",
+                                          "logged_at": "2026-11-29 10:00:00,123"}
+
+
+@pytest.mark.parametrize("keys", ["target=fast len=2", "len=2 target=fast total_ms=1.5", "total_ms=1.5 note=n"])
+def test_gateway_shapes_without_some_keys(monkeypatch, tmp_path, keys):
+    path = tmp_path / "shape.log"
+    path.write_text("".join(f"2026-11-29 10:00:0{i},500 [ROUTE] {keys}\n" for i in range(3)))
+    fast, slow, used_python, used_general = _gateway_counting_general(monkeypatch, path)
+    assert not used_python and not used_general
+    assert fast == slow and fast[0][0] == 3
+
+
+# a line the shape reading does not take: the general SQL reading takes the file (Python only where it must)
+GATEWAY_OTHER_SHAPE = {
+    "another key order": ("2026-11-29 10:00:09,000 [ROUTE] len=2 target=fast total_ms=2000 cost=1.0 x=1 "
+                          "inject=False\n", False),
+    "white space around": ("  2026-11-29T10:00:09.5\t[ROUTE] \t target=fast len=7 total_ms=12.0 cost=1.0 x=1 "
+                           "inject=False  \n", False),
+    "two spaces between pairs": ("2026-11-29 10:00:09,000 [ROUTE] target=fast  len=2 total_ms=2000 cost=1.0 x=1 "
+                                 "inject=False\n", False),
+    "a quote in a value": ('2026-11-29 10:00:09,000 [ROUTE] target=fast len=2 total_ms=2000 cost=1.0 x="1" '
+                           'inject=False\n', False),
+    "total_ms of 4 places": ("2026-11-29 10:00:09,000 [ROUTE] target=fast len=2 total_ms=1.0001 cost=1.0 x=1 "
+                             "inject=False\n", True),
+    "time no date": ("2026-13-45 10:00:00,000 [ROUTE] target=fast len=2 total_ms=1.0 cost=1.0 x=1 inject=False\n",
+                     True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATEWAY_OTHER_SHAPE))
+def test_gateway_line_of_another_shape_hands_over(monkeypatch, tmp_path, name):
+    line, python = GATEWAY_OTHER_SHAPE[name]
+    path = tmp_path / "odd.log"
+    path.write_text(GATEWAY_ONE_SHAPE + line)
+    fast, slow, used_python, used_general = _gateway_counting_general(monkeypatch, path)
+    assert used_general and used_python == python
+    assert fast == slow
+
+
 # ---------------------------------------------------------------- llmperf
 
 LLMPERF = DATA / "llmperf" / "individual"
@@ -416,6 +506,31 @@ def test_mooncake_variants_read_in_sql_store_what_python_stores(monkeypatch, tmp
     assert [cached[t] for t in (0, 5, 7, 11, 12, 13, 14)] == [(0, 0), (1024, 2), (512, 1), (None, None), (0, 0),
                                                               (0, 0), (None, None)]
     assert cached[9] == (700, 2)
+
+
+def test_mooncake_white_space_around_lines_read_in_sql(monkeypatch, tmp_path):
+    """The SQL reading trims only a line that starts or ends with a space or a tab; a blank line of white space
+    is skipped; the content hash is of the trimmed line, as Python's strip() gives it."""
+    path = tmp_path / "ws.jsonl"
+    path.write_text("\n".join([
+        '\t{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}',
+        ' \t ',
+        '{"timestamp": 5, "input_length": 1500, "output_length": 12, "hash_ids": [1, 2, 3]}\t',
+        '{"timestamp": 7, "input_length": 700, "output_length": 3, "hash_ids": [1, 9, 2]} ',
+        '{"timestamp": 5, "input_length": 1500, "output_length": 12, "hash_ids": [1, 2, 3]}',   # the same, trimmed
+        '\t',
+    ]) + "\n")
+    fast, slow, used_python = _mooncake(monkeypatch, path)
+    assert not used_python
+    _same(fast, slow)
+    (read, ingested, rejected, duplicates, _), rows = fast
+    assert (read, ingested, rejected, duplicates) == (4, 4, 0, 0)
+    by_ts = {json.loads(r["attrs"])["timestamp_ms"]: r for r in rows}
+    assert [by_ts[t]["cached_input_tokens"] for t in (0, 7)] == [0, 512]
+    # lines 3 and 5 are one record once trimmed: one content hash, numbered by occurrence (1024, then 1500)
+    fives = sorted((r["request_id"], r["cached_input_tokens"]) for r in rows if r["request_id"].split("-")[0]
+                   == by_ts[5]["request_id"].split("-")[0])
+    assert [c for _, c in fives] == [1024, 1500] and [i[-2:] for i, _ in fives] == ["-1", "-2"]
 
 
 MOONCAKE_ODD = {

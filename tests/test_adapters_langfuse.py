@@ -392,6 +392,34 @@ def test_langfuse_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatc
             assert len(fast) >= 5, name
 
 
+def test_langfuse_records_read_unnumbered_store_what_python_stores(tmp_path, monkeypatch):
+    """One observation a record (JSON Lines, an array): read on every thread, every record staged and numbered
+    by its place, those that are no model call dropped once numbered; pages per line keep the numbered reading,
+    and a page met after records hands the file to it."""
+    from finops.ingest import ecosystem, loader
+    staged, real = [], loader._stage
+    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
+    variants = _langfuse_variants(tmp_path)
+    obs = [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]
+    late_page = tmp_path / "blob_late_page.jsonl"
+    late_page.write_text("\n".join(json.dumps(o) for o in obs + [{"data": _odd(obs)[:2]}]) + "\n")
+    variants["blob, then a page"] = (late_page, True)
+    for name, (path, fast) in variants.items():
+        if not fast or "ui_csv" in name:
+            continue
+        staged.clear()
+        fast_rows = _fast_stored(path, IngestOptions())
+        fast_staged = list(staged)      # a reading that stopped staged nothing
+        with monkeypatch.context() as m:
+            assert _fast_stored(path, IngestOptions(), m, python_only=True) == fast_rows, name
+        unnumbered = "page" not in name
+        assert fast_staged == [["VIEW _stage", "TABLE _staged"] if unnumbered else ["TABLE _stage"]], name
+        # the unnumbered reading drops the records that are no model call, and only those
+        if unnumbered:
+            src = ecosystem.langfuse_fast_source(probe(path), IngestOptions())
+            assert src.unnumbered_sql and "_skip" in src.unnumbered_sql and "_skip" not in src.sql, name
+
+
 def test_which_json_files_the_fast_paths_read_record_by_record(tmp_path):
     """DuckDB numbers records, the Python path lines: the two agree on uncompressed JSON Lines without a blank
     line, and on an uncompressed JSON array; anything else is the Python path's."""

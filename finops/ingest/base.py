@@ -79,7 +79,8 @@ class Source:
     stage_as_view: bool = False
     # the same rows with ``_row`` NULL, for a reader that numbers rows on one thread only (WITH
     # ORDINALITY): the loader stages these in parallel, in order, and numbers them by position
-    # from ``first_row``
+    # from ``first_row``; a BOOLEAN ``_skip`` column marks rows that count for the numbering only
+    # (a log's lines that are no requests), dropped once numbered
     unnumbered_sql: str | None = None
     first_row: int = 1
 

@@ -27,6 +27,7 @@ azure-trace    0.95   a CSV header of exactly ``TIMESTAMP, ContextTokens, Genera
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -913,12 +914,14 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
     from finops.ingest.tabular import relation_sql
     if options.records_path or options.tenant_field or langfuse_traces_path(p.path) is not None:
         return None
+    unnumbered_records = ""
     if p.kind == "csv":
         if con is None or p.container != "text" or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf":
             return None
         rows_sql, params, cols = relation_sql(con, p)
         records = _langfuse_csv_records_sql(rows_sql, list(cols))
         params = [*cols, *params]          # the keys come first in the text, then the reader's
+        attrs_sql, attrs_params = "", []
     else:
         fmt = json_records_format(p)
         if fmt is None:
@@ -927,10 +930,26 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
                   "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
                   if fmt == "newline_delimited" else "[json]")
         records = (f"SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '\"MAP(VARCHAR, JSON)\"') "
-                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m "
+                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m, rec "
                    f"FROM (SELECT ordinality AS _row, unnest({unpage}) AS rec "
                    "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY)")
         params = [str(p.path), fmt]
+        # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
+        # fields in their order), not the map's entries filtered and turned back into JSON; a record with a key
+        # twice (its map NULL) has no id and hands the file to Python before
+        attrs_sql = "json_merge_patch(rec, CAST(? AS JSON))"
+        attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
+        first = p.first_record if isinstance(p.first_record, dict) else {}
+        if not any(isinstance(first.get(k), list) for k in ("data", "items")):
+            # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
+            # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
+            page = ("coalesce(json_type(json, '$.data') = 'ARRAY' OR json_type(json, '$.items') = 'ARRAY', false)"
+                    if fmt == "newline_delimited" else "false")
+            unnumbered_records = (
+                f"SELECT CAST(NULL AS BIGINT) AS _row, CASE WHEN json_type(json) = 'OBJECT' AND NOT ({page}) "
+                "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') "
+                "ELSE error('langfuse fast path: a record that is not an observation') END AS m, json AS rec "
+                "FROM read_json_objects(?, format = ?, compression = 'none')")
     lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
     nv = _json_num_sql("e.value")
 
@@ -947,14 +966,21 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
             f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
             f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
     mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
+    map_attrs_sql = f"to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped}))))"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
-    select = f"""
-WITH obs AS ({records}), calls AS (
-  SELECT * FROM obs
-  WHERE upper(CASE WHEN m['type'] IS NULL OR {_js("m['type']")} IN ('', '0', 'false') THEN 'GENERATION'
-                   ELSE {_js("m['type']")} END) IN ({calls})
-), fields AS (
-  SELECT _row, m,
+    type_sql = _js("m['type']")
+    model_call_sql = (f"upper(CASE WHEN m['type'] IS NULL OR {type_sql} IN ('', '0', 'false') THEN 'GENERATION' "
+                      f"ELSE {type_sql} END) IN ({calls})")
+
+    def select_sql(records_sql: str, skip: bool) -> str:
+        """The reading over ``records_sql``; ``skip``: every record kept, those that are no model call marked
+        ``_skip`` (an unnumbered reading: numbered by place once staged, then dropped), their checks off."""
+        calls_sql = (f"SELECT *, NOT coalesce({model_call_sql}, false) AS _skip FROM obs" if skip
+                     else f"SELECT * FROM obs WHERE {model_call_sql}")
+        live = "NOT _skip AND " if skip else ""
+        return f"""
+WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
+  SELECT _row, m, {"rec, " if attrs_sql else ""}{"_skip, " if skip else ""}
     {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
     {_js(lf['completion_start'])} AS t_first,
     CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
@@ -974,7 +1000,7 @@ WITH obs AS ({records}), calls AS (
   FROM fields
 ), tokens AS (
   SELECT *,
-    CASE WHEN len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
+    CASE WHEN {live}len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
          THEN error('langfuse fast path: a usage value that is not a number') END AS _check_usage,
     {total_sql("contains(e.key, 'input')")} AS input_n, {total_sql("contains(e.key, 'output')")} AS output_n,
     {total_sql("contains(e.key, 'input') AND (contains(e.key, 'cache_read') OR contains(e.key, 'cached'))")} AS cached_n,
@@ -992,10 +1018,11 @@ WITH obs AS ({records}), calls AS (
     coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
   FROM tokens
 )
-SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
-                CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
-                CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT),
-                _row) AS _row,
+SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
+    CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
+    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
+    CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT), _row) END AS _row,
+  {"_skip, " if skip else ""}
   CAST(NULL AS VARCHAR) AS _hash, id AS request_id, {_t('t_start')} AS ts,
   CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
   coalesce(model0, CAST(? AS VARCHAR)) AS model, provider, CAST(NULL AS VARCHAR) AS cache_hit,
@@ -1014,9 +1041,11 @@ SELECT coalesce(CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an obs
   CAST(CASE WHEN unpriced THEN json_merge_patch(attrs, json_object('source_cost_usd', CAST(0 AS DOUBLE))) ELSE attrs END
        AS VARCHAR) AS attrs,
   CAST(NULL AS VARCHAR) AS service_tier
-FROM (SELECT *, to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped})))) AS attrs
-      FROM priced)"""
-    return Source(select, [*params, options.tenant, options.model], has_ids=True)
+FROM (SELECT *, {attrs_sql or map_attrs_sql} AS attrs FROM priced)"""
+
+    args = [*params, options.tenant, options.model, *attrs_params]
+    return Source(select_sql(records, False), args, has_ids=True,
+                  unnumbered_sql=select_sql(unnumbered_records, True) if unnumbered_records else None)
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -1030,6 +1059,11 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
     src = langfuse_fast_source(p, options, con) if fast else None
     if src is not None:
         src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
+        if src.unnumbered_sql:
+            # the unnumbered reading stopped (a page of observations, or a record Python must read): the
+            # numbered one, then Python
+            numbered = dataclasses.replace(src, unnumbered_sql=None)
+            src = dataclasses.replace(src, fallback=lambda: numbered)
         return src
     traces = _langfuse_traces(langfuse_traces_path(p.path))
     csv_quoted = p.kind == "csv"
@@ -1410,8 +1444,8 @@ WITH r AS (
   FROM read_json_objects(?, format = 'array', compression = 'auto') o
   POSITIONAL JOIN read_parquet(?) v POSITIONAL JOIN read_parquet(?) t)
 SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
-  strftime(r.at, '%Y-%m-%d %H:%M:%S') || CASE WHEN strftime(r.at, '%f') <> '000000' THEN '.' || strftime(r.at, '%f')
-                                               ELSE '' END AS ts, ? AS tenant,
+  CASE WHEN epoch_us(r.at) % 1000000 = 0 THEN strftime(r.at, '%Y-%m-%d %H:%M:%S')
+       ELSE strftime(r.at, '%Y-%m-%d %H:%M:%S.%f') END AS ts, ? AS tenant,
   ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
   r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
   CASE WHEN contains(r.rec, '"run_id"') OR contains(r.rec, '"provider"') OR contains(r.rec, '"mean_itl_ms"')
@@ -1528,19 +1562,23 @@ def _sniff_mooncake(p: Probe) -> float:
 # k = the position of the first block first held by this request, less one, else all its blocks). A record
 # this reading would not read as the Python one stops it with an error (the loader then reads the file in
 # Python): a line that is no JSON object, a time that is no integer, a length of another type (or past 2^53,
-# where float() rounds), block hashes that are not integers, a field named like one of attrs' own.
+# where float() rounds), block hashes that are not integers, a field named like one of attrs' own. A line is
+# trimmed only where it starts or ends with white space (trim with a set of characters costs as much as the
+# JSON parse); one strftime per time.
 MOONCAKE_FAST_SQL = r"""
 WITH l AS (
   SELECT ordinality AS _row, line
   FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
                 auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
-  WHERE trim(line, ' ' || chr(9)) <> ''),
+  WHERE line <> '' AND (ascii(line) NOT IN (32, 9) OR trim(line, ' ' || chr(9)) <> '')),
 v AS (
-  SELECT _row, line, j, json_type(j) AS jt,
+  SELECT _row, line, s, j, json_type(j) AS jt,
     json_extract(j, ['$.timestamp', '$.input_length', '$.output_length', '$.hash_ids']) AS v
-  FROM (SELECT _row, line, CAST(trim(line, ' ' || chr(9)) AS JSON) AS j FROM l)),
+  FROM (SELECT _row, line, s, CAST(s AS JSON) AS j
+        FROM (SELECT _row, line, CASE WHEN ascii(line) IN (32, 9) OR suffix(line, ' ') OR suffix(line, chr(9))
+                                      THEN trim(line, ' ' || chr(9)) ELSE line END AS s FROM l))),
 t AS (
-  SELECT _row, line, j, jt, v[1] AS ts_j, coalesce(json_type(v[1]), 'NULL') AS ts_t,
+  SELECT _row, line, s, j, jt, v[1] AS ts_j, coalesce(json_type(v[1]), 'NULL') AS ts_t,
     coalesce(json_type(v[2]), 'NULL') AS in_t, coalesce(json_type(v[3]), 'NULL') AS out_t,
     coalesce(json_type(v[4]), 'NULL') AS h_t, TRY_CAST(v[1] AS BIGINT) AS ts_ms,
     TRY_CAST(v[2] AS DOUBLE) AS n_in, TRY_CAST(v[3] AS DOUBLE) AS n_out,
@@ -1567,9 +1605,9 @@ r AS (
          THEN error('mooncake fast path: a record read another way') END AS odd,
     CAST(? AS TIMESTAMP) + to_milliseconds(ts_ms) AS arrived
   FROM c LEFT JOIN k ON k._row = c._row)
-SELECT _row, md5(trim(line, ' ' || chr(9)) || ?) AS _hash,
-  coalesce(odd, strftime(arrived, '%Y-%m-%d %H:%M:%S')
-    || CASE WHEN strftime(arrived, '%f') <> '000000' THEN '.' || strftime(arrived, '%f') ELSE '' END) AS ts,
+SELECT _row, md5(s || ?) AS _hash,
+  coalesce(odd, CASE WHEN epoch_us(arrived) % 1000000 = 0 THEN strftime(arrived, '%Y-%m-%d %H:%M:%S')
+                     ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S.%f') END) AS ts,
   ? AS tenant, ? AS model, input_length AS input_tokens, output_length AS output_tokens,
   CASE WHEN reused IS NOT NULL THEN least(input_length, 512 * reused) END AS cached_input_tokens, 'ok' AS status,
   '{"timestamp_ms":' || coalesce(CAST(ts_j AS VARCHAR), 'null') || ',"prefix_blocks_reused":'

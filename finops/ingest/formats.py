@@ -215,11 +215,141 @@ def _plain_text(p: Probe) -> bool:
     return True
 
 
+# The reading of a file whose [ROUTE] lines share one shape, the commonest in the probe: the time, one space,
+# [ROUTE], one space and the pairs, no white space around the line; the same keys in the same order, one space
+# between pairs, no value with a quote or a backslash and a total_ms that is a plain decimal of at most 3 places.
+# One regular expression without captures (RE2's DFA) on the line as read tells a line of that shape (no trim); its
+# pairs are then words at known places (string_split), and attrs is text joined from the words (no list lambdas,
+# no per-word regex): for such a line Python's KV.findall finds exactly these words split at their first '='. A
+# [ROUTE] line of another shape stops the reading (error), and the general SQL reading above takes the file (then,
+# if need be, Python).
+GATEWAY_HEAD = r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?[ \t]+\[ROUTE\][ \t]+"
+#: the line of the shape reading: its time, one space, [ROUTE], one space, its pairs (no white space around)
+GATEWAY_SHAPE_HEAD = r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)? \[ROUTE\] "
+_SHAPE_VALUE = r'[^\s"\\]+'
+_SHAPE_TOTAL_MS = r"-?[0-9]+(?:\.[0-9]{1,3})?"
+_SHAPE_LINE = re.compile(GATEWAY_SHAPE_HEAD)
+_SHAPE_WORD = re.compile(r'(\w+)=[^\s"\\]+')
+_RESERVED = ("relative_cost", "slow_inject", "logged_at")
+_ATTR_NAMES = {"cost": "relative_cost", "inject": "slow_inject"}
+GATEWAY_SHAPE_SQL = r"""
+WITH l AS (
+  SELECT ordinality AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
+  WHERE contains(line, '[ROUTE]')),
+c AS (
+  SELECT _row, line, CASE WHEN regexp_full_match(line, ?) THEN 1
+                          WHEN regexp_full_match(trim(line, ' ' || chr(9)), ?) THEN 2 ELSE 0 END AS shape,
+         strpos(line, ' [ROUTE] ') AS route_at
+  FROM l),
+w AS (
+  SELECT _row, line,
+         CASE WHEN shape = 2 THEN error('gateway-log fast path: a [ROUTE] line of another shape') ELSE shape = 1 END
+           AS hit,
+         left(line, route_at - 1) AS logged, string_split(substr(line, route_at + 9), ' ') AS words
+  FROM c),
+f AS (
+  SELECT _row, line, hit, logged, words, __TOTAL__ AS total_ms,
+         TRY_CAST(replace(logged, ',', '.') AS TIMESTAMP) AS logged_ts
+  FROM w),
+a AS (
+  SELECT *, logged_ts - to_microseconds(CAST(round(TRY_CAST(total_ms AS DOUBLE) * 1000) AS BIGINT)) AS arrived
+  FROM f),
+t AS (
+  SELECT *, CASE
+    WHEN NOT hit THEN NULL
+    WHEN total_ms IS NULL THEN logged
+    WHEN logged_ts IS NULL THEN error('gateway-log fast path: a time read another way')
+    WHEN epoch_us(arrived) % 1000000 = 0 THEN strftime(arrived, '%Y-%m-%d %H:%M:%S')
+    ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S.%f')
+    END AS ts
+  FROM a)
+SELECT _row, md5(line) AS _hash, ts, CASE WHEN hit THEN __MODEL__ END AS model, CASE WHEN hit THEN __MODEL__ END AS route,
+  CASE WHEN hit THEN __LEN__ END AS prompt_chars, CASE WHEN hit THEN __ROUTE_MS__ END AS route_ms,
+  CASE WHEN hit THEN __QUEUE_MS__ END AS queue_ms, CASE WHEN hit THEN __SERVICE_MS__ END AS service_ms,
+  CASE WHEN hit THEN total_ms END AS total_ms, 'ok' AS status, ? AS tenant,
+  CASE WHEN hit THEN __ATTRS__ || logged || '"}' END AS attrs
+FROM t"""
+_SHAPE_NUMBERED = """  SELECT ordinality AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
+  WHERE contains(line, '[ROUTE]')),"""
+_SHAPE_UNNUMBERED = """  SELECT CAST(NULL AS BIGINT) AS _row, line
+  FROM read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = chr(1), quote = '', escape = '',
+                auto_detect = false, strict_mode = false, compression = 'auto')),"""
+#: the placeholders of GATEWAY_SHAPE_SQL filled with a word's value (or NULL), by log key
+_SHAPE_SLOTS = {"__MODEL__": "target", "__LEN__": "len", "__ROUTE_MS__": "route_ms", "__QUEUE_MS__": "queue_ms",
+                "__SERVICE_MS__": "service_ms", "__TOTAL__": "total_ms"}
+#: the value of word ? (1-based) of key length ? (the key and its '=' cut off)
+_WORD_VALUE = "substr(words[?], ?)"
+
+
+def gateway_shape(p: Probe) -> list[str] | None:
+    """The keys, in order, of the commonest shape among the probe's [ROUTE] lines that the shape reading can
+    take (pairs ``key=value`` one space apart, each key once, none of the names attrs reserves), else None."""
+    from collections import Counter
+    shapes: Counter = Counter()
+    for ln in p.lines:
+        m = _SHAPE_LINE.match(ln) if "[ROUTE]" in ln else None
+        if not m:
+            continue
+        words = ln[m.end():].split(" ")
+        matches = [_SHAPE_WORD.fullmatch(w) for w in words]
+        if not all(matches):
+            continue
+        keys = tuple(x.group(1) for x in matches)
+        if len(set(keys)) == len(keys) and not set(keys) & set(_RESERVED):
+            shapes[keys] += 1
+    return list(shapes.most_common(1)[0][0]) if shapes else None
+
+
+def _gateway_shape_source(p: Probe, keys: list[str], tenant: str) -> Source:
+    """GATEWAY_SHAPE_SQL for the shape ``keys``: its regular expression and the place of each value, bound
+    (the placeholders in the order of the text: the path, the two regular expressions, total_ms, the SELECT
+    list's columns, the tenant, the attrs)."""
+    shape_re = GATEWAY_SHAPE_HEAD + " ".join(
+        k + "=" + (_SHAPE_TOTAL_MS if k == "total_ms" else _SHAPE_VALUE) for k in keys)
+    shape_sql, params = GATEWAY_SHAPE_SQL, [str(p.path), shape_re, GATEWAY_HEAD + ".*"]
+    for slot in ("__TOTAL__", "__MODEL__", "__MODEL__", "__LEN__", "__ROUTE_MS__", "__QUEUE_MS__", "__SERVICE_MS__"):
+        # word i of the line less its 'key=' (a value of the shape has no quote or backslash: JSON as it is)
+        key = _SHAPE_SLOTS[slot]
+        shape_sql = shape_sql.replace(slot, _WORD_VALUE if key in keys else "CAST(NULL AS VARCHAR)", 1)
+        params.extend([keys.index(key) + 1, len(key) + 2] if key in keys else [])
+    params.append(tenant)
+    # attrs as json.dumps writes the dict: '{"relative_cost": "8.0", "slow_inject": "False", "logged_at": "..."}'
+    parts, text = ["?"], "{"
+    for i, k in enumerate(keys, start=1):
+        if k in GATEWAY_FIELDS:
+            continue
+        params.extend([text + json.dumps(_ATTR_NAMES.get(k, k)) + ': "', i, len(k) + 2])
+        parts.extend([_WORD_VALUE, "?"])
+        text = '", '
+    params.append(text + json.dumps("logged_at") + ': "')
+    shape_sql = shape_sql.replace("__ATTRS__", " || ".join(parts))
+    # unnumbered: every line read on every thread, numbered by the loader by its place; the lines without
+    # [ROUTE] are marked _skip (Source.unnumbered_sql)
+    unnumbered_sql = shape_sql.replace(_SHAPE_NUMBERED, _SHAPE_UNNUMBERED).replace(
+        "SELECT _row, md5(line) AS _hash,", "SELECT _row, line IS NULL OR NOT contains(line, '[ROUTE]') AS _skip, "
+        "md5(line) AS _hash,")
+    return Source(shape_sql, params, unnumbered_sql=unnumbered_sql)
+
+
+def _gateway_general_source(con, p: Probe, options: IngestOptions, tenant: str) -> Source:
+    """GATEWAY_FAST_SQL: the SQL reading of any [ROUTE] line, Python behind it."""
+    return Source(GATEWAY_FAST_SQL, [str(p.path), GATEWAY_RE, tenant],
+                  fallback=lambda: _read_gateway(con, p, options, fast=False))
+
+
 def _read_gateway(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     tenant = options.tenant or "default"
     if fast and _plain_text(p):
-        return Source(GATEWAY_FAST_SQL, [str(p.path), GATEWAY_RE, tenant],
-                      fallback=lambda: _read_gateway(con, p, options, fast=False))
+        keys = gateway_shape(p)
+        if keys is None:
+            return _gateway_general_source(con, p, options, tenant)
+        src = _gateway_shape_source(p, keys, tenant)
+        src.fallback = lambda: _gateway_general_source(con, p, options, tenant)
+        return src
     cols = {"_row": pa.int64(), "raw_line": pa.string(), "ts": pa.string(), "model": pa.string(),
             "route": pa.string(), "prompt_chars": pa.string(), "route_ms": pa.string(),
             "queue_ms": pa.string(), "service_ms": pa.string(), "total_ms": pa.string(), "attrs": pa.string()}

@@ -342,8 +342,10 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
         checks.insert(0, "s._shape")
     reasons = ", ".join(checks) if checks_on else "''"
     hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
+    # an unnumbered reading's lines that are no rows (Source.unnumbered_sql): kept to be numbered, then dropped
+    skip = ", s._skip AS _skip" if "_skip" in src_types else ""
     return (f"SELECT s._row AS _row, {hash_expr} AS _hash, {', '.join(typed)}, "
-            f"concat_ws('; ', {reasons}) AS _reject "
+            f"concat_ws('; ', {reasons}) AS _reject{skip} "
             f"FROM ({source_sql}) s")
 
 
@@ -549,8 +551,11 @@ def _stage(con, source) -> list[str]:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _staged AS {stage_sql}", source.params)
         first, last, n = con.execute("SELECT min(rowid), max(rowid), count(*) FROM _staged").fetchall()[0]
         if not n or last - first + 1 == n:
-            body = sql.view_body(con, "SELECT * REPLACE (rowid - ? + ? AS _row) FROM _staged",
-                                 [int(first or 0), int(source.first_row)], "finops_rows")
+            # a row marked _skip (a line that is no row: a log's other lines) counts for the numbering only
+            skips = "_skip" in [d[0] for d in con.execute("SELECT * FROM _staged LIMIT 0").description]
+            numbered = ("SELECT * EXCLUDE (_skip) REPLACE (rowid - ? + ? AS _row) FROM _staged WHERE NOT _skip"
+                        if skips else "SELECT * REPLACE (rowid - ? + ? AS _row) FROM _staged")
+            body = sql.view_body(con, numbered, [int(first or 0), int(source.first_row)], "finops_rows")
             con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
             return ["VIEW _stage", "TABLE _staged"]
         con.execute("DROP TABLE _staged")
