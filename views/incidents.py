@@ -40,7 +40,9 @@ linked = st.query_params.get("incident")
 # built in full: the incidents open on screen (a link's, those opened by hand, else the first in either order);
 # the others need only their line
 opened = {k.removeprefix("inc_open_") for k, v in st.session_state.items() if k.startswith("inc_open_") and v}
-items = incidents.ordered(query(incidents.incidents, f, window=window,
+# the service alerts through the cache on their own: they do not depend on the diagnosis's window
+fired = query(alerts_mod.open_alerts, f, leave_out=incidents.COST_RULES)
+items = incidents.ordered(query(incidents.incidents, f, window=window, open_alerts=fired,
                                 detailed=tuple(sorted(opened | ({linked} if linked else set()))),
                                 first_of=() if linked else incidents.ORDERS), order)
 
