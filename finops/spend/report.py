@@ -99,9 +99,10 @@ SHARED_COSTING_MAX_ROWS = 250_000
 def shared_costing() -> Iterator[None]:
     """Inside the block, :func:`costed` computes the costed rows of a period once: the first call runs the pricing
     query and keeps its rows (an Arrow table), and every later call with the same SQL and parameters on the same
-    store at the same data version reads them again (:func:`frame_once` does the same for a frame). A page's spend figures (KPIs, trends, mixes, what-ifs)
-    cost the same rows many times with other groupings; the pricing query's planning alone takes about 35 ms.
-    The dashboard wraps each page run in it; the rows are dropped when the block ends."""
+    store at the same data version reads them again (:func:`frame_once` does the same for a frame). A page's
+    spend figures (KPIs, trends, mixes, what-ifs) cost the same rows many times with other groupings, and the
+    pricing query's planning alone takes about 35 ms. The dashboard wraps each page run in it; the rows are
+    dropped when the block ends."""
     token = _shared_rows.set({})
     try:
         yield
@@ -110,11 +111,13 @@ def shared_costing() -> Iterator[None]:
 
 
 def _memo_key(con, kind: str, query_sql: str, params: list) -> tuple:
+    """What a kept result is for: its kind, the store's file and data version, the SQL and its parameters."""
     where_from = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
     return kind, where_from[0][0] if where_from else None, store.data_version(con), query_sql, repr(params)
 
 
 def _keep(memo: dict, key: tuple, value, rows: int) -> None:
+    """Keep ``value`` (of ``rows`` rows) unless the block would then hold over SHARED_COSTING_MAX_ROWS in all."""
     if sum(n for _, n in memo.values()) + rows <= SHARED_COSTING_MAX_ROWS:
         memo[key] = (value, rows)
 
@@ -126,8 +129,9 @@ def _computed_once(con, rows_sql: str, params: list) -> tuple[str, list]:
     if memo is None or not isinstance(con, duckdb.DuckDBPyConnection):
         return rows_sql, params
     key = _memo_key(con, "costed", rows_sql, params)
-    rows = memo[key][0] if key in memo else None
-    if rows is None:
+    if key in memo:
+        rows = memo[key][0]
+    else:
         rows = con.sql(rows_sql, params=params).to_arrow_table()
         _keep(memo, key, rows, rows.num_rows)
     name = f"_finops_costed_{abs(hash(key)):x}"
