@@ -349,7 +349,8 @@ def slowest_select_sql(where: str = "TRUE") -> str:
     """SELECT producing slowest_hourly rows (hour, batch_id, then :data:`SLOWEST_COLUMNS`) from the served
     requests matching ``where``. Each group's cut (its SLOWEST_KEPT-th largest total_ms, DuckDB's top-n
     ``max(x, n)``, a streaming aggregate) first, then the rows at or above it ranked: a window over every row
-    sorts them all (a minute for 10M requests), this reads them twice (seconds)."""
+    sorts them all (a minute for 10M requests), this reads them twice (seconds). Rows of no batch (the
+    dataset ``rollup --engine duckdb`` reads) are one group, as any other batch."""
     cols = ", ".join(SLOWEST_COLUMNS)
     hour, kept = sql.time_bucket("hour"), str(SLOWEST_KEPT)
     return f"""
@@ -358,7 +359,8 @@ WITH src AS NOT MATERIALIZED (SELECT {hour} AS hour, coalesce(model, '') AS _mod
 cut AS (SELECT hour, _model, batch_id, list_min(max(total_ms, {kept})) AS cut FROM src GROUP BY ALL),
 top AS (SELECT src.*, row_number() OVER (PARTITION BY src.hour, src._model, src.batch_id
                                          ORDER BY src.total_ms DESC, src.request_id) AS _rank
-        FROM src JOIN cut ON src.hour = cut.hour AND src._model = cut._model AND src.batch_id = cut.batch_id
+        FROM src JOIN cut ON src.hour = cut.hour AND src._model = cut._model
+             AND src.batch_id IS NOT DISTINCT FROM cut.batch_id
         WHERE src.total_ms >= cut.cut)
 SELECT hour, batch_id, {cols} FROM top WHERE _rank <= {kept}"""
 

@@ -7,6 +7,7 @@ import bisect
 import json
 import math
 import random
+import re
 import shutil
 from datetime import datetime
 
@@ -126,11 +127,9 @@ def test_the_dataset_is_three_date_partitions_of_200k_rows(built):
 
 
 def test_the_job_writes_the_rollup_and_every_derived_table():
-    assert [t for t, _ in scale_spark.tables()] == ["rollup_hourly", *(t for t, *_ in store.DERIVED
-                                                                        if t not in scale_spark.EMBEDDED_ONLY)]
-    assert set(scale_spark.EMBEDDED_ONLY) <= {t for t, *_ in store.DERIVED}
-    assert {"latency_hourly", "latency_sla_hourly", "queue_15min", "rollup_cascade_hourly"} <= {
-        t for t, _ in scale_spark.tables()}
+    assert [t for t, _ in scale_spark.tables()] == ["rollup_hourly", *(t for t, *_ in store.DERIVED)]
+    assert {"latency_hourly", "latency_sla_hourly", "queue_15min", "rollup_cascade_hourly", "slowest_hourly",
+            "inservice_minute", "decode_rate_minute", "coverage_hourly"} <= {t for t, _ in scale_spark.tables()}
 
 
 @pytest.mark.parametrize("table", [t for t, _ in scale_spark.tables()])
@@ -163,8 +162,10 @@ def test_spark_rollups_hold_the_datasets_requests(built):
 
 
 def test_what_reads_the_derived_tables_answers_on_the_rollup_only_store_as_on_the_embedded(built):
-    """The readers of the new tables (the P99-over-SLA alert's windows, the queue-length alert, the cascade
-    summary) give the embedded store's answer on the attached store, which has no raw row to fall back on."""
+    """The readers of the derived tables (the P99-over-SLA alert's windows, the queue-length alert, the cascade
+    summary, the Latency page's field coverage, slowest requests and decode speed) give the embedded store's
+    answer on the attached store, which has no raw row to fall back on."""
+    from finops.latency import stats
     from finops.ops import alerts
     from finops.spend import routing
 
@@ -185,6 +186,15 @@ def test_what_reads_the_derived_tables_answers_on_the_rollup_only_store_as_on_th
         assert getattr(want, name) == getattr(got, name), name
     for name in ("by_model", "over_time"):
         pd.testing.assert_frame_equal(getattr(want, name), getattr(got, name), check_exact=True)
+    # the Latency page's field coverage, slowest requests and decode speed against concurrency
+    want, got = (stats.coverage(con, f) for con in (embedded, attached))
+    assert want == got and 0 < want["queue_ms"] < want["total_ms"] < ROWS
+    want, got = (stats.slowest(con, f, n=store.SLOWEST_KEPT) for con in (embedded, attached))
+    assert len(want) == store.SLOWEST_KEPT
+    pd.testing.assert_frame_equal(want, got, check_exact=True)
+    want, got = (stats.decode_vs_concurrency(con, f) for con in (embedded, attached))
+    assert len(want) > 10 and want.attrs == got.attrs
+    pd.testing.assert_frame_equal(want, got, check_exact=True)
 
 
 def test_sparks_own_ln_moves_edge_values_to_another_bucket(built):
@@ -221,6 +231,15 @@ def test_duckdb_only_sql_is_rewritten_or_refused(monkeypatch):
     assert "time_bucket" not in scale_spark.table_spark_sql("queue_15min")
     with pytest.raises(NotImplementedError, match="calls time_bucket"):
         scale_spark.spark_sql("SELECT time_bucket(INTERVAL 7 MINUTE, ts) FROM requests")
+    inservice = scale_spark.table_spark_sql("inservice_minute")
+    assert not {"epoch_us", "unnest", "range", "make_timestamp", "//"} & set(re.findall(r"[a-z_]+(?=\()|//", inservice))
+    assert "finops_sketch_edges" in scale_spark.table_spark_sql("decode_rate_minute")
+    # a table with a Spark SQL of its own is refused once the store's DuckDB SQL of it is not the one checked
+    for table, checked in scale_spark.OWN_SPARK_SQL.items():
+        assert scale_spark.fingerprint(scale_spark.table_sql(table)) == checked
+        assert scale_spark.table_spark_sql(table) == scale_spark.own_spark_sql(table)
+    changed = store.derived_select_sql("slowest_hourly").replace("request_id) AS _rank", "request_id DESC) AS _rank")
+    assert changed != store.derived_select_sql("slowest_hourly")
     # a new derived table is written too, and one whose SQL calls a DuckDB-only function stops the job
     derived_sql = store.derived_select_sql
     monkeypatch.setattr(store, "DERIVED", (*store.DERIVED, ("late_15min", "window_start TIMESTAMP", "late_version", 1)))
@@ -229,6 +248,10 @@ def test_duckdb_only_sql_is_rewritten_or_refused(monkeypatch):
     assert scale_spark.tables()[-1] == ("late_15min", 1)
     with pytest.raises(NotImplementedError, match="late_15min calls median"):
         scale_spark.table_spark_sql("late_15min")
+    monkeypatch.setattr(store, "derived_select_sql", lambda table, where="TRUE": (
+        changed if table == "slowest_hourly" else derived_sql(table, where)))
+    with pytest.raises(NotImplementedError, match="SQL of slowest_hourly .* is not the one its Spark SQL of its own .*own_spark_sql"):
+        scale_spark.table_spark_sql("slowest_hourly")
 
 
 def test_attaching_the_same_output_twice_adds_nothing(built, capsys):
@@ -249,6 +272,7 @@ def test_an_output_without_a_table_or_of_another_version_is_refused_and_nothing_
     _, _, out, dataset, _, _ = built
     con = store.connect(tmp_path / "fresh.duckdb")
     for change, said in ((lambda m: m["tables"].pop("queue_15min"), "holds no queue_15min"),
+                         (lambda m: m["tables"].pop("slowest_hourly"), "holds no slowest_hourly"),
                          (lambda m: m["tables"]["latency_sla_hourly"].update(version=0),
                           "latency_sla_hourly version 0"),
                          (lambda m: m.pop("output_version"), "older `finops rollup`")):

@@ -34,6 +34,7 @@ pyspark is imported when a session is made: the rest of finops never needs it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import re
@@ -75,6 +76,11 @@ SKETCH_KMIN = _k_of(math.ulp(0.0), SKETCH_INV)
 SKETCH_KMAX = _k_of(sys.float_info.max, SKETCH_INV)
 #: the sketch's fields (store.SKETCH_FIELDS: the SLA sketch's are among them), whose bucket and NaN test are rewritten
 SKETCH_COLUMNS: tuple[str, ...] = tuple(name for name, _ in store.SKETCH_FIELDS)
+#: every value the store's SQL buckets (store.sketch_bucket_sql): the sketch's fields and decode_rate_minute's
+#: ``v`` (store.DECODE_RATE, tokens/s)
+BUCKETED_COLUMNS: tuple[str, ...] = (*SKETCH_COLUMNS, "v")
+#: the epoch as Spark SQL: ``ts`` is a wall-clock (TIMESTAMP_NTZ) UTC time, so micros from it need no time zone
+_EPOCH = "TIMESTAMP_NTZ '1970-01-01 00:00:00'"
 #: the minute buckets rewritten (sql.TIME_BUCKETS of whole minutes that divide an hour), of ts
 MINUTE_GRAINS: dict[str, int] = {"5min": 5, "15min": 15}
 
@@ -82,7 +88,7 @@ MINUTE_GRAINS: dict[str, int] = {"5min": 5, "15min": 15}
 def _sketch_k_spark(col: str) -> str:
     """Spark's k of ``col`` (clamped to the buckets of finite doubles), moved by one where the value lies
     across its bucket's edges; the edges array (1-based) holds the smallest double of bucket KMIN - 1 + i at i."""
-    col = sql.column(col, SKETCH_COLUMNS, "sketch field")
+    col = sql.column(col, BUCKETED_COLUMNS, "sketch field")
     inv, kmin, kmax = sql.literal(SKETCH_INV), sql.literal(SKETCH_KMIN), sql.literal(SKETCH_KMAX)
     k0 = f"least(greatest(CAST(floor(ln({col}) * {inv}) AS INT), {kmin}), {kmax})"
     return (f"(CASE WHEN {col} >= element_at({EDGES_VARIABLE}, {k0} - ({kmin}) + 2) THEN {k0} + 1 "
@@ -102,12 +108,18 @@ def rewrites() -> tuple[tuple[str, str, str], ...]:
     * ``isnan(v)``: DuckDB's isnan(NULL) is NULL, Spark's false;
     * ``time_bucket(INTERVAL 15 MINUTE, ts)``: Spark has none; DuckDB's minute buckets start on the hour
       (its origin is 2000-01-03 00:00), so the hour plus whole 15 minutes;
-    * ``AS NOT MATERIALIZED (``: a hint to DuckDB's planner; Spark inlines a CTE anyway.
+    * ``AS NOT MATERIALIZED (``: a hint to DuckDB's planner; Spark inlines a CTE anyway;
+    * ``epoch_us(ts)``: Spark's unix_micros takes a time-zoned timestamp; ts is a UTC wall clock
+      (TIMESTAMP_NTZ), so its microseconds from the epoch are a difference of two of them, no time zone read;
+    * ``unnest(range(a // w, b // w + 1))``: DuckDB's range excludes its end, Spark's sequence includes it;
+      DuckDB's ``//`` of integers and Spark's ``div`` both truncate toward zero;
+    * ``make_timestamp(us)``: Spark's make_timestamp takes fields, not microseconds; the epoch plus them is a
+      TIMESTAMP_NTZ, as DuckDB's TIMESTAMP (timestamp_micros would be time-zoned).
     """
     out = [("json key present", "json_extract(attrs, '$.source_cost_usd') IS NOT NULL",
             "coalesce(array_contains(json_object_keys(attrs), 'source_cost_usd'), false)")]
     inv = sql.literal(SKETCH_INV)
-    for col in SKETCH_COLUMNS:
+    for col in BUCKETED_COLUMNS:
         out.append(("sketch bucket", f"CAST(floor(ln({col}) * {inv}) AS INTEGER)", _sketch_k_spark(col)))
         out.append(("isnan of null", f"isnan({col})", f"(CASE WHEN {col} IS NOT NULL THEN isnan({col}) END)"))
     for grain, minutes in MINUTE_GRAINS.items():
@@ -116,6 +128,11 @@ def rewrites() -> tuple[tuple[str, str, str], ...]:
                     f"({sql.time_bucket('hour', 'ts')} + make_dt_interval(0, 0, CAST(floor(minute(ts) / {m}) * {m} "
                     "AS INT), 0))"))
     out.append(("CTE materialisation", "AS NOT MATERIALIZED (", "AS ("))
+    w = sql.literal(store.INSERVICE_WINDOW_US)
+    out.append(("epoch microseconds", "epoch_us(ts)", f"timestampdiff(MICROSECOND, {_EPOCH}, ts)"))
+    out.append(("minutes a request spans", f"unnest(range(s // {w}, (e - 1) // {w} + 1))",
+                f"explode(sequence(s div {w}, (e - 1) div {w}))"))
+    out.append(("timestamp of microseconds", f"make_timestamp(m * {w})", f"timestampadd(MICROSECOND, m * {w}, {_EPOCH})"))
     return tuple(out)
 
 
@@ -139,25 +156,66 @@ def spark_sql(duck_sql: str, what: str = "the SQL") -> str:
     return duck_sql
 
 
-#: the loader's tables the job does not write (yet), with why: their SQL calls DuckDB functions that have no
-#: checked rewrite to Spark SQL. A store they are attached to holds none of their rows: the Latency page's
-#: sections that read them say they need raw rows (or read a bounded slice of the dataset, finops.scale.slices).
-#: Any other table whose SQL Spark cannot run stops the job (:func:`spark_sql`).
-EMBEDDED_ONLY: dict[str, str] = {
-    "slowest_hourly": "the 50 slowest per hour take list_min and row_number",
-    "inservice_minute": "the split of each request's service time at minute edges takes range, unnest, "
-                        "make_timestamp and epoch_us",
-    "decode_rate_minute": "its sketch of decode tokens/s takes isnan and ln of a ratio",
-    "coverage_hourly": "its count per column is DuckDB's UNPIVOT ... INTO NAME ... VALUE, which Spark writes "
-                       "another way",
+def slowest_spark_sql() -> str:
+    """slowest_hourly in Spark SQL: per hour, model and batch the :data:`store.SLOWEST_KEPT` served requests
+    with the largest total_ms, ties by request_id, ranked by one window. The store's cut (DuckDB's top-n
+    ``max(x, n)``) only spares DuckDB ranking every row; Spark keeps each group's top rows before it shuffles
+    (its window group limit), and its ``list_min`` and top-n aggregate have no Spark function. The ranks are
+    DuckDB's: total_ms descending, then request_id ascending with nulls last (DuckDB's default null order;
+    Spark's puts nulls first), strings in byte order in both; NaN sorts above every number in both."""
+    cols = ", ".join(sql.column(c, store.SLOWEST_COLUMNS, "slowest column") for c in store.SLOWEST_COLUMNS)
+    kept = sql.literal(store.SLOWEST_KEPT)
+    return f"""
+WITH src AS (SELECT {sql.time_bucket('hour')} AS hour, coalesce(model, '') AS _model, batch_id, {cols}
+             FROM requests WHERE {sql.SERVED} AND total_ms IS NOT NULL),
+top AS (SELECT *, row_number() OVER (PARTITION BY hour, _model, batch_id
+                                     ORDER BY total_ms DESC NULLS LAST, request_id ASC NULLS LAST) AS _rank FROM src)
+SELECT hour, batch_id, {cols} FROM top WHERE _rank <= {kept}"""
+
+
+def coverage_spark_sql() -> str:
+    """coverage_hourly in Spark SQL: per hour, model, tenant, tier and batch, each canonical column's count
+    over the served requests, one row per column carried (n > 0). DuckDB's ``UNPIVOT (...) ON cols INTO NAME
+    field VALUE n`` is Spark's ``UNPIVOT (n FOR field IN (cols))`` after the subquery, and its identifiers
+    are quoted with backticks (a double-quoted name is a string in Spark SQL: ``count("ts")`` would count rows)."""
+    names = [f"`{sql.column(n, schema.NAMES, 'canonical column')}`" for n in schema.NAMES]
+    counts = ", ".join(f"count({n}) AS {n}" for n in names)
+    return ("SELECT _hour AS hour, _model AS model, _tenant AS tenant, _sla_tier AS sla_tier, _batch AS batch_id, "
+            f"field, n FROM (SELECT {sql.time_bucket('hour')} AS _hour, coalesce(model, '') AS _model, "
+            "coalesce(tenant, '') AS _tenant, coalesce(sla_tier, '') AS _sla_tier, batch_id AS _batch, "
+            f"{counts} FROM requests WHERE {sql.SERVED} GROUP BY ALL) AS c "
+            f"UNPIVOT EXCLUDE NULLS (n FOR field IN ({', '.join(names)})) WHERE n > 0")
+
+
+def fingerprint(text: str) -> str:
+    """A short digest of a table's DuckDB SQL: what a Spark SQL of its own (:data:`OWN_SPARK_SQL`) was
+    checked against."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+#: the tables whose DuckDB SQL is not rewritten text by text but has a Spark SQL of its own, written beside it
+#: (:func:`own_spark_sql`): table -> the fingerprint of the store's DuckDB SQL it was checked against. A changed
+#: DuckDB SQL (another definition, another canonical column) stops the job until its Spark SQL is checked
+#: again (tests/test_scale_spark.py compares the two tables) and the new fingerprint recorded here.
+OWN_SPARK_SQL: dict[str, str] = {
+    "slowest_hourly": "b99098e82eae49bd",
+    "coverage_hourly": "b49279d4c2a8bafd",
 }
 
 
+def own_spark_sql(table: str) -> str:
+    """The Spark SQL of its own of a table of :data:`OWN_SPARK_SQL`."""
+    if table == "slowest_hourly":
+        return slowest_spark_sql()
+    if table == "coverage_hourly":
+        return coverage_spark_sql()
+    raise ValueError(f"{table} has no Spark SQL of its own")
+
+
 def tables() -> tuple[tuple[str, int], ...]:
-    """(table, version) of every table the loader writes at load time that the job writes too: ``rollup_hourly``
-    and store.DERIVED's, read now (a table added to DERIVED is in it), but :data:`EMBEDDED_ONLY`."""
-    return (("rollup_hourly", store.ROLLUP_VERSION),
-            *((t, version) for t, _, _, version in store.DERIVED if t not in EMBEDDED_ONLY))
+    """(table, version) of every table the loader writes at load time, which the job writes: ``rollup_hourly``
+    and store.DERIVED's, read now (a table added to DERIVED is in it)."""
+    return (("rollup_hourly", store.ROLLUP_VERSION), *((t, version) for t, _, _, version in store.DERIVED))
 
 
 def table_sql(table: str) -> str:
@@ -168,7 +226,16 @@ def table_sql(table: str) -> str:
 
 
 def table_spark_sql(table: str) -> str:
-    """:func:`table_sql` in Spark SQL (:func:`spark_sql`), over a view ``requests`` of canonical rows."""
+    """:func:`table_sql` in Spark SQL, over a view ``requests`` of canonical rows: rewritten (:func:`spark_sql`),
+    or the table's own (:data:`OWN_SPARK_SQL`) if the DuckDB SQL is the one it was checked against. Raises
+    NotImplementedError naming the table and the function otherwise."""
+    if table in OWN_SPARK_SQL:
+        if fingerprint(table_sql(table)) != OWN_SPARK_SQL[table]:
+            raise NotImplementedError(
+                f"the loader's SQL of {table} (fingerprint {fingerprint(table_sql(table))}) is not the one its Spark "
+                f"SQL of its own (finops.scale.spark.own_spark_sql) was checked against ({OWN_SPARK_SQL[table]}): "
+                "check that Spark SQL against the store's and record the new fingerprint in OWN_SPARK_SQL")
+        return own_spark_sql(table)
     return spark_sql(table_sql(table), f"the loader's SQL of {table}")
 
 
