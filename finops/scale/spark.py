@@ -12,7 +12,9 @@ The tables and their SQL are the store's own, read when the job runs (:func:`tab
 from store.rollup_select_sql, each of store.DERIVED from store.derived_select_sql), so a table added to
 ``store.DERIVED`` is written too. Their DuckDB text is Spark SQL of the same meaning wherever it calls only
 the functions of :data:`SAME_IN_SPARK`; each DuckDB-only construct has a rewrite in :func:`rewrites`, and
-SQL calling anything else stops the job (:func:`spark_sql`) rather than compute something else.
+SQL calling anything else stops the job (:func:`spark_sql`) rather than compute something else. Two tables
+(the 50 slowest per hour, the coverage per column) have a Spark SQL of their own (:func:`own_spark_sql`),
+used only while the store's DuckDB SQL of them is the text it was checked against (:data:`OWN_SPARK_SQL`).
 
 The engine differences that matter, all measured by tests/test_scale_spark.py (the smaller ones are in
 :func:`rewrites`):
