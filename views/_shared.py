@@ -379,6 +379,8 @@ def data_origin() -> str:
     formats = set(query(store.batches)["format"])
     if not formats:
         return "no data"
+    if formats == {slices.SLICE_FORMAT}:    # a raw-row section on a slice (raw_rows_notice)
+        return "the requests read from the dataset the rollups were computed from"
     sample = {f for f in formats if f == "sample-fleet"}
     if sample and sample == formats:
         return "the sample fleet (synthetic requests)"

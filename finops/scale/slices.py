@@ -38,6 +38,8 @@ DATE_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 #: what a raw-row section of a page says on a rollup-only store with a dataset recorded, before what to pick
 SLICE_NEEDED = ("this needs single requests; this store holds only the hourly rollups attached with "
                 "`python -m finops attach-rollups`, but can read them from the dataset the rollups were computed from")
+#: the format of the one batch a slice's ``batches`` holds
+SLICE_FORMAT = "dataset-slice"
 #: the slices a dashboard process keeps read at once (each holds up to store.RAW_ROW_BUDGET rows in memory)
 MAX_KEPT_SLICES = 3
 
@@ -184,7 +186,7 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
         store.insert_derived(cur, batch_id)
         rows, lo, hi = cur.execute("SELECT count(*), min(ts), max(ts) FROM requests").fetchall()[0]
         cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [batch_id, "the dataset's slice", None, "dataset-slice", None, rows, rows, 0, 0, None, lo, hi])
+                    [batch_id, "the dataset's slice", None, SLICE_FORMAT, None, rows, rows, 0, 0, None, lo, hi])
     except duckdb.Error as exc:                    # a corrupt or vanished file: said without its path
         cur.close()
         days = sorted({m.group(1) for p in files for m in [DATE_PARTITION.search(p)] if m})
