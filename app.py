@@ -22,6 +22,7 @@ from views._shared import (
     ingester_status,
     live_sources,
     login_providers,
+    page_run,
     plain,
     query,
     session_access,
@@ -212,6 +213,6 @@ sweep_abandoned_uploads()
 _first_start()
 start_ingester()
 _sidebar(who)
-with shared_costing():           # a page's spend figures share one costing of each period
-    page.run()
+with shared_costing(), page_run():    # a page's spend figures share one costing of each period; its raw-row
+    page.run()                        # sections may read a slice of the dataset (views._shared.raw_rows_notice)
 _heap_frozen()

@@ -4,15 +4,19 @@ Pages import from here and from ``finops``; they hold no SQL and no maths.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 import streamlit as st
 
 from finops import access, store
+from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import period
+from finops.scale import slices
 
 
 @st.cache_resource(show_spinner=False)
@@ -147,11 +151,62 @@ def query(fn: Callable, *args, **kwargs):
 
     The cache key is the function's qualified name, its arguments and the store's data version,
     which every write bumps (:func:`finops.store.bump_data_version`): a load, a deletion, a price,
-    budget or setting edit shows at once, in every browser tab and process.
+    budget or setting edit shows at once, in every browser tab and process. Within a raw-row section
+    on a rollup-only store (:func:`raw_rows_notice`), ``fn`` runs on the slice of the dataset read for it.
     """
     key = f"{fn.__module__}.{fn.__qualname__}"
     version = _data_version(connection())
+    on_slice = _on_slice.get()
+    if on_slice is not None:
+        return _slice_call(store_path(), version, on_slice, key, fn, args, tuple(sorted(kwargs.items())))
     return _call(store_path(), version, key, fn, args, tuple(sorted(kwargs.items())))
+
+
+# ---- raw rows on demand (finops.scale.slices): on a rollup-only store whose dataset folder was recorded at
+# attach time, the raw-row sections of a page run on a slice of that dataset (one model, at most 24 hours)
+
+#: the slice's filters while the page's raw-row sections run on it (:func:`raw_rows_notice`), else None;
+#: set within one script run (reset by :func:`page_run`) and never shared with another session's thread
+_on_slice: ContextVar[Filters | None] = ContextVar("finops_on_slice", default=None)
+
+
+def _release_slice(shared: slices.SharedSlice) -> None:
+    shared.close()          # waits for a use in progress on another thread
+
+
+@st.cache_resource(show_spinner=False, max_entries=slices.MAX_KEPT_SLICES, on_release=_release_slice)
+def _slice(path: str, version: int, f: Filters) -> slices.SharedSlice:
+    """The dataset's requests for ``f`` (one model, at most 24 hours), read once per server process and store
+    data version into a cursor of the process's connection: a rerun, another tab or another section with the
+    same filters reads no Parquet file again. At most :data:`~finops.scale.slices.MAX_KEPT_SLICES` are kept;
+    the oldest one's cursor is closed when a new one is read."""
+    return slices.SharedSlice(slices.open_slice(_live_connection(path), f))
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _slice_call(path: str, version: int, f: Filters, key: str, _fn: Callable, args: tuple, kwargs: tuple):
+    # as _call, on the slice's cursor, one use at a time (its temporary tables are that cursor's alone)
+    for _ in range(2):
+        try:
+            return _slice(path, version, f).run(_fn, *args, **dict(kwargs))
+        except slices.SliceClosed:      # evicted by another session between taking it and using it: read it again
+            continue
+    return _slice(path, version, f).run(_fn, *args, **dict(kwargs))
+
+
+@contextlib.contextmanager
+def page_run() -> Iterator[None]:
+    """Around one page's run (app.py): its queries read the store, until a raw-row section reads a slice."""
+    token = _on_slice.set(None)
+    try:
+        yield
+    finally:
+        _on_slice.reset(token)
+
+
+def raw_rows_done() -> None:
+    """After a raw-row section in the middle of a page: the queries that follow read the store again."""
+    _on_slice.set(None)
 
 
 #: how long a data version read through another process is used again (a page sees a write of another
@@ -271,13 +326,41 @@ def rollup_only() -> bool:
     return query(store.rollup_only)
 
 
-def raw_rows_notice(what: str) -> bool:
-    """On a rollup-only store, say that ``what`` needs raw rows and return True (the caller skips the
-    section); else False."""
-    if not rollup_only():
+def raw_rows_notice(what: str, from_dataset: bool = True) -> bool:
+    """Whether the caller skips ``what``, a section that reads raw rows: False on a store that holds them.
+
+    On a rollup-only store, when ``from_dataset``, a dataset folder was recorded at attach time and the sidebar
+    picks one model and at most 24 hours, the dataset's requests for them are read (:func:`_slice`, cached), a
+    sentence says so, and False: the queries that follow run on that slice until :func:`raw_rows_done` or the
+    page's end. Otherwise a sentence says what to do (pick one model and a day; or that the store has no raw
+    rows) or why the dataset could not be read, and True. ``from_dataset=False``: a section one model's day
+    cannot answer (a forecast, a cascade's model pairs), which says the store has no raw rows."""
+    if _on_slice.get() is not None or not rollup_only():
         return False
-    st.info(f"{what}: {store.RAW_ROWS_NEEDED}", icon=":material/table_rows:")
-    return True
+    f = current_filters()
+    if not from_dataset or not query(slices.dataset_recorded):
+        st.info(f"{what}: {store.RAW_ROWS_NEEDED}", icon=":material/table_rows:")
+        return True
+    problem = query(slices.slice_problem, f)
+    if problem:
+        st.info(f"{what}: {slices.SLICE_NEEDED}: {problem}.", icon=":material/table_rows:")
+        return True
+    try:
+        with st.spinner(f"Reading {', '.join(plain(m) for m in f.models)}'s requests from the dataset"):
+            part = _slice(store_path(), _data_version(connection()), f).slice
+    except InputError as exc:           # the folder moved or deleted since, a damaged file: a sentence
+        st.warning(f"{what}: the requests could not be read from the dataset: {plain(exc)}.",
+                   icon=":material/error:")
+        return True
+    days = part.days
+    st.info(f"{what}: these figures were read from the dataset the rollups were computed from, for {plain(f.models[0])}, "
+            f"{period(part.filters.since, part.filters.until)} (UTC): {part.requests:,} requests, from "
+            f"{len(days)} daily partition{'s' if len(days) != 1 else ''}"
+            + (f" ({', '.join(days)})" if days else "") + ".", icon=":material/table_rows:")
+    if part.scope.narrowed:
+        st.info(part.scope.note(), icon=":material/filter_list:")
+    _on_slice.set(f)
+    return False
 
 
 def stop_if_store_empty(what: str = "this page") -> None:
@@ -296,6 +379,8 @@ def data_origin() -> str:
     formats = set(query(store.batches)["format"])
     if not formats:
         return "no data"
+    if formats == {slices.SLICE_FORMAT}:    # a raw-row section on a slice (raw_rows_notice)
+        return "the requests read from the dataset the rollups were computed from"
     sample = {f for f in formats if f == "sample-fleet"}
     if sample and sample == formats:
         return "the sample fleet (synthetic requests)"

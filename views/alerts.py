@@ -54,7 +54,7 @@ now = alerts.utc_now()
 
 # ---------------------------------------------------------------- what fired
 frame = alerts.annotate(query(alerts.open_alerts, f), query(alerts.alert_states), now)
-if raw_rows_notice("Alerts on latency, errors and queues"):
+if raw_rows_notice("Alerts on latency, errors and queues", from_dataset=False):   # delivery sends this frame
     pass
 elif frame.empty:
     no_alert_state(f)

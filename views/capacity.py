@@ -262,7 +262,7 @@ st.header("Fill from my logs: predicted against observed waits")
 if EMPTY_STORE:
     st.info("This table needs request logs: the store is empty. The calculator above still works from your inputs.",
             icon=":material/database:")
-elif raw_rows_notice("This table (each request's service time on a replica)"):
+elif raw_rows_notice("This table (each request's service time on a replica)", from_dataset=False):
     pass
 elif observed.empty:
     st.info("No self-hosted model and no logs naming a replica in these filters: nothing to compare.",
@@ -449,7 +449,7 @@ forecast_box = st.expander("Forecast: hourly QPS ahead and the replicas it needs
 with forecast_box:
     if not forecast_box.open:
         pass
-    elif raw_rows_notice("The forecast (hourly QPS of a self-hosted model)"):
+    elif raw_rows_notice("The forecast (hourly QPS of a self-hosted model)", from_dataset=False):
         pass
     elif EMPTY_STORE or observed.empty:
         st.info("The forecast needs request logs of a self-hosted model: " + (

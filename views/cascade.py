@@ -51,7 +51,7 @@ st.caption("A cascade sends every request to the small model first and escalates
            "low and quality drops.")
 f = current_filters()
 shadow = query(cascade_store.shadow_eval, f)
-raw_rows_notice("The store's shadow evaluation (graded cascade attempts)")
+raw_rows_notice("The store's shadow evaluation (graded cascade attempts)", from_dataset=False)  # model pairs
 
 # ---------------------------------------------------------------------------------------- data source
 st.header("Cost-quality frontier of the cascade")

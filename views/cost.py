@@ -21,6 +21,7 @@ from views._shared import (
     fleet_wide,
     plain,
     query,
+    raw_rows_done,
     raw_rows_notice,
     source_label,
     stop_if_store_empty,
@@ -153,6 +154,7 @@ else:
                 st.caption(sample + "Each request costs its recorded cost, else its tokens at book prices; cache hits "
                            "cost nothing; a self-hosted request gets its share of the hour's busy GPU time. "
                            + source_label())
+raw_rows_done()         # on a rollup-only store the sections below read the store again, not a dataset slice
 
 # ---- self-hosted fleet
 st.subheader("Self-hosted GPU fleet: allocated vs idle")

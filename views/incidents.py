@@ -13,6 +13,7 @@ from views._shared import (
     no_alert_state,
     plain,
     query,
+    raw_rows_done,
     raw_rows_notice,
     save_edits,
     source_label,
@@ -110,6 +111,8 @@ else:
                              icon=":material/timeline:", query_params={"incident": inc.key, "inc_window": window})
     st.caption("Rules: the alert rules below and a slow-path diagnosis that compares each window with the model's "
                "usual queue, service and decode times. " + source_label())
+
+raw_rows_done()         # the rules are the store's settings
 
 # ---------------------------------------------------------------- rules
 if can("edit_alert_rules"):

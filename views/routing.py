@@ -12,6 +12,7 @@ from views._shared import (
     filter_caption,
     plain,
     query,
+    raw_rows_done,
     raw_rows_notice,
     source_label,
     stop_if_store_empty,
@@ -130,11 +131,12 @@ else:
 
 # ---------------------------------------------------------------- misrouting
 st.header("Misrouting candidates")
+skip = raw_rows_notice("Misrouting candidates (each request's prompt length)")   # else maybe on a dataset slice
 length = query(routing.length_field, f)
 raw_scope = query(store.raw_scope, f)
-if raw_scope.narrowed:
+if raw_scope.narrowed and not skip:
     st.info(raw_scope.note(), icon=":material/filter_list:")
-if raw_rows_notice("Misrouting candidates (each request's prompt length)"):
+if skip:
     pass
 elif length is None:
     st.info("These logs carry no prompt length (`input_tokens` or `prompt_chars`), so routing by length cannot be "
@@ -167,6 +169,8 @@ else:
     st.caption("Size classes come from the price book. 'On the other size' reprices the same tokens on the busiest "
                "model of the other size (self-hosted at its effective $ per 1M tokens). Length alone is a crude "
                "signal: check quality before moving traffic. " + source_label())
+
+raw_rows_done()         # on a rollup-only store the sections below read the store again, not a dataset slice
 
 # ---------------------------------------------------------------- what-if
 st.header("What if we routed differently?")

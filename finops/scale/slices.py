@@ -17,7 +17,9 @@ from __future__ import annotations
 import glob
 import os
 import re
-from dataclasses import dataclass, replace
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import duckdb
@@ -33,6 +35,13 @@ DATASET_SETTING = "scale.dataset"
 MAX_SLICE_HOURS = 24
 #: the folders of a hive-partitioned dataset by day, as the Spark job reads it
 DATE_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
+#: what a raw-row section of a page says on a rollup-only store with a dataset recorded, before what to pick
+SLICE_NEEDED = ("this needs single requests; this store holds only the hourly rollups attached with "
+                "`python -m finops attach-rollups`, but can read them from the dataset the rollups were computed from")
+#: the format of the one batch a slice's ``batches`` holds
+SLICE_FORMAT = "dataset-slice"
+#: the slices a dashboard process keeps read at once (each holds up to store.RAW_ROW_BUDGET rows in memory)
+MAX_KEPT_SLICES = 3
 
 
 def check_dataset(path: str | os.PathLike) -> str:
@@ -63,13 +72,18 @@ def dataset_of(con: duckdb.DuckDBPyConnection) -> str | None:
     return store.get_setting(con, DATASET_SETTING)
 
 
+def dataset_recorded(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a dataset folder is recorded for this store (what a page may know of it: not its path)."""
+    return dataset_of(con) is not None
+
+
 def slice_problem(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
     """Why ``f`` cannot be read as a slice of the dataset (a sentence), or '' when it can."""
     if dataset_of(con) is None:
         return ("no dataset folder is recorded for this store (attach the rollups with "
                 "`python -m finops attach-rollups DIR --dataset DATASET`)")
     if len(f.models) != 1:
-        return "pick one model to read its requests from the dataset"
+        return f"pick one model and at most {MAX_SLICE_HOURS} hours to read its requests from the dataset"
     if f.since is None or f.until is None or f.until - f.since > timedelta(hours=MAX_SLICE_HOURS):
         return f"narrow the period to at most {MAX_SLICE_HOURS} hours to read its requests from the dataset"
     return ""
@@ -84,6 +98,11 @@ class RawSlice:
     requests: int             # rows read into the slice
     files: list[str]          # the Parquet files read (the partitions of the period's days)
 
+    @property
+    def days(self) -> list[str]:
+        """The days (``YYYY-MM-DD``) whose date partitions were read: what a page may say of the files."""
+        return sorted({m.group(1) for p in self.files for m in [DATE_PARTITION.search(p)] if m})
+
     def close(self) -> None:
         self.con.close()
 
@@ -92,6 +111,38 @@ class RawSlice:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class SliceClosed(InputError):
+    """The slice was closed (evicted from a dashboard's cache) before this use: read it again."""
+
+
+@dataclass
+class SharedSlice:
+    """A :class:`RawSlice` kept by a server process for several sessions' threads: DuckDB's cursor serves one
+    statement at a time, and its temporary tables are that cursor's alone (another cursor of the store cannot
+    read them), so every use holds the slice's lock (:meth:`run`), and :meth:`close` waits for the use in
+    progress."""
+    slice: RawSlice
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    closed: bool = False
+
+    def run(self, fn: Callable, *args, **kwargs):
+        """``fn(cursor, *args, **kwargs)`` on the slice's cursor, one use at a time. Spend functions share no
+        costed rows with the store's own cursors here (a costing of the slice is the slice's alone)."""
+        from finops.spend.report import shared_costing
+        with self._lock:
+            if self.closed:
+                raise SliceClosed("The requests read from the dataset were dropped from memory meanwhile; "
+                                  "reload the page to read them again.")
+            with shared_costing():
+                return fn(self.slice.con, *args, **kwargs)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self.slice.close()
 
 
 def _day_files(root: str, since: datetime, until: datetime) -> list[str]:
@@ -110,7 +161,12 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
     problem = slice_problem(con, f)
     if problem:
         raise InputError(f"Reading raw rows on demand: {problem}.")
-    root = check_dataset(dataset_of(con))          # checked again: the folder may have moved since
+    try:
+        root = check_dataset(dataset_of(con))      # checked again: the folder may have moved since
+    except InputError:                             # said without the folder's path (a page shows this)
+        raise InputError("the dataset folder recorded when the rollups were attached is gone or holds no "
+                         "date=YYYY-MM-DD/ partitions of Parquet files any more (moved or deleted since?): an "
+                         "admin can attach the rollups again with `--dataset` naming where it is now") from None
     scope = store.raw_scope(con, f, budget)
     g = scope.filters
     files = _day_files(root, g.since, g.until)
@@ -130,7 +186,13 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
         store.insert_derived(cur, batch_id)
         rows, lo, hi = cur.execute("SELECT count(*), min(ts), max(ts) FROM requests").fetchall()[0]
         cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [batch_id, root, None, "dataset-slice", None, rows, rows, 0, 0, None, lo, hi])
+                    [batch_id, "the dataset's slice", None, SLICE_FORMAT, None, rows, rows, 0, 0, None, lo, hi])
+    except duckdb.Error as exc:                    # a corrupt or vanished file: said without its path
+        cur.close()
+        days = sorted({m.group(1) for p in files for m in [DATE_PARTITION.search(p)] if m})
+        raise InputError(f"the dataset's Parquet files for {', '.join(days) or 'this period'} could not be read "
+                         f"({type(exc).__name__}: a file is damaged, or changed while it was read); an admin can "
+                         "check them, or copy the dataset again") from None
     except BaseException:
         cur.close()
         raise
