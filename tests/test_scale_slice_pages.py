@@ -255,3 +255,20 @@ def test_the_other_raw_row_sections_read_the_slice(built, page, what, params):
         col = raw_tables[page]
         pd.testing.assert_frame_equal(next(t for t in mine if col in t), next(t for t in theirs if col in t),
                                       check_exact=True)
+
+
+def test_the_sla_latency_on_a_rollup_only_store_is_the_loaded_stores(built):
+    """The SLA is on TTFT where the logs carry one: a store of attached rollups tells it from their field counts
+    (it used to look for TTFT in its empty requests table and fall back to total latency)."""
+    from finops.ops import alerts
+    rows, loaded, attached, _ = built
+    assert rows["ttft_ms"].notna().any()
+    day = Filters(since=datetime.fromisoformat(DAY), until=datetime.fromisoformat(DAY) + timedelta(days=1))
+    for f in (Filters(), day):
+        with duckdb.connect(loaded, read_only=True) as a, duckdb.connect(attached, read_only=True) as b:
+            assert store.rollup_only(b) and not store.rollup_only(a)
+            assert alerts.sla_metric(b, f) == alerts.sla_metric(a, f) == "ttft_ms"
+    # a period with no requests at all: neither store has a TTFT to judge by
+    empty = Filters(since=datetime(2020, 1, 1), until=datetime(2020, 1, 2))
+    with duckdb.connect(loaded, read_only=True) as a, duckdb.connect(attached, read_only=True) as b:
+        assert alerts.sla_metric(b, empty) == alerts.sla_metric(a, empty) == "total_ms"

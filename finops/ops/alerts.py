@@ -197,11 +197,19 @@ def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) 
 
 
 def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
-    """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it, else total_ms."""
+    """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it (on a store of attached
+    rollups, where their field counts show one), else total_ms."""
     chosen = store.get_setting(con, "alerts.sla_metric")
     if chosen in sql.SLA_COLUMNS:
         return sql.column(chosen, sql.SLA_COLUMNS, "SLA latency")
-    where, params = (f or Filters()).where()
+    f = f or Filters()
+    if store.rollup_only(con):
+        # no raw rows (attached rollups): the served requests' field counts written with them say it
+        where, params = f.where(ts_col="hour")
+        has_ttft = con.execute("SELECT EXISTS (SELECT 1 FROM coverage_hourly WHERE field = 'ttft_ms' AND n > 0 "
+                               f"AND {where})", params).fetchall()[0][0]
+        return "ttft_ms" if has_ttft else "total_ms"
+    where, params = f.where()
     # EXISTS stops at the first row with a TTFT instead of counting every one
     has_ttft = con.execute(f"SELECT EXISTS (SELECT 1 FROM requests WHERE {where} AND ttft_ms IS NOT NULL)",
                            params).fetchall()[0][0]
