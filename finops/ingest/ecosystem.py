@@ -496,11 +496,11 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         unnumbered, _, _ = relation_sql(con, p, numbered=False)
         attrs_cols = [x for x in cols if x not in LITELLM_MAPPED]
         # attrs as JSON text, each cell parsed once (its key a bound parameter, JSON-encoded here)
-        pairs = "".join(f"CAST(? AS VARCHAR) || ':' || {_cell_json_text_sql(quote_ident(x))} || ',' || "
-                        for x in attrs_cols)
+        # one concat of every piece: a chain of || copies the growing text once per piece (no piece is NULL)
+        pairs = "".join(f"CAST(? AS VARCHAR), ':', {_cell_json_text_sql(quote_ident(x))}, ',', " for x in attrs_cols)
         model_logged = _t(quote_ident("model")) if "model" in cols else "CAST(NULL AS VARCHAR)"
-        attrs = ("'{' || " + pairs + "'\"model_logged\":' || coalesce(CAST(to_json(" + model_logged
-                 + ") AS VARCHAR), 'null') || '}'")
+        attrs = ("concat('{', " + pairs + "'\"model_logged\":', coalesce(CAST(to_json(" + model_logged
+                 + ") AS VARCHAR), 'null'), '}')")
         attrs_params = [json.dumps(x) for x in attrs_cols]
         extra, first_row = "_extra", 2
         one_line = _one_line_check_sql(list(cols))
