@@ -186,12 +186,10 @@ def _slice(path: str, version: int, f: Filters) -> slices.SharedSlice:
 @st.cache_data(show_spinner=False, max_entries=512)
 def _slice_call(path: str, version: int, f: Filters, key: str, _fn: Callable, args: tuple, kwargs: tuple):
     # as _call, on the slice's cursor, one use at a time (its temporary tables are that cursor's alone)
-    for _ in range(2):
-        try:
-            return _slice(path, version, f).run(_fn, *args, **dict(kwargs))
-        except slices.SliceClosed:      # evicted by another session between taking it and using it: read it again
-            continue
-    return _slice(path, version, f).run(_fn, *args, **dict(kwargs))
+    try:
+        return _slice(path, version, f).run(_fn, *args, **dict(kwargs))
+    except slices.SliceClosed:          # evicted by another session between taking it and using it: read it again
+        return _slice(path, version, f).run(_fn, *args, **dict(kwargs))
 
 
 @contextlib.contextmanager

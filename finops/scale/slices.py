@@ -101,7 +101,7 @@ class RawSlice:
     @property
     def days(self) -> list[str]:
         """The days (``YYYY-MM-DD``) whose date partitions were read: what a page may say of the files."""
-        return sorted({m.group(1) for p in self.files for m in [DATE_PARTITION.search(p)] if m})
+        return _days(self.files)
 
     def close(self) -> None:
         self.con.close()
@@ -143,6 +143,11 @@ class SharedSlice:
             if not self.closed:
                 self.closed = True
                 self.slice.close()
+
+
+def _days(files: list[str]) -> list[str]:
+    """The days (``YYYY-MM-DD``) of the date partitions ``files`` lie in, sorted."""
+    return sorted({m.group(1) for p in files for m in [DATE_PARTITION.search(p)] if m})
 
 
 def _day_files(root: str, since: datetime, until: datetime) -> list[str]:
@@ -189,7 +194,7 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
                     [batch_id, "the dataset's slice", None, SLICE_FORMAT, None, rows, rows, 0, 0, None, lo, hi])
     except duckdb.Error as exc:                    # a corrupt or vanished file: said without its path
         cur.close()
-        days = sorted({m.group(1) for p in files for m in [DATE_PARTITION.search(p)] if m})
+        days = _days(files)
         raise InputError(f"the dataset's Parquet files for {', '.join(days) or 'this period'} could not be read "
                          f"({type(exc).__name__}: a file is damaged, or changed while it was read); an admin can "
                          "check them, or copy the dataset again") from None
