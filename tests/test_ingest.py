@@ -242,6 +242,62 @@ def test_a_misfit_value_past_the_type_sample_rejects_its_row_only(con, tmp_path)
     assert total == sum(i % 500 for i in range(1, n + 1) if i != bad)
 
 
+# ---------------------------------------------------------------- canonical CSV: typed first, text when it must
+
+TYPED_CSV_HEADER = "request_id,ts,model,tenant,input_tokens,output_tokens,total_ms,cost_usd,cache_hit\n"
+TYPED_CSV_CLEAN = ["a1,2026-11-01 10:00:00,m,t1,100,5,12.5,0.001,true",
+                   "a2,2026-11-01T10:00:01Z,m,t1, 7 ,1e3,1.5e3,,no",           # spaces, exponents, empty, 'no'
+                   "a3,2026-11-01 12:00:02+05:30,m,,00012,0,,2.5e-4,",         # an offset, leading zeros
+                   "a4,2026-11-01 10:00:03,m,t2,-5,9,inf,0,1",                 # checked: negative, not finite
+                   "a5,2026-11-01,m,t2,30,3,40,0.002,f"]
+TYPED_CSV_TEXT_ONLY = {"12.50": "a6,2026-11-01 10:00:04,m,t1,12.50,3,40,0,",      # not a whole number
+                       "1e400": "a6,2026-11-01 10:00:04,m,t1,1e400,3,40,0,",      # beyond a double
+                       "big": "a6,2026-11-01 10:00:04,m,t1,9007199254740993,3,40,0,",
+                       "epoch": "a6,1730455204,m,t1,4,3,40,0,",                  # a time the text path reads
+                       "no_id": ",2026-11-01 10:00:04,m,t1,4,3,40,0,"}          # hashed from its text
+
+
+def _typed_and_text(tmp_path, lines):
+    """The same canonical CSV loaded as the canonical format reads it (typed first) and through a column
+    mapping (always read as text and cast afterwards): (result, stored rows) of each."""
+    f = tmp_path / "typed.csv"
+    f.write_text(TYPED_CSV_HEADER + "\n".join(lines) + "\n")
+    out = []
+    for opts in (IngestOptions(format="canonical"), IngestOptions(format="canonical", mapping={"model": "model"})):
+        c = store.connect(":memory:")
+        [r] = ingest_path(c, f, opts)
+        out.append((_outcome(r), _stored(c)))
+        c.close()
+    return out
+
+
+def test_a_canonical_csv_read_typed_stores_what_the_text_reading_stores(tmp_path):
+    """A canonical CSV is read with its numbers and times typed by the CSV reader (faster than text cast
+    afterwards). Spaces, exponents, empty fields, offsets and the checks' rejects come out as the text
+    reading gives them."""
+    (typed, typed_rows), (text, text_rows) = _typed_and_text(tmp_path, TYPED_CSV_CLEAN)
+    assert typed == text and typed_rows == text_rows
+    assert typed[:3] == (5, 4, 1)
+    assert typed[5] == ["input_tokens: negative value -5; total_ms: inf is not a finite number"]
+    got = {r[0]: r for r in typed_rows}
+    assert got["a2"][1].isoformat() == "2026-11-01T10:00:01" and got["a3"][1].isoformat() == "2026-11-01T06:30:02"
+
+
+@pytest.mark.parametrize("case", sorted(TYPED_CSV_TEXT_ONLY))
+def test_a_canonical_csv_value_the_typed_reading_cannot_keep_is_read_as_text(tmp_path, case):
+    """A count that is not a whole number a double holds, a time only the text path reads, a row without an
+    id (its content hash is of the text as written): the file is read as text, so the stored rows, the
+    rejects and their wording ("12.50", not 12.5) are the text reading's."""
+    (typed, typed_rows), (text, text_rows) = _typed_and_text(tmp_path, TYPED_CSV_CLEAN + [TYPED_CSV_TEXT_ONLY[case]])
+    assert typed == text and typed_rows == text_rows
+    if case in ("12.50", "1e400"):
+        assert f"input_tokens: cannot read {case} as bigint" in typed[5]
+    elif case == "big":     # the text reading goes through a double too: 2^53 + 1 is read as 2^53
+        assert "input_tokens: 9007199254740992 is above the limit of 1,000,000,000" in typed[5]
+    else:
+        assert typed[:3] == (6, 5, 1)
+
+
 # ---------------------------------------------------------------- Parquet: insert first, then prove it was all
 
 def _parquet_and_csv(tmp_path, rows: str, name: str):

@@ -33,8 +33,8 @@ def _sniff_canonical(p: Probe) -> float:
 
 
 def _read_canonical(con, p: Probe, options: IngestOptions) -> Source:
-    """JSON Lines in our schema read typed first (fast); any misfit value falls back to checked reading."""
-    if p.kind != "jsonl" or options.mapping:
+    """JSON Lines and CSV in our schema read typed first (fast); any misfit value falls back to checked reading."""
+    if p.kind not in ("jsonl", "csv") or options.mapping:
         return mapped_source(con, p, options)
     src = mapped_source(con, p, options, typed=True)
     src.fallback = lambda: mapped_source(con, p, options)
