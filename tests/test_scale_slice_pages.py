@@ -157,6 +157,37 @@ def test_a_moved_dataset_or_a_damaged_file_is_a_sentence_naming_no_path(built, t
     assert "1 daily partition (2026-11-15)" in texts(at)
 
 
+def test_a_dataset_changed_since_the_rollups_is_refused_with_the_hour_and_counts(built, tmp_path):
+    """A dataset folder whose rows are not the ones the attached rollups were computed from (here the picked
+    day's partition rewritten without every other request of the model at 14:00) gives a sentence naming the first
+    hour that differs and both counts, not figures that do not reconcile with the page's totals."""
+    rows, _, _, tmp = built
+    changed = tmp_path / "changed"
+    shutil.copytree(tmp / "dataset", changed)
+    path = _attach(tmp, "changed", changed)
+    gen = duckdb.connect()
+    gen.execute("SET TimeZone = 'UTC'")
+    part = changed / f"date={DAY}"
+    files = [str(p) for p in part.glob("*.parquet")]
+    whole = gen.execute("SELECT * FROM read_parquet(?)", [files]).df()
+    at14 = whole[(whole["ts"].dt.hour == 14) & (whole["model"] == MODEL)]
+    dropped = set(sorted(at14["request_id"])[::2])
+    for p in part.glob("*.parquet"):
+        p.unlink()
+    gen.register("kept", whole[~whole["request_id"].isin(dropped)])
+    gen.execute("COPY kept TO ? (FORMAT parquet)", [str(part / "kept.parquet")])
+    assert len(at14) == len(_day_rows(rows).query("ts.dt.hour == 14")) and 0 < len(dropped) < len(at14)
+    at = run_page(path, "views/latency.py", query_params=ONE_DAY)
+    assert not at.exception
+    said = texts(at).replace("\\", "")     # the page escapes Markdown ("14\\:00")
+    assert (f"the dataset's requests do not match the attached rollups: {DAY} 14:00 UTC "
+            f"({len(at14) - len(dropped):,} requests read from the dataset, {len(at14):,} in the rollups)") in said, said
+    assert "The slowest requests" not in said and str(tmp_path) not in said
+    # another day's partition is unchanged: its slice reads
+    at = run_page(path, "views/latency.py", query_params={**ONE_DAY, "from": "2026-11-15", "to": "2026-11-15"})
+    assert "1 daily partition (2026-11-15)" in texts(at)
+
+
 def test_the_slice_is_read_once_kept_bounded_and_closed_when_dropped(built, monkeypatch):
     rows, _, attached, _ = built
     read: list[slices.RawSlice] = []

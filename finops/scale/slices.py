@@ -159,6 +159,25 @@ def _day_files(root: str, since: datetime, until: datetime) -> list[str]:
     return files
 
 
+def _hours_differing(con: duckdb.DuckDBPyConnection, cur: duckdb.DuckDBPyConnection, g: Filters) -> list[tuple]:
+    """The whole hours of ``g``'s period where the slice read on ``cur`` holds another number of requests than
+    the store's attached rollups for the same filters: ``(hour, read, attached)``, by hour. A partial hour at
+    either end is not compared (the rollups count whole hours)."""
+    lo = g.since.replace(minute=0, second=0, microsecond=0)
+    if lo < g.since:
+        lo += timedelta(hours=1)
+    hi = g.until.replace(minute=0, second=0, microsecond=0)
+    if lo >= hi:
+        return []
+    where, params = Filters(tenants=g.tenants, models=g.models, sla_tiers=g.sla_tiers).where(ts_col="hour")
+    attached = dict(con.execute(f"SELECT hour, sum(requests) FROM rollup_hourly WHERE {where} AND hour >= ? "
+                                "AND hour < ? GROUP BY 1", [*params, lo, hi]).fetchall())
+    read = dict(cur.execute("SELECT hour, sum(requests) FROM rollup_hourly WHERE hour >= ? AND hour < ? GROUP BY 1",
+                            [lo, hi]).fetchall())
+    return [(h, int(read.get(h) or 0), int(attached.get(h) or 0)) for h in sorted(set(read) | set(attached))
+            if int(read.get(h) or 0) != int(attached.get(h) or 0)]
+
+
 def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = None) -> RawSlice:
     """Read the dataset's requests matching ``f`` (one model, at most :data:`MAX_SLICE_HOURS` hours, within
     ``budget`` raw rows: store.raw_scope) into a new cursor's temporary tables; use as a context manager.
@@ -192,6 +211,7 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
         rows, lo, hi = cur.execute("SELECT count(*), min(ts), max(ts) FROM requests").fetchall()[0]
         cur.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [batch_id, "the dataset's slice", None, SLICE_FORMAT, None, rows, rows, 0, 0, None, lo, hi])
+        differing = _hours_differing(con, cur, g)
     except duckdb.Error as exc:                    # a corrupt or vanished file: said without its path
         cur.close()
         days = _days(files)
@@ -201,4 +221,15 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
     except BaseException:
         cur.close()
         raise
+    if differing:
+        # the folder holds other rows than the rollups were computed from (replaced, grown or pruned since):
+        # its figures would not reconcile with the page's totals, so none are shown
+        cur.close()
+        hour, read, attached = differing[0]
+        more = f" and {len(differing) - 1:,} more hours" if len(differing) > 1 else ""
+        raise InputError(f"the dataset's requests do not match the attached rollups: {hour:%Y-%m-%d %H}:00 UTC"
+                         f"{more} ({read:,} requests read from the dataset, {attached:,} in the rollups). The "
+                         "dataset folder may have been replaced or changed since the rollups were computed: an "
+                         "admin can run the rollup job again and attach its output, or record the dataset it "
+                         "was computed from with `--dataset`")
     return RawSlice(cur, replace(g), scope, int(rows), files)
