@@ -1558,8 +1558,11 @@ def _sniff_mooncake(p: Probe) -> float:
 
 # The Mooncake reading in SQL over DuckDB's line reader, each line parsed once, for a file of plain ASCII lines
 # (formats._plain_text: Python's line ends and strip() see the same lines): the prefix-cache reuse of
-# prefix_cached_tokens as a join (a block is seen at a request when a qualifying request before it holds it:
-# k = the position of the first block first held by this request, less one, else all its blocks). A record
+# prefix_cached_tokens as two aggregates (a block is seen at a request when a qualifying request before it
+# holds it: k = the position of the first block first held by this request, less one, else all its blocks;
+# each block's first holder and position, packed as row * 2^32 + position, where a row past 2^31 overflows
+# BIGINT and stops this reading, then the least such position per row: no join of every block with its
+# first holder). A record
 # this reading would not read as the Python one stops it with an error (the loader then reads the file in
 # Python): a line that is no JSON object, a time that is no integer, a length of another type (or past 2^53,
 # where float() rounds), block hashes that are not integers, a field named like one of attrs' own. A line is
@@ -1591,9 +1594,8 @@ c AS (
   FROM t),
 q AS (SELECT _row, hashes FROM c WHERE hashes IS NOT NULL AND input_length IS NOT NULL),
 h AS (SELECT _row, unnest(hashes) AS h, generate_subscripts(hashes, 1) AS pos FROM q),
-f AS (SELECT h, min(_row) AS first_row FROM h GROUP BY h),
-k AS (SELECT h._row, min(h.pos) FILTER (WHERE f.first_row >= h._row) AS stop
-      FROM h JOIN f ON f.h = h.h GROUP BY h._row),
+f AS (SELECT min(_row * 4294967296 + pos) AS first FROM h GROUP BY h),
+k AS (SELECT first // 4294967296 AS _row, min(first % 4294967296) AS stop FROM f GROUP BY 1),
 r AS (
   SELECT c.*, CASE WHEN c.hashes IS NOT NULL AND c.input_length IS NOT NULL
                    THEN coalesce(k.stop - 1, len(c.hashes)) END AS reused,
