@@ -1558,13 +1558,18 @@ def _sniff_mooncake(p: Probe) -> float:
 
 # The Mooncake reading in SQL over DuckDB's line reader, each line parsed once, for a file of plain ASCII lines
 # (formats._plain_text: Python's line ends and strip() see the same lines): the prefix-cache reuse of
-# prefix_cached_tokens as a join (a block is seen at a request when a qualifying request before it holds it:
-# k = the position of the first block first held by this request, less one, else all its blocks). A record
+# prefix_cached_tokens as two aggregates (a block is seen at a request when a qualifying request before it
+# holds it: k = the position of the first block first held by this request, less one, else all its blocks;
+# each block's first holder and position, packed as row * 2^32 + position, where a row past 2^31 overflows
+# BIGINT and stops this reading, then the least such position per row: no join of every block with its
+# first holder). A record
 # this reading would not read as the Python one stops it with an error (the loader then reads the file in
 # Python): a line that is no JSON object, a time that is no integer, a length of another type (or past 2^53,
 # where float() rounds), block hashes that are not integers, a field named like one of attrs' own. A line is
 # trimmed only where it starts or ends with white space (trim with a set of characters costs as much as the
-# JSON parse); one strftime per time.
+# JSON parse); one strftime per time. A line that parsed as JSON is an object when it starts with '{' (no
+# json_type); the rest of a record of the four fields in this order, hash_ids an array, is its hashes' text
+# (r's check makes it the array's minified JSON, as json_merge_patch writes it), without a merge.
 MOONCAKE_FAST_SQL = r"""
 WITH l AS (
   SELECT ordinality AS _row, line
@@ -1572,7 +1577,7 @@ WITH l AS (
                 auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
   WHERE line <> '' AND (ascii(line) NOT IN (32, 9) OR trim(line, ' ' || chr(9)) <> '')),
 v AS (
-  SELECT _row, line, s, j, json_type(j) AS jt,
+  SELECT _row, line, s, j, CASE WHEN starts_with(s, '{') THEN 'OBJECT' ELSE 'OTHER' END AS jt,
     json_extract(j, ['$.timestamp', '$.input_length', '$.output_length', '$.hash_ids']) AS v
   FROM (SELECT _row, line, s, CAST(s AS JSON) AS j
         FROM (SELECT _row, line, CASE WHEN ascii(line) IN (32, 9) OR suffix(line, ' ') OR suffix(line, chr(9))
@@ -1591,9 +1596,8 @@ c AS (
   FROM t),
 q AS (SELECT _row, hashes FROM c WHERE hashes IS NOT NULL AND input_length IS NOT NULL),
 h AS (SELECT _row, unnest(hashes) AS h, generate_subscripts(hashes, 1) AS pos FROM q),
-f AS (SELECT h, min(_row) AS first_row FROM h GROUP BY h),
-k AS (SELECT h._row, min(h.pos) FILTER (WHERE f.first_row >= h._row) AS stop
-      FROM h JOIN f ON f.h = h.h GROUP BY h._row),
+f AS (SELECT min(_row * 4294967296 + pos) AS first FROM h GROUP BY h),
+k AS (SELECT first // 4294967296 AS _row, min(first % 4294967296) AS stop FROM f GROUP BY 1),
 r AS (
   SELECT c.*, CASE WHEN c.hashes IS NOT NULL AND c.input_length IS NOT NULL
                    THEN coalesce(k.stop - 1, len(c.hashes)) END AS reused,
@@ -1613,8 +1617,10 @@ SELECT _row, md5(s || ?) AS _hash,
   '{"timestamp_ms":' || coalesce(CAST(ts_j AS VARCHAR), 'null') || ',"prefix_blocks_reused":'
     || coalesce(CAST(reused AS VARCHAR), 'null')
     || CASE WHEN rest = '{}' THEN '}' ELSE ',' || rest[2:] END AS attrs
-FROM (SELECT *, CAST(json_merge_patch(j, '{"timestamp": null, "input_length": null, "output_length": null}')
-                     AS VARCHAR) AS rest FROM r)"""
+FROM (SELECT *, CASE WHEN h_t = 'ARRAY' AND json_keys(j) = ['timestamp', 'input_length', 'output_length', 'hash_ids']
+                      THEN '{"hash_ids":' || hashes_text || '}'
+                      ELSE CAST(json_merge_patch(j, '{"timestamp": null, "input_length": null, "output_length": null}')
+                                AS VARCHAR) END AS rest FROM r)"""
 
 
 def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
