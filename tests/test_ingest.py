@@ -2,6 +2,7 @@
 import csv
 import gzip
 import json
+import re
 import shutil
 import zipfile
 
@@ -69,6 +70,25 @@ def test_identical_rows_in_one_file_are_two_requests(con, tmp_path):
     f2.write_text(f.read_text() + "2026-01-01 00:00:00,m,5,6\n")
     r = ingest_path(con, f2)[0]
     assert (r.rows_ingested, r.duplicates_skipped) == (1, 3)
+
+
+def test_an_id_equal_to_one_made_for_a_row_without_id_is_a_repeat_within_the_file(con, tmp_path):
+    """A row without request_id gets its content hash and occurrence number ("<md5>-1"); a row of the same file
+    whose own id is that text is the same request twice, and the file's first of the two rows is kept."""
+    one = tmp_path / "one.csv"
+    one.write_text("request_id,ts,model,input_tokens\n,2026-01-01 00:00:00,m,5\n")
+    assert ingest_path(con, one)[0].rows_ingested == 1
+    [(made,)] = con.execute("SELECT request_id FROM requests").fetchall()
+    assert re.fullmatch(r"[0-9a-f]{32}-1", made)
+    other = store.connect(":memory:")
+    both = tmp_path / "both.csv"
+    both.write_text(f"request_id,ts,model,input_tokens\nr1,2026-01-01 00:00:00,m,1\n,2026-01-01 00:00:00,m,5\n"
+                    f"{made},2026-01-01 00:00:09,m,7\n")
+    r = ingest_path(other, both)[0]
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (3, 2, 1)
+    assert other.execute("SELECT request_id, input_tokens FROM requests ORDER BY 1").fetchall() == \
+        sorted([("r1", 1), (made, 5)])
+    other.close()
 
 
 BAD = ("ts,model,tenant,input_tokens,queue_ms,confidence,status\n"

@@ -652,13 +652,20 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
         # row no other row equals (nearly all), found by one grouping of the hashes; only the rows whose hash
         # repeats are numbered in order by a window (a window over every row sorts them all: 3x the CPU)
         unkeyed = "SELECT * FROM _stage WHERE _reject = '' AND request_id IS NULL"
-        repeated = f"SELECT _hash FROM ({unkeyed}) GROUP BY _hash HAVING count(*) > 1"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _repeated AS SELECT _hash FROM ({unkeyed}) GROUP BY _hash "
+                    "HAVING count(*) > 1")
         ids = (f"SELECT * REPLACE (_hash || '-1' AS request_id) FROM ({unkeyed}) u "
-               f"WHERE u._hash NOT IN ({repeated}) UNION ALL "
-               f"SELECT * REPLACE (_hash || '-' || row_number() OVER (PARTITION BY _hash ORDER BY _row) AS request_id) "
-               f"FROM ({unkeyed}) u WHERE u._hash IN ({repeated})")
+               "WHERE u._hash NOT IN (SELECT _hash FROM _repeated) UNION ALL "
+               "SELECT * REPLACE (_hash || '-' || row_number() OVER (PARTITION BY _hash ORDER BY _row) AS request_id) "
+               f"FROM ({unkeyed}) u WHERE u._hash IN (SELECT _hash FROM _repeated)")
         valid = f"({with_ids}) UNION ALL ({ids})"
-        dup_in_file = con.execute(f"SELECT count(*) - count(DISTINCT hash(request_id)) FROM ({valid})").fetchall()[0][0]
+        # the ids made ("hash-k", k digits after the last '-') differ from one another, so an id can repeat only
+        # among the file's own ids (their distinct hashes count them) or be made too: one of the file's ids
+        # ending in "-<digits>" (none, nearly always) sends it to the exact count below
+        with_id_rows = rows_read - rows_rejected - n_without
+        dup_in_file = with_id_rows - n_id_hashes + (con.execute(
+            f"SELECT count(*) FROM ({with_ids}) WHERE regexp_matches(request_id, '-[0-9]+$')").fetchall()[0][0]
+            if with_id_rows else 0)
     else:
         valid = with_ids
         dup_in_file = rows_read - rows_rejected - n_id_hashes
@@ -668,7 +675,10 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     if dup_in_file:
         valid = f"SELECT * FROM ({valid}) QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY _row) = 1"
     step(0.5, "inserting")
-    return _insert(con, valid, batch_id, has_rows)
+    inserted = _insert(con, valid, batch_id, has_rows)
+    if n_without:
+        con.execute("DROP TABLE _repeated")
+    return inserted
 
 
 def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
