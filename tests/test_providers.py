@@ -457,6 +457,9 @@ def test_openrouter_attrs_from_the_first_generations_fields_are_those_of_the_map
     map_rows = con.execute(providers._openrouter_fast_sql(None), src.params[:4]).fetchall()
     assert struct_rows == map_rows
     assert len(struct_rows) == len(read_jsonl(f))
+    unnumbered = con.execute(src.unnumbered_sql, src.params).fetchall()
+    assert [r[1:] for r in unnumbered] == [r[1:] for r in struct_rows]
+    assert {r[0] for r in unnumbered} == {None}
     attrs = {r[names.index("request_id")]: json.loads(r[names.index("attrs")]) for r in struct_rows}
     assert attrs["gen-odd-0"]["origin"] == {"a": None, "b": [None, 1, {"c": None}]}     # nested nulls kept
     assert attrs["gen-odd-0"]["router"] == 0.25

@@ -772,7 +772,8 @@ def openrouter_fast_source(p: Probe, options: IngestOptions) -> Source | None:
     params = [str(p.path), fmt, options.tenant, options.model]
     if keys:
         params += [json.dumps({k: "JSON" for k in keys}), keys]
-    return Source(_openrouter_fast_sql(keys), params, has_ids=True)
+    return Source(_openrouter_fast_sql(keys), params, has_ids=True,
+                  unnumbered_sql=_openrouter_fast_sql(keys, numbered=False))
 
 
 _read_openrouter_python = _one_row_per_record(openrouter_row)
