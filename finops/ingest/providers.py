@@ -162,6 +162,16 @@ def _one_row_per_record(to_row: Callable[[int, dict, IngestOptions, str], dict])
     return read
 
 
+def _sql_object(*pairs: tuple[str, str]) -> str:
+    """A JSON object of the pairs ``(key, SQL expression)`` whose value is not NULL, in their order, as text: what
+    ``json_merge_patch('{}', json_object(key, value, ...))`` writes for values that are text, numbers or objects
+    without nulls, written by one concat (each value by ``to_json``) instead of an object built, written, parsed
+    and written again. The keys are names of ours (JSON-quoted here), never a file's."""
+    pieces = [f"CASE WHEN ({expr}) IS NOT NULL THEN concat('{json.dumps(key)}:', CAST(to_json({expr}) AS VARCHAR)) END"
+              for key, expr in pairs]
+    return f"concat('{{', concat_ws(',', {', '.join(pieces)}), '}}')"
+
+
 # The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
 # straight into the canonical columns (no per-line Python). The numbers are read as DOUBLE and checked whole,
 # as the Python path's _count does.
@@ -248,18 +258,18 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
          THEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) END,
     'http_' || CAST(CAST(code AS BIGINT) AS VARCHAR), 'error') END AS error_type,
   CAST(NULL AS VARCHAR) AS cost_usd,
-  CAST(json_merge_patch('{}', json_object(
-    'custom_id', custom_id, 'status_code', CAST(code AS BIGINT), 'upstream_request_id', response.request_id,
-    'object', body.object, 'body_id', body.id, 'body_service_tier', body.service_tier,
-    'finish_reason', body.choices[1].finish_reason, 'error_message', failure.message,
-    'ts_from', CASE WHEN own_ts IS NULL AND ts_any IS NOT NULL
-                    THEN 'a neighbouring line (the request''s own line carries no time)' END)) AS VARCHAR) AS attrs,
+  __ATTRS__ AS attrs,
   'openai' AS provider, 'batch' AS service_tier,
   CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens,
   CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.output_tokens_details.reasoning_tokens
                                    ELSE u.completion_tokens_details.reasoning_tokens END AS BIGINT) AS VARCHAR)
        END AS reasoning_tokens
-FROM timed"""
+FROM timed""".replace("__ATTRS__", _sql_object(
+    ("custom_id", "custom_id"), ("status_code", "CAST(code AS BIGINT)"), ("upstream_request_id", "response.request_id"),
+    ("object", "body.object"), ("body_id", "body.id"), ("body_service_tier", "body.service_tier"),
+    ("finish_reason", "body.choices[1].finish_reason"), ("error_message", "failure.message"),
+    ("ts_from", "CASE WHEN own_ts IS NULL AND ts_any IS NOT NULL "
+                "THEN 'a neighbouring line (the request''s own line carries no time)' END")))
 _plain_lines = _plain_json_lines      # one reading of the rule for every JSON Lines fast path (finops.ingest.ecosystem)
 
 
@@ -448,17 +458,19 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
   CAST(CAST(u.cache_read_input_tokens AS BIGINT) AS VARCHAR) AS cached_input_tokens,
   CAST(NULL AS VARCHAR) AS queue_ms, CAST(NULL AS VARCHAR) AS ttft_ms, CAST(NULL AS VARCHAR) AS total_ms,
   'ok' AS status, CAST(NULL AS VARCHAR) AS error_type, CAST(NULL AS VARCHAR) AS cost_usd,
-  CAST(json_merge_patch('{}', json_object(
-    'custom_id', custom_id, 'result_type', kind, 'stop_reason', m.stop_reason, 'usage_service_tier', u.service_tier,
-    'server_tool_use', CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT'
-                             AND u.server_tool_use <> '{}' THEN u.server_tool_use END)) AS VARCHAR) AS attrs,
+  __ATTRS__ AS attrs,
   'anthropic' AS provider, 'batch' AS service_tier,
   CAST(CAST(CASE WHEN creation IS NOT NULL
                  THEN greatest(creation - coalesce(split.ephemeral_1h_input_tokens, 0), 0)
                  ELSE split.ephemeral_5m_input_tokens END AS BIGINT) AS VARCHAR) AS cache_write_tokens,
   CAST(CAST(split.ephemeral_1h_input_tokens AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
   CAST(NULL AS VARCHAR) AS reasoning_tokens
-FROM checked"""
+FROM checked""".replace("__ATTRS__", _sql_object(
+    ("custom_id", "custom_id"), ("result_type", "kind"), ("stop_reason", "m.stop_reason"),
+    ("usage_service_tier", "u.service_tier"),
+    # json_merge_patch drops the nulls inside the object too
+    ("server_tool_use", "CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT' "
+                        "AND u.server_tool_use <> '{}' THEN json_merge_patch('{}', u.server_tool_use) END")))
 
 
 def anthropic_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
