@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from finops import sql
 from finops.errors import InputError
 from finops.ingest.base import Adapter, IngestOptions, Probe, Source, register
 from finops.ingest.ecosystem import (
@@ -162,13 +163,13 @@ def _one_row_per_record(to_row: Callable[[int, dict, IngestOptions, str], dict])
     return read
 
 
-def _sql_object(*pairs: tuple[str, str]) -> str:
-    """A JSON object of the pairs ``(key, SQL expression)`` whose value is not NULL, in their order, as text: what
+def _sql_object(exprs: dict[str, str]) -> str:
+    """A JSON object of the ``{key: SQL expression}`` pairs whose value is not NULL, in their order, as text: what
     ``json_merge_patch('{}', json_object(key, value, ...))`` writes for values that are text, numbers or objects
     without nulls, written by one concat (each value by ``to_json``) instead of an object built, written, parsed
-    and written again. The keys are names of ours (JSON-quoted here), never a file's."""
-    pieces = [f"CASE WHEN ({expr}) IS NOT NULL THEN concat('{json.dumps(key)}:', CAST(to_json({expr}) AS VARCHAR)) END"
-              for key, expr in pairs]
+    and written again. The keys are names of ours (:func:`finops.sql.string_literal`), never a file's."""
+    pieces = [f"CASE WHEN ({expr}) IS NOT NULL THEN concat({sql.string_literal(json.dumps(key) + ':')}, "
+              f"CAST(to_json({expr}) AS VARCHAR)) END" for key, expr in exprs.items()]
     return f"concat('{{', concat_ws(',', {', '.join(pieces)}), '}}')"
 
 
@@ -264,12 +265,12 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
   CASE WHEN ok THEN CAST(CAST(CASE WHEN responses_api THEN u.output_tokens_details.reasoning_tokens
                                    ELSE u.completion_tokens_details.reasoning_tokens END AS BIGINT) AS VARCHAR)
        END AS reasoning_tokens
-FROM timed""".replace("__ATTRS__", _sql_object(
-    ("custom_id", "custom_id"), ("status_code", "CAST(code AS BIGINT)"), ("upstream_request_id", "response.request_id"),
-    ("object", "body.object"), ("body_id", "body.id"), ("body_service_tier", "body.service_tier"),
-    ("finish_reason", "body.choices[1].finish_reason"), ("error_message", "failure.message"),
-    ("ts_from", "CASE WHEN own_ts IS NULL AND ts_any IS NOT NULL "
-                "THEN 'a neighbouring line (the request''s own line carries no time)' END")))
+FROM timed""".replace("__ATTRS__", _sql_object({
+    "custom_id": "custom_id", "status_code": "CAST(code AS BIGINT)", "upstream_request_id": "response.request_id",
+    "object": "body.object", "body_id": "body.id", "body_service_tier": "body.service_tier",
+    "finish_reason": "body.choices[1].finish_reason", "error_message": "failure.message",
+    "ts_from": "CASE WHEN own_ts IS NULL AND ts_any IS NOT NULL "
+               "THEN 'a neighbouring line (the request''s own line carries no time)' END"}))
 _plain_lines = _plain_json_lines      # one reading of the rule for every JSON Lines fast path (finops.ingest.ecosystem)
 
 
@@ -465,12 +466,12 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
                  ELSE split.ephemeral_5m_input_tokens END AS BIGINT) AS VARCHAR) AS cache_write_tokens,
   CAST(CAST(split.ephemeral_1h_input_tokens AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
   CAST(NULL AS VARCHAR) AS reasoning_tokens
-FROM checked""".replace("__ATTRS__", _sql_object(
-    ("custom_id", "custom_id"), ("result_type", "kind"), ("stop_reason", "m.stop_reason"),
-    ("usage_service_tier", "u.service_tier"),
+FROM checked""".replace("__ATTRS__", _sql_object({
+    "custom_id": "custom_id", "result_type": "kind", "stop_reason": "m.stop_reason",
+    "usage_service_tier": "u.service_tier",
     # json_merge_patch drops the nulls inside the object too
-    ("server_tool_use", "CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT' "
-                        "AND u.server_tool_use <> '{}' THEN json_merge_patch('{}', u.server_tool_use) END")))
+    "server_tool_use": "CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT' "
+                       "AND u.server_tool_use <> '{}' THEN json_merge_patch('{}', u.server_tool_use) END"}))
 
 
 def anthropic_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
@@ -643,7 +644,8 @@ def openrouter_row(row: int, rec: dict, options: IngestOptions, name: str = "") 
 # the record has it (the same JSON value; a number or a non-ASCII character may be spelled differently). A record
 # the SQL cannot be sure to read as the Python path does calls error(), and the Python path reads the file: not
 # an object, no id (the Python path refuses it or hashes the row), a line that is a page of records, a time that
-# is not plain ISO 8601. Parameters: the path, the JSON format, --tenant, --model.
+# is not plain ISO 8601. Parameters: the path, the JSON format, --tenant, --model (then, where the first
+# generation's fields are known, their STRUCT's structure and their names: _openrouter_fast_sql).
 _WS = "' ' || chr(9) || chr(10) || chr(13)"
 
 
@@ -765,10 +767,10 @@ def _openrouter_fast_sql(keys: list[str] | None, numbered: bool = True) -> str:
     The field names are bound parameters (the list of names, the STRUCT's structure); only their positions are
     in the SQL. ``numbered=False``: ``_row`` NULL, read on every thread (:attr:`Source.unnumbered_sql`).
     """
-    sql = OPENROUTER_FAST_SQL.replace("__ROW__", "ordinality" if numbered else "CAST(NULL AS BIGINT)")
-    sql = sql.replace("__ORDINALITY__", " WITH ORDINALITY" if numbered else "")
+    text = OPENROUTER_FAST_SQL.replace("__ROW__", "ordinality" if numbered else "CAST(NULL AS BIGINT)")
+    text = text.replace("__ORDINALITY__", " WITH ORDINALITY" if numbered else "")
     if not keys:
-        return sql.replace("__ATTRS__", _OPENROUTER_MAP_ATTRS).replace("__PRICED__", "priced")
+        return text.replace("__ATTRS__", _OPENROUTER_MAP_ATTRS).replace("__PRICED__", "priced")
     pieces = [f"CASE WHEN struct_extract_at(_s, {i + 1}) IS NOT NULL "
               f"THEN concat(_kj[{i + 1}], ':', struct_extract_at(_s, {i + 1})) END"
               for i, k in enumerate(keys) if k not in OPENROUTER_MAPPED]
@@ -777,7 +779,7 @@ def _openrouter_fast_sql(keys: list[str] | None, numbered: bool = True) -> str:
     priced = ("(SELECT *, json_transform(rec, CAST(? AS VARCHAR)) AS _s FROM priced, "
               "(SELECT _k, list_transform(_k, lambda k: CAST(to_json(k) AS VARCHAR)) AS _kj "
               "FROM (SELECT CAST(? AS VARCHAR[]) AS _k)))")
-    return sql.replace("__ATTRS__", attrs).replace("__PRICED__", priced)
+    return text.replace("__ATTRS__", attrs).replace("__PRICED__", priced)
 
 
 def openrouter_fast_source(p: Probe, options: IngestOptions) -> Source | None:
