@@ -416,6 +416,65 @@ def test_openrouter_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypa
             assert len(fast) >= 4, name
 
 
+def _openrouter_odd_fields(tmp_path, text_values: bool):
+    """Generations with the first one's fields (values nested with nulls, empty, escaped; ``text_values``: also
+    non-ASCII text and numbers as odd text, which the Python path spells differently), and ones with a field
+    more, a field less or the fields in another order (attrs through the MAP)."""
+    first = read_jsonl(P / "openrouter_generations.jsonl")[0]["data"]
+    odd = [{"a": None, "b": [None, 1, {"c": None}]}, {}, [], 'say "hi" \\ a:b,c}', 2**70, -3, True, None, 0.25]
+    recs = []
+    for i, value in enumerate(odd):
+        recs.append({**first, "id": f"gen-odd-{i}", "origin": value, "router": odd[-1 - i]})
+    recs.append({**first, "id": "gen-more", "extra_field": {"x": None}})
+    recs.append({k: v for k, v in first.items() if k != "origin"} | {"id": "gen-less"})
+    recs.append(dict(reversed(list({**first, "id": "gen-reversed"}.items()))))
+    lines = [json.dumps({"data": first})] + [json.dumps({"data": r}) for r in recs]
+    if text_values:
+        lines.append(json.dumps({"data": {**first, "id": "gen-text", "origin": "é 😀 \u00e9"}}, ensure_ascii=False))
+        lines.append(json.dumps({"data": {**first, "id": "gen-ascii", "origin": "é"}}))
+        lines.append(json.dumps({"data": {**first, "id": "gen-num", "router": "NUM"}}).replace('"NUM"', "1.50e400"))
+        lines.append(json.dumps({"data": {**first, "id": "gen-num2", "router": "NUM"}}).replace('"NUM"', "1.50"))
+    f = tmp_path / ("odd_text.jsonl" if text_values else "odd.jsonl")
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f
+
+
+def test_openrouter_attrs_from_the_first_generations_fields_are_those_of_the_map(tmp_path):
+    # a generation with the first one's fields has its attrs joined from a STRUCT of them: the same text as the
+    # MAP every other generation goes through, value for value
+    import duckdb
+
+    from finops.ingest import providers
+    f = _openrouter_odd_fields(tmp_path, text_values=True)
+    first = read_jsonl(P / "openrouter_generations.jsonl")[0]["data"]
+    p = probe(f)
+    src = providers.openrouter_fast_source(p, IngestOptions())
+    assert providers._first_generation_keys(p, "newline_delimited") == list(first)
+    con = duckdb.connect()
+    cursor = con.execute(src.sql, src.params)
+    names = [d[0] for d in cursor.description]
+    struct_rows = cursor.fetchall()
+    map_rows = con.execute(providers._openrouter_fast_sql(None), src.params[:4]).fetchall()
+    assert struct_rows == map_rows
+    assert len(struct_rows) == len(read_jsonl(f))
+    unnumbered = con.execute(src.unnumbered_sql, src.params).fetchall()
+    assert [r[1:] for r in unnumbered] == [r[1:] for r in struct_rows]
+    assert {r[0] for r in unnumbered} == {None}
+    attrs = {r[names.index("request_id")]: json.loads(r[names.index("attrs")]) for r in struct_rows}
+    assert attrs["gen-odd-0"]["origin"] == {"a": None, "b": [None, 1, {"c": None}]}     # nested nulls kept
+    assert attrs["gen-odd-0"]["router"] == 0.25
+    assert "router" not in attrs["gen-odd-1"] and "app_id" not in attrs["gen-odd-0"]      # top-level nulls dropped
+    assert attrs["gen-more"]["extra_field"] == {"x": None} and "origin" not in attrs["gen-less"]
+
+
+def test_openrouter_odd_fields_store_the_rows_of_the_python_path(tmp_path, monkeypatch):
+    f = _openrouter_odd_fields(tmp_path, text_values=False)
+    fast = _stored(f, IngestOptions())
+    slow = _stored(f, IngestOptions(), monkeypatch, python_only=True, fast="openrouter_fast_source")
+    assert fast == slow
+    assert len(fast) == len(read_jsonl(f))
+
+
 def test_openrouter_fast_path_rejects_a_bad_value_by_row_and_field(con, tmp_path):
     lines = read_jsonl(P / "openrouter_generations.jsonl")
     lines[2]["data"]["native_tokens_prompt"] = "many"
