@@ -33,10 +33,9 @@ SKETCH_KEYS = ["hour", "model", "batch_id", "field", "k"]
 #: the only columns compared with a tolerance (relative): sums of doubles, which DuckDB and Spark add in
 #: an order of their own (each engine's threads), so the last bits differ. Every other column of every
 #: derived table is compared exactly: counts, tokens, the recorded cost (an exact DECIMAL(38,12) sum), busy
-#: time (whole microseconds), sketch buckets, min and max. A new table's double sum fails here until named.
-#: sums of doubles, whose last bits depend on the order each engine adds them in
-APPROX_COLUMNS = {("queue_15min", "queue_ms_sum"): 1e-12, ("segments_daily", "total_sum"): 1e-12,
-                  **{("segments_daily", f"{name}_sum"): 1e-12 for name, _ in store.SEGMENT_EXPRS}}
+#: time (whole microseconds), sketch buckets, min and max. A new table's double sum fails here until named
+#: in finops.scale.spark.DOUBLE_SUMS (which bench/spark_rollup.py reads too).
+APPROX_COLUMNS = scale_spark.DOUBLE_SUMS
 
 
 def dataset_sql() -> str:
