@@ -866,6 +866,11 @@ def _json_num_sql(x: str) -> str:
             f"THEN TRY_CAST(json_extract_string({x}, '$') AS DOUBLE) END")
 
 
+def _text_num_sql(x: str) -> str:
+    """``_num`` of a text in SQL, untrimmed (as :func:`_json_num_sql` reads a JSON value's text)."""
+    return f"CASE WHEN isfinite(TRY_CAST({x} AS DOUBLE)) THEN TRY_CAST({x} AS DOUBLE) END"
+
+
 def _js(x: str) -> str:
     """A JSON value as text (a string unquoted, anything else its JSON)."""
     return f"json_extract_string({x}, '$')"
@@ -877,35 +882,56 @@ def _json_obj(x: str) -> str:
             f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
 
 
+def _opens_json_sql(x: str) -> str:
+    """Whether a text's first character after spaces, tabs and line breaks opens a JSON object or array (its
+    first character's code looked at, the text trimmed only where it starts with one of those)."""
+    return (f"(ascii({x}) IN (123, 91) OR (ascii({x}) IN (32, 9, 10, 13) "
+            f"AND left(ltrim({x}, {_WS}), 1) IN ('{{', '[')))")
+
+
+def _json_quoted_sql(x: str) -> str:
+    """Whether a text starts and ends with a double quote, two characters at least (a JSON-quoted text)."""
+    return f"(ascii({x}) = 34 AND suffix({x}, '\"') AND strlen({x}) >= 2)"
+
+
 def _langfuse_csv_cell_sql(x: str) -> str:
     """A cell of the UI's CSV export as the Python path reads it (``cell`` then ``_unquote``), as JSON: NULL for
     an empty cell, a JSON object or array as its value, a JSON-quoted text (a date) as that text, else the text."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS JSON) "
-            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), "
-            f"to_json({x})) "
-            f"WHEN length({x}) >= 2 AND left({x}, 1) = '\"' AND right({x}, 1) = '\"' "
-            f"THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), to_json({x})) "
+            f"WHEN {_json_quoted_sql(x)} THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
             f"ELSE to_json({x}) END")
 
 
+def _langfuse_csv_text_sql(x: str) -> str:
+    """``_js`` of :func:`_langfuse_csv_cell_sql` without building the JSON of a plain cell: NULL for an empty
+    cell, the text of a JSON object or array as its JSON, a JSON-quoted text as that text, else the cell."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS VARCHAR) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce({_js(f'TRY_CAST(trim({x}, {_WS}) AS JSON)')}, {x}) "
+            f"WHEN {_json_quoted_sql(x)} THEN coalesce({_js(f'TRY_CAST({x} AS JSON)')}, {x}) "
+            f"ELSE {x} END")
+
+
 def _langfuse_csv_records_sql(rows_sql: str, columns: list[str]) -> str:
-    """The rows of the UI's CSV export as ``(_row, m)``: each a map of its cells (:func:`_langfuse_csv_cell_sql`),
-    the keys bound parameters in column order; a record over more than one line or with more fields than the
-    header calls error() (the Python path numbers such files by line and drops the surplus)."""
-    entries = ", ".join(f"{{'key': CAST(? AS VARCHAR), 'value': {_langfuse_csv_cell_sql(quote_ident(x))}}}"
-                        for x in columns)
+    """The rows of the UI's CSV export as ``(_row, _c0, _c1...)``: each cell named by its column's position (no
+    CSV column name can meet the reading's own names), a record over more than one line or with more fields than
+    the header calling error() (the Python path numbers such files by line and drops the surplus)."""
+    cells = "".join(f", {quote_ident(x)} AS {quote_ident(f'_c{i}')}" for i, x in enumerate(columns))
     one_line = _one_line_check_sql(columns)
     return (f"SELECT coalesce(CAST({one_line} AS BIGINT), CAST(CASE WHEN _extra IS NOT NULL THEN "
-            "error('langfuse fast path: more fields than the header') END AS BIGINT), _row) AS _row, "
-            f"map_from_entries([{entries}]) AS m FROM ({rows_sql})")
+            "error('langfuse fast path: more fields than the header') END AS BIGINT), _row) AS _row"
+            f"{cells} FROM ({rows_sql})")
 
 
 def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source | None:
     """The typed reading of Langfuse observations: :func:`_langfuse_row` in SQL, or None where it does not
     apply (a document that is not an array, a compressed file, blank lines in JSON Lines, a byte-order mark,
-    ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records and
-    the UI's CSV export (given ``con``: its reader is described there) are each parsed once into a map of their
-    fields.
+    ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records are
+    each parsed once into a map of their fields; the UI's CSV export (given ``con``: its reader is described
+    there) is read by its named columns, each cell the rules read taken as the Python path reads it
+    (:func:`_langfuse_csv_cell_sql`), attrs the other cells' JSON joined in one text. One observation a record
+    (not API pages) is also read on every thread (``unnumbered_sql``), those that are no model call marked
+    ``_skip``.
 
     Values go to the loader as the file's text; attrs holds the same JSON values. An observation the SQL cannot
     be sure to read as the Python path does calls error() and the Python path reads the file: not an object, no
@@ -919,9 +945,48 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         if con is None or p.container != "text" or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf":
             return None
         rows_sql, params, cols = relation_sql(con, p)
-        records = _langfuse_csv_records_sql(rows_sql, list(cols))
-        params = [*cols, *params]          # the keys come first in the text, then the reader's
-        attrs_sql, attrs_params = "", []
+        cols = list(cols)
+        json_read = {*LANGFUSE_FIELDS["usage"], *LANGFUSE_FIELDS["cost"], "usage", "metadata"} & set(cols)
+
+        def cell_sql(name: str) -> str:
+            return quote_ident(f"_c{cols.index(name)}")
+
+        def json_cell_sql(name: str) -> str:
+            """A cell the rules read as JSON, read once (see ``cells_sql``)."""
+            return quote_ident(f"_j{cols.index(name)}")
+
+        def raw_sql(name: str) -> str:
+            return (json_cell_sql(name) if name in json_read else
+                    _langfuse_csv_cell_sql(cell_sql(name)) if name in cols else "CAST(NULL AS JSON)")
+
+        def raw_text_sql(name: str) -> str:
+            return _langfuse_csv_text_sql(cell_sql(name)) if name in cols else "CAST(NULL AS VARCHAR)"
+
+        def lf_text_sql(what: str) -> str:
+            return "coalesce(" + ", ".join(
+                [f"nullif({raw_text_sql(n)}, '')" for n in LANGFUSE_FIELDS[what] if n in cols]
+                + ["CAST(NULL AS VARCHAR)"]) + ")"
+
+        def has_sql(name: str) -> str:
+            return "true" if name in cols else "false"
+        type_null, type_text = f"{raw_text_sql('type')} IS NULL", raw_text_sql("type")
+        attrs_cols = [x for x in cols if x not in LANGFUSE_MAPPED]
+        cells_sql = "".join(f", {_langfuse_csv_cell_sql(cell_sql(x))} AS {json_cell_sql(x)}" for x in cols
+                            if x in json_read)
+        records = f"SELECT *{cells_sql} FROM ({_langfuse_csv_records_sql(rows_sql, cols)})"
+        # read on every thread too, numbered once staged (a record is one line: the check stops the reading else)
+        unnumbered_rows, _, _ = relation_sql(con, p, numbered=False)
+        unnumbered_records = f"SELECT *{cells_sql} FROM ({_langfuse_csv_records_sql(unnumbered_rows, cols)})"
+        carried = "".join(f"{json_cell_sql(x) if x in json_read else cell_sql(x)}, " for x in attrs_cols)
+        # attrs: the other cells' JSON in one concat (a chain of || copies the growing text once per piece), each
+        # key spelt by DuckDB's to_json as the map of the cells spelt it
+        keys = con.execute("SELECT list_transform(CAST(? AS VARCHAR[]), lambda k: CAST(to_json(k) AS VARCHAR))",
+                           [attrs_cols]).fetchall()[0][0] if attrs_cols else []
+        pieces = [f"{sql.string_literal(key + ':')}, coalesce(CAST("
+                  f"{json_cell_sql(x) if x in json_read else _langfuse_csv_cell_sql(cell_sql(x))} AS VARCHAR), 'null')"
+                  for x, key in zip(attrs_cols, keys, strict=True)]
+        attrs_sql = "concat('{', " + ", ',', ".join(pieces) + ", '}')" if pieces else "'{}'"
+        attrs_json, attrs_params = "CAST(attrs AS JSON)", []
     else:
         fmt = json_records_format(p)
         if fmt is None:
@@ -937,8 +1002,21 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
         # fields in their order), not the map's entries filtered and turned back into JSON; a record with a key
         # twice (its map NULL) has no id and hands the file to Python before
-        attrs_sql = "json_merge_patch(rec, CAST(? AS JSON))"
+        attrs_sql, attrs_json, carried = "json_merge_patch(rec, CAST(? AS JSON))", "attrs", "m, rec, "
         attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
+
+        def raw_sql(name: str) -> str:
+            return f"m[{sql.string_literal(name)}]"
+
+        def raw_text_sql(name: str) -> str:
+            return _js(raw_sql(name))
+
+        def lf_text_sql(what: str) -> str:
+            return _js(_lf_sql(LANGFUSE_FIELDS[what]))
+
+        def has_sql(name: str) -> str:
+            return f"map_contains(m, {sql.string_literal(name)})"
+        type_null, type_text = "m['type'] IS NULL", _js("m['type']")
         first = p.first_record if isinstance(p.first_record, dict) else {}
         if not any(isinstance(first.get(k), list) for k in ("data", "items")):
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
@@ -950,13 +1028,24 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
                 "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') "
                 "ELSE error('langfuse fast path: a record that is not an observation') END AS m, json AS rec "
                 "FROM read_json_objects(?, format = ?, compression = 'none')")
-    lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
+
+    def field_sql(what: str) -> str:
+        """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
+        return "coalesce(" + ", ".join(
+            f"CASE WHEN {raw_sql(n)} IS NOT NULL AND {raw_sql(n)} <> CAST('\"\"' AS JSON) THEN {raw_sql(n)} END"
+            for n in LANGFUSE_FIELDS[what]) + ")"
     nv = _json_num_sql("e.value")
 
     def total_sql(cond: str) -> str:
-        picked = f"list_filter(ue, lambda e: {cond} AND ({nv}) IS NOT NULL)"
-        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: {nv}))) "
+        picked = f"list_filter(ue, lambda e: {cond} AND e.n IS NOT NULL)"
+        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: e.n))) "
                 "AS BIGINT) END")
+
+    def numbered_sql(entries_sql: str) -> str:
+        """A map's entries (key, JSON value) with ``n``, the value's number (``_num``), read once."""
+        return f"list_transform({entries_sql}, lambda e: {{'key': e.key, 'value': e.value, 'n': {nv}}})"
+    usage_entries_sql = numbered_sql("map_entries(json_transform(usage, '\"MAP(VARCHAR, JSON)\"'))")
+    cost_entries_sql = numbered_sql("map_entries(json_transform(cost_obj, '\"MAP(VARCHAR, JSON)\"'))")
 
     write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
     paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
@@ -965,12 +1054,10 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         return "CASE " + " ".join(
             f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
             f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
-    mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
-    map_attrs_sql = f"to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped}))))"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
-    type_sql = _js("m['type']")
-    model_call_sql = (f"upper(CASE WHEN m['type'] IS NULL OR {type_sql} IN ('', '0', 'false') THEN 'GENERATION' "
-                      f"ELSE {type_sql} END) IN ({calls})")
+    model_call_sql = (f"upper(CASE WHEN {type_null} OR {type_text} IN ('', '0', 'false') THEN 'GENERATION' "
+                      f"ELSE {type_text} END) IN ({calls})")
+    has_details = " OR ".join(has_sql(n) for n in LANGFUSE_FIELDS["usage"])
 
     def select_sql(records_sql: str, skip: bool) -> str:
         """The reading over ``records_sql``; ``skip``: every record kept, those that are no model call marked
@@ -980,38 +1067,38 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         live = "NOT _skip AND " if skip else ""
         return f"""
 WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
-  SELECT _row, m, {"rec, " if attrs_sql else ""}{"_skip, " if skip else ""}
-    {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
-    {_js(lf['completion_start'])} AS t_first,
-    CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
-         THEN coalesce({_json_obj(lf['usage'])}, CAST('{{}}' AS JSON))
-         ELSE json_merge_patch('{{}}', json_object('input', {_json_obj("m['usage']")} -> 'input',
-                                                   'output', {_json_obj("m['usage']")} -> 'output')) END AS usage,
-    {_json_obj(lf['cost'])} AS cost_obj, {lf['total_cost']} AS total_cost,
-    upper(coalesce({_js("m['level']")}, '')) = 'ERROR' AS failed,
-    {_js(lf['status_message'])} AS status_message, {_js(lf['ttft_s'])} AS ttft_s, {_js(lf['latency_s'])} AS latency_s,
-    {_js(lf['user'])} AS tenant0, {_js(lf['model'])} AS model0,
-    {_json_obj("m['metadata']")} AS meta
+  SELECT _row, {carried}{"_skip, " if skip else ""}
+    {lf_text_sql('id')} AS id, {lf_text_sql('start')} AS t_start, {lf_text_sql('end')} AS t_end,
+    {lf_text_sql('completion_start')} AS t_first,
+    CASE WHEN {has_details}
+         THEN coalesce({_json_obj(field_sql('usage'))}, CAST('{{}}' AS JSON))
+         ELSE json_merge_patch('{{}}', json_object('input', {_json_obj(raw_sql('usage'))} -> 'input',
+                                                   'output', {_json_obj(raw_sql('usage'))} -> 'output')) END AS usage,
+    {_json_obj(field_sql('cost'))} AS cost_obj, {lf_text_sql('total_cost')} AS total_cost,
+    upper(coalesce({raw_text_sql('level')}, '')) = 'ERROR' AS failed,
+    {lf_text_sql('status_message')} AS status_message, {lf_text_sql('ttft_s')} AS ttft_s, {lf_text_sql('latency_s')} AS latency_s,
+    {lf_text_sql('user')} AS tenant0, {lf_text_sql('model')} AS model0,
+    {_json_obj(raw_sql('metadata'))} AS meta
   FROM calls
 ), usage_entries AS (
-  SELECT *, map_entries(json_transform(usage, '"MAP(VARCHAR, JSON)"')) AS ue,
+  SELECT *, {usage_entries_sql} AS ue,
     CASE WHEN json_type(cost_obj) = 'OBJECT' AND cost_obj <> CAST('{{}}' AS JSON)
-         THEN map_entries(json_transform(cost_obj, '"MAP(VARCHAR, JSON)"')) END AS ce
+         THEN {cost_entries_sql} END AS ce
   FROM fields
 ), tokens AS (
   SELECT *,
-    CASE WHEN {live}len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
+    CASE WHEN {live}len(list_filter(ue, lambda e: e.value IS NOT NULL AND e.n IS NULL)) > 0
          THEN error('langfuse fast path: a usage value that is not a number') END AS _check_usage,
     {total_sql("contains(e.key, 'input')")} AS input_n, {total_sql("contains(e.key, 'output')")} AS output_n,
     {total_sql("contains(e.key, 'input') AND (contains(e.key, 'cache_read') OR contains(e.key, 'cached'))")} AS cached_n,
     {total_sql(write + " AND NOT suffix(e.key, '1h')")} AS write_n, {total_sql(write + " AND suffix(e.key, '1h')")} AS write_1h_n,
     {total_sql("contains(e.key, 'reasoning')")} AS reasoning_n,
     CASE WHEN ce IS NOT NULL AND ({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL THEN {_json_num_sql("cost_obj -> 'total'")}
-         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0
-           THEN list_sum(list_transform(list_filter(ce, lambda e: ({nv}) IS NOT NULL), lambda e: {nv}))
-         ELSE {_json_num_sql("total_cost")} END AS cost_d,
+         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0
+           THEN list_sum(list_transform(list_filter(ce, lambda e: e.n IS NOT NULL), lambda e: e.n))
+         ELSE {_text_num_sql("total_cost")} END AS cost_d,
     ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
-                        OR len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0) AS from_details
+                        OR len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0) AS from_details
   FROM usage_entries
 ), priced AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
@@ -1038,14 +1125,15 @@ SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
   CASE WHEN failed THEN left(CASE WHEN status_message IS NULL OR status_message IN ('0', 'false') THEN 'error'
                                   ELSE status_message END, 200) END AS error_type,
   CASE WHEN unpriced THEN NULL ELSE CAST(cost_d AS VARCHAR) END AS cost_usd,
-  CAST(CASE WHEN unpriced THEN json_merge_patch(attrs, json_object('source_cost_usd', CAST(0 AS DOUBLE))) ELSE attrs END
-       AS VARCHAR) AS attrs,
+  CAST(CASE WHEN unpriced THEN json_merge_patch({attrs_json}, json_object('source_cost_usd', CAST(0 AS DOUBLE)))
+       ELSE attrs END AS VARCHAR) AS attrs,
   CAST(NULL AS VARCHAR) AS service_tier
-FROM (SELECT *, {attrs_sql or map_attrs_sql} AS attrs FROM priced)"""
+FROM (SELECT *, {attrs_sql} AS attrs FROM priced)"""
 
     args = [*params, options.tenant, options.model, *attrs_params]
     return Source(select_sql(records, False), args, has_ids=True,
-                  unnumbered_sql=select_sql(unnumbered_records, True) if unnumbered_records else None)
+                  unnumbered_sql=select_sql(unnumbered_records, True) if unnumbered_records else None,
+                  first_row=2 if p.kind == "csv" else 1)
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -1059,9 +1147,9 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
     src = langfuse_fast_source(p, options, con) if fast else None
     if src is not None:
         src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
-        if src.unnumbered_sql:
+        if src.unnumbered_sql and p.kind != "csv":
             # the unnumbered reading stopped (a page of observations, or a record Python must read): the
-            # numbered one, then Python
+            # numbered one, then Python (a CSV's numbered reading would stop on the same record: Python)
             numbered = dataclasses.replace(src, unnumbered_sql=None)
             src = dataclasses.replace(src, fallback=lambda: numbered)
         return src
