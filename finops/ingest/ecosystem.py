@@ -402,15 +402,22 @@ def _time_check_sql(x: str) -> str:
             "THEN error('fast path: a time that is not plain ISO 8601') END")
 
 
+def _aware_sql(x: str) -> str:
+    """Whether a time's text ends with its offset (``Z`` or ``+hh:mm``)."""
+    return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
+
+
 def _ms_between_sql(start_sql: str, end_sql: str) -> str:
     """``_ms_between`` in SQL, in the same floating-point steps (microseconds / 1e6 * 1000)."""
     ta, tb = _t(start_sql), _t(end_sql)
+    return _ms_between_texts_sql(ta, tb, _aware_sql(ta), _aware_sql(tb))
 
-    def aware(x: str) -> str:
-        return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
-    us = (f"CASE WHEN {aware(ta)} AND {aware(tb)} THEN epoch_us(CAST({tb} AS TIMESTAMPTZ)) - "
-          f"epoch_us(CAST({ta} AS TIMESTAMPTZ)) WHEN NOT {aware(ta)} AND NOT {aware(tb)} THEN "
-          f"epoch_us(CAST({tb} AS TIMESTAMP)) - epoch_us(CAST({ta} AS TIMESTAMP)) END")
+
+def _ms_between_texts_sql(start_sql: str, end_sql: str, start_aware_sql: str, end_aware_sql: str) -> str:
+    """:func:`_ms_between_sql` of two times already read by ``_t``, whether each is aware given."""
+    us = (f"CASE WHEN {start_aware_sql} AND {end_aware_sql} THEN epoch_us(CAST({end_sql} AS TIMESTAMPTZ)) - "
+          f"epoch_us(CAST({start_sql} AS TIMESTAMPTZ)) WHEN NOT {start_aware_sql} AND NOT {end_aware_sql} THEN "
+          f"epoch_us(CAST({end_sql} AS TIMESTAMP)) - epoch_us(CAST({start_sql} AS TIMESTAMP)) END")
     return f"CAST({us} AS DOUBLE) / CAST(1000000 AS DOUBLE) * CAST(1000 AS DOUBLE)"
 
 
@@ -853,13 +860,6 @@ def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
 # ---- the typed fast path of Langfuse observations in JSON (API pages per line, the UI's and the blob export's
 # JSON Lines, a JSON array): _langfuse_row in SQL over each observation parsed once into a map of its fields
 
-def _lf_sql(names: tuple[str, ...]) -> str:
-    """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
-    keys = [sql.string_literal(n) for n in names]
-    return "coalesce(" + ", ".join(
-        f"CASE WHEN m[{k}] IS NOT NULL AND m[{k}] <> CAST('\"\"' AS JSON) THEN m[{k}] END" for k in keys) + ")"
-
-
 def _json_num_sql(x: str) -> str:
     """``_num`` of a JSON value in SQL: a finite number (a number, or text holding one) as DOUBLE, else NULL."""
     return (f"CASE WHEN isfinite(TRY_CAST(json_extract_string({x}, '$') AS DOUBLE)) "
@@ -994,40 +994,55 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         unpage = ("CASE WHEN json_type(json, '$.data') = 'ARRAY' THEN json_extract(json, '$.data[*]') "
                   "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
                   if fmt == "newline_delimited" else "[json]")
-        records = (f"SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '\"MAP(VARCHAR, JSON)\"') "
-                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m, rec "
-                   f"FROM (SELECT ordinality AS _row, unnest({unpage}) AS rec "
-                   "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY)")
+        # each record parsed for the fields the rules read (one json_extract of their paths: a field absent is
+        # NULL, a null one JSON null) and for its keys (a key twice, or two keys of one hash, hands the file to
+        # Python: json.loads keeps the last value, json_extract the first), not turned into a map of every
+        # field's JSON
+        read = sorted({n for names in LANGFUSE_FIELDS.values() for n in names} | {"usage", "metadata"})
+        at = {n: i + 1 for i, n in enumerate(read)}
+        paths = sql.string_list([f'$."{n}"' for n in [*read, "data", "items"]])
+
+        def records_sql(rec_sql: str, observation_sql: str) -> str:
+            """``_row, v, rec`` over rows of ``_row`` and ``rec_sql`` (a record's JSON): error() for a record
+            that is not ``observation_sql`` (over ``v``) or has a key twice."""
+            return (f"SELECT _row, CASE WHEN json_type(rec) IS DISTINCT FROM 'OBJECT' OR NOT ({observation_sql}) "
+                    "THEN error('langfuse fast path: a record that is not an observation') "
+                    "WHEN list_unique(list_transform(k, lambda x: hash(x))) <> len(k) "
+                    "THEN error('langfuse fast path: a key twice') "
+                    f"ELSE v END AS v, rec FROM (SELECT *, json_keys(rec) AS k, json_extract(rec, [{paths}]) AS v "
+                    f"FROM ({rec_sql}))")
+        records = records_sql(f"SELECT ordinality AS _row, unnest({unpage}) AS rec "
+                              "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY", "true")
         params = [str(p.path), fmt]
         # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
-        # fields in their order), not the map's entries filtered and turned back into JSON; a record with a key
-        # twice (its map NULL) has no id and hands the file to Python before
-        attrs_sql, attrs_json, carried = "json_merge_patch(rec, CAST(? AS JSON))", "attrs", "m, rec, "
+        # fields in their order), not the fields filtered and turned back into JSON
+        attrs_sql, attrs_json, carried = "json_merge_patch(rec, CAST(? AS JSON))", "attrs", "v, rec, "
         attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
 
         def raw_sql(name: str) -> str:
-            return f"m[{sql.string_literal(name)}]"
+            """The field's JSON, NULL where it is absent or null (as a map of the record's fields read it)."""
+            i = sql.literal(at[name])
+            return f"CASE WHEN v[{i}] <> CAST('null' AS JSON) THEN v[{i}] END"
 
         def raw_text_sql(name: str) -> str:
             return _js(raw_sql(name))
 
         def lf_text_sql(what: str) -> str:
-            return _js(_lf_sql(LANGFUSE_FIELDS[what]))
+            return _js(field_sql(what))
 
         def has_sql(name: str) -> str:
-            return f"map_contains(m, {sql.string_literal(name)})"
-        type_null, type_text = "m['type'] IS NULL", _js("m['type']")
+            return f"v[{sql.literal(at[name])}] IS NOT NULL"
+        type_null, type_text = f"{raw_sql('type')} IS NULL", _js(raw_sql("type"))
         first = p.first_record if isinstance(p.first_record, dict) else {}
         if not any(isinstance(first.get(k), list) for k in ("data", "items")):
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
             # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
-            page = ("coalesce(json_type(json, '$.data') = 'ARRAY' OR json_type(json, '$.items') = 'ARRAY', false)"
+            data, items = sql.literal(len(read) + 1), sql.literal(len(read) + 2)
+            page = (f"coalesce(json_type(v[{data}]) = 'ARRAY' OR json_type(v[{items}]) = 'ARRAY', false)"
                     if fmt == "newline_delimited" else "false")
-            unnumbered_records = (
-                f"SELECT CAST(NULL AS BIGINT) AS _row, CASE WHEN json_type(json) = 'OBJECT' AND NOT ({page}) "
-                "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') "
-                "ELSE error('langfuse fast path: a record that is not an observation') END AS m, json AS rec "
-                "FROM read_json_objects(?, format = ?, compression = 'none')")
+            unnumbered_records = records_sql(
+                "SELECT CAST(NULL AS BIGINT) AS _row, json AS rec FROM read_json_objects(?, format = ?, "
+                "compression = 'none')", f"NOT ({page})")
 
     def field_sql(what: str) -> str:
         """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
@@ -1104,23 +1119,28 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
     coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
   FROM tokens
+), clock AS (
+  SELECT *, {_t('t_start')} AS start_t, {_t('t_end')} AS end_t, {_t('t_first')} AS first_t FROM priced
+), zoned AS (
+  SELECT *, {_aware_sql('start_t')} AS start_z, {_aware_sql('end_t')} AS end_z, {_aware_sql('first_t')} AS first_z
+  FROM clock
 )
 SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
     CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
-    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
-    CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT), _row) END AS _row,
+    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('start_t')} AS BIGINT),
+    CAST({_time_check_sql('end_t')} AS BIGINT), CAST({_time_check_sql('first_t')} AS BIGINT), _row) END AS _row,
   {"_skip, " if skip else ""}
-  CAST(NULL AS VARCHAR) AS _hash, id AS request_id, {_t('t_start')} AS ts,
+  CAST(NULL AS VARCHAR) AS _hash, id AS request_id, start_t AS ts,
   CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
   coalesce(model0, CAST(? AS VARCHAR)) AS model, provider, CAST(NULL AS VARCHAR) AS cache_hit,
   CAST(input_n AS VARCHAR) AS input_tokens, CAST(output_n AS VARCHAR) AS output_tokens,
   CAST(cached_n AS VARCHAR) AS cached_input_tokens, CAST(write_n AS VARCHAR) AS cache_write_tokens,
   CAST(write_1h_n AS VARCHAR) AS cache_write_1h_tokens, CAST(reasoning_n AS VARCHAR) AS reasoning_tokens,
   CAST(NULL AS VARCHAR) AS queue_ms,
-  CAST(coalesce({_ms_between_sql('t_start', 't_first')}, {_finite('ttft_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
-    AS ttft_ms,
-  CAST(coalesce({_ms_between_sql('t_start', 't_end')}, {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
-    AS total_ms,
+  CAST(coalesce({_ms_between_texts_sql('start_t', 'first_t', 'start_z', 'first_z')},
+                {_finite('ttft_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR) AS ttft_ms,
+  CAST(coalesce({_ms_between_texts_sql('start_t', 'end_t', 'start_z', 'end_z')},
+                {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR) AS total_ms,
   CASE WHEN failed THEN 'error' ELSE 'ok' END AS status,
   CASE WHEN failed THEN left(CASE WHEN status_message IS NULL OR status_message IN ('0', 'false') THEN 'error'
                                   ELSE status_message END, 200) END AS error_type,
@@ -1128,7 +1148,7 @@ SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
   CAST(CASE WHEN unpriced THEN json_merge_patch({attrs_json}, json_object('source_cost_usd', CAST(0 AS DOUBLE)))
        ELSE attrs END AS VARCHAR) AS attrs,
   CAST(NULL AS VARCHAR) AS service_tier
-FROM (SELECT *, {attrs_sql} AS attrs FROM priced)"""
+FROM (SELECT *, {attrs_sql} AS attrs FROM zoned)"""
 
     args = [*params, options.tenant, options.model, *attrs_params]
     return Source(select_sql(records, False), args, has_ids=True,
