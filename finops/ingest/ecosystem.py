@@ -462,14 +462,25 @@ def json_records_format(p: Probe) -> str | None:
 
 
 def _litellm_json_rows_sql(numbered: bool) -> str:
-    """GET /spend/logs rows (a JSON array, or one per line), each parsed once into ``_rec`` (a map of its fields)
-    with :data:`LITELLM_JSON_TEXT_FIELDS` as text columns; ``_row`` its position, or NULL (``numbered=False``:
-    read on every thread, numbered once staged)."""
-    texts = ", ".join(f"{_js(f'_rec[{sql.string_literal(x)}]')} AS {quote_ident(x)}" for x in LITELLM_JSON_TEXT_FIELDS)
+    """GET /spend/logs rows (a JSON array, or one per line), each parsed once for :data:`LITELLM_JSON_TEXT_FIELDS`
+    (one json_extract of their paths, as text columns; ``_v`` the values, ``model_logged`` last) and for its keys
+    (a key twice, or two keys of one hash, calls error(): json.loads keeps the last value, json_extract the
+    first); ``_row`` its position, or NULL (``numbered=False``: read on every thread, numbered once staged)."""
+    paths = sql.string_list([f'$."{x}"' for x in (*LITELLM_JSON_TEXT_FIELDS, "model_logged")])
+    texts = ", ".join(f"{_js(f'_v[{sql.literal(i + 1)}]')} AS {quote_ident(x)}"
+                      for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS))
     row, ordinality = ("ordinality", " WITH ORDINALITY") if numbered else ("CAST(NULL AS BIGINT)", "")
-    return (f"SELECT {row} AS _row, *, {texts} FROM (SELECT *, CASE WHEN json_type(json) = 'OBJECT' "
-            "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') ELSE error('litellm fast path: a row that is "
-            f"not an object') END AS _rec FROM read_json_objects(?, format = ?, compression = 'none'){ordinality})")
+    return (f"SELECT {row} AS _row, json, _v, {texts} FROM (SELECT *, CASE WHEN json_type(json) IS DISTINCT FROM "
+            "'OBJECT' THEN error('litellm fast path: a row that is not an object') "
+            "WHEN list_unique(list_transform(_k, lambda x: hash(x))) <> len(_k) "
+            "THEN error('litellm fast path: a key twice') ELSE _v0 END AS _v "
+            f"FROM (SELECT *, json_keys(json) AS _k, json_extract(json, [{paths}]) AS _v0 "
+            f"FROM read_json_objects(?, format = ?, compression = 'none'){ordinality}))")
+
+
+#: a string that may be JSON text (``_jsonish`` parses it): a quote, then spaces or escapes, then ``{``, ``[`` or
+#: an escape; a row holding none anywhere has no such value (a nested one or a false match: the exact reading)
+JSONISH_STRING = r'"(\s|\\[tnr]|\\u[0-9a-fA-F]{4})*([{\[]|\\u[0-9a-fA-F]{4})'
 
 
 def _one_line_check_sql(columns: list[str]) -> str:
@@ -511,6 +522,7 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         attrs_params = [json.dumps(x) for x in attrs_cols]
         extra, first_row = "_extra", 2
         one_line = _one_line_check_sql(list(cols))
+        attrs_from = "priced"
     else:
         fmt = json_records_format(p)
         if fmt is None:
@@ -518,14 +530,26 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         cols = list(LITELLM_JSON_TEXT_FIELDS)
         numbered, unnumbered = _litellm_json_rows_sql(True), _litellm_json_rows_sql(False)
         params = [str(p.path), fmt]
-        # attrs: every other field, JSON text in a string parsed (as _jsonish does)
+        # attrs: every other field, JSON text in a string parsed (as _jsonish does), model_logged last. A row
+        # with no string that may be JSON text: the row less its mapped fields by a merge patch of nulls (one
+        # pass, its fields in their order), model_logged written after them; else (or a model_logged field of
+        # its own: the map stops the reading) its fields as a map, filtered and turned back into JSON
         jsonish = (f"CASE WHEN json_type(e.value) = 'VARCHAR' AND left(ltrim({_js('e.value')}, {_WS}), 1) IN ('{{', '[') "
                    f"AND json_valid({_js('e.value')}) THEN json({_js('e.value')}) ELSE e.value END")
         mapped = sql.string_list(sorted(LITELLM_MAPPED))
-        attrs = ("CAST(to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries(_rec), lambda e: e.key NOT "
-                 f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
-                 f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
-        attrs_params = []
+        logged = f"coalesce(CAST(to_json({_t(quote_ident('model'))}) AS VARCHAR), 'null')"
+        as_map = ("CAST(to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries("
+                  "json_transform(json, '\"MAP(VARCHAR, JSON)\"')), lambda e: e.key NOT "
+                  f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
+                  f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
+        at_logged = sql.literal(len(LITELLM_JSON_TEXT_FIELDS) + 1)
+        attrs_from = (f"(SELECT *, CASE WHEN _v[{at_logged}] IS NULL AND NOT regexp_matches(json, "
+                      f"{sql.string_literal(JSONISH_STRING)}) THEN CAST(json_merge_patch(json, CAST(? AS JSON)) "
+                      "AS VARCHAR) END AS _rest FROM priced)")
+        attrs = (f"CASE WHEN _rest IS NOT NULL THEN concat(left(_rest, length(_rest) - 1), "
+                 f"CASE WHEN _rest = '{{}}' THEN '' ELSE ',' END, '\"model_logged\":', {logged}, '}}') "
+                 f"ELSE {as_map} END")
+        attrs_params = [json.dumps({k: None for k in sorted(LITELLM_MAPPED)})]
         extra, first_row = "CAST(NULL AS VARCHAR)", 1
         one_line = "CAST(NULL AS BIGINT)"
 
@@ -629,7 +653,7 @@ SELECT
   CASE WHEN unpriced THEN CAST(json_merge_patch(CAST(_attrs AS JSON), json_object('source_cost_usd', spend_d))
                                AS VARCHAR)
        ELSE _attrs END AS attrs
-FROM (SELECT *, {attrs} AS _attrs FROM priced)"""
+FROM (SELECT *, {attrs} AS _attrs FROM {attrs_from})"""
     return Source(select.replace("__ROWS__", numbered), [*params, options.tenant, options.model, *attrs_params],
                   has_ids=True, unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=first_row)
 
