@@ -881,8 +881,8 @@ def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
     return traces
 
 
-# ---- the typed fast path of Langfuse observations in JSON (API pages per line, the UI's and the blob export's
-# JSON Lines, a JSON array): _langfuse_row in SQL over each observation parsed once into a map of its fields
+# ---- the typed fast path of Langfuse observations (API pages per line, the UI's and the blob export's JSON Lines,
+# a JSON array, the UI's CSV): _langfuse_row in SQL over each observation's fields, each read once
 
 def _json_num_sql(x: str) -> str:
     """``_num`` of a JSON value in SQL: a finite number (a number, or text holding one) as DOUBLE, else NULL."""
@@ -951,8 +951,9 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
     """The typed reading of Langfuse observations: :func:`_langfuse_row` in SQL, or None where it does not
     apply (a document that is not an array, a compressed file, blank lines in JSON Lines, a byte-order mark,
     ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records are
-    each parsed once into a map of their fields; the UI's CSV export (given ``con``: its reader is described
-    there) is read by its named columns, each cell the rules read taken as the Python path reads it
+    each parsed once for the fields the rules read (one json_extract) and their keys, attrs the record less its
+    mapped fields (one merge patch); the UI's CSV export (given ``con``: its reader is described there) is read
+    by its named columns, each cell the rules read taken as the Python path reads it
     (:func:`_langfuse_csv_cell_sql`), attrs the other cells' JSON joined in one text. One observation a record
     (not API pages) is also read on every thread (``unnumbered_sql``), those that are no model call marked
     ``_skip``.
