@@ -379,12 +379,24 @@ def _finite(x: str) -> str:
     return f"CASE WHEN isfinite({d}) THEN {d} END"
 
 
+def _opens_json_sql(x: str) -> str:
+    """Whether a text's first character after spaces, tabs and line breaks opens a JSON object or array (its
+    first character's code looked at, the text trimmed only where it starts with one of those)."""
+    return (f"(ascii({x}) IN (123, 91) OR (ascii({x}) IN (32, 9, 10, 13) "
+            f"AND left(ltrim({x}, {_WS}), 1) IN ('{{', '[')))")
+
+
+def _json_quoted_sql(x: str) -> str:
+    """Whether a text starts and ends with a double quote, two characters at least (a JSON-quoted text)."""
+    return f"(ascii({x}) = 34 AND suffix({x}, '\"') AND strlen({x}) >= 2)"
+
+
 def _cell_json_text_sql(x: str) -> str:
     """``cell`` then ``_jsonish`` of a CSV cell in SQL, as JSON text, parsed once: the cell's own text where it is
     a JSON object or array (the JSON reader checks it), else the cell as a JSON string, ``null`` for an empty
     cell."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN 'null' "
-            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') "
+            f"WHEN {_opens_json_sql(x)} "
             f"THEN coalesce(CAST(TRY_CAST({x} AS JSON) AS VARCHAR), CAST(to_json({x}) AS VARCHAR)) "
             f"ELSE CAST(to_json({x}) AS VARCHAR) END")
 
@@ -904,18 +916,6 @@ def _json_obj(x: str) -> str:
     """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL."""
     return (f"CASE WHEN json_type({x}) = 'OBJECT' THEN {x} WHEN json_type({x}) = 'VARCHAR' AND json_valid({_js(x)}) "
             f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
-
-
-def _opens_json_sql(x: str) -> str:
-    """Whether a text's first character after spaces, tabs and line breaks opens a JSON object or array (its
-    first character's code looked at, the text trimmed only where it starts with one of those)."""
-    return (f"(ascii({x}) IN (123, 91) OR (ascii({x}) IN (32, 9, 10, 13) "
-            f"AND left(ltrim({x}, {_WS}), 1) IN ('{{', '[')))")
-
-
-def _json_quoted_sql(x: str) -> str:
-    """Whether a text starts and ends with a double quote, two characters at least (a JSON-quoted text)."""
-    return f"(ascii({x}) = 34 AND suffix({x}, '\"') AND strlen({x}) >= 2)"
 
 
 def _langfuse_csv_cell_sql(x: str) -> str:
