@@ -251,6 +251,36 @@ def test_a_json_document_streams_with_flat_memory(tmp_path):
 
 # ---------------------------------------------------------------- the typed fast path of JSON observations
 
+def test_langfuse_csv_read_unnumbered_stores_what_python_stores(tmp_path, monkeypatch):
+    """The UI's CSV export is read on every thread too: every record staged and numbered by its line (the header
+    is line 1), the spans dropped once numbered; a record over two lines or with a surplus field hands the file
+    to Python, and a rejected row keeps its line number."""
+    from finops.ingest import ecosystem, loader
+    staged, real = [], loader._stage
+    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
+    variants = {k: v for k, v in _langfuse_variants(tmp_path).items() if k.startswith("ui_csv")}
+    with FILES["ui_csv"].open(newline="") as fh:
+        header, *rows = list(csv.reader(fh))
+    bad = [list(r) for r in rows]
+    bad[3][header.index("endTime")] = '"2025-03-04T14:04:00.000Z"'      # before its start: rejected by the loader
+    path = tmp_path / "ui_bad_value.csv"
+    with path.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows([header, *bad])
+    variants["ui_csv a rejected value"] = (path, True)
+    for name, (path, fast) in variants.items():
+        staged.clear()
+        fast_rows = _fast_stored(path, IngestOptions())
+        fast_staged = list(staged)
+        with monkeypatch.context() as m:
+            assert _fast_stored(path, IngestOptions(), m, python_only=True) == fast_rows, name
+        if fast:
+            assert fast_staged == [["VIEW _stage", "TABLE _staged"]], name
+            src = ecosystem.langfuse_fast_source(probe(path), IngestOptions(), store.connect(":memory:"))
+            assert src.unnumbered_sql and "_skip" in src.unnumbered_sql and src.first_row == 2, name
+    rejects = _fast_stored(variants["ui_csv a rejected value"][0], IngestOptions())[-1]["rejects"]
+    assert len(rejects) == 1 and rejects[0]["row"] == 5, rejects
+
+
 def _fast_stored(path, options, monkeypatch=None, python_only=False) -> list[dict]:
     from finops.ingest import ecosystem
     c = store.connect(":memory:")

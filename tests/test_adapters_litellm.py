@@ -393,3 +393,23 @@ def test_the_files_column_names_are_bound_as_attrs_keys(tmp_path, monkeypatch):
     c.close()
     monkeypatch.undo()
     assert _stored(path, IngestOptions()) == _stored(path, IngestOptions(), monkeypatch, python_only=True)
+
+
+def test_litellm_json_rows_with_json_text_a_model_logged_field_or_a_key_twice_store_what_python_stores(
+        tmp_path, monkeypatch):
+    """attrs of GET /spend/logs rows: a row whose strings may hold JSON text (spaces before it, a brace written as
+    an escape) has its fields parsed as _jsonish does; a model_logged field of its own and a key written twice
+    hand the file to Python; each stores what the Python path stores."""
+    rows = [r for r in json.loads((LITELLM / "spend_logs.json").read_text()) if r["request_id"] not in (None, "None")]
+    text = [{**r, "request_id": f"t-{n}"} for n, r in enumerate(rows)]
+    text[0]["messages"] = '  [{"role": "user", "content": "hi"}]'
+    text[1]["api_base"] = "{not json"
+    variants = {"json text": json.dumps(text).replace('"{not json"', '"\\u007bnot json"'),
+                "model_logged": json.dumps([{**rows[0], "model_logged": "mine"}, *rows[1:]]),
+                "key twice": json.dumps(rows).replace('"call_type":', '"team_id": "other", "call_type":', 1)}
+    for name, body in variants.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.json"
+        path.write_text(body)
+        fast = _stored(path, IngestOptions())
+        assert fast == _stored(path, IngestOptions(), monkeypatch, python_only=True), name
+        assert len(fast) >= 5, name

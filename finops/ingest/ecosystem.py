@@ -379,12 +379,24 @@ def _finite(x: str) -> str:
     return f"CASE WHEN isfinite({d}) THEN {d} END"
 
 
+def _opens_json_sql(x: str) -> str:
+    """Whether a text's first character after spaces, tabs and line breaks opens a JSON object or array (its
+    first character's code looked at, the text trimmed only where it starts with one of those)."""
+    return (f"(ascii({x}) IN (123, 91) OR (ascii({x}) IN (32, 9, 10, 13) "
+            f"AND left(ltrim({x}, {_WS}), 1) IN ('{{', '[')))")
+
+
+def _json_quoted_sql(x: str) -> str:
+    """Whether a text starts and ends with a double quote, two characters at least (a JSON-quoted text)."""
+    return f"(ascii({x}) = 34 AND suffix({x}, '\"') AND strlen({x}) >= 2)"
+
+
 def _cell_json_text_sql(x: str) -> str:
     """``cell`` then ``_jsonish`` of a CSV cell in SQL, as JSON text, parsed once: the cell's own text where it is
     a JSON object or array (the JSON reader checks it), else the cell as a JSON string, ``null`` for an empty
     cell."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN 'null' "
-            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') "
+            f"WHEN {_opens_json_sql(x)} "
             f"THEN coalesce(CAST(TRY_CAST({x} AS JSON) AS VARCHAR), CAST(to_json({x}) AS VARCHAR)) "
             f"ELSE CAST(to_json({x}) AS VARCHAR) END")
 
@@ -402,15 +414,22 @@ def _time_check_sql(x: str) -> str:
             "THEN error('fast path: a time that is not plain ISO 8601') END")
 
 
+def _aware_sql(x: str) -> str:
+    """Whether a time's text ends with its offset (``Z`` or ``+hh:mm``)."""
+    return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
+
+
 def _ms_between_sql(start_sql: str, end_sql: str) -> str:
     """``_ms_between`` in SQL, in the same floating-point steps (microseconds / 1e6 * 1000)."""
     ta, tb = _t(start_sql), _t(end_sql)
+    return _ms_between_texts_sql(ta, tb, _aware_sql(ta), _aware_sql(tb))
 
-    def aware(x: str) -> str:
-        return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
-    us = (f"CASE WHEN {aware(ta)} AND {aware(tb)} THEN epoch_us(CAST({tb} AS TIMESTAMPTZ)) - "
-          f"epoch_us(CAST({ta} AS TIMESTAMPTZ)) WHEN NOT {aware(ta)} AND NOT {aware(tb)} THEN "
-          f"epoch_us(CAST({tb} AS TIMESTAMP)) - epoch_us(CAST({ta} AS TIMESTAMP)) END")
+
+def _ms_between_texts_sql(start_sql: str, end_sql: str, start_aware_sql: str, end_aware_sql: str) -> str:
+    """:func:`_ms_between_sql` of two times already read by ``_t``, whether each is aware given."""
+    us = (f"CASE WHEN {start_aware_sql} AND {end_aware_sql} THEN epoch_us(CAST({end_sql} AS TIMESTAMPTZ)) - "
+          f"epoch_us(CAST({start_sql} AS TIMESTAMPTZ)) WHEN NOT {start_aware_sql} AND NOT {end_aware_sql} THEN "
+          f"epoch_us(CAST({end_sql} AS TIMESTAMP)) - epoch_us(CAST({start_sql} AS TIMESTAMP)) END")
     return f"CAST({us} AS DOUBLE) / CAST(1000000 AS DOUBLE) * CAST(1000 AS DOUBLE)"
 
 
@@ -455,14 +474,25 @@ def json_records_format(p: Probe) -> str | None:
 
 
 def _litellm_json_rows_sql(numbered: bool) -> str:
-    """GET /spend/logs rows (a JSON array, or one per line), each parsed once into ``_rec`` (a map of its fields)
-    with :data:`LITELLM_JSON_TEXT_FIELDS` as text columns; ``_row`` its position, or NULL (``numbered=False``:
-    read on every thread, numbered once staged)."""
-    texts = ", ".join(f"{_js(f'_rec[{sql.string_literal(x)}]')} AS {quote_ident(x)}" for x in LITELLM_JSON_TEXT_FIELDS)
+    """GET /spend/logs rows (a JSON array, or one per line), each parsed once for :data:`LITELLM_JSON_TEXT_FIELDS`
+    (one json_extract of their paths, as text columns; ``_v`` the values, ``model_logged`` last) and for its keys
+    (a key twice, or two keys of one hash, calls error(): json.loads keeps the last value, json_extract the
+    first); ``_row`` its position, or NULL (``numbered=False``: read on every thread, numbered once staged)."""
+    paths = sql.string_list([f'$."{x}"' for x in (*LITELLM_JSON_TEXT_FIELDS, "model_logged")])
+    texts = ", ".join(f"{_js(f'_v[{sql.literal(i + 1)}]')} AS {quote_ident(x)}"
+                      for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS))
     row, ordinality = ("ordinality", " WITH ORDINALITY") if numbered else ("CAST(NULL AS BIGINT)", "")
-    return (f"SELECT {row} AS _row, *, {texts} FROM (SELECT *, CASE WHEN json_type(json) = 'OBJECT' "
-            "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') ELSE error('litellm fast path: a row that is "
-            f"not an object') END AS _rec FROM read_json_objects(?, format = ?, compression = 'none'){ordinality})")
+    return (f"SELECT {row} AS _row, json, _v, {texts} FROM (SELECT *, CASE WHEN json_type(json) IS DISTINCT FROM "
+            "'OBJECT' THEN error('litellm fast path: a row that is not an object') "
+            "WHEN list_unique(list_transform(_k, lambda x: hash(x))) <> len(_k) "
+            "THEN error('litellm fast path: a key twice') ELSE _v0 END AS _v "
+            f"FROM (SELECT *, json_keys(json) AS _k, json_extract(json, [{paths}]) AS _v0 "
+            f"FROM read_json_objects(?, format = ?, compression = 'none'){ordinality}))")
+
+
+#: a string that may be JSON text (``_jsonish`` parses it): a quote, then spaces or escapes, then ``{``, ``[`` or
+#: an escape; a row holding none anywhere has no such value (a nested one or a false match: the exact reading)
+JSONISH_STRING = r'"(\s|\\[tnr]|\\u[0-9a-fA-F]{4})*([{\[]|\\u[0-9a-fA-F]{4})'
 
 
 def _one_line_check_sql(columns: list[str]) -> str:
@@ -504,6 +534,7 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         attrs_params = [json.dumps(x) for x in attrs_cols]
         extra, first_row = "_extra", 2
         one_line = _one_line_check_sql(list(cols))
+        attrs_from = "priced"
     else:
         fmt = json_records_format(p)
         if fmt is None:
@@ -511,14 +542,26 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         cols = list(LITELLM_JSON_TEXT_FIELDS)
         numbered, unnumbered = _litellm_json_rows_sql(True), _litellm_json_rows_sql(False)
         params = [str(p.path), fmt]
-        # attrs: every other field, JSON text in a string parsed (as _jsonish does)
+        # attrs: every other field, JSON text in a string parsed (as _jsonish does), model_logged last. A row
+        # with no string that may be JSON text: the row less its mapped fields by a merge patch of nulls (one
+        # pass, its fields in their order), model_logged written after them; else (or a model_logged field of
+        # its own: the map stops the reading) its fields as a map, filtered and turned back into JSON
         jsonish = (f"CASE WHEN json_type(e.value) = 'VARCHAR' AND left(ltrim({_js('e.value')}, {_WS}), 1) IN ('{{', '[') "
                    f"AND json_valid({_js('e.value')}) THEN json({_js('e.value')}) ELSE e.value END")
         mapped = sql.string_list(sorted(LITELLM_MAPPED))
-        attrs = ("CAST(to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries(_rec), lambda e: e.key NOT "
-                 f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
-                 f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
-        attrs_params = []
+        logged = f"coalesce(CAST(to_json({_t(quote_ident('model'))}) AS VARCHAR), 'null')"
+        as_map = ("CAST(to_json(map_from_entries(list_concat(list_transform(list_filter(map_entries("
+                  "json_transform(json, '\"MAP(VARCHAR, JSON)\"')), lambda e: e.key NOT "
+                  f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
+                  f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
+        at_logged = sql.literal(len(LITELLM_JSON_TEXT_FIELDS) + 1)
+        attrs_from = (f"(SELECT *, CASE WHEN _v[{at_logged}] IS NULL AND NOT regexp_matches(json, "
+                      f"{sql.string_literal(JSONISH_STRING)}) THEN CAST(json_merge_patch(json, CAST(? AS JSON)) "
+                      "AS VARCHAR) END AS _rest FROM priced)")
+        attrs = (f"CASE WHEN _rest IS NOT NULL THEN concat(left(_rest, length(_rest) - 1), "
+                 f"CASE WHEN _rest = '{{}}' THEN '' ELSE ',' END, '\"model_logged\":', {logged}, '}}') "
+                 f"ELSE {as_map} END")
+        attrs_params = [json.dumps({k: None for k in sorted(LITELLM_MAPPED)})]
         extra, first_row = "CAST(NULL AS VARCHAR)", 1
         one_line = "CAST(NULL AS BIGINT)"
 
@@ -622,7 +665,7 @@ SELECT
   CASE WHEN unpriced THEN CAST(json_merge_patch(CAST(_attrs AS JSON), json_object('source_cost_usd', spend_d))
                                AS VARCHAR)
        ELSE _attrs END AS attrs
-FROM (SELECT *, {attrs} AS _attrs FROM priced)"""
+FROM (SELECT *, {attrs} AS _attrs FROM {attrs_from})"""
     return Source(select.replace("__ROWS__", numbered), [*params, options.tenant, options.model, *attrs_params],
                   has_ids=True, unnumbered_sql=select.replace("__ROWS__", unnumbered), first_row=first_row)
 
@@ -850,20 +893,18 @@ def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
     return traces
 
 
-# ---- the typed fast path of Langfuse observations in JSON (API pages per line, the UI's and the blob export's
-# JSON Lines, a JSON array): _langfuse_row in SQL over each observation parsed once into a map of its fields
-
-def _lf_sql(names: tuple[str, ...]) -> str:
-    """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
-    keys = [sql.string_literal(n) for n in names]
-    return "coalesce(" + ", ".join(
-        f"CASE WHEN m[{k}] IS NOT NULL AND m[{k}] <> CAST('\"\"' AS JSON) THEN m[{k}] END" for k in keys) + ")"
-
+# ---- the typed fast path of Langfuse observations (API pages per line, the UI's and the blob export's JSON Lines,
+# a JSON array, the UI's CSV): _langfuse_row in SQL over each observation's fields, each read once
 
 def _json_num_sql(x: str) -> str:
     """``_num`` of a JSON value in SQL: a finite number (a number, or text holding one) as DOUBLE, else NULL."""
     return (f"CASE WHEN isfinite(TRY_CAST(json_extract_string({x}, '$') AS DOUBLE)) "
             f"THEN TRY_CAST(json_extract_string({x}, '$') AS DOUBLE) END")
+
+
+def _text_num_sql(x: str) -> str:
+    """``_num`` of a text in SQL, untrimmed (as :func:`_json_num_sql` reads a JSON value's text)."""
+    return f"CASE WHEN isfinite(TRY_CAST({x} AS DOUBLE)) THEN TRY_CAST({x} AS DOUBLE) END"
 
 
 def _js(x: str) -> str:
@@ -881,31 +922,41 @@ def _langfuse_csv_cell_sql(x: str) -> str:
     """A cell of the UI's CSV export as the Python path reads it (``cell`` then ``_unquote``), as JSON: NULL for
     an empty cell, a JSON object or array as its value, a JSON-quoted text (a date) as that text, else the text."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS JSON) "
-            f"WHEN left(ltrim({x}, {_WS}), 1) IN ('{{', '[') THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), "
-            f"to_json({x})) "
-            f"WHEN length({x}) >= 2 AND left({x}, 1) = '\"' AND right({x}, 1) = '\"' "
-            f"THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), to_json({x})) "
+            f"WHEN {_json_quoted_sql(x)} THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
             f"ELSE to_json({x}) END")
 
 
+def _langfuse_csv_text_sql(x: str) -> str:
+    """``_js`` of :func:`_langfuse_csv_cell_sql` without building the JSON of a plain cell: NULL for an empty
+    cell, the text of a JSON object or array as its JSON, a JSON-quoted text as that text, else the cell."""
+    return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS VARCHAR) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce({_js(f'TRY_CAST(trim({x}, {_WS}) AS JSON)')}, {x}) "
+            f"WHEN {_json_quoted_sql(x)} THEN coalesce({_js(f'TRY_CAST({x} AS JSON)')}, {x}) "
+            f"ELSE {x} END")
+
+
 def _langfuse_csv_records_sql(rows_sql: str, columns: list[str]) -> str:
-    """The rows of the UI's CSV export as ``(_row, m)``: each a map of its cells (:func:`_langfuse_csv_cell_sql`),
-    the keys bound parameters in column order; a record over more than one line or with more fields than the
-    header calls error() (the Python path numbers such files by line and drops the surplus)."""
-    entries = ", ".join(f"{{'key': CAST(? AS VARCHAR), 'value': {_langfuse_csv_cell_sql(quote_ident(x))}}}"
-                        for x in columns)
+    """The rows of the UI's CSV export as ``(_row, _c0, _c1...)``: each cell named by its column's position (no
+    CSV column name can meet the reading's own names), a record over more than one line or with more fields than
+    the header calling error() (the Python path numbers such files by line and drops the surplus)."""
+    cells = "".join(f", {quote_ident(x)} AS {quote_ident(f'_c{i}')}" for i, x in enumerate(columns))
     one_line = _one_line_check_sql(columns)
     return (f"SELECT coalesce(CAST({one_line} AS BIGINT), CAST(CASE WHEN _extra IS NOT NULL THEN "
-            "error('langfuse fast path: more fields than the header') END AS BIGINT), _row) AS _row, "
-            f"map_from_entries([{entries}]) AS m FROM ({rows_sql})")
+            "error('langfuse fast path: more fields than the header') END AS BIGINT), _row) AS _row"
+            f"{cells} FROM ({rows_sql})")
 
 
 def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source | None:
     """The typed reading of Langfuse observations: :func:`_langfuse_row` in SQL, or None where it does not
     apply (a document that is not an array, a compressed file, blank lines in JSON Lines, a byte-order mark,
-    ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records and
-    the UI's CSV export (given ``con``: its reader is described there) are each parsed once into a map of their
-    fields.
+    ``--records-path``, ``--tenant-field``, a traces file beside it: the Python path joins it). JSON records are
+    each parsed once for the fields the rules read (one json_extract) and their keys, attrs the record less its
+    mapped fields (one merge patch); the UI's CSV export (given ``con``: its reader is described there) is read
+    by its named columns, each cell the rules read taken as the Python path reads it
+    (:func:`_langfuse_csv_cell_sql`), attrs the other cells' JSON joined in one text. One observation a record
+    (not API pages) is also read on every thread (``unnumbered_sql``), those that are no model call marked
+    ``_skip``.
 
     Values go to the loader as the file's text; attrs holds the same JSON values. An observation the SQL cannot
     be sure to read as the Python path does calls error() and the Python path reads the file: not an object, no
@@ -919,9 +970,48 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         if con is None or p.container != "text" or p.serial_csv or p.head[:3] == b"\xef\xbb\xbf":
             return None
         rows_sql, params, cols = relation_sql(con, p)
-        records = _langfuse_csv_records_sql(rows_sql, list(cols))
-        params = [*cols, *params]          # the keys come first in the text, then the reader's
-        attrs_sql, attrs_params = "", []
+        cols = list(cols)
+        json_read = {*LANGFUSE_FIELDS["usage"], *LANGFUSE_FIELDS["cost"], "usage", "metadata"} & set(cols)
+
+        def cell_sql(name: str) -> str:
+            return quote_ident(f"_c{cols.index(name)}")
+
+        def json_cell_sql(name: str) -> str:
+            """A cell the rules read as JSON, read once (see ``cells_sql``)."""
+            return quote_ident(f"_j{cols.index(name)}")
+
+        def raw_sql(name: str) -> str:
+            return (json_cell_sql(name) if name in json_read else
+                    _langfuse_csv_cell_sql(cell_sql(name)) if name in cols else "CAST(NULL AS JSON)")
+
+        def raw_text_sql(name: str) -> str:
+            return _langfuse_csv_text_sql(cell_sql(name)) if name in cols else "CAST(NULL AS VARCHAR)"
+
+        def lf_text_sql(what: str) -> str:
+            return "coalesce(" + ", ".join(
+                [f"nullif({raw_text_sql(n)}, '')" for n in LANGFUSE_FIELDS[what] if n in cols]
+                + ["CAST(NULL AS VARCHAR)"]) + ")"
+
+        def has_sql(name: str) -> str:
+            return "true" if name in cols else "false"
+        type_null, type_text = f"{raw_text_sql('type')} IS NULL", raw_text_sql("type")
+        attrs_cols = [x for x in cols if x not in LANGFUSE_MAPPED]
+        cells_sql = "".join(f", {_langfuse_csv_cell_sql(cell_sql(x))} AS {json_cell_sql(x)}" for x in cols
+                            if x in json_read)
+        records = f"SELECT *{cells_sql} FROM ({_langfuse_csv_records_sql(rows_sql, cols)})"
+        # read on every thread too, numbered once staged (a record is one line: the check stops the reading else)
+        unnumbered_rows, _, _ = relation_sql(con, p, numbered=False)
+        unnumbered_records = f"SELECT *{cells_sql} FROM ({_langfuse_csv_records_sql(unnumbered_rows, cols)})"
+        carried = "".join(f"{json_cell_sql(x) if x in json_read else cell_sql(x)}, " for x in attrs_cols)
+        # attrs: the other cells' JSON in one concat (a chain of || copies the growing text once per piece), each
+        # key spelt by DuckDB's to_json as the map of the cells spelt it
+        keys = con.execute("SELECT list_transform(CAST(? AS VARCHAR[]), lambda k: CAST(to_json(k) AS VARCHAR))",
+                           [attrs_cols]).fetchall()[0][0] if attrs_cols else []
+        pieces = [f"{sql.string_literal(key + ':')}, coalesce(CAST("
+                  f"{json_cell_sql(x) if x in json_read else _langfuse_csv_cell_sql(cell_sql(x))} AS VARCHAR), 'null')"
+                  for x, key in zip(attrs_cols, keys, strict=True)]
+        attrs_sql = "concat('{', " + ", ',', ".join(pieces) + ", '}')" if pieces else "'{}'"
+        attrs_json, attrs_params = "CAST(attrs AS JSON)", []
     else:
         fmt = json_records_format(p)
         if fmt is None:
@@ -929,34 +1019,73 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         unpage = ("CASE WHEN json_type(json, '$.data') = 'ARRAY' THEN json_extract(json, '$.data[*]') "
                   "WHEN json_type(json, '$.items') = 'ARRAY' THEN json_extract(json, '$.items[*]') ELSE [json] END"
                   if fmt == "newline_delimited" else "[json]")
-        records = (f"SELECT _row, CASE WHEN json_type(rec) = 'OBJECT' THEN json_transform(rec, '\"MAP(VARCHAR, JSON)\"') "
-                   "ELSE error('langfuse fast path: a record that is not an observation') END AS m, rec "
-                   f"FROM (SELECT ordinality AS _row, unnest({unpage}) AS rec "
-                   "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY)")
+        # each record parsed for the fields the rules read (one json_extract of their paths: a field absent is
+        # NULL, a null one JSON null) and for its keys (a key twice, or two keys of one hash, hands the file to
+        # Python: json.loads keeps the last value, json_extract the first), not turned into a map of every
+        # field's JSON
+        read = sorted({n for names in LANGFUSE_FIELDS.values() for n in names} | {"usage", "metadata"})
+        at = {n: i + 1 for i, n in enumerate(read)}
+        paths = sql.string_list([f'$."{n}"' for n in [*read, "data", "items"]])
+
+        def records_sql(rec_sql: str, observation_sql: str) -> str:
+            """``_row, v, rec`` over rows of ``_row`` and ``rec_sql`` (a record's JSON): error() for a record
+            that is not ``observation_sql`` (over ``v``) or has a key twice."""
+            return (f"SELECT _row, CASE WHEN json_type(rec) IS DISTINCT FROM 'OBJECT' OR NOT ({observation_sql}) "
+                    "THEN error('langfuse fast path: a record that is not an observation') "
+                    "WHEN list_unique(list_transform(k, lambda x: hash(x))) <> len(k) "
+                    "THEN error('langfuse fast path: a key twice') "
+                    f"ELSE v END AS v, rec FROM (SELECT *, json_keys(rec) AS k, json_extract(rec, [{paths}]) AS v "
+                    f"FROM ({rec_sql}))")
+        records = records_sql(f"SELECT ordinality AS _row, unnest({unpage}) AS rec "
+                              "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY", "true")
         params = [str(p.path), fmt]
         # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
-        # fields in their order), not the map's entries filtered and turned back into JSON; a record with a key
-        # twice (its map NULL) has no id and hands the file to Python before
-        attrs_sql = "json_merge_patch(rec, CAST(? AS JSON))"
+        # fields in their order), not the fields filtered and turned back into JSON
+        attrs_sql, attrs_json, carried = "json_merge_patch(rec, CAST(? AS JSON))", "attrs", "v, rec, "
         attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
+
+        def raw_sql(name: str) -> str:
+            """The field's JSON, NULL where it is absent or null (as a map of the record's fields read it)."""
+            i = sql.literal(at[name])
+            return f"CASE WHEN v[{i}] <> CAST('null' AS JSON) THEN v[{i}] END"
+
+        def raw_text_sql(name: str) -> str:
+            return _js(raw_sql(name))
+
+        def lf_text_sql(what: str) -> str:
+            return _js(field_sql(what))
+
+        def has_sql(name: str) -> str:
+            return f"v[{sql.literal(at[name])}] IS NOT NULL"
+        type_null, type_text = f"{raw_sql('type')} IS NULL", _js(raw_sql("type"))
         first = p.first_record if isinstance(p.first_record, dict) else {}
         if not any(isinstance(first.get(k), list) for k in ("data", "items")):
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
             # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
-            page = ("coalesce(json_type(json, '$.data') = 'ARRAY' OR json_type(json, '$.items') = 'ARRAY', false)"
+            data, items = sql.literal(len(read) + 1), sql.literal(len(read) + 2)
+            page = (f"coalesce(json_type(v[{data}]) = 'ARRAY' OR json_type(v[{items}]) = 'ARRAY', false)"
                     if fmt == "newline_delimited" else "false")
-            unnumbered_records = (
-                f"SELECT CAST(NULL AS BIGINT) AS _row, CASE WHEN json_type(json) = 'OBJECT' AND NOT ({page}) "
-                "THEN json_transform(json, '\"MAP(VARCHAR, JSON)\"') "
-                "ELSE error('langfuse fast path: a record that is not an observation') END AS m, json AS rec "
-                "FROM read_json_objects(?, format = ?, compression = 'none')")
-    lf = {what: _lf_sql(names) for what, names in LANGFUSE_FIELDS.items()}
+            unnumbered_records = records_sql(
+                "SELECT CAST(NULL AS BIGINT) AS _row, json AS rec FROM read_json_objects(?, format = ?, "
+                "compression = 'none')", f"NOT ({page})")
+
+    def field_sql(what: str) -> str:
+        """``_lf`` in SQL: the first of the fields (JSON) that is present, not null and not ``""``."""
+        return "coalesce(" + ", ".join(
+            f"CASE WHEN {raw_sql(n)} IS NOT NULL AND {raw_sql(n)} <> CAST('\"\"' AS JSON) THEN {raw_sql(n)} END"
+            for n in LANGFUSE_FIELDS[what]) + ")"
     nv = _json_num_sql("e.value")
 
     def total_sql(cond: str) -> str:
-        picked = f"list_filter(ue, lambda e: {cond} AND ({nv}) IS NOT NULL)"
-        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: {nv}))) "
+        picked = f"list_filter(ue, lambda e: {cond} AND e.n IS NOT NULL)"
+        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: e.n))) "
                 "AS BIGINT) END")
+
+    def numbered_sql(entries_sql: str) -> str:
+        """A map's entries (key, JSON value) with ``n``, the value's number (``_num``), read once."""
+        return f"list_transform({entries_sql}, lambda e: {{'key': e.key, 'value': e.value, 'n': {nv}}})"
+    usage_entries_sql = numbered_sql("map_entries(json_transform(usage, '\"MAP(VARCHAR, JSON)\"'))")
+    cost_entries_sql = numbered_sql("map_entries(json_transform(cost_obj, '\"MAP(VARCHAR, JSON)\"'))")
 
     write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
     paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
@@ -965,12 +1094,10 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         return "CASE " + " ".join(
             f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
             f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
-    mapped = sql.string_list(sorted(LANGFUSE_MAPPED))
-    map_attrs_sql = f"to_json(map_from_entries(list_filter(map_entries(m), lambda e: e.key NOT IN ({mapped}))))"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
-    type_sql = _js("m['type']")
-    model_call_sql = (f"upper(CASE WHEN m['type'] IS NULL OR {type_sql} IN ('', '0', 'false') THEN 'GENERATION' "
-                      f"ELSE {type_sql} END) IN ({calls})")
+    model_call_sql = (f"upper(CASE WHEN {type_null} OR {type_text} IN ('', '0', 'false') THEN 'GENERATION' "
+                      f"ELSE {type_text} END) IN ({calls})")
+    has_details = " OR ".join(has_sql(n) for n in LANGFUSE_FIELDS["usage"])
 
     def select_sql(records_sql: str, skip: bool) -> str:
         """The reading over ``records_sql``; ``skip``: every record kept, those that are no model call marked
@@ -980,72 +1107,78 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         live = "NOT _skip AND " if skip else ""
         return f"""
 WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
-  SELECT _row, m, {"rec, " if attrs_sql else ""}{"_skip, " if skip else ""}
-    {_js(lf['id'])} AS id, {_js(lf['start'])} AS t_start, {_js(lf['end'])} AS t_end,
-    {_js(lf['completion_start'])} AS t_first,
-    CASE WHEN map_contains(m, 'usageDetails') OR map_contains(m, 'usage_details')
-         THEN coalesce({_json_obj(lf['usage'])}, CAST('{{}}' AS JSON))
-         ELSE json_merge_patch('{{}}', json_object('input', {_json_obj("m['usage']")} -> 'input',
-                                                   'output', {_json_obj("m['usage']")} -> 'output')) END AS usage,
-    {_json_obj(lf['cost'])} AS cost_obj, {lf['total_cost']} AS total_cost,
-    upper(coalesce({_js("m['level']")}, '')) = 'ERROR' AS failed,
-    {_js(lf['status_message'])} AS status_message, {_js(lf['ttft_s'])} AS ttft_s, {_js(lf['latency_s'])} AS latency_s,
-    {_js(lf['user'])} AS tenant0, {_js(lf['model'])} AS model0,
-    {_json_obj("m['metadata']")} AS meta
+  SELECT _row, {carried}{"_skip, " if skip else ""}
+    {lf_text_sql('id')} AS id, {lf_text_sql('start')} AS t_start, {lf_text_sql('end')} AS t_end,
+    {lf_text_sql('completion_start')} AS t_first,
+    CASE WHEN {has_details}
+         THEN coalesce({_json_obj(field_sql('usage'))}, CAST('{{}}' AS JSON))
+         ELSE json_merge_patch('{{}}', json_object('input', {_json_obj(raw_sql('usage'))} -> 'input',
+                                                   'output', {_json_obj(raw_sql('usage'))} -> 'output')) END AS usage,
+    {_json_obj(field_sql('cost'))} AS cost_obj, {lf_text_sql('total_cost')} AS total_cost,
+    upper(coalesce({raw_text_sql('level')}, '')) = 'ERROR' AS failed,
+    {lf_text_sql('status_message')} AS status_message, {lf_text_sql('ttft_s')} AS ttft_s, {lf_text_sql('latency_s')} AS latency_s,
+    {lf_text_sql('user')} AS tenant0, {lf_text_sql('model')} AS model0,
+    {_json_obj(raw_sql('metadata'))} AS meta
   FROM calls
 ), usage_entries AS (
-  SELECT *, map_entries(json_transform(usage, '"MAP(VARCHAR, JSON)"')) AS ue,
+  SELECT *, {usage_entries_sql} AS ue,
     CASE WHEN json_type(cost_obj) = 'OBJECT' AND cost_obj <> CAST('{{}}' AS JSON)
-         THEN map_entries(json_transform(cost_obj, '"MAP(VARCHAR, JSON)"')) END AS ce
+         THEN {cost_entries_sql} END AS ce
   FROM fields
 ), tokens AS (
   SELECT *,
-    CASE WHEN {live}len(list_filter(ue, lambda e: e.value IS NOT NULL AND ({nv}) IS NULL)) > 0
+    CASE WHEN {live}len(list_filter(ue, lambda e: e.value IS NOT NULL AND e.n IS NULL)) > 0
          THEN error('langfuse fast path: a usage value that is not a number') END AS _check_usage,
     {total_sql("contains(e.key, 'input')")} AS input_n, {total_sql("contains(e.key, 'output')")} AS output_n,
     {total_sql("contains(e.key, 'input') AND (contains(e.key, 'cache_read') OR contains(e.key, 'cached'))")} AS cached_n,
     {total_sql(write + " AND NOT suffix(e.key, '1h')")} AS write_n, {total_sql(write + " AND suffix(e.key, '1h')")} AS write_1h_n,
     {total_sql("contains(e.key, 'reasoning')")} AS reasoning_n,
     CASE WHEN ce IS NOT NULL AND ({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL THEN {_json_num_sql("cost_obj -> 'total'")}
-         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0
-           THEN list_sum(list_transform(list_filter(ce, lambda e: ({nv}) IS NOT NULL), lambda e: {nv}))
-         ELSE {_json_num_sql("total_cost")} END AS cost_d,
+         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0
+           THEN list_sum(list_transform(list_filter(ce, lambda e: e.n IS NOT NULL), lambda e: e.n))
+         ELSE {_text_num_sql("total_cost")} END AS cost_d,
     ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
-                        OR len(list_filter(ce, lambda e: ({nv}) IS NOT NULL)) > 0) AS from_details
+                        OR len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0) AS from_details
   FROM usage_entries
 ), priced AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
     coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
   FROM tokens
+), clock AS (
+  SELECT *, {_t('t_start')} AS start_t, {_t('t_end')} AS end_t, {_t('t_first')} AS first_t FROM priced
+), zoned AS (
+  SELECT *, {_aware_sql('start_t')} AS start_z, {_aware_sql('end_t')} AS end_z, {_aware_sql('first_t')} AS first_z
+  FROM clock
 )
 SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
     CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
-    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('t_start')} AS BIGINT),
-    CAST({_time_check_sql('t_end')} AS BIGINT), CAST({_time_check_sql('t_first')} AS BIGINT), _row) END AS _row,
+    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('start_t')} AS BIGINT),
+    CAST({_time_check_sql('end_t')} AS BIGINT), CAST({_time_check_sql('first_t')} AS BIGINT), _row) END AS _row,
   {"_skip, " if skip else ""}
-  CAST(NULL AS VARCHAR) AS _hash, id AS request_id, {_t('t_start')} AS ts,
+  CAST(NULL AS VARCHAR) AS _hash, id AS request_id, start_t AS ts,
   CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
   coalesce(model0, CAST(? AS VARCHAR)) AS model, provider, CAST(NULL AS VARCHAR) AS cache_hit,
   CAST(input_n AS VARCHAR) AS input_tokens, CAST(output_n AS VARCHAR) AS output_tokens,
   CAST(cached_n AS VARCHAR) AS cached_input_tokens, CAST(write_n AS VARCHAR) AS cache_write_tokens,
   CAST(write_1h_n AS VARCHAR) AS cache_write_1h_tokens, CAST(reasoning_n AS VARCHAR) AS reasoning_tokens,
   CAST(NULL AS VARCHAR) AS queue_ms,
-  CAST(coalesce({_ms_between_sql('t_start', 't_first')}, {_finite('ttft_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
-    AS ttft_ms,
-  CAST(coalesce({_ms_between_sql('t_start', 't_end')}, {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR)
-    AS total_ms,
+  CAST(coalesce({_ms_between_texts_sql('start_t', 'first_t', 'start_z', 'first_z')},
+                {_finite('ttft_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR) AS ttft_ms,
+  CAST(coalesce({_ms_between_texts_sql('start_t', 'end_t', 'start_z', 'end_z')},
+                {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR) AS total_ms,
   CASE WHEN failed THEN 'error' ELSE 'ok' END AS status,
   CASE WHEN failed THEN left(CASE WHEN status_message IS NULL OR status_message IN ('0', 'false') THEN 'error'
                                   ELSE status_message END, 200) END AS error_type,
   CASE WHEN unpriced THEN NULL ELSE CAST(cost_d AS VARCHAR) END AS cost_usd,
-  CAST(CASE WHEN unpriced THEN json_merge_patch(attrs, json_object('source_cost_usd', CAST(0 AS DOUBLE))) ELSE attrs END
-       AS VARCHAR) AS attrs,
+  CAST(CASE WHEN unpriced THEN json_merge_patch({attrs_json}, json_object('source_cost_usd', CAST(0 AS DOUBLE)))
+       ELSE attrs END AS VARCHAR) AS attrs,
   CAST(NULL AS VARCHAR) AS service_tier
-FROM (SELECT *, {attrs_sql or map_attrs_sql} AS attrs FROM priced)"""
+FROM (SELECT *, {attrs_sql} AS attrs FROM zoned)"""
 
     args = [*params, options.tenant, options.model, *attrs_params]
     return Source(select_sql(records, False), args, has_ids=True,
-                  unnumbered_sql=select_sql(unnumbered_records, True) if unnumbered_records else None)
+                  unnumbered_sql=select_sql(unnumbered_records, True) if unnumbered_records else None,
+                  first_row=2 if p.kind == "csv" else 1)
 
 
 def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -1059,9 +1192,9 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
     src = langfuse_fast_source(p, options, con) if fast else None
     if src is not None:
         src.fallback = lambda: _read_langfuse(con, p, options, fast=False)
-        if src.unnumbered_sql:
+        if src.unnumbered_sql and p.kind != "csv":
             # the unnumbered reading stopped (a page of observations, or a record Python must read): the
-            # numbered one, then Python
+            # numbered one, then Python (a CSV's numbered reading would stop on the same record: Python)
             numbered = dataclasses.replace(src, unnumbered_sql=None)
             src = dataclasses.replace(src, fallback=lambda: numbered)
         return src
