@@ -190,7 +190,7 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
     except InputError:                             # said without the folder's path (a page shows this)
         raise InputError("the dataset folder recorded when the rollups were attached is gone or holds no "
                          "date=YYYY-MM-DD/ partitions of Parquet files any more (moved or deleted since?): an "
-                         "admin can attach the rollups again with `--dataset` naming where it is now") from None
+                         "admin can attach the rollups again with --dataset naming where it is now") from None
     scope = store.raw_scope(con, f, budget)
     g = scope.filters
     files = _day_files(root, g.since, g.until)
@@ -230,6 +230,6 @@ def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = 
         raise InputError(f"the dataset's requests do not match the attached rollups: {hour:%Y-%m-%d %H}:00 UTC"
                          f"{more} ({read:,} requests read from the dataset, {attached:,} in the rollups). The "
                          "dataset folder may have been replaced or changed since the rollups were computed: an "
-                         "admin can run the rollup job again and attach its output, or record the dataset it "
-                         "was computed from with `--dataset`")
+                         "admin can run the rollup job again and attach its output, or attach the rollups again "
+                         "with --dataset naming the dataset they were computed from")
     return RawSlice(cur, replace(g), scope, int(rows), files)
