@@ -112,6 +112,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     """
     if typed and p.kind == "csv" and "request_id" not in p.columns:
         typed = False       # every row would be hashed from its text (below)
+    typed_csv = typed and p.kind == "csv"
     call, params, cols, ordinal, row = _reader(con, p, typed)
     mapping = dict(preset or {})
     mapping.update(options.mapping)
@@ -139,7 +140,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         if const is not None:
             expr = f"coalesce(CAST({expr} AS VARCHAR), CAST(? AS VARCHAR))" if expr else "CAST(? AS VARCHAR)"
             select_params.append(str(const))
-        if expr and typed and p.kind == "csv" and schema.TYPES[name] in ("BIGINT", "INTEGER"):
+        if expr and typed_csv and schema.TYPES[name] in ("BIGINT", "INTEGER"):
             # read as DOUBLE (see CSV_TYPED): a count that is not a whole number a double holds exactly ends
             # the typed reading, so its reject names the value as written ("12.50"), as the text reading does
             expr = (f"CASE WHEN {expr} IS NULL OR ({expr} = floor({expr}) AND abs({expr}) < 9007199254740992) "
@@ -160,7 +161,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     content = ", ".join(f"{quote_ident(c)} := {quote_ident(c)}" for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
-    if typed and p.kind == "csv":
+    if typed_csv:
         # the content hash is of the text as written (a number read typed prints otherwise: 70.0 for 70), so
         # a row without an id ends the typed reading and the caller reads the file as text
         select.append(f"CASE WHEN {id_col} IS NULL THEN error('a row without request_id: read as text') END "

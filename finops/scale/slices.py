@@ -174,8 +174,8 @@ def _hours_differing(con: duckdb.DuckDBPyConnection, cur: duckdb.DuckDBPyConnect
                                 "AND hour < ? GROUP BY 1", [*params, lo, hi]).fetchall())
     read = dict(cur.execute("SELECT hour, sum(requests) FROM rollup_hourly WHERE hour >= ? AND hour < ? GROUP BY 1",
                             [lo, hi]).fetchall())
-    return [(h, int(read.get(h) or 0), int(attached.get(h) or 0)) for h in sorted(set(read) | set(attached))
-            if int(read.get(h) or 0) != int(attached.get(h) or 0)]
+    counts = [(h, int(read.get(h, 0)), int(attached.get(h, 0))) for h in sorted(set(read) | set(attached))]
+    return [(h, n_read, n_attached) for h, n_read, n_attached in counts if n_read != n_attached]
 
 
 def open_slice(con: duckdb.DuckDBPyConnection, f: Filters, budget: int | None = None) -> RawSlice:
