@@ -203,3 +203,25 @@ def test_the_cascade_summary_from_the_subset_rollups_equals_the_raw_rows(monkeyp
     assert slow.rejected_attempts_usd > 0 and slow.cascade_spend_usd > 0
     pd.testing.assert_frame_equal(fast.by_model, slow.by_model, check_exact=False, atol=1e-9, rtol=0)
     assert int(fast.by_model["escalations"].sum()) == int((rows["escalated"] == True).sum())  # noqa: E712
+
+
+def test_incidents_of_a_period_over_the_budget_are_those_of_its_latest_hours_alerts_included(monkeypatch):
+    """The diagnosis reads the latest hours only; the alerts go with it. An alert of the whole period would send
+    the outage and request reads over every row of its span (the Incidents page ran out of memory at 100M)."""
+    from finops.ops import incidents
+
+    rows = _frame([60, 60, 60])
+    rows.loc[rows["ts"] < T0 + timedelta(hours=1), "status"] = "error"     # an error-rate alert in hour 0 only
+    c = store.connect(":memory:")
+    ingest_frame(c, rows)
+    whole = alerts.open_alerts(c, Filters(), leave_out=incidents.COST_RULES)
+    assert set(whole.loc[whole["rule"] == "error_rate", "window_start"]) == {T0}
+    # within the budget, the whole period: the failed hour is an incident
+    assert [(i.cause, i.start, i.affected) for i in incidents.incidents(c, Filters(), open_alerts=whole)] \
+        == [("errors", T0, 60)]
+    monkeypatch.setattr(store, "RAW_ROW_BUDGET", 60)                         # the last hour
+    scoped = store.raw_scope(c, Filters()).filters
+    assert scoped.since == T0 + timedelta(hours=2)
+    got = incidents.incidents(c, Filters(), open_alerts=whole)
+    assert all(i.start >= scoped.since for i in got)
+    assert [i.key for i in got] == [i.key for i in incidents.incidents(c, scoped)]

@@ -1,7 +1,7 @@
 """Incidents: what went wrong, for whom, since when, and the one thing to do about it."""
 import streamlit as st
 
-from finops import sql
+from finops import sql, store
 from finops.fmt import MISSING
 from finops.ops import alerts as alerts_mod
 from finops.ops import incidents
@@ -41,6 +41,11 @@ linked = st.query_params.get("incident")
 # built in full: the incidents open on screen (a link's, those opened by hand, else the first in either order);
 # the others need only their line
 opened = {k.removeprefix("inc_open_") for k, v in st.session_state.items() if k.startswith("inc_open_") and v}
+# a period of more requests than the raw-row budget: its latest hours, the alerts too (as incidents.incidents does)
+scope = query(store.raw_scope, f)
+if scope.narrowed:
+    st.info(scope.note(), icon=":material/filter_list:")
+    f = scope.filters
 # the service alerts through the cache on their own: they do not depend on the diagnosis's window
 fired = query(alerts_mod.open_alerts, f, leave_out=incidents.COST_RULES)
 items = incidents.ordered(query(incidents.incidents, f, window=window, open_alerts=fired,

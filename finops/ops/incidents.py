@@ -44,7 +44,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql
+from finops import sql, store
 from finops.filters import Filters
 from finops.fmt import duration_ms
 from finops.latency import diagnose as diag
@@ -782,8 +782,16 @@ def incidents(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: 
     window and counts only, as :func:`summary` gives them (a page that shows their details only when opened).
     None: every incident in full. ``first_of``: orders of :data:`ORDERS` whose first incident is built in full
     too (the one a page opens first; the page asks for both orders, so that switching order reads nothing). The raw rows are read for all the incidents together, a few
-    queries however many there are."""
+    queries however many there are.
+
+    A period holding more than ``store.RAW_ROW_BUDGET`` requests is judged over its latest hours
+    (``store.raw_scope``), alerts included (``open_alerts`` of the whole period is then read again for them): the
+    diagnosis reads those hours only, and an alert's span of the whole period would send its outage and request
+    reads over every row of it (at 100M rows, out of memory)."""
     f = f or Filters()
+    scope = store.raw_scope(con, f)
+    if scope.narrowed:
+        f, open_alerts = scope.filters, None
     found, groups, spans, outages = _grouped(con, f, window, open_alerts)
     if not groups:
         return []
