@@ -4,6 +4,7 @@ store of them alone, and a narrow slice of the dataset read on demand answers as
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import math
 import random
@@ -196,6 +197,49 @@ def test_what_reads_the_derived_tables_answers_on_the_rollup_only_store_as_on_th
     pd.testing.assert_frame_equal(want, got, check_exact=True)
 
 
+def test_the_alerts_on_the_rollup_only_store_are_the_embedded_stores_and_what_it_cannot_judge_is_named(built,
+                                                                                                       capsys):
+    """The default rules read the rollups, the SLA sketch and the queue windows over whole hours: the attached
+    store fires exactly the embedded store's alerts. A 15-minute P99 (single requests) or a period cut inside
+    an hour is not judged there, and the store says so instead of "no alert"."""
+    from finops.ops import alerts
+
+    embedded, attached, *_, attached_path = built
+    f = Filters(since=datetime(2026, 3, 1), until=datetime(2026, 3, 4))
+    now = datetime(2026, 3, 5)
+    want, got = (alerts.open_alerts(con, f, now=now) for con in (embedded, attached))
+    assert len(want) > 0 and {"error_rate", "p99_over_sla"} <= set(want["rule"]), want["rule"].value_counts()
+    # the values in their last bits only: a sum of doubles in another order (scale_spark.DOUBLE_SUMS)
+    pd.testing.assert_frame_equal(want, got, check_exact=False, rtol=1e-12)
+    assert alerts.unjudged(attached, f).query("reason == 'raw_rows'").empty
+    quarter = [dataclasses.replace(r, window="15min", min_requests=5) for r in alerts.DEFAULT_RULES
+               if r.name == "p99_over_sla"]
+    try:
+        for con in (embedded, attached):
+            alerts.save_rules(con, quarter)
+        want, got = (alerts.open_alerts(con, f, now=now) for con in (embedded, attached))
+        assert (want["rule"] == "p99_over_sla").any()
+        kept = want[want["rule"] != "p99_over_sla"].reset_index(drop=True)
+        pd.testing.assert_frame_equal(kept, got, check_exact=False, rtol=1e-12)
+        blind = alerts.unjudged(attached, f).set_index("rule")
+        assert blind.loc["p99_over_sla", "reason"] == "raw_rows"
+        assert "15-minute P99 needs single requests" in blind.loc["p99_over_sla", "why"]
+        assert alerts.unjudged(embedded, f).query("reason == 'raw_rows'").empty
+        assert main(["alerts", "--db", str(attached_path), "--since", "2026-03-01", "--until", "2026-03-04"]) == 0
+        assert "not judged: P99 latency above 1.5 x the tier's SLA: its 15-minute P99 needs single requests" \
+            in capsys.readouterr().out
+    finally:
+        for con in (embedded, attached):
+            alerts.save_rules(con, [])
+    # a period that starts inside a quarter hour: no request rule can be judged from hourly tables
+    half = Filters(since=datetime(2026, 3, 1, 0, 20), until=datetime(2026, 3, 4))
+    assert set(alerts.open_alerts(attached, half, now=now)["rule"]) <= set(alerts.FLEET_RULES)
+    blind = alerts.unjudged(attached, half)
+    assert set(blind.query("reason == 'raw_rows'")["rule"]) == {r.name for r in alerts.DEFAULT_RULES
+                                                                if r.name not in alerts.FLEET_RULES}
+    assert blind["why"].str.contains("does not start and end on the").all()
+
+
 def test_sparks_own_ln_moves_edge_values_to_another_bucket(built):
     """Why the job corrects k across the C library's edges: Spark's ln alone would differ here."""
     embedded, _, _, _, spark, _ = built
@@ -337,8 +381,11 @@ def test_every_page_renders_on_the_rollup_only_store(built):
         assert (slices.SLICE_NEEDED in shown) == (page.slug in {"overview", "cost", "routing", "incidents", "latency",
                                                                 "percentiles"}), page.file
     # the spend pages show figures; the sections that read raw rows say so, one sentence each
-    assert said == {"overview": 1, "alerts": 1, "cost": 1, "budgets": 0, "routing": 1, "incidents": 1, "latency": 1,
+    assert said == {"overview": 1, "alerts": 0, "cost": 1, "budgets": 0, "routing": 1, "incidents": 1, "latency": 1,
                     "percentiles": 1, "capacity": 1, "cascade": 1, "readiness": 0, "data": 0}
+    # the Alerts page judges its rules on the rollups: the alerts that fired, in groups
+    at = run_page(str(attached_path), "views/alerts.py")
+    assert len(at.expander) > 0 and "error rate" in " ".join(e.label for e in at.expander).lower()
     at = run_page(str(attached_path), "views/cost.py")
     assert "200,000 requests in attached rollups (no raw rows)" in "\n".join(c.value for c in at.sidebar.caption)
 

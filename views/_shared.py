@@ -462,10 +462,30 @@ def no_alert_state(f: Filters) -> None:
         st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
                    "queue growth are all within their thresholds.", icon=":material/notifications_off:")
         return
-    parts = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False)]
-    st.warning("No alert fired on the windows the rules could judge, but some had too few requests to judge: "
-               + "; ".join(parts) + ". Their health is unknown, not fine: widen the period, or lower the rule's "
-               "minimum requests per window on the Incidents page.", icon=":material/help:")
+    few = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
+    raw = [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason != "too_few"]
+    said = []
+    if few:
+        said.append("some had too few requests to judge: " + "; ".join(few) + ". Their health is unknown, not "
+                    "fine: widen the period, or lower the rule's minimum requests per window on the Incidents page")
+    if raw:
+        said.append(("and " if few else "") + "some rules were not judged: " + "; ".join(raw))
+    st.warning("No alert fired on the windows the rules could judge, but " + "; ".join(said) + ".",
+               icon=":material/help:")
+
+
+def rules_not_judged(f: Filters) -> None:
+    """On a store of attached rollups (no raw rows), the alert rules these filters leave unjudged, in one
+    sentence beside the alerts that did fire (:func:`finops.ops.alerts.reads_raw_rows`)."""
+    from finops.ops import alerts
+
+    if not rollup_only():
+        return
+    blind = query(alerts.unjudged, f)
+    raw = [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "raw_rows"]
+    if raw:
+        st.info("These alerts are judged on the hourly rollups attached to this store. Not judged: " + "; ".join(raw)
+                + ".", icon=":material/table_rows:")
 
 
 def unpriced_banner() -> None:

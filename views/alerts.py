@@ -15,7 +15,7 @@ from views._shared import (
     no_alert_state,
     plain,
     query,
-    raw_rows_notice,
+    rules_not_judged,
     save_edits,
     stop_if_store_empty,
 )
@@ -54,11 +54,10 @@ now = alerts.utc_now()
 
 # ---------------------------------------------------------------- what fired
 frame = alerts.annotate(query(alerts.open_alerts, f), query(alerts.alert_states), now)
-if raw_rows_notice("Alerts on latency, errors and queues", from_dataset=False):   # delivery sends this frame
-    pass
-elif frame.empty:
+if frame.empty:
     no_alert_state(f)
 else:
+    rules_not_judged(f)         # on attached rollups: the rules a raw row would have judged
     is_open = frame["state"] == "open"
     c = st.columns(5)
     for col, sev in zip(c, alerts.SEVERITIES, strict=False):

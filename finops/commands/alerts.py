@@ -119,4 +119,8 @@ def run(args) -> int:
         for row in frame.itertuples(index=False):
             state = "" if row.state == "open" else f" ({alerts.state_label(row.state, row.state_until)})"
             print(f"[{row.severity}]{state} {row.message}")
+    if not args.json:
+        # what no alert is said of: windows too small to judge, rules a store of attached rollups cannot judge
+        for row in alerts.unjudged(con, filters_from(args)).itertuples(index=False):
+            print(f"not judged: {row.title}: {row.why}")
     return 0

@@ -297,10 +297,41 @@ def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     return pd.concat([fired, more], ignore_index=True) if len(fired) else more
 
 
+def _on_quarter(f: Filters) -> bool:
+    """Whether ``f``'s period starts and ends on a quarter hour (or is open): what the queue windows answer."""
+    return all(t is None or not (t.minute % 15 or t.second or t.microsecond) for t in (f.since, f.until))
+
+
+def reads_raw_rows(rule: AlertRule, f: Filters) -> bool:
+    """Whether judging ``rule`` over ``f`` reads single requests rather than what the load writes: the P99 over
+    15-minute windows, the queue rule over a period that is not on quarter hours, and every request rule over
+    a period that is not on whole hours. The GPU and engine rules read GPU hours and scrapes, never requests."""
+    if rule.name in FLEET_RULES:
+        return False
+    if rule.name == "queue_growing":
+        return not _on_quarter(f)
+    if rule.name == "p99_over_sla" and rule.window == "15min":
+        return True
+    return not store.whole_hours(f)
+
+
+def _raw_rows_why(rule: AlertRule, f: Filters) -> str:
+    """Why ``rule`` is not judged on a store with no raw rows, and what would judge it."""
+    if rule.name == "p99_over_sla" and rule.window == "15min" and store.whole_hours(f):
+        return ("its 15-minute P99 needs single requests, which this store does not hold (only the hourly rollups "
+                "attached from the Spark job): set the rule's window to an hour or a day on the Incidents page")
+    grain = "quarter hour" if rule.name == "queue_growing" else "hour"
+    return (f"the period does not start and end on the {grain}, and this store holds only the hourly rollups "
+            f"attached from the Spark job: pick whole days")
+
+
 def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """Windows a rule could not judge: too few requests in them (``min_requests``), and for the error
-    rate too few even pooled over the period. Columns: rule, title, windows, requests, min_requests.
-    A page shows these beside "no alert fired", so a quiet store is not called healthy; ``why`` says it in words.
+    rate too few even pooled over the period (``reason`` "too_few"); on a store of attached rollups with no raw
+    rows, the rules these filters would judge over single requests (:func:`reads_raw_rows`; ``reason``
+    "raw_rows", ``windows`` and ``requests`` 0). Columns: rule, title, windows, requests, min_requests, why,
+    reason. A page shows these beside "no alert fired", so a quiet store is not called healthy; ``why`` says it
+    in words.
 
     The engine rules (:data:`ENGINE_RULES`) judge the models some scrape of vLLM's ``/metrics`` names: their
     windows with served requests but fewer than ``min_requests`` scrapes (the scraper stopped) are listed; a
@@ -308,7 +339,13 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
     f = filters or Filters()
     out = []
     scraped = None
+    no_raw_rows = store.rollup_only(con)
     for rule in rules(con):
+        if rule.enabled and no_raw_rows and reads_raw_rows(rule, f):
+            out.append({"rule": rule.name, "title": rule.title, "windows": 0, "requests": 0,
+                        "min_requests": max(rule.min_requests, 1), "why": _raw_rows_why(rule, f),
+                        "reason": "raw_rows"})
+            continue
         if rule.enabled and rule.name in ENGINE_RULES:
             scraped = engine.scraped_models(con) if scraped is None else scraped
             row = _engine_unjudged(con, f, rule, scraped)
@@ -333,11 +370,12 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             out.append({"rule": rule.name, "title": rule.title, "windows": int(windows), "requests": int(requests),
                         "min_requests": need,
                         "why": f"{windows:,} window{'s' if windows != 1 else ''} with {requests:,} "
-                               f"request{'s' if requests != 1 else ''} in all (a window needs {need:,})"})
+                               f"request{'s' if requests != 1 else ''} in all (a window needs {need:,})",
+                        "reason": "too_few"})
     return pd.DataFrame(out, columns=UNJUDGED_COLUMNS)
 
 
-UNJUDGED_COLUMNS = ["rule", "title", "windows", "requests", "min_requests", "why"]
+UNJUDGED_COLUMNS = ["rule", "title", "windows", "requests", "min_requests", "why", "reason"]
 
 
 def _engine_unjudged(con, f: Filters, rule: AlertRule, scraped: list[str]) -> dict | None:
@@ -356,7 +394,8 @@ def _engine_unjudged(con, f: Filters, rule: AlertRule, scraped: list[str]) -> di
     return {"rule": rule.name, "title": rule.title, "windows": windows, "requests": requests, "min_requests": need,
             "why": f"{windows:,} window{'s' if windows != 1 else ''} of {', '.join(sorted(set(blind['model'])))} "
                    f"served {requests:,} request{'s' if requests != 1 else ''} with fewer than {need:,} scrapes of "
-                   "vLLM's metrics each (is `python -m finops scrape vllm` still running?)"}
+                   "vLLM's metrics each (is `python -m finops scrape vllm` still running?)",
+            "reason": "too_few"}
 
 
 def sla_windows(con: duckdb.DuckDBPyConnection, f: Filters, window: str, metric: str) -> pd.DataFrame:
@@ -426,8 +465,7 @@ def queue_length(con: duckdb.DuckDBPyConnection, f: Filters, window: str = "15mi
     Read from the queue windows written at load time (``store.queue_15min``) when the period starts and
     ends on a quarter hour, else from the raw rows."""
     seconds = WINDOWS[window].total_seconds()
-    on_quarter = all(t is None or not (t.minute % 15 or t.second or t.microsecond) for t in (f.since, f.until))
-    if on_quarter and store.derived_ready(con, "queue_15min"):
+    if _on_quarter(f) and store.derived_ready(con, "queue_15min"):
         where, params = f.where(ts_col="window_start")
         df = con.execute(f"""
 SELECT model, {sql.time_bucket(window, 'window_start')} AS window_start, CAST(sum(requests) AS BIGINT) AS requests,
@@ -653,9 +691,12 @@ def open_alerts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None,
     f = filters or Filters()
     sla = sla_targets(con)
     found: list[dict] = []
+    no_raw_rows = store.rollup_only(con)
     for rule in rules(con):
         if not rule.enabled or (f.scoped and rule.name in FLEET_RULES) or rule.name in leave_out:
             continue
+        if no_raw_rows and reads_raw_rows(rule, f):
+            continue        # attached rollups, no request to judge it on: listed by unjudged, never "fine"
         fired = EVALUATORS[rule.name](con, f, rule, sla)
         if len(fired):
             found.extend(_episodes(rule, fired))
