@@ -240,6 +240,18 @@ def test_the_alerts_on_the_rollup_only_store_are_the_embedded_stores_and_what_it
     assert blind["why"].str.contains("does not start and end on the").all()
 
 
+def test_the_readiness_checklist_reads_the_attached_rollups_as_the_loaded_rows(built):
+    """The checks count what the load writes (rollups, field counts): the same evidence on both stores, not
+    "the store holds no requests" on the attached one."""
+    from finops.ops import readiness
+
+    embedded, attached, *_ = built
+    want, got = (readiness.checklist(con).set_index("id")[["status", "evidence"]] for con in (embedded, attached))
+    pd.testing.assert_frame_equal(want, got)
+    assert not want["evidence"].str.contains("holds no requests").any()
+    assert want["evidence"].str.contains("from the logs: ").any()
+
+
 def test_sparks_own_ln_moves_edge_values_to_another_bucket(built):
     """Why the job corrects k across the C library's edges: Spark's ln alone would differ here."""
     embedded, _, _, _, spark, _ = built

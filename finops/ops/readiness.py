@@ -32,7 +32,9 @@ import duckdb
 import pandas as pd
 
 from finops import access, sql, store
+from finops.filters import Filters
 from finops.ingest import loadtests
+from finops.latency import stats as latency
 from finops.ops import alerts
 
 TICKS_KEY = "readiness.ticks"
@@ -111,14 +113,16 @@ METRIC_FIELDS = (  # metric -> (fields any one of which derives it, how)
 
 
 def _metrics(con) -> Check:
-    cov = store.field_coverage(con)
-    if not cov.get("ts"):
+    # counted in what the load writes (the rollups, the served requests' field counts), not over every raw row:
+    # the same on a store of attached rollups, and no scan of 100M rows
+    if not store.rollup_requests(con):
         return Check("fail", "the store holds no requests")
+    cov = latency.coverage(con, Filters())
     have, lack = [], []
     for metric, fields, how in METRIC_FIELDS:
         (have if any(cov.get(x) for x in fields) else lack).append(f"{metric} ({how})")
     self_hosted = con.execute("SELECT count(*) FROM prices WHERE kind = 'self_hosted' AND model IN "
-                              "(SELECT DISTINCT model FROM requests)").fetchall()[0][0]
+                              "(SELECT DISTINCT model FROM rollup_hourly)").fetchall()[0][0]
     if not self_hosted and "GPU utilisation (service time on a self-hosted model)" in have:
         have.remove("GPU utilisation (service time on a self-hosted model)")
         lack.append("GPU utilisation (no self-hosted model in the logs)")
