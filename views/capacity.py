@@ -21,6 +21,7 @@ from views._shared import (
     plain,
     query,
     raw_rows_notice,
+    rollup_only,
     source_label,
     store_is_empty,
 )
@@ -155,7 +156,10 @@ with st.container(border=True):
                                   f"queue_ms in the busiest hour matches about {int(implied)} slots in all.")
         st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {int(row['requests_peak_hour']):,} "
                    f"served requests ({row['arrival_rate_per_s']:.4g} arrivals per second); replicas from "
-                   f"{row['replicas_source']}, slots from {row['slots_source']}. {source_label()}")
+                   f"{row['replicas_source']}, slots from {row['slots_source']}. "
+                   + ("This store holds hourly rollups, no raw rows: the mean service time is the busy time over the "
+                      "requests served in that hour, failed ones included, and both CVs are taken as 1 (Poisson). "
+                      if rollup_only() else "") + source_label())
 
 c1, c2, c3, c4 = st.columns(4)
 lam = c1.number_input("Arrivals per second", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
@@ -348,7 +352,10 @@ else:
         if fleet_plan.ahead_message:
             st.info(f"No forecast ahead: {fleet_plan.ahead_message}.", icon=":material/info:")
         st.caption(f"{plain(plan_model)}: {fleet_plan.billed_by}. One replica = {fleet_plan.slots_per_replica} slots of "
-                   f"{fleet_plan.mean_service_s:.4g} s (measured in the busiest hour), sized for ρ ≤ {rho_target:.0%}"
+                   f"{fleet_plan.mean_service_s:.4g} s ("
+                   + ("the hourly rollups' busy time over the requests served in the busiest hour: this store holds "
+                      "no raw rows" if rollup_only() else "measured in the busiest hour")
+                   + f"), sized for ρ ≤ {rho_target:.0%}"
                    + (f" and a P99 wait under {sla_s:g} s" if sla_s else "") + f", +{redundancy_pct} % redundancy, "
                    "never under 1 replica. The same comparison on the command line: `python -m finops plan "
                    "--model MODEL`. " + source_label())
@@ -449,8 +456,6 @@ forecast_box = st.expander("Forecast: hourly QPS ahead and the replicas it needs
 with forecast_box:
     if not forecast_box.open:
         pass
-    elif raw_rows_notice("The forecast (hourly QPS of a self-hosted model)", from_dataset=False):
-        pass
     elif EMPTY_STORE or observed.empty:
         st.info("The forecast needs request logs of a self-hosted model: " + (
             "the store is empty." if EMPTY_STORE else "none in these filters."), icon=":material/database:")
@@ -460,7 +465,10 @@ with forecast_box:
         days = g2.slider("Days ahead", 1, 14, 7, key="cap_fc_days")
         own = _fleet_inputs(fmodel)
         g3.number_input("Mean service (s)", min_value=0.001, value=own["mean_service_s"], format="%.4g",
-                        key=f"cap_fc_mean_service_s_{fmodel}", help="Measured in the model's busiest hour.")
+                        key=f"cap_fc_mean_service_s_{fmodel}",
+                        help=("From the hourly rollups (this store holds no raw rows): the busy time over the "
+                              "requests served in the model's busiest hour." if rollup_only() else
+                              "Measured in the model's busiest hour."))
         g4.number_input("Slots per replica", min_value=1, value=own["slots_per_replica"],
                         key=f"cap_fc_slots_per_replica_{fmodel}",
                         help="From the price book, or the calculator's when it was filled from this model.")

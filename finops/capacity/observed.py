@@ -69,14 +69,14 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
     """
     where, params = fleet_filters(f).where(ts_col="hour")
     peaks = con.execute(f"""
-WITH h AS (SELECT model, hour, sum({sql.served_requests()}) AS served FROM rollup_hourly
+WITH h AS (SELECT model, hour, sum({sql.served_requests()}) AS served, sum(busy_ms) AS busy_ms FROM rollup_hourly
            WHERE {where} GROUP BY ALL HAVING sum({sql.served_requests()}) > 0),
-pk AS (SELECT model, hour AS peak_hour, served FROM h
+pk AS (SELECT model, hour AS peak_hour, served, busy_ms FROM h
        QUALIFY row_number() OVER (PARTITION BY model ORDER BY served DESC, hour) = 1),
 tok AS (SELECT model, sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens
                           - cache_output_tokens) / nullif(sum({sql.served_requests()}), 0) AS tokens_per_request
         FROM rollup_hourly WHERE {where} GROUP BY model)
-SELECT pk.model, pk.peak_hour, pk.served, tok.tokens_per_request, p.kind, p.replicas, p.slots_per_replica,
+SELECT pk.model, pk.peak_hour, pk.served, pk.busy_ms, tok.tokens_per_request, p.kind, p.replicas, p.slots_per_replica,
        p.gpus_per_replica, p.gpu_hour_usd
 FROM pk LEFT JOIN tok USING (model) LEFT JOIN prices p USING (model) ORDER BY pk.model""",
                         params + params).df()
@@ -100,9 +100,23 @@ SELECT model,
        count(queue_ms) AS queue_samples
 FROM r GROUP BY model""", raw_params).df()
     frame = peaks.merge(raw, on="model", how="left")
+    # no raw row in the peak hour (a store of attached rollups): the mean service time is the rollup's busy
+    # time over the requests served, failed ones included, and the note says so
+    from_rollups = frame["service_samples"].isna() & (frame["busy_ms"] > 0)
+    frame.loc[from_rollups, "mean_service_s"] = frame["busy_ms"] / frame["served"] / 1000
     keep = (frame["kind"] == "self_hosted") | (frame["replicas_seen"].fillna(0) > 0)
-    rows = [_observed_row(r) for r in frame[keep].itertuples(index=False)]
+    rows = []
+    for r, rolled in zip(frame[keep].itertuples(index=False), from_rollups[keep], strict=True):
+        row = _observed_row(r)
+        if rolled:
+            row["note"] = "; ".join(n for n in (ROLLUP_SERVICE_NOTE, row["note"]) if n)
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(OBSERVED_COLUMNS))
+
+
+#: what a mean service time read from the rollups is (no raw row in the model's busiest hour)
+ROLLUP_SERVICE_NOTE = ("mean service time from the hourly rollups: the busy time over the requests served in the "
+                       "busiest hour, failed ones included (no raw rows here to measure the completed ones)")
 
 
 def _num(v) -> float | None:
