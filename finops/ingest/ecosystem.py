@@ -362,20 +362,26 @@ _WS = "' ' || chr(9) || chr(10) || chr(13)"
 ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})?"
 
 
+def _trim_sql(x: str) -> str:
+    """``trim(x, spaces, tabs, line breaks)``, the trim only run on a text whose first or last character may be
+    one of them (a code of 32 or less; trim copies every text it is given, the test does not)."""
+    return f"CASE WHEN ascii({x}) <= 32 OR right({x}, 1) <= ' ' THEN trim({x}, {_WS}) ELSE {x} END"
+
+
 def _t(x: str) -> str:
     """``_text`` in SQL: trimmed, LiteLLM's spellings of no value as NULL."""
-    return f"CASE WHEN trim({x}, {_WS}) NOT IN ('', 'None', 'null', 'NULL') THEN trim({x}, {_WS}) END"
+    return f"CASE WHEN {_trim_sql(x)} NOT IN ('', 'None', 'null', 'NULL') THEN {_trim_sql(x)} END"
 
 
 def _whole(x: str) -> str:
     """``_int`` in SQL: a whole number (DOUBLE), else NULL."""
-    d = f"TRY_CAST(trim({x}, {_WS}) AS DOUBLE)"
+    d = f"TRY_CAST({_trim_sql(x)} AS DOUBLE)"
     return f"CASE WHEN isfinite({d}) AND {d} = floor({d}) THEN {d} END"
 
 
 def _finite(x: str) -> str:
     """``_num`` in SQL: a finite number (DOUBLE), else NULL."""
-    d = f"TRY_CAST(trim({x}, {_WS}) AS DOUBLE)"
+    d = f"TRY_CAST({_trim_sql(x)} AS DOUBLE)"
     return f"CASE WHEN isfinite({d}) THEN {d} END"
 
 
@@ -404,7 +410,8 @@ def _cell_json_text_sql(x: str) -> str:
 def _object_fields_sql(x: str, paths_sql: str) -> str:
     """The values (JSON) at ``paths_sql`` (SQL: a list of JSON paths) of a text holding a JSON object, the text
     parsed twice (checked, then read); NULL for a text that is no JSON object (``_obj``'s ``{}``)."""
-    return (f"CASE WHEN left(ltrim({x}, {_WS}), 1) = '{{' AND json_valid({x}) "
+    return (f"CASE WHEN (ascii({x}) = 123 OR (ascii({x}) IN (32, 9, 10, 13) AND left(ltrim({x}, {_WS}), 1) = '{{')) "
+            f"AND json_valid({x}) "
             f"THEN json_extract({x}, [{paths_sql}]) END")
 
 
@@ -656,11 +663,11 @@ SELECT
   CAST(CAST({_whole(u['completion_tokens_details.reasoning_tokens'])} AS BIGINT) AS VARCHAR) AS reasoning_tokens,
   CAST(NULL AS VARCHAR) AS queue_ms,
   CAST({_ms_between_sql(c('startTime'), c('completionStartTime'))} AS VARCHAR) AS ttft_ms,
-  CASE WHEN {_finite(c('request_duration_ms'))} IS NOT NULL THEN trim({c('request_duration_ms')}, {_WS})
+  CASE WHEN {_finite(c('request_duration_ms'))} IS NOT NULL THEN {_trim_sql(c('request_duration_ms'))}
        ELSE CAST({_ms_between_sql(c('startTime'), c('endTime'))} AS VARCHAR) END AS total_ms,
   status_c AS status,
   CASE WHEN status_c <> 'ok' THEN {_t("json_extract_string(ei, '$.error_class')")} END AS error_type,
-  CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE trim({c('spend')}, {_WS}) END
+  CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE {_trim_sql(c('spend'))} END
     AS cost_usd,
   CASE WHEN unpriced THEN CAST(json_merge_patch(CAST(_attrs AS JSON), json_object('source_cost_usd', spend_d))
                                AS VARCHAR)
