@@ -311,6 +311,71 @@ def test_openai_batch_fast_and_python_paths_store_the_same_rows(tmp_path, monkey
         assert len(fast) >= 6, name
 
 
+def _spaced(path, tmp_path, name: str, edit) -> object:
+    """The file with ``edit`` applied to each record (ids and models with white space at either end)."""
+    recs = read_jsonl(path)
+    f = tmp_path / name
+    f.write_text("".join(json.dumps(edit(i, r)) + "\n" for i, r in enumerate(recs)))
+    return f
+
+
+# --start with an offset and a fraction of a second: the fast path binds it as a TIMESTAMP (UTC, no zone), the
+# Python path writes it as text for the loader; ids and models with white space at either end, or none, or a
+# character other than ASCII: the fast path trims only those whose first or last character is at or below a space
+OFFSET_START = datetime.fromisoformat("2025-03-04T17:00:00.250001+02:00")
+SPACES = [" ", "\t", "\n", "\r", "", "\u00e9"]
+
+
+def _spaced_openai(i: int, rec: dict) -> dict:
+    rec = json.loads(json.dumps(rec))
+    ws = SPACES[i % len(SPACES)]
+    rec["id"] = f"{ws}{rec['id']}{SPACES[(i + 1) % len(SPACES)]}"
+    body = (rec.get("response") or {}).get("body")
+    if isinstance(body, dict) and body.get("model"):
+        body["model"] = f"{body['model']}{ws}"
+    return rec
+
+
+@pytest.mark.parametrize("start", [None, OFFSET_START])
+def test_openai_batch_fast_path_trims_and_times_as_the_python_path(tmp_path, monkeypatch, start):
+    import duckdb
+
+    from finops.ingest import providers
+    f = _spaced(P / "openai_batch_output.jsonl", tmp_path, "spaced.jsonl", _spaced_openai)
+    opts = IngestOptions(model="gpt-4o-mini-2024-07-18", start=start)
+    src = providers.openai_batch_fast_source(probe(f), opts)
+    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))   # no fallback
+    fast = _stored(f, opts)
+    assert fast == _stored(f, opts, monkeypatch, python_only=True)
+    ids = {r["request_id"] for r in fast}
+    assert ids == {r["id"].strip(" \t\n\r") for r in read_jsonl(f)} and any("\u00e9" in i for i in ids)
+    if start is not None and any(r["attrs"] and "ts_from" in r["attrs"] for r in fast):
+        # a line without a time before any timed line: --start, 15:00:00.250001 UTC
+        assert "2025-03-04T15:00:00.250" in {r["ts"][:23] for r in fast}
+
+
+def test_anthropic_batch_fast_path_trims_and_times_as_the_python_path(tmp_path, monkeypatch):
+    import duckdb
+
+    from finops.ingest import providers
+    ok = _anthropic_variants(tmp_path)["succeeded only"]
+
+    def edit(i, rec):
+        rec = json.loads(json.dumps(rec))
+        m = rec["result"]["message"]
+        m["id"] = f"{SPACES[i % len(SPACES)]}{m['id']}{SPACES[(i + 2) % len(SPACES)]}"
+        m["model"] = f"{SPACES[(i + 1) % len(SPACES)]}{m['model']}"
+        return rec
+    f = _spaced(ok, tmp_path, "spaced.jsonl", edit)
+    opts = IngestOptions(start=OFFSET_START)
+    src = providers.anthropic_batch_fast_source(probe(f), opts)
+    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))   # no fallback
+    fast = _stored(f, opts)
+    assert fast == _stored(f, opts, monkeypatch, python_only=True, fast="anthropic_batch_fast_source")
+    assert {r["ts"] for r in fast} == {"2025-03-04T15:00:00.250"}       # pandas' ISO text keeps milliseconds
+    assert {r["request_id"] for r in fast} == {r["result"]["message"]["id"].strip(" \t\n\r") for r in read_jsonl(f)}
+
+
 def test_helicone_pages_on_lines_longer_than_the_probe_head_all_load(con, tmp_path):
     # one page per line, each page longer than the 256 KiB the probe reads: the file is JSON Lines, not one
     # JSON document (the second page was silently dropped)
