@@ -532,6 +532,34 @@ def test_openrouter_attrs_from_the_first_generations_fields_are_those_of_the_map
     assert attrs["gen-more"]["extra_field"] == {"x": None} and "origin" not in attrs["gen-less"]
 
 
+def test_openrouter_one_parse_per_line_reads_our_fields_as_the_map_path(tmp_path):
+    # the first generation's fields and ours from one json_transform of each line (a field attrs may hold read
+    # as its JSON, then as text): the same rows as the reading that extracts the record and transforms it
+    # again, for odd values of the fields we map and of tokens_* (which attrs also hold), lines wrapped in data
+    # or not, and fields of another case than ours
+    import duckdb
+
+    from finops.ingest import providers
+    first = read_jsonl(P / "openrouter_generations.jsonl")[0]["data"]
+    odd = [" 12 ", "12.0", 1.5, "x", None, "", {"n": 1}, [1], True, 2**70, "\u00e9 ", "\t7\n"]
+    lines = [json.dumps({"data": first})]
+    for i, value in enumerate(odd):
+        rec = {**first, "id": f"gen-{i}", "tokens_prompt": value, "tokens_completion": odd[-1 - i],
+               "native_tokens_prompt": odd[(i + 3) % len(odd)], "model": f"{odd[i] if isinstance(odd[i], str) else ''}m",
+               "native_tokens_cached": odd[(i + 5) % len(odd)], "latency": odd[(i + 7) % len(odd)]}
+        lines.append(json.dumps(rec if i % 2 else {"data": rec}))
+    f = tmp_path / "odd_ours.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    src = providers.openrouter_fast_source(probe(f), IngestOptions(tenant="t", model="m"))
+    assert "json_extract(line, '$.data')" not in src.sql.split("json_keys")[0]     # the record is not extracted
+    con = duckdb.connect()
+    one_parse = con.execute(src.unnumbered_sql, src.params).fetchall()
+    map_rows = con.execute(providers._openrouter_fast_sql(None, numbered=False),
+                           [str(f), "newline_delimited", "t", "m"]).fetchall()
+    assert one_parse == map_rows and len(one_parse) == len(lines)
+    assert providers._openrouter_struct(["ID", "model"]) is None and providers._openrouter_struct(["id"])
+
+
 def test_openrouter_odd_fields_store_the_rows_of_the_python_path(tmp_path, monkeypatch):
     f = _openrouter_odd_fields(tmp_path, text_values=False)
     fast = _stored(f, IngestOptions())

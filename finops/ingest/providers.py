@@ -705,12 +705,12 @@ WITH lines AS (
   SELECT __ROW__ AS _row, json AS line, json_type(json, ['$', '$.data', '$.items']) AS lt
   FROM read_json_objects(?, format = ?, compression = 'none')__ORDINALITY__
 ), recs AS (
-  SELECT _row, lt, CASE WHEN lt[2] = 'OBJECT' THEN json_extract(line, '$.data') ELSE line END AS rec
+  SELECT _row, lt, __REC__ AS rec
   FROM lines
 ), parsed AS (
-  SELECT *, json_transform(rec, '{_OPENROUTER_FIELDS_TYPE}') AS v FROM recs
+  __PARSED__
 ), fields AS (
-  SELECT _row, rec, v,
+  SELECT _row, lt, rec, v__CARRY__,
     CASE WHEN (lt[2] IS DISTINCT FROM 'OBJECT' AND lt[1] IS DISTINCT FROM 'OBJECT') OR lt[2] = 'ARRAY'
               OR lt[3] = 'ARRAY'
            THEN error('openrouter fast path: a line that is not one generation')
@@ -784,29 +784,80 @@ def _first_generation_keys(p: Probe, fmt: str) -> list[str] | None:
     return list(rec)
 
 
+# the record of a line: the line, or its ``data`` object
+_OPENROUTER_REC = "CASE WHEN lt[2] = 'OBJECT' THEN json_extract(line, '$.data') ELSE line END"
+_OPENROUTER_PARSED = f"SELECT *, json_transform(rec, '{_OPENROUTER_FIELDS_TYPE}') AS v FROM recs"
+
+
+def _openrouter_struct(keys: list[str] | None) -> list[tuple[str, str]] | None:
+    """The fields one ``json_transform`` of each record reads where its first generation's fields ``keys`` are
+    known: those fields in their order (JSON where attrs may hold them, text where openrouter_row maps them),
+    then the ones :data:`OPENROUTER_FIELDS` and ``cancelled`` add; None where a name differs from one of ours
+    only in case (a STRUCT's names are not cased)."""
+    if not keys:
+        return None
+    ours = [*OPENROUTER_FIELDS, "cancelled"]
+    lower = {k.lower(): k for k in keys}
+    if any(f.lower() in lower and lower[f.lower()] != f for f in ours):
+        return None
+    fields = [(k, "VARCHAR" if k in OPENROUTER_MAPPED else "JSON") for k in keys]
+    fields += [(f, "JSON" if f == "cancelled" else "VARCHAR") for f in ours if f not in keys]
+    return fields
+
+
 def _openrouter_fast_sql(keys: list[str] | None, numbered: bool = True) -> str:
     """:data:`OPENROUTER_FAST_SQL` for a file whose first generation has the fields ``keys`` (None: unknown).
 
-    A generation with exactly those fields, in that order (the common case: every record of an export has the
-    same fields), has its attrs written from a STRUCT of them (``json_transform`` to one JSON value per field,
-    the non-null unmapped ones joined as ``"key":value``), about five times cheaper than the MAP that any other
-    record goes through; both write each value as DuckDB's JSON writer does, so attrs are the same text.
-    The field names are bound parameters (the list of names, the STRUCT's structure); only their positions are
-    in the SQL. ``numbered=False``: ``_row`` NULL, read on every thread (:attr:`Source.unnumbered_sql`).
+    Where they are known (:func:`_openrouter_struct`), each line is parsed once for every field: one
+    ``json_transform`` of the line (inside ``data`` where it wraps the record) to a STRUCT of the generation's
+    fields and ours, each of ours a text (a field that attrs may also hold: its JSON, read as text by
+    ``json_extract_string``, the same text); the record itself is not extracted. A generation with exactly those
+    fields, in that order (the common case: every record of an export has the same fields), has its attrs
+    written from that STRUCT (the non-null unmapped values joined as ``"key":value``), about five times cheaper
+    than the MAP that any other record goes through; both write each value as DuckDB's JSON writer does, so attrs
+    are the same text. The field names are bound parameters (the STRUCT's structure, the list of names); only
+    their positions are in the SQL. ``numbered=False``: ``_row`` NULL, read on every thread
+    (:attr:`Source.unnumbered_sql`).
     """
     text = OPENROUTER_FAST_SQL.replace("__ROW__", "ordinality" if numbered else "CAST(NULL AS BIGINT)")
     text = text.replace("__ORDINALITY__", " WITH ORDINALITY" if numbered else "")
-    if not keys:
-        return text.replace("__ATTRS__", _OPENROUTER_MAP_ATTRS).replace("__PRICED__", "priced")
+    fields = _openrouter_struct(keys)
+    if not fields:
+        return (text.replace("__REC__", _OPENROUTER_REC).replace("__PARSED__", _OPENROUTER_PARSED)
+                .replace("__CARRY__", "").replace("__ATTRS__", _OPENROUTER_MAP_ATTRS).replace("__PRICED__", "priced"))
+    at = {name: i + 1 for i, (name, _) in enumerate(fields)}
+    kind = dict(fields)
+    members = []
+    for name in (*OPENROUTER_FIELDS, "cancelled"):
+        field = f"struct_extract_at(_s, {sql.literal(at[name])})"
+        if kind[name] == "JSON" and name != "cancelled":
+            field = f"json_extract_string({field}, '$')"
+        members.append(f"{sql.quote_ident(name)} := {field}")
+    v = "struct_pack(" + ", ".join(members) + ")"
+    # the record's STRUCT: the line's, or its data object's (two structures: the same fields, one inside data)
+    parsed = (f"SELECT *, {v} AS v FROM (SELECT *, CASE WHEN lt[2] = 'OBJECT' THEN json_transform(rec, ?).data "
+              "ELSE json_transform(rec, ?) END AS _s FROM recs)")
     pieces = [f"CASE WHEN struct_extract_at(_s, {i + 1}) IS NOT NULL "
               f"THEN concat(_kj[{i + 1}], ':', struct_extract_at(_s, {i + 1})) END"
               for i, k in enumerate(keys) if k not in OPENROUTER_MAPPED]
     joined = f"concat('{{', concat_ws(',', {', '.join(pieces)}), '}}')" if pieces else "'{}'"
-    attrs = f"CASE WHEN json_keys(rec) = _k THEN {joined} ELSE {_OPENROUTER_MAP_ATTRS} END"
-    priced = ("(SELECT *, json_transform(rec, CAST(? AS VARCHAR)) AS _s FROM priced, "
-              "(SELECT _k, list_transform(_k, lambda k: CAST(to_json(k) AS VARCHAR)) AS _kj "
+    map_attrs = _OPENROUTER_MAP_ATTRS.replace("json_transform(rec,", "json_transform(" + _OPENROUTER_REC.replace(
+        "line", "rec") + ",")
+    attrs = (f"CASE WHEN (CASE WHEN lt[2] = 'OBJECT' THEN json_keys(rec, '$.data') ELSE json_keys(rec) END) = _k "
+             f"THEN {joined} ELSE {map_attrs} END")
+    priced = ("(SELECT * FROM priced, (SELECT _k, list_transform(_k, lambda k: CAST(to_json(k) AS VARCHAR)) AS _kj "
               "FROM (SELECT CAST(? AS VARCHAR[]) AS _k)))")
-    return text.replace("__ATTRS__", attrs).replace("__PRICED__", priced)
+    return (text.replace("__REC__", "line").replace("__PARSED__", parsed).replace("__CARRY__", ", _s")
+            .replace("__ATTRS__", attrs).replace("__PRICED__", priced))
+
+
+def _openrouter_params(p: Probe, fmt: str, options: IngestOptions, keys: list[str] | None) -> list:
+    """The parameters of :func:`_openrouter_fast_sql`, in the order of its placeholders."""
+    fields = _openrouter_struct(keys)
+    if not fields:
+        return [str(p.path), fmt, options.tenant, options.model]
+    struct = json.dumps(dict(fields))
+    return [str(p.path), fmt, json.dumps({"data": dict(fields)}), struct, options.tenant, options.model, keys]
 
 
 def openrouter_fast_source(p: Probe, options: IngestOptions) -> Source | None:
@@ -816,9 +867,7 @@ def openrouter_fast_source(p: Probe, options: IngestOptions) -> Source | None:
     if fmt is None or options.tenant_field:
         return None
     keys = _first_generation_keys(p, fmt)
-    params = [str(p.path), fmt, options.tenant, options.model]
-    if keys:
-        params += [json.dumps({k: "JSON" for k in keys}), keys]
+    params = _openrouter_params(p, fmt, options, keys)
     return Source(_openrouter_fast_sql(keys), params, has_ids=True,
                   unnumbered_sql=_openrouter_fast_sql(keys, numbered=False))
 
