@@ -311,6 +311,71 @@ def test_openai_batch_fast_and_python_paths_store_the_same_rows(tmp_path, monkey
         assert len(fast) >= 6, name
 
 
+def _spaced(path, tmp_path, name: str, edit) -> object:
+    """The file with ``edit`` applied to each record (ids and models with white space at either end)."""
+    recs = read_jsonl(path)
+    f = tmp_path / name
+    f.write_text("".join(json.dumps(edit(i, r)) + "\n" for i, r in enumerate(recs)))
+    return f
+
+
+# --start with an offset and a fraction of a second: the fast path binds it as a TIMESTAMP (UTC, no zone), the
+# Python path writes it as text for the loader; ids and models with white space at either end, or none, or a
+# character other than ASCII: the fast path trims only those whose first or last character is at or below a space
+OFFSET_START = datetime.fromisoformat("2025-03-04T17:00:00.250001+02:00")
+SPACES = [" ", "\t", "\n", "\r", "", "\u00e9"]
+
+
+def _spaced_openai(i: int, rec: dict) -> dict:
+    rec = json.loads(json.dumps(rec))
+    ws = SPACES[i % len(SPACES)]
+    rec["id"] = f"{ws}{rec['id']}{SPACES[(i + 1) % len(SPACES)]}"
+    body = (rec.get("response") or {}).get("body")
+    if isinstance(body, dict) and body.get("model"):
+        body["model"] = f"{body['model']}{ws}"
+    return rec
+
+
+@pytest.mark.parametrize("start", [None, OFFSET_START])
+def test_openai_batch_fast_path_trims_and_times_as_the_python_path(tmp_path, monkeypatch, start):
+    import duckdb
+
+    from finops.ingest import providers
+    f = _spaced(P / "openai_batch_output.jsonl", tmp_path, "spaced.jsonl", _spaced_openai)
+    opts = IngestOptions(model="gpt-4o-mini-2024-07-18", start=start)
+    src = providers.openai_batch_fast_source(probe(f), opts)
+    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))   # no fallback
+    fast = _stored(f, opts)
+    assert fast == _stored(f, opts, monkeypatch, python_only=True)
+    ids = {r["request_id"] for r in fast}
+    assert ids == {r["id"].strip(" \t\n\r") for r in read_jsonl(f)} and any("\u00e9" in i for i in ids)
+    if start is not None and any(r["attrs"] and "ts_from" in r["attrs"] for r in fast):
+        # a line without a time before any timed line: --start, 15:00:00.250001 UTC
+        assert "2025-03-04T15:00:00.250" in {r["ts"][:23] for r in fast}
+
+
+def test_anthropic_batch_fast_path_trims_and_times_as_the_python_path(tmp_path, monkeypatch):
+    import duckdb
+
+    from finops.ingest import providers
+    ok = _anthropic_variants(tmp_path)["succeeded only"]
+
+    def edit(i, rec):
+        rec = json.loads(json.dumps(rec))
+        m = rec["result"]["message"]
+        m["id"] = f"{SPACES[i % len(SPACES)]}{m['id']}{SPACES[(i + 2) % len(SPACES)]}"
+        m["model"] = f"{SPACES[(i + 1) % len(SPACES)]}{m['model']}"
+        return rec
+    f = _spaced(ok, tmp_path, "spaced.jsonl", edit)
+    opts = IngestOptions(start=OFFSET_START)
+    src = providers.anthropic_batch_fast_source(probe(f), opts)
+    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))   # no fallback
+    fast = _stored(f, opts)
+    assert fast == _stored(f, opts, monkeypatch, python_only=True, fast="anthropic_batch_fast_source")
+    assert {r["ts"] for r in fast} == {"2025-03-04T15:00:00.250"}       # pandas' ISO text keeps milliseconds
+    assert {r["request_id"] for r in fast} == {r["result"]["message"]["id"].strip(" \t\n\r") for r in read_jsonl(f)}
+
+
 def test_helicone_pages_on_lines_longer_than_the_probe_head_all_load(con, tmp_path):
     # one page per line, each page longer than the 256 KiB the probe reads: the file is JSON Lines, not one
     # JSON document (the second page was silently dropped)
@@ -465,6 +530,34 @@ def test_openrouter_attrs_from_the_first_generations_fields_are_those_of_the_map
     assert attrs["gen-odd-0"]["router"] == 0.25
     assert "router" not in attrs["gen-odd-1"] and "app_id" not in attrs["gen-odd-0"]      # top-level nulls dropped
     assert attrs["gen-more"]["extra_field"] == {"x": None} and "origin" not in attrs["gen-less"]
+
+
+def test_openrouter_one_parse_per_line_reads_our_fields_as_the_map_path(tmp_path):
+    # the first generation's fields and ours from one json_transform of each line (a field attrs may hold read
+    # as its JSON, then as text): the same rows as the reading that extracts the record and transforms it
+    # again, for odd values of the fields we map and of tokens_* (which attrs also hold), lines wrapped in data
+    # or not, and fields of another case than ours
+    import duckdb
+
+    from finops.ingest import providers
+    first = read_jsonl(P / "openrouter_generations.jsonl")[0]["data"]
+    odd = [" 12 ", "12.0", 1.5, "x", None, "", {"n": 1}, [1], True, 2**70, "\u00e9 ", "\t7\n"]
+    lines = [json.dumps({"data": first})]
+    for i, value in enumerate(odd):
+        rec = {**first, "id": f"gen-{i}", "tokens_prompt": value, "tokens_completion": odd[-1 - i],
+               "native_tokens_prompt": odd[(i + 3) % len(odd)], "model": f"{odd[i] if isinstance(odd[i], str) else ''}m",
+               "native_tokens_cached": odd[(i + 5) % len(odd)], "latency": odd[(i + 7) % len(odd)]}
+        lines.append(json.dumps(rec if i % 2 else {"data": rec}))
+    f = tmp_path / "odd_ours.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    src = providers.openrouter_fast_source(probe(f), IngestOptions(tenant="t", model="m"))
+    assert "json_extract(line, '$.data')" not in src.sql.split("json_keys")[0]     # the record is not extracted
+    con = duckdb.connect()
+    one_parse = con.execute(src.unnumbered_sql, src.params).fetchall()
+    map_rows = con.execute(providers._openrouter_fast_sql(None, numbered=False),
+                           [str(f), "newline_delimited", "t", "m"]).fetchall()
+    assert one_parse == map_rows and len(one_parse) == len(lines)
+    assert providers._openrouter_struct(["ID", "model"]) is None and providers._openrouter_struct(["id"])
 
 
 def test_openrouter_odd_fields_store_the_rows_of_the_python_path(tmp_path, monkeypatch):
