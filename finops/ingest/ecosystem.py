@@ -421,6 +421,14 @@ def _time_check_sql(x: str) -> str:
             "THEN error('fast path: a time that is not plain ISO 8601') END")
 
 
+def _read_time_check_sql(x: str) -> str:
+    """:func:`_time_check_sql` of a time already read by ``_t`` (``_t`` of its result is itself): not trimmed and
+    compared again (inside a CASE branch, as here, the two trims and the comparison cost about 1.9 s CPU per 1M rows
+    for each time)."""
+    return (f"CASE WHEN {x} IS NOT NULL AND NOT regexp_full_match({x}, {sql.string_literal(ISO_TIME)}) "
+            "THEN error('fast path: a time that is not plain ISO 8601') END")
+
+
 def _aware_sql(x: str) -> str:
     """Whether a time's text ends with its offset (``Z`` or ``+hh:mm``)."""
     return f"regexp_matches({x}, '(Z|[+-]\\d{{2}}:\\d{{2}})$')"
@@ -1159,8 +1167,8 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
 )
 SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
     CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
-    CAST(_check_usage AS BIGINT), CAST({_time_check_sql('start_t')} AS BIGINT),
-    CAST({_time_check_sql('end_t')} AS BIGINT), CAST({_time_check_sql('first_t')} AS BIGINT), _row) END AS _row,
+    CAST(_check_usage AS BIGINT), CAST({_read_time_check_sql('start_t')} AS BIGINT),
+    CAST({_read_time_check_sql('end_t')} AS BIGINT), CAST({_read_time_check_sql('first_t')} AS BIGINT), _row) END AS _row,
   {"_skip, " if skip else ""}
   CAST(NULL AS VARCHAR) AS _hash, id AS request_id, start_t AS ts,
   CASE WHEN tenant0 IS NOT NULL AND tenant0 <> '' THEN tenant0 ELSE CAST(? AS VARCHAR) END AS tenant,
