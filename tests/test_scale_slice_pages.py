@@ -268,7 +268,8 @@ def test_the_percentiles_page_per_tenant_on_a_slice(built):
     ("views/incidents.py", "Incidents (the diagnosis and the alerts read request rows)", {}),
     ("views/cost.py", "The distribution of one request's cost", {"cost_dist": "true"}),
     ("views/routing.py", "Misrouting candidates (each request's prompt length)", {}),
-    ("views/overview.py", "Incidents on latency, errors and queues", {})])
+    ("views/overview.py", "Incidents on latency, errors and queues", {}),
+    ("views/capacity.py", "This table (each request's service time on a replica)", {})])
 def test_the_other_raw_row_sections_read_the_slice(built, page, what, params):
     """Each says where its figures come from, and its tables are the loaded store's (the spend tables around a
     section read the store again after it, as they did)."""
@@ -281,7 +282,8 @@ def test_the_other_raw_row_sections_read_the_slice(built, page, what, params):
         assert [e.label for e in on_slice.expander] == [e.label for e in on_store.expander]
         assert any(f"Slow decode on {MODEL} from 13" in e.label for e in on_slice.expander)
     mine, theirs = _frames(on_slice), _frames(on_store)
-    raw_tables = {"views/incidents.py": "why", "views/cost.py": "p99_usd", "views/routing.py": "right_size_model"}
+    raw_tables = {"views/incidents.py": "why", "views/cost.py": "p99_usd", "views/routing.py": "right_size_model",
+                  "views/capacity.py": "observed_queue_p99_ms"}
     if page in raw_tables:
         col = raw_tables[page]
         pd.testing.assert_frame_equal(next(t for t in mine if col in t), next(t for t in theirs if col in t),

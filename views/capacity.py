@@ -20,6 +20,7 @@ from views._shared import (
     fleet_wide,
     plain,
     query,
+    raw_rows_done,
     raw_rows_notice,
     rollup_only,
     source_label,
@@ -263,17 +264,18 @@ st.caption(f"Source: your inputs; $ per GPU-hour and GPUs per replica start from
 
 # ================================================================ prediction vs observed
 st.header("Fill from my logs: predicted against observed waits")
+ON_ROLLUPS = rollup_only()      # asked of the store before the section below reads a dataset slice
 if EMPTY_STORE:
     st.info("This table needs request logs: the store is empty. The calculator above still works from your inputs.",
             icon=":material/database:")
-elif raw_rows_notice("This table (each request's service time on a replica)", from_dataset=False):
+elif raw_rows_notice("This table (each request's service time on a replica)"):
     pass
-elif observed.empty:
+elif (table := query(observed_load, f) if ON_ROLLUPS else observed).empty:   # on a rollup-only store: the slice's
     st.info("No self-hosted model and no logs naming a replica in these filters: nothing to compare.",
             icon=":material/dns:")
 else:
     MS = st.column_config.NumberColumn
-    bounded_dataframe(observed, sort_by="arrival_rate_per_s", order="the highest arrival rate", what="models",
+    bounded_dataframe(table, sort_by="arrival_rate_per_s", order="the highest arrival rate", what="models",
                       file_name="observed_fleets", placeholder=MISSING, hide_index=True, column_order=(
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms",
         "implied_servers"), column_config={
@@ -295,13 +297,15 @@ else:
         "implied_servers": MS("Slots implied", format="%d",
                               help="The slot count (c) whose predicted mean wait is nearest the observed mean queue_ms."),
     })
-    for r in observed[observed["note"] != ""].itertuples(index=False):
+    for r in table[table["note"] != ""].itertuples(index=False):
         st.markdown(f"- **{r.model}**: {r.note}.")
     st.caption("Each model at its busiest hour in the filters: arrivals per second = served requests / 3,600 (cache hits excluded); "
                "service time = time on a slot of completed requests; predicted waits are Allen–Cunneen at "
                "replicas × slots with the measured variability; observed = the queue wait logged in that same hour. A large "
                "gap says the model's inputs (most often the slots per replica) do not describe this fleet. "
                + source_label())
+
+raw_rows_done()         # on a rollup-only store the sections below read the store again, not a dataset slice
 
 # ================================================================ capacity meets cost
 st.header("Capacity meets cost: the plan against the fleet you pay for")
