@@ -320,8 +320,9 @@ def store_is_empty() -> bool:
 
 
 def rollup_only() -> bool:
-    """The store holds attached rollups but no raw rows (finops.scale): raw-row sections say so."""
-    return query(store.rollup_only)
+    """The store holds attached rollups but no raw rows (finops.scale): raw-row sections say so. True too within
+    a raw-row section reading a dataset slice (only such a store has one), whose cursor does hold rows."""
+    return _on_slice.get() is not None or query(store.rollup_only)
 
 
 def raw_rows_notice(what: str, from_dataset: bool = True) -> bool:

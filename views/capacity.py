@@ -264,13 +264,12 @@ st.caption(f"Source: your inputs; $ per GPU-hour and GPUs per replica start from
 
 # ================================================================ prediction vs observed
 st.header("Fill from my logs: predicted against observed waits")
-ON_ROLLUPS = rollup_only()      # asked of the store before the section below reads a dataset slice
 if EMPTY_STORE:
     st.info("This table needs request logs: the store is empty. The calculator above still works from your inputs.",
             icon=":material/database:")
 elif raw_rows_notice("This table (each request's service time on a replica)"):
     pass
-elif (table := query(observed_load, f) if ON_ROLLUPS else observed).empty:   # on a rollup-only store: the slice's
+elif (table := query(observed_load, f) if rollup_only() else observed).empty:   # on a rollup-only store: the slice's
     st.info("No self-hosted model and no logs naming a replica in these filters: nothing to compare.",
             icon=":material/dns:")
 else:
