@@ -429,7 +429,7 @@ def test_every_page_renders_on_the_rollup_only_store(built):
         said[page.slug] = shown.count(store.RAW_ROWS_NEEDED) + shown.count(slices.SLICE_NEEDED)
         # a dataset is recorded: the sections a slice can answer say what to pick to read it (all models here)
         assert (slices.SLICE_NEEDED in shown) == (page.slug in {"overview", "cost", "routing", "incidents", "latency",
-                                                                "percentiles"}), page.file
+                                                                "percentiles", "capacity"}), page.file
     # the spend pages show figures; the sections that read raw rows say so, one sentence each
     assert said == {"overview": 1, "alerts": 0, "cost": 1, "budgets": 0, "routing": 1, "incidents": 1, "latency": 1,
                     "percentiles": 1, "capacity": 1, "cascade": 1, "readiness": 0, "data": 0}
