@@ -381,6 +381,42 @@ def test_parquet_loads_as_the_general_path_does(con, tmp_path, case):
     other.close()
 
 
+@pytest.mark.parametrize("ids", ["some_missing", "all_missing"])
+def test_parquet_ids_missing_load_as_the_general_path_does(con, tmp_path, ids):
+    """Rows of a Parquet id column that are NULL (a quarter, or all) are inserted by the first reading and
+    found by the count of stored ids (their one NULL hash would pass the distinct-hash count): the batch goes
+    the general path (content hashes), as the same rows read as CSV."""
+    rid = {"some_missing": "CASE WHEN i % 4 = 0 THEN NULL ELSE 'r' || i END",
+           "all_missing": "CAST(NULL AS VARCHAR)"}[ids]
+    rows = (f"SELECT {rid} AS request_id, TIMESTAMP '2026-11-01' + to_seconds(i * 60) AS ts, 'm' AS model, "
+            "i AS output_tokens FROM range(1, 21) t(i)")
+    pq, cs = _parquet_and_csv(tmp_path, rows, ids)
+    [a] = ingest_path(con, pq)
+    other = store.connect(":memory:")
+    [b] = ingest_path(other, cs)
+    assert _outcome(a) == _outcome(b, header_lines=1)
+    assert _outcome(a)[:4] == (20, 20, 0, 0)
+    assert _stored(con) == _stored(other)
+    assert con.execute("SELECT count(*) FROM requests WHERE request_id IS NULL").fetchall() == [(0,)]
+    assert ingest_path(con, pq)[0].rows_ingested == 0
+    other.close()
+
+
+def test_status_spellings_and_reasons(con, tmp_path):
+    """A status is trimmed and lower-cased; blank is none; anything else is rejected, its reason naming it."""
+    path = tmp_path / "status.csv"
+    path.write_text("request_id,ts,model,status\n"
+                    "a,2026-01-01 00:00:00,m, OK \nb,2026-01-01 00:00:01,m,Error\nc,2026-01-01 00:00:02,m,\n"
+                    "d,2026-01-01 00:00:03,m,   \ne,2026-01-01 00:00:04,m,TimeOut\n"
+                    "f,2026-01-01 00:00:05,m, Sideways\ng,2026-01-01 00:00:06,m,okay\n")
+    [r] = ingest_path(con, path)
+    assert [(x["row"], x["reason"]) for x in r.rejects] == [
+        (7, "status: sideways is not one of ok/error/timeout/rejected"),
+        (8, "status: okay is not one of ok/error/timeout/rejected")]
+    assert con.execute("SELECT request_id, status FROM requests ORDER BY 1").fetchall() == [
+        ("a", "ok"), ("b", "error"), ("c", None), ("d", None), ("e", "timeout")]
+
+
 def test_parquet_overlapping_the_store_adds_only_new_rows(con, tmp_path):
     first, _ = _parquet_and_csv(tmp_path, "SELECT * EXCLUDE (i) FROM (" + ROWS.format(n=21).replace(
         "CASE WHEN i = 7 THEN NULL WHEN i = 9 THEN 'r3' ELSE 'r' || i END", "'r' || i").replace(
