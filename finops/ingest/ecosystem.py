@@ -1580,29 +1580,31 @@ def _sniff_llmperf(p: Probe) -> float:
 
 
 # the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
-# writes for it, attrs as its JSON text (the run's fields, then the record's own)
-# the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
-# writes for it, attrs as its JSON text (the run's fields, then the record's own). The record's text is read
-# again (read_json_objects) beside the values and times computed from it, by position; a record naming one of
-# the run's fields anywhere stops the reading (its attrs would hold the key twice): the loader then reads
-# the file through read_llmperf.
+# writes for it. The record's text is read again (read_json_objects) beside the values and times computed from
+# it, by position. ts is the TIMESTAMP itself (the text _bench_source writes parses back to it). attrs (the run's
+# fields, then the record's own) is one json() of the run's fields and the record's text as written: the same
+# minified text as the record's json() joined to them, typed JSON, so the loader takes it without parsing it
+# again. A record naming one of the run's fields anywhere stops the reading (its attrs would hold the key
+# twice): the loader then reads the file through read_llmperf. That test is one regular expression over the
+# record as written: without a backslash its strings are the ones json() writes, with one (an escape json()
+# may write otherwise) over its json() too.
+LLMPERF_RUN_FIELDS_RE = '"(?:run_id|provider|mean_itl_ms|offset_s)"'
 LLMPERF_FAST_SQL = r"""
 WITH r AS (
-  SELECT v.*, CAST(json(o.json) AS VARCHAR) AS rec, t.offset_s, CAST(? AS TIMESTAMP) + to_microseconds(t.us) AS at
+  SELECT v.*, CAST(o.json AS VARCHAR) AS raw, t.offset_s, CAST(? AS TIMESTAMP) + to_microseconds(t.us) AS at
   FROM read_json_objects(?, format = 'array', compression = 'auto') o
   POSITIONAL JOIN read_parquet(?) v POSITIONAL JOIN read_parquet(?) t)
-SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
-  CASE WHEN epoch_us(r.at) % 1000000 = 0 THEN strftime(r.at, '%Y-%m-%d %H:%M:%S')
-       ELSE strftime(r.at, '%Y-%m-%d %H:%M:%S.%f') END AS ts, ? AS tenant,
+SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id, r.at AS ts, ? AS tenant,
   ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
   r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
-  CASE WHEN contains(r.rec, '"run_id"') OR contains(r.rec, '"provider"') OR contains(r.rec, '"mean_itl_ms"')
-            OR contains(r.rec, '"offset_s"') THEN error('llmperf fast path: a record names a field of the run')
-  ELSE '{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
+  CASE WHEN regexp_matches(r.raw, '{fields}')
+            OR (contains(r.raw, '\') AND regexp_matches(CAST(json(r.raw) AS VARCHAR), '{fields}'))
+       THEN error('llmperf fast path: a record names a field of the run')
+  ELSE json('{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
     || ',"mean_itl_ms":' || coalesce(CAST(to_json(r.mean_itl_ms) AS VARCHAR), 'null')
     || ',"offset_s":' || CAST(to_json(r.offset_s) AS VARCHAR)
-    || CASE WHEN r.rec = '{}' THEN '}' ELSE ',' || r.rec[2:] END END AS attrs
-FROM r"""
+    || CASE WHEN contains(r.raw, '"') THEN ',' || r.raw[2:] ELSE '}' END) END AS attrs
+FROM r""".replace("{fields}", LLMPERF_RUN_FIELDS_RE)
 
 
 def _read_llmperf(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
