@@ -315,6 +315,26 @@ def test_llmperf_records_the_sql_reading_leaves_to_python(monkeypatch, tmp_path,
     assert used_python and fast == slow
 
 
+# a run field's name as the record writes it: (the text put into record 2, whether Python reads the file)
+LLMPERF_RUN_FIELD_TEXT = {
+    "a key written with an escape": ('"run\\u005fid": "mine", ', True),
+    "a key after white space": ('\n  "offset_s" : 1, ', True),
+    "the name quoted inside a value": ('"note": "the \\"run_id\\" and a \\\\ backslash", ', False),
+    "the name as a value": ('"note": "provider", ', True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LLMPERF_RUN_FIELD_TEXT))
+def test_llmperf_run_fields_found_however_the_record_writes_them(monkeypatch, tmp_path, name):
+    text, python = LLMPERF_RUN_FIELD_TEXT[name]
+    records = [json.dumps(r) for r in _llmperf_records()]
+    records[2] = "{" + text + records[2][1:]
+    path = tmp_path / "run.json"
+    path.write_text("[" + ",\n".join(records) + "]")
+    fast, slow, used_python = _llmperf(monkeypatch, path, IngestOptions(start=datetime(2025, 3, 4), model="m"))
+    assert used_python == python and fast == slow
+
+
 @pytest.mark.parametrize("doc", [[], [1, 2], {"results_ttft_s_mean": 1.0, "num_concurrent_requests": 1}])
 def test_llmperf_files_that_are_no_records_get_the_python_readings_message(monkeypatch, tmp_path, doc):
     path = tmp_path / "run.json"
