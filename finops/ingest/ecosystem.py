@@ -488,17 +488,87 @@ def json_records_format(p: Probe) -> str | None:
     return None
 
 
-def _litellm_json_rows_sql(numbered: bool) -> str:
-    """GET /spend/logs rows (a JSON array, or one per line), each parsed once for :data:`LITELLM_JSON_TEXT_FIELDS`
-    (one json_extract of their paths, as text columns; ``_v`` the values, ``model_logged`` last) and for its keys
-    (a key twice, or two keys of one hash, calls error(): json.loads keeps the last value, json_extract the
-    first); ``_row`` its position, or NULL (``numbered=False``: read on every thread, numbered once staged)."""
-    paths = sql.string_list([f'$."{x}"' for x in (*LITELLM_JSON_TEXT_FIELDS, "model_logged")])
-    texts = ", ".join(f"{_js(f'_v[{sql.literal(i + 1)}]')} AS {quote_ident(x)}"
-                      for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS))
+#: the JSON objects of a spend-log row the rules read inside, each with the paths read there (``mv``, ``rv``, ``qv``)
+LITELLM_OBJECT_PATHS = {
+    "metadata": ("usage_object", "additional_usage_values", "error_information", "status", "service_tier"),
+    "response": ("usage", "service_tier"),
+    "proxy_server_request": ("body.service_tier",),
+}
+
+
+#: a field name a JSON path and the attrs text may hold as it is (no quote, backslash, slash or control character)
+_PLAIN_FIELD = re.compile(r"[\x20-\x7e]+")
+
+
+def first_json_record(p: Probe, fmt: str):
+    """The file's first record as the probe's head holds it (``fmt``: :func:`json_records_format`'s), or None where
+    the head does not hold it whole."""
+    if fmt == "newline_delimited":
+        return p.first_record
+    text = p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[1:]
+    try:
+        return json.JSONDecoder().raw_decode(text.lstrip(" \t\r\n"))[0] if text.strip() else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _litellm_known_fields(p: Probe, fmt: str) -> list[str] | None:
+    """The fields of the file's first spend-log row, in their order, where attrs can be written from their JSON
+    (every name plain, :data:`_PLAIN_FIELD`, and none ``model_logged``); else None."""
+    rec = first_json_record(p, fmt)
+    if not isinstance(rec, dict) or "model_logged" in rec or not all(
+            _PLAIN_FIELD.fullmatch(k) and not set(k) & set('"\\/') for k in rec):
+        return None
+    return list(rec)
+
+
+def _litellm_extra_fields(known: list[str] | None) -> list[str]:
+    """The fields attrs holds (``known`` less the mapped ones) that :data:`LITELLM_JSON_TEXT_FIELDS` does not read."""
+    return [k for k in known or [] if k not in LITELLM_MAPPED and k not in LITELLM_JSON_TEXT_FIELDS]
+
+
+def _litellm_known_attrs_sql(known: list[str]) -> str:
+    """attrs of a row whose fields are ``known``, in that order (the row's keys compared): each unmapped field's
+    JSON as the row's json_extract wrote it (its value as json_merge_patch writes it), ``model_logged`` last
+    (``__LOGGED__``)."""
+    extra = _litellm_extra_fields(known)
+    at = {x: i + 1 for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS)}
+    base = len(LITELLM_JSON_TEXT_FIELDS) + 1 + sum(len(x) for x in LITELLM_OBJECT_PATHS.values())
+    at.update({x: base + i + 1 for i, x in enumerate(extra)})
+    pieces = "".join(f"{sql.string_literal(json.dumps(k) + ':')}, _v[{sql.literal(at[k])}], ',', "
+                     for k in known if k not in LITELLM_MAPPED)
+    return f"concat('{{', {pieces}'\"model_logged\":', __LOGGED__, '}}')"
+
+
+def _litellm_json_rows_sql(numbered: bool, known: list[str] | None = None) -> str:
+    """GET /spend/logs rows (a JSON array, or one per line), each parsed once (one json_extract of their paths;
+    ``_v`` the values, ``model_logged`` after :data:`LITELLM_JSON_TEXT_FIELDS`) for the fields the rules read as
+    text (text columns), for the values the rules read inside its JSON objects (``mv``, ``rv``, ``qv``:
+    :data:`LITELLM_OBJECT_PATHS`, read from the row where the field is an object; a string holding JSON text is
+    parsed as the CSV's cell is, :func:`_object_fields_sql`) and for its keys (a key twice, or two keys of one
+    hash, calls error(): json.loads keeps the last value, json_extract the first). A row is an object where its
+    text opens with ``{`` (the JSON reader hands over a value's own text, spaces before it dropped); a field's
+    JSON as json_extract writes it opens with its first character (``{`` an object, ``"`` a string). ``known``
+    (:func:`_litellm_known_fields`): the other fields that path reads too, after those (their JSON, for attrs).
+    ``_row`` its position, or NULL (``numbered=False``: read on every thread, numbered once staged)."""
+    nested = [(f, x) for f, xs in LITELLM_OBJECT_PATHS.items() for x in xs]
+    paths = sql.string_list([f'$."{x}"' for x in (*LITELLM_JSON_TEXT_FIELDS, "model_logged")]
+                            + ['$."' + f + '".' + ".".join(f'"{k}"' for k in x.split(".")) for f, x in nested]
+                            + [f'$."{x}"' for x in _litellm_extra_fields(known)])
+    at = {x: i + 1 for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS)}
+    texts = ", ".join(f"{_js(f'_v[{sql.literal(at[x])}]')} AS {quote_ident(x)}"
+                      for x in LITELLM_JSON_TEXT_FIELDS if x not in LITELLM_OBJECT_PATHS)
+    objects = []
+    for name, short in (("metadata", "mv"), ("response", "rv"), ("proxy_server_request", "qv")):
+        value = f"_v[{sql.literal(at[name])}]"
+        inside = ", ".join(f"_v[{sql.literal(len(LITELLM_JSON_TEXT_FIELDS) + 2 + nested.index((name, x)))}]"
+                           for x in LITELLM_OBJECT_PATHS[name])
+        objects.append(f"CASE ascii({value}) WHEN 123 THEN [{inside}] WHEN 34 THEN "
+                       + _object_fields_sql(_js(value), sql.string_list([f"$.{x}" for x in LITELLM_OBJECT_PATHS[name]]))
+                       + f" END AS {short}")
     row, ordinality = ("ordinality", " WITH ORDINALITY") if numbered else ("CAST(NULL AS BIGINT)", "")
-    return (f"SELECT {row} AS _row, json, _v, {texts} FROM (SELECT *, CASE WHEN json_type(json) IS DISTINCT FROM "
-            "'OBJECT' THEN error('litellm fast path: a row that is not an object') "
+    return (f"SELECT {row} AS _row, json, _k, _v, {texts}, {', '.join(objects)} FROM (SELECT *, CASE WHEN ascii(json) "
+            "IS DISTINCT FROM 123 THEN error('litellm fast path: a row that is not an object') "
             "WHEN list_unique(list_transform(_k, lambda x: hash(x))) <> len(_k) "
             "THEN error('litellm fast path: a key twice') ELSE _v0 END AS _v "
             f"FROM (SELECT *, json_keys(json) AS _k, json_extract(json, [{paths}]) AS _v0 "
@@ -554,8 +624,10 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         fmt = json_records_format(p)
         if fmt is None:
             return None
-        cols = list(LITELLM_JSON_TEXT_FIELDS)
-        numbered, unnumbered = _litellm_json_rows_sql(True), _litellm_json_rows_sql(False)
+        cols = [x for x in LITELLM_JSON_TEXT_FIELDS if x not in LITELLM_OBJECT_PATHS]
+        first_fields = _litellm_known_fields(p, fmt)
+        numbered = _litellm_json_rows_sql(True, first_fields)
+        unnumbered = _litellm_json_rows_sql(False, first_fields)
         params = [str(p.path), fmt]
         # attrs: every other field, JSON text in a string parsed (as _jsonish does), model_logged last. A row
         # with no string that may be JSON text: the row less its mapped fields by a merge patch of nulls (one
@@ -570,19 +642,28 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
                   f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
                   f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
         at_logged = sql.literal(len(LITELLM_JSON_TEXT_FIELDS) + 1)
-        attrs_from = (f"(SELECT *, CASE WHEN _v[{at_logged}] IS NULL AND NOT regexp_matches(json, "
-                      f"{sql.string_literal(JSONISH_STRING)}) THEN CAST(json_merge_patch(json, CAST(? AS JSON)) "
-                      "AS VARCHAR) END AS _rest FROM priced)")
-        attrs = (f"CASE WHEN _rest IS NOT NULL THEN concat(left(_rest, length(_rest) - 1), "
+        # a row with the first row's fields in its order (the common case) has its attrs joined from the JSON its
+        # json_extract wrote, the row not parsed again (_known)
+        plain = f"_v[{at_logged}] IS NULL AND NOT regexp_matches(json, {sql.string_literal(JSONISH_STRING)})"
+        known_sql = "_k = CAST(? AS VARCHAR[])" if first_fields else "false"
+        attrs_from = (f"(SELECT *, CASE WHEN _known THEN NULL WHEN {plain} THEN CAST(json_merge_patch(json, "
+                      f"CAST(? AS JSON)) AS VARCHAR) END AS _rest FROM (SELECT *, {plain} AND {known_sql} AS _known "
+                      "FROM priced))")
+        attrs = (f"CASE WHEN _known THEN {_litellm_known_attrs_sql(first_fields).replace('__LOGGED__', logged) if first_fields else 'NULL'}"
+                 f" WHEN _rest IS NOT NULL THEN concat(left(_rest, length(_rest) - 1), "
                  f"CASE WHEN _rest = '{{}}' THEN '' ELSE ',' END, '\"model_logged\":', {logged}, '}}') "
                  f"ELSE {as_map} END")
-        attrs_params = [json.dumps({k: None for k in sorted(LITELLM_MAPPED)})]
+        attrs_params = [json.dumps({k: None for k in sorted(LITELLM_MAPPED)}), *([first_fields] if first_fields else [])]
         extra, first_row = "CAST(NULL AS VARCHAR)", 1
         one_line = "CAST(NULL AS BIGINT)"
 
     def c(name: str) -> str:
         return quote_ident(name) if name in cols else "CAST(NULL AS VARCHAR)"
 
+    # the values read inside the JSON objects (the JSON reading has them already)
+    parsed = "SELECT * FROM src" if p.kind != "csv" else "SELECT *, " + ", ".join(
+        _object_fields_sql(c(name), sql.string_list([f"$.{x}" for x in LITELLM_OBJECT_PATHS[name]])) + f" AS {short}"
+        for name, short in (("metadata", "mv"), ("response", "rv"), ("proxy_server_request", "qv"))) + " FROM src"
     known = sql.string_list(sorted(LITELLM_PROVIDERS))
     u = {name: f"uv[{i + 1}]" for i, name in enumerate(LITELLM_USAGE_PATHS)}
     usage_paths = sql.string_list([f"$.{x}" for x in LITELLM_USAGE_PATHS])
@@ -593,14 +674,7 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
 
     select = f"""
 WITH src AS (__ROWS__),
-parsed AS (
-  SELECT *,
-    {_object_fields_sql(c('metadata'), "'$.usage_object', '$.additional_usage_values', '$.error_information', "
-                                       "'$.status', '$.service_tier'")} AS mv,
-    {_object_fields_sql(c('response'), "'$.usage', '$.service_tier'")} AS rv,
-    {_object_fields_sql(c('proxy_server_request'), "'$.body.service_tier'")} AS qv
-  FROM src
-), used AS (
+parsed AS ({parsed}), used AS (
   SELECT *,
     CASE WHEN json_type(mv[1]) = 'OBJECT' THEN mv[1]
          WHEN json_type(mv[2]) = 'OBJECT' AND mv[2] <> CAST('{{}}' AS JSON) THEN mv[2]
