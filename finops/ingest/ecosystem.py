@@ -512,14 +512,19 @@ def first_json_record(p: Probe, fmt: str):
         return None
 
 
-def _litellm_known_fields(p: Probe, fmt: str) -> list[str] | None:
-    """The fields of the file's first spend-log row, in their order, where attrs can be written from their JSON
-    (every name plain, :data:`_PLAIN_FIELD`, and none ``model_logged``); else None."""
-    rec = first_json_record(p, fmt)
-    if not isinstance(rec, dict) or "model_logged" in rec or not all(
-            _PLAIN_FIELD.fullmatch(k) and not set(k) & set('"\\/') for k in rec):
+def plain_fields(rec) -> list[str] | None:
+    """A record's field names, in their order, where each is plain (:data:`_PLAIN_FIELD`): a JSON path and the
+    text of attrs hold it as it is (attrs can be joined from the record's values); else None."""
+    if not isinstance(rec, dict) or not all(_PLAIN_FIELD.fullmatch(k) and not set(k) & set('"\\/') for k in rec):
         return None
     return list(rec)
+
+
+def _litellm_known_fields(p: Probe, fmt: str) -> list[str] | None:
+    """The fields of the file's first spend-log row, in their order, where attrs can be written from their JSON
+    (:func:`plain_fields`, none ``model_logged``); else None."""
+    rec = first_json_record(p, fmt)
+    return None if isinstance(rec, dict) and "model_logged" in rec else plain_fields(rec)
 
 
 def _litellm_extra_fields(known: list[str] | None) -> list[str]:
@@ -1113,24 +1118,38 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         # Python: json.loads keeps the last value, json_extract the first), not turned into a map of every
         # field's JSON
         read = sorted({n for names in LANGFUSE_FIELDS.values() for n in names} | {"usage", "metadata"})
-        at = {n: i + 1 for i, n in enumerate(read)}
-        paths = sql.string_list([f'$."{n}"' for n in [*read, "data", "items"]])
+        first = p.first_record if isinstance(p.first_record, dict) else {}
+        paged = any(isinstance(first.get(k), list) for k in ("data", "items"))
+        # the first observation's fields where they are plain (none where the first line is a page): a record
+        # with those fields in that order (the common case) has its attrs joined from the JSON its json_extract
+        # wrote (``_known``), and no key twice (their names are a dict's)
+        known = None if paged else plain_fields(first_json_record(p, fmt))
+        attrs_fields = [n for n in known or [] if n not in LANGFUSE_MAPPED]
+        at = {n: i + 1 for i, n in enumerate([*read, "data", "items", *[n for n in attrs_fields if n not in read]])}
+        paths = sql.string_list([f'$."{n}"' for n in at])
+        known_sql = "k = CAST(? AS VARCHAR[])" if known else "false"
 
         def records_sql(rec_sql: str, observation_sql: str) -> str:
-            """``_row, v, rec`` over rows of ``_row`` and ``rec_sql`` (a record's JSON): error() for a record
-            that is not ``observation_sql`` (over ``v``) or has a key twice."""
-            return (f"SELECT _row, CASE WHEN json_type(rec) IS DISTINCT FROM 'OBJECT' OR NOT ({observation_sql}) "
-                    "THEN error('langfuse fast path: a record that is not an observation') "
+            """``_row, v, rec, _known`` over rows of ``_row`` and ``rec_sql`` (a record's JSON): error() for a
+            record that is not ``observation_sql`` (over ``v``) or has a key twice. A record is an object where its
+            text opens with ``{`` (the JSON reader and json_extract hand over a value's own text)."""
+            return (f"SELECT _row, CASE WHEN ascii(rec) IS DISTINCT FROM 123 OR NOT ({observation_sql}) "
+                    "THEN error('langfuse fast path: a record that is not an observation') WHEN _known THEN v "
                     "WHEN list_unique(list_transform(k, lambda x: hash(x))) <> len(k) "
                     "THEN error('langfuse fast path: a key twice') "
-                    f"ELSE v END AS v, rec FROM (SELECT *, json_keys(rec) AS k, json_extract(rec, [{paths}]) AS v "
-                    f"FROM ({rec_sql}))")
+                    f"ELSE v END AS v, rec, _known FROM (SELECT *, coalesce({known_sql}, false) AS _known FROM ("
+                    f"SELECT *, json_keys(rec) AS k, json_extract(rec, [{paths}]) AS v FROM ({rec_sql})))")
         records = records_sql(f"SELECT ordinality AS _row, unnest({unpage}) AS rec "
                               "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY", "true")
-        params = [str(p.path), fmt]
-        # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
-        # fields in their order), not the fields filtered and turned back into JSON
-        attrs_sql, attrs_json, carried = "json_merge_patch(rec, CAST(? AS JSON))", "attrs", "v, rec, "
+        params = [*([known] if known else []), str(p.path), fmt]
+        # attrs: the record less its mapped fields, joined from their JSON (``_known``), else by a merge patch of
+        # nulls (one pass over its text, its other fields in their order), not the fields filtered and turned
+        # back into JSON
+        joined = ("concat('{', " + ", ',', ".join(f"{sql.string_literal(json.dumps(n) + ':')}, v[{sql.literal(at[n])}]"
+                                                  for n in attrs_fields) + ", '}')") if attrs_fields else "'{}'"
+        attrs_sql = (f"CASE WHEN _known THEN {joined} "
+                     "ELSE CAST(json_merge_patch(rec, CAST(? AS JSON)) AS VARCHAR) END")
+        attrs_json, carried = "CAST(attrs AS JSON)", "v, rec, _known, "
         attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
 
         def raw_sql(name: str) -> str:
@@ -1147,8 +1166,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         def has_sql(name: str) -> str:
             return f"v[{sql.literal(at[name])}] IS NOT NULL"
         type_null, type_text = f"{raw_sql('type')} IS NULL", _js(raw_sql("type"))
-        first = p.first_record if isinstance(p.first_record, dict) else {}
-        if not any(isinstance(first.get(k), list) for k in ("data", "items")):
+        if not paged:
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
             # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
             data, items = sql.literal(len(read) + 1), sql.literal(len(read) + 2)
@@ -1163,18 +1181,18 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         return "coalesce(" + ", ".join(
             f"CASE WHEN {raw_sql(n)} IS NOT NULL AND {raw_sql(n)} <> CAST('\"\"' AS JSON) THEN {raw_sql(n)} END"
             for n in LANGFUSE_FIELDS[what]) + ")"
-    nv = _json_num_sql("e.value")
-
     def total_sql(cond: str) -> str:
-        picked = f"list_filter(ue, lambda e: {cond} AND e.n IS NOT NULL)"
-        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: e.n))) "
-                "AS BIGINT) END")
+        """The sum of the numbers of the entries ``cond`` picks, as a whole number; NULL where none is a number
+        (list_sum skips NULLs and gives NULL for none: one pass over the entries)."""
+        return f"CAST(trunc(list_sum(list_transform(ue, lambda e: CASE WHEN {cond} THEN e.n END))) AS BIGINT)"
 
     def numbered_sql(entries_sql: str) -> str:
-        """A map's entries (key, JSON value) with ``n``, the value's number (``_num``), read once."""
-        return f"list_transform({entries_sql}, lambda e: {{'key': e.key, 'value': e.value, 'n': {nv}}})"
-    usage_entries_sql = numbered_sql("map_entries(json_transform(usage, '\"MAP(VARCHAR, JSON)\"'))")
-    cost_entries_sql = numbered_sql("map_entries(json_transform(cost_obj, '\"MAP(VARCHAR, JSON)\"'))")
+        """A map's entries (key, value as text: a string unquoted, NULL for JSON null, anything else its JSON, as
+        json_extract_string reads it) with ``n``, the value's number (``_num``), read once."""
+        return (f"list_transform({entries_sql}, lambda e: {{'key': e.key, 'value': e.value, "
+                f"'n': {_text_num_sql('e.value')}}})")
+    usage_entries_sql = numbered_sql("map_entries(json_transform(usage, '\"MAP(VARCHAR, VARCHAR)\"'))")
+    cost_entries_sql = numbered_sql("map_entries(json_transform(cost_obj, '\"MAP(VARCHAR, VARCHAR)\"'))")
 
     write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
     paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
@@ -1223,11 +1241,11 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
     {total_sql(write + " AND NOT suffix(e.key, '1h')")} AS write_n, {total_sql(write + " AND suffix(e.key, '1h')")} AS write_1h_n,
     {total_sql("contains(e.key, 'reasoning')")} AS reasoning_n,
     CASE WHEN ce IS NOT NULL AND ({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL THEN {_json_num_sql("cost_obj -> 'total'")}
-         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0
-           THEN list_sum(list_transform(list_filter(ce, lambda e: e.n IS NOT NULL), lambda e: e.n))
+         WHEN ce IS NOT NULL AND list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL
+           THEN list_sum(list_transform(ce, lambda e: e.n))
          ELSE {_text_num_sql("total_cost")} END AS cost_d,
     ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
-                        OR len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0) AS from_details
+                        OR list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL) AS from_details
   FROM usage_entries
 ), priced AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
