@@ -269,7 +269,7 @@ if EMPTY_STORE:
             icon=":material/database:")
 elif raw_rows_notice("This table (each request's service time on a replica)"):
     pass
-elif (table := query(observed_load, f) if rollup_only() else observed).empty:   # on a rollup-only store: the slice's
+elif (table := query(observed_load, f)).empty:   # the store's (cached, as above), or on a rollup-only store the slice's
     st.info("No self-hosted model and no logs naming a replica in these filters: nothing to compare.",
             icon=":material/dns:")
 else:
