@@ -508,3 +508,38 @@ def test_the_fast_path_reads_pages_once_and_keeps_any_key_in_attrs(tmp_path, mon
     assert all({k: a[k] for k in odd_keys} == odd_keys for a in attrs)
     monkeypatch.undo()
     assert _fast_stored(path, IngestOptions()) == _fast_stored(path, IngestOptions(), monkeypatch, python_only=True)
+
+
+def test_langfuse_attrs_joined_from_the_first_observations_fields_are_the_merge_patchs_text(tmp_path, monkeypatch):
+    """attrs of an observation with the first one's fields in their order are joined from the values read once:
+    the same text as the merge patch of any other observation writes (reordered, a field missing, one more, odd
+    values), and the same rows as the Python path."""
+    from finops.ingest import ecosystem
+    obs = [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]
+    gen = next(o for o in obs if o.get("type") == "GENERATION")
+    mixed = [{**gen, "id": f"m-{n}"} for n in range(4)]
+    mixed[1] = dict(reversed(list(mixed[1].items())))
+    mixed[2] = {k: v for k, v in mixed[2].items() if k != "name"}
+    mixed[3] = {**mixed[3], "extra": {"a": [1, 2.50, None, -0.0, 1e300, "é"]}}
+    odd_values = {**gen, "id": "m-4", "name": None, "version": 12345678901234567890, "input": 1.5e-7,
+                  "output": True, "metadata": {"ls_provider": "openai", "x": "é\u2028"}}
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(json.dumps(o) for o in [*mixed, odd_values, *obs, *_odd(obs)]) + "\n")
+    variants = {"mixed": path, **{n: p for n, (p, fast) in _langfuse_variants(tmp_path).items()
+                                  if fast and "ui_csv" not in n}}
+
+    def attrs_texts(p) -> list[str]:
+        c = store.connect(":memory:")
+        try:
+            ingest_path(c, p)
+            return [a for (a,) in c.execute("SELECT attrs FROM requests ORDER BY request_id").fetchall()]
+        finally:
+            c.close()
+    assert ecosystem.plain_fields(gen) == list(gen)
+    for name, p in variants.items():
+        joined = attrs_texts(p)
+        with monkeypatch.context() as m:
+            m.setattr(ecosystem, "plain_fields", lambda rec: None)
+            assert attrs_texts(p) == joined, name
+        with monkeypatch.context() as m:
+            assert _fast_stored(p, IngestOptions()) == _fast_stored(p, IngestOptions(), m, python_only=True), name

@@ -413,3 +413,43 @@ def test_litellm_json_rows_with_json_text_a_model_logged_field_or_a_key_twice_st
         fast = _stored(path, IngestOptions())
         assert fast == _stored(path, IngestOptions(), monkeypatch, python_only=True), name
         assert len(fast) >= 5, name
+
+
+def test_litellm_json_rows_with_the_first_rows_fields_or_others_store_what_python_stores(tmp_path, monkeypatch):
+    """attrs of a GET /spend/logs row with the first row's fields in their order are joined from the values read
+    once; a row with other fields (reordered, one missing, one more, odd values), or a file whose first row has a
+    name no JSON path can hold as it is, goes through the merge patch: each stores what the Python path stores, in
+    one reading."""
+    from finops.ingest import ecosystem
+    rows = [r for r in json.loads((LITELLM / "spend_logs.json").read_text()) if r["request_id"] not in (None, "None")]
+    rows = [{**r, "request_id": f"k-{n}"} for n, r in enumerate(rows * 3)]
+    odd = [dict(reversed(list(rows[1].items()))), {k: v for k, v in rows[2].items() if k != "api_base"},
+           {**rows[3], "extra": {"a": [1, 2.50, None, -0.0, 1e300, "é"]}},
+           {**rows[4], "api_base": None, "user": 12345678901234567890, "cache_key": 1.5e-7, "session_id": True}]
+    variants = {"mixed": [rows[0], *odd, *rows[5:]], "odd first name": [{**rows[0], 'say "hi"': 1}, *rows[1:]]}
+    for name, body in variants.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.json"
+        path.write_text(json.dumps(body))
+        p = probe(path)
+        known = ecosystem._litellm_known_fields(p, ecosystem.json_records_format(p))
+        assert (known == list(body[0])) if name == "mixed" else known is None, name
+        taken = _readings(monkeypatch)
+        fast = _stored(path, IngestOptions())
+        assert taken == [True], name
+        monkeypatch.undo()
+        assert fast == _stored(path, IngestOptions(), monkeypatch, python_only=True), name
+        assert len(fast) == len(body) + 1, name
+        # the same attrs text as the merge patch writes (the joined reading off)
+        monkeypatch.setattr(ecosystem, "_litellm_known_fields", lambda p, fmt: None)
+        patched = _attrs_texts(path)
+        monkeypatch.undo()
+        assert _attrs_texts(path) == patched, name
+
+
+def _attrs_texts(path) -> list[str]:
+    c = store.connect(":memory:")
+    try:
+        ingest_path(c, path)
+        return [a for (a,) in c.execute("SELECT attrs FROM requests ORDER BY request_id").fetchall()]
+    finally:
+        c.close()

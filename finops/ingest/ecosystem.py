@@ -495,17 +495,92 @@ def json_records_format(p: Probe) -> str | None:
     return None
 
 
-def _litellm_json_rows_sql(numbered: bool) -> str:
-    """GET /spend/logs rows (a JSON array, or one per line), each parsed once for :data:`LITELLM_JSON_TEXT_FIELDS`
-    (one json_extract of their paths, as text columns; ``_v`` the values, ``model_logged`` last) and for its keys
-    (a key twice, or two keys of one hash, calls error(): json.loads keeps the last value, json_extract the
-    first); ``_row`` its position, or NULL (``numbered=False``: read on every thread, numbered once staged)."""
-    paths = sql.string_list([f'$."{x}"' for x in (*LITELLM_JSON_TEXT_FIELDS, "model_logged")])
-    texts = ", ".join(f"{_js(f'_v[{sql.literal(i + 1)}]')} AS {quote_ident(x)}"
-                      for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS))
+#: the JSON objects of a spend-log row the rules read inside, each with the paths read there (``mv``, ``rv``, ``qv``)
+LITELLM_OBJECT_PATHS = {
+    "metadata": ("usage_object", "additional_usage_values", "error_information", "status", "service_tier"),
+    "response": ("usage", "service_tier"),
+    "proxy_server_request": ("body.service_tier",),
+}
+
+
+#: a field name a JSON path and the attrs text may hold as it is (no quote, backslash, slash or control character)
+_PLAIN_FIELD = re.compile(r"[\x20-\x7e]+")
+
+
+def first_json_record(p: Probe, fmt: str):
+    """The file's first record as the probe's head holds it (``fmt``: :func:`json_records_format`'s), or None where
+    the head does not hold it whole."""
+    if fmt == "newline_delimited":
+        return p.first_record
+    text = p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[1:]
+    try:
+        return json.JSONDecoder().raw_decode(text.lstrip(" \t\r\n"))[0] if text.strip() else None
+    except json.JSONDecodeError:
+        return None
+
+
+def plain_fields(rec) -> list[str] | None:
+    """A record's field names, in their order, where each is plain (:data:`_PLAIN_FIELD`): a JSON path and the
+    text of attrs hold it as it is (attrs can be joined from the record's values); else None."""
+    if not isinstance(rec, dict) or not all(_PLAIN_FIELD.fullmatch(k) and not set(k) & set('"\\/') for k in rec):
+        return None
+    return list(rec)
+
+
+def _litellm_known_fields(p: Probe, fmt: str) -> list[str] | None:
+    """The fields of the file's first spend-log row, in their order, where attrs can be written from their JSON
+    (:func:`plain_fields`, none ``model_logged``); else None."""
+    rec = first_json_record(p, fmt)
+    return None if isinstance(rec, dict) and "model_logged" in rec else plain_fields(rec)
+
+
+def _litellm_extra_fields(known: list[str] | None) -> list[str]:
+    """The fields attrs holds (``known`` less the mapped ones) that :data:`LITELLM_JSON_TEXT_FIELDS` does not read."""
+    return [k for k in known or [] if k not in LITELLM_MAPPED and k not in LITELLM_JSON_TEXT_FIELDS]
+
+
+def _litellm_known_attrs_sql(known: list[str]) -> str:
+    """attrs of a row whose fields are ``known``, in that order (the row's keys compared): each unmapped field's
+    JSON as the row's json_extract wrote it (its value as json_merge_patch writes it), ``model_logged`` last
+    (``__LOGGED__``)."""
+    extra = _litellm_extra_fields(known)
+    at = {x: i + 1 for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS)}
+    base = len(LITELLM_JSON_TEXT_FIELDS) + 1 + sum(len(x) for x in LITELLM_OBJECT_PATHS.values())
+    at.update({x: base + i + 1 for i, x in enumerate(extra)})
+    pieces = "".join(f"{sql.string_literal(json.dumps(k) + ':')}, _v[{sql.literal(at[k])}], ',', "
+                     for k in known if k not in LITELLM_MAPPED)
+    return f"concat('{{', {pieces}'\"model_logged\":', __LOGGED__, '}}')"
+
+
+def _litellm_json_rows_sql(numbered: bool, known: list[str] | None = None) -> str:
+    """GET /spend/logs rows (a JSON array, or one per line), each parsed once (one json_extract of their paths;
+    ``_v`` the values, ``model_logged`` after :data:`LITELLM_JSON_TEXT_FIELDS`) for the fields the rules read as
+    text (text columns), for the values the rules read inside its JSON objects (``mv``, ``rv``, ``qv``:
+    :data:`LITELLM_OBJECT_PATHS`, read from the row where the field is an object; a string holding JSON text is
+    parsed as the CSV's cell is, :func:`_object_fields_sql`) and for its keys (a key twice, or two keys of one
+    hash, calls error(): json.loads keeps the last value, json_extract the first). A row is an object where its
+    text opens with ``{`` (the JSON reader hands over a value's own text, spaces before it dropped); a field's
+    JSON as json_extract writes it opens with its first character (``{`` an object, ``"`` a string). ``known``
+    (:func:`_litellm_known_fields`): the other fields that path reads too, after those (their JSON, for attrs).
+    ``_row`` its position, or NULL (``numbered=False``: read on every thread, numbered once staged)."""
+    nested = [(f, x) for f, xs in LITELLM_OBJECT_PATHS.items() for x in xs]
+    paths = sql.string_list([f'$."{x}"' for x in (*LITELLM_JSON_TEXT_FIELDS, "model_logged")]
+                            + ['$."' + f + '".' + ".".join(f'"{k}"' for k in x.split(".")) for f, x in nested]
+                            + [f'$."{x}"' for x in _litellm_extra_fields(known)])
+    at = {x: i + 1 for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS)}
+    texts = ", ".join(f"{_js(f'_v[{sql.literal(at[x])}]')} AS {quote_ident(x)}"
+                      for x in LITELLM_JSON_TEXT_FIELDS if x not in LITELLM_OBJECT_PATHS)
+    objects = []
+    for name, short in (("metadata", "mv"), ("response", "rv"), ("proxy_server_request", "qv")):
+        value = f"_v[{sql.literal(at[name])}]"
+        inside = ", ".join(f"_v[{sql.literal(len(LITELLM_JSON_TEXT_FIELDS) + 2 + nested.index((name, x)))}]"
+                           for x in LITELLM_OBJECT_PATHS[name])
+        objects.append(f"CASE ascii({value}) WHEN 123 THEN [{inside}] WHEN 34 THEN "
+                       + _object_fields_sql(_js(value), sql.string_list([f"$.{x}" for x in LITELLM_OBJECT_PATHS[name]]))
+                       + f" END AS {short}")
     row, ordinality = ("ordinality", " WITH ORDINALITY") if numbered else ("CAST(NULL AS BIGINT)", "")
-    return (f"SELECT {row} AS _row, json, _v, {texts} FROM (SELECT *, CASE WHEN json_type(json) IS DISTINCT FROM "
-            "'OBJECT' THEN error('litellm fast path: a row that is not an object') "
+    return (f"SELECT {row} AS _row, json, _k, _v, {texts}, {', '.join(objects)} FROM (SELECT *, CASE WHEN ascii(json) "
+            "IS DISTINCT FROM 123 THEN error('litellm fast path: a row that is not an object') "
             "WHEN list_unique(list_transform(_k, lambda x: hash(x))) <> len(_k) "
             "THEN error('litellm fast path: a key twice') ELSE _v0 END AS _v "
             f"FROM (SELECT *, json_keys(json) AS _k, json_extract(json, [{paths}]) AS _v0 "
@@ -561,8 +636,10 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
         fmt = json_records_format(p)
         if fmt is None:
             return None
-        cols = list(LITELLM_JSON_TEXT_FIELDS)
-        numbered, unnumbered = _litellm_json_rows_sql(True), _litellm_json_rows_sql(False)
+        cols = [x for x in LITELLM_JSON_TEXT_FIELDS if x not in LITELLM_OBJECT_PATHS]
+        first_fields = _litellm_known_fields(p, fmt)
+        numbered = _litellm_json_rows_sql(True, first_fields)
+        unnumbered = _litellm_json_rows_sql(False, first_fields)
         params = [str(p.path), fmt]
         # attrs: every other field, JSON text in a string parsed (as _jsonish does), model_logged last. A row
         # with no string that may be JSON text: the row less its mapped fields by a merge patch of nulls (one
@@ -577,19 +654,28 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
                   f"IN ({mapped})), lambda e: {{'key': e.key, 'value': {jsonish}}}), "
                   f"[{{'key': 'model_logged', 'value': to_json({_t(quote_ident('model'))})}}]))) AS VARCHAR)")
         at_logged = sql.literal(len(LITELLM_JSON_TEXT_FIELDS) + 1)
-        attrs_from = (f"(SELECT *, CASE WHEN _v[{at_logged}] IS NULL AND NOT regexp_matches(json, "
-                      f"{sql.string_literal(JSONISH_STRING)}) THEN CAST(json_merge_patch(json, CAST(? AS JSON)) "
-                      "AS VARCHAR) END AS _rest FROM priced)")
-        attrs = (f"CASE WHEN _rest IS NOT NULL THEN concat(left(_rest, length(_rest) - 1), "
+        # a row with the first row's fields in its order (the common case) has its attrs joined from the JSON its
+        # json_extract wrote, the row not parsed again (_known)
+        plain = f"_v[{at_logged}] IS NULL AND NOT regexp_matches(json, {sql.string_literal(JSONISH_STRING)})"
+        known_sql = "_k = CAST(? AS VARCHAR[])" if first_fields else "false"
+        attrs_from = (f"(SELECT *, CASE WHEN _known THEN NULL WHEN {plain} THEN CAST(json_merge_patch(json, "
+                      f"CAST(? AS JSON)) AS VARCHAR) END AS _rest FROM (SELECT *, {plain} AND {known_sql} AS _known "
+                      "FROM priced))")
+        attrs = (f"CASE WHEN _known THEN {_litellm_known_attrs_sql(first_fields).replace('__LOGGED__', logged) if first_fields else 'NULL'}"
+                 f" WHEN _rest IS NOT NULL THEN concat(left(_rest, length(_rest) - 1), "
                  f"CASE WHEN _rest = '{{}}' THEN '' ELSE ',' END, '\"model_logged\":', {logged}, '}}') "
                  f"ELSE {as_map} END")
-        attrs_params = [json.dumps({k: None for k in sorted(LITELLM_MAPPED)})]
+        attrs_params = [json.dumps({k: None for k in sorted(LITELLM_MAPPED)}), *([first_fields] if first_fields else [])]
         extra, first_row = "CAST(NULL AS VARCHAR)", 1
         one_line = "CAST(NULL AS BIGINT)"
 
     def c(name: str) -> str:
         return quote_ident(name) if name in cols else "CAST(NULL AS VARCHAR)"
 
+    # the values read inside the JSON objects (the JSON reading has them already)
+    parsed = "SELECT * FROM src" if p.kind != "csv" else "SELECT *, " + ", ".join(
+        _object_fields_sql(c(name), sql.string_list([f"$.{x}" for x in LITELLM_OBJECT_PATHS[name]])) + f" AS {short}"
+        for name, short in (("metadata", "mv"), ("response", "rv"), ("proxy_server_request", "qv"))) + " FROM src"
     known = sql.string_list(sorted(LITELLM_PROVIDERS))
     u = {name: f"uv[{i + 1}]" for i, name in enumerate(LITELLM_USAGE_PATHS)}
     usage_paths = sql.string_list([f"$.{x}" for x in LITELLM_USAGE_PATHS])
@@ -600,14 +686,7 @@ def litellm_fast_source(con, p: Probe, options: IngestOptions) -> Source | None:
 
     select = f"""
 WITH src AS (__ROWS__),
-parsed AS (
-  SELECT *,
-    {_object_fields_sql(c('metadata'), "'$.usage_object', '$.additional_usage_values', '$.error_information', "
-                                       "'$.status', '$.service_tier'")} AS mv,
-    {_object_fields_sql(c('response'), "'$.usage', '$.service_tier'")} AS rv,
-    {_object_fields_sql(c('proxy_server_request'), "'$.body.service_tier'")} AS qv
-  FROM src
-), used AS (
+parsed AS ({parsed}), used AS (
   SELECT *,
     CASE WHEN json_type(mv[1]) = 'OBJECT' THEN mv[1]
          WHEN json_type(mv[2]) = 'OBJECT' AND mv[2] <> CAST('{{}}' AS JSON) THEN mv[2]
@@ -935,16 +1014,18 @@ def _js(x: str) -> str:
 
 
 def _json_obj(x: str) -> str:
-    """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL."""
-    return (f"CASE WHEN json_type({x}) = 'OBJECT' THEN {x} WHEN json_type({x}) = 'VARCHAR' AND json_valid({_js(x)}) "
-            f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
+    """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL. The value's type by its
+    first character (``{`` an object, ``"`` a string: every JSON value here is json_extract's, to_json's or a
+    trimmed cell's text, none opens with a space), not by parsing it."""
+    return (f"CASE ascii({x}) WHEN 123 THEN {x} WHEN 34 THEN CASE WHEN json_valid({_js(x)}) "
+            f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END END")
 
 
 def _langfuse_csv_cell_sql(x: str) -> str:
     """A cell of the UI's CSV export as the Python path reads it (``cell`` then ``_unquote``), as JSON: NULL for
     an empty cell, a JSON object or array as its value, a JSON-quoted text (a date) as that text, else the text."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS JSON) "
-            f"WHEN {_opens_json_sql(x)} THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), to_json({x})) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce(TRY_CAST({_trim_sql(x)} AS JSON), to_json({x})) "
             f"WHEN {_json_quoted_sql(x)} THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
             f"ELSE to_json({x}) END")
 
@@ -953,7 +1034,7 @@ def _langfuse_csv_text_sql(x: str) -> str:
     """``_js`` of :func:`_langfuse_csv_cell_sql` without building the JSON of a plain cell: NULL for an empty
     cell, the text of a JSON object or array as its JSON, a JSON-quoted text as that text, else the cell."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS VARCHAR) "
-            f"WHEN {_opens_json_sql(x)} THEN coalesce({_js(f'TRY_CAST(trim({x}, {_WS}) AS JSON)')}, {x}) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce({_js(f'TRY_CAST({_trim_sql(x)} AS JSON)')}, {x}) "
             f"WHEN {_json_quoted_sql(x)} THEN coalesce({_js(f'TRY_CAST({x} AS JSON)')}, {x}) "
             f"ELSE {x} END")
 
@@ -1046,24 +1127,38 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         # Python: json.loads keeps the last value, json_extract the first), not turned into a map of every
         # field's JSON
         read = sorted({n for names in LANGFUSE_FIELDS.values() for n in names} | {"usage", "metadata"})
-        at = {n: i + 1 for i, n in enumerate(read)}
-        paths = sql.string_list([f'$."{n}"' for n in [*read, "data", "items"]])
+        first = p.first_record if isinstance(p.first_record, dict) else {}
+        paged = any(isinstance(first.get(k), list) for k in ("data", "items"))
+        # the first observation's fields where they are plain (none where the first line is a page): a record
+        # with those fields in that order (the common case) has its attrs joined from the JSON its json_extract
+        # wrote (``_known``), and no key twice (their names are a dict's)
+        known = None if paged else plain_fields(first_json_record(p, fmt))
+        attrs_fields = [n for n in known or [] if n not in LANGFUSE_MAPPED]
+        at = {n: i + 1 for i, n in enumerate([*read, "data", "items", *[n for n in attrs_fields if n not in read]])}
+        paths = sql.string_list([f'$."{n}"' for n in at])
+        known_sql = "k = CAST(? AS VARCHAR[])" if known else "false"
 
         def records_sql(rec_sql: str, observation_sql: str) -> str:
-            """``_row, v, rec`` over rows of ``_row`` and ``rec_sql`` (a record's JSON): error() for a record
-            that is not ``observation_sql`` (over ``v``) or has a key twice."""
-            return (f"SELECT _row, CASE WHEN json_type(rec) IS DISTINCT FROM 'OBJECT' OR NOT ({observation_sql}) "
-                    "THEN error('langfuse fast path: a record that is not an observation') "
+            """``_row, v, rec, _known`` over rows of ``_row`` and ``rec_sql`` (a record's JSON): error() for a
+            record that is not ``observation_sql`` (over ``v``) or has a key twice. A record is an object where its
+            text opens with ``{`` (the JSON reader and json_extract hand over a value's own text)."""
+            return (f"SELECT _row, CASE WHEN ascii(rec) IS DISTINCT FROM 123 OR NOT ({observation_sql}) "
+                    "THEN error('langfuse fast path: a record that is not an observation') WHEN _known THEN v "
                     "WHEN list_unique(list_transform(k, lambda x: hash(x))) <> len(k) "
                     "THEN error('langfuse fast path: a key twice') "
-                    f"ELSE v END AS v, rec FROM (SELECT *, json_keys(rec) AS k, json_extract(rec, [{paths}]) AS v "
-                    f"FROM ({rec_sql}))")
+                    f"ELSE v END AS v, rec, _known FROM (SELECT *, coalesce({known_sql}, false) AS _known FROM ("
+                    f"SELECT *, json_keys(rec) AS k, json_extract(rec, [{paths}]) AS v FROM ({rec_sql})))")
         records = records_sql(f"SELECT ordinality AS _row, unnest({unpage}) AS rec "
                               "FROM read_json_objects(?, format = ?, compression = 'none') WITH ORDINALITY", "true")
-        params = [str(p.path), fmt]
-        # attrs: the record less its mapped fields by a merge patch of nulls (one pass over its text, its other
-        # fields in their order), not the fields filtered and turned back into JSON
-        attrs_sql, attrs_json, carried = "json_merge_patch(rec, CAST(? AS JSON))", "attrs", "v, rec, "
+        params = [*([known] if known else []), str(p.path), fmt]
+        # attrs: the record less its mapped fields, joined from their JSON (``_known``), else by a merge patch of
+        # nulls (one pass over its text, its other fields in their order), not the fields filtered and turned
+        # back into JSON
+        joined = ("concat('{', " + ", ',', ".join(f"{sql.string_literal(json.dumps(n) + ':')}, v[{sql.literal(at[n])}]"
+                                                  for n in attrs_fields) + ", '}')") if attrs_fields else "'{}'"
+        attrs_sql = (f"CASE WHEN _known THEN {joined} "
+                     "ELSE CAST(json_merge_patch(rec, CAST(? AS JSON)) AS VARCHAR) END")
+        attrs_json, carried = "CAST(attrs AS JSON)", "v, rec, _known, "
         attrs_params = [json.dumps({k: None for k in sorted(LANGFUSE_MAPPED)})]
 
         def raw_sql(name: str) -> str:
@@ -1080,8 +1175,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         def has_sql(name: str) -> str:
             return f"v[{sql.literal(at[name])}] IS NOT NULL"
         type_null, type_text = f"{raw_sql('type')} IS NULL", _js(raw_sql("type"))
-        first = p.first_record if isinstance(p.first_record, dict) else {}
-        if not any(isinstance(first.get(k), list) for k in ("data", "items")):
+        if not paged:
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
             # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
             data, items = sql.literal(len(read) + 1), sql.literal(len(read) + 2)
@@ -1096,26 +1190,29 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         return "coalesce(" + ", ".join(
             f"CASE WHEN {raw_sql(n)} IS NOT NULL AND {raw_sql(n)} <> CAST('\"\"' AS JSON) THEN {raw_sql(n)} END"
             for n in LANGFUSE_FIELDS[what]) + ")"
-    nv = _json_num_sql("e.value")
-
     def total_sql(cond: str) -> str:
-        picked = f"list_filter(ue, lambda e: {cond} AND e.n IS NOT NULL)"
-        return (f"CASE WHEN len({picked}) > 0 THEN CAST(trunc(list_sum(list_transform({picked}, lambda e: e.n))) "
-                "AS BIGINT) END")
+        """The sum of the numbers of the entries ``cond`` picks, as a whole number; NULL where none is a number
+        (list_sum skips NULLs and gives NULL for none: one pass over the entries)."""
+        return f"CAST(trunc(list_sum(list_transform(ue, lambda e: CASE WHEN {cond} THEN e.n END))) AS BIGINT)"
 
     def numbered_sql(entries_sql: str) -> str:
-        """A map's entries (key, JSON value) with ``n``, the value's number (``_num``), read once."""
-        return f"list_transform({entries_sql}, lambda e: {{'key': e.key, 'value': e.value, 'n': {nv}}})"
-    usage_entries_sql = numbered_sql("map_entries(json_transform(usage, '\"MAP(VARCHAR, JSON)\"'))")
-    cost_entries_sql = numbered_sql("map_entries(json_transform(cost_obj, '\"MAP(VARCHAR, JSON)\"'))")
+        """A map's entries (key, value as text: a string unquoted, NULL for JSON null, anything else its JSON, as
+        json_extract_string reads it) with ``n``, the value's number (``_num``), read once."""
+        return (f"list_transform({entries_sql}, lambda e: {{'key': e.key, 'value': e.value, "
+                f"'n': {_text_num_sql('e.value')}}})")
+    usage_entries_sql = numbered_sql("map_entries(json_transform(usage, '\"MAP(VARCHAR, VARCHAR)\"'))")
+    cost_entries_sql = numbered_sql("map_entries(json_transform(cost_obj, '\"MAP(VARCHAR, VARCHAR)\"'))")
 
     write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
     paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
+    meta_paths = ", ".join([*paths, sql.string_literal('$."attributes"')])     # the provider's keys, attributes
 
-    def provider_sql(expr: str) -> str:
+    def provider_sql(values: str) -> str:
+        """The first of :data:`LANGFUSE_PROVIDER_KEYS` that is a text other than ``""``, over ``values``: their
+        JSON (one json_extract of an object; a string's JSON opens with a quote)."""
         return "CASE " + " ".join(
-            f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
-            f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
+            f"WHEN ascii({values}[{i}]) = 34 AND {values}[{i}] <> CAST('\"\"' AS JSON) THEN {_js(f'{values}[{i}]')}"
+            for i in range(1, len(paths) + 1)) + " END"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
     model_call_sql = (f"upper(CASE WHEN {type_null} OR {type_text} IN ('', '0', 'false') THEN 'GENERATION' "
                       f"ELSE {type_text} END) IN ({calls})")
@@ -1143,7 +1240,7 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
     {_json_obj(raw_sql('metadata'))} AS meta
   FROM calls
 ), usage_entries AS (
-  SELECT *, {usage_entries_sql} AS ue,
+  SELECT *, {usage_entries_sql} AS ue, json_extract(meta, [{meta_paths}]) AS mp,
     CASE WHEN json_type(cost_obj) = 'OBJECT' AND cost_obj <> CAST('{{}}' AS JSON)
          THEN {cost_entries_sql} END AS ce
   FROM fields
@@ -1156,15 +1253,16 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
     {total_sql(write + " AND NOT suffix(e.key, '1h')")} AS write_n, {total_sql(write + " AND suffix(e.key, '1h')")} AS write_1h_n,
     {total_sql("contains(e.key, 'reasoning')")} AS reasoning_n,
     CASE WHEN ce IS NOT NULL AND ({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL THEN {_json_num_sql("cost_obj -> 'total'")}
-         WHEN ce IS NOT NULL AND len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0
-           THEN list_sum(list_transform(list_filter(ce, lambda e: e.n IS NOT NULL), lambda e: e.n))
+         WHEN ce IS NOT NULL AND list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL
+           THEN list_sum(list_transform(ce, lambda e: e.n))
          ELSE {_text_num_sql("total_cost")} END AS cost_d,
     ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
-                        OR len(list_filter(ce, lambda e: e.n IS NOT NULL)) > 0) AS from_details
+                        OR list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL) AS from_details,
+    json_extract({_json_obj(f"mp[{len(paths) + 1}]")}, [{', '.join(paths)}]) AS ma
   FROM usage_entries
 ), priced AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
-    coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
+    coalesce({provider_sql("mp")}, {provider_sql("ma")}) AS provider
   FROM tokens
 ), clock AS (
   SELECT *, {_t('t_start')} AS start_t, {_t('t_end')} AS end_t, {_t('t_first')} AS first_t FROM priced

@@ -42,6 +42,7 @@ from finops.ingest.ecosystem import (
     _text,
     _trim_sql,
     _utc,
+    first_json_record,
     head_keys,
     iter_records,
     unpriced_zero,
@@ -754,14 +755,7 @@ def _fast_records(p: Probe) -> str | None:
 def _first_generation_keys(p: Probe, fmt: str) -> list[str] | None:
     """The field names of the file's first generation (inside ``data`` where the line wraps it), in their order,
     from the probe's head; None where the head does not hold the whole record, or a name is empty or two differ only in case."""
-    if fmt == "newline_delimited":
-        rec = p.first_record
-    else:
-        text = p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[1:]
-        try:
-            rec = json.JSONDecoder().raw_decode(text.lstrip(" \t\r\n"))[0] if text.strip() else None
-        except json.JSONDecodeError:
-            return None
+    rec = first_json_record(p, fmt)
     if isinstance(rec, dict) and isinstance(rec.get("data"), dict):
         rec = rec["data"]
     if not isinstance(rec, dict) or not rec or "" in rec or len({k.lower() for k in rec}) < len(rec):
