@@ -1007,16 +1007,18 @@ def _js(x: str) -> str:
 
 
 def _json_obj(x: str) -> str:
-    """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL."""
-    return (f"CASE WHEN json_type({x}) = 'OBJECT' THEN {x} WHEN json_type({x}) = 'VARCHAR' AND json_valid({_js(x)}) "
-            f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END")
+    """``_obj`` of a JSON value in SQL: an object, or JSON text holding one; else NULL. The value's type by its
+    first character (``{`` an object, ``"`` a string: every JSON value here is json_extract's, to_json's or a
+    trimmed cell's text, none opens with a space), not by parsing it."""
+    return (f"CASE ascii({x}) WHEN 123 THEN {x} WHEN 34 THEN CASE WHEN json_valid({_js(x)}) "
+            f"AND json_type({_js(x)}) = 'OBJECT' THEN CAST({_js(x)} AS JSON) END END")
 
 
 def _langfuse_csv_cell_sql(x: str) -> str:
     """A cell of the UI's CSV export as the Python path reads it (``cell`` then ``_unquote``), as JSON: NULL for
     an empty cell, a JSON object or array as its value, a JSON-quoted text (a date) as that text, else the text."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS JSON) "
-            f"WHEN {_opens_json_sql(x)} THEN coalesce(TRY_CAST(trim({x}, {_WS}) AS JSON), to_json({x})) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce(TRY_CAST({_trim_sql(x)} AS JSON), to_json({x})) "
             f"WHEN {_json_quoted_sql(x)} THEN coalesce(TRY_CAST({x} AS JSON), to_json({x})) "
             f"ELSE to_json({x}) END")
 
@@ -1025,7 +1027,7 @@ def _langfuse_csv_text_sql(x: str) -> str:
     """``_js`` of :func:`_langfuse_csv_cell_sql` without building the JSON of a plain cell: NULL for an empty
     cell, the text of a JSON object or array as its JSON, a JSON-quoted text as that text, else the cell."""
     return (f"CASE WHEN {x} IS NULL OR {x} = '' THEN CAST(NULL AS VARCHAR) "
-            f"WHEN {_opens_json_sql(x)} THEN coalesce({_js(f'TRY_CAST(trim({x}, {_WS}) AS JSON)')}, {x}) "
+            f"WHEN {_opens_json_sql(x)} THEN coalesce({_js(f'TRY_CAST({_trim_sql(x)} AS JSON)')}, {x}) "
             f"WHEN {_json_quoted_sql(x)} THEN coalesce({_js(f'TRY_CAST({x} AS JSON)')}, {x}) "
             f"ELSE {x} END")
 
@@ -1196,11 +1198,17 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
 
     write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
     paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
+    meta_paths = ", ".join([*paths, sql.string_literal('$."attributes"')])     # the provider's keys, attributes
+    attributes_sql = f"mp[{sql.literal(len(paths) + 1)}]"
 
-    def provider_sql(expr: str) -> str:
+    def provider_sql(values_sql: str) -> str:
+        """The first of :data:`LANGFUSE_PROVIDER_KEYS` that is a text other than ``""``, over ``values_sql``: their
+        JSON (one json_extract of an object; a string's JSON opens with a quote)."""
+        def at_sql(i: int) -> str:
+            return f"{values_sql}[{sql.literal(i)}]"
         return "CASE " + " ".join(
-            f"WHEN json_type({expr}, {k}) = 'VARCHAR' AND json_extract_string({expr}, {k}) <> '' "
-            f"THEN json_extract_string({expr}, {k})" for k in paths) + " END"
+            f"WHEN ascii({at_sql(i)}) = 34 AND {at_sql(i)} <> CAST('\"\"' AS JSON) THEN {_js(at_sql(i))}"
+            for i in range(1, len(paths) + 1)) + " END"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
     model_call_sql = (f"upper(CASE WHEN {type_null} OR {type_text} IN ('', '0', 'false') THEN 'GENERATION' "
                       f"ELSE {type_text} END) IN ({calls})")
@@ -1228,7 +1236,7 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
     {_json_obj(raw_sql('metadata'))} AS meta
   FROM calls
 ), usage_entries AS (
-  SELECT *, {usage_entries_sql} AS ue,
+  SELECT *, {usage_entries_sql} AS ue, json_extract(meta, [{meta_paths}]) AS mp,
     CASE WHEN json_type(cost_obj) = 'OBJECT' AND cost_obj <> CAST('{{}}' AS JSON)
          THEN {cost_entries_sql} END AS ce
   FROM fields
@@ -1245,11 +1253,12 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
            THEN list_sum(list_transform(ce, lambda e: e.n))
          ELSE {_text_num_sql("total_cost")} END AS cost_d,
     ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
-                        OR list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL) AS from_details
+                        OR list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL) AS from_details,
+    json_extract({_json_obj(attributes_sql)}, [{', '.join(paths)}]) AS ma
   FROM usage_entries
 ), priced AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
-    coalesce({provider_sql("meta")}, {provider_sql(_json_obj("meta -> 'attributes'"))}) AS provider
+    coalesce({provider_sql("mp")}, {provider_sql("ma")}) AS provider
   FROM tokens
 ), clock AS (
   SELECT *, {_t('t_start')} AS start_t, {_t('t_end')} AS end_t, {_t('t_first')} AS first_t FROM priced
