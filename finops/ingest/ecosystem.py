@@ -363,16 +363,9 @@ ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2
 
 
 def _trim_sql(x: str) -> str:
-    """``trim(x, ' \\t\\n\\r')``, the text as it is where neither its first nor its last character is one of those
-    (nor any other at or below a space): a look at two characters' codes, several times cheaper than the trim
-    (1M ids: 0.13 s against 0.57 s CPU; trim copies every text it is given), which only the other values go through.
-
-    >>> import duckdb
-    >>> duckdb.connect().execute(f"SELECT {_trim_sql('x')} FROM (VALUES ('a b'), (' a'), (chr(9) || 'é' || chr(10)), "
-    ...                          "(''), (NULL)) t(x)").fetchall()
-    [('a b',), ('a',), ('é',), ('',), (None,)]
-    """
-    return f"CASE WHEN ascii({x}) > 32 AND ascii({x}[-1]) > 32 THEN {x} ELSE trim({x}, {_WS}) END"
+    """``trim(x, spaces, tabs, line breaks)``, the trim only run on a text whose first or last character may be
+    one of them (a code of 32 or less; trim copies every text it is given, the test does not)."""
+    return f"CASE WHEN ascii({x}) <= 32 OR right({x}, 1) <= ' ' THEN trim({x}, {_WS}) ELSE {x} END"
 
 
 def _t(x: str) -> str:
@@ -1206,12 +1199,15 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
     write = "contains(e.key, 'input') AND (contains(e.key, 'cache_creation') OR contains(e.key, 'cache_write'))"
     paths = [sql.string_literal(f'$."{k}"') for k in LANGFUSE_PROVIDER_KEYS]
     meta_paths = ", ".join([*paths, sql.string_literal('$."attributes"')])     # the provider's keys, attributes
+    attributes_sql = f"mp[{sql.literal(len(paths) + 1)}]"
 
-    def provider_sql(values: str) -> str:
-        """The first of :data:`LANGFUSE_PROVIDER_KEYS` that is a text other than ``""``, over ``values``: their
+    def provider_sql(values_sql: str) -> str:
+        """The first of :data:`LANGFUSE_PROVIDER_KEYS` that is a text other than ``""``, over ``values_sql``: their
         JSON (one json_extract of an object; a string's JSON opens with a quote)."""
+        def at_sql(i: int) -> str:
+            return f"{values_sql}[{sql.literal(i)}]"
         return "CASE " + " ".join(
-            f"WHEN ascii({values}[{i}]) = 34 AND {values}[{i}] <> CAST('\"\"' AS JSON) THEN {_js(f'{values}[{i}]')}"
+            f"WHEN ascii({at_sql(i)}) = 34 AND {at_sql(i)} <> CAST('\"\"' AS JSON) THEN {_js(at_sql(i))}"
             for i in range(1, len(paths) + 1)) + " END"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
     model_call_sql = (f"upper(CASE WHEN {type_null} OR {type_text} IN ('', '0', 'false') THEN 'GENERATION' "
@@ -1258,7 +1254,7 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
          ELSE {_text_num_sql("total_cost")} END AS cost_d,
     ce IS NOT NULL AND (({_json_num_sql("cost_obj -> 'total'")}) IS NOT NULL
                         OR list_sum(list_transform(ce, lambda e: e.n)) IS NOT NULL) AS from_details,
-    json_extract({_json_obj(f"mp[{len(paths) + 1}]")}, [{', '.join(paths)}]) AS ma
+    json_extract({_json_obj(attributes_sql)}, [{', '.join(paths)}]) AS ma
   FROM usage_entries
 ), priced AS (
   SELECT *, cost_d = 0 AND (coalesce(input_n, 0) + coalesce(output_n, 0) <> 0 OR NOT from_details) AS unpriced,
@@ -1685,31 +1681,29 @@ def _sniff_llmperf(p: Probe) -> float:
 
 
 # the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
-# writes for it. The record's text is read again (read_json_objects) beside the values and times computed from
-# it, by position. ts is the TIMESTAMP itself (the text _bench_source writes parses back to it). attrs (the run's
-# fields, then the record's own) is one json() of the run's fields and the record's text as written: the same
-# minified text as the record's json() joined to them, typed JSON, so the loader takes it without parsing it
-# again. A record naming one of the run's fields anywhere stops the reading (its attrs would hold the key
-# twice): the loader then reads the file through read_llmperf. That test is one regular expression over the
-# record as written: without a backslash its strings are the ones json() writes, with one (an escape json()
-# may write otherwise) over its json() too.
-LLMPERF_RUN_FIELDS_RE = '"(?:run_id|provider|mean_itl_ms|offset_s)"'
+# writes for it, attrs as its JSON text (the run's fields, then the record's own)
+# the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
+# writes for it, attrs as its JSON text (the run's fields, then the record's own). The record's text is read
+# again (read_json_objects) beside the values and times computed from it, by position; a record naming one of
+# the run's fields anywhere stops the reading (its attrs would hold the key twice): the loader then reads
+# the file through read_llmperf.
 LLMPERF_FAST_SQL = r"""
 WITH r AS (
-  SELECT v.*, CAST(o.json AS VARCHAR) AS raw, t.offset_s, CAST(? AS TIMESTAMP) + to_microseconds(t.us) AS at
+  SELECT v.*, CAST(json(o.json) AS VARCHAR) AS rec, t.offset_s, CAST(? AS TIMESTAMP) + to_microseconds(t.us) AS at
   FROM read_json_objects(?, format = 'array', compression = 'auto') o
   POSITIONAL JOIN read_parquet(?) v POSITIONAL JOIN read_parquet(?) t)
-SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id, r.at AS ts, ? AS tenant,
+SELECT r.i + 1 AS _row, CAST(NULL AS VARCHAR) AS _hash, ? || ':' || r.i AS request_id,
+  CASE WHEN epoch_us(r.at) % 1000000 = 0 THEN strftime(r.at, '%Y-%m-%d %H:%M:%S')
+       ELSE strftime(r.at, '%Y-%m-%d %H:%M:%S.%f') END AS ts, ? AS tenant,
   ? AS model, ? AS provider, r.input_tokens, r.output_tokens, CAST(NULL AS DOUBLE) AS queue_ms, r.ttft_ms,
   r.total_ms, CASE WHEN r.ok THEN 'ok' ELSE 'error' END AS status, r.error AS error_type,
-  CASE WHEN regexp_matches(r.raw, '{fields}')
-            OR (contains(r.raw, '\') AND regexp_matches(CAST(json(r.raw) AS VARCHAR), '{fields}'))
-       THEN error('llmperf fast path: a record names a field of the run')
-  ELSE json('{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
+  CASE WHEN contains(r.rec, '"run_id"') OR contains(r.rec, '"provider"') OR contains(r.rec, '"mean_itl_ms"')
+            OR contains(r.rec, '"offset_s"') THEN error('llmperf fast path: a record names a field of the run')
+  ELSE '{"run_id":' || to_json(CAST(? AS VARCHAR)) || ',"provider":' || coalesce(CAST(to_json(CAST(? AS VARCHAR)) AS VARCHAR), 'null')
     || ',"mean_itl_ms":' || coalesce(CAST(to_json(r.mean_itl_ms) AS VARCHAR), 'null')
     || ',"offset_s":' || CAST(to_json(r.offset_s) AS VARCHAR)
-    || CASE WHEN contains(r.raw, '"') THEN ',' || r.raw[2:] ELSE '}' END) END AS attrs
-FROM r""".replace("{fields}", LLMPERF_RUN_FIELDS_RE)
+    || CASE WHEN r.rec = '{}' THEN '}' ELSE ',' || r.rec[2:] END END AS attrs
+FROM r"""
 
 
 def _read_llmperf(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -1817,17 +1811,14 @@ def _sniff_mooncake(p: Probe) -> float:
 # holds it: k = the position of the first block first held by this request, less one, else all its blocks;
 # each block's first holder and position, packed as row * 2^32 + position, where a row past 2^31 overflows
 # BIGINT and stops this reading, then the least such position per row: no join of every block with its
-# first holder). Each line's values, checks, content hash and attrs' rest are computed once, in c, kept
-# (MATERIALIZED) for both the aggregates and the rows: c inlined in both would parse every line twice. A record
+# first holder). A record
 # this reading would not read as the Python one stops it with an error (the loader then reads the file in
 # Python): a line that is no JSON object, a time that is no integer, a length of another type (or past 2^53,
 # where float() rounds), block hashes that are not integers, a field named like one of attrs' own. A line is
 # trimmed only where it starts or ends with white space (trim with a set of characters costs as much as the
-# JSON parse). The line is not cast to JSON first: json_extract parses it as the cast would (the same lines
-# refused). ts is the TIMESTAMP itself (the text the Python reading writes parses back to it). A line that
-# parsed as JSON is an object when it starts with '{', a value json_extract wrote is an array when it starts
-# with '[' (no json_type); the rest of a record of the four fields in this order, hash_ids an array, is its
-# hashes' text (c's check makes it the array's minified JSON, as json_merge_patch writes it), without a merge.
+# JSON parse); one strftime per time. A line that parsed as JSON is an object when it starts with '{' (no
+# json_type); the rest of a record of the four fields in this order, hash_ids an array, is its hashes' text
+# (r's check makes it the array's minified JSON, as json_merge_patch writes it), without a merge.
 MOONCAKE_FAST_SQL = r"""
 WITH l AS (
   SELECT ordinality AS _row, line
@@ -1835,48 +1826,50 @@ WITH l AS (
                 auto_detect = false, strict_mode = false, compression = 'auto') WITH ORDINALITY
   WHERE line <> '' AND (ascii(line) NOT IN (32, 9) OR trim(line, ' ' || chr(9)) <> '')),
 v AS (
-  SELECT _row, line, s, CASE WHEN starts_with(s, '{') THEN 'OBJECT' ELSE 'OTHER' END AS jt,
-    json_extract(s, ['$.timestamp', '$.input_length', '$.output_length', '$.hash_ids']) AS v
-  FROM (SELECT _row, line, CASE WHEN ascii(line) IN (32, 9) OR suffix(line, ' ') OR suffix(line, chr(9))
-                                THEN trim(line, ' ' || chr(9)) ELSE line END AS s FROM l)),
+  SELECT _row, line, s, j, CASE WHEN starts_with(s, '{') THEN 'OBJECT' ELSE 'OTHER' END AS jt,
+    json_extract(j, ['$.timestamp', '$.input_length', '$.output_length', '$.hash_ids']) AS v
+  FROM (SELECT _row, line, s, CAST(s AS JSON) AS j
+        FROM (SELECT _row, line, CASE WHEN ascii(line) IN (32, 9) OR suffix(line, ' ') OR suffix(line, chr(9))
+                                      THEN trim(line, ' ' || chr(9)) ELSE line END AS s FROM l))),
 t AS (
-  SELECT _row, line, s, jt, CAST(v[1] AS VARCHAR) AS ts_j, coalesce(json_type(v[1]), 'NULL') AS ts_t,
+  SELECT _row, line, s, j, jt, v[1] AS ts_j, coalesce(json_type(v[1]), 'NULL') AS ts_t,
     coalesce(json_type(v[2]), 'NULL') AS in_t, coalesce(json_type(v[3]), 'NULL') AS out_t,
-    coalesce(starts_with(CAST(v[4] AS VARCHAR), '['), false) AS h_arr, TRY_CAST(v[1] AS BIGINT) AS ts_ms,
+    coalesce(json_type(v[4]), 'NULL') AS h_t, TRY_CAST(v[1] AS BIGINT) AS ts_ms,
     TRY_CAST(v[2] AS DOUBLE) AS n_in, TRY_CAST(v[3] AS DOUBLE) AS n_out,
-    CASE WHEN starts_with(CAST(v[4] AS VARCHAR), '[') THEN TRY_CAST(v[4] AS BIGINT[]) END AS hashes,
-    CASE WHEN starts_with(CAST(v[4] AS VARCHAR), '[') THEN CAST(v[4] AS VARCHAR) END AS hashes_text
+    CASE WHEN json_type(v[4]) = 'ARRAY' THEN TRY_CAST(v[4] AS BIGINT[]) END AS hashes,
+    CASE WHEN json_type(v[4]) = 'ARRAY' THEN CAST(v[4] AS VARCHAR) END AS hashes_text
   FROM v),
-c AS MATERIALIZED (
-  SELECT _row, md5(s || ?) AS _hash, ts_j, ts_ms, input_length, output_length, hashes,
-    jt <> 'OBJECT' OR ts_t NOT IN ('NULL', 'BIGINT', 'UBIGINT')
-      OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
-      OR abs(n_in) > 9007199254740992 OR abs(n_out) > 9007199254740992
-      OR (h_arr AND (hashes IS NULL OR hashes_text <> CAST(to_json(hashes) AS VARCHAR)))
-      OR contains(line, '"timestamp_ms"') OR contains(line, '"prefix_blocks_reused"') AS odd,
-    CASE WHEN h_arr AND json_keys(s) = ['timestamp', 'input_length', 'output_length', 'hash_ids']
-         THEN '{"hash_ids":' || hashes_text || '}'
-         ELSE CAST(json_merge_patch(s, '{"timestamp": null, "input_length": null, "output_length": null}') AS VARCHAR)
-    END AS rest
-  FROM (SELECT *, CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_length,
-          CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_length FROM t)),
+c AS (
+  SELECT *, CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_length,
+    CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_length
+  FROM t),
 q AS (SELECT _row, hashes FROM c WHERE hashes IS NOT NULL AND input_length IS NOT NULL),
 h AS (SELECT _row, unnest(hashes) AS h, generate_subscripts(hashes, 1) AS pos FROM q),
 f AS (SELECT min(_row * 4294967296 + pos) AS first FROM h GROUP BY h),
 k AS (SELECT first // 4294967296 AS _row, min(first % 4294967296) AS stop FROM f GROUP BY 1),
 r AS (
   SELECT c.*, CASE WHEN c.hashes IS NOT NULL AND c.input_length IS NOT NULL
-                   THEN coalesce(k.stop - 1, len(c.hashes)) END AS reused
+                   THEN coalesce(k.stop - 1, len(c.hashes)) END AS reused,
+    CASE WHEN jt <> 'OBJECT' OR ts_t NOT IN ('NULL', 'BIGINT', 'UBIGINT')
+              OR in_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE') OR out_t NOT IN ('NULL', 'BIGINT', 'UBIGINT', 'DOUBLE')
+              OR abs(n_in) > 9007199254740992 OR abs(n_out) > 9007199254740992
+              OR (h_t = 'ARRAY' AND (hashes IS NULL OR hashes_text <> CAST(to_json(hashes) AS VARCHAR)))
+              OR contains(line, '"timestamp_ms"') OR contains(line, '"prefix_blocks_reused"')
+         THEN error('mooncake fast path: a record read another way') END AS odd,
+    CAST(? AS TIMESTAMP) + to_milliseconds(ts_ms) AS arrived
   FROM c LEFT JOIN k ON k._row = c._row)
-SELECT _row, _hash,
-  CASE WHEN odd THEN error('mooncake fast path: a record read another way')
-       ELSE CAST(? AS TIMESTAMP) + to_milliseconds(ts_ms) END AS ts,
+SELECT _row, md5(s || ?) AS _hash,
+  coalesce(odd, CASE WHEN epoch_us(arrived) % 1000000 = 0 THEN strftime(arrived, '%Y-%m-%d %H:%M:%S')
+                     ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S.%f') END) AS ts,
   ? AS tenant, ? AS model, input_length AS input_tokens, output_length AS output_tokens,
   CASE WHEN reused IS NOT NULL THEN least(input_length, 512 * reused) END AS cached_input_tokens, 'ok' AS status,
-  '{"timestamp_ms":' || coalesce(ts_j, 'null') || ',"prefix_blocks_reused":'
+  '{"timestamp_ms":' || coalesce(CAST(ts_j AS VARCHAR), 'null') || ',"prefix_blocks_reused":'
     || coalesce(CAST(reused AS VARCHAR), 'null')
     || CASE WHEN rest = '{}' THEN '}' ELSE ',' || rest[2:] END AS attrs
-FROM r"""
+FROM (SELECT *, CASE WHEN h_t = 'ARRAY' AND json_keys(j) = ['timestamp', 'input_length', 'output_length', 'hash_ids']
+                      THEN '{"hash_ids":' || hashes_text || '}'
+                      ELSE CAST(json_merge_patch(j, '{"timestamp": null, "input_length": null, "output_length": null}')
+                                AS VARCHAR) END AS rest FROM r)"""
 
 
 def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -1889,7 +1882,7 @@ def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                          f"{', '.join(p.columns)}", file=p.name, field=options.tenant_field)
     consts = f"|{options.model or ''}|{options.tenant or ''}".encode()
     if fast and not options.tenant_field and formats._plain_text(p):
-        return Source(MOONCAKE_FAST_SQL, [str(p.path), consts.decode(), options.start, options.tenant, options.model],
+        return Source(MOONCAKE_FAST_SQL, [str(p.path), options.start, consts.decode(), options.tenant, options.model],
                       fallback=lambda: _read_mooncake(con, p, options, fast=False))
 
     def rows():
