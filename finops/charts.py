@@ -232,7 +232,7 @@ def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> a
         y=alt.Y("model:N", title="Model"),
         x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
                 axis=alt.Axis(format="%")),
-        color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom"),
+        color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
                         scale=alt.Scale(domain=["input (uncached)", "input (prompt-cached)", "output"],
                                         range=[PALETTE[0], "#9ecae9", PALETTE[1]])),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("token_class:N", title="Tokens"),
