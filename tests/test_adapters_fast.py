@@ -8,6 +8,7 @@ for the SQL one.
 """
 import gzip
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -568,3 +569,70 @@ def test_mooncake_records_the_sql_reading_hands_to_python(monkeypatch, tmp_path,
     fast, slow, used_python = _mooncake(monkeypatch, path)
     assert used_python
     _same(fast, slow)
+
+
+# ---------------------------------------------------------------- an id that is only spaces (or empty)
+
+BLANK_ID_START = datetime(2025, 1, 1)
+# adapter: (fixture, the id's path in a record (a CSV: its column), the module and function of its SQL reading,
+# options, the two records blanked: ones that load); each SQL reading hands a record with a blank id to the Python one, which hashes it as it hashes a
+# record without an id
+BLANK_IDS = {
+    "openrouter": ("providers/openrouter_generations.jsonl", ("data", "id"), "providers", "openrouter_fast_source", {}, (1, 2)),
+    "openai-batch": ("providers/openai_batch_output.jsonl", ("id",), "providers", "openai_batch_fast_source", {}, (0, 1)),
+    "anthropic-batch": ("providers/anthropic_batch_results.jsonl", ("result", "message", "id"), "providers",
+                        "anthropic_batch_fast_source", {"start": BLANK_ID_START}, (0, 1)),
+    "langfuse-jsonl": ("langfuse/ui_export_observations.jsonl", ("id",), "ecosystem", "langfuse_fast_source", {}, (1, 2)),
+    "langfuse-csv": ("langfuse/ui_export_observations.csv", ("id",), "ecosystem", "langfuse_fast_source", {}, (1, 2)),
+    "litellm-csv": ("litellm/spendlogs_v1_74.csv", ("request_id",), "ecosystem", "litellm_fast_source", {}, (1, 2)),
+    "litellm-json": ("litellm/spend_logs.json", ("request_id",), "ecosystem", "litellm_fast_source", {}, (1, 2)),
+}
+
+
+def _blank_ids(src, tmp_path, path, blanks, at):
+    """The fixture with the id of the records at positions ``at`` set to ``blanks`` (a CSV: cells; JSON: values)."""
+    import csv
+    import io
+    out = tmp_path / f"blank{src.suffix}"
+    if src.suffix == ".csv":
+        rows = list(csv.DictReader(io.StringIO(src.read_text())))
+        for i, b in zip(at, blanks, strict=True):
+            rows[i][path[0]] = b
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        out.write_text(buf.getvalue())
+        return out
+    doc = ([json.loads(line) for line in src.read_text().splitlines() if line.strip()] if src.suffix == ".jsonl"
+           else json.loads(src.read_text()))
+    for i, b in zip(at, blanks, strict=True):
+        rec = doc[i]
+        for k in path[:-1]:
+            rec = rec[k]
+        rec[path[-1]] = b
+    out.write_text("".join(json.dumps(r) + "\n" for r in doc) if src.suffix == ".jsonl" else json.dumps(doc))
+    return out
+
+
+@pytest.mark.parametrize("blanks", [("  ", ""), ("   ", " ")])
+@pytest.mark.parametrize("name", sorted(BLANK_IDS))
+def test_a_blank_id_is_hashed_as_a_missing_one_by_the_sql_and_python_readings(monkeypatch, tmp_path, name, blanks):
+    from finops.ingest import ecosystem, providers
+    fixture, path, module, switch, extra, at = BLANK_IDS[name]
+    module = {"ecosystem": ecosystem, "providers": providers}[module]
+    options = IngestOptions(format=name.split("-csv")[0].split("-json")[0], **extra)
+    as_committed = _load(DATA / fixture, options)
+    f = _blank_ids(DATA / fixture, tmp_path, path, blanks, at)
+    fast = _load(f, options)
+    with monkeypatch.context() as m:
+        m.setattr(module, switch, lambda *a, **k: None)
+        slow = _load(f, options)
+    assert fast == slow
+    # every record is read as before, the two blanked ones under a content hash instead of their id
+    assert fast[0][:4] == as_committed[0][:4]
+    before = {r["request_id"] for r in as_committed[1]}
+    after = {r["request_id"] for r in fast[1]}
+    hashed = sorted(after - before)
+    assert len(hashed) == 2 and all(re.fullmatch(r"[0-9a-f]{32}-1", i) for i in hashed)
+    assert len(before - after) == 2

@@ -440,3 +440,76 @@ def test_parquet_strict_with_a_bad_row_changes_nothing(con, tmp_path):
     assert store.row_count(con) == 0
     assert [con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
             for t in ("batches", "rollup_hourly", *(d[0] for d in store.DERIVED))] == [0] * (2 + len(store.DERIVED))
+
+
+# ---------------------------------------------------------------- an id that is only spaces
+
+BLANK_ID_ROWS = ("SELECT CASE WHEN i % 4 = 0 THEN '  ' ELSE 'r' || i END AS request_id, "
+                 "TIMESTAMP '2026-11-01' + to_seconds(i * 60) AS ts, 'm' AS model FROM range(1, 21) t(i)")
+BLANK_ID_FORMATS = {"csv": "(HEADER)", "parquet": "(FORMAT parquet)", "jsonl": "(FORMAT json)",
+                    "json": "(FORMAT json, ARRAY true)"}
+
+
+# a JSON array is not detected by its content (its first record is not probed): named
+CANONICAL = IngestOptions(format="canonical")
+
+
+def _blank_id_file(tmp_path, ext, rows=BLANK_ID_ROWS):
+    f = tmp_path / f"blank.{ext}"
+    duckdb.connect().execute(f"COPY ({rows}) TO '{f}' {BLANK_ID_FORMATS[ext]}")
+    return f
+
+
+@pytest.mark.parametrize("ext", sorted(BLANK_ID_FORMATS))
+def test_an_id_of_spaces_is_a_missing_id_with_a_content_hash(con, tmp_path, ext):
+    """Rows 4, 8, ..., 20 carry request_id '  ': each gets a content hash of its row, as a row without an id
+    does (not "rows have neither request_id nor a content hash"); loading the file again adds nothing."""
+    r = ingest_path(con, _blank_id_file(tmp_path, ext), CANONICAL)[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected, r.duplicates_skipped) == (20, 20, 0, 0)
+    ids = [i for (i,) in con.execute("SELECT request_id FROM requests ORDER BY ts").fetchall()]
+    assert [ids[k - 1] for k in range(1, 21) if k % 4] == [f"r{k}" for k in range(1, 21) if k % 4]
+    hashed = [ids[k - 1] for k in range(4, 21, 4)]
+    assert all(re.fullmatch(r"[0-9a-f]{32}-1", i) for i in hashed) and len(set(hashed)) == 5
+    again = tmp_path / "again"
+    again.mkdir()
+    r2 = ingest_path(con, _blank_id_file(again, ext, BLANK_ID_ROWS.replace("range(1, 21)", "range(1, 25)")), CANONICAL)[0]
+    assert (r2.rows_read, r2.rows_ingested, r2.duplicates_skipped) == (24, 4, 20)
+
+
+@pytest.mark.parametrize("ext", sorted(BLANK_ID_FORMATS))
+def test_empty_and_space_ids_repeated_are_numbered_like_missing_ones(con, tmp_path, ext):
+    rows = ("SELECT ['', ' ', '   ', 'a', ''][i] AS request_id, TIMESTAMP '2026-11-01' AS ts, 'm' AS model "
+            "FROM range(1, 6) t(i)")
+    r = ingest_path(con, _blank_id_file(tmp_path, ext, rows), CANONICAL)[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (5, 5, 0)
+    ids = sorted(i for (i,) in con.execute("SELECT request_id FROM requests").fetchall())
+    assert "a" in ids and len(set(ids)) == 5
+    # a CSV writes '' as an empty cell (no id at all); rows whose id differs only in its spaces differ in content
+    assert all(re.fullmatch(r"[0-9a-f]{32}-[12]", i) for i in ids if i != "a")
+
+
+def test_a_frame_with_blank_or_missing_ids_loads_each_row_once(con):
+    import pandas as pd
+
+    from finops.ingest import ingest_frame
+    frame = pd.DataFrame({"request_id": ["a", "  ", None, None], "ts": pd.to_datetime(["2026-11-01"] * 4),
+                          "model": ["m"] * 4})
+    r = ingest_frame(con, frame)
+    assert (r.rows_read, r.rows_ingested) == (4, 4)
+    ids = sorted(i for (i,) in con.execute("SELECT request_id FROM requests").fetchall())
+    # the two rows without an id are one content: numbered -1 and -2
+    assert "a" in ids and sorted(i[-2:] for i in ids if i != "a") == ["-1", "-1", "-2"]
+    assert ingest_frame(con, frame).rows_ingested == 0
+
+
+def test_an_id_of_spaces_gets_the_same_hash_from_csv_parquet_and_json_lines(tmp_path):
+    """The content hash is of the row's values as read: the same row in each format is one request."""
+    hashed = {}
+    for ext in ("csv", "parquet", "jsonl"):
+        c = store.connect(":memory:")
+        (tmp_path / ext).mkdir()
+        ingest_path(c, _blank_id_file(tmp_path / ext, ext))
+        hashed[ext] = c.execute("SELECT list(request_id ORDER BY ts) FROM requests WHERE request_id NOT LIKE 'r%'"
+                                ).fetchall()[0][0]
+        c.close()
+    assert len(hashed["csv"]) == 5 and hashed["csv"] == hashed["parquet"] == hashed["jsonl"]

@@ -99,6 +99,25 @@ class Adapter:
 ADAPTERS: list[Adapter] = []
 
 
+# ---------------------------------------------------------------- a row without an id
+
+def missing_id(v) -> bool:
+    """Whether a row's ``request_id`` is missing as the loader reads it: None, empty or only spaces (the loader
+    stores ``nullif(trim(id), '')``, and DuckDB's trim takes spaces only). Such a row needs a ``_hash``.
+
+    >>> [missing_id(v) for v in (None, "", "   ", "r1", " r1 ", "\\t", 0)]
+    [True, True, True, False, False, False, False]
+    """
+    return v is None or (isinstance(v, str) and not v.strip(" "))
+
+
+def missing_id_sql(x: str) -> str:
+    """:func:`missing_id` in SQL, for an adapter's ``CASE WHEN ... THEN <content hash> END``: the trim runs only
+    on a text that is empty or starts with a space or a control character (``< '!'``), so an id costs one
+    comparison more than ``x IS NULL``."""
+    return f"({x} IS NULL OR (CAST({x} AS VARCHAR) < '!' AND trim(CAST({x} AS VARCHAR)) = ''))"
+
+
 def register(adapter: Adapter) -> Adapter:
     if any(a.name == adapter.name for a in ADAPTERS):
         raise ValueError(f"duplicate adapter {adapter.name}")

@@ -44,7 +44,16 @@ from finops.ingest import (
     benchruns,
     formats,  # noqa: F401  (the foundation's formats are listed first)
 )
-from finops.ingest.base import Adapter, IngestOptions, Probe, Source, probe, register
+from finops.ingest.base import (
+    Adapter,
+    IngestOptions,
+    Probe,
+    Source,
+    missing_id,
+    missing_id_sql,
+    probe,
+    register,
+)
 from finops.ingest.tabular import iter_records, mapped_source, open_text, rows_to_parquet
 from finops.sql import quote_ident
 
@@ -129,10 +138,10 @@ def _pick(field: str, *sources: dict | None):
 
 
 def _with_hash(rows: Iterator[dict], unkeyed: list | None = None) -> Iterator[dict]:
-    """Rows without an id get a content hash (the loader numbers identical ones); ``unkeyed`` gets a True
-    for the first such row."""
+    """Rows without an id (None, empty or spaces: :func:`~finops.ingest.base.missing_id`) get a content hash (the
+    loader numbers identical ones); ``unkeyed`` gets a True for the first such row."""
     for row in rows:
-        if row.get("request_id") is None:
+        if missing_id(row.get("request_id")):
             if unkeyed is not None and not unkeyed:
                 unkeyed.append(True)
             if row.get("_hash") is None:
@@ -1267,7 +1276,7 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
   FROM clock
 )
 SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
-    CAST(CASE WHEN id IS NULL THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
+    CAST(CASE WHEN {missing_id_sql('id')} THEN error('langfuse fast path: an observation without an id') END AS BIGINT),
     CAST(_check_usage AS BIGINT), CAST({_read_time_check_sql('start_t')} AS BIGINT),
     CAST({_read_time_check_sql('end_t')} AS BIGINT), CAST({_read_time_check_sql('first_t')} AS BIGINT), _row) END AS _row,
   {"_skip, " if skip else ""}

@@ -34,6 +34,7 @@ from finops.ingest.base import (
     Probe,
     Source,
     adapter_named,
+    missing_id_sql,
     probe,
     scan_text,
     unreadable,
@@ -742,7 +743,11 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt
     try:
         cols = ([sql.column(c, sql.CANONICAL_COLUMNS) for c in frame.columns if c in schema.NAMES]
                 if hasattr(frame, "columns") else schema.NAMES)
-        src = f"SELECT row_number() OVER () AS _row, {', '.join(cols)} FROM _frame_in"
+        # a row without an id (none, empty or spaces) gets a content hash of its columns, as an adapter's does
+        no_id = missing_id_sql("request_id") if "request_id" in cols else "true"
+        content = ", ".join(f"{c} := {c}" for c in cols)
+        src = (f"SELECT row_number() OVER () AS _row, CASE WHEN {no_id} THEN md5(CAST(struct_pack({content}) AS VARCHAR)) "
+               f"END AS _hash, {', '.join(cols)} FROM _frame_in")
         with load_memory(con), store.transaction(con):
             result = _load(con, fmt, Source(src), name, "", "{}", IngestOptions(), lambda f, w: None)
     finally:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 
 from finops import sql
 from finops.errors import InputError
-from finops.ingest.base import Adapter, IngestOptions, Probe, Source, register
+from finops.ingest.base import Adapter, IngestOptions, Probe, Source, missing_id, register
 from finops.ingest.ecosystem import (
     RAW_COLUMNS,
     _count,
@@ -512,7 +512,7 @@ def _read_anthropic_batch(con, p: Probe, options: IngestOptions, fast: bool = Tr
     def rows():
         for row, rec in iter_records(p):
             out = anthropic_batch_row(row, rec, options, p.name)
-            if out["request_id"] is None:
+            if missing_id(out["request_id"]):
                 # a result that was not served has no message id: the batch's custom_id, with the start
                 out["_hash"] = hashlib.md5((_json(rec) + consts).encode()).hexdigest()
             yield out
@@ -700,7 +700,7 @@ WITH lines AS (
     CASE WHEN (lt[2] IS DISTINCT FROM 'OBJECT' AND lt[1] IS DISTINCT FROM 'OBJECT') OR lt[2] = 'ARRAY'
               OR lt[3] = 'ARRAY'
            THEN error('openrouter fast path: a line that is not one generation')
-         WHEN v.id IS NULL
+         WHEN {_sql_text(_OR['id'])} IS NULL
            THEN error('openrouter fast path: a generation without an id')
     END AS _check,
     CAST(v.cancelled AS VARCHAR) = 'true' AS cancelled

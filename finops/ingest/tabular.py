@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, unreadable
+from finops.ingest.base import IngestOptions, Probe, Source, missing_id, missing_id_sql, unreadable
 from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
@@ -157,17 +157,18 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     elif own or packed:
         select.append(f"{own or packed} AS attrs")
     has_ids = "request_id" in mapping or "request_id" in exprs
-    # a content hash (plus the constants given) for rows without an id; CASE keeps it lazy
+    # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
+    # reading of none); CASE keeps it lazy
     content = ", ".join(f"{quote_ident(c)} := {quote_ident(c)}" for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
     if typed_csv:
         # the content hash is of the text as written (a number read typed prints otherwise: 70.0 for 70), so
         # a row without an id ends the typed reading and the caller reads the file as text
-        select.append(f"CASE WHEN {id_col} IS NULL THEN error('a row without request_id: read as text') END "
+        select.append(f"CASE WHEN {missing_id_sql(id_col)} THEN error('a row without request_id: read as text') END "
                       "AS _hash")
     else:
-        select.append(f"CASE WHEN {id_col} IS NULL THEN md5(CAST(struct_pack({content}) AS VARCHAR) || ?) END "
+        select.append(f"CASE WHEN {missing_id_sql(id_col)} THEN md5(CAST(struct_pack({content}) AS VARCHAR) || ?) END "
                       "AS _hash")
         select_params.append(f"{options.model or ''}|{options.tenant or ''}")
     if p.kind == "csv":
@@ -454,7 +455,7 @@ def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> 
                     base = {"attrs": own}
                 out["attrs"] = json.dumps({**extra, **(base if isinstance(base, dict) else {"attrs": base})},
                                           separators=(",", ":"), default=str)
-            if out.get("request_id") is None:
+            if missing_id(out.get("request_id")):
                 text = json.dumps(rec, sort_keys=True, separators=(",", ":"), default=str) + salt
                 out["_hash"] = hashlib.md5(text.encode()).hexdigest()
             yield out
