@@ -244,3 +244,163 @@ def test_quotes_are_followed_across_block_boundaries(block):
             got = str(exc)
             assert "field tenant: line 2:" in got, got
         assert (got is None) == (verdict is None) and (verdict is None or verdict in got), (text, block, got)
+
+
+# ---------------------------------------------------------------- a record of another JSON type
+
+NOT_OBJECTS = {"an array": "[1, 2]", "a number": "3", "a string": '"x"', "null": "null"}
+
+
+def _stored_state(con):
+    return (store.row_count(con), len(store.batches(con)),
+            con.execute("SELECT list(request_id ORDER BY request_id) FROM requests").fetchall())
+
+
+def _with_rows(con, tmp_path):
+    """A store already holding a load, to show a refused file leaves it as it was."""
+    f = tmp_path / "first.csv"
+    f.write_text(HEADER + _row(1) + _row(2))
+    ingest_path(con, f)
+    return _stored_state(con)
+
+
+def _refused_naming(con, tmp_path, f, options=None):
+    before = _with_rows(con, tmp_path)
+    with pytest.raises(InputError) as exc:
+        ingest_path(con, f, options)
+    assert _stored_state(con) == before
+    return exc.value
+
+
+MOONCAKE_LINE = '{{"timestamp": {t}, "input_length": 100, "output_length": 5, "hash_ids": [1, 2]}}'
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_OBJECTS))
+def test_a_mooncake_line_that_is_no_object_names_file_row_and_field(con, tmp_path, kind):
+    from datetime import datetime
+
+    from finops.ingest import IngestOptions
+    f = tmp_path / "trace.jsonl"
+    f.write_text("\n".join([MOONCAKE_LINE.format(t=0), MOONCAKE_LINE.format(t=5), NOT_OBJECTS[kind],
+                            MOONCAKE_LINE.format(t=9)]) + "\n")
+    err = _refused_naming(con, tmp_path, f, IngestOptions(format="mooncake", model="kimi", start=datetime(2025, 1, 1)))
+    assert (err.file, err.row, err.field) == ("trace.jsonl", 3, "timestamp")
+    assert str(err) == (f"file trace.jsonl, row 3, field timestamp: expected a Mooncake request (a JSON object), "
+                        f"found {kind}")
+
+
+CANONICAL_LINE = '{{"request_id": "r{i}", "ts": "2026-11-20T10:00:0{i}Z", "model": "gpt-4o"}}'
+
+
+@pytest.mark.parametrize("kind", ["an array", "a number", "a string"])
+@pytest.mark.parametrize("late", [False, True])
+def test_a_canonical_json_lines_record_that_is_no_object_names_file_and_row(con, tmp_path, kind, late):
+    """DuckDB would read the file as one column of values and every row be rejected ("ts: missing"); past its
+    type sample (``late``) the typed reading fails and the checked one finds the line."""
+    lines = [CANONICAL_LINE.format(i=i % 10) for i in range(30_000 if late else 2)]
+    lines[len(lines) - 1:len(lines) - 1] = [NOT_OBJECTS[kind]]
+    f = tmp_path / "requests.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    err = _refused_naming(con, tmp_path, f)
+    row = len(lines) - 1
+    assert (err.file, err.row) == ("requests.jsonl", row)
+    assert str(err) == f"file requests.jsonl, row {row}: expected a record (a JSON object), found {kind}"
+
+
+@pytest.mark.parametrize("kind", ["an array", "a number", "a string"])
+def test_a_canonical_json_array_element_that_is_no_object_names_file_and_row(con, tmp_path, kind):
+    from finops.ingest import IngestOptions
+    f = tmp_path / "requests.json"
+    f.write_text(f"[{CANONICAL_LINE.format(i=1)}, {NOT_OBJECTS[kind]}, {CANONICAL_LINE.format(i=2)}]")
+    err = _refused_naming(con, tmp_path, f, IngestOptions(format="canonical"))
+    assert str(err) == f"file requests.json, row 2: expected a record (a JSON object), found {kind}"
+
+
+def test_a_null_json_lines_record_is_a_row_rejected_by_its_number(con, tmp_path):
+    """DuckDB reads a line ``null`` as a record of no fields (as ``{}``): that row is rejected, the rest load."""
+    f = tmp_path / "requests.jsonl"
+    f.write_text("\n".join([CANONICAL_LINE.format(i=1), "null", CANONICAL_LINE.format(i=2)]) + "\n")
+    r = ingest_path(con, f)[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (3, 2, 1)
+    assert [(x["row"], x["reason"]) for x in r.rejects] == [(2, "ts: missing; model: missing (give one with --model)")]
+
+
+def _otel_lines():
+    from helpers import DATA
+    return [line for line in (DATA / "otel_genai_spans.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("bad,found", [("3", "a number"), ('"x"', "a string"), ("null", "null"),
+                                       ("[1, 2]", "a number")])      # a line that is an array is a page of records
+def test_an_otel_line_that_is_no_object_names_file_and_row(con, tmp_path, bad, found):
+    lines = _otel_lines()
+    f = tmp_path / "spans.jsonl"
+    f.write_text("\n".join(lines[:2] + [bad] + lines[2:]) + "\n")
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == f"file spans.jsonl, row 3: expected an OTLP/JSON ExportTraceServiceRequest (a JSON object), found {found}"
+
+
+@pytest.mark.parametrize("change,field,message", [
+    (lambda d: d.update(resourceSpans=3), "resourceSpans", "expected a list of ResourceSpans (a JSON array), found a number"),
+    (lambda d: d["resourceSpans"][0].update(resource=[1]), "resourceSpans[0].resource",
+     "expected a Resource (a JSON object), found an array"),
+    (lambda d: d["resourceSpans"][0]["scopeSpans"][0].update(spans=[None]), "resourceSpans[0].scopeSpans[0].spans[0]",
+     "expected Spans (a JSON object), found null"),
+    (lambda d: d["resourceSpans"][0]["scopeSpans"][0]["spans"][0].update(status="ok"),
+     "resourceSpans[0].scopeSpans[0].spans[0].status", "expected a Status (a JSON object), found a string"),
+])
+def test_an_otel_field_of_another_json_type_names_file_row_and_field(con, tmp_path, change, field, message):
+    import json
+    lines = _otel_lines()
+    doc = json.loads(lines[1])
+    change(doc)
+    f = tmp_path / "spans.jsonl"
+    f.write_text("\n".join([lines[0], json.dumps(doc)] + lines[2:]) + "\n")
+    err = _refused_naming(con, tmp_path, f)
+    assert (err.row, err.field) == (2, field)
+    assert str(err) == f"file spans.jsonl, row 2, field {field}: {message}"
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_OBJECTS))
+def test_an_llmperf_record_that_is_no_object_names_file_and_row(con, tmp_path, kind):
+    import json
+    from datetime import datetime
+
+    from finops.ingest import IngestOptions
+    from helpers import DATA
+    doc = json.loads((DATA / "llmperf" / "individual" / "bedrock_13b.json").read_text())
+    f = tmp_path / "bedrock_13b.json"
+    f.write_text(json.dumps(doc[:2] + [json.loads(NOT_OBJECTS[kind])] + doc[2:]))
+    err = _refused_naming(con, tmp_path, f, IngestOptions(format="llmperf", start=datetime(2025, 1, 1), model="m"))
+    assert str(err) == f"file bedrock_13b.json, row 3: expected an LLMPerf request (a JSON object), found {kind}"
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_OBJECTS))
+def test_a_vllm_bench_appended_line_that_is_no_object_names_file_and_line(con, tmp_path, kind):
+    import json
+
+    from helpers import DATA
+    one = json.dumps(json.loads((DATA / "vllm_bench_serve_detailed.json").read_text()))
+    f = tmp_path / "runs.jsonl"
+    f.write_text("\n".join([one, NOT_OBJECTS[kind], one]) + "\n")
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == f"file runs.jsonl:2: expected a vllm bench serve result (a JSON object), found {kind}"
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("input_lens", 5, "field input_lens: expected one value per request (a JSON array), found a number"),
+    ("itls", {"a": 1}, "field itls: expected one value per request (a JSON array), found an object"),
+    ("start_times", None, "row 1, field start_times: a start time is a number of seconds, found null"),
+    ("errors", 3, "row 1, field errors: an error is a text, found a number"),
+])
+def test_a_vllm_bench_series_of_another_json_type_names_its_field(con, tmp_path, field, value, message):
+    import json
+
+    from helpers import DATA
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    n = len(doc["input_lens"])
+    doc[field] = [value] * n if field in ("start_times", "errors") else value
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(doc))
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == f"file run.json, {message}"

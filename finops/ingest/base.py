@@ -118,6 +118,40 @@ def missing_id_sql(x: str) -> str:
     return f"({x} IS NULL OR (CAST({x} AS VARCHAR) < '!' AND trim(CAST({x} AS VARCHAR)) = ''))"
 
 
+def json_kind(v) -> str:
+    """The JSON type of a parsed value, as a message names it ("an array", "a number", "null")."""
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "an array"
+    if isinstance(v, bool):
+        return f"{str(v).lower()}"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    return "null" if v is None else type(v).__name__
+
+
+def expect_object(v, what: str, *, file: str, row: int | None, field: str | None = None) -> dict:
+    """``v`` itself where it is a JSON object; else InputError naming the file, row and field and what was found
+    (a JSON Lines line that is an array, a number, a string or null): ``what`` says what was expected."""
+    if not isinstance(v, dict):
+        raise InputError(f"expected {what} (a JSON object), found {json_kind(v)}", file=file, row=row, field=field)
+    return v
+
+
+def expect_objects(v, what: str, *, file: str, row: int | None, field: str) -> list[dict]:
+    """``v`` where it is a list of JSON objects (None: no list, an empty one); else InputError naming the file, the
+    row and the field (``field[i]`` for an element that is no object)."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise InputError(f"expected a list of {what} (a JSON array), found {json_kind(v)}", file=file, row=row,
+                         field=field)
+    return [expect_object(x, what, file=file, row=row, field=f"{field}[{i}]") for i, x in enumerate(v)]
+
+
 def register(adapter: Adapter) -> Adapter:
     if any(a.name == adapter.name for a in ADAPTERS):
         raise ValueError(f"duplicate adapter {adapter.name}")

@@ -43,6 +43,7 @@ import pandas as pd
 
 from finops import store
 from finops.errors import InputError
+from finops.ingest.base import json_kind
 from finops.ingest.loader import file_sha256
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
@@ -200,14 +201,21 @@ def read_vllm_bench_runs(path: str | Path, name: str | None = None, start: datet
 
 
 def _vllm_run(doc, name: str, sha: str, run_id: str, start: datetime | None) -> BenchRun:
-    if not isinstance(doc, dict) or "model_id" not in doc:
+    if not isinstance(doc, dict):
+        raise InputError(f"expected a vllm bench serve result (a JSON object), found {json_kind(doc)}", file=name)
+    if "model_id" not in doc:
         raise InputError("not a vllm bench serve result (no model_id)", file=name)
     if "input_lens" not in doc or "ttfts" not in doc:
         raise InputError("this vllm bench result has no per-request data: re-run with --save-result "
                          "--save-detailed (its summary alone cannot be loaded as requests)", file=name)
-    n = len(doc["input_lens"])
-    series = {k: doc.get(k) for k in ("output_lens", "ttfts", "itls", "latencies", "start_times",
+    series = {k: doc.get(k) for k in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
                                       "queue_times", "errors", "generated_texts")}
+    for k, v in series.items():
+        if v is not None and not isinstance(v, list):
+            # a series of another JSON type (a number, a text, an object) is no per-request list
+            raise InputError(f"expected one value per request (a JSON array), found {json_kind(v)}", file=name,
+                             field=k)
+    n = len(doc["input_lens"])
     for k, v in series.items():
         if v is not None and len(v) != n:
             raise InputError(f"{k} has {len(v)} entries but input_lens has {n}", file=name, field=k)
@@ -215,6 +223,13 @@ def _vllm_run(doc, name: str, sha: str, run_id: str, start: datetime | None) -> 
     if starts is None:
         raise InputError("this vllm bench result has no start_times (vLLM older than the "
                          "--save-detailed start_times field): cannot place requests in time", file=name)
+    for i, t in enumerate(starts):
+        if isinstance(t, bool) or not isinstance(t, (int, float)):
+            raise InputError(f"a start time is a number of seconds, found {json_kind(t)}", file=name,
+                             row=i + 1, field="start_times")
+    for i, e in enumerate(series["errors"] or []):
+        if e is not None and not isinstance(e, str):
+            raise InputError(f"an error is a text, found {json_kind(e)}", file=name, row=i + 1, field="errors")
     t0 = min(starts) if n else 0.0
     rows = []
     for i in range(n):
@@ -386,8 +401,12 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
     if isinstance(doc, dict) and any(k.startswith("results_") for k in doc):
         raise InputError("this is an LLMPerf summary file: load the individual responses file "
                          "(its summary beside it is read for model, provider and time)", file=name)
-    if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
+    if not isinstance(doc, list):
         raise InputError("not an LLMPerf individual responses file (a JSON array of request objects)", file=name)
+    for i, r in enumerate(doc):
+        if not isinstance(r, dict):
+            raise InputError(f"expected an LLMPerf request (a JSON object), found {json_kind(r)}", file=name,
+                             row=i + 1)
     ctx = _llmperf_context(path, name, summary_path, model)
     durations = [_number(r.get("end_to_end_latency_s")) or 0.0 for r in doc]
     offsets, length = closed_loop_offsets(durations, ctx["concurrency"] or 1)
@@ -414,8 +433,9 @@ def read_llmperf(path: str | Path, name: str | None = None, summary_path: str | 
 # (read_json streams the array, its fields typed JSON): what read_llmperf computes from it, for records whose values are of
 # the JSON types read the same way in SQL and in Python. ``odd`` marks a record that is not (a count or a
 # latency that is text or a boolean, which Python's float() reads; an error code or message of another
-# type; white space Python's strip() takes and DuckDB's trim does not): the file is then read by
-# read_llmperf.
+# type; white space Python's strip() takes and DuckDB's trim does not): the file is then read by read_llmperf.
+# ``no_fields`` marks a record with none of the fields: ``{}``, or an element that is no object (read_json reads
+# ``null`` so), which read_llmperf refuses.
 _LLMPERF_FIELDS = ("error_code", "error_msg", "ttft_s", "end_to_end_latency_s", "inter_token_latency_s",
                    "number_input_tokens", "number_output_tokens")
 LLMPERF_FIELD_TYPES = {f: "JSON" for f in _LLMPERF_FIELDS}
@@ -449,7 +469,9 @@ SELECT i,
   CASE WHEN ok THEN itl * 1000 END AS mean_itl_ms,
   CASE WHEN n_in = floor(n_in) THEN CAST(n_in AS BIGINT) END AS input_tokens,
   CASE WHEN n_out = floor(n_out) THEN CAST(n_out AS BIGINT) END AS output_tokens,
-  n_out AS output_raw, coalesce(e2e, 0.0) AS duration_s
+  n_out AS output_raw, coalesce(e2e, 0.0) AS duration_s,
+  code_t = 'NULL' AND msg_t = 'NULL' AND ttft_t = 'NULL' AND e2e_t = 'NULL' AND itl_t = 'NULL' AND in_t = 'NULL'
+    AND out_t = 'NULL' AS no_fields
 FROM n"""
 
 
@@ -499,12 +521,17 @@ def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name
         order = "" if ordered else " ORDER BY i"
         con.execute(f"COPY (SELECT * FROM ({LLMPERF_RECORDS_SQL}){order}) TO ? (FORMAT parquet)",
                     [str(path), LLMPERF_FIELD_TYPES, values])
-        frame = con.execute("SELECT odd, ok, ttft_ms, total_ms, mean_itl_ms, output_raw AS output_tokens, duration_s "
-                            f"FROM read_parquet(?){order}", [values]).df()
+        frame = con.execute("SELECT odd, ok, ttft_ms, total_ms, mean_itl_ms, output_raw AS output_tokens, duration_s, "
+                            f"no_fields FROM read_parquet(?){order}", [values]).df()
+        # a record of none of the fields may be null (or another value read_json reads as no fields): only then is
+        # the file read again for the first element that is no object, which read_llmperf refuses by its row
+        odd_element = bool(frame["no_fields"].any()) and bool(con.execute(
+            "SELECT count(*) FROM read_json_objects(?, format = 'array', compression = 'auto') "
+            "WHERE json_type(json) IS DISTINCT FROM 'OBJECT'", [str(path)]).fetchall()[0][0])
     except duckdb.Error:
         drop()
         return None
-    if not len(frame) or frame["odd"].any():
+    if not len(frame) or frame["odd"].any() or odd_element:
         drop()
         return None
     try:

@@ -49,6 +49,8 @@ from finops.ingest.base import (
     IngestOptions,
     Probe,
     Source,
+    expect_object,
+    expect_objects,
     missing_id,
     missing_id_sql,
     probe,
@@ -1453,14 +1455,28 @@ def _ns_time(ns) -> datetime | None:
 
 
 def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
+    # a value of another JSON type than OTLP/JSON's (a line that is an array, spans that are no list) is refused
+    # naming its row and field
+    def objects(row: int, v, field: str, what: str) -> list[dict]:
+        return expect_objects(v, what, file=p.name, row=row, field=field)
+
+    def one(row: int, v, field: str, what: str) -> dict:
+        return {} if v is None else expect_object(v, what, file=p.name, row=row, field=field)
+
     def rows():
         found = 0
         for row, doc in iter_records(p):
-            for rs in doc.get("resourceSpans") or []:
-                resource = otlp_attrs((rs.get("resource") or {}).get("attributes"))
-                for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-                    scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
-                    for span in ss.get("spans") or []:
+            doc = expect_object(doc, "an OTLP/JSON ExportTraceServiceRequest", file=p.name, row=row)
+            for i, rs in enumerate(objects(row, doc.get("resourceSpans"), "resourceSpans", "ResourceSpans")):
+                at = f"resourceSpans[{i}]"
+                resource = otlp_attrs(one(row, rs.get("resource"), f"{at}.resource", "a Resource").get("attributes"))
+                # OTLP before 0.15 named them instrumentationLibrarySpans
+                scoped = ("instrumentationLibrarySpans" if not rs.get("scopeSpans")
+                          and rs.get("instrumentationLibrarySpans") is not None else "scopeSpans")
+                for j, ss in enumerate(objects(row, rs.get(scoped), f"{at}.{scoped}", "ScopeSpans")):
+                    scope = one(row, ss.get("scope") or ss.get("instrumentationLibrary"),
+                                f"{at}.{scoped}[{j}].scope", "an InstrumentationScope")
+                    for k, span in enumerate(objects(row, ss.get("spans"), f"{at}.{scoped}[{j}].spans", "Spans")):
                         a = otlp_attrs(span.get("attributes"))
                         op = a.get("gen_ai.operation.name")
                         kind = str(a.get("openinference.span.kind") or "").upper()
@@ -1469,7 +1485,7 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                                 or not (op in OTEL_MODEL_OPERATIONS or kind or model)):
                             continue
                         found += 1
-                        status = span.get("status") or {}
+                        status = one(row, span.get("status"), f"{at}.{scoped}[{j}].spans[{k}].status", "a Status")
                         code = status.get("code")
                         error = code in (2, "STATUS_CODE_ERROR") or bool(a.get("error.type"))
                         tenant = None
@@ -1904,6 +1920,8 @@ def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise InputError(f"not valid JSON ({exc.msg})", file=p.name, row=lineno) from None
+                # a line that is an array, a number, a string or null is no record
+                rec = expect_object(rec, "a Mooncake request", file=p.name, row=lineno, field="timestamp")
                 hashes = rec.get("hash_ids")
                 length = _int(rec.get("input_length"))
                 cached, k = (prefix_cached_tokens(length, hashes, seen) if isinstance(hashes, list)

@@ -66,6 +66,9 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         except duckdb.Error as exc:
             raise unreadable(exc, file=p.name, what="JSON") from None
         cols = [c for c, _ in described]
+        if len(described) == 1 and described[0][0] == "json":
+            # DuckDB reads records that are not all objects as one column of values: find the first such record
+            _not_object(con, p, call, [path, fmt])
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
@@ -74,6 +77,23 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
             return call, [path, fmt, types], cols, "ordinality", "ordinality"
         return call, [path, fmt], cols, "ordinality", "ordinality"
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
+
+
+def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: list) -> None:
+    """Raise InputError naming the first record of a JSON or JSON Lines file that is no object (an array, a
+    number, a string, null), numbered as the loader numbers rows; nothing where every record is an object."""
+    objects = call.replace("read_json(", "read_json_objects(").replace(", sample_size = -1", "")
+    try:
+        found = con.execute(f"SELECT ordinality, json_type(json) FROM {objects} WITH ORDINALITY "
+                            "WHERE json_type(json) IS DISTINCT FROM 'OBJECT' ORDER BY ordinality LIMIT 1",
+                            params).fetchall()
+    except duckdb.Error as exc:
+        raise unreadable(exc, file=p.name, what="JSON") from None
+    if found:
+        row, kind = found[0]
+        kind = {"ARRAY": "an array", "NULL": "null", "VARCHAR": "a string", "BOOLEAN": "true or false"}.get(
+            kind or "NULL", "a number")
+        raise InputError(f"expected a record (a JSON object), found {kind}", file=p.name, row=int(row))
 
 
 def _rows_sql(call: str, ordinal: str, row: str, numbered: bool) -> str:
