@@ -346,6 +346,10 @@ def test_an_otel_line_that_is_no_object_names_file_and_row(con, tmp_path, bad, f
      "expected a Resource (a JSON object), found an array"),
     (lambda d: d["resourceSpans"][0]["scopeSpans"][0].update(spans=[None]), "resourceSpans[0].scopeSpans[0].spans[0]",
      "expected Spans (a JSON object), found null"),
+    (lambda d: d["resourceSpans"][0]["resource"].update(attributes=3), "resourceSpans[0].resource.attributes",
+     "expected a list of KeyValues (a JSON array), found a number"),
+    (lambda d: d["resourceSpans"][0]["scopeSpans"][0]["spans"][0].update(attributes=[[1]]),
+     "resourceSpans[0].scopeSpans[0].spans[0].attributes[0]", "expected KeyValues (a JSON object), found an array"),
     (lambda d: d["resourceSpans"][0]["scopeSpans"][0]["spans"][0].update(status="ok"),
      "resourceSpans[0].scopeSpans[0].spans[0].status", "expected a Status (a JSON object), found a string"),
 ])
@@ -404,3 +408,16 @@ def test_a_vllm_bench_series_of_another_json_type_names_its_field(con, tmp_path,
     f.write_text(json.dumps(doc))
     err = _refused_naming(con, tmp_path, f)
     assert str(err) == f"file run.json, {message}"
+
+
+@pytest.mark.parametrize("block,kind", [([1], "an array"), ({"h": 1}, "an object")])
+def test_a_mooncake_block_hash_of_another_json_type_names_file_row_and_field(con, tmp_path, block, kind):
+    import json
+    from datetime import datetime
+
+    from finops.ingest import IngestOptions
+    f = tmp_path / "trace.jsonl"
+    odd = json.dumps({"timestamp": 7, "input_length": 100, "output_length": 5, "hash_ids": [1, block]})
+    f.write_text("\n".join([MOONCAKE_LINE.format(t=0), odd, MOONCAKE_LINE.format(t=9)]) + "\n")
+    err = _refused_naming(con, tmp_path, f, IngestOptions(format="mooncake", model="kimi", start=datetime(2025, 1, 1)))
+    assert str(err) == f"file trace.jsonl, row 2, field hash_ids: a block hash is a number, found {kind}"

@@ -51,6 +51,7 @@ from finops.ingest.base import (
     Source,
     expect_object,
     expect_objects,
+    json_kind,
     missing_id,
     missing_id_sql,
     probe,
@@ -1436,7 +1437,10 @@ def otlp_value(v: dict | None):
 
 
 def otlp_attrs(kvs: list | None) -> dict:
-    return {kv.get("key"): otlp_value(kv.get("value")) for kv in (kvs or []) if isinstance(kv, dict)}
+    """OTLP JSON ``KeyValue`` objects as a dict; an element that is no object, or whose key is no text, is no
+    attribute (left out)."""
+    return {kv["key"]: otlp_value(kv.get("value")) for kv in (kvs or [])
+            if isinstance(kv, dict) and isinstance(kv.get("key"), str)}
 
 
 def _ns(v) -> int | None:
@@ -1469,7 +1473,8 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
             doc = expect_object(doc, "an OTLP/JSON ExportTraceServiceRequest", file=p.name, row=row)
             for i, rs in enumerate(objects(row, doc.get("resourceSpans"), "resourceSpans", "ResourceSpans")):
                 at = f"resourceSpans[{i}]"
-                resource = otlp_attrs(one(row, rs.get("resource"), f"{at}.resource", "a Resource").get("attributes"))
+                resource = otlp_attrs(objects(row, one(row, rs.get("resource"), f"{at}.resource", "a Resource")
+                                              .get("attributes"), f"{at}.resource.attributes", "KeyValues"))
                 # OTLP before 0.15 named them instrumentationLibrarySpans
                 scoped = ("instrumentationLibrarySpans" if not rs.get("scopeSpans")
                           and rs.get("instrumentationLibrarySpans") is not None else "scopeSpans")
@@ -1477,7 +1482,8 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                     scope = one(row, ss.get("scope") or ss.get("instrumentationLibrary"),
                                 f"{at}.{scoped}[{j}].scope", "an InstrumentationScope")
                     for k, span in enumerate(objects(row, ss.get("spans"), f"{at}.{scoped}[{j}].spans", "Spans")):
-                        a = otlp_attrs(span.get("attributes"))
+                        a = otlp_attrs(objects(row, span.get("attributes"),
+                                               f"{at}.{scoped}[{j}].spans[{k}].attributes", "KeyValues"))
                         op = a.get("gen_ai.operation.name")
                         kind = str(a.get("openinference.span.kind") or "").upper()
                         model = _first(a, OTEL_FIELDS["model"]) or _invocation_model(a)
@@ -1923,6 +1929,10 @@ def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                 # a line that is an array, a number, a string or null is no record
                 rec = expect_object(rec, "a Mooncake request", file=p.name, row=lineno, field="timestamp")
                 hashes = rec.get("hash_ids")
+                if isinstance(hashes, list) and any(isinstance(h, (list, dict)) for h in hashes):
+                    bad = next(h for h in hashes if isinstance(h, (list, dict)))
+                    raise InputError(f"a block hash is a number, found {json_kind(bad)}", file=p.name, row=lineno,
+                                     field="hash_ids")
                 length = _int(rec.get("input_length"))
                 cached, k = (prefix_cached_tokens(length, hashes, seen) if isinstance(hashes, list)
                              and length is not None else (None, None))
