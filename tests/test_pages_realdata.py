@@ -1,0 +1,49 @@
+"""The pages on the shapes of real public data: an Azure LLM inference trace (tokens and times, no latency) and
+LLMPerf runs against hosted APIs (a few minutes of one model each, on one day). What a finance manager or an SRE
+met on them, pinned."""
+import json
+
+import pytest
+
+from finops import store
+from finops.ingest import IngestOptions, ingest_path
+from helpers import DATA, run_page
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def real_db(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("real") / "real.duckdb")
+    con = store.connect(path)
+    ingest_path(con, DATA / "azure_conv.csv", IngestOptions(format="azure-trace", model="gpt-4o", tenant="chat"))
+    for run in ("fireworks_70b", "together_13b"):
+        ingest_path(con, DATA / "llmperf" / "individual" / f"{run}.json", IngestOptions())
+    con.close()
+    return path
+
+
+def _specs(at) -> list[dict]:
+    return [json.loads(e.proto.spec) for e in at.get("vega_lite_chart")]
+
+
+def _title(spec: dict) -> str:
+    title = spec.get("title", "")
+    return str(title.get("text", "") if isinstance(title, dict) else title)
+
+
+def test_a_model_seen_on_one_day_draws_points_not_an_empty_panel(real_db):
+    # each LLMPerf run lasted two minutes: one point per percentile, which a bare line does not draw
+    at = run_page(real_db, "views/percentiles.py")
+    assert not at.exception, [e.value for e in at.exception]
+    specs = _specs(at)
+    assert len(specs) == 2
+    assert all(s["mark"]["type"] == "line" and s["mark"]["point"] for s in specs)
+
+
+def test_latency_by_prompt_length_draws_the_single_bucket_of_a_fixed_prompt(real_db):
+    # LLMPerf sends ~550-token prompts: every model's requests fall in one length bucket
+    at = run_page(real_db, "views/latency.py")
+    assert not at.exception, [e.value for e in at.exception]
+    by_prompt = [s for s in _specs(at) if _title(s).startswith("Latency by prompt")]
+    assert len(by_prompt) == 1 and by_prompt[0]["mark"]["point"]
