@@ -47,3 +47,16 @@ def test_latency_by_prompt_length_draws_the_single_bucket_of_a_fixed_prompt(real
     assert not at.exception, [e.value for e in at.exception]
     by_prompt = [s for s in _specs(at) if _title(s).startswith("Latency by prompt")]
     assert len(by_prompt) == 1 and by_prompt[0]["mark"]["point"]
+
+
+def test_an_unpriced_model_has_no_unit_cost_rather_than_a_free_one(real_db):
+    # the LLMPerf runs' models (Fireworks, Together names) are in no price book: counted at $0, said in the banner;
+    # their unit cost was "$0.000 per 1M tokens", which a finance manager reads as free
+    at = run_page(real_db, "views/cost.py")
+    assert not at.exception, [e.value for e in at.exception]
+    units = next(d.value for d in at.dataframe if "usd_per_1m" in d.value.columns)
+    units = units.set_index("model")
+    unpriced = ["accounts/fireworks/models/llama-v2-70b-chat", "together_ai/togethercomputer/llama-2-13b-chat"]
+    assert units.loc[unpriced, ["usd_per_1m", "billed_usd_per_1m", "fully_loaded_usd_per_1m"]].isna().all().all()
+    assert units.loc["gpt-4o", "usd_per_1m"] > 0
+    assert "No price for 2 model(s)" in "\n".join(str(w.value) for w in at.warning)
