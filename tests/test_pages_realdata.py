@@ -60,3 +60,14 @@ def test_an_unpriced_model_has_no_unit_cost_rather_than_a_free_one(real_db):
     assert units.loc[unpriced, ["usd_per_1m", "billed_usd_per_1m", "fully_loaded_usd_per_1m"]].isna().all().all()
     assert units.loc["gpt-4o", "usd_per_1m"] > 0
     assert "No price for 2 model(s)" in "\n".join(str(w.value) for w in at.warning)
+
+
+def test_a_month_with_no_complete_day_says_its_forecast_is_a_run_rate_of_hours(real_db):
+    # the Together run is the store's only December traffic: two minutes on 19 December, no complete day
+    at = run_page(real_db, "views/budgets.py", query_params={"month": "2023-12"})
+    assert not at.exception, [e.value for e in at.exception]
+    caption = next(c.value for c in at.caption if c.value.startswith("Data through"))
+    assert "over the 0 complete days" not in caption and "The store starts on" not in caption
+    assert "No complete day observed yet: the forecast runs each tenant's spend rate over the 12 hours since " \
+           "2023-12-19 00:00 UTC" in caption
+    assert "The store's first request in December 2023 is on 2023-12-19" in caption
