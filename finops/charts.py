@@ -589,14 +589,16 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     seg = seg[seg["ms"] > 0.5]        # drop empty segments and float noise ("other" of -1e-11 ms)
     seg, note = keep_top(seg, "grp", "requests_in_band", MAX_ROWS // 3, what="models", by_what="request count")
     title = _titled(title, note)
-    data = seg.assign(row=seg["grp"] + " · " + seg["percentile"],
+    # the percentile first and a wide label: a long model name cut short must not hide which band a bar is
+    data = seg.assign(row=seg["percentile"] + " · " + seg["grp"],
                       share_pct=seg["ms"] / seg["total_ms"].where(seg["total_ms"] > 0) * 100,
                       order=seg["segment"].map({s: i for i, s in enumerate(order)}))
     present = [s for s in order if s in set(data["segment"])]
     div, unit = _time_unit(data["total_ms"])
     data = data.assign(t=data["ms"] / div)
     return alt.Chart(data).mark_bar().encode(
-        y=alt.Y("row:N", title="Model · percentile of total latency", sort=list(dict.fromkeys(data["row"]))),
+        y=alt.Y("row:N", title="Percentile of total latency · model", sort=list(dict.fromkeys(data["row"])),
+                axis=alt.Axis(labelLimit=320)),
         x=alt.X("t:Q", title=f"Mean time in the band ({unit})", stack="zero", axis=alt.Axis(format=",.3~r"),
                 scale=alt.Scale(domainMin=0)),
         color=alt.Color("segment:N", title="Segment", sort=present,
