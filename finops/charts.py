@@ -102,6 +102,16 @@ def _titled(title, *notes: str | None):
     return alt.TitleParams(text=title, subtitle=said) if said else title
 
 
+def _lone_points(long: pd.DataFrame, series: list[str], x: str) -> alt.OverlayMarkDef | bool:
+    """Points on a line chart where a series has a single x value: a line needs two points, so a model seen in one
+    hour (or one length bucket) would otherwise draw nothing and its panel look empty. Hollow, so that a legend
+    drawing only the line's dash (no colour of its own) keeps its stroke."""
+    if long.empty:
+        return False
+    alone = long.groupby(series, dropna=False)[x].nunique()
+    return alt.OverlayMarkDef(size=40, filled=False) if bool((alone < 2).any()) else False
+
+
 def _series_scale(series: list[str]) -> alt.Scale:
     """Colours for models (or tenants), with the idle-capacity series always grey and last."""
     named = sorted(s for s in set(series) if s != IDLE_TENANT)
@@ -579,14 +589,16 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     seg = seg[seg["ms"] > 0.5]        # drop empty segments and float noise ("other" of -1e-11 ms)
     seg, note = keep_top(seg, "grp", "requests_in_band", MAX_ROWS // 3, what="models", by_what="request count")
     title = _titled(title, note)
-    data = seg.assign(row=seg["grp"] + " · " + seg["percentile"],
+    # the percentile first and a wide label: a long model name cut short must not hide which band a bar is
+    data = seg.assign(row=seg["percentile"] + " · " + seg["grp"],
                       share_pct=seg["ms"] / seg["total_ms"].where(seg["total_ms"] > 0) * 100,
                       order=seg["segment"].map({s: i for i, s in enumerate(order)}))
     present = [s for s in order if s in set(data["segment"])]
     div, unit = _time_unit(data["total_ms"])
     data = data.assign(t=data["ms"] / div)
     return alt.Chart(data).mark_bar().encode(
-        y=alt.Y("row:N", title="Model · percentile of total latency", sort=list(dict.fromkeys(data["row"]))),
+        y=alt.Y("row:N", title="Percentile of total latency · model", sort=list(dict.fromkeys(data["row"])),
+                axis=alt.Axis(labelLimit=320)),
         x=alt.X("t:Q", title=f"Mean time in the band ({unit})", stack="zero", axis=alt.Axis(format=",.3~r"),
                 scale=alt.Scale(domainMin=0)),
         color=alt.Color("segment:N", title="Segment", sort=present,
@@ -612,7 +624,7 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
                      value_name="ms")
     long["percentile"] = long["percentile"].str.upper()
     long = long[long["ms"] > 0]
-    return alt.Chart(long).mark_line(strokeWidth=1.5).encode(
+    return alt.Chart(long).mark_line(strokeWidth=1.5, point=_lone_points(long, ["grp", "percentile"], "ts")).encode(
         x=alt.X("ts:T", title="Time (UTC)", axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
         y=alt.Y("ms:Q", title=f"{field_label} (ms, log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
@@ -647,7 +659,7 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
     unit = "s" if seconds else "ms"
     domain = [p for p, _, _ in PERCENTILE_STYLE]
     style = alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=2.5, symbolSize=300)
-    return alt.Chart(long).mark_line(strokeWidth=1.6).encode(
+    return alt.Chart(long).mark_line(strokeWidth=1.6, point=_lone_points(long, ["percentile"], "ts")).encode(
         x=alt.X("ts:T", title="Time (UTC)", scale=alt.Scale(type="utc"),
                 axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
         y=alt.Y("value:Q", title=f"{what} ({unit}, log scale)", scale=alt.Scale(type="log"),
@@ -673,7 +685,7 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
     long["mid"] = (long["bucket_lo"].clip(lower=1) * long["bucket_hi"]) ** 0.5
     div, t_unit = _time_unit(long["ms"])
     long["t"] = long["ms"] / div
-    return alt.Chart(long).mark_line(strokeWidth=1.8).encode(
+    return alt.Chart(long).mark_line(strokeWidth=1.8, point=_lone_points(long.dropna(subset=["t"]), ["grp", "percentile"], "mid")).encode(
         x=alt.X("mid:Q", title=f"{unit} (bucket, log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=",.0f")),
         y=alt.Y("t:Q", title=f"total latency ({t_unit}, log scale)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format=",.3~r")),

@@ -44,3 +44,14 @@ def test_the_spend_chart_says_its_bounds_in_its_subtitle():
     spec = charts.spend_over_time(_spend(), "day", title="Spend per day").to_dict()
     assert spec["title"]["subtitle"] == ["The 10 of 25 models with the highest spend; the rest as 'other'."]
     assert charts.spend_over_time(_spend(models=3), "day", title="Spend").to_dict()["title"] == "Spend"
+
+
+def test_segment_bars_name_the_percentile_before_the_model_so_a_cut_name_keeps_it():
+    # LLMPerf's models: three names sharing their first 20 characters, each at P50, P95 and P99
+    models = [f"accounts/fireworks/models/llama-v2-{s}-chat" for s in ("7b", "13b", "70b")]
+    seg = pd.DataFrame([(m, p, "other", 1000.0, 1000.0, 10) for m in models for p in ("P50", "P95", "P99")],
+                       columns=["grp", "percentile", "segment", "ms", "total_ms", "requests_in_band"])
+    spec = charts.segment_bars(seg).to_dict()
+    rows = spec["encoding"]["y"]["sort"]
+    assert rows[0] == "P50 · accounts/fireworks/models/llama-v2-7b-chat" and len(set(r[:3] for r in rows)) == 3
+    assert spec["encoding"]["y"]["axis"]["labelLimit"] >= 300

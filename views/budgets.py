@@ -82,11 +82,22 @@ else:
     c[3].metric("Forecast month end (USD)", usd(table['forecast_usd'].sum()), border=True,
                 help="Spent so far plus the mean daily spend times the days left.")
     if report.as_of is not None:
+        if report.complete_days == 0:
+            method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the "
+                      f"{report.observed_hours:,.0f} hours since {report.first_day:%Y-%m-%d} 00:00 UTC to the "
+                      "month end, a rough guide with no interval until a day has passed. ")
+        elif report.complete_days == 1:
+            method = ("The forecast runs each tenant's spend on the one complete day observed to the month end; "
+                      "one day has no spread to measure, so there is no interval yet. ")
+        else:
+            method = (f"The forecast runs each tenant's mean daily spend over the {report.complete_days} complete "
+                      f"days observed to the month end; the interval is a {100 * report.confidence:.0f} % "
+                      "prediction interval (t-quantile × daily standard deviation × √(d + d²/n) for d days left "
+                      "after n days). ")
         st.caption(f"Data through {report.as_of:%Y-%m-%d %H:%M} UTC; {report.days_left:.1f} days left in {label}. "
-                   f"The forecast runs each tenant's mean daily spend over the {report.complete_days} complete days "
-                   f"observed to the month end; the interval is a {100 * report.confidence:.0f} % prediction "
-                   "interval (t-quantile × daily standard deviation × √(d + d²/n) for d days left after n days). "
-                   + (f"The store starts on {report.first_day:%Y-%m-%d}: spend before that is not counted. "
+                   + method
+                   + (f"The store's first request in {label} is on {report.first_day:%Y-%m-%d}: the days of the "
+                      "month before it are not in the store and not counted. "
                       if report.first_day and report.first_day.day > 1 else "")
                    + (f"Idle GPU capacity ({usd(report.idle_usd)} this month) is a fleet cost in no tenant's "
                       "budget." if report.idle_usd > 0 else ""))

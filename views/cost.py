@@ -66,7 +66,8 @@ else:
         "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%,.2f"),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
         "usd_per_1m": USD("Billed (API) or allocated (self-hosted), $ per 1M tokens", format="$%,.3f",
-                          help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + "."),
+                          help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + ". "
+                               + MISSING + ": the model has no price (counted at $0, see the banner)."),
         "fleet_served_tokens": None, "fleet_cost_usd": None,
         "fully_loaded_usd_per_1m": USD("Fully loaded, $ per 1M tokens", format="$%,.3f",
                                        help=spend.UNIT_COSTS["fully_loaded"] + "; an API model's is its billed one")})

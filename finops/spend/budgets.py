@@ -213,6 +213,14 @@ class BudgetReport:
     daily: pd.DataFrame             # tenant, day, spent_usd (complete and partial days)
     idle_usd: float                 # idle capacity this month kept apart (no tenant's budget)
 
+    @property
+    def observed_hours(self) -> float:
+        """Hours from the first observed day's midnight to ``as_of``: what the run rate of a month with no
+        complete day is measured over (0 with no traffic)."""
+        if self.as_of is None or self.first_day is None:
+            return 0.0
+        return (self.as_of - datetime.combine(self.first_day, datetime.min.time())) / timedelta(hours=1)
+
 
 def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_of: datetime | None = None,
            confidence: float = DEFAULT_CONFIDENCE) -> BudgetReport:

@@ -215,15 +215,22 @@ def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
       (``fleet_cost_usd``), / the tokens it served for every tenant (``fleet_served_tokens``) × 1e6 — a property
       of the fleet, so tenant and tier filters do not change it (the period and the model filter do). An API
       model has no idle capacity: its fully loaded unit cost is its billed one.
+
+    A model nothing prices (no price book row, alias or catalogue entry) whose requests here cost $0 has no
+    unit cost (null): "$0.000 per 1M tokens" would read as free, and the Overview and Cost pages say it is
+    unpriced.
     """
     usage = report(con, f, by=["model"], include_idle=False)
+    unpriced = {m for (m,) in con.execute("SELECT DISTINCT model FROM model_resolution WHERE price_source = ''")
+                .fetchall()}
     fleet = report(con, Filters(since=f.since, until=f.until, models=f.models), by=["model"], include_idle=True)
     kinds = dict(con.execute("SELECT model, kind FROM prices WHERE kind = 'self_hosted'").fetchall())
     fleet = fleet.set_index("model")
     rows = []
     for r in usage.itertuples(index=False):
         kind = kinds.get(r.model, "api")
-        per_1m = float(r.cost_usd) / r.served_tokens * 1e6 if r.served_tokens > 0 else None
+        priced = not (r.model in unpriced and float(r.cost_usd) == 0)
+        per_1m = float(r.cost_usd) / r.served_tokens * 1e6 if r.served_tokens > 0 and priced else None
         fleet_tokens = int(fleet.loc[r.model, "served_tokens"]) if r.model in fleet.index else 0
         fleet_cost = float(fleet.loc[r.model, "cost_usd"]) if r.model in fleet.index else 0.0
         if kind == "self_hosted":

@@ -1,0 +1,73 @@
+"""The pages on the shapes of real public data: an Azure LLM inference trace (tokens and times, no latency) and
+LLMPerf runs against hosted APIs (a few minutes of one model each, on one day). What a finance manager or an SRE
+met on them, pinned."""
+import json
+
+import pytest
+
+from finops import store
+from finops.ingest import IngestOptions, ingest_path
+from helpers import DATA, run_page
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def real_db(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("real") / "real.duckdb")
+    con = store.connect(path)
+    ingest_path(con, DATA / "azure_conv.csv", IngestOptions(format="azure-trace", model="gpt-4o", tenant="chat"))
+    for run in ("fireworks_70b", "together_13b"):
+        ingest_path(con, DATA / "llmperf" / "individual" / f"{run}.json", IngestOptions())
+    con.close()
+    return path
+
+
+def _specs(at) -> list[dict]:
+    return [json.loads(e.proto.spec) for e in at.get("vega_lite_chart")]
+
+
+def _title(spec: dict) -> str:
+    title = spec.get("title", "")
+    return str(title.get("text", "") if isinstance(title, dict) else title)
+
+
+def test_a_model_seen_on_one_day_draws_points_not_an_empty_panel(real_db):
+    # each LLMPerf run lasted two minutes: one point per percentile, which a bare line does not draw
+    at = run_page(real_db, "views/percentiles.py")
+    assert not at.exception, [e.value for e in at.exception]
+    specs = _specs(at)
+    assert len(specs) == 2
+    assert all(s["mark"]["type"] == "line" and s["mark"]["point"] for s in specs)
+
+
+def test_latency_by_prompt_length_draws_the_single_bucket_of_a_fixed_prompt(real_db):
+    # LLMPerf sends ~550-token prompts: every model's requests fall in one length bucket
+    at = run_page(real_db, "views/latency.py")
+    assert not at.exception, [e.value for e in at.exception]
+    by_prompt = [s for s in _specs(at) if _title(s).startswith("Latency by prompt")]
+    assert len(by_prompt) == 1 and by_prompt[0]["mark"]["point"]
+
+
+def test_an_unpriced_model_has_no_unit_cost_rather_than_a_free_one(real_db):
+    # the LLMPerf runs' models (Fireworks, Together names) are in no price book: counted at $0, said in the banner;
+    # their unit cost was "$0.000 per 1M tokens", which a finance manager reads as free
+    at = run_page(real_db, "views/cost.py")
+    assert not at.exception, [e.value for e in at.exception]
+    units = next(d.value for d in at.dataframe if "usd_per_1m" in d.value.columns)
+    units = units.set_index("model")
+    unpriced = ["accounts/fireworks/models/llama-v2-70b-chat", "together_ai/togethercomputer/llama-2-13b-chat"]
+    assert units.loc[unpriced, ["usd_per_1m", "billed_usd_per_1m", "fully_loaded_usd_per_1m"]].isna().all().all()
+    assert units.loc["gpt-4o", "usd_per_1m"] > 0
+    assert "No price for 2 model(s)" in "\n".join(str(w.value) for w in at.warning)
+
+
+def test_a_month_with_no_complete_day_says_its_forecast_is_a_run_rate_of_hours(real_db):
+    # the Together run is the store's only December traffic: two minutes on 19 December, no complete day
+    at = run_page(real_db, "views/budgets.py", query_params={"month": "2023-12"})
+    assert not at.exception, [e.value for e in at.exception]
+    caption = next(c.value for c in at.caption if c.value.startswith("Data through"))
+    assert "over the 0 complete days" not in caption and "The store starts on" not in caption
+    assert "No complete day observed yet: the forecast runs each tenant's spend rate over the 12 hours since " \
+           "2023-12-19 00:00 UTC" in caption
+    assert "The store's first request in December 2023 is on 2023-12-19" in caption
