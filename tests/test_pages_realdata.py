@@ -71,3 +71,14 @@ def test_a_month_with_no_complete_day_says_its_forecast_is_a_run_rate_of_hours(r
     assert "No complete day observed yet: the forecast runs each tenant's spend rate over the 12 hours since " \
            "2023-12-19 00:00 UTC" in caption
     assert "The store's first request in December 2023 is on 2023-12-19" in caption
+
+
+def test_the_cli_shows_an_unpriced_models_unit_cost_as_a_dash(real_db):
+    # `finops report --unit-costs` printed None and NaN for the models nothing prices
+    from finops.commands import report
+
+    con = store.connect(real_db)
+    out, _ = report.render(con, report.parse(["--unit-costs"]))
+    assert "None" not in out and "NaN" not in out
+    row = next(line.split() for line in out.splitlines() if "llama-v2-70b-chat" in line)
+    assert row[1] == "api" and row[3] == "0.0000" and row.count("—") == 4      # served tokens counted, no unit cost

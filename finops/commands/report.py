@@ -72,6 +72,12 @@ def render(con, args) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
+def _text(frame) -> str:
+    """``frame`` as the terminal shows it: four decimals, a value the data does not give (None or NaN, such as
+    the unit cost of a model nothing prices) as a dash."""
+    return frame.fillna(float("nan")).to_string(index=False, na_rep="—", float_format=lambda v: f"{v:,.4f}")
+
+
 def _render(con, args, stdout, stderr) -> None:
     policy = IdlePolicy.parse(args.idle_policy) if args.idle_policy else None
     unpriced = pricing.unpriced_models(con)
@@ -101,10 +107,9 @@ def _render(con, args, stdout, stderr) -> None:
         from finops.spend.exports import safe_csv
         stdout.write(safe_csv(frame))
     elif args.reconcile:
-        print(frame[list(spend.RECONCILE_COLUMNS[:11])].to_string(index=False, float_format=lambda v: f"{v:,.4f}"),
-              file=stdout)
+        print(_text(frame[list(spend.RECONCILE_COLUMNS[:11])]), file=stdout)
         print(file=stdout)
         for line in spend.billing_sentences(frame):
             print(line, file=stdout)
     else:
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.4f}"), file=stdout)
+        print(_text(frame), file=stdout)
