@@ -59,7 +59,8 @@ else:
     st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
                "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
                "capacity is left out). " + source_label())
-    units = query(spend.unit_costs, f)
+    # the costliest model first, as a finance reader scans it (the query's order is by model name)
+    units = query(spend.unit_costs, f).sort_values(["cost_usd", "model"], ascending=[False, True], kind="stable")
     bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
         "kind": st.column_config.TextColumn("Kind", help="api: a provider bills tokens; self_hosted: a GPU fleet"),
