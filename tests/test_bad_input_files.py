@@ -352,6 +352,15 @@ def test_an_otel_line_that_is_no_object_names_file_and_row(con, tmp_path, bad, f
      "resourceSpans[0].scopeSpans[0].spans[0].attributes[0]", "expected KeyValues (a JSON object), found an array"),
     (lambda d: d["resourceSpans"][0]["scopeSpans"][0]["spans"][0].update(status="ok"),
      "resourceSpans[0].scopeSpans[0].spans[0].status", "expected a Status (a JSON object), found a string"),
+    (lambda d: d["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "abc"}}),
+     "resourceSpans[0].scopeSpans[0].spans[0].attributes",
+     "attribute 'gen_ai.usage.input_tokens': intValue 'abc' is not an integer"),
+    (lambda d: d["resourceSpans"][0]["resource"]["attributes"].append({"key": "x", "value": {"doubleValue": [1]}}),
+     "resourceSpans[0].resource.attributes", "attribute 'x': doubleValue [1] is not a number"),
+    (lambda d: d["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+        {"key": "tags", "value": {"arrayValue": {"values": {"a": 1}}}}),
+     "resourceSpans[0].scopeSpans[0].spans[0].attributes", "attribute 'tags': values is not a list"),
 ])
 def test_an_otel_field_of_another_json_type_names_file_row_and_field(con, tmp_path, change, field, message):
     import json

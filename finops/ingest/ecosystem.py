@@ -1416,31 +1416,54 @@ def _sniff_otel(p: Probe) -> float:
 
 
 def otlp_value(v: dict | None):
-    """An OTLP JSON ``AnyValue`` as a Python value (int64 arrive as strings in OTLP JSON)."""
+    """An OTLP JSON ``AnyValue`` as a Python value (int64 arrive as strings in OTLP JSON); ValueError for a value
+    its type cannot hold (an ``intValue`` of ``"abc"``, an ``arrayValue`` that is no object)."""
     if not isinstance(v, dict):
         return v
     if "stringValue" in v:
         return v["stringValue"]
     if "intValue" in v:
-        return int(v["intValue"])
+        try:
+            return int(str(v["intValue"]).strip())
+        except ValueError:
+            raise ValueError(f"intValue {v['intValue']!r} is not an integer") from None
     if "doubleValue" in v:
-        return float(v["doubleValue"])
+        try:
+            return float(v["doubleValue"])
+        except (TypeError, ValueError):
+            raise ValueError(f"doubleValue {v['doubleValue']!r} is not a number") from None
     if "boolValue" in v:
         return bool(v["boolValue"])
+    for name in ("arrayValue", "kvlistValue"):
+        if name in v and not isinstance(v[name] or {}, dict):
+            raise ValueError(f"{name} is not an object")
     if "arrayValue" in v:
-        return [otlp_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+        return [otlp_value(x) for x in _value_list(v["arrayValue"])]
     if "kvlistValue" in v:
-        return otlp_attrs((v["kvlistValue"] or {}).get("values", []))
+        return otlp_attrs(_value_list(v["kvlistValue"]))
     if "bytesValue" in v:
         return v["bytesValue"]
     return None
 
 
+def _value_list(holder: dict | None) -> list:
+    values = (holder or {}).get("values") or []
+    if not isinstance(values, list):
+        raise ValueError("values is not a list")
+    return values
+
+
 def otlp_attrs(kvs: list | None) -> dict:
     """OTLP JSON ``KeyValue`` objects as a dict; an element that is no object, or whose key is no text, is no
-    attribute (left out)."""
-    return {kv["key"]: otlp_value(kv.get("value")) for kv in (kvs or [])
-            if isinstance(kv, dict) and isinstance(kv.get("key"), str)}
+    attribute (left out). ValueError naming the key whose value its type cannot hold (:func:`otlp_value`)."""
+    out = {}
+    for kv in kvs or []:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            try:
+                out[kv["key"]] = otlp_value(kv.get("value"))
+            except ValueError as exc:
+                raise ValueError(f"attribute {kv['key']!r}: {exc}") from None
+    return out
 
 
 def _ns(v) -> int | None:
@@ -1467,14 +1490,20 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
     def one(row: int, v, field: str, what: str) -> dict:
         return {} if v is None else expect_object(v, what, file=p.name, row=row, field=field)
 
+    def key_values(row: int, v, field: str) -> dict:
+        try:
+            return otlp_attrs(objects(row, v, field, "KeyValues"))
+        except ValueError as exc:
+            raise InputError(str(exc), file=p.name, row=row, field=field) from None
+
     def rows():
         found = 0
         for row, doc in iter_records(p):
             doc = expect_object(doc, "an OTLP/JSON ExportTraceServiceRequest", file=p.name, row=row)
             for i, rs in enumerate(objects(row, doc.get("resourceSpans"), "resourceSpans", "ResourceSpans")):
                 at = f"resourceSpans[{i}]"
-                resource = otlp_attrs(objects(row, one(row, rs.get("resource"), f"{at}.resource", "a Resource")
-                                              .get("attributes"), f"{at}.resource.attributes", "KeyValues"))
+                resource = key_values(row, one(row, rs.get("resource"), f"{at}.resource", "a Resource").get("attributes"),
+                                      f"{at}.resource.attributes")
                 # OTLP before 0.15 named them instrumentationLibrarySpans
                 scoped = ("instrumentationLibrarySpans" if not rs.get("scopeSpans")
                           and rs.get("instrumentationLibrarySpans") is not None else "scopeSpans")
@@ -1482,8 +1511,7 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                     scope = one(row, ss.get("scope") or ss.get("instrumentationLibrary"),
                                 f"{at}.{scoped}[{j}].scope", "an InstrumentationScope")
                     for k, span in enumerate(objects(row, ss.get("spans"), f"{at}.{scoped}[{j}].spans", "Spans")):
-                        a = otlp_attrs(objects(row, span.get("attributes"),
-                                               f"{at}.{scoped}[{j}].spans[{k}].attributes", "KeyValues"))
+                        a = key_values(row, span.get("attributes"), f"{at}.{scoped}[{j}].spans[{k}].attributes")
                         op = a.get("gen_ai.operation.name")
                         kind = str(a.get("openinference.span.kind") or "").upper()
                         model = _first(a, OTEL_FIELDS["model"]) or _invocation_model(a)
