@@ -1423,9 +1423,10 @@ def otlp_value(v: dict | None):
     if "stringValue" in v:
         return v["stringValue"]
     if "intValue" in v:
+        x = v["intValue"]
         try:
-            return int(str(v["intValue"]).strip())
-        except ValueError:
+            return int(x) if isinstance(x, int | float) else int(str(x).strip())
+        except (OverflowError, ValueError):
             raise ValueError(f"intValue {v['intValue']!r} is not an integer") from None
     if "doubleValue" in v:
         try:
