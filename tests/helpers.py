@@ -76,6 +76,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def loaded_attrs(path) -> list[str]:
+    """The ``attrs`` text of every request that loading ``path`` into a fresh in-memory store gives, by request_id
+    (what two readings of the same records must agree on)."""
+    from finops import store
+    from finops.ingest import ingest_path
+
+    c = store.connect(":memory:")
+    try:
+        ingest_path(c, path)
+        return [a for (a,) in c.execute("SELECT attrs FROM requests ORDER BY request_id").fetchall()]
+    finally:
+        c.close()
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """The JSON objects of a newline-delimited file, blank lines skipped."""
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

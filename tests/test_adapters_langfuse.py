@@ -13,7 +13,7 @@ from finops.errors import InputError
 from finops.ingest import ADAPTERS, IngestOptions, ingest_path, probe
 from finops.ingest.loader import detect
 from finops.ingest.tabular import iter_records
-from helpers import DATA
+from helpers import DATA, loaded_attrs
 
 LF = DATA / "langfuse"
 BLOB = LF / "blob" / "proj-1" / "observations" / "2025-03-04T15-00-00.jsonl"
@@ -528,18 +528,11 @@ def test_langfuse_attrs_joined_from_the_first_observations_fields_are_the_merge_
     variants = {"mixed": path, **{n: p for n, (p, fast) in _langfuse_variants(tmp_path).items()
                                   if fast and "ui_csv" not in n}}
 
-    def attrs_texts(p) -> list[str]:
-        c = store.connect(":memory:")
-        try:
-            ingest_path(c, p)
-            return [a for (a,) in c.execute("SELECT attrs FROM requests ORDER BY request_id").fetchall()]
-        finally:
-            c.close()
     assert ecosystem.plain_fields(gen) == list(gen)
     for name, p in variants.items():
-        joined = attrs_texts(p)
+        joined = loaded_attrs(p)
         with monkeypatch.context() as m:
             m.setattr(ecosystem, "plain_fields", lambda rec: None)
-            assert attrs_texts(p) == joined, name
+            assert loaded_attrs(p) == joined, name
         with monkeypatch.context() as m:
             assert _fast_stored(p, IngestOptions()) == _fast_stored(p, IngestOptions(), m, python_only=True), name

@@ -10,7 +10,7 @@ import pytest
 from finops import store
 from finops.ingest import IngestOptions, ingest_path, probe
 from finops.ingest.loader import detect
-from helpers import DATA
+from helpers import DATA, loaded_attrs
 
 LITELLM = DATA / "litellm"
 SHAPES = ["spendlogs_v1_65.csv", "spendlogs_v1_74.csv", "spend_logs.json", "spend_logs_ui.json"]
@@ -441,15 +441,8 @@ def test_litellm_json_rows_with_the_first_rows_fields_or_others_store_what_pytho
         assert len(fast) == len(body) + 1, name
         # the same attrs text as the merge patch writes (the joined reading off)
         monkeypatch.setattr(ecosystem, "_litellm_known_fields", lambda p, fmt: None)
-        patched = _attrs_texts(path)
+        patched = loaded_attrs(path)
         monkeypatch.undo()
-        assert _attrs_texts(path) == patched, name
+        assert loaded_attrs(path) == patched, name
 
 
-def _attrs_texts(path) -> list[str]:
-    c = store.connect(":memory:")
-    try:
-        ingest_path(c, path)
-        return [a for (a,) in c.execute("SELECT attrs FROM requests ORDER BY request_id").fetchall()]
-    finally:
-        c.close()
