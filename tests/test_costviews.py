@@ -264,3 +264,50 @@ def test_without_p99_every_other_kpi_and_trend_is_the_same(con):
     assert (lean.idle_usd, lean.previous_coverage) == (full.idle_usd, full.previous_coverage)
     trend = costviews.kpi_trends(con, MARCH_2)
     pd.testing.assert_frame_equal(costviews.kpi_trends(con, MARCH_2, p99=False), trend.drop(columns="p99_total_ms"))
+
+
+def test_unpriced_tokens_are_left_out_of_every_dollar_per_1m_rather_than_counted_free():
+    # tenant t: api-model 1M input ($1 + $0.001 a request = $1.001); mystery-model, which nothing prices, 1M in +
+    # 1M out at $0 and one more request whose source recorded $0.50 for 1M input tokens (recorded: priced)
+    c = store.connect(":memory:")
+    add_test_models(c)
+    ingest_frame(c, spend_frame([
+        ("k1", march(2, 10, 1), "t", "premium", "api-model", 1_000_000, 0, 0, 10.0, 100.0, None, False, "ok",
+         None, None),
+        ("u1", march(2, 10, 2), "t", "premium", "mystery-model-x9", 1_000_000, 1_000_000, 0, 10.0, 100.0, None,
+         False, "ok", None, None),
+        ("u2", march(2, 10, 3), "u", "premium", "mystery-model-x9", 1_000_000, 0, 0, 10.0, 100.0, 0.5, False, "ok",
+         None, None),
+    ]))
+    rep = spend.report(c, MARCH_2, by=["tenant", "model"]).set_index(["tenant", "model"])
+    assert rep.loc[("t", "mystery-model-x9"), "unpriced_tokens"] == 2_000_000
+    assert pd.isna(rep.loc[("t", "mystery-model-x9"), "cost_per_1m_tokens"])      # none, not $0.000
+    assert rep.loc[("u", "mystery-model-x9"), "cost_per_1m_tokens"] == pytest.approx(0.5)
+    by_tenant = spend.report(c, MARCH_2, by=["tenant"]).set_index("tenant")
+    assert by_tenant.loc["t", "cost_per_1m_tokens"] == pytest.approx(1.001)     # not 1.001 / 3M x 1M = 0.334
+    units = spend.unit_costs(c, MARCH_2).set_index("model")
+    assert units.loc["mystery-model-x9", "usd_per_1m"] == pytest.approx(0.5)    # its recorded request's
+    assert units.loc["api-model", "usd_per_1m"] == pytest.approx(1.001)
+    sb = costviews.showback(c, MARCH_2)
+    pair = sb.set_index(["tenant", "model"])
+    assert pair.loc[("t", "mystery-model-x9"), "priced_tokens"] == 0
+    assert pd.isna(pair.loc[("t", "mystery-model-x9"), "cost_per_1m_tokens"])
+    wide = costviews.cost_matrix_wide(costviews.cost_matrix(c, MARCH_2)).set_index("model")
+    assert wide.loc["mystery-model-x9", "all tenants"] == pytest.approx(0.5)    # u's $0.50 / 1M, not / 3M
+    assert pd.isna(wide.loc["mystery-model-x9", "t"])
+    tenants = costviews.showback_by_tenant(sb).set_index("tenant")
+    assert tenants.loc["t", "priced_tokens"] == 1_000_000 and tenants.loc["t", "tokens"] == 3_000_000
+    assert tenants.loc["t", "cost_per_1m_tokens"] == pytest.approx(1.001)
+    assert tenants.loc["u", "cost_per_1m_tokens"] == pytest.approx(0.5)
+    c.close()
+
+
+def test_a_tenants_dollar_per_1m_is_its_pairs_blend_with_cache_hits_left_out(con):
+    # tenant b on 2 March: g2 (gpu) and a2 (recorded $0.50, 1M input) served; a3 a cache hit (1,100 tokens, no model)
+    sb = costviews.showback(con, MARCH_2)
+    t = costviews.showback_by_tenant(sb).set_index("tenant")
+    pairs = sb[sb.tenant == "b"]
+    assert t.loc["b", "priced_tokens"] == pairs.priced_tokens.sum() == 1_000_000 + 110
+    assert t.loc["b", "cost_per_1m_tokens"] == pytest.approx(t.loc["b", "cost_usd"] / (1_000_110 / 1e6))
+    assert t.loc["b", "cost_per_1m_tokens"] == pytest.approx(
+        spend.report(con, MARCH_2, by=["tenant"]).set_index("tenant").loc["b", "cost_per_1m_tokens"])

@@ -83,3 +83,15 @@ def test_the_cli_shows_an_unpriced_models_unit_cost_as_a_dash(real_db):
     assert "None" not in out and "NaN" not in out
     row = next(line.split() for line in out.splitlines() if "llama-v2-70b-chat" in line)
     assert row[1] == "api" and row[3] == "0.0000" and row.count("—") == 4      # served tokens counted, no unit cost
+
+
+def test_showback_gives_an_unpriced_tenant_no_dollar_per_1m_and_blends_the_others_on_priced_tokens(real_db):
+    # the LLMPerf runs land in tenant "default" on two models nothing prices: its $ per 1M was "$0.000" (free)
+    at = run_page(real_db, "views/cost.py")
+    assert not at.exception, [e.value for e in at.exception]
+    tables = [d.value for d in at.dataframe if "share" in d.value.columns]
+    by_tenant = next(t for t in tables if "models" in t.columns).set_index("tenant")
+    assert by_tenant.loc["default", "priced_tokens"] == 0 and by_tenant.loc["default", "tokens"] > 0
+    assert by_tenant.loc["default", "cost_per_1m_tokens"] != by_tenant.loc["default", "cost_per_1m_tokens"]  # NaN
+    chat = by_tenant.loc["chat"]
+    assert chat["cost_per_1m_tokens"] == pytest.approx(chat["cost_usd"] / chat["priced_tokens"] * 1e6)

@@ -58,7 +58,8 @@ else:
         **{c: USD(f"{c} ($ per 1M tokens)", format="$%,.3f") for c in wide.columns if c != "model"}})
     st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
                "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
-               "capacity is left out). " + source_label())
+               "capacity is left out). A model nothing prices has none (—, and no cell): its tokens count at $0, as the "
+               "banner says. " + source_label())
     # the costliest model first, as a finance reader scans it (the query's order is by model name)
     units = query(spend.unit_costs, f).sort_values(["cost_usd", "model"], ascending=[False, True], kind="stable")
     bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
@@ -282,8 +283,12 @@ COLUMNS = {
     "output_tokens": COUNT("Output tokens", format="localized"),
     "cached_input_tokens": COUNT("Cached input tokens", format="localized"),
     "tokens": COUNT("Tokens (in + out)", format="localized"),
+    "priced_tokens": COUNT("Tokens priced", format="localized",
+                           help="The $ per 1M tokens divides by these: the tokens a model served (a cache hit "
+                                "reached none), less those of models nothing prices (counted at $0, see the banner)"),
     "cost_usd": USD("Spend ($)", format="$%,.2f"),
-    "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%,.3f"),
+    "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%,.3f",
+                              help="Spend / tokens priced × 1M. " + MISSING + ": no token here has a price"),
     "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)}
 by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
 bounded_dataframe(showback_by_tenant(sb), by_tenant, sort_by="cost_usd", what="tenants", file_name="showback_tenants",

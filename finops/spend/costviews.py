@@ -277,12 +277,13 @@ def top_tenants(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 8) -> TopTe
 def cost_matrix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """$ per 1M tokens for every model x tenant pair with traffic: the *billed* unit cost of API models and the
     *allocated* one of self-hosted models (``spend.report.UNIT_COSTS``: idle capacity left out, per 1M served
-    tokens). Columns: model, tenant, requests, tokens (served), cost_usd, cost_per_1m_tokens.
+    tokens). Columns: model, tenant, requests, tokens (served), priced_tokens (served less those nothing prices:
+    the denominator), cost_usd, cost_per_1m_tokens (none where no token has a price).
     """
     rep = spend.report(con, period_of(con, f), by=["model", "tenant"], include_idle=False)
     out = pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "requests": rep["requests"],
-                        "tokens": rep["served_tokens"], "cost_usd": rep["cost_usd"],
-                        "cost_per_1m_tokens": rep["cost_per_1m_tokens"]})
+                        "tokens": rep["served_tokens"], "priced_tokens": rep["served_tokens"] - rep["unpriced_tokens"],
+                        "cost_usd": rep["cost_usd"], "cost_per_1m_tokens": rep["cost_per_1m_tokens"]})
     return out
 
 
@@ -292,8 +293,8 @@ def cost_matrix_wide(matrix: pd.DataFrame) -> pd.DataFrame:
     if matrix.empty:
         return pd.DataFrame(columns=["model"])
     wide = matrix.pivot_table(index="model", columns="tenant", values="cost_per_1m_tokens", aggfunc="first")
-    sums = matrix.groupby("model")[["cost_usd", "tokens"]].sum()
-    wide.insert(0, "all tenants", (sums["cost_usd"] / sums["tokens"].where(sums["tokens"] > 0)) * 1e6)
+    sums = matrix.groupby("model")[["cost_usd", "priced_tokens"]].sum()
+    wide.insert(0, "all tenants", (sums["cost_usd"] / sums["priced_tokens"].where(sums["priced_tokens"] > 0)) * 1e6)
     wide.columns.name = None
     return wide.reset_index()
 
@@ -592,7 +593,7 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
 # ---------------------------------------------------------------- showback
 
 SHOWBACK_COLUMNS = ("tenant", "model", "requests", "input_tokens", "output_tokens", "cached_input_tokens",
-                    "tokens", "cost_usd", "cost_per_1m_tokens", "share")
+                    "tokens", "priced_tokens", "cost_usd", "cost_per_1m_tokens", "share")
 
 
 def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.IdlePolicy | None = None) -> pd.DataFrame:
@@ -601,10 +602,14 @@ def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.Id
     filters pick tenants or tiers); charged out it is in the tenants' rows. Either way the rows add up to
     the bill.
 
-    Columns: SHOWBACK_COLUMNS; ``share`` is the row's share of the table's total.
+    Columns: SHOWBACK_COLUMNS; ``share`` is the row's share of the table's total. ``tokens`` is input + output;
+    ``priced_tokens`` the $ per 1M tokens' denominator: the tokens a model served (a cache hit reached none) less
+    those nothing prices (counted at $0, :data:`finops.spend.report.UNPRICED_TOKENS_SQL`), so a row of an
+    unpriced model has no $ per 1M rather than a free one.
     """
     rep = spend.report(con, period_of(con, f), by=["tenant", "model"], idle_policy=idle_policy)
-    out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"])
+    out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"],
+                     priced_tokens=rep["served_tokens"] - rep["unpriced_tokens"])
     total = float(out["cost_usd"].sum())
     out["share"] = out["cost_usd"] / total if total > 0 else 0.0
     out["_idle"] = out["tenant"] == IDLE
@@ -614,18 +619,18 @@ def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.Id
 
 def showback_by_tenant(sb: pd.DataFrame) -> pd.DataFrame:
     """A :func:`showback` table summed per tenant (the chargeback line per team), largest first,
-    idle capacity last. Columns: tenant, models, requests, tokens, cost_usd, cost_per_1m_tokens, share."""
+    idle capacity last. Columns: tenant, models, requests, tokens, priced_tokens, cost_usd, cost_per_1m_tokens,
+    share; the $ per 1M divides by ``priced_tokens`` as the pairs' does, so a tenant's is its pairs' blend."""
+    columns = ["tenant", "models", "requests", "tokens", "priced_tokens", "cost_usd", "cost_per_1m_tokens", "share"]
     if sb.empty:
-        return pd.DataFrame(columns=["tenant", "models", "requests", "tokens", "cost_usd", "cost_per_1m_tokens",
-                                     "share"])
+        return pd.DataFrame(columns=columns)
     g = sb.groupby("tenant", as_index=False).agg(models=("model", "nunique"), requests=("requests", "sum"),
-                                                 tokens=("tokens", "sum"), cost_usd=("cost_usd", "sum"),
-                                                 share=("share", "sum"))
-    g["cost_per_1m_tokens"] = (g["cost_usd"] / g["tokens"].where(g["tokens"] > 0)) * 1e6
+                                                 tokens=("tokens", "sum"), priced_tokens=("priced_tokens", "sum"),
+                                                 cost_usd=("cost_usd", "sum"), share=("share", "sum"))
+    g["cost_per_1m_tokens"] = (g["cost_usd"] / g["priced_tokens"].where(g["priced_tokens"] > 0)) * 1e6
     g["_idle"] = g["tenant"] == IDLE
     g = g.sort_values(["_idle", "cost_usd"], ascending=[True, False], kind="stable")
-    return g[["tenant", "models", "requests", "tokens", "cost_usd", "cost_per_1m_tokens", "share"]].reset_index(
-        drop=True)
+    return g[columns].reset_index(drop=True)
 
 
 def period_label(f: Filters) -> str:

@@ -153,7 +153,14 @@ def frame_once(con, query_sql: str, params: list) -> pd.DataFrame:
     return memo[key][0].copy()
 
 
-MEASURES_SQL = """
+#: the tokens of a costed usage row that no price applied to (no price book row, alias or catalogue entry in force on
+#: its day) and whose cost nothing recorded: they are counted at $0, so a $ per 1M tokens leaves them out of its
+#: denominator (a model all unpriced has none, rather than a free one; the pages' banner lists these models)
+UNPRICED_TOKENS_SQL = ("CASE WHEN priced_by IS NULL AND NOT is_idle THEN priced_uncached_input_tokens "
+                       "+ priced_cached_input_tokens + priced_cache_write_tokens + priced_cache_write_1h_tokens "
+                       "+ priced_output_tokens ELSE 0 END")
+
+MEASURES_SQL = f"""
   sum(requests) FILTER (WHERE NOT is_idle) AS requests,
   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
   sum(cached_input_tokens) AS cached_input_tokens, sum(cache_write_tokens) AS cache_write_tokens,
@@ -161,8 +168,9 @@ MEASURES_SQL = """
   sum(cost_usd) AS cost_usd,
   sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens - cache_output_tokens)
     AS served_tokens,
+  sum({UNPRICED_TOKENS_SQL}) AS unpriced_tokens,
   sum(cost_usd) / nullif(sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens
-                             - cache_output_tokens), 0) * 1e6 AS cost_per_1m_tokens,
+                             - cache_output_tokens - {UNPRICED_TOKENS_SQL}), 0) * 1e6 AS cost_per_1m_tokens,
   sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) AS error_rate,
   sum(cache_hits) AS cache_hits, sum(cache_saved_usd) AS cache_saved_usd,
   sum(escalations) AS escalations, sum(cascade_requests) AS cascade_requests"""
@@ -188,7 +196,7 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
     order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
     out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
     for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
-              "cache_write_1h_tokens", "reasoning_tokens", "served_tokens", "cache_hits", "escalations",
+              "cache_write_1h_tokens", "reasoning_tokens", "served_tokens", "unpriced_tokens", "cache_hits", "escalations",
               "cascade_requests"):
         out[c] = out[c].fillna(0).astype("int64")
     return out
@@ -216,21 +224,19 @@ def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
       of the fleet, so tenant and tier filters do not change it (the period and the model filter do). An API
       model has no idle capacity: its fully loaded unit cost is its billed one.
 
-    A model nothing prices (no price book row, alias or catalogue entry) whose requests here cost $0 has no
-    unit cost (null): "$0.000 per 1M tokens" would read as free, and the Overview and Cost pages say it is
-    unpriced.
+    Tokens counted at $0 because nothing prices them (no price book row, alias or catalogue entry in force, no
+    recorded cost: ``unpriced_tokens``, :data:`UNPRICED_TOKENS_SQL`) are left out of the billed and allocated
+    unit costs' denominator, so a model nothing prices has no unit cost (null) rather than "$0.000 per 1M tokens",
+    which would read as free; the Overview and Cost pages list it as unpriced.
     """
     usage = report(con, f, by=["model"], include_idle=False)
-    unpriced = {m for (m,) in con.execute("SELECT DISTINCT model FROM model_resolution WHERE price_source = ''")
-                .fetchall()}
     fleet = report(con, Filters(since=f.since, until=f.until, models=f.models), by=["model"], include_idle=True)
     kinds = dict(con.execute("SELECT model, kind FROM prices WHERE kind = 'self_hosted'").fetchall())
     fleet = fleet.set_index("model")
     rows = []
     for r in usage.itertuples(index=False):
         kind = kinds.get(r.model, "api")
-        priced = not (r.model in unpriced and float(r.cost_usd) == 0)
-        per_1m = float(r.cost_usd) / r.served_tokens * 1e6 if r.served_tokens > 0 and priced else None
+        per_1m = None if pd.isna(r.cost_per_1m_tokens) else float(r.cost_per_1m_tokens)
         fleet_tokens = int(fleet.loc[r.model, "served_tokens"]) if r.model in fleet.index else 0
         fleet_cost = float(fleet.loc[r.model, "cost_usd"]) if r.model in fleet.index else 0.0
         if kind == "self_hosted":
