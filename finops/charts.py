@@ -49,24 +49,34 @@ def keep_top(frame: pd.DataFrame, key: str, weight: str, n: int, *, what: str, b
     >>> out, note = keep_top(f, "model", "cost_usd", 2, what="models", by_what="spend", fold=("cost_usd",))
     >>> out.to_dict("list"), note
     ({'model': ['b', 'c', 'other'], 'cost_usd': [5.0, 3.0, 1.0]}, "the 2 of 3 models with the highest spend; the rest as 'other'")
+    >>> f = pd.DataFrame({"model": list("abcd"), "cost_usd": [0.0, 0.0, 2.0, 0.0]})
+    >>> out, note = keep_top(f, "model", "cost_usd", 2, what="models", by_what="spend", fold=("cost_usd",))
+    >>> out.to_dict("list"), note
+    ({'model': ['c', 'other'], 'cost_usd': [2.0, 0.0]}, "the 1 of 4 models with any spend; the rest as 'other'")
     """
     names = frame[key][~frame[key].isin(keep)]
     distinct = names.nunique()
     if distinct <= n:
         return frame, None
     totals = frame[~frame[key].isin(keep)].groupby(key, dropna=False)[weight].sum()
-    top = set(totals.sort_values(ascending=False, kind="stable").index[:n]) | set(keep)
+    # a value whose weight is 0 (a model nothing prices, in a spend chart) is never among the largest: n of them
+    # tied at 0 would be picked by name alone, and shown as if they led the rest
+    ranked = totals[totals > 0].sort_values(ascending=False, kind="stable")
+    chosen = list(ranked.index[:n])
+    top = set(chosen) | set(keep)
     shown = frame[frame[key].isin(top)]
     shown = shown.assign(_w=shown.groupby(key)[weight].transform("sum")).sort_values(
         "_w", ascending=False, kind="stable").drop(columns="_w")
+    lead = (f"the {n} of {distinct:,} {what} with the highest {by_what}" if len(chosen) == n else
+            f"the {len(chosen)} of {distinct:,} {what} with any {by_what}")
     if not fold:
-        return shown, f"the {n} of {distinct:,} {what} with the highest {by_what}; the others are left out"
+        return shown, f"{lead}; the others are left out"
     rest = frame[~frame[key].isin(top)]
     folded = rest.groupby(list(by), dropna=False, sort=False)[list(fold)].sum().reset_index() if by else \
         rest[list(fold)].sum().to_frame().T
     folded[key] = OTHER
     out = pd.concat([shown, folded[[c for c in frame.columns if c in folded.columns]]], ignore_index=True)
-    return out, f"the {n} of {distinct:,} {what} with the highest {by_what}; the rest as '{OTHER}'"
+    return out, f"{lead}; the rest as '{OTHER}'"
 
 
 def thin_points(frame: pd.DataFrame, x: str, *, max_points: int = MAX_POINTS, sums: tuple[str, ...] | None = None,

@@ -55,3 +55,16 @@ def test_segment_bars_name_the_percentile_before_the_model_so_a_cut_name_keeps_i
     rows = spec["encoding"]["y"]["sort"]
     assert rows[0] == "P50 · accounts/fireworks/models/llama-v2-7b-chat" and len(set(r[:3] for r in rows)) == 3
     assert spec["encoding"]["y"]["axis"]["labelLimit"] >= 300
+
+
+def test_series_tied_at_zero_are_not_picked_as_the_largest():
+    # 19 LLMPerf runs nothing prices ($0) beside one priced model: the 10 "highest spend" were 9 of the $0 runs,
+    # picked by name, each in the legend as if it led the 10 others
+    rows = [(p, f"run{m:02d}", 0.0, 150) for p in range(2) for m in range(19)] + [(p, "gpt-4o", 40.0, 9000)
+                                                                                 for p in range(2)]
+    frame = pd.DataFrame(rows, columns=["period", "series", "cost_usd", "requests"])
+    out, note = charts.keep_top(frame, "series", "cost_usd", 10, what="models", by_what="spend",
+                                fold=("cost_usd", "requests"), by=("period",))
+    assert set(out["series"]) == {"gpt-4o", charts.OTHER}
+    assert out.loc[out.series == charts.OTHER, "requests"].sum() == 19 * 150 * 2     # nothing lost
+    assert note == "the 1 of 20 models with any spend; the rest as 'other'"
