@@ -95,3 +95,12 @@ def test_showback_gives_an_unpriced_tenant_no_dollar_per_1m_and_blends_the_other
     assert by_tenant.loc["default", "cost_per_1m_tokens"] != by_tenant.loc["default", "cost_per_1m_tokens"]  # NaN
     chat = by_tenant.loc["chat"]
     assert chat["cost_per_1m_tokens"] == pytest.approx(chat["cost_usd"] / chat["priced_tokens"] * 1e6)
+
+
+def test_percentiles_do_not_blame_an_api_for_a_trace_that_has_no_latency(real_db):
+    # the Azure trace (gpt-4o) carries tokens and times only: its missing total latency is no API's doing
+    at = run_page(real_db, "views/percentiles.py")
+    assert not at.exception, [e.value for e in at.exception]
+    captions = "\n".join(c.value for c in at.caption)
+    assert "No total latency in the logs of gpt-4o." in captions
+    assert "API" not in captions

@@ -18,6 +18,8 @@ from views._shared import (
 
 FIELD_WORDS = {"total_ms": "total latency", "ttft_ms": "time to first token", "queue_ms": "queue wait",
                "service_ms": "service time"}
+#: why a group may lack a field, said only for the fields it explains (a trace with no latency at all is no API's doing)
+WHY_MISSING = {"queue_ms": "a hosted API reports no queue wait", "service_ms": "a hosted API reports no service split"}
 GROUP_WORDS = {"model": "model", "sla_tier": "SLA tier", "tenant": "tenant", "route": "route", "replica": "replica"}
 
 
@@ -58,8 +60,8 @@ bounded_dataframe(table, sort_by="requests", order="the most requests", what="gr
                   placeholder=MISSING, hide_index=True, column_order=[by, "requests", *cols], column_config={
     by: GROUP_WORDS[by].capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     **{c: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt) for c in cols}})
-st.caption(percentile_note(pct) + f" {MISSING}: that group's logs lack the field (API models report no queue time). "
-           + source_label())
+why = f" ({WHY_MISSING[field]})" if field in WHY_MISSING else ""
+st.caption(percentile_note(pct) + f" {MISSING}: that group's logs carry no {what}{why}. " + source_label())
 
 # ---------------------------------------------------------------- over time, one panel per model
 st.header(f"{what.capitalize()} over time, per model")
@@ -77,8 +79,7 @@ else:
                                                     title=f"{model}: {what} per {grain}"))
     without = [m for m in query(store.distinct_values, "model") if m not in models and (not f.models or m in f.models)]
     if without:
-        st.caption(f"No {what} in the logs of {', '.join(plain(m) for m in without)} (API models report no queue "
-                   "or service split).")
+        st.caption(f"No {what} in the logs of {', '.join(plain(m) for m in without)}{why}.")
     st.caption(f"One panel per model, one point per {grain}: P99 (solid), P95 (dashed) and P50 (dotted); log scale, "
                "so a tail spike stands out against the median. " + percentile_note(over) + " " + source_label())
 st.page_link("views/incidents.py", label="What went wrong and when: the Incidents page", icon=":material/emergency:")
