@@ -756,8 +756,8 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
     div, unit = _time_unit(data["total_ms"])
     long["t"] = long["ms"] / div
     return alt.Chart(long).mark_bar().encode(
-        y=alt.Y("label:N", title="Request (arrival UTC · model)", sort=list(data["label"]),
-                axis=alt.Axis(labelLimit=360)),
+        # no axis title: beside labels this long it was drawn over them; the subtitle says what a label is
+        y=alt.Y("label:N", title=None, sort=list(data["label"]), axis=alt.Axis(labelLimit=360)),
         x=alt.X("t:Q", title=f"Time ({unit})", stack="zero", axis=alt.Axis(format=",.3~r")),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
@@ -766,7 +766,8 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
         tooltip=[alt.Tooltip("request_id:N", title="Request"), alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="ms", format=",.1f"),
                  alt.Tooltip("total_ms:Q", title="Total latency (ms)", format=",.1f")],
-    ).properties(autosize=FIT_X, title=title, height=max(140, 22 * len(data)))
+    ).properties(autosize=FIT_X, title=alt.TitleParams(text=title, subtitle=["Each bar is a request: its rank, "
+                 "arrival (UTC) and model."]), height=max(140, 22 * len(data)))
 
 
 # ---------------------------------------------------------------- cascade and edge

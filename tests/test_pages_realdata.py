@@ -104,3 +104,11 @@ def test_percentiles_do_not_blame_an_api_for_a_trace_that_has_no_latency(real_db
     captions = "\n".join(c.value for c in at.caption)
     assert "No total latency in the logs of gpt-4o." in captions
     assert "API" not in captions
+
+
+def test_the_slowest_requests_chart_has_no_axis_title_drawn_over_its_long_labels(real_db):
+    at = run_page(real_db, "views/latency.py")
+    assert not at.exception, [e.value for e in at.exception]
+    spec = next(s for s in _specs(at) if _title(s).startswith("The 15 slowest requests"))
+    assert spec["encoding"]["y"]["title"] is None
+    assert spec["title"]["subtitle"] == ["Each bar is a request: its rank, arrival (UTC) and model."]
