@@ -424,6 +424,18 @@ def dig(rec, path: str):
     return True, cur
 
 
+def first_json_record(p: Probe, fmt: str):
+    """The file's first record as the probe's head holds it (``fmt``: ``newline_delimited`` or ``array``, read_json's
+    names, as ``ecosystem.json_records_format`` gives them), or None where the head does not hold it whole."""
+    if fmt == "newline_delimited":
+        return p.first_record
+    text = p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[1:]
+    try:
+        return json.JSONDecoder().raw_decode(text.lstrip(" \t\r\n"))[0] if text.strip() else None
+    except json.JSONDecodeError:
+        return None
+
+
 def wrapped_json(p: Probe) -> bool:
     """A JSON document that is an object (an API page, an export wrapped in ``{"data": [...]}``)."""
     return p.kind == "json" and p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[:1] == "{"
