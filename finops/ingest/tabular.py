@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, missing_id, missing_id_sql, unreadable
+from finops.ingest.base import IngestOptions, Probe, Source, json_kind, missing_id, missing_id_sql, unreadable
 from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
@@ -94,6 +94,25 @@ def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: lis
         kind = {"ARRAY": "an array", "NULL": "null", "VARCHAR": "a string", "BOOLEAN": "true or false"}.get(
             kind or "NULL", "a number")
         raise InputError(f"expected a record (a JSON object), found {kind}", file=p.name, row=int(row))
+
+
+def _null_records(con: duckdb.DuckDBPyConnection, p: Probe) -> Callable[[list[dict]], None]:
+    """:attr:`Source.explain` for a JSON or JSON Lines file: DuckDB reads a record ``null`` as one of no fields (as
+    ``{}``), which the checks reject as "ts: missing"; such a row's reason becomes that it is no JSON object. The
+    file is read again only for a reject that starts "ts: missing", and only its ``null`` records are named."""
+    fmt = "newline_delimited" if p.kind == "jsonl" else "array"
+
+    def explain(rejects: list[dict]) -> None:
+        rows = [r["row"] for r in rejects if r["reason"].startswith("ts: missing")]
+        if not rows:
+            return
+        nulls = {n for (n,) in con.execute(
+            "SELECT ordinality FROM read_json_objects(?, format = ?, compression = 'auto') WITH ORDINALITY "
+            "WHERE json_type(json) = 'NULL' AND ordinality IN (SELECT unnest(?))", [str(p.path), fmt, rows]).fetchall()}
+        for r in rejects:
+            if r["row"] in nulls:
+                r["field"], r["reason"] = "row", f"row: expected a record (a JSON object), found {json_kind(None)}"
+    return explain
 
 
 def _rows_sql(call: str, ordinal: str, row: str, numbered: bool) -> str:
@@ -197,7 +216,8 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         return f"SELECT {', '.join(select)} FROM ({_rows_sql(call, ordinal, row, numbered)})"
 
     return Source(body(True), select_params + params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
-                  unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1))
+                  unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1),
+                  explain=_null_records(con, p) if p.kind in ("json", "jsonl") else None)
 
 
 def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
