@@ -181,7 +181,7 @@ CANONICAL_RECORDS = [
     {"request_id": "a1", "ts": "2026-11-01T10:00:00Z", "tenant": "acme", "model": "gpt-4o", "input_tokens": 120,
      "output_tokens": 30, "cached_input_tokens": 100, "cache_hit": False, "queue_ms": 1.5, "total_ms": 812.25,
      "status": "ok", "cost_usd": 0.00042, "extra": {"k": [1, 2]}},
-    {"request_id": "a2", "ts": "2026-11-01T10:30:01Z", "model": "llama-3.1-8b", "input_tokens": 7,
+    {"request_id": "a2", "ts": "2026-11-01T12:30:01+02:00", "model": "llama-3.1-8b", "input_tokens": 7,
      "output_tokens": 0, "status": "error", "error_type": "timeout", "attrs": {"route_reason": "x"}},
     {"ts": "2026-11-01 10:00:02", "model": "gpt-4o", "input_tokens": 5, "output_tokens": 1},     # no id: hashed
     {"request_id": "a4", "ts": "2026-11-01T10:00:03Z", "model": "gpt-4o", "input_tokens": -5},  # rejected
@@ -362,6 +362,32 @@ def test_a_canonical_csv_value_the_typed_reading_cannot_keep_is_read_as_text(tmp
         assert "input_tokens: 9007199254740992 is above the limit of 1,000,000,000" in typed[5]
     else:
         assert typed[:3] == (6, 5, 1)
+
+
+OFFSET_RECORDS = [
+    {"ts": "2026-11-01T10:00:02Z", "model": "gpt-4o", "input_tokens": 5},
+    {"ts": "2026-11-01 10:00:03", "model": "gpt-4o", "input_tokens": 6},
+    {"request_id": "z", "ts": "2026-11-01T12:30:01+02:00", "model": "gpt-4o"},
+]
+
+
+@pytest.mark.parametrize("ext", ["jsonl", "json"])
+def test_a_canonical_json_time_with_an_offset_read_typed_is_stored_in_utc(tmp_path, ext):
+    """JSON read typed kept 12:30:01+02:00 as 12:30:01 (a TIMESTAMP drops the offset); the text reading and a CSV
+    store 10:30:01 UTC. The content hash of a row without an id is the one the typed reading gave before."""
+    f = tmp_path / f"offsets.{ext}"
+    f.write_text("".join(json.dumps(r) + "\n" for r in OFFSET_RECORDS) if ext == "jsonl" else json.dumps(OFFSET_RECORDS))
+    got = []
+    for opts in (IngestOptions(format="canonical"), IngestOptions(format="canonical", mapping={"model": "model"})):
+        c = store.connect(":memory:")
+        ingest_path(c, f, opts)
+        got.append(c.execute("SELECT request_id, ts FROM requests ORDER BY ts").fetchall())
+        c.close()
+    typed, text = got
+    assert [(i, t.isoformat()) for i, t in typed] == [
+        ("b2b4ab1375c0f18ec1b811363fa8b556-1", "2026-11-01T10:00:02"),
+        ("a394100491a31b3f25bbec95e971a0d6-1", "2026-11-01T10:00:03"), ("z", "2026-11-01T10:30:01")]
+    assert [t for _, t in text] == [t for _, t in typed]
 
 
 # ---------------------------------------------------------------- Parquet: insert first, then prove it was all

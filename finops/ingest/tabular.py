@@ -28,6 +28,8 @@ FIRST_ROW = {"csv": 2, "jsonl": 1, "json": 1}
 
 #: a canonical column's type when a CSV is read typed (see :func:`_reader`)
 CSV_TYPED = {"BIGINT": "DOUBLE", "INTEGER": "DOUBLE", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMPTZ"}
+#: and when JSON is: a time as TIMESTAMPTZ, which keeps a UTC offset (a TIMESTAMP drops it: 12:30+02:00 read as 12:30)
+JSON_TYPED = {"TIMESTAMP": "TIMESTAMPTZ"}
 
 
 def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str]:
@@ -72,7 +74,8 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
-            types = {c: schema.TYPES.get(c, "JSON" if t == '"NULL"' else t) for c, t in described}
+            types = {c: JSON_TYPED.get(schema.TYPES[c], schema.TYPES[c]) if c in schema.TYPES
+                     else "JSON" if t == '"NULL"' else t for c, t in described}
             call = call.replace("compression = 'auto')", "compression = 'auto', columns = ?)")
             return call, [path, fmt, types], cols, "ordinality", "ordinality"
         return call, [path, fmt], cols, "ordinality", "ordinality"
@@ -198,7 +201,11 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
-    content = ", ".join(f"{quote_ident(c)} := {quote_ident(c)}" for c in cols)
+    # (a time read typed from JSON as TIMESTAMPTZ is hashed as the TIMESTAMP it is in UTC, as it was read before)
+    typed_json = typed and p.kind in ("json", "jsonl")
+    content = ", ".join(f"{quote_ident(c)} := " + (f"CAST({quote_ident(c)} AS TIMESTAMP)"
+                                                   if typed_json and schema.TYPES.get(c) == "TIMESTAMP" else quote_ident(c))
+                        for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
     if typed_csv:
