@@ -316,13 +316,30 @@ def test_a_canonical_json_array_element_that_is_no_object_names_file_and_row(con
     assert str(err) == f"file requests.json, row 2: expected a record (a JSON object), found {kind}"
 
 
-def test_a_null_json_lines_record_is_a_row_rejected_by_its_number(con, tmp_path):
-    """DuckDB reads a line ``null`` as a record of no fields (as ``{}``): that row is rejected, the rest load."""
+NULL_REJECT = "row: expected a record (a JSON object), found null"
+
+
+@pytest.mark.parametrize("ext", ["jsonl", "json"])
+def test_a_null_json_record_is_a_row_rejected_as_no_object(con, tmp_path, ext):
+    """DuckDB reads a record ``null`` as one of no fields (as ``{}``): that row is rejected saying it is no JSON
+    object (it said "ts: missing; model: missing"), the rest load; a record ``{}`` keeps the checks' reason."""
+    records = [CANONICAL_LINE.format(i=1), "null", "{}", CANONICAL_LINE.format(i=2), "  null  "]
+    f = tmp_path / f"requests.{ext}"
+    f.write_text("\n".join(records) + "\n" if ext == "jsonl" else "[" + ",\n".join(records) + "]")
+    r = ingest_path(con, f)[0]
+    assert (r.file, r.format, r.rows_read, r.rows_ingested, r.rows_rejected) == (f.name, "canonical", 5, 2, 3)
+    assert [(x["row"], x["field"], x["reason"]) for x in r.rejects] == [
+        (2, "row", NULL_REJECT), (3, "ts", "ts: missing; model: missing (give one with --model)"),
+        (5, "row", NULL_REJECT)]
+    assert con.execute("SELECT list(request_id ORDER BY request_id) FROM requests").fetchall()[0][0] == ["r1", "r2"]
+
+
+def test_a_null_json_lines_record_with_strict_refuses_the_file_naming_it(con, tmp_path):
+    from finops.ingest import IngestOptions
     f = tmp_path / "requests.jsonl"
     f.write_text("\n".join([CANONICAL_LINE.format(i=1), "null", CANONICAL_LINE.format(i=2)]) + "\n")
-    r = ingest_path(con, f)[0]
-    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (3, 2, 1)
-    assert [(x["row"], x["reason"]) for x in r.rejects] == [(2, "ts: missing; model: missing (give one with --model)")]
+    err = _refused_naming(con, tmp_path, f, IngestOptions(strict=True))
+    assert str(err) == f"file requests.jsonl: 1 bad rows, nothing loaded (--strict). First: row 2: {NULL_REJECT}"
 
 
 def _otel_lines():

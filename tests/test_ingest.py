@@ -177,6 +177,52 @@ def test_gzip_and_zip_and_jsonl(con, tmp_path):
     assert [(x.rows_ingested, x.duplicates_skipped) for x in results] == [(0, 10), (1, 0)]
 
 
+CANONICAL_RECORDS = [
+    {"request_id": "a1", "ts": "2026-11-01T10:00:00Z", "tenant": "acme", "model": "gpt-4o", "input_tokens": 120,
+     "output_tokens": 30, "cached_input_tokens": 100, "cache_hit": False, "queue_ms": 1.5, "total_ms": 812.25,
+     "status": "ok", "cost_usd": 0.00042, "extra": {"k": [1, 2]}},
+    {"request_id": "a2", "ts": "2026-11-01T12:30:01+02:00", "model": "llama-3.1-8b", "input_tokens": 7,
+     "output_tokens": 0, "status": "error", "error_type": "timeout", "attrs": {"route_reason": "x"}},
+    {"ts": "2026-11-01 10:00:02", "model": "gpt-4o", "input_tokens": 5, "output_tokens": 1},     # no id: hashed
+    {"request_id": "a4", "ts": "2026-11-01T10:00:03Z", "model": "gpt-4o", "input_tokens": -5},  # rejected
+]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_canonical_json_array_is_detected_and_stores_what_json_lines_store(tmp_path, gz):
+    """A JSON array of canonical records is detected as canonical (no --format) and read as the same records as
+    JSON Lines are: counts, rejects and every stored column equal."""
+    texts = {"rows.jsonl": "".join(json.dumps(r) + "\n" for r in CANONICAL_RECORDS),
+             "rows.json": json.dumps(CANONICAL_RECORDS, indent=1)}
+    loaded = {}
+    for name, text in texts.items():
+        f = tmp_path / (name + (".gz" if gz else ""))
+        f.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+        assert detect(probe(f)).name == "canonical"
+        c = store.connect(":memory:")
+        [r] = ingest_path(c, f)
+        loaded[name] = (r.format, _outcome(r), _stored(c))
+        c.close()
+    assert loaded["rows.json"] == loaded["rows.jsonl"]
+    fmt, outcome, rows = loaded["rows.json"]
+    assert fmt == "canonical"
+    assert outcome == (4, 3, 1, 0, [4], ["input_tokens: negative value -5; cached_input_tokens: cached_input_tokens "
+                                         "= 0 exceeds input_tokens -5 (input_tokens counts them too)"])
+    cols = [d[0] for d in store.connect(":memory:").execute("SELECT * EXCLUDE (batch_id) FROM requests").description]
+    got = {r[cols.index("request_id")]: dict(zip(cols, r, strict=True)) for r in rows}
+    a1, a2 = got["a1"], got["a2"]
+    assert (a1["ts"].isoformat(), a1["tenant"], a1["input_tokens"], a1["output_tokens"], a1["cached_input_tokens"],
+            a1["cache_hit"], a1["queue_ms"], a1["total_ms"], a1["cost_usd"]) == (
+        "2026-11-01T10:00:00", "acme", 120, 30, 100, False, 1.5, 812.25, 0.00042)
+    assert json.loads(a1["attrs"]) == {"extra": {"k": [1, 2]}}
+    assert (a2["ts"].isoformat(), a2["tenant"], a2["status"], a2["error_type"]) == (
+        "2026-11-01T10:30:01", "default", "error", "timeout")
+    assert json.loads(a2["attrs"]) == {"route_reason": "x"}
+    [hashed] = [v for k, v in got.items() if k not in ("a1", "a2")]
+    assert (hashed["ts"].isoformat(), hashed["input_tokens"], hashed["request_id"][-2:]) == (
+        "2026-11-01T10:00:02", 5, "-1")
+
+
 def test_gateway_log_detected_and_read():
     con = store.connect(":memory:")
     p = probe(DATA / "seed_gateway_injected.log")
@@ -316,6 +362,32 @@ def test_a_canonical_csv_value_the_typed_reading_cannot_keep_is_read_as_text(tmp
         assert "input_tokens: 9007199254740992 is above the limit of 1,000,000,000" in typed[5]
     else:
         assert typed[:3] == (6, 5, 1)
+
+
+OFFSET_RECORDS = [
+    {"ts": "2026-11-01T10:00:02Z", "model": "gpt-4o", "input_tokens": 5},
+    {"ts": "2026-11-01 10:00:03", "model": "gpt-4o", "input_tokens": 6},
+    {"request_id": "z", "ts": "2026-11-01T12:30:01+02:00", "model": "gpt-4o"},
+]
+
+
+@pytest.mark.parametrize("ext", ["jsonl", "json"])
+def test_a_canonical_json_time_with_an_offset_read_typed_is_stored_in_utc(tmp_path, ext):
+    """JSON read typed kept 12:30:01+02:00 as 12:30:01 (a TIMESTAMP drops the offset); the text reading and a CSV
+    store 10:30:01 UTC. The content hash of a row without an id is the one the typed reading gave before."""
+    f = tmp_path / f"offsets.{ext}"
+    f.write_text("".join(json.dumps(r) + "\n" for r in OFFSET_RECORDS) if ext == "jsonl" else json.dumps(OFFSET_RECORDS))
+    got = []
+    for opts in (IngestOptions(format="canonical"), IngestOptions(format="canonical", mapping={"model": "model"})):
+        c = store.connect(":memory:")
+        ingest_path(c, f, opts)
+        got.append(c.execute("SELECT request_id, ts FROM requests ORDER BY ts").fetchall())
+        c.close()
+    typed, text = got
+    assert [(i, t.isoformat()) for i, t in typed] == [
+        ("b2b4ab1375c0f18ec1b811363fa8b556-1", "2026-11-01T10:00:02"),
+        ("a394100491a31b3f25bbec95e971a0d6-1", "2026-11-01T10:00:03"), ("z", "2026-11-01T10:30:01")]
+    assert [t for _, t in text] == [t for _, t in typed]
 
 
 # ---------------------------------------------------------------- Parquet: insert first, then prove it was all

@@ -83,6 +83,10 @@ class Source:
     # (a log's lines that are no requests), dropped once numbered
     unnumbered_sql: str | None = None
     first_row: int = 1
+    # a second look at the rejected rows (``{row, field, reason}``, the first :data:`loader.MAX_REJECTS_KEPT`):
+    # gives the reason the checks cannot, for a row the reader read as a record of no fields (a JSON Lines line
+    # ``null``); called only where rows were rejected
+    explain: Callable[[list[dict]], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from finops.ingest.base import (
     probe,
     register,
 )
-from finops.ingest.tabular import iter_records, mapped_source, open_text, rows_to_parquet
+from finops.ingest.tabular import first_json_record, iter_records, mapped_source, open_text, rows_to_parquet
 from finops.sql import quote_ident
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
@@ -510,18 +510,6 @@ LITELLM_OBJECT_PATHS = {
 
 #: a field name a JSON path and the attrs text may hold as it is (no quote, backslash, slash or control character)
 _PLAIN_FIELD = re.compile(r"[\x20-\x7e]+")
-
-
-def first_json_record(p: Probe, fmt: str):
-    """The file's first record as the probe's head holds it (``fmt``: :func:`json_records_format`'s), or None where
-    the head does not hold it whole."""
-    if fmt == "newline_delimited":
-        return p.first_record
-    text = p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[1:]
-    try:
-        return json.JSONDecoder().raw_decode(text.lstrip(" \t\r\n"))[0] if text.strip() else None
-    except json.JSONDecodeError:
-        return None
 
 
 def plain_fields(rec) -> list[str] | None:

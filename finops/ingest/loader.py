@@ -716,6 +716,8 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
                for r, reason in con.execute(
                    "SELECT _row, _reject FROM _stage WHERE _reject <> '' ORDER BY _row LIMIT ?",
                    [MAX_REJECTS_KEPT]).fetchall()] if rows_rejected else []
+    if rejects and source.explain:
+        source.explain(rejects)
     if options.strict and rows_rejected:
         first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
         raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)

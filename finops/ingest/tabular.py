@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, missing_id, missing_id_sql, unreadable
+from finops.ingest.base import IngestOptions, Probe, Source, json_kind, missing_id, missing_id_sql, unreadable
 from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
@@ -28,6 +28,8 @@ FIRST_ROW = {"csv": 2, "jsonl": 1, "json": 1}
 
 #: a canonical column's type when a CSV is read typed (see :func:`_reader`)
 CSV_TYPED = {"BIGINT": "DOUBLE", "INTEGER": "DOUBLE", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMPTZ"}
+#: and when JSON is: a time as TIMESTAMPTZ, which keeps a UTC offset (a TIMESTAMP drops it: 12:30+02:00 read as 12:30)
+JSON_TYPED = {"TIMESTAMP": "TIMESTAMPTZ"}
 
 
 def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str]:
@@ -72,7 +74,8 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
-            types = {c: schema.TYPES.get(c, "JSON" if t == '"NULL"' else t) for c, t in described}
+            types = {c: JSON_TYPED.get(schema.TYPES[c], schema.TYPES[c]) if c in schema.TYPES
+                     else "JSON" if t == '"NULL"' else t for c, t in described}
             call = call.replace("compression = 'auto')", "compression = 'auto', columns = ?)")
             return call, [path, fmt, types], cols, "ordinality", "ordinality"
         return call, [path, fmt], cols, "ordinality", "ordinality"
@@ -94,6 +97,25 @@ def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: lis
         kind = {"ARRAY": "an array", "NULL": "null", "VARCHAR": "a string", "BOOLEAN": "true or false"}.get(
             kind or "NULL", "a number")
         raise InputError(f"expected a record (a JSON object), found {kind}", file=p.name, row=int(row))
+
+
+def _null_records(con: duckdb.DuckDBPyConnection, p: Probe) -> Callable[[list[dict]], None]:
+    """:attr:`Source.explain` for a JSON or JSON Lines file: DuckDB reads a record ``null`` as one of no fields (as
+    ``{}``), which the checks reject as "ts: missing"; such a row's reason becomes that it is no JSON object. The
+    file is read again only for a reject that starts "ts: missing", and only its ``null`` records are named."""
+    fmt = "newline_delimited" if p.kind == "jsonl" else "array"
+
+    def explain(rejects: list[dict]) -> None:
+        rows = [r["row"] for r in rejects if r["reason"].startswith("ts: missing")]
+        if not rows:
+            return
+        nulls = {n for (n,) in con.execute(
+            "SELECT ordinality FROM read_json_objects(?, format = ?, compression = 'auto') WITH ORDINALITY "
+            "WHERE json_type(json) = 'NULL' AND ordinality IN (SELECT unnest(?))", [str(p.path), fmt, rows]).fetchall()}
+        for r in rejects:
+            if r["row"] in nulls:
+                r["field"], r["reason"] = "row", f"row: expected a record (a JSON object), found {json_kind(None)}"
+    return explain
 
 
 def _rows_sql(call: str, ordinal: str, row: str, numbered: bool) -> str:
@@ -179,7 +201,11 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
-    content = ", ".join(f"{quote_ident(c)} := {quote_ident(c)}" for c in cols)
+    # (a time read typed from JSON as TIMESTAMPTZ is hashed as the TIMESTAMP it is in UTC, as it was read before)
+    typed_json = typed and p.kind in ("json", "jsonl")
+    content = ", ".join(f"{quote_ident(c)} := " + (f"CAST({quote_ident(c)} AS TIMESTAMP)"
+                                                   if typed_json and schema.TYPES.get(c) == "TIMESTAMP" else quote_ident(c))
+                        for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
     if typed_csv:
@@ -197,7 +223,8 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         return f"SELECT {', '.join(select)} FROM ({_rows_sql(call, ordinal, row, numbered)})"
 
     return Source(body(True), select_params + params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
-                  unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1))
+                  unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1),
+                  explain=_null_records(con, p) if p.kind in ("json", "jsonl") else None)
 
 
 def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
@@ -422,6 +449,18 @@ def dig(rec, path: str):
         else:
             return False, None
     return True, cur
+
+
+def first_json_record(p: Probe, fmt: str):
+    """The file's first record as the probe's head holds it (``fmt``: ``newline_delimited`` or ``array``, read_json's
+    names, as ``ecosystem.json_records_format`` gives them), or None where the head does not hold it whole."""
+    if fmt == "newline_delimited":
+        return p.first_record
+    text = p.head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")[1:]
+    try:
+        return json.JSONDecoder().raw_decode(text.lstrip(" \t\r\n"))[0] if text.strip() else None
+    except json.JSONDecodeError:
+        return None
 
 
 def wrapped_json(p: Probe) -> bool:
