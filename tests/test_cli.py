@@ -176,3 +176,17 @@ def test_demo_report_matches_an_independent_recomputation(demo_db, tmp_path):
     assert rep["requests"].sum() == ref["requests"].sum() > 0
     np.testing.assert_allclose(merged["cost_usd"], merged["cost_usd_ref"], rtol=1e-9, atol=1e-6)
     assert len(rep["model"].unique()) >= 4 and len(rep["tenant"].unique()) >= 7   # 6+ tenants and the idle line
+
+
+def test_a_report_with_no_rows_says_so_in_a_sentence(tmp_path):
+    db = tmp_path / "empty.duckdb"
+    store.connect(str(db)).close()
+    out = cli("report", db=db)
+    assert out.returncode == 0 and out.stdout.strip() == (
+        "The store holds no requests yet: load some with python -m finops ingest FILE.")
+    cli("ingest", str(DATA / "canonical_sample.csv"), db=db)
+    for extra in (["--tenant", "nobody"], ["--unit-costs", "--model", "nobody"], ["--reconcile", "--model", "nobody"]):
+        out = cli("report", *extra, db=db)
+        assert out.returncode == 0 and out.stdout.strip() == "No requests match these filters.", extra
+        assert "DataFrame" not in out.stdout + out.stderr
+    assert json.loads(cli("report", "--json", "--tenant", "nobody", db=db).stdout) == []

@@ -106,6 +106,11 @@ def _render(con, args, stdout, stderr) -> None:
     elif args.csv:
         from finops.spend.exports import safe_csv
         stdout.write(safe_csv(frame))
+    elif frame.empty:
+        # a sentence, not pandas' "Empty DataFrame / Columns: [...]"
+        empty = not con.execute("SELECT EXISTS (SELECT 1 FROM rollup_hourly)").fetchall()[0][0]
+        print("The store holds no requests yet: load some with python -m finops ingest FILE." if empty else
+              "No requests match these filters.", file=stdout)
     elif args.reconcile:
         print(_text(frame[list(spend.RECONCILE_COLUMNS[:11])]), file=stdout)
         print(file=stdout)
