@@ -184,6 +184,8 @@ def test_a_report_with_no_rows_says_so_in_a_sentence(tmp_path):
     out = cli("report", db=db)
     assert out.returncode == 0 and out.stdout.strip() == (
         "The store holds no requests yet: load some with python -m finops ingest FILE.")
+    for command in ("diagnose", "incidents"):        # not "no finding stands out", as if the logs were judged
+        assert cli(command, db=db).stdout.strip() == out.stdout.strip(), command
     cli("ingest", str(DATA / "canonical_sample.csv"), db=db)
     for extra in (["--tenant", "nobody"], ["--unit-costs", "--model", "nobody"], ["--reconcile", "--model", "nobody"]):
         out = cli("report", *extra, db=db)

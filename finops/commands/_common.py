@@ -68,3 +68,11 @@ def print_json(obj, file=None) -> None:
     out = file or sys.stdout
     json.dump(jsonable(obj), out, indent=2, default=str, allow_nan=False)
     out.write("\n")
+
+
+EMPTY_STORE = "The store holds no requests yet: load some with python -m finops ingest FILE."
+
+
+def nothing_stored(con) -> bool:
+    """True when the store holds no requests (nor attached rollups): a command says so rather than "no finding"."""
+    return not con.execute("SELECT EXISTS (SELECT 1 FROM rollup_hourly)").fetchall()[0][0]
