@@ -5,6 +5,7 @@ import json
 import re
 import shutil
 import zipfile
+from datetime import datetime
 
 import duckdb
 import pytest
@@ -289,6 +290,66 @@ def test_rows_of_a_file_read_in_parallel_keep_their_numbers(con, tmp_path, fmt):
     assert all(f"-{i}" in x["reason"] for i, x in zip((3, n - 10), r.rejects, strict=True))
     # the first row of a repeated id wins, wherever the two rows were read
     assert con.execute("SELECT input_tokens FROM requests WHERE request_id = 'r10'").fetchall() == [(10,)]
+
+
+def test_rows_without_id_repeated_far_apart_in_a_large_file_are_found_and_numbered(con, tmp_path):
+    # 300,000 rows: several row groups, grouped on several threads; a row repeated at the file's start, middle
+    # and end is numbered -1, -2, -3, every other row -1 (the grouping of the content hashes' 64-bit hashes
+    # finds the repeats wherever they were read)
+    n = 300_000
+    f = tmp_path / "azure_repeats.csv"
+    gen = duckdb.connect()
+    gen.execute(f"""COPY (SELECT strftime(TIMESTAMP '2023-11-16 18:15:46' + to_microseconds(CASE WHEN i IN (5, {n // 2},
+        {n - 3}) THEN 0 ELSE i * 1000 END), '%Y-%m-%d %H:%M:%S.%f') AS "TIMESTAMP",
+        CASE WHEN i IN (5, {n // 2}, {n - 3}) THEN 7 ELSE 50 + i % 3000 END AS "ContextTokens",
+        CASE WHEN i IN (5, {n // 2}, {n - 3}) THEN 9 ELSE 10 + i % 600 END AS "GeneratedTokens"
+        FROM range({n}) t(i) ORDER BY i) TO '{f}' (HEADER)""")
+    gen.close()
+    r = ingest_path(con, f, IngestOptions(format="azure-trace", model="gpt-4o"))[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected, r.duplicates_skipped) == (n, n, 0, 0)
+    suffixes = con.execute("SELECT regexp_extract(request_id, '-([0-9]+)$', 1) AS k, count(*), "
+                           "count(DISTINCT regexp_extract(request_id, '^[0-9a-f]{32}')) FROM requests "
+                           "GROUP BY k ORDER BY k").fetchall()
+    assert suffixes == [("1", n - 2, n - 2), ("2", 1, 1), ("3", 1, 1)]
+    assert con.execute("SELECT count(DISTINCT split_part(request_id, '-', 1)) FROM requests "
+                       "WHERE input_tokens = 7").fetchall() == [(1,)]
+    [again] = ingest_path(con, f, IngestOptions(format="azure-trace", model="gpt-4o"))
+    assert (again.rows_ingested, again.duplicates_skipped) == (0, n)
+
+
+MOONCAKE_X = '{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}'
+MOONCAKE_Y = '{"timestamp": 3, "input_length": 600, "output_length": 4, "hash_ids": [5]}'
+
+
+def test_rows_repeating_a_content_hash_are_numbered_in_file_order_and_a_reload_adds_nothing(con, tmp_path):
+    """Identical Mooncake lines share a content hash but not their cached tokens (the prefix cache has seen
+    the blocks from the second on): -1 is the file's first such line, -2 the next, and so on."""
+    opts = IngestOptions(format="mooncake", model="kimi", start=datetime(2025, 1, 1))
+    f = tmp_path / "repeats.jsonl"
+    f.write_text("\n".join([MOONCAKE_X, MOONCAKE_Y, MOONCAKE_X, MOONCAKE_X, MOONCAKE_Y]) + "\n")
+    r = ingest_path(con, f, opts)[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected, r.duplicates_skipped) == (5, 5, 0, 0)
+    rows = con.execute("SELECT split_part(request_id, '-', 1), split_part(request_id, '-', 2), input_tokens, "
+                       "cached_input_tokens FROM requests ORDER BY input_tokens DESC, request_id").fetchall()
+    (x, _, _, _), (y, _, _, _) = rows[0], rows[-1]
+    assert x != y and all(re.fullmatch(r"[0-9a-f]{32}", h) for h in (x, y))
+    # X's blocks are cached from its second line (1,000 tokens, its whole input), Y's one block from its second
+    assert rows == [(x, "1", 1000, 0), (x, "2", 1000, 1000), (x, "3", 1000, 1000), (y, "1", 600, 0),
+                    (y, "2", 600, 512)]
+    # the same file again; the same rows in other bytes (a blank line at the end): the row-level path
+    assert (ingest_path(con, f, opts)[0].rows_ingested, con.execute("SELECT count(*) FROM requests").fetchall()) \
+        == (0, [(5,)])
+    same = tmp_path / "same_rows.jsonl"
+    same.write_text(f.read_text() + "\n")
+    r2 = ingest_path(con, same, opts)[0]
+    assert (r2.rows_read, r2.rows_ingested, r2.duplicates_skipped) == (5, 0, 5)
+    # one more X: only it goes in, as X-4
+    more = tmp_path / "one_more.jsonl"
+    more.write_text(f.read_text() + MOONCAKE_X + "\n")
+    r3 = ingest_path(con, more, opts)[0]
+    assert (r3.rows_read, r3.rows_ingested, r3.duplicates_skipped) == (6, 1, 5)
+    assert con.execute("SELECT cached_input_tokens FROM requests WHERE request_id = ?", [f"{x}-4"]).fetchall() \
+        == [(1000,)]
 
 
 def test_a_misfit_value_past_the_type_sample_rejects_its_row_only(con, tmp_path):

@@ -665,12 +665,16 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
         # row no other row equals (nearly all), found by one grouping of the hashes; only the rows whose hash
         # repeats are numbered in order by a window (a window over every row sorts them all: 3x the CPU)
         unkeyed = "SELECT * FROM _stage WHERE _reject = '' AND request_id IS NULL"
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _repeated AS SELECT _hash FROM ({unkeyed}) GROUP BY _hash "
-                    "HAVING count(*) > 1")
+        # the grouping is of the content hashes' own 64-bit hashes (DuckDB's hash()), not of their 32-character
+        # text: a third of its memory (3M rows: about 110 MB less). Two different content hashes sharing a
+        # 64-bit hash only send both rows to the window, which still partitions by the full text: each is
+        # numbered "-1" in its own partition, the same id as the grouping of the text gives
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _repeated AS SELECT hash(_hash) AS _hash64 FROM ({unkeyed}) "
+                    "GROUP BY _hash64 HAVING count(*) > 1")
         ids = (f"SELECT * REPLACE (_hash || '-1' AS request_id) FROM ({unkeyed}) u "
-               "WHERE u._hash NOT IN (SELECT _hash FROM _repeated) UNION ALL "
+               "WHERE hash(u._hash) NOT IN (SELECT _hash64 FROM _repeated) UNION ALL "
                "SELECT * REPLACE (_hash || '-' || row_number() OVER (PARTITION BY _hash ORDER BY _row) AS request_id) "
-               f"FROM ({unkeyed}) u WHERE u._hash IN (SELECT _hash FROM _repeated)")
+               f"FROM ({unkeyed}) u WHERE hash(u._hash) IN (SELECT _hash64 FROM _repeated)")
         valid = f"({with_ids}) UNION ALL ({ids})"
         # the ids made ("hash-k", k digits after the last '-') differ from one another, so an id can repeat only
         # among the file's own ids (their distinct hashes count them) or be made too: one of the file's ids
