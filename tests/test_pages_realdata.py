@@ -112,3 +112,16 @@ def test_the_slowest_requests_chart_has_no_axis_title_drawn_over_its_long_labels
     spec = next(s for s in _specs(at) if _title(s).startswith("The 15 slowest requests"))
     assert spec["encoding"]["y"]["title"] is None
     assert spec["title"]["subtitle"] == ["Each bar is a request: its rank, arrival (UTC) and model."]
+
+
+def test_a_model_whose_logs_carry_no_sla_latency_is_named_as_not_judged_not_called_healthy(real_db):
+    # the SLA is on time to first token (LLMPerf carries it); the Azure trace's gpt-4o carries no latency at all
+    from finops.ops import alerts
+    con = store.connect(real_db, read_only=True)
+    try:
+        blind = alerts.unjudged(con)
+    finally:
+        con.close()
+    row = blind[blind.reason == "no_field"].iloc[0]
+    assert row.rule == "p99_over_sla" and row.requests == 19_366
+    assert row.why == "the logs of gpt-4o carry no time to first token (19,366 requests): there is nothing to judge"

@@ -363,7 +363,18 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             pooled = pooled[pooled["requests"] < need]
             windows, requests = int(pooled["windows"].sum()), int(pooled["requests"].sum())
         else:
-            counts = sla_windows(con, f, rule.window, sla_metric(con, f))["requests"]
+            metric = sla_metric(con, f)
+            blind = _without_field(con, f, metric)
+            if not blind.empty:
+                # a model whose logs carry no SLA latency at all (a trace of tokens and times only) has no window
+                # to judge: its quiet is not health
+                names = ", ".join(blind["model"].head(5)) + (f" and {len(blind) - 5:,} more" if len(blind) > 5 else "")
+                out.append({"rule": rule.name, "title": rule.title, "windows": 0,
+                            "requests": int(blind["requests"].sum()), "min_requests": need,
+                            "why": f"the logs of {names} carry no {METRIC_NAMES.get(metric, metric)} "
+                                   f"({int(blind['requests'].sum()):,} requests): there is nothing to judge",
+                            "reason": "no_field"})
+            counts = sla_windows(con, f, rule.window, metric)["requests"]
             small = counts[counts < need]
             windows, requests = len(small), int(small.sum())
         if windows:
@@ -373,6 +384,16 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
                                f"request{'s' if requests != 1 else ''} in all (a window needs {need:,})",
                         "reason": "too_few"})
     return pd.DataFrame(out, columns=UNJUDGED_COLUMNS)
+
+
+def _without_field(con, f: Filters, field: str) -> pd.DataFrame:
+    """The models with served requests in the filters' hours none of which carries ``field`` (from the field
+    coverage written at load time): model, requests."""
+    where, params = f.where(ts_col="hour")
+    return con.execute(f"""
+SELECT model, sum(n) FILTER (WHERE field = 'ts') AS requests FROM coverage_hourly WHERE {where}
+GROUP BY model HAVING requests > 0 AND coalesce(sum(n) FILTER (WHERE field = ?), 0) = 0
+ORDER BY requests DESC, model""", [*params, field]).df()
 
 
 UNJUDGED_COLUMNS = ["rule", "title", "windows", "requests", "min_requests", "why", "reason"]
