@@ -117,7 +117,7 @@ def test_the_slowest_requests_chart_has_no_axis_title_drawn_over_its_long_labels
 def test_a_model_whose_logs_carry_no_sla_latency_is_named_as_not_judged_not_called_healthy(real_db):
     # the SLA is on time to first token (LLMPerf carries it); the Azure trace's gpt-4o carries no latency at all
     from finops.ops import alerts
-    con = store.connect(real_db, read_only=True)
+    con = store.connect(real_db)
     try:
         blind = alerts.unjudged(con)
     finally:
@@ -125,3 +125,11 @@ def test_a_model_whose_logs_carry_no_sla_latency_is_named_as_not_judged_not_call
     row = blind[blind.reason == "no_field"].iloc[0]
     assert row.rule == "p99_over_sla" and row.requests == 19_366
     assert row.why == "the logs of gpt-4o carry no time to first token (19,366 requests): there is nothing to judge"
+
+
+def test_overview_gives_a_model_with_no_latency_no_hours_over_the_rule_rather_than_zero(real_db):
+    at = run_page(real_db, "views/overview.py")
+    assert not at.exception, [e.value for e in at.exception]
+    lat = next(d.value for d in at.dataframe if "hours_over" in d.value.columns).set_index("model")
+    assert lat.loc["gpt-4o", "hours_over"] != lat.loc["gpt-4o", "hours_over"]          # NaN: shown as —
+    assert lat.loc["together_ai/togethercomputer/llama-2-13b-chat", "hours_over"] >= 0

@@ -79,7 +79,9 @@ if len(lat.table):
     sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
     bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
-                 column_order=["model", "requests", "sla_p99_s", "total_p99_s", "hours_over"], column_config={
+                 # an SLA on total latency: its column is the total's, shown once
+                 column_order=["model", "requests", "sla_p99_s",
+                               *(["total_p99_s"] if lat.metric != "total_ms" else []), "hours_over"], column_config={
                      "model": st.column_config.TextColumn("Model"),
                      "requests": st.column_config.NumberColumn("Requests served", format="%,d"),
                      "sla_p99_s": st.column_config.NumberColumn(f"P99 {sla_name} (s)", format="%.2f",
@@ -87,7 +89,9 @@ if len(lat.table):
                      "total_p99_s": st.column_config.NumberColumn("P99 total latency (s)", format="%.2f"),
                      "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%.2f",
                                                                  help="Hours of the period with an open P99 alert "
-                                                                      "on this model (any tenant).")})
+                                                                      "on this model (any tenant). " + MISSING
+                                                                      + ": its logs carry no such latency, so no "
+                                                                        "hour was judged.")})
     st.caption(plain(lat.rule) + (" The rule is switched off." if not lat.enabled else "")
                + " Percentiles over the whole period; the Latency page has them per tier and hour. " + source_label())
 

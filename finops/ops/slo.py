@@ -63,9 +63,10 @@ def hours_over_rule(open_alerts: pd.DataFrame) -> dict[str, float]:
 
 def overview_table(lat: ModelLatency, open_alerts: pd.DataFrame) -> pd.DataFrame:
     """The Overview's table: model, requests, sla_p99_s, total_p99_s (seconds) and hours_over (the hours
-    of open P99 alerts on the model)."""
+    of open P99 alerts on the model; none where the model's logs carry no SLA latency, so no hour was judged)."""
     over = hours_over_rule(open_alerts)
     t = lat.table
     return pd.DataFrame({"model": t["model"], "requests": t["requests"], "sla_p99_s": t["sla_p99_ms"] / 1000,
                          "total_p99_s": t["total_p99_ms"] / 1000,
-                         "hours_over": [over.get(m, 0.0) for m in t["model"]]})
+                         "hours_over": [over.get(m, 0.0) if pd.notna(p99) else None
+                                        for m, p99 in zip(t["model"], t["sla_p99_ms"], strict=True)]})
