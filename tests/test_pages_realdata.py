@@ -2,6 +2,7 @@
 LLMPerf runs against hosted APIs (a few minutes of one model each, on one day). What a finance manager or an SRE
 met on them, pinned."""
 import json
+from datetime import datetime
 
 import pytest
 
@@ -133,3 +134,29 @@ def test_overview_gives_a_model_with_no_latency_no_hours_over_the_rule_rather_th
     lat = next(d.value for d in at.dataframe if "hours_over" in d.value.columns).set_index("model")
     assert lat.loc["gpt-4o", "hours_over"] != lat.loc["gpt-4o", "hours_over"]          # NaN: shown as —
     assert lat.loc["together_ai/togethercomputer/llama-2-13b-chat", "hours_over"] >= 0
+
+
+@pytest.fixture(scope="module")
+def unpriced_db(tmp_path_factory) -> str:
+    # 300 real Mooncake requests of a model nothing prices: every figure is $0, which is no spend to draw
+    path = str(tmp_path_factory.mktemp("unpriced") / "moon.duckdb")
+    con = store.connect(path)
+    ingest_path(con, DATA / "mooncake_conversation_head300.jsonl",
+                IngestOptions(format="mooncake", model="kimi-k1", start=datetime(2025, 1, 1)))
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("page, sections", [
+    ("views/overview.py", ["Spend over time has nothing to show", "Tenant spend has nothing to show"]),
+    ("views/cost.py", ["The heatmap has nothing to show", "What each model's spend is made of has nothing to show",
+                       "This table has nothing to show"]),
+])
+def test_spend_charts_of_a_store_nothing_prices_say_so_instead_of_drawing_zero(unpriced_db, page, sections):
+    at = run_page(unpriced_db, page)
+    assert not at.exception, [e.value for e in at.exception]
+    said = "\n".join(i.value for i in at.info)
+    for section in sections:
+        assert section in said
+    spend_charts = [s for s in _specs(at) if "(USD)" in _title(s) or _title(s).startswith("$ per 1M")]
+    assert spend_charts == []

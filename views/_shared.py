@@ -314,6 +314,13 @@ def empty_state(message: str = "No requests match these filters.") -> None:
             icon=":material/filter_alt_off:")
 
 
+def nothing_priced_state(what: str = "This chart") -> None:
+    """Said where a spend chart would be drawn at $0.00 everywhere: every request in the filters is of a model
+    nothing prices (the banner above lists them), so there is no spend to draw, which is not the same as free."""
+    st.info(f"{what} has nothing to show: no request in these filters has a price (the models above are counted "
+            "at $0.00). Add a price or an alias on the Data page and it fills in.", icon=":material/money_off:")
+
+
 def store_is_empty() -> bool:
     """No requests and no attached rollups: nothing to show (a rollup-only store is not empty)."""
     return query(store.row_count) == 0 and not query(store.rollup_only)

@@ -19,6 +19,7 @@ from views._shared import (
     empty_state,
     filter_caption,
     fleet_wide,
+    nothing_priced_state,
     plain,
     query,
     raw_rows_done,
@@ -50,7 +51,11 @@ if matrix["tokens"].sum() == 0:
     empty_state("These requests carry no token counts, so there is no $ per 1M tokens to show.")
 else:
     heat, table = st.tabs(["Heatmap", "Table"])
-    heat.altair_chart(charts.cost_heatmap(matrix, title="$ per 1M tokens (input + output) by model and tenant"))
+    with heat:
+        if (matrix["cost_per_1m_tokens"].fillna(0) > 0).any():
+            st.altair_chart(charts.cost_heatmap(matrix, title="$ per 1M tokens (input + output) by model and tenant"))
+        else:
+            nothing_priced_state("The heatmap")
     wide = cost_matrix_wide(matrix)
     bounded_dataframe(wide, table, sort_by=None, what="models", file_name="cost_per_1m_by_model_tenant",
                       placeholder=MISSING, hide_index=True, column_config={
@@ -83,22 +88,31 @@ mix = query(costviews.token_mix, f)
 tokens_long, cost_long = token_mix_long(mix)
 left, right = st.columns(2)
 left.altair_chart(charts.token_mix(tokens_long, title="Token mix by model (share of tokens, %)"))
-right.altair_chart(charts.cost_parts(cost_long, title="What each model's spend is made of (USD)"))
+priced = bool((mix["cost_usd"] > 0).any()) if "cost_usd" in mix else False
+with right:
+    if priced:
+        st.altair_chart(charts.cost_parts(cost_long, title="What each model's spend is made of (USD)"))
+    else:
+        nothing_priced_state("What each model's spend is made of")
 eff = token_effect(mix)
 if eff.output_token_share is not None and eff.output_cost_share is not None:
     st.caption(f"On API models, output tokens are {100 * eff.output_token_share:.1f} % of the tokens but "
                f"{100 * eff.output_cost_share:.1f} % of the token cost; prompt caching saved "
                f"{usd(eff.prompt_cache_saving_usd)} against uncached input prices. Self-hosted models are paid "
                "per GPU hour, whatever the mix. " + source_label())
-else:
+elif priced:
     st.caption("No token-priced API traffic in these filters: self-hosted models are paid per GPU hour, "
                "whatever the mix. " + source_label())
+else:
+    st.caption("The mix is of the tokens the logs carry; with no price, it moves no cost yet. " + source_label())
 
 # ---- $ per 1M input and output tokens
 st.subheader("$ per 1M input and output tokens: self-hosted beside API")
 classes = query(costviews.token_class_prices, f)
 if not fleet_wide("This table"):           # a shared fleet: tenant filters do not apply
     pass
+elif classes.empty and not priced:
+    nothing_priced_state("This table")
 elif classes.empty:
     empty_state("No priced tokens in these filters.")
 else:

@@ -12,6 +12,7 @@ from views._shared import (
     empty_state,
     filter_caption,
     no_alert_state,
+    nothing_priced_state,
     plain,
     query,
     raw_rows_notice,
@@ -101,16 +102,21 @@ with_idle = st.toggle("Include idle GPU capacity", value=True, key="idle", bind=
                       help="Idle capacity is paid GPU time no request used. Switch it off to compare the models.")
 sot = query(costviews.spend_over_time, f, include_idle=with_idle)
 grain = query(costviews.grain, f)
-st.altair_chart(charts.spend_over_time(sot, grain, title=f"Spend per {grain} by model (USD)"))
-st.caption(f"Bars stack each model's spend per {grain}"
-           + (". Grey is idle self-hosted GPU capacity: paid for, used by no request. " if with_idle
-              else ", idle GPU capacity left out. ") + source_label())
+if len(sot) and not (sot["cost_usd"] > 0).any():
+    nothing_priced_state("Spend over time")
+else:
+    st.altair_chart(charts.spend_over_time(sot, grain, title=f"Spend per {grain} by model (USD)"))
+    st.caption(f"Bars stack each model's spend per {grain}"
+               + (". Grey is idle self-hosted GPU capacity: paid for, used by no request. " if with_idle
+                  else ", idle GPU capacity left out. ") + source_label())
 
 # ---- top tenants
 top = query(costviews.top_tenants, f, 8)
 st.subheader("Top tenants by spend")
 if top.table.empty:
     empty_state("No tenant spend matches these filters.")
+elif not (top.table["cost_usd"] > 0).any():
+    nothing_priced_state("Tenant spend")
 else:
     left, right = st.columns([2, 3])
     left.altair_chart(charts.top_tenants(top.table, title="Tenant spend in the period (USD)"))
