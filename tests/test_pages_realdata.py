@@ -160,3 +160,10 @@ def test_spend_charts_of_a_store_nothing_prices_say_so_instead_of_drawing_zero(u
         assert section in said
     spend_charts = [s for s in _specs(at) if "(USD)" in _title(s) or _title(s).startswith("$ per 1M")]
     assert spend_charts == []
+
+
+@pytest.mark.parametrize("page", ["views/budgets.py", "views/routing.py"])
+def test_every_page_that_shows_money_says_what_is_counted_at_zero(unpriced_db, page):
+    at = run_page(unpriced_db, page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("No price for 1 model(s)" in str(w.value) for w in at.warning)

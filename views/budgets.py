@@ -14,6 +14,7 @@ from views._shared import (
     save_edits,
     source_label,
     stop_if_store_empty,
+    unpriced_banner,
 )
 
 
@@ -42,6 +43,7 @@ st.title("Budgets")
 st.caption("Monthly budgets per tenant. The sidebar's tenant filter applies; its dates, models and tiers do not: "
            "a budget covers all of a tenant's spend in its month.")
 stop_if_store_empty("the budget page")
+unpriced_banner()               # spend, forecasts and what-ifs count unpriced traffic at $0
 f = current_filters()
 
 months = [m.strftime("%Y-%m") for m in query(budgets.months)]

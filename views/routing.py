@@ -16,6 +16,7 @@ from views._shared import (
     raw_rows_notice,
     source_label,
     stop_if_store_empty,
+    unpriced_banner,
 )
 
 
@@ -29,6 +30,7 @@ st.title("Routing")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the routing page")
+unpriced_banner()               # spend, forecasts and what-ifs count unpriced traffic at $0
 
 # ---------------------------------------------------------------- mix
 st.header("Where requests go")
