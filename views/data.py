@@ -409,7 +409,7 @@ bounded_dataframe(query(pricing.resolution), what="model names", file_name="mode
     "how": st.column_config.TextColumn("Priced by")})
 st.caption("In this order: an alias below, our price book row for the name, the catalogue (dated names such as "
            "gpt-4o-2024-11-20 and provider prefixes such as openai/ resolved), else unpriced ($0, and said on "
-           "the Overview and Cost pages).")
+           "the pages that show money).")
 if can("edit_aliases"):
     with st.form("aliases"):
         st.markdown("**Aliases**: price a private or deployment name as another model (a price book model, or a "

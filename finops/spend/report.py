@@ -227,7 +227,7 @@ def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     Tokens counted at $0 because nothing prices them (no price book row, alias or catalogue entry in force, no
     recorded cost: ``unpriced_tokens``, :data:`UNPRICED_TOKENS_SQL`) are left out of the billed and allocated
     unit costs' denominator, so a model nothing prices has no unit cost (null) rather than "$0.000 per 1M tokens",
-    which would read as free; the Overview and Cost pages list it as unpriced.
+    which would read as free; the pages that show money list it as unpriced.
     """
     usage = report(con, f, by=["model"], include_idle=False)
     fleet = report(con, Filters(since=f.since, until=f.until, models=f.models), by=["model"], include_idle=True)
