@@ -167,3 +167,13 @@ def test_every_page_that_shows_money_says_what_is_counted_at_zero(unpriced_db, p
     at = run_page(unpriced_db, page)
     assert not at.exception, [e.value for e in at.exception]
     assert any("No price for 1 model(s)" in str(w.value) for w in at.warning)
+
+
+def test_routing_draws_no_share_of_zero_spend_but_still_the_share_of_requests(unpriced_db):
+    at = run_page(unpriced_db, "views/routing.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert sum("no share of spend to draw" in i.value for i in at.info) == 3
+    assert not [s for s in _specs(at) if _title(s).startswith("Share of")]
+    at.segmented_control(key="mix_measure").set_value("requests").run()
+    assert not at.exception
+    assert [s for s in _specs(at) if _title(s).startswith("Share of requests by route")]

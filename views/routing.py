@@ -47,19 +47,25 @@ if mix_total.empty or mix_total["requests"].sum() == 0:
     empty_state()
     st.stop()
 tab_time, tab_tenant, tab_tier = st.tabs(["Over time", "Per tenant", "Per SLA tier"])
-with tab_time:
-    g = sql.grain_for(f.since or lo, f.until or hi, "spend")
-    over = query(routing.mix, f, dim, grain=g)
-    st.altair_chart(charts.share_over_time(over, g, share, series_title,
-                                           title=f"Share of {measure} by {dim}, per {g}"))
-with tab_tenant:
-    per = query(routing.mix, f, dim, split="tenant")
-    st.altair_chart(charts.share_by_split(per, "tenant", share, series_title,
-                                          title=f"Share of each tenant's {measure} by {dim}"))
-with tab_tier:
-    per = query(routing.mix, f, dim, split="sla_tier")
-    st.altair_chart(charts.share_by_split(per, "sla_tier", share, series_title,
-                                          title=f"Share of each SLA tier's {measure} by {dim}"))
+if measure == "spend" and not (mix_total["cost_usd"] > 0).any():
+    # a share of $0 is no share (every chart would be empty); the requests and tokens still split
+    for tab in (tab_time, tab_tenant, tab_tier):
+        tab.info("Nothing in these filters has a price, so there is no share of spend to draw: choose requests "
+                 "or tokens above, or add a price or an alias on the Data page.", icon=":material/money_off:")
+else:
+    with tab_time:
+        g = sql.grain_for(f.since or lo, f.until or hi, "spend")
+        over = query(routing.mix, f, dim, grain=g)
+        st.altair_chart(charts.share_over_time(over, g, share, series_title,
+                                               title=f"Share of {measure} by {dim}, per {g}"))
+    with tab_tenant:
+        per = query(routing.mix, f, dim, split="tenant")
+        st.altair_chart(charts.share_by_split(per, "tenant", share, series_title,
+                                              title=f"Share of each tenant's {measure} by {dim}"))
+    with tab_tier:
+        per = query(routing.mix, f, dim, split="sla_tier")
+        st.altair_chart(charts.share_by_split(per, "sla_tier", share, series_title,
+                                              title=f"Share of each SLA tier's {measure} by {dim}"))
 bounded_dataframe(mix_total, sort_by="requests", order="the most requests", what="rows", file_name="routing_mix",
                   placeholder=MISSING, hide_index=True, column_config={
     "series": series_title, "requests": st.column_config.NumberColumn("Requests", format="%,d"),
