@@ -2,15 +2,8 @@
 from __future__ import annotations
 
 from finops import store
-from finops.commands._common import (
-    EMPTY_STORE,
-    add_db,
-    add_filters,
-    db_path,
-    filters_from,
-    nothing_stored,
-    print_json,
-)
+from finops.commands import _common
+from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
 from finops.latency import diagnose
 
 NAME = "diagnose"
@@ -32,8 +25,8 @@ def run(args) -> int:
     findings = diagnose.diagnose(con, filters_from(args), window=args.window)
     if args.json:
         print_json(diagnose.as_json(findings))
-    elif not findings and nothing_stored(con):
-        print(EMPTY_STORE)
+    elif not findings and _common.nothing_stored(con):
+        print(_common.EMPTY_STORE)
     elif not findings:
         print("no slow-path finding: no queue build-up, prefill or decode tail, or P99 spike stands out")
     else:

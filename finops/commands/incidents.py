@@ -2,15 +2,8 @@
 from __future__ import annotations
 
 from finops import store
-from finops.commands._common import (
-    EMPTY_STORE,
-    add_db,
-    add_filters,
-    db_path,
-    filters_from,
-    nothing_stored,
-    print_json,
-)
+from finops.commands import _common
+from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
 from finops.jsonutil import jsonable
 from finops.latency import diagnose
 from finops.ops import incidents
@@ -38,8 +31,8 @@ def run(args) -> int:
                               f"{args.order} first")
     if args.json:
         print_json({"incidents": [jsonable(i.as_dict()) for i in found]})
-    elif not found and nothing_stored(con):
-        print(EMPTY_STORE)
+    elif not found and _common.nothing_stored(con):
+        print(_common.EMPTY_STORE)
     elif not found:
         print("no incident: no alert fired and no slow-path finding stands out in this period")
     else:

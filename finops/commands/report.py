@@ -4,15 +4,8 @@ from __future__ import annotations
 import sys
 
 from finops import store
-from finops.commands._common import (
-    EMPTY_STORE,
-    add_db,
-    add_filters,
-    db_path,
-    filters_from,
-    nothing_stored,
-    print_json,
-)
+from finops.commands import _common
+from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
 from finops.jsonutil import records
 from finops.spend import pricing
 from finops.spend import report as spend
@@ -116,7 +109,7 @@ def _render(con, args, stdout, stderr) -> None:
         stdout.write(safe_csv(frame))
     elif frame.empty:
         # a sentence, not pandas' "Empty DataFrame / Columns: [...]"
-        print(EMPTY_STORE if nothing_stored(con) else "No requests match these filters.", file=stdout)
+        print(_common.EMPTY_STORE if _common.nothing_stored(con) else "No requests match these filters.", file=stdout)
     elif args.reconcile:
         print(_text(frame[list(spend.RECONCILE_COLUMNS[:11])]), file=stdout)
         print(file=stdout)
