@@ -34,6 +34,7 @@ MAX_ROWS = 30
 #: data rows one chart sends to the browser; a longer time series gets a coarser grain (sums) or is sampled
 MAX_POINTS = 5_000
 OTHER = "other"
+OTHER_COLOR = "#d9d9d9"        # the folded rest: lighter than idle capacity's grey
 
 
 def keep_top(frame: pd.DataFrame, key: str, weight: str, n: int, *, what: str, by_what: str,
@@ -123,11 +124,13 @@ def _lone_points(long: pd.DataFrame, series: list[str], x: str) -> alt.OverlayMa
 
 
 def _series_scale(series: list[str]) -> alt.Scale:
-    """Colours for models (or tenants), with the idle-capacity series always grey and last."""
-    named = sorted(s for s in set(series) if s != IDLE_TENANT)
-    domain = named + ([IDLE_TENANT] if IDLE_TENANT in set(series) else [])
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(named))] + (
-        [IDLE_COLOR] if IDLE_TENANT in set(series) else [])
+    """Colours for models (or tenants): the named ones from the palette, then the folded rest ('other') in a
+    light grey of its own (with 10 named it took the first's blue), then the idle-capacity series, grey, last."""
+    present = set(series)
+    named = sorted(s for s in present if s not in (IDLE_TENANT, OTHER))
+    tail = [(OTHER, OTHER_COLOR)] * (OTHER in present) + [(IDLE_TENANT, IDLE_COLOR)] * (IDLE_TENANT in present)
+    domain = named + [name for name, _ in tail]
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(named))] + [color for _, color in tail]
     return alt.Scale(domain=domain, range=colors)
 
 
@@ -147,6 +150,22 @@ def _x_time(grain: str, field: str = "period", banded: bool = False) -> alt.X:
     return alt.X(f"{field}:T", title=title, axis=axis, scale=alt.Scale(type="utc"))
 
 
+def usd_axis_format(values) -> str:
+    """A d3 format for a dollar axis whose largest value is ``max(|values|)``: whole dollars from $20, cents from
+    $0.20, and below that enough decimals that the ticks differ (a $0.03 fleet's axis read "$0" at every tick).
+
+    >>> usd_axis_format([1200.0]), usd_axis_format([3.5]), usd_axis_format([0.031]), usd_axis_format([])
+    ('$,.0f', '$,.2f', '$,.4~f', '$,.2f')
+    """
+    nums = pd.to_numeric(pd.Series(list(values), dtype="object"), errors="coerce").astype("float64").abs()
+    top = float(nums[np.isfinite(nums)].max()) if np.isfinite(nums).any() else 0.0
+    if top >= 20:
+        return "$,.0f"
+    if top >= 0.2 or top == 0:
+        return "$,.2f"
+    return f"$,.{min(8, math.ceil(-math.log10(top)) + 2)}~f"
+
+
 # ---------------------------------------------------------------- spend
 
 def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over time by model") -> alt.Chart:
@@ -159,10 +178,13 @@ def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over ti
     title = _titled(title, top_note, thin_note)
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
     fmt = GRAIN_FORMAT.get(grain, "%b %d")
-    mark = alt.Chart(frame).mark_bar() if grain != "hour" else alt.Chart(frame).mark_area()
+    # an hourly area needs two hours to have a width: a single hour is a bar
+    banded = grain != "hour" or frame["period"].nunique() < 2
+    mark = alt.Chart(frame).mark_bar() if banded else alt.Chart(frame).mark_area()
+    stacked = frame.groupby("period")["cost_usd"].sum() if len(frame) else []
     return mark.encode(
-        x=_x_time(grain, banded=grain != "hour"),
-        y=alt.Y("sum(cost_usd):Q", title=f"Spend (USD {per})", axis=alt.Axis(format="$,.0f")),
+        x=_x_time(grain, banded=banded),
+        y=alt.Y("sum(cost_usd):Q", title=f"Spend (USD {per})", axis=alt.Axis(format=usd_axis_format(stacked))),
         color=alt.Color("series:N", title="Model", scale=_series_scale(list(frame["series"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         order=alt.Order("series:N"),
@@ -178,7 +200,7 @@ def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt
     data = table.assign(change_pct=table["change"] * 100, share_pct=table["share"] * 100)
     return alt.Chart(data).mark_bar(color=PALETTE[0]).encode(
         y=alt.Y("tenant:N", sort="-x", title="Tenant"),
-        x=alt.X("cost_usd:Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
+        x=alt.X("cost_usd:Q", title="Spend (USD)", axis=alt.Axis(format=usd_axis_format(data["cost_usd"]))),
         tooltip=[alt.Tooltip("tenant:N", title="Tenant"),
                  alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),
                  alt.Tooltip("share_pct:Q", title="Share of tenant spend (%)", format=".1f"),
@@ -195,9 +217,9 @@ def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of t
     trend, thin_note = thin_points(trend, "period", sums=("cost_usd",), by=("tenant",), unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
-    return alt.Chart(trend).mark_line(point=grain != "hour").encode(
+    return alt.Chart(trend).mark_line(point=(grain != "hour") or _lone_points(trend, ["tenant"], "period")).encode(
         x=_x_time(grain),
-        y=alt.Y("cost_usd:Q", title=f"Spend (USD {per})", axis=alt.Axis(format="$,.0f")),
+        y=alt.Y("cost_usd:Q", title=f"Spend (USD {per})", axis=alt.Axis(format=usd_axis_format(trend["cost_usd"]))),
         color=alt.Color("tenant:N", title="Tenant", scale=_series_scale(list(trend["tenant"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
@@ -270,7 +292,9 @@ def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is
     title = _titled(title, note)
     return alt.Chart(cost_long).mark_bar().encode(
         y=alt.Y("model:N", title="Model", sort="-x"),
-        x=alt.X("sum(cost_usd):Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
+        x=alt.X("sum(cost_usd):Q", title="Spend (USD)",
+                axis=alt.Axis(format=usd_axis_format(cost_long.groupby("model")["cost_usd"].sum()
+                                                     if len(cost_long) else []))),
         color=alt.Color("part:N", title="Cost from", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
                         scale=alt.Scale(domain=parts, range=[PALETTE[0], "#9ecae9", PALETTE[1], PALETTE[5],
                                                              PALETTE[6], PALETTE[2]])),
@@ -358,7 +382,8 @@ def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
     band = base.transform_filter("datum.kind == 'forecast'").mark_area(opacity=0.2, color=PALETTE[1]).encode(
         x=x, y=alt.Y("low_usd:Q", title=y_title), y2="high_usd:Q", tooltip=tip)
     line = base.mark_line(point=True).encode(
-        x=x, y=alt.Y("cumulative_usd:Q", title=y_title, axis=alt.Axis(format="$,.0f")),
+        x=x, y=alt.Y("cumulative_usd:Q", title=y_title,
+                     axis=alt.Axis(format=usd_axis_format([*daily["cumulative_usd"], *daily.get("high_usd", [])]))),
         color=alt.Color("kind:N", title="", scale=alt.Scale(domain=["actual", "forecast"],
                                                            range=[PALETTE[0], PALETTE[1]]),
                         legend=alt.Legend(orient="bottom")),

@@ -68,3 +68,27 @@ def test_series_tied_at_zero_are_not_picked_as_the_largest():
     assert set(out["series"]) == {"gpt-4o", charts.OTHER}
     assert out.loc[out.series == charts.OTHER, "requests"].sum() == 19 * 150 * 2     # nothing lost
     assert note == "the 1 of 20 models with any spend; the rest as 'other'"
+
+
+def test_a_fleet_of_cents_in_one_hour_draws_bars_and_points_with_ticks_that_differ():
+    # the ecosystem fixtures: $0.093 in one hour; an hourly area had no width, a line no point, every tick "$0"
+    one_hour = pd.Timestamp("2025-03-04 14:00")
+    spend = pd.DataFrame({"period": [one_hour] * 3, "series": ["gpt-4o", "o3-mini", "claude-3-5-sonnet"],
+                          "cost_usd": [0.031, 0.0097, 0.0088], "requests": [3, 2, 1]})
+    spec = charts.spend_over_time(spend, "hour").to_dict()
+    assert spec["mark"]["type"] == "bar"
+    assert spec["encoding"]["y"]["axis"]["format"] == "$,.4~f"          # the stacked hour: $0.0495
+    trend = pd.DataFrame({"period": [one_hour] * 2, "tenant": ["bob", "team-legal"], "cost_usd": [0.004, 0.02]})
+    spec = charts.tenant_trend(trend, "hour").to_dict()
+    assert spec["mark"]["point"] and spec["encoding"]["y"]["axis"]["format"] == "$,.4~f"
+    two_hours = pd.concat([spend, spend.assign(period=one_hour + pd.Timedelta(hours=1))])
+    assert charts.spend_over_time(two_hours, "hour").to_dict()["mark"]["type"] == "area"
+
+
+def test_the_folded_rest_has_a_grey_of_its_own_not_the_first_models_colour():
+    frame = _spend(models=12, periods=1)
+    scale = charts.spend_over_time(frame, "day").to_dict()["encoding"]["color"]["scale"]
+    colours = dict(zip(scale["domain"], scale["range"], strict=True))
+    assert colours[charts.OTHER] == charts.OTHER_COLOR and colours[IDLE_TENANT] == charts.IDLE_COLOR
+    named = [c for s, c in colours.items() if s not in (charts.OTHER, IDLE_TENANT)]
+    assert len(named) == 10 and charts.OTHER_COLOR not in named and charts.IDLE_COLOR not in named
