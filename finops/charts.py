@@ -236,8 +236,10 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
     data, tenant_note = keep_top(data, "tenant", "cost_usd", MAX_ROWS, what="tenants", by_what="spend")
     title = _titled(title, model_note, tenant_note)
     base = alt.Chart(data).encode(
-        x=alt.X("tenant:N", title="Tenant", axis=alt.Axis(labelAngle=-30)),
-        y=alt.Y("model:N", title="Model"))
+        # every column labelled: at -30 degrees Vega dropped every other tenant's name as overlapping
+        x=alt.X("tenant:N", title="Tenant", axis=alt.Axis(labelAngle=-45, labelOverlap=False, labelLimit=160)),
+        # model names run long ("claude-3-5-sonnet-20241022", "openai/gpt-4o-mini"): shown whole up to 240 px
+        y=alt.Y("model:N", title="Model", axis=alt.Axis(labelLimit=240)))
     tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("tenant:N", title="Tenant"),
                alt.Tooltip("cost_per_1m_tokens:Q", title="$ per 1M tokens", format="$,.3f"),
                alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),

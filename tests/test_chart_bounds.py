@@ -92,3 +92,12 @@ def test_the_folded_rest_has_a_grey_of_its_own_not_the_first_models_colour():
     assert colours[charts.OTHER] == charts.OTHER_COLOR and colours[IDLE_TENANT] == charts.IDLE_COLOR
     named = [c for s, c in colours.items() if s not in (charts.OTHER, IDLE_TENANT)]
     assert len(named) == 10 and charts.OTHER_COLOR not in named and charts.IDLE_COLOR not in named
+
+
+def test_the_heatmap_labels_every_tenant_and_long_model_names_whole():
+    matrix = pd.DataFrame({"model": ["claude-3-5-sonnet-20241022", "openai/gpt-4o-mini"] * 5,
+                           "tenant": [f"team-{i}" for i in range(10)], "requests": 1, "tokens": 1000,
+                           "cost_usd": 0.01, "cost_per_1m_tokens": 2.5})
+    for layer in charts.cost_heatmap(matrix).to_dict()["layer"]:           # the cells and their labels
+        enc = layer["encoding"]
+        assert enc["x"]["axis"]["labelOverlap"] is False and enc["y"]["axis"]["labelLimit"] >= 240
