@@ -311,3 +311,29 @@ def test_a_tenants_dollar_per_1m_is_its_pairs_blend_with_cache_hits_left_out(con
     assert t.loc["b", "cost_per_1m_tokens"] == pytest.approx(t.loc["b", "cost_usd"] / (1_000_110 / 1e6))
     assert t.loc["b", "cost_per_1m_tokens"] == pytest.approx(
         spend.report(con, MARCH_2, by=["tenant"]).set_index("tenant").loc["b", "cost_per_1m_tokens"])
+
+
+def test_priced_as_groups_one_models_logged_names_and_adds_up_to_the_logged_groups():
+    # LiteLLM (provider prefix dropped), OpenRouter (openai/gpt-4o-mini as logged) and Langfuse v2 (dated names):
+    # one model under several names, which the resolution step maps to one price model
+    from finops.ingest import ingest_path
+    from helpers import DATA
+    c = store.connect(":memory:")
+    for path in ("litellm/spendlogs_v1_74.csv", "providers/openrouter_generations.jsonl",
+                 "langfuse/api_v2_observations.json"):
+        ingest_path(c, DATA / path)
+    by_model = spend.report(c, Filters(), by=["model"]).set_index("model")
+    by_priced = spend.report(c, Filters(), by=["priced_as"]).set_index("priced_as")
+    mini = ["gpt-4o-mini", "openai/gpt-4o-mini"]
+    sonnet = ["claude-3-5-sonnet", "claude-3-5-sonnet-20241022"]
+    for priced, logged in (("gpt-4o-mini", mini), ("claude-3-5-sonnet", sonnet), ("gpt-4o", ["gpt-4o", "openai/gpt-4o"])):
+        for col in ("requests", "input_tokens", "output_tokens", "served_tokens"):
+            assert by_priced.loc[priced, col] == by_model.loc[logged, col].sum(), (priced, col)
+        assert float(by_priced.loc[priced, "cost_usd"]) == pytest.approx(float(by_model.loc[logged, "cost_usd"].sum()),
+                                                                         abs=1e-12)
+    assert by_priced.loc["gpt-4o-mini", "requests"] == 5
+    # an unpriced name stays itself; every request and dollar is in exactly one group
+    assert by_priced.loc["acme-llama-70b", "requests"] == 1
+    assert by_priced["requests"].sum() == by_model["requests"].sum() == 16
+    assert float(by_priced["cost_usd"].sum()) == pytest.approx(float(by_model["cost_usd"].sum()), abs=1e-12)
+    c.close()

@@ -249,7 +249,7 @@ def picked_prices_sql(keys_sql: str) -> str:
     """For each key of ``keys_sql`` (a relation with model, provider, service_tier, input_band, day), the one
     price row that applies (see the module rules): its kind and prices, and ``how`` it was found."""
     return f"""
-SELECT k.model, k.provider, k.service_tier, k.input_band, k.day, m.how, m.price_source,
+SELECT k.model, k.provider, k.service_tier, k.input_band, k.day, m.how, m.price_source, m.price_model,
        p.kind, p.service_tier AS price_tier, p.min_input_tokens, p.effective_from, {", ".join(f"p.{c}" for c in _PRICE_FIELDS)}
 FROM ({keys_sql}) k
 JOIN model_resolution m ON m.model = k.model AND m.provider = k.provider
@@ -428,12 +428,13 @@ SELECT r.*, 'usage' AS charge, false AS is_idle,
        CAST({CACHE_SAVED_SQL} AS DECIMAL(38,12)) AS cache_saved_usd,
        CAST({LIST_COST_OF_RECORDED_SQL} AS DECIMAL(38,12)) AS list_cost_of_recorded_usd,
        a.gpu_hour_usd, p.how AS priced_by, p.kind AS price_kind,
+       coalesce(nullif(p.price_model, ''), r.model) AS priced_as,
        {", ".join(f"p.{c} AS list_{c}" for c in _PRICE_FIELDS)}
 FROM r LEFT JOIN p ON {PRICE_JOIN_SQL}
        LEFT JOIN alloc a ON a.model = r.model AND a.hour = {sql.time_bucket('hour', 'r.hour')}"""
     idle_row = f"""
 SELECT a.hour, a.model, {sql.IDLE_LABEL} AS tenant, '' AS route, '' AS sla_tier, '' AS status,
-       '' AS provider, '' AS service_tier, 'idle' AS charge, true AS is_idle,
+       '' AS provider, '' AS service_tier, a.model AS priced_as, 'idle' AS charge, true AS is_idle,
        CAST(a.fleet_cost_usd - a.allocated_usd AS DECIMAL(38,12)) AS cost_usd,
        CAST(0 AS DECIMAL(38,12)) AS cache_saved_usd, a.gpu_hour_usd, 'price book (idle GPU time)' AS priced_by
 FROM alloc a WHERE a.fleet_cost_usd - a.allocated_usd > 0"""
@@ -460,7 +461,7 @@ UNION ALL BY NAME
 SELECT * FROM ({idle_row}) WHERE model NOT IN (SELECT model FROM wn)
 UNION ALL BY NAME
 SELECT hour, model, tenant, '' AS route, sla_tier, '' AS status, '' AS provider, '' AS service_tier,
-       'idle_share' AS charge, false AS is_idle,
+       model AS priced_as, 'idle_share' AS charge, false AS is_idle,
        CAST(CASE WHEN k = n THEN idle_usd - (sum(part) OVER (PARTITION BY model, hour) - part) ELSE part END
             AS DECIMAL(38,12)) AS cost_usd,
        CAST(0 AS DECIMAL(38,12)) AS cache_saved_usd, gpu_hour_usd, 'idle GPU time charged out' AS priced_by

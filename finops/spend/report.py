@@ -23,7 +23,10 @@ from finops.schema import IDLE_TENANT  # noqa: F401  (re-exported: spend reports
 from finops.spend import pricing
 
 TIME_GRAINS: tuple[str, ...] = ("hour", "day", "week", "month")     # buckets of sql.time_bucket over ``hour``
-GROUPABLE = (*sql.ROLLUP_DIMS, *TIME_GRAINS)
+#: the model a logged name is priced as (``model_resolution.price_model``: ``gpt-4o-mini-2024-07-18`` and
+#: ``openai/gpt-4o-mini`` are both ``gpt-4o-mini``), else the logged name: the logs' names of one model, grouped
+PRICED_AS = "priced_as"
+GROUPABLE = (*sql.ROLLUP_DIMS, PRICED_AS, *TIME_GRAINS)
 
 
 def _hour_aligned(value) -> bool:
