@@ -177,3 +177,30 @@ def test_routing_draws_no_share_of_zero_spend_but_still_the_share_of_requests(un
     at.segmented_control(key="mix_measure").set_value("requests").run()
     assert not at.exception
     assert [s for s in _specs(at) if _title(s).startswith("Share of requests by route")]
+
+
+def test_showback_names_models_as_priced_on_request(tmp_path):
+    # the LiteLLM and OpenRouter fixtures log gpt-4o-mini as "gpt-4o-mini" and "openai/gpt-4o-mini"
+    path = str(tmp_path / "eco.duckdb")
+    con = store.connect(path)
+    for name in ("litellm/spendlogs_v1_74.csv", "providers/openrouter_generations.jsonl"):
+        ingest_path(con, DATA / name)
+    con.close()
+    at = run_page(path, "views/cost.py")
+    assert not at.exception, [e.value for e in at.exception]
+
+    def pairs(at):
+        tables = [d.value for d in at.dataframe if "share" in d.value.columns and "model" in d.value.columns]
+        return next(t for t in tables if "models" not in t.columns)
+
+    logged = pairs(at)
+    assert {"gpt-4o-mini", "openai/gpt-4o-mini"} <= set(logged["model"])
+    at.segmented_control(key="showback_models").set_value("priced_as").run()
+    assert not at.exception, [e.value for e in at.exception]
+    priced = pairs(at)
+    assert "openai/gpt-4o-mini" not in set(priced["model"])
+    mini = logged[logged["model"].isin(["gpt-4o-mini", "openai/gpt-4o-mini"])]
+    row = priced[priced["model"] == "gpt-4o-mini"]
+    assert row["requests"].sum() == mini["requests"].sum()
+    assert row["cost_usd"].sum() == pytest.approx(mini["cost_usd"].sum(), abs=1e-12)
+    assert priced["cost_usd"].sum() == pytest.approx(logged["cost_usd"].sum(), abs=1e-12)

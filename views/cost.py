@@ -280,13 +280,19 @@ policy_key = p1.selectbox("Idle GPU capacity", list(POLICIES), index=list(POLICI
                           + " The default is set on the Data page.")
 centre = (p2.text_input("Cost centre that pays for idle GPU time", value=stored_policy.cost_centre or "platform",
                         key="idle_centre", bind="query-params") if policy_key == "centre" else "")
+models_as = st.segmented_control(
+    "Models", list(costviews.SHOWBACK_MODELS), default="model", format_func=costviews.SHOWBACK_MODELS.get,
+    key="showback_models", bind="query-params",
+    help="As logged: each name the logs use is its own row. As priced: the names one price applies to are one row "
+         "(gpt-4o-mini-2024-07-18 and openai/gpt-4o-mini are gpt-4o-mini), as the Data page's 'How each model is "
+         "priced' maps them.") or "model"
 try:
     policy = pricing.IdlePolicy(policy_key, centre)
 except InputError as exc:
     st.warning(f"{plain(exc)}: idle is kept apart until one is named.", icon=":material/warning:")
     policy = pricing.KEEP_APART
-if policy != stored_policy:          # the default's showback is the one read above
-    sb = query(costviews.showback, f, idle_policy=policy)
+if policy != stored_policy or models_as != "model":          # the default's showback is the one read above
+    sb = query(costviews.showback, f, idle_policy=policy, models=models_as)
 total = float(sb["cost_usd"].sum())
 st.metric("Total spend in the table (USD)", usd(total), border=False)
 COLUMNS = {

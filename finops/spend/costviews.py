@@ -19,6 +19,7 @@ import pandas as pd
 
 from finops import fmt as fmt_
 from finops import sql, store
+from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
 from finops.spend import pricing
@@ -596,7 +597,12 @@ SHOWBACK_COLUMNS = ("tenant", "model", "requests", "input_tokens", "output_token
                     "tokens", "priced_tokens", "cost_usd", "cost_per_1m_tokens", "share")
 
 
-def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.IdlePolicy | None = None) -> pd.DataFrame:
+#: how showback names models: as the logs name them, or as the resolution step prices them (one row per model)
+SHOWBACK_MODELS = {"model": "as logged", spend.PRICED_AS: "as priced"}
+
+
+def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.IdlePolicy | None = None,
+             models: str = "model") -> pd.DataFrame:
     """Showback / chargeback: spend per tenant x model. Idle self-hosted capacity follows ``idle_policy``
     (the store's default when None): kept apart it is the tenant ``(idle capacity)`` (kept unless the
     filters pick tenants or tiers); charged out it is in the tenants' rows. Either way the rows add up to
@@ -605,9 +611,13 @@ def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.Id
     Columns: SHOWBACK_COLUMNS; ``share`` is the row's share of the table's total. ``tokens`` is input + output;
     ``priced_tokens`` the $ per 1M tokens' denominator: the tokens a model served (a cache hit reached none) less
     those nothing prices (counted at $0, :data:`finops.spend.report.UNPRICED_TOKENS_SQL`), so a row of an
-    unpriced model has no $ per 1M rather than a free one.
+    unpriced model has no $ per 1M rather than a free one. ``models="priced_as"`` names each row's model as it is
+    priced (:data:`finops.spend.report.PRICED_AS`: a dated snapshot and a provider-prefixed name are one row).
     """
-    rep = spend.report(con, period_of(con, f), by=["tenant", "model"], idle_policy=idle_policy)
+    if models not in SHOWBACK_MODELS:
+        raise InputError(f"models are named {' or '.join(SHOWBACK_MODELS)}, not {models!r}")
+    rep = spend.report(con, period_of(con, f), by=["tenant", models], idle_policy=idle_policy)
+    rep = rep.rename(columns={models: "model"})
     out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"],
                      priced_tokens=rep["served_tokens"] - rep["unpriced_tokens"])
     total = float(out["cost_usd"].sum())
