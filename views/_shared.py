@@ -316,7 +316,13 @@ def empty_state(message: str = "No requests match these filters.") -> None:
 
 def nothing_priced_state(what: str = "This chart") -> None:
     """Said where a spend chart would be drawn at $0.00 everywhere: every request in the filters is of a model
-    nothing prices (the banner above lists them), so there is no spend to draw, which is not the same as free."""
+    nothing prices (the banner above lists them), so there is no spend to draw, which is not the same as free; with
+    every model priced, the requests really cost nothing (cache hits, free models) and it says that."""
+    from finops.spend import pricing
+    if query(pricing.unpriced_models).empty:
+        st.info(f"{what} has nothing to show: the requests in these filters cost $0.00 (cache hits, or models "
+                "priced at $0).", icon=":material/money_off:")
+        return
     st.info(f"{what} has nothing to show: no request in these filters has a price (the models above are counted "
             "at $0.00). Add a price or an alias on the Data page and it fills in.", icon=":material/money_off:")
 
