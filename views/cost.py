@@ -88,7 +88,7 @@ mix = query(costviews.token_mix, f)
 tokens_long, cost_long = token_mix_long(mix)
 left, right = st.columns(2)
 left.altair_chart(charts.token_mix(tokens_long, title="Token mix by model (share of tokens, %)"))
-priced = bool((mix["cost_usd"] > 0).any()) if "cost_usd" in mix else False
+priced = bool((mix["cost_usd"] > 0).any())        # any spend at all to split
 with right:
     if priced:
         st.altair_chart(charts.cost_parts(cost_long, title="What each model's spend is made of (USD)"))
