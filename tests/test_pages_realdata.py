@@ -205,3 +205,11 @@ def test_showback_names_models_as_priced_on_request(tmp_path):
     assert row["requests"].sum() == mini["requests"].sum()
     assert row["cost_usd"].sum() == pytest.approx(mini["cost_usd"].sum(), abs=1e-12)
     assert priced["cost_usd"].sum() == pytest.approx(logged["cost_usd"].sum(), abs=1e-12)
+
+
+def test_the_alerts_page_names_the_rule_it_could_not_judge_beside_the_alerts_that_fired(unpriced_db):
+    # the Mooncake trace fires the unpriced-traffic alert; its P99 rule has no latency to judge, said beside it
+    at = run_page(unpriced_db, "views/alerts.py")
+    assert not at.exception, [e.value for e in at.exception]
+    said = "\n".join(i.value for i in at.info)
+    assert "Not judged: " in said and "the logs of kimi-k1 carry no total latency (300 requests)" in said

@@ -489,17 +489,19 @@ def no_alert_state(f: Filters) -> None:
 
 
 def rules_not_judged(f: Filters) -> None:
-    """On a store of attached rollups (no raw rows), the alert rules these filters leave unjudged, in one
-    sentence beside the alerts that did fire (:func:`finops.ops.alerts.reads_raw_rows`)."""
+    """Beside the alerts that did fire, the rules these filters leave unjudged, in one sentence: on a store of
+    attached rollups (no raw rows) those a raw row would judge (:func:`finops.ops.alerts.reads_raw_rows`), and
+    anywhere a rule whose field the logs do not carry (a trace with no latency: the P99 rule)."""
     from finops.ops import alerts
 
-    if not rollup_only():
-        return
     blind = query(alerts.unjudged, f)
-    raw = [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "raw_rows"]
-    if raw:
-        st.info("These alerts are judged on the hourly rollups attached to this store. Not judged: " + "; ".join(raw)
-                + ".", icon=":material/table_rows:")
+    said = {reason: [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False)
+                     if r.reason == reason] for reason in ("raw_rows", "no_field")}
+    if said["raw_rows"] and rollup_only():
+        st.info("These alerts are judged on the hourly rollups attached to this store. Not judged: "
+                + "; ".join(said["raw_rows"]) + ".", icon=":material/table_rows:")
+    if said["no_field"]:
+        st.info("Not judged: " + "; ".join(said["no_field"]) + ".", icon=":material/help:")
 
 
 def unpriced_banner() -> None:

@@ -57,7 +57,7 @@ frame = alerts.annotate(query(alerts.open_alerts, f), query(alerts.alert_states)
 if frame.empty:
     no_alert_state(f)
 else:
-    rules_not_judged(f)         # on attached rollups: the rules a raw row would have judged
+    rules_not_judged(f)         # what the rules could not judge: no raw rows, or no latency in the logs
     is_open = frame["state"] == "open"
     c = st.columns(5)
     for col, sev in zip(c, alerts.SEVERITIES, strict=False):
