@@ -213,3 +213,10 @@ def test_the_alerts_page_names_the_rule_it_could_not_judge_beside_the_alerts_tha
     assert not at.exception, [e.value for e in at.exception]
     said = "\n".join(i.value for i in at.info)
     assert "Not judged: " in said and "the logs of kimi-k1 carry no total latency (300 requests)" in said
+
+
+def test_incidents_do_not_call_a_trace_without_latency_free_of_slow_paths(unpriced_db):
+    at = run_page(unpriced_db, "views/incidents.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("No slow-path diagnosis: these logs carry no latency" in i.value for i in at.info)
+    assert not any("And no slow-path finding" in s.value for s in at.success)

@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import sql, store
 from finops.fmt import MISSING
+from finops.latency import stats as latency
 from finops.ops import alerts as alerts_mod
 from finops.ops import incidents
 from views._shared import (
@@ -54,8 +55,15 @@ items = incidents.ordered(query(incidents.incidents, f, window=window, open_aler
 
 if not items:
     no_alert_state(f)
-    st.success("And no slow-path finding: no queue build-up, prefill or decode tail, cache collapse or P99 spike "
-               "stands out against each model's usual behaviour.", icon=":material/check_circle:")
+    cov = query(latency.coverage, f)
+    if not any(cov.get(field) for field in sql.LATENCY_COLUMNS):
+        # a trace of tokens and times: the diagnosis reads latencies, so its silence says nothing
+        st.info("No slow-path diagnosis: these logs carry no latency (total, queue, prefill, decode or first "
+                "token), so there is nothing to read for a queue build-up, a decode tail or a P99 spike.",
+                icon=":material/help:")
+    else:
+        st.success("And no slow-path finding: no queue build-up, prefill or decode tail, cache collapse or P99 "
+                   "spike stands out against each model's usual behaviour.", icon=":material/check_circle:")
 else:
     counts = {s: sum(1 for i in items if i.severity == s) for s in incidents.SEVERITIES}
     cols = st.columns(3)
