@@ -494,14 +494,17 @@ def rules_not_judged(f: Filters) -> None:
     anywhere a rule whose field the logs do not carry (a trace with no latency: the P99 rule)."""
     from finops.ops import alerts
 
-    blind = query(alerts.unjudged, f)
-    said = {reason: [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False)
-                     if r.reason == reason] for reason in ("raw_rows", "no_field")}
-    if said["raw_rows"] and rollup_only():
+    def said(blind, reason: str) -> list[str]:
+        return [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason == reason]
+
+    # the whole of unjudged (its windows too small to judge) only where the store has no raw rows, as before
+    raw = said(query(alerts.unjudged, f), "raw_rows") if rollup_only() else []
+    if raw:
         st.info("These alerts are judged on the hourly rollups attached to this store. Not judged: "
-                + "; ".join(said["raw_rows"]) + ".", icon=":material/table_rows:")
-    if said["no_field"]:
-        st.info("Not judged: " + "; ".join(said["no_field"]) + ".", icon=":material/help:")
+                + "; ".join(raw) + ".", icon=":material/table_rows:")
+    blind = said(query(alerts.not_carried, f), "no_field")
+    if blind:
+        st.info("Not judged: " + "; ".join(blind) + ".", icon=":material/help:")
 
 
 def unpriced_banner() -> None:

@@ -364,16 +364,7 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             windows, requests = int(pooled["windows"].sum()), int(pooled["requests"].sum())
         else:
             metric = sla_metric(con, f)
-            blind = _without_field(con, f, metric)
-            if not blind.empty:
-                # a model whose logs carry no SLA latency at all (a trace of tokens and times only) has no window
-                # to judge: its quiet is not health
-                names = ", ".join(blind["model"].head(5)) + (f" and {len(blind) - 5:,} more" if len(blind) > 5 else "")
-                out.append({"rule": rule.name, "title": rule.title, "windows": 0,
-                            "requests": int(blind["requests"].sum()), "min_requests": need,
-                            "why": f"the logs of {names} carry no {METRIC_NAMES.get(metric, metric)} "
-                                   f"({int(blind['requests'].sum()):,} requests): there is nothing to judge",
-                            "reason": "no_field"})
+            out.extend(_no_field_rows(con, f, rule, metric))
             counts = sla_windows(con, f, rule.window, metric)["requests"]
             small = counts[counts < need]
             windows, requests = len(small), int(small.sum())
@@ -384,6 +375,30 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
                                f"request{'s' if requests != 1 else ''} in all (a window needs {need:,})",
                         "reason": "too_few"})
     return pd.DataFrame(out, columns=UNJUDGED_COLUMNS)
+
+
+def not_carried(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+    """The :func:`unjudged` rows of reason "no_field" alone: the enabled P99 rule where some model's logs carry
+    no value of the SLA latency at all. Cheap (the field coverage written at load time), for a page that shows
+    alerts that did fire. Columns: UNJUDGED_COLUMNS."""
+    f = filters or Filters()
+    rows = [row for rule in rules(con) if rule.enabled and rule.name == "p99_over_sla"
+            for row in _no_field_rows(con, f, rule, sla_metric(con, f))]
+    return pd.DataFrame(rows, columns=UNJUDGED_COLUMNS)
+
+
+def _no_field_rows(con, f: Filters, rule: AlertRule, metric: str) -> list[dict]:
+    """A model whose logs carry no SLA latency at all (a trace of tokens and times only) has no window to judge:
+    its quiet is not health. One row naming such models, or none."""
+    blind = _without_field(con, f, metric)
+    if blind.empty:
+        return []
+    names = ", ".join(blind["model"].head(5)) + (f" and {len(blind) - 5:,} more" if len(blind) > 5 else "")
+    requests = int(blind["requests"].sum())
+    return [{"rule": rule.name, "title": rule.title, "windows": 0, "requests": requests,
+             "min_requests": max(rule.min_requests, 1),
+             "why": f"the logs of {names} carry no {METRIC_NAMES.get(metric, metric)} ({requests:,} requests): "
+                    "there is nothing to judge", "reason": "no_field"}]
 
 
 def _without_field(con, f: Filters, field: str) -> pd.DataFrame:
