@@ -8,6 +8,7 @@ price book's self-hosted rows; :func:`fleet_filters` the sidebar filters that ap
 from __future__ import annotations
 
 import math
+from datetime import date
 
 import duckdb
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 from finops import sql
 from finops.capacity.queueing import ggc
 from finops.filters import Filters
+from finops.spend import pricing
 
 __all__ = ["OBSERVED_COLUMNS", "fleet_filters", "observed_load", "self_hosted_models"]
 
@@ -78,8 +80,8 @@ tok AS (SELECT model, sum(input_tokens + output_tokens - cache_uncached_input_to
         FROM rollup_hourly WHERE {where} GROUP BY model)
 SELECT pk.model, pk.peak_hour, pk.served, pk.busy_ms, tok.tokens_per_request, p.kind, p.replicas, p.slots_per_replica,
        p.gpus_per_replica, p.gpu_hour_usd
-FROM pk LEFT JOIN tok USING (model) LEFT JOIN prices p USING (model) ORDER BY pk.model""",
-                        params + params).df()
+FROM pk LEFT JOIN tok USING (model) LEFT JOIN ({pricing.BOOK_ROW_PER_MODEL_SQL}) p USING (model) ORDER BY pk.model""",
+                        params + params + [date.max, date.max]).df()
     if peaks.empty:
         return pd.DataFrame(columns=list(OBSERVED_COLUMNS))
     cond = " OR ".join("(model = ? AND ts >= ? AND ts < ? + INTERVAL 1 HOUR)" for _ in range(len(peaks)))

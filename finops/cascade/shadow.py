@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
 import duckdb
 import numpy as np
@@ -217,8 +218,7 @@ def effective_request_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> dict
     All tenants count: the fleet is shared. Models that served nothing in the period are left out.
     """
     rep = spend.report(con, Filters(since=f.since, until=f.until), by=["model"], include_idle=True)
-    book = pricing.price_book(con)
-    hosted = set(book.loc[book["kind"] == "self_hosted", "model"])
+    hosted = set(pricing.book_row_per_model(con).query("kind == 'self_hosted'")["model"])
     out = {}
     for r in rep.itertuples(index=False):
         served = int(r.requests) - int(r.cache_hits)
@@ -273,7 +273,9 @@ def shadow_eval(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> Sha
     large_quality = raw["l_quality"].where(graded, raw["attr_large_quality"])
     source = pd.Series(np.where(graded, LINKED, np.where(raw["attr_large_quality"].notna(), SHADOW_ATTR, None)),
                        dtype=object)
-    book = pricing.price_book(con)
+    # one price row a model: an API model with dated or tiered rows at its standard row in force on the last day
+    last_day = (f.until - timedelta(microseconds=1)).date() if f.until is not None else None
+    book = pricing.book_row_per_model(con, last_day)
     per_request = effective_request_prices(con, f) if len(raw) else {}
 
     def tokens(prefix: str) -> pd.DataFrame:

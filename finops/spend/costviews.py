@@ -306,34 +306,42 @@ def token_mix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Per model: tokens by class and the cost each class carries.
 
     Token columns count every request (cache hits included): ``uncached_input_tokens``,
-    ``cached_input_tokens``, ``output_tokens``. Cost columns split ``cost_usd`` (idle left out) into
-    ``input_cost_usd``, ``cached_input_cost_usd``, ``output_cost_usd`` and ``request_fee_usd`` (token-priced
-    requests of API models, at book prices), ``recorded_cost_usd`` (costs the logs carry) and
-    ``gpu_time_usd`` (self-hosted GPU hours allocated by busy time); they add up to ``cost_usd``.
+    ``cached_input_tokens`` (read from the prompt cache), ``cache_write_tokens`` (written to it, 5-minute and
+    1-hour), ``output_tokens``. Cost columns split ``cost_usd`` (idle left out) into ``input_cost_usd``,
+    ``cached_input_cost_usd``, ``cache_write_cost_usd``, ``output_cost_usd`` and ``request_fee_usd``
+    (token-priced requests of API models, at the price row each hour's requests were priced by: book or
+    catalogue, its dates and tiers), ``recorded_cost_usd`` (costs the logs carry) and ``gpu_time_usd``
+    (self-hosted GPU hours allocated by busy time); they add up to ``cost_usd``.
     ``prompt_cache_saving_usd`` is what the cached prompt tokens would have cost more at the uncached
     input price.
     """
     costed_sql, params = spend.costed(con, period_of(con, f), include_idle=False)
-    api = "coalesce(p.kind, 'api') = 'api'"
+    api = "coalesce(c.price_kind, 'api') = 'api'"
+    inp, cached = "coalesce(c.list_input_usd_per_1m, 0)", "coalesce(c.list_cached_input_usd_per_1m, c.list_input_usd_per_1m, 0)"
+    write = "coalesce(c.list_cache_write_usd_per_1m, c.list_input_usd_per_1m, 0)"
+    write_1h = "coalesce(c.list_cache_write_1h_usd_per_1m, c.list_cache_write_usd_per_1m, c.list_input_usd_per_1m, 0)"
+    # each costed row carries the price row it was priced by (list_*): one row a (model, provider, tier, band, day)
     mix = con.execute(f"""
-SELECT c.model, any_value(coalesce(p.kind, 'api')) AS kind,
-  sum(greatest(c.input_tokens - c.cached_input_tokens, 0)) AS uncached_input_tokens,
-  sum(c.cached_input_tokens) AS cached_input_tokens, sum(c.output_tokens) AS output_tokens,
-  sum(CASE WHEN {api} THEN c.priced_uncached_input_tokens * coalesce(p.input_usd_per_1m, 0) / 1e6 ELSE 0 END)
-    AS input_cost_usd,
-  sum(CASE WHEN {api} THEN c.priced_cached_input_tokens
-      * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0) / 1e6 ELSE 0 END) AS cached_input_cost_usd,
-  sum(CASE WHEN {api} THEN c.priced_output_tokens * coalesce(p.output_usd_per_1m, 0) / 1e6 ELSE 0 END)
+SELECT c.model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_kind IS NOT NULL), 'api') AS kind,
+  sum(greatest(c.input_tokens - c.cached_input_tokens - c.cache_write_tokens - c.cache_write_1h_tokens, 0))
+    AS uncached_input_tokens,
+  sum(c.cached_input_tokens) AS cached_input_tokens, sum(c.cache_write_tokens + c.cache_write_1h_tokens)
+    AS cache_write_tokens, sum(c.output_tokens) AS output_tokens,
+  sum(CASE WHEN {api} THEN c.priced_uncached_input_tokens * {inp} / 1e6 ELSE 0 END) AS input_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * {cached} / 1e6 ELSE 0 END) AS cached_input_cost_usd,
+  sum(CASE WHEN {api} THEN (c.priced_cache_write_tokens * {write} + c.priced_cache_write_1h_tokens * {write_1h})
+      / 1e6 ELSE 0 END) AS cache_write_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_output_tokens * coalesce(c.list_output_usd_per_1m, 0) / 1e6 ELSE 0 END)
     AS output_cost_usd,
-  sum(CASE WHEN {api} THEN c.priced_requests * coalesce(p.request_usd, 0) ELSE 0 END) AS request_fee_usd,
+  sum(CASE WHEN {api} THEN c.priced_requests * coalesce(c.list_request_usd, 0) ELSE 0 END) AS request_fee_usd,
   sum(c.recorded_cost_usd) AS recorded_cost_usd,
-  sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * greatest(coalesce(p.input_usd_per_1m, 0)
-      - coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0), 0) / 1e6 ELSE 0 END) AS prompt_cache_saving_usd,
+  sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * greatest({inp} - {cached}, 0) / 1e6 ELSE 0 END)
+    AS prompt_cache_saving_usd,
   sum(c.cost_usd) AS cost_usd
-FROM ({costed_sql}) c LEFT JOIN prices p ON p.model = c.model
+FROM ({costed_sql}) c
 GROUP BY c.model ORDER BY sum(c.cost_usd) DESC, c.model""", params).df()
-    priced = mix[["input_cost_usd", "cached_input_cost_usd", "output_cost_usd", "request_fee_usd",
-                  "recorded_cost_usd"]].sum(axis=1)
+    priced = mix[["input_cost_usd", "cached_input_cost_usd", "cache_write_cost_usd", "output_cost_usd",
+                  "request_fee_usd", "recorded_cost_usd"]].sum(axis=1)
     # what is left of the cost is allocated GPU time; clip float dust on API-only models
     gpu = mix["cost_usd"] - priced
     mix.insert(len(mix.columns) - 2, "gpu_time_usd", gpu.where(gpu.abs() > 1e-9, 0.0))
@@ -341,10 +349,10 @@ GROUP BY c.model ORDER BY sum(c.cost_usd) DESC, c.model""", params).df()
 
 
 TOKEN_CLASSES = (("uncached_input_tokens", "input (uncached)"), ("cached_input_tokens", "input (prompt-cached)"),
-                 ("output_tokens", "output"))
+                 ("cache_write_tokens", "input (written to the prompt cache)"), ("output_tokens", "output"))
 COST_PARTS = (("input_cost_usd", "input tokens"), ("cached_input_cost_usd", "cached input tokens"),
-              ("output_cost_usd", "output tokens"), ("request_fee_usd", "per-request fees"),
-              ("recorded_cost_usd", "recorded by the logs"), ("gpu_time_usd", "GPU time (self-hosted)"))
+              ("cache_write_cost_usd", "cache write tokens"), ("output_cost_usd", "output tokens"),
+              ("request_fee_usd", "per-request fees"), ("recorded_cost_usd", "recorded by the logs"), ("gpu_time_usd", "GPU time (self-hosted)"))
 
 
 def token_mix_long(mix: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -456,31 +464,21 @@ GROUP BY 1 ORDER BY 1""", params + hparams).df()
 def request_costs_sql(where: str, hours_sql: str, sample_pct: float | None = None) -> str:
     """SELECT model, tenant, cost_usd per request for raw rows matching ``where``.
 
-    The rules of :mod:`finops.spend.pricing`, row by row: a recorded ``cost_usd`` counts as is; a row without
-    one that is not a cache hit is priced at the book's token prices (API models); a self-hosted model's
-    hourly allocated cost is shared by the hour's served requests in proportion to their busy time
-    (by count in an hour with no timing). Summed over all rows these equal ``spend.report`` without
-    the idle line. ``hours_sql`` yields the paid hours (pricing.hours_sql). ``sample_pct`` reads a random
-    share of the table (DuckDB system sampling, fixed seed) instead of every row.
+    Each request is costed as a rollup row of its own, by the same SQL as :func:`spend.report`
+    (:func:`finops.spend.pricing.costed_rollup_sql`): a recorded ``cost_usd`` counts as is; a row without one
+    that is not a cache hit is priced at the price row in force for its model, provider, tier, input size and
+    day (book or catalogue); a self-hosted model's hourly allocated cost is shared by the hour's served
+    requests in proportion to their busy time (by count in an hour with no timing). Summed over all rows
+    these equal ``spend.report`` without the idle line. ``hours_sql`` yields the paid hours
+    (pricing.hours_sql). ``sample_pct`` reads a random share of the table (DuckDB system sampling, fixed
+    seed) instead of every row. Parameters: ``where``'s, then ``hours_sql``'s.
     """
     # a sample clause takes constants only: the share as a checked number, to the millionth of a per cent
     sample = f" TABLESAMPLE {sql.literal(round(sample_pct, 6))}% (system, 42)" if sample_pct is not None else ""
-    served = sql.served("q")
-    return f"""
-WITH alloc AS ({pricing.alloc_sql(hours_sql)}),
-q AS (SELECT model, tenant, ts, cost_usd, cache_hit, input_tokens, cached_input_tokens, output_tokens,
-             {sql.BUSY_MS} AS busy_ms FROM requests{sample} WHERE {where})
-SELECT q.model, q.tenant,
-  coalesce(q.cost_usd, 0)
-  + CASE WHEN q.cost_usd IS NULL AND {served} AND coalesce(p.kind, 'api') = 'api' THEN
-      (greatest(coalesce(q.input_tokens, 0) - coalesce(q.cached_input_tokens, 0), 0) * coalesce(p.input_usd_per_1m, 0)
-       + coalesce(q.cached_input_tokens, 0) * coalesce(p.cached_input_usd_per_1m, p.input_usd_per_1m, 0)
-       + coalesce(q.output_tokens, 0) * coalesce(p.output_usd_per_1m, 0)) / 1e6 + coalesce(p.request_usd, 0)
-    ELSE 0 END
-  + CASE WHEN {served} AND a.model IS NOT NULL THEN coalesce({pricing.allocated_sql('q.busy_ms', '1')}, 0)
-    ELSE 0 END AS cost_usd
-FROM q LEFT JOIN prices p ON p.model = q.model
-       LEFT JOIN alloc a ON a.model = q.model AND a.hour = {sql.time_bucket('hour', 'q.ts')}"""
+    rows = f"(SELECT *, rowid AS _request FROM requests{sample} WHERE {where})"
+    one_each = store.rollup_select_sql(rows, with_batch=False, extra_keys_sql=(("_request", "_request"),))
+    return (f"SELECT model, tenant, cost_usd FROM ({pricing.costed_rollup_sql(one_each, hours_sql)}) "
+            "WHERE charge = 'usage'")
 
 
 @dataclass(frozen=True)
@@ -516,7 +514,7 @@ def cost_per_request(con: duckdb.DuckDBPyConnection, f: Filters, max_rows: int =
         pct = min(100.0, 100.0 * max_rows / matching)
     hours, hparams = pricing.hours_sql(period.since, period.until)
     costs = request_costs_sql(where, hours, pct)
-    args = hparams + params
+    args = params + hparams
     con.execute(f"CREATE OR REPLACE TEMP TABLE _req_cost AS {costs}", args)
     try:
         summary = con.execute("""

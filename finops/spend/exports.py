@@ -274,7 +274,8 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT, idle
     period = costviews.period_of(con, f)
     sql, params = _usage_sql(con, period, idle_policy)
     usage = con.execute(sql, params).df()
-    book = pricing.price_book(con).set_index("model")
+    # the model's provider, publisher and kind (the same on each of its rows); prices come from the costed rows
+    book = pricing.book_row_per_model(con).set_index("model")
     rows = []
     for g in usage.itertuples(index=False):
         day = pd.Timestamp(g.day)

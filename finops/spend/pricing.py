@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date
 
 import duckdb
 import pandas as pd
@@ -87,6 +88,24 @@ PRICE_LIMITS: dict[str, tuple[float, float, bool]] = {
 
 def price_book(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute("SELECT * FROM prices ORDER BY kind DESC, model").df()
+
+
+#: one price-book row per model (an API model may have dated, service-tier and context-tier rows): the row in
+#: force on the day bound twice (``?``: a DATE), standard tier and base context first, then the latest start
+BOOK_ROW_PER_MODEL_SQL = f"""
+SELECT * EXCLUDE (_k) FROM (
+  SELECT *, row_number() OVER (PARTITION BY model ORDER BY
+      ((effective_from IS NULL OR effective_from <= CAST(? AS DATE))
+       AND (effective_to IS NULL OR CAST(? AS DATE) < effective_to)) DESC,
+      {sql.SERVICE_TIER} = '' DESC, coalesce(min_input_tokens, 0), effective_from DESC NULLS LAST) AS _k
+  FROM prices WHERE model IS NOT NULL) WHERE _k = 1"""
+
+
+def book_row_per_model(con: duckdb.DuckDBPyConnection, day: date | None = None) -> pd.DataFrame:
+    """The price book with one row per model (:data:`BOOK_ROW_PER_MODEL_SQL`): the standard-tier, base-context row
+    in force on ``day`` (None: the row with no end date), where a model has several."""
+    day = day or date.max
+    return con.execute(f"{BOOK_ROW_PER_MODEL_SQL} ORDER BY kind DESC, model", [day, day]).df()
 
 
 def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:

@@ -35,6 +35,7 @@ What-if replay (:func:`whatif`)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 
 import duckdb
 import numpy as np
@@ -104,9 +105,13 @@ def effective_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame
     Columns: model, kind, size_class, input_usd_per_1m, cached_input_usd_per_1m,
     output_usd_per_1m, request_usd, basis. A self-hosted model's effective price uses the
     whole fleet's cost and tokens in the period of ``f`` (all tenants: it is a property of the
-    fleet); null when it served no tokens in the period.
+    fleet); null when it served no tokens in the period. An API model with several rows (dated, service or
+    context tiers) is repriced at its standard, base-context row in force on the period's last day
+    (:func:`finops.spend.pricing.book_row_per_model`; the row with no end date when the period has none).
     """
-    book = pricing.price_book(con)
+    day = (f.until - timedelta(microseconds=1)).date() if f.until is not None else None
+    book = pricing.book_row_per_model(con, day)
+    several = set(con.execute("SELECT model FROM prices GROUP BY model HAVING count(*) > 1").df()["model"])
     # the fully loaded unit cost (spend.report.UNIT_COSTS): the fleet's cost, idle included, per 1M served tokens
     loaded = spend.unit_costs(con, Filters(since=f.since, until=f.until)).set_index("model")["fully_loaded_usd_per_1m"]
     rows = []
@@ -123,9 +128,17 @@ def effective_prices(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame
             cached = num(p.cached_input_usd_per_1m)
             rows.append((p.model, p.kind, p.size_class, num(p.input_usd_per_1m) or 0.0,
                          cached if cached is not None else (num(p.input_usd_per_1m) or 0.0),
-                         num(p.output_usd_per_1m) or 0.0, num(p.request_usd) or 0.0, "price book"))
+                         num(p.output_usd_per_1m) or 0.0, num(p.request_usd) or 0.0,
+                         _row_basis(p) if p.model in several else "price book"))
     return pd.DataFrame(rows, columns=["model", "kind", "size_class", "input_usd_per_1m", "cached_input_usd_per_1m",
                                        "output_usd_per_1m", "request_usd", "basis"])
+
+
+def _row_basis(p) -> str:
+    """Which of an API model's price-book rows the replay prices it at, in words."""
+    since = f" from {p.effective_from:%Y-%m-%d}" if pd.notna(p.effective_from) else ""
+    until = f" to {p.effective_to:%Y-%m-%d}" if pd.notna(p.effective_to) else ""
+    return f"price book (its standard row{since}{until})"
 
 
 # ---------------------------------------------------------------- cache
@@ -365,16 +378,16 @@ def fleet_models(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
         where, params = f.where(ts_col="hour", prefix="r.")
         out = con.execute(f"""
 SELECT r.model, p.kind, p.size_class, CAST(sum({sql.served_requests("r")}) AS BIGINT) AS requests
-FROM rollup_hourly r LEFT JOIN prices p ON p.model = r.model
+FROM rollup_hourly r LEFT JOIN ({pricing.BOOK_ROW_PER_MODEL_SQL}) p ON p.model = r.model
 WHERE {where} GROUP BY 1, 2, 3 HAVING sum({sql.served_requests("r")}) > 0
-ORDER BY requests DESC, 1""", params).df()
+ORDER BY requests DESC, 1""", [date.max, date.max, *params]).df()
         return out
     where, params = f.where(prefix="r.")
     return con.execute(f"""
 SELECT r.model, p.kind, p.size_class, count(*) AS requests
-FROM requests r LEFT JOIN prices p ON p.model = r.model
+FROM requests r LEFT JOIN ({pricing.BOOK_ROW_PER_MODEL_SQL}) p ON p.model = r.model
 WHERE {where} AND {sql.served("r")} GROUP BY 1, 2, 3
-ORDER BY requests DESC, 1""", params).df()
+ORDER BY requests DESC, 1""", [date.max, date.max, *params]).df()
 
 
 def default_targets(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str | None, str | None]:
