@@ -205,6 +205,11 @@ def test_showback_names_models_as_priced_on_request(tmp_path):
     assert row["requests"].sum() == mini["requests"].sum()
     assert row["cost_usd"].sum() == pytest.approx(mini["cost_usd"].sum(), abs=1e-12)
     assert priced["cost_usd"].sum() == pytest.approx(logged["cost_usd"].sum(), abs=1e-12)
+    # the $ per 1M tokens table names them so too, its gpt-4o-mini row the blend of both names
+    wide = next(d.value for d in at.dataframe if "all tenants" in d.value.columns).set_index("model")
+    assert "openai/gpt-4o-mini" not in wide.index
+    mini_tokens = row["priced_tokens"].sum()
+    assert wide.loc["gpt-4o-mini", "all tenants"] == pytest.approx(row["cost_usd"].sum() / mini_tokens * 1e6)
 
 
 def test_the_alerts_page_names_the_rule_it_could_not_judge_beside_the_alerts_that_fired(unpriced_db):

@@ -35,8 +35,16 @@ f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the cost page")
 unpriced_banner()
+models_as = st.segmented_control(
+    "Models", list(costviews.MODEL_NAMES), default="model", format_func=costviews.MODEL_NAMES.get,
+    key="showback_models", bind="query-params",
+    help="As logged: each name the logs use is its own row. As priced: the names one price applies to are one row "
+         "(gpt-4o-mini-2024-07-18 and openai/gpt-4o-mini are gpt-4o-mini), as the Data page's 'How each model is "
+         "priced' maps them. Applies to the $ per 1M tokens by model and tenant, the token mix and the showback; "
+         "unit costs and the self-hosted fleet are per logged model.") or "model"
+MODEL_LABEL = "Model (as priced)" if models_as != "model" else "Model"
 
-sb = query(costviews.showback, f)
+sb = query(costviews.showback, f, models=models_as)
 if sb.empty:
     empty_state()
     st.stop()
@@ -46,7 +54,7 @@ COUNT = st.column_config.NumberColumn
 
 # ---- $ per 1M tokens, model x tenant
 st.subheader("$ per 1M tokens by model and tenant")
-matrix = query(costviews.cost_matrix, f)
+matrix = query(costviews.cost_matrix, f, models=models_as)
 if matrix["tokens"].sum() == 0:
     empty_state("These requests carry no token counts, so there is no $ per 1M tokens to show.")
 else:
@@ -59,7 +67,7 @@ else:
     wide = cost_matrix_wide(matrix)
     bounded_dataframe(wide, table, sort_by=None, what="models", file_name="cost_per_1m_by_model_tenant",
                       placeholder=MISSING, hide_index=True, column_config={
-        "model": st.column_config.TextColumn("Model"),
+        "model": st.column_config.TextColumn(MODEL_LABEL),
         **{c: USD(f"{c} ($ per 1M tokens)", format="$%,.3f") for c in wide.columns if c != "model"}})
     st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
                "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
@@ -84,7 +92,7 @@ else:
 
 # ---- token mix and its cost effect
 st.subheader("Token mix and what it does to cost")
-mix = query(costviews.token_mix, f)
+mix = query(costviews.token_mix, f, models=models_as)
 tokens_long, cost_long = token_mix_long(mix)
 left, right = st.columns(2)
 left.altair_chart(charts.token_mix(tokens_long, title="Token mix by model (share of tokens, %)"))
@@ -280,23 +288,17 @@ policy_key = p1.selectbox("Idle GPU capacity", list(POLICIES), index=list(POLICI
                           + " The default is set on the Data page.")
 centre = (p2.text_input("Cost centre that pays for idle GPU time", value=stored_policy.cost_centre or "platform",
                         key="idle_centre", bind="query-params") if policy_key == "centre" else "")
-models_as = st.segmented_control(
-    "Models", list(costviews.SHOWBACK_MODELS), default="model", format_func=costviews.SHOWBACK_MODELS.get,
-    key="showback_models", bind="query-params",
-    help="As logged: each name the logs use is its own row. As priced: the names one price applies to are one row "
-         "(gpt-4o-mini-2024-07-18 and openai/gpt-4o-mini are gpt-4o-mini), as the Data page's 'How each model is "
-         "priced' maps them.") or "model"
 try:
     policy = pricing.IdlePolicy(policy_key, centre)
 except InputError as exc:
     st.warning(f"{plain(exc)}: idle is kept apart until one is named.", icon=":material/warning:")
     policy = pricing.KEEP_APART
-if policy != stored_policy or models_as != "model":          # the default's showback is the one read above
+if policy != stored_policy:          # the default policy's showback is the one read above
     sb = query(costviews.showback, f, idle_policy=policy, models=models_as)
 total = float(sb["cost_usd"].sum())
 st.metric("Total spend in the table (USD)", usd(total), border=False)
 COLUMNS = {
-    "tenant": st.column_config.TextColumn("Tenant"), "model": st.column_config.TextColumn("Model"),
+    "tenant": st.column_config.TextColumn("Tenant"), "model": st.column_config.TextColumn(MODEL_LABEL),
     "models": COUNT("Models used"),
     "requests": COUNT("Requests", format="localized"),
     "input_tokens": COUNT("Input tokens", format="localized"),

@@ -30,6 +30,18 @@ IDLE = spend.IDLE_TENANT
 
 # ---------------------------------------------------------------- periods
 
+#: how the spend views name models: as the logs name them, or as the resolution step prices them (the names one
+#: price applies to are one row: ``gpt-4o-mini-2024-07-18`` and ``openai/gpt-4o-mini`` are ``gpt-4o-mini``)
+MODEL_NAMES = {"model": "as logged", spend.PRICED_AS: "as priced"}
+
+
+def model_key(models: str) -> str:
+    """The costed rows' column a view groups models by, checked against :data:`MODEL_NAMES`."""
+    if models not in MODEL_NAMES:
+        raise InputError(f"models are named {' or '.join(MODEL_NAMES)}, not {models!r}")
+    return models
+
+
 def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
     """``f`` with ``since``/``until`` filled from the store's span where open (whole hours; the traffic's and
     the declared fleet periods', :func:`finops.spend.pricing.store_span`)."""
@@ -275,15 +287,17 @@ def top_tenants(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 8) -> TopTe
 
 # ---------------------------------------------------------------- $ per 1M tokens, model x tenant
 
-def cost_matrix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
+def cost_matrix(con: duckdb.DuckDBPyConnection, f: Filters, models: str = "model") -> pd.DataFrame:
     """$ per 1M tokens for every model x tenant pair with traffic: the *billed* unit cost of API models and the
     *allocated* one of self-hosted models (``spend.report.UNIT_COSTS``: idle capacity left out, per 1M served
-    tokens). Columns: model, tenant, requests, tokens (served), priced_tokens (served less those nothing prices:
-    the denominator), cost_usd, cost_per_1m_tokens (none where no token has a price).
+    tokens). Columns: model (named as :data:`MODEL_NAMES` ``models`` says), tenant, requests, tokens (served),
+    priced_tokens (served less those nothing prices: the denominator), cost_usd, cost_per_1m_tokens (none where no
+    token has a price).
     """
-    rep = spend.report(con, period_of(con, f), by=["model", "tenant"], include_idle=False)
-    out = pd.DataFrame({"model": rep["model"], "tenant": rep["tenant"], "requests": rep["requests"],
-                        "tokens": rep["served_tokens"], "priced_tokens": rep["served_tokens"] - rep["unpriced_tokens"],
+    key = model_key(models)
+    rep = spend.report(con, period_of(con, f), by=[key, "tenant"], include_idle=False)
+    out = pd.DataFrame({"model": rep[key], "tenant": rep["tenant"], "requests": rep["requests"],
+                        "tokens": rep["served_tokens"], "priced_tokens": rep["priced_tokens"],
                         "cost_usd": rep["cost_usd"], "cost_per_1m_tokens": rep["cost_per_1m_tokens"]})
     return out
 
@@ -302,8 +316,8 @@ def cost_matrix_wide(matrix: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- token mix
 
-def token_mix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
-    """Per model: tokens by class and the cost each class carries.
+def token_mix(con: duckdb.DuckDBPyConnection, f: Filters, models: str = "model") -> pd.DataFrame:
+    """Per model (named as :data:`MODEL_NAMES` ``models`` says): tokens by class and the cost each class carries.
 
     Token columns count every request (cache hits included): ``uncached_input_tokens``,
     ``cached_input_tokens`` (read from the prompt cache), ``cache_write_tokens`` (written to it, 5-minute and
@@ -321,8 +335,9 @@ def token_mix(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     write = "coalesce(c.list_cache_write_usd_per_1m, c.list_input_usd_per_1m, 0)"
     write_1h = "coalesce(c.list_cache_write_1h_usd_per_1m, c.list_cache_write_usd_per_1m, c.list_input_usd_per_1m, 0)"
     # each costed row carries the price row it was priced by (list_*): one row a (model, provider, tier, band, day)
+    key = model_key(models)
     mix = con.execute(f"""
-SELECT c.model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_kind IS NOT NULL), 'api') AS kind,
+SELECT c.{key} AS model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_kind IS NOT NULL), 'api') AS kind,
   sum(greatest(c.input_tokens - c.cached_input_tokens - c.cache_write_tokens - c.cache_write_1h_tokens, 0))
     AS uncached_input_tokens,
   sum(c.cached_input_tokens) AS cached_input_tokens, sum(c.cache_write_tokens + c.cache_write_1h_tokens)
@@ -339,7 +354,7 @@ SELECT c.model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_kind IS N
     AS prompt_cache_saving_usd,
   sum(c.cost_usd) AS cost_usd
 FROM ({costed_sql}) c
-GROUP BY c.model ORDER BY sum(c.cost_usd) DESC, c.model""", params).df()
+GROUP BY 1 ORDER BY sum(c.cost_usd) DESC, 1""", params).df()
     priced = mix[["input_cost_usd", "cached_input_cost_usd", "cache_write_cost_usd", "output_cost_usd",
                   "request_fee_usd", "recorded_cost_usd"]].sum(axis=1)
     # what is left of the cost is allocated GPU time; clip float dust on API-only models
@@ -595,8 +610,6 @@ SHOWBACK_COLUMNS = ("tenant", "model", "requests", "input_tokens", "output_token
                     "tokens", "priced_tokens", "cost_usd", "cost_per_1m_tokens", "share")
 
 
-#: how showback names models: as the logs name them, or as the resolution step prices them (one row per model)
-SHOWBACK_MODELS = {"model": "as logged", spend.PRICED_AS: "as priced"}
 
 
 def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.IdlePolicy | None = None,
@@ -612,12 +625,10 @@ def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.Id
     unpriced model has no $ per 1M rather than a free one. ``models="priced_as"`` names each row's model as it is
     priced (:data:`finops.spend.report.PRICED_AS`: a dated snapshot and a provider-prefixed name are one row).
     """
-    if models not in SHOWBACK_MODELS:
-        raise InputError(f"models are named {' or '.join(SHOWBACK_MODELS)}, not {models!r}")
-    rep = spend.report(con, period_of(con, f), by=["tenant", models], idle_policy=idle_policy)
-    rep = rep.rename(columns={models: "model"})
-    out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"],
-                     priced_tokens=rep["served_tokens"] - rep["unpriced_tokens"])
+    key = model_key(models)
+    rep = spend.report(con, period_of(con, f), by=["tenant", key], idle_policy=idle_policy)
+    rep = rep.rename(columns={key: "model"})
+    out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"])
     total = float(out["cost_usd"].sum())
     out["share"] = out["cost_usd"] / total if total > 0 else 0.0
     out["_idle"] = out["tenant"] == IDLE

@@ -163,6 +163,10 @@ UNPRICED_TOKENS_SQL = ("CASE WHEN priced_by IS NULL AND NOT is_idle THEN priced_
                        "+ priced_cached_input_tokens + priced_cache_write_tokens + priced_cache_write_1h_tokens "
                        "+ priced_output_tokens ELSE 0 END")
 
+#: the $ per 1M tokens' denominator: the tokens the models served (a cache hit reached none) less the unpriced ones
+PRICED_TOKENS_SQL = ("(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens "
+                     f"- cache_output_tokens - {UNPRICED_TOKENS_SQL})")
+
 MEASURES_SQL = f"""
   sum(requests) FILTER (WHERE NOT is_idle) AS requests,
   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
@@ -172,8 +176,8 @@ MEASURES_SQL = f"""
   sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens - cache_output_tokens)
     AS served_tokens,
   sum({UNPRICED_TOKENS_SQL}) AS unpriced_tokens,
-  sum(cost_usd) / nullif(sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens
-                             - cache_output_tokens - {UNPRICED_TOKENS_SQL}), 0) * 1e6 AS cost_per_1m_tokens,
+  sum({PRICED_TOKENS_SQL}) AS priced_tokens,
+  sum(cost_usd) / nullif(sum({PRICED_TOKENS_SQL}), 0) * 1e6 AS cost_per_1m_tokens,
   sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) AS error_rate,
   sum(cache_hits) AS cache_hits, sum(cache_saved_usd) AS cache_saved_usd,
   sum(escalations) AS escalations, sum(cascade_requests) AS cascade_requests"""
@@ -199,7 +203,8 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
     order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
     out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
     for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
-              "cache_write_1h_tokens", "reasoning_tokens", "served_tokens", "unpriced_tokens", "cache_hits", "escalations",
+              "cache_write_1h_tokens", "reasoning_tokens", "served_tokens", "unpriced_tokens", "priced_tokens", "cache_hits",
+              "escalations",
               "cascade_requests"):
         out[c] = out[c].fillna(0).astype("int64")
     return out
