@@ -292,28 +292,49 @@ def test_a_mooncake_line_that_is_no_object_names_file_row_and_field(con, tmp_pat
 CANONICAL_LINE = '{{"request_id": "r{i}", "ts": "2026-11-20T10:00:0{i}Z", "model": "gpt-4o"}}'
 
 
+def _stored_rows(con) -> list[tuple]:
+    return con.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id").fetchall()
+
+
 @pytest.mark.parametrize("kind", ["an array", "a number", "a string"])
 @pytest.mark.parametrize("late", [False, True])
-def test_a_canonical_json_lines_record_that_is_no_object_names_file_and_row(con, tmp_path, kind, late):
-    """DuckDB would read the file as one column of values and every row be rejected ("ts: missing"); past its
-    type sample (``late``) the typed reading fails and the checked one finds the line."""
-    lines = [CANONICAL_LINE.format(i=i % 10) for i in range(30_000 if late else 2)]
+def test_a_canonical_json_lines_record_that_is_no_object_is_a_row_rejected_naming_it(con, tmp_path, kind, late):
+    """DuckDB would read the file as one column of values (every row rejected "ts: missing"); past its type
+    sample (``late``) the typed reading fails and the checked one reads it. The record is rejected naming what it
+    is, the rest load exactly as the same file without it does, and loading it again adds nothing."""
+    lines = [CANONICAL_LINE.format(i=i % 10).replace(f'"r{i % 10}"', f'"r{i}"') for i in range(30_000 if late else 2)]
+    lines[1] = lines[1].replace('"model"', '"attrs": {"team": "a"}, "cost_usd": null, "model"')
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("\n".join(lines) + "\n")
     lines[len(lines) - 1:len(lines) - 1] = [NOT_OBJECTS[kind]]
     f = tmp_path / "requests.jsonl"
     f.write_text("\n".join(lines) + "\n")
-    err = _refused_naming(con, tmp_path, f)
+    r = ingest_path(con, f)[0]
     row = len(lines) - 1
-    assert (err.file, err.row) == ("requests.jsonl", row)
-    assert str(err) == f"file requests.jsonl, row {row}: expected a record (a JSON object), found {kind}"
+    assert (r.format, r.rows_read, r.rows_ingested, r.rows_rejected) == ("canonical", len(lines), len(lines) - 1, 1)
+    assert [(x["row"], x["field"], x["reason"]) for x in r.rejects] == [
+        (row, "row", f"row: expected a record (a JSON object), found {kind}")]
+    assert ingest_path(con, f)[0].rows_ingested == 0
+    other = store.connect(":memory:")
+    ingest_path(other, clean)
+    assert _stored_rows(con) == _stored_rows(other)
 
 
 @pytest.mark.parametrize("kind", ["an array", "a number", "a string"])
-def test_a_canonical_json_array_element_that_is_no_object_names_file_and_row(con, tmp_path, kind):
+def test_a_canonical_json_array_element_that_is_no_object_is_a_row_rejected(con, tmp_path, kind):
     from finops.ingest import IngestOptions
     f = tmp_path / "requests.json"
     f.write_text(f"[{CANONICAL_LINE.format(i=1)}, {NOT_OBJECTS[kind]}, {CANONICAL_LINE.format(i=2)}]")
-    err = _refused_naming(con, tmp_path, f, IngestOptions(format="canonical"))
-    assert str(err) == f"file requests.json, row 2: expected a record (a JSON object), found {kind}"
+    r = ingest_path(con, f, IngestOptions(format="canonical"))[0]
+    assert (r.rows_read, r.rows_ingested) == (3, 2)
+    assert [(x["row"], x["reason"]) for x in r.rejects] == [(2, f"row: expected a record (a JSON object), found {kind}")]
+
+
+@pytest.mark.parametrize("kind", ["an array", "a number", "null"])
+def test_a_json_file_of_no_object_at_all_is_refused(con, tmp_path, kind):
+    f = tmp_path / "requests.jsonl"
+    f.write_text("\n".join([NOT_OBJECTS[kind]] * 3) + "\n")
+    assert _refused_naming(con, tmp_path, f).file == "requests.jsonl"
 
 
 NULL_REJECT = "row: expected a record (a JSON object), found null"

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, json_kind, missing_id, missing_id_sql, unreadable
+from finops.ingest.base import IngestOptions, Probe, Source, missing_id, missing_id_sql, unreadable
 from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
@@ -69,8 +69,9 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
             raise unreadable(exc, file=p.name, what="JSON") from None
         cols = [c for c, _ in described]
         if len(described) == 1 and described[0][0] == "json":
-            # DuckDB reads records that are not all objects as one column of values: find the first such record
-            _not_object(con, p, call, [path, fmt])
+            # DuckDB reads records that are not all objects as one column of values: read the objects field by
+            # field, each other record as a row of no fields (rejected, and named by _non_object_records)
+            return _mixed_records(con, p, call, [path, fmt])
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
@@ -80,6 +81,31 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
             return call, [path, fmt, types], cols, "ordinality", "ordinality"
         return call, [path, fmt], cols, "ordinality", "ordinality"
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
+
+
+#: the ordinal column of :func:`_mixed_records` (a name no export uses)
+MIXED_ORDINAL = "_finops_record"
+
+
+def _mixed_records(con: duckdb.DuckDBPyConnection, p: Probe, call: str,
+                   params: list) -> tuple[str, list, list[str], str, str]:
+    """:func:`_reader`'s answer for a JSON or JSON Lines file some of whose records are no object (an array, a
+    number, a string): the objects' keys as columns, read as text (JSON where a value nests), from every object;
+    any other record is a row with every column NULL, which the checks reject and :func:`_non_object_records`
+    names. A file with no object at all is refused, naming its first record."""
+    objects = "read_json_objects(?, format = ?, compression = 'auto')"
+    try:
+        (structure,) = con.execute(f"SELECT json_group_structure(json) FROM {objects} "
+                                   "WHERE json_type(json) = 'OBJECT'", params).fetchone()
+    except duckdb.Error as exc:
+        raise unreadable(exc, file=p.name, what="JSON") from None
+    keys = json.loads(structure) if structure else {}
+    if not isinstance(keys, dict) or not keys or MIXED_ORDINAL in keys:
+        _not_object(con, p, call, params)
+    spec = json.dumps({k: "JSON" if isinstance(v, (dict, list)) else "VARCHAR" for k, v in keys.items()})
+    body = (f"(SELECT ordinality AS {MIXED_ORDINAL}, unnest(json_transform(CASE WHEN json_type(json) = 'OBJECT' "
+            f"THEN json ELSE '{{}}' END, ?)) FROM {objects} WITH ORDINALITY)")
+    return body, [spec, *params], list(keys), MIXED_ORDINAL, MIXED_ORDINAL
 
 
 def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: list) -> None:
@@ -94,28 +120,35 @@ def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: lis
         raise unreadable(exc, file=p.name, what="JSON") from None
     if found:
         row, kind = found[0]
-        kind = {"ARRAY": "an array", "NULL": "null", "VARCHAR": "a string", "BOOLEAN": "true or false"}.get(
-            kind or "NULL", "a number")
-        raise InputError(f"expected a record (a JSON object), found {kind}", file=p.name, row=int(row))
+        raise InputError(f"expected a record (a JSON object), found {_kind(kind)}", file=p.name, row=int(row))
 
 
-def _null_records(con: duckdb.DuckDBPyConnection, p: Probe) -> Callable[[list[dict]], None]:
-    """:attr:`Source.explain` for a JSON or JSON Lines file: DuckDB reads a record ``null`` as one of no fields (as
-    ``{}``), which the checks reject as "ts: missing"; such a row's reason becomes that it is no JSON object. The
-    file is read again only for a reject that starts "ts: missing", and only its ``null`` records are named."""
+def _non_object_records(con: duckdb.DuckDBPyConnection, p: Probe) -> Callable[[list[dict]], None]:
+    """:attr:`Source.explain` for a JSON or JSON Lines file: a record that is no object (``null``, which DuckDB
+    reads as one of no fields, or an array, number or string of a file :func:`_mixed_records` reads) is a row
+    with no field, which the checks reject as "ts: missing"; such a row's reason becomes that it is no JSON
+    object, naming what it is. The file is read again only for a reject that starts "ts: missing", and only
+    those rows are looked at."""
     fmt = "newline_delimited" if p.kind == "jsonl" else "array"
 
     def explain(rejects: list[dict]) -> None:
         rows = [r["row"] for r in rejects if r["reason"].startswith("ts: missing")]
         if not rows:
             return
-        nulls = {n for (n,) in con.execute(
-            "SELECT ordinality FROM read_json_objects(?, format = ?, compression = 'auto') WITH ORDINALITY "
-            "WHERE json_type(json) = 'NULL' AND ordinality IN (SELECT unnest(?))", [str(p.path), fmt, rows]).fetchall()}
+        kinds = dict(con.execute(
+            "SELECT ordinality, json_type(json) FROM read_json_objects(?, format = ?, compression = 'auto') "
+            "WITH ORDINALITY WHERE json_type(json) IS DISTINCT FROM 'OBJECT' AND ordinality IN (SELECT unnest(?))",
+            [str(p.path), fmt, rows]).fetchall())
         for r in rejects:
-            if r["row"] in nulls:
-                r["field"], r["reason"] = "row", f"row: expected a record (a JSON object), found {json_kind(None)}"
+            if r["row"] in kinds:
+                r["field"], r["reason"] = "row", f"row: expected a record (a JSON object), found {_kind(kinds[r['row']])}"
     return explain
+
+
+def _kind(json_type: str | None) -> str:
+    """A DuckDB ``json_type`` as a message names it (:func:`finops.ingest.base.json_kind`'s words)."""
+    return {"ARRAY": "an array", "NULL": "null", "VARCHAR": "a string", "BOOLEAN": "true or false"}.get(
+        json_type or "NULL", "a number")
 
 
 def _rows_sql(call: str, ordinal: str, row: str, numbered: bool) -> str:
@@ -224,7 +257,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
 
     return Source(body(True), select_params + params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
                   unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1),
-                  explain=_null_records(con, p) if p.kind in ("json", "jsonl") else None)
+                  explain=_non_object_records(con, p) if p.kind in ("json", "jsonl") else None)
 
 
 def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
