@@ -28,7 +28,7 @@ from finops.spend import report as spend
 IDLE = spend.IDLE_TENANT
 
 
-# ---------------------------------------------------------------- periods
+# ---------------------------------------------------------------- model names
 
 #: how the spend views name models: as the logs name them, or as the resolution step prices them (the names one
 #: price applies to are one row: ``gpt-4o-mini-2024-07-18`` and ``openai/gpt-4o-mini`` are ``gpt-4o-mini``)
@@ -41,6 +41,8 @@ def model_key(models: str) -> str:
         raise InputError(f"models are named {' or '.join(MODEL_NAMES)}, not {models!r}")
     return models
 
+
+# ---------------------------------------------------------------- periods
 
 def period_of(con: duckdb.DuckDBPyConnection, f: Filters) -> Filters:
     """``f`` with ``since``/``until`` filled from the store's span where open (whole hours; the traffic's and
@@ -331,10 +333,9 @@ def token_mix(con: duckdb.DuckDBPyConnection, f: Filters, models: str = "model")
     """
     costed_sql, params = spend.costed(con, period_of(con, f), include_idle=False)
     api = "coalesce(c.price_kind, 'api') = 'api'"
-    inp, cached = "coalesce(c.list_input_usd_per_1m, 0)", "coalesce(c.list_cached_input_usd_per_1m, c.list_input_usd_per_1m, 0)"
-    write = "coalesce(c.list_cache_write_usd_per_1m, c.list_input_usd_per_1m, 0)"
-    write_1h = "coalesce(c.list_cache_write_1h_usd_per_1m, c.list_cache_write_usd_per_1m, c.list_input_usd_per_1m, 0)"
     # each costed row carries the price row it was priced by (list_*): one row a (model, provider, tier, band, day)
+    price = pricing.class_prices("c.list_")
+    inp, cached = price["uncached_input"], price["cached_input"]
     key = model_key(models)
     mix = con.execute(f"""
 SELECT c.{key} AS model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_kind IS NOT NULL), 'api') AS kind,
@@ -344,11 +345,10 @@ SELECT c.{key} AS model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_
     AS cache_write_tokens, sum(c.output_tokens) AS output_tokens,
   sum(CASE WHEN {api} THEN c.priced_uncached_input_tokens * {inp} / 1e6 ELSE 0 END) AS input_cost_usd,
   sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * {cached} / 1e6 ELSE 0 END) AS cached_input_cost_usd,
-  sum(CASE WHEN {api} THEN (c.priced_cache_write_tokens * {write} + c.priced_cache_write_1h_tokens * {write_1h})
-      / 1e6 ELSE 0 END) AS cache_write_cost_usd,
-  sum(CASE WHEN {api} THEN c.priced_output_tokens * coalesce(c.list_output_usd_per_1m, 0) / 1e6 ELSE 0 END)
-    AS output_cost_usd,
-  sum(CASE WHEN {api} THEN c.priced_requests * coalesce(c.list_request_usd, 0) ELSE 0 END) AS request_fee_usd,
+  sum(CASE WHEN {api} THEN (c.priced_cache_write_tokens * {price["cache_write"]}
+      + c.priced_cache_write_1h_tokens * {price["cache_write_1h"]}) / 1e6 ELSE 0 END) AS cache_write_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_output_tokens * {price["output"]} / 1e6 ELSE 0 END) AS output_cost_usd,
+  sum(CASE WHEN {api} THEN c.priced_requests * {price["request"]} ELSE 0 END) AS request_fee_usd,
   sum(c.recorded_cost_usd) AS recorded_cost_usd,
   sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * greatest({inp} - {cached}, 0) / 1e6 ELSE 0 END)
     AS prompt_cache_saving_usd,
@@ -367,7 +367,8 @@ TOKEN_CLASSES = (("uncached_input_tokens", "input (uncached)"), ("cached_input_t
                  ("cache_write_tokens", "input (written to the prompt cache)"), ("output_tokens", "output"))
 COST_PARTS = (("input_cost_usd", "input tokens"), ("cached_input_cost_usd", "cached input tokens"),
               ("cache_write_cost_usd", "cache write tokens"), ("output_cost_usd", "output tokens"),
-              ("request_fee_usd", "per-request fees"), ("recorded_cost_usd", "recorded by the logs"), ("gpu_time_usd", "GPU time (self-hosted)"))
+              ("request_fee_usd", "per-request fees"), ("recorded_cost_usd", "recorded by the logs"),
+              ("gpu_time_usd", "GPU time (self-hosted)"))
 
 
 def token_mix_long(mix: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -608,8 +609,6 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
 
 SHOWBACK_COLUMNS = ("tenant", "model", "requests", "input_tokens", "output_tokens", "cached_input_tokens",
                     "tokens", "priced_tokens", "cost_usd", "cost_per_1m_tokens", "share")
-
-
 
 
 def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.IdlePolicy | None = None,
