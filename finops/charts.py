@@ -267,7 +267,8 @@ def _dark_cell_threshold(data: pd.DataFrame) -> float:
 
 
 def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> alt.Chart:
-    """100 % stacked bars: each model's tokens by class (uncached input, prompt-cached input, output)."""
+    """100 % stacked bars: each model's tokens by class (uncached input, prompt-cached input, input written to the
+    prompt cache, output)."""
     tokens_long, note = keep_top(tokens_long, "model", "tokens", MAX_ROWS, what="models", by_what="token count",
                                  fold=("tokens",), by=("token_class",))
     title = _titled(title, note)
@@ -277,8 +278,9 @@ def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> a
         x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
                 axis=alt.Axis(format="%")),
         color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
-                        scale=alt.Scale(domain=["input (uncached)", "input (prompt-cached)", "output"],
-                                        range=[PALETTE[0], "#9ecae9", PALETTE[1]])),
+                        scale=alt.Scale(domain=["input (uncached)", "input (prompt-cached)",
+                                                "input (written to the prompt cache)", "output"],
+                                        range=[PALETTE[0], "#9ecae9", "#1f3f66", PALETTE[1]])),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("token_class:N", title="Tokens"),
                  alt.Tooltip("sum(tokens):Q", title="Tokens", format=","),
                  alt.Tooltip("share_pct:Q", title="Share (%)", format=".1f")],
@@ -287,8 +289,8 @@ def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> a
 
 def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is made of") -> alt.Chart:
     """Stacked bars: each model's spend split into token classes, fees, recorded costs and GPU time."""
-    parts = ["input tokens", "cached input tokens", "output tokens", "per-request fees", "recorded by the logs",
-             "GPU time (self-hosted)"]
+    parts = ["input tokens", "cached input tokens", "cache write tokens", "output tokens", "per-request fees",
+             "recorded by the logs", "GPU time (self-hosted)"]
     cost_long, note = keep_top(cost_long, "model", "cost_usd", MAX_ROWS, what="models", by_what="spend",
                                fold=("cost_usd",), by=("part",))
     title = _titled(title, note)
@@ -298,8 +300,8 @@ def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is
                 axis=alt.Axis(format=usd_axis_format(cost_long.groupby("model")["cost_usd"].sum()
                                                      if len(cost_long) else []))),
         color=alt.Color("part:N", title="Cost from", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
-                        scale=alt.Scale(domain=parts, range=[PALETTE[0], "#9ecae9", PALETTE[1], PALETTE[5],
-                                                             PALETTE[6], PALETTE[2]])),
+                        scale=alt.Scale(domain=parts, range=[PALETTE[0], "#9ecae9", "#1f3f66", PALETTE[1],
+                                                             PALETTE[5], PALETTE[6], PALETTE[2]])),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("part:N", title="Cost from"),
                  alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f")],
     ).properties(autosize=FIT_X, title=title, height=max(140, 36 * cost_long["model"].nunique()))

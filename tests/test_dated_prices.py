@@ -141,3 +141,13 @@ def test_pages_render_on_a_book_with_dated_rows(tmp_path, page):
     _build(path).close()
     at = run_page(path, page)
     assert not at.exception, [e.value for e in at.exception]
+
+
+def test_the_cost_page_charts_colour_every_token_class_and_cost_part(con):
+    """A label missing from a chart's colour domain is drawn as nothing (the cache writes' $1.50 of cw-model)."""
+    from finops import charts
+    tokens_long, cost_long = costviews.token_mix_long(costviews.token_mix(con, MARCH_2))
+    for chart, labels in ((charts.token_mix(tokens_long), [label for _, label in costviews.TOKEN_CLASSES]),
+                          (charts.cost_parts(cost_long), [label for _, label in costviews.COST_PARTS])):
+        assert chart.to_dict()["encoding"]["color"]["scale"]["domain"] == labels
+    assert "cache write tokens" in set(cost_long.loc[cost_long["cost_usd"] > 0, "part"])

@@ -125,7 +125,7 @@ elif classes.empty:
     empty_state("No priced tokens in these filters.")
 else:
     bounded_dataframe(classes, sort_by="input_tokens", order="the most input tokens", what="models",
-                      file_name="token_class_prices", hide_index=True, column_config={
+                      file_name="token_class_prices", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"), "kind": st.column_config.TextColumn("Kind"),
         "input_tokens": COUNT("Input tokens", format="localized"),
         "output_tokens": COUNT("Output tokens", format="localized"),
