@@ -225,3 +225,26 @@ def test_incidents_do_not_call_a_trace_without_latency_free_of_slow_paths(unpric
     assert not at.exception, [e.value for e in at.exception]
     assert any("No slow-path diagnosis: these logs carry no latency" in i.value for i in at.info)
     assert not any("And no slow-path finding" in s.value for s in at.success)
+
+
+def test_overview_spend_over_time_names_models_as_priced_on_request(tmp_path):
+    from finops.filters import Filters
+    from finops.spend import costviews
+    path = str(tmp_path / "eco.duckdb")
+    con = store.connect(path)
+    for name in ("litellm/spendlogs_v1_74.csv", "providers/openrouter_generations.jsonl"):
+        ingest_path(con, DATA / name)
+    logged = costviews.spend_over_time(con, Filters())
+    priced = costviews.spend_over_time(con, Filters(), models="priced_as")
+    con.close()
+    assert "openai/gpt-4o-mini" in set(logged["series"]) and "openai/gpt-4o-mini" not in set(priced["series"])
+    both = logged[logged["series"].isin(["gpt-4o-mini", "openai/gpt-4o-mini"])].groupby("period")["cost_usd"].sum()
+    mini = priced[priced["series"] == "gpt-4o-mini"].set_index("period")["cost_usd"]
+    assert mini.astype(float).to_dict() == pytest.approx(both.astype(float).to_dict(), abs=1e-12)
+    assert priced["cost_usd"].sum() == pytest.approx(logged["cost_usd"].sum(), abs=1e-12)
+    at = run_page(path)
+    assert not at.exception, [e.value for e in at.exception]
+    at.segmented_control(key="overview_models").set_value("priced_as").run()
+    assert not at.exception, [e.value for e in at.exception]
+    spend = [s for s in _specs(at) if _title(s).startswith("Spend per")]
+    assert spend and "openai/gpt-4o-mini" not in json.dumps(spend)

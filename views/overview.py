@@ -98,9 +98,15 @@ if len(lat.table):
 
 # ---- spend over time
 st.subheader("Spend over time")
-with_idle = st.toggle("Include idle GPU capacity", value=True, key="idle", bind="query-params",
-                      help="Idle capacity is paid GPU time no request used. Switch it off to compare the models.")
-sot = query(costviews.spend_over_time, f, include_idle=with_idle)
+idle_col, names_col = st.columns([1, 1])
+with_idle = idle_col.toggle("Include idle GPU capacity", value=True, key="idle", bind="query-params",
+                            help="Idle capacity is paid GPU time no request used. Switch it off to compare the models.")
+models_as = names_col.segmented_control(
+    "Models", list(costviews.MODEL_NAMES), default="model", format_func=costviews.MODEL_NAMES.get,
+    key="overview_models", bind="query-params",
+    help="As logged: each name the logs use is its own series. As priced: the names one price applies to are one "
+         "series (gpt-4o-mini-2024-07-18 and openai/gpt-4o-mini are gpt-4o-mini).") or "model"
+sot = query(costviews.spend_over_time, f, include_idle=with_idle, models=models_as)
 grain = query(costviews.grain, f)
 if len(sot) and not (sot["cost_usd"] > 0).any():
     nothing_priced_state("Spend over time")

@@ -229,18 +229,19 @@ def kpi_trends(con: duckdb.DuckDBPyConnection, f: Filters, p99: bool = True) -> 
 # ---------------------------------------------------------------- spend over time
 
 def spend_over_time(con: duckdb.DuckDBPyConnection, f: Filters, grain_name: str | None = None,
-                    include_idle: bool = True) -> pd.DataFrame:
-    """Spend per time bucket and model; idle self-hosted capacity is its own series ``(idle capacity)``
-    (unless ``include_idle`` is False, or the filters pick tenants or tiers), or, under an idle policy that
-    charges it out, part of its model's series.
+                    include_idle: bool = True, models: str = "model") -> pd.DataFrame:
+    """Spend per time bucket and model (named as :data:`MODEL_NAMES` ``models`` says); idle self-hosted capacity
+    is its own series ``(idle capacity)`` (unless ``include_idle`` is False, or the filters pick tenants or
+    tiers), or, under an idle policy that charges it out, part of its model's series.
 
     Columns: period (bucket start), series, cost_usd, requests. The grain follows the range
     (:func:`finops.sql.grain_for`) unless given.
     """
     g = grain_name or grain(con, f)
+    key = model_key(models)
     costed_sql, params = spend.costed(con, period_of(con, f), include_idle=None if include_idle else False)
     rows = con.execute(
-        f"SELECT {sql.time_bucket(g, 'hour')} AS period, CASE WHEN is_idle THEN ? ELSE model END AS series, "
+        f"SELECT {sql.time_bucket(g, 'hour')} AS period, CASE WHEN is_idle THEN ? ELSE {key} END AS series, "
         f"sum(cost_usd) AS cost_usd, coalesce(sum(requests) FILTER (WHERE NOT is_idle), 0) AS requests "
         f"FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2", [IDLE, *params]).df()
     rows["requests"] = rows["requests"].astype("int64")
