@@ -71,7 +71,8 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         if len(described) == 1 and described[0][0] == "json":
             # DuckDB reads records that are not all objects as one column of values: read the objects field by
             # field, each other record as a row of no fields (rejected, and named by _non_object_records)
-            return _mixed_records(con, p, call, [path, fmt])
+            body, params, cols, ordinal, row = _mixed_records_sql(con, p, call, [path, fmt])
+            return body, params, cols, ordinal, row
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
@@ -83,11 +84,11 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
 
 
-#: the ordinal column of :func:`_mixed_records` (a name no export uses)
+#: the ordinal column of :func:`_mixed_records_sql` (a name no export uses)
 MIXED_ORDINAL = "_finops_record"
 
 
-def _mixed_records(con: duckdb.DuckDBPyConnection, p: Probe, call: str,
+def _mixed_records_sql(con: duckdb.DuckDBPyConnection, p: Probe, call: str,
                    params: list) -> tuple[str, list, list[str], str, str]:
     """:func:`_reader`'s answer for a JSON or JSON Lines file some of whose records are no object (an array, a
     number, a string): the objects' keys as columns, read as text (JSON where a value nests), from every object;
@@ -125,7 +126,7 @@ def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: lis
 
 def _non_object_records(con: duckdb.DuckDBPyConnection, p: Probe) -> Callable[[list[dict]], None]:
     """:attr:`Source.explain` for a JSON or JSON Lines file: a record that is no object (``null``, which DuckDB
-    reads as one of no fields, or an array, number or string of a file :func:`_mixed_records` reads) is a row
+    reads as one of no fields, or an array, number or string of a file :func:`_mixed_records_sql` reads) is a row
     with no field, which the checks reject as "ts: missing"; such a row's reason becomes that it is no JSON
     object, naming what it is. The file is read again only for a reject that starts "ts: missing", and only
     those rows are looked at."""

@@ -35,11 +35,11 @@ IDLE = spend.IDLE_TENANT
 MODEL_NAMES = {"model": "as logged", spend.PRICED_AS: "as priced"}
 
 
-def model_key(models: str) -> str:
+def model_key_sql(models: str) -> str:
     """The costed rows' column a view groups models by, checked against :data:`MODEL_NAMES`."""
     if models not in MODEL_NAMES:
         raise InputError(f"models are named {' or '.join(MODEL_NAMES)}, not {models!r}")
-    return models
+    return sql.column(models, tuple(MODEL_NAMES), "model names")
 
 
 # ---------------------------------------------------------------- periods
@@ -238,7 +238,7 @@ def spend_over_time(con: duckdb.DuckDBPyConnection, f: Filters, grain_name: str 
     (:func:`finops.sql.grain_for`) unless given.
     """
     g = grain_name or grain(con, f)
-    key = model_key(models)
+    key = model_key_sql(models)
     costed_sql, params = spend.costed(con, period_of(con, f), include_idle=None if include_idle else False)
     rows = con.execute(
         f"SELECT {sql.time_bucket(g, 'hour')} AS period, CASE WHEN is_idle THEN ? ELSE {key} END AS series, "
@@ -297,7 +297,7 @@ def cost_matrix(con: duckdb.DuckDBPyConnection, f: Filters, models: str = "model
     priced_tokens (served less those nothing prices: the denominator), cost_usd, cost_per_1m_tokens (none where no
     token has a price).
     """
-    key = model_key(models)
+    key = model_key_sql(models)
     rep = spend.report(con, period_of(con, f), by=[key, "tenant"], include_idle=False)
     out = pd.DataFrame({"model": rep[key], "tenant": rep["tenant"], "requests": rep["requests"],
                         "tokens": rep["served_tokens"], "priced_tokens": rep["priced_tokens"],
@@ -335,9 +335,9 @@ def token_mix(con: duckdb.DuckDBPyConnection, f: Filters, models: str = "model")
     costed_sql, params = spend.costed(con, period_of(con, f), include_idle=False)
     api = "coalesce(c.price_kind, 'api') = 'api'"
     # each costed row carries the price row it was priced by (list_*): one row a (model, provider, tier, band, day)
-    price = pricing.class_prices("c.list_")
+    price = pricing.class_prices_sql("c.list_")
     inp, cached = price["uncached_input"], price["cached_input"]
-    key = model_key(models)
+    key = model_key_sql(models)
     mix = con.execute(f"""
 SELECT c.{key} AS model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_kind IS NOT NULL), 'api') AS kind,
   sum(greatest(c.input_tokens - c.cached_input_tokens - c.cache_write_tokens - c.cache_write_1h_tokens, 0))
@@ -625,7 +625,7 @@ def showback(con: duckdb.DuckDBPyConnection, f: Filters, idle_policy: pricing.Id
     unpriced model has no $ per 1M rather than a free one. ``models="priced_as"`` names each row's model as it is
     priced (:data:`finops.spend.report.PRICED_AS`: a dated snapshot and a provider-prefixed name are one row).
     """
-    key = model_key(models)
+    key = model_key_sql(models)
     rep = spend.report(con, period_of(con, f), by=["tenant", key], idle_policy=idle_policy)
     rep = rep.rename(columns={key: "model"})
     out = rep.assign(tokens=rep["input_tokens"] + rep["output_tokens"])

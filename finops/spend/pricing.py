@@ -281,26 +281,26 @@ QUALIFY row_number() OVER (PARTITION BY k.model, k.provider, k.service_tier, k.i
                                     p.effective_from DESC NULLS LAST) = 1"""
 
 
-def class_prices(price: str = "p.") -> dict[str, str]:
+def class_prices_sql(fields_sql: str = "p.") -> dict[str, str]:
     """SQL of the $ per 1M each token class is billed at, an API model's, from the price fields named
-    ``<price><field>`` (``p.input_usd_per_1m``; a costed row's ``c.list_input_usd_per_1m``): a cache read
+    ``<fields_sql><field>`` (``p.input_usd_per_1m``; a costed row's ``c.list_input_usd_per_1m``): a cache read
     without a price of its own at the input price, a 1-hour cache write at the 5-minute one, else the input
     price. Keys: the rollup's class names (``uncached_input``, ``cached_input``, ``cache_write``,
     ``cache_write_1h``, ``output``) and ``request`` (the fee)."""
-    inp = f"{price}input_usd_per_1m"
+    inp = f"{fields_sql}input_usd_per_1m"
     return {"uncached_input": f"coalesce({inp}, 0)",
-            "cached_input": f"coalesce({price}cached_input_usd_per_1m, {inp}, 0)",
-            "cache_write": f"coalesce({price}cache_write_usd_per_1m, {inp}, 0)",
-            "cache_write_1h": f"coalesce({price}cache_write_1h_usd_per_1m, {price}cache_write_usd_per_1m, {inp}, 0)",
-            "output": f"coalesce({price}output_usd_per_1m, 0)",
-            "request": f"coalesce({price}request_usd, 0)"}
+            "cached_input": f"coalesce({fields_sql}cached_input_usd_per_1m, {inp}, 0)",
+            "cache_write": f"coalesce({fields_sql}cache_write_usd_per_1m, {inp}, 0)",
+            "cache_write_1h": f"coalesce({fields_sql}cache_write_1h_usd_per_1m, {fields_sql}cache_write_usd_per_1m, {inp}, 0)",
+            "output": f"coalesce({fields_sql}output_usd_per_1m, 0)",
+            "request": f"coalesce({fields_sql}request_usd, 0)"}
 
 
 def _input_cost(prefix: str) -> str:
     """SQL of the token-price cost of a rollup row's ``<prefix>_*`` input classes (``r``) at prices ``p``,
     an API model's (uncached, cached, cache writes of 5 minutes and of an hour), times 1e6."""
     prefix = sql.column(prefix, ("priced", "recorded"), "token class prefix")
-    price = class_prices()
+    price = class_prices_sql()
     return "(" + "\n     + ".join(f"r.{prefix}_{c}_tokens * {price[c]}"
                                  for c in ("uncached_input", "cached_input", "cache_write", "cache_write_1h")) + ")"
 
@@ -308,7 +308,7 @@ def _input_cost(prefix: str) -> str:
 def _output_cost(prefix: str) -> str:
     """The output class's cost, times 1e6 (see :func:`_input_cost`)."""
     prefix = sql.column(prefix, ("priced", "recorded"), "token class prefix")
-    return f"(r.{prefix}_output_tokens * {class_prices()['output']})"
+    return f"(r.{prefix}_output_tokens * {class_prices_sql()['output']})"
 
 
 def _classes_cost(prefix: str, requests_sql: str) -> str:
@@ -316,7 +316,7 @@ def _classes_cost(prefix: str, requests_sql: str) -> str:
     return f"""(CASE WHEN coalesce(p.kind, 'api') = 'api' THEN
     ({_input_cost(prefix)}
      + {_output_cost(prefix)}) / 1e6
-    + {requests_sql} * {class_prices()['request']} ELSE 0 END)"""
+    + {requests_sql} * {class_prices_sql()['request']} ELSE 0 END)"""
 
 
 #: an API model's priced input and output classes at the prices in force, in $ (the per-class view)
