@@ -6,6 +6,7 @@ Sections are grouped by topic; add new ones under their own heading.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
@@ -266,9 +267,20 @@ def _dark_cell_threshold(data: pd.DataFrame) -> float:
     return float(data["cost_per_1m_tokens"].quantile(0.75)) if len(data) else 0.0
 
 
-def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> alt.Chart:
-    """100 % stacked bars: each model's tokens by class (uncached input, prompt-cached input, input written to the
-    prompt cache, output)."""
+#: the colours of token classes and of spend parts, in the order the caller's labels come (input shades first,
+#: then output, fees, recorded costs, GPU time); a label past them takes the palette's next colour
+CLASS_COLOURS = (PALETTE[0], "#9ecae9", "#1f3f66", PALETTE[1], PALETTE[5], PALETTE[6], PALETTE[2])
+
+
+def _labelled_scale(labels: Sequence[str]) -> alt.Scale:
+    """A colour scale over exactly ``labels`` (a label outside a scale's domain is drawn as nothing)."""
+    colours = [CLASS_COLOURS[i] if i < len(CLASS_COLOURS) else PALETTE[i % len(PALETTE)] for i in range(len(labels))]
+    return alt.Scale(domain=list(labels), range=colours)
+
+
+def token_mix(tokens_long: pd.DataFrame, classes: Sequence[str], title: str = "Token mix by model") -> alt.Chart:
+    """100 % stacked bars: each model's tokens by class; ``classes`` are the class labels in drawing order (the
+    view's, :data:`finops.spend.costviews.TOKEN_CLASSES`)."""
     tokens_long, note = keep_top(tokens_long, "model", "tokens", MAX_ROWS, what="models", by_what="token count",
                                  fold=("tokens",), by=("token_class",))
     title = _titled(title, note)
@@ -278,19 +290,17 @@ def token_mix(tokens_long: pd.DataFrame, title: str = "Token mix by model") -> a
         x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
                 axis=alt.Axis(format="%")),
         color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
-                        scale=alt.Scale(domain=["input (uncached)", "input (prompt-cached)",
-                                                "input (written to the prompt cache)", "output"],
-                                        range=[PALETTE[0], "#9ecae9", "#1f3f66", PALETTE[1]])),
+                        scale=_labelled_scale(classes)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("token_class:N", title="Tokens"),
                  alt.Tooltip("sum(tokens):Q", title="Tokens", format=","),
                  alt.Tooltip("share_pct:Q", title="Share (%)", format=".1f")],
     ).properties(autosize=FIT_X, title=title, height=max(140, 36 * data["model"].nunique()))
 
 
-def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is made of") -> alt.Chart:
-    """Stacked bars: each model's spend split into token classes, fees, recorded costs and GPU time."""
-    parts = ["input tokens", "cached input tokens", "cache write tokens", "output tokens", "per-request fees",
-             "recorded by the logs", "GPU time (self-hosted)"]
+def cost_parts(cost_long: pd.DataFrame, parts: Sequence[str],
+               title: str = "What each model's spend is made of") -> alt.Chart:
+    """Stacked bars: each model's spend split into ``parts`` (the view's labels in drawing order,
+    :data:`finops.spend.costviews.COST_PARTS`: token classes, fees, recorded costs and GPU time)."""
     cost_long, note = keep_top(cost_long, "model", "cost_usd", MAX_ROWS, what="models", by_what="spend",
                                fold=("cost_usd",), by=("part",))
     title = _titled(title, note)
@@ -300,8 +310,7 @@ def cost_parts(cost_long: pd.DataFrame, title: str = "What each model's spend is
                 axis=alt.Axis(format=usd_axis_format(cost_long.groupby("model")["cost_usd"].sum()
                                                      if len(cost_long) else []))),
         color=alt.Color("part:N", title="Cost from", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
-                        scale=alt.Scale(domain=parts, range=[PALETTE[0], "#9ecae9", "#1f3f66", PALETTE[1],
-                                                             PALETTE[5], PALETTE[6], PALETTE[2]])),
+                        scale=_labelled_scale(parts)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("part:N", title="Cost from"),
                  alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f")],
     ).properties(autosize=FIT_X, title=title, height=max(140, 36 * cost_long["model"].nunique()))

@@ -144,10 +144,16 @@ def test_pages_render_on_a_book_with_dated_rows(tmp_path, page):
 
 
 def test_the_cost_page_charts_colour_every_token_class_and_cost_part(con):
-    """A label missing from a chart's colour domain is drawn as nothing (the cache writes' $1.50 of cw-model)."""
+    """A label missing from a chart's colour domain is drawn as nothing (the cache writes' $1.50 of cw-model):
+    the charts colour the view's labels, and every label the view's data carries is one of them."""
     from finops import charts
     tokens_long, cost_long = costviews.token_mix_long(costviews.token_mix(con, MARCH_2))
-    for chart, labels in ((charts.token_mix(tokens_long), [label for _, label in costviews.TOKEN_CLASSES]),
-                          (charts.cost_parts(cost_long), [label for _, label in costviews.COST_PARTS])):
-        assert chart.to_dict()["encoding"]["color"]["scale"]["domain"] == labels
+    for chart, labels, data in ((charts.token_mix(tokens_long, costviews.TOKEN_CLASS_LABELS),
+                                 costviews.TOKEN_CLASS_LABELS, tokens_long["token_class"]),
+                                (charts.cost_parts(cost_long, costviews.COST_PART_LABELS),
+                                 costviews.COST_PART_LABELS, cost_long["part"])):
+        scale = chart.to_dict()["encoding"]["color"]["scale"]
+        assert scale["domain"] == list(labels) and len(scale["range"]) == len(labels)
+        assert len(set(scale["range"])) == len(labels)          # each label its own colour
+        assert set(data) <= set(labels) and data.notna().all()
     assert "cache write tokens" in set(cost_long.loc[cost_long["cost_usd"] > 0, "part"])

@@ -95,11 +95,13 @@ st.subheader("Token mix and what it does to cost")
 mix = query(costviews.token_mix, f, models=models_as)
 tokens_long, cost_long = token_mix_long(mix)
 left, right = st.columns(2)
-left.altair_chart(charts.token_mix(tokens_long, title="Token mix by model (share of tokens, %)"))
+left.altair_chart(charts.token_mix(tokens_long, costviews.TOKEN_CLASS_LABELS,
+                                   title="Token mix by model (share of tokens, %)"))
 priced = bool((mix["cost_usd"] > 0).any())        # any spend at all to split
 with right:
     if priced:
-        st.altair_chart(charts.cost_parts(cost_long, title="What each model's spend is made of (USD)"))
+        st.altair_chart(charts.cost_parts(cost_long, costviews.COST_PART_LABELS,
+                                       title="What each model's spend is made of (USD)"))
     else:
         nothing_priced_state("What each model's spend is made of")
 eff = token_effect(mix)

@@ -70,7 +70,9 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         cols = [c for c, _ in described]
         if len(described) == 1 and described[0][0] == "json":
             # DuckDB reads records that are not all objects as one column of values: read the objects field by
-            # field, each other record as a row of no fields (rejected, and named by _non_object_records)
+            # field, each other record as a row of no fields (rejected, and named by _non_object_records).
+            # Unpacked and returned element by element so that the SQL-vocabulary check
+            # (tests/test_sql_vocabulary.py) judges each element by its own source, a *_sql function
             body, params, cols, ordinal, row = _mixed_records_sql(con, p, call, [path, fmt])
             return body, params, cols, ordinal, row
         if typed:
@@ -89,7 +91,7 @@ MIXED_ORDINAL = "_finops_record"
 
 
 def _mixed_records_sql(con: duckdb.DuckDBPyConnection, p: Probe, call: str,
-                   params: list) -> tuple[str, list, list[str], str, str]:
+                       params: list) -> tuple[str, list, list[str], str, str]:
     """:func:`_reader`'s answer for a JSON or JSON Lines file some of whose records are no object (an array, a
     number, a string): the objects' keys as columns, read as text (JSON where a value nests), from every object;
     any other record is a row with every column NULL, which the checks reject and :func:`_non_object_records`

@@ -19,7 +19,6 @@ import pandas as pd
 
 from finops import fmt as fmt_
 from finops import sql, store
-from finops.errors import InputError
 from finops.filters import Filters
 from finops.latency import stats as latency
 from finops.spend import pricing
@@ -36,9 +35,8 @@ MODEL_NAMES = {"model": "as logged", spend.PRICED_AS: "as priced"}
 
 
 def model_key_sql(models: str) -> str:
-    """The costed rows' column a view groups models by, checked against :data:`MODEL_NAMES`."""
-    if models not in MODEL_NAMES:
-        raise InputError(f"models are named {' or '.join(MODEL_NAMES)}, not {models!r}")
+    """The costed rows' column a view groups models by, checked against :data:`MODEL_NAMES` (an InputError
+    naming the choices otherwise)."""
     return sql.column(models, tuple(MODEL_NAMES), "model names")
 
 
@@ -370,6 +368,9 @@ COST_PARTS = (("input_cost_usd", "input tokens"), ("cached_input_cost_usd", "cac
               ("cache_write_cost_usd", "cache write tokens"), ("output_cost_usd", "output tokens"),
               ("request_fee_usd", "per-request fees"), ("recorded_cost_usd", "recorded by the logs"),
               ("gpu_time_usd", "GPU time (self-hosted)"))
+#: the labels alone, in drawing order: the Cost page's charts colour exactly these
+TOKEN_CLASS_LABELS = tuple(label for _, label in TOKEN_CLASSES)
+COST_PART_LABELS = tuple(label for _, label in COST_PARTS)
 
 
 def token_mix_long(mix: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
