@@ -452,6 +452,40 @@ SHARE_TITLES = {"request_share": ("requests", "requests"), "token_share": ("toke
 TIME_FORMAT = {"5min": "%H:%M", "15min": "%b %d %H:%M", "hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d"}
 
 
+#: the pandas frequency of each chart grain (the periods date_trunc starts: weeks on Mondays, months on the 1st)
+GRAIN_FREQ = {"5min": "5min", "15min": "15min", "hour": "h", "day": "D", "week": "W-MON", "month": "MS"}
+
+
+def _periods_as_steps(mix: pd.DataFrame, grain: str) -> pd.DataFrame:
+    """``mix`` (rows of period, series, ...) for an area drawn as steps, each period flat from its start to the
+    next period's: a row of zeros for each series in each period between the first and the last that has no
+    rows (no traffic then; an area over the periods alone joins the periods on either side of a gap), and the
+    last period's rows again at its end, so that it has a width.
+
+    >>> m = pd.DataFrame({"period": pd.to_datetime(["2026-01-01 00:00", "2026-01-01 03:00"]), "series": ["a", "a"],
+    ...                   "requests": [2, 1], "request_share": [1.0, 1.0]})
+    >>> _periods_as_steps(m, "hour")["requests"].tolist()
+    [2, 0, 0, 1, 1]
+    """
+    freq = GRAIN_FREQ.get(grain)
+    if freq is None or mix.empty or mix["period"].isna().all():
+        return mix
+    first, last = mix["period"].min(), mix["period"].max()
+    periods = pd.date_range(first, last, freq=freq)
+    if len(periods) > 20 * MAX_POINTS or not len(periods):
+        return mix
+    quiet = periods.difference(pd.DatetimeIndex(mix["period"].unique()))
+    series = mix["series"].unique()
+    pad = pd.DataFrame({"period": np.repeat(quiet.values, len(series)), "series": np.tile(series, len(quiet))})
+    for c in mix.columns:
+        if c not in pad:
+            pad[c] = 0 if pd.api.types.is_numeric_dtype(mix[c]) else None
+    pad = pad.astype({c: mix[c].dtype for c in mix.columns if pd.api.types.is_numeric_dtype(mix[c])})
+    end = mix[mix["period"] == last].assign(period=last + pd.tseries.frequencies.to_offset(freq))
+    return pd.concat([mix, pad[list(mix.columns)], end], ignore_index=True).sort_values(
+        ["period", "series"], ignore_index=True)
+
+
 def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share", series_title: str = "Route",
                     title: str = "Share of spend by route") -> alt.Chart:
     """100 % stacked areas: each ``series``' share of ``measure`` per ``period``."""
@@ -459,13 +493,17 @@ def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share",
     sums = tuple(c for c in (measure, absolute) if c in mix)
     mix, top_note = keep_top(mix, "series", absolute, MAX_SERIES, what=series_title.lower() + "s", by_what=what,
                              fold=sums, by=("period",))
+    mix = _periods_as_steps(mix, grain)
     mix, thin_note = thin_points(mix, "period", unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
-    data = mix.assign(share_pct=mix[measure] * 100)
-    return alt.Chart(data).mark_area().encode(
+    data = mix.assign(share_pct=mix[measure].fillna(0.0) * 100)
+    return alt.Chart(data).mark_area(interpolate="step-after").encode(
         x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
                 axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
-        y=alt.Y("sum(share_pct):Q", stack="normalize", title=f"Share of {what} (%)", axis=alt.Axis(format="%")),
+        # stacked shares of each period (100 %, or 0 where the period had none of the measure), not normalised
+        # by the chart: a period with no traffic is drawn at 0, not bridged by its neighbours' areas
+        y=alt.Y("sum(share_pct):Q", stack="zero", title=f"Share of {what} (%)",
+                scale=alt.Scale(domain=[0, 100]), axis=alt.Axis(values=[0, 25, 50, 75, 100])),
         color=alt.Color("series:N", title=series_title, scale=_series_scale(list(data["series"])),
                         legend=alt.Legend(orient="bottom", columns=5)),
         tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),

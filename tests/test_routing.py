@@ -280,3 +280,23 @@ def test_whatif_defaults_to_todays_routing_and_weighs_quality(fleet):
     w = routing.whatif(con, std, "per-tier", small_model=SMALL, large_model=LARGE,
                        tier_strategies={"standard": "cascade"}, escalation_rate=0.25)
     assert_allclose(w.counterfactual_quality, 0.75 * small_share + 0.25 * large_share)
+
+
+def test_share_over_time_draws_a_quiet_hour_at_zero():
+    """Traffic at 10:00 and 13:00 and none between: the area chart has the two quiet hours at 0 % for every
+    route (an area over the periods alone bridged 10:00 to 13:00 as if traffic had run all along), and the
+    hours with traffic at 100 %, each hour a step from its start to the next hour's."""
+    from finops import charts
+    con = store.connect(":memory:")
+    rows = [{"request_id": f"r{i}", "ts": T0 + timedelta(hours=h, minutes=i), "model": SMALL, "route": route,
+             "input_tokens": 1000, "output_tokens": 100, "status": "ok"}
+            for i, (h, route) in enumerate([(0, "fast"), (0, "slow"), (3, "fast")])]
+    ingest_frame(con, pd.DataFrame(rows), name="sparse")
+    over = routing.mix(con, Filters(), "route", grain="hour")
+    assert sorted(over["period"].unique()) == [pd.Timestamp(T0), pd.Timestamp(T0 + timedelta(hours=3))]
+    spec = charts.share_over_time(over, "hour", "request_share").to_dict()
+    data = pd.DataFrame(next(iter(spec["datasets"].values())))
+    per_hour = data.groupby(pd.to_datetime(data["period"]).dt.hour)["share_pct"].sum().to_dict()
+    assert per_hour == {10: 100.0, 11: 0.0, 12: 0.0, 13: 100.0, 14: 100.0}     # 14:00: where 13:00's step ends
+    assert set(data.loc[pd.to_datetime(data["period"]).dt.hour == 11, "series"]) == {"fast", "slow"}
+    assert spec["encoding"]["y"]["stack"] == "zero" and spec["mark"]["interpolate"] == "step-after"
