@@ -289,7 +289,8 @@ def token_mix(tokens_long: pd.DataFrame, classes: Sequence[str], title: str = "T
         y=alt.Y("model:N", title="Model"),
         x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
                 axis=alt.Axis(format="%")),
-        color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
+        # one column: two of "input (written to the prompt cache)" overflow a half-width chart and are cut
+        color=alt.Color("token_class:N", title="Tokens", legend=alt.Legend(orient="bottom", columns=1, labelLimit=300),
                         scale=_labelled_scale(classes)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("token_class:N", title="Tokens"),
                  alt.Tooltip("sum(tokens):Q", title="Tokens", format=","),

@@ -194,19 +194,21 @@ elif gpu.summary.empty:
 else:
     for r in gpu.summary[gpu.summary["model"].isin(top_panels(gpu.summary["model"], "self-hosted models"))].itertuples(
             index=False):
+        st.markdown(f"**{plain(r.model)}**")
         c1, c2, c3, c4 = st.columns(4)
-        c1.metric(f"{plain(r.model)}: fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
+        c1.metric("Fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
                   help="Replicas × GPUs per replica × $ per GPU-hour, over the hours the fleet ran in the period.")
-        c2.metric(f"{plain(r.model)}: allocated (USD)", usd(r.allocated_usd), border=True,
+        c2.metric("Allocated to requests (USD)", usd(r.allocated_usd), border=True,
                   help="The busy share of the fleet cost, charged to the requests that used it.")
-        c3.metric(f"{plain(r.model)}: idle (USD)", usd(r.idle_usd), border=True,
+        c3.metric("Idle (USD)", usd(r.idle_usd), border=True,
                   help="Paid GPU time no request used: the idle-capacity line of the showback.")
-        c4.metric(f"{plain(r.model)}: utilisation (%)",
+        c4.metric("Utilisation (%)",
                   f"{100 * r.utilization:.1f} %" if r.utilization == r.utilization else "n/a", border=True,
                   help="Busy share of the paid GPU capacity over the period.")
         unbilled = (f" {r.unbilled_requests:,} of its requests fall in hours its schedule leaves out: they carry no "
                     "GPU cost." if r.unbilled_requests else "")
-        st.caption(f"{plain(r.model)}: {plain(r.how) if isinstance(r.how, str) else 'not in the price book'}, "
+        how = r.how if isinstance(r.how, str) and r.how else "not in the price book"
+        st.caption(f"{plain(how[:1].upper() + how[1:])}, "
                    f"{r.gpu_hours:,.1f} GPU-hours in {r.hours_billed:,} hours.{unbilled}")
     cols = st.columns(min(len(gpu.summary), 2))
     for i, model in enumerate(gpu.summary["model"].head(MAX_PANELS)):
