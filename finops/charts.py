@@ -563,7 +563,8 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
                                           scale=alt.Scale(domain=[0, max(float(data["hit_pct"].max()) * 1.8, 1.0)])),
                                   tooltip=tip)
     bars = base.mark_bar().encode(color=alt.Color(
-        "priced:N", title="Model", legend=alt.Legend(orient="bottom"),
+        # Vega cuts a legend label at 160 px by default: "self-hosted (paid by the hour)" read "self-hosted (paid by the …"
+        "priced:N", title="Model", legend=alt.Legend(orient="bottom", labelLimit=300),
         scale=alt.Scale(domain=["API (price book)", "self-hosted (paid by the hour)", "not in the price book"],
                         range=[PALETTE[2], PALETTE[0], IDLE_COLOR])))
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="label:N")

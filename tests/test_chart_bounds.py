@@ -101,3 +101,15 @@ def test_the_heatmap_labels_every_tenant_and_long_model_names_whole():
     for layer in charts.cost_heatmap(matrix).to_dict()["layer"]:           # the cells and their labels
         enc = layer["encoding"]
         assert enc["x"]["axis"]["labelOverlap"] is False and enc["y"]["axis"]["labelLimit"] >= 240
+
+
+def test_the_cache_savings_legend_shows_its_labels_whole():
+    # Vega's default legend labelLimit (160 px) cut "self-hosted (paid by the hour)" to "self-hosted (paid by the …"
+    frame = pd.DataFrame({"model": ["gpt-4o", "llama-3.1-70b"], "kind": ["api", "self_hosted"], "requests": [100, 200],
+                          "cache_hits": [10, 40], "hit_rate": [0.1, 0.2], "saved_usd": [12.08, None],
+                          "saved_if_fleet_scaled_usd": [None, 2075.0]})
+    spec = charts.cache_savings(frame).to_dict()
+    bars = next(layer for layer in spec["layer"] if "color" in layer.get("encoding", {}))
+    legend = bars["encoding"]["color"]["legend"]
+    assert legend["labelLimit"] >= 300
+    assert "self-hosted (paid by the hour)" in bars["encoding"]["color"]["scale"]["domain"]
