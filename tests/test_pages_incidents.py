@@ -83,9 +83,46 @@ def test_overview_lists_incidents_with_links(demo_db):
     fired = incidents.service_alerts(alerts.open_alerts(store.connect(demo_db), Filters()))
     assert f"{(fired['severity'] == 'critical').sum():,} critical" in texts(at) and "alerts open in this period" in texts(at)
     assert plain(worst.title) in texts(at)
+    # the incidents are counted as incidents, apart from the alerts' count above them
+    every = incidents.incidents(store.connect(demo_db))
+    by_severity = [(s, sum(i.severity == s for i in every)) for s in incidents.SEVERITIES]
+    assert (" · ".join(f"{n:,} {s}" for s, n in by_severity if n) + " incidents in this period (the alerts above"
+            in texts(at))
     # closed (a link can carry it; a larger period opens closed): the counts, no diagnosis, no titles
     closed = run_page(demo_db, None, timeout=300, query_params={"ov_incidents": "false"})        # the default page
     _ok(closed)
     assert plain(worst.title) not in texts(closed) and "Open to group the alerts" in texts(closed)
     assert "alerts open in this period" in texts(closed)
     assert f"{worst.affected:,} of {worst.requests:,} requests hit" in texts(at)
+
+
+def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisation(tmp_path):
+    # eight quiet hours of a self-hosted model: GPU utilisation low fires (a money rule), no service rule does.
+    # The Overview and the Incidents page evaluate the service rules only, so "GPU utilisation ... within their
+    # thresholds" was a claim nothing had checked, beside an open GPU alert on the Alerts page
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from finops.ingest import ingest_frame
+
+    t0, n = datetime(2026, 4, 6), 720
+    ts = [t0 + timedelta(hours=h, minutes=60 * i / n) for h in range(8) for i in range(n)]
+    db = str(tmp_path / "quiet.duckdb")
+    con = store.connect(db)
+    ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(len(ts))], "ts": ts, "model": "llama-3.1-8b",
+                                    "tenant": "acme", "sla_tier": "premium", "status": "ok", "total_ms": 1000.0,
+                                    "ttft_ms": 200.0, "queue_ms": 0.0, "service_ms": 300.0}))
+    fired = alerts.open_alerts(con)
+    assert list(fired["rule"]) == ["gpu_util_low"] and alerts.unjudged(con, None).empty
+    con.close()
+    period = {"from": "2026-04-06", "to": "2026-04-06"}
+    for page in ("views/overview.py", "views/incidents.py"):
+        at = run_page(db, page, query_params=period)
+        _ok(at)
+        [said] = [s.value for s in at.success if "alert fired" in s.value]
+        assert said.startswith("No service alert fired in this period") and "on the Alerts page" in said
+        assert "GPU utilisation and queue growth are all within" not in texts(at) + said
+    at = run_page(db, "views/alerts.py", query_params=period)
+    _ok(at)
+    assert next(m.value for m in at.metric if m.label == "Open info alerts") == "1"

@@ -467,14 +467,21 @@ def ingester_status() -> None:
         st.rerun(scope="app")
 
 
-def no_alert_state(f: Filters) -> None:
-    """"No alert fired", said only of the windows the rules could judge; the rest are named."""
+def no_alert_state(f: Filters, service_only: bool = False) -> None:
+    """"No alert fired", said only of the windows the rules could judge; the rest are named. ``service_only``: the
+    page judged the service rules alone (``open_alerts(leave_out=incidents.COST_RULES)``: the Overview's and the
+    Incidents page's incidents), so it vouches for them only and points to the Alerts page for the money rules."""
     from finops.ops import alerts
 
     blind = query(alerts.unjudged, f)
     if blind.empty:
-        st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
-                   "queue growth are all within their thresholds.", icon=":material/notifications_off:")
+        if service_only:
+            st.success("No service alert fired in this period: error rate, P99 against the tier's SLA and queue "
+                       "growth are all within their thresholds. The alerts on money (GPU utilisation, spend, "
+                       "budgets, unpriced traffic) are on the Alerts page.", icon=":material/notifications_off:")
+        else:
+            st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
+                       "queue growth are all within their thresholds.", icon=":material/notifications_off:")
         return
     few = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
     raw = [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason != "too_few"]

@@ -146,7 +146,7 @@ else:
     fired = query(alerts.open_alerts, f, leave_out=incidents.COST_RULES)
     service = incidents.service_alerts(fired)
     if service.empty:
-        no_alert_state(f)
+        no_alert_state(f, service_only=True)
     else:
         counts = service["severity"].value_counts()
         models = sorted(service["model"].dropna().unique())
@@ -170,7 +170,8 @@ else:
             else:
                 counts = found["severity"].value_counts()
                 st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
-                            + " in this period, worst first:")
+                            + f" incident{'s' if len(found) != 1 else ''} in this period (the alerts above with the "
+                            "diagnosis's findings, one per model and overlapping hours), worst first:")
                 for inc in found.head(SHORT_LIST).itertuples(index=False):
                     with st.container(border=True):
                         c1, c2 = st.columns([5, 1], vertical_alignment="center")
