@@ -655,7 +655,8 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     x = alt.X("lo:Q", title=x_title, scale=x_scale, axis=alt.Axis(
         labelExpr="datum.value >= 1 ? format(datum.value, ',.0f') : format(datum.value, '.2~f')"))
     bars = alt.Chart(data).mark_rect(color=PALETTE[0], opacity=0.85).encode(
-        x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests"), y2=alt.datum(0),
+        # whole requests: no tick between 0 and 1 (a model with 7 queued requests read 0.2, 0.4, ... requests)
+        x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests", axis=alt.Axis(tickMinStep=1, format=",d")), y2=alt.datum(0),
         tooltip=[alt.Tooltip("lo:Q", title="From (ms)", format=",.1f"), alt.Tooltip("hi:Q", title="To (ms)", format=",.1f"),
                  alt.Tooltip("count:Q", title="Requests", format=",")])
     m = pd.DataFrame([{"percentile": k, "ms": v} for k, v in marks.items()

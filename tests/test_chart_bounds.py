@@ -113,3 +113,11 @@ def test_the_cache_savings_legend_shows_its_labels_whole():
     legend = bars["encoding"]["color"]["legend"]
     assert legend["labelLimit"] >= 300
     assert "self-hosted (paid by the hour)" in bars["encoding"]["color"]["scale"]["domain"]
+
+
+def test_the_queue_histogram_counts_whole_requests():
+    # seven queued requests in bins of one: Vega put ticks at 0.2, 0.4, ... requests
+    hist = pd.DataFrame({"lo": [0.0, 30.0, 90.0], "hi": [30.0, 90.0, 200.0], "count": [247352, 1, 1]})
+    spec = charts.queue_histogram(hist, {"P50": 0.0, "P95": 0.0, "P99": 0.0}, "log").to_dict()
+    axis = spec["encoding"]["y"]["axis"]
+    assert axis["tickMinStep"] == 1 and axis["format"] == ",d"
