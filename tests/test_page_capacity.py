@@ -1,6 +1,7 @@
 """AppTest smoke tests of the Capacity page (pages/capacity.py)."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -166,6 +167,8 @@ def test_capacity_meets_cost_on_the_demo_store(demo_db):
     billed = next(k for k in m if k.startswith("Replica-hours billed"))
     assert float(m[billed].replace(",", "")) > 0
     assert "Saving from scaling to the plan (USD)" in m and "Hours the fleet was short" in m
+    # money as every page writes it: a negative saving (the plan costs more) is "−$430.00", never "$-430.00"
+    assert re.fullmatch(r"−?\$[0-9,]+\.[0-9]{2}", m["Saving from scaling to the plan (USD)"])
     assert at.selectbox(key="cap_plan_model").value in ("llama-3.1-70b", "llama-3.1-8b")
     body = texts(at)
     assert "billed while the model served traffic" in body

@@ -331,11 +331,13 @@ else:
                 continue
             r1, r2, r3, r4 = st.columns(4)
             r1.metric(f"Replica-hours billed, {span}", f"{comparison.replica_hours_billed:,.0f}", border=True,
-                      help=f"${comparison.cost_billed_usd:,.2f}: replicas × GPUs × $ per GPU-hour of each hour.")
+                      help=f"{usd(comparison.cost_billed_usd)}: replicas × GPUs × $ per GPU-hour of each hour.")
             r2.metric(f"Replica-hours the plan needs, {span}", f"{comparison.replica_hours_planned:,.0f}", border=True,
-                      help=f"${comparison.cost_planned_usd:,.2f} at the same hours' rates.")
-            r3.metric("Saving from scaling to the plan (USD)", f"${comparison.saving_usd:,.2f}", border=True,
-                      help=f"Billed less planned; trimming the surplus hours alone: ${comparison.surplus_usd:,.2f}.")
+                      help=f"{usd(comparison.cost_planned_usd)} at the same hours' rates.")
+            # a negative saving is what meeting the SLA every hour would have cost more: "−$430.00", not "$-430.00"
+            r3.metric("Saving from scaling to the plan (USD)", usd(comparison.saving_usd), border=True,
+                      help=f"Billed less planned (negative: the plan costs more than the fleet billed); trimming the "
+                           f"surplus hours alone: {usd(comparison.surplus_usd)}.")
             r4.metric("Hours the fleet was short", f"{comparison.short_hours:,}", border=True,
                       help=f"{comparison.short_replica_hours:,.0f} replica-hours under what the SLA needed.")
             say = st.success if comparison.saving_usd > 0 and not comparison.short_hours else st.warning

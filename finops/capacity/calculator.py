@@ -50,10 +50,10 @@ def format_seconds(seconds: float | None) -> str:
     """A duration for people: ms under a second, s under two minutes, then min or h.
 
     ``inf`` (a wait with no steady state) reads "unbounded"; ``None`` reads "n/a"; under a
-    microsecond reads "< 0.001 ms".
+    microsecond reads "< 1 µs" (short enough for a metric box: "< 0.001 ms" was cut to "< 0.001…").
 
     >>> [format_seconds(x) for x in (0.0, 1e-40, 0.0123, 1.5, 300, float("inf"), None)]
-    ['0 ms', '< 0.001 ms', '12.3 ms', '1.50 s', '5.0 min', 'unbounded', 'n/a']
+    ['0 ms', '< 1 µs', '12.3 ms', '1.50 s', '5.0 min', 'unbounded', 'n/a']
     """
     if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
         return "n/a"
@@ -62,7 +62,7 @@ def format_seconds(seconds: float | None) -> str:
     if seconds == 0:
         return "0 ms"
     if seconds < 1e-6:
-        return "< 0.001 ms"
+        return "< 1 µs"
     if seconds < 1:
         ms = seconds * 1000
         return f"{ms:.3g} ms" if ms < 100 else f"{ms:.0f} ms"
