@@ -1,6 +1,7 @@
 """AppTest smoke tests of the Overview, Cost, Budgets and Data pages on the demo store and on an empty store,
 and the numbers on screen against ``python -m finops report`` for the same filters."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,7 @@ def test_data_page_on_the_demo_store(demo_db):
     assert kinds["file_uploader"] == 1 and kinds["form"] == 6
     assert "python -m finops ingest PATH --db" in at.code[0].value
     assert "sample fleet" in texts(at)
+    assert re.search(r"\b1 batch, [0-9,]+ requests\.", texts(at))      # one batch, in the singular
 
 
 @pytest.mark.parametrize("page", PAGES[:3])

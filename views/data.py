@@ -329,7 +329,8 @@ elif batches.empty:
     st.info("No batches loaded yet: the store is empty. Load files above, or build the sample fleet with "
             f"`python -m finops demo --db {store_label()}`.", icon=":material/database:")
 else:
-    st.caption(f"{len(batches):,} batches, {int(batches['rows_ingested'].sum()):,} requests. Deleting a batch removes "
+    st.caption(f"{len(batches):,} batch{'es' if len(batches) != 1 else ''}, {int(batches['rows_ingested'].sum()):,} "
+               "requests. Deleting a batch removes "
                "its requests and their rollups; loading the same file again brings them back.")
     head = st.columns([4, 2, 2, 2, 3, 1])
     for col, title in zip(head, ("File", "Format", "Requests", "Rejected / duplicates", "Time span (UTC)", ""),
