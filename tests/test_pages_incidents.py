@@ -81,7 +81,7 @@ def test_overview_lists_incidents_with_links(demo_db):
     _ok(at)
     worst = incidents.incidents(store.connect(demo_db))[0]
     fired = incidents.service_alerts(alerts.open_alerts(store.connect(demo_db), Filters()))
-    assert f"{(fired['severity'] == 'critical').sum():,} critical" in texts(at) and "service alerts (errors, latency, queues) open in this period" in texts(at)
+    assert f"{(fired['severity'] == 'critical').sum():,} critical" in texts(at) and "service alerts (errors, latency, queues, GPU saturation) open in this period" in texts(at)
     assert plain(worst.title) in texts(at)
     # the incidents are counted as incidents, apart from the alerts' count above them
     every = incidents.incidents(store.connect(demo_db))
@@ -92,7 +92,7 @@ def test_overview_lists_incidents_with_links(demo_db):
     closed = run_page(demo_db, None, timeout=300, query_params={"ov_incidents": "false"})        # the default page
     _ok(closed)
     assert plain(worst.title) not in texts(closed) and "Open to group the alerts" in texts(closed)
-    assert "service alerts (errors, latency, queues) open in this period" in texts(closed)
+    assert "service alerts (errors, latency, queues, GPU saturation) open in this period" in texts(closed)
     assert f"{worst.affected:,} of {worst.requests:,} requests hit" in texts(at)
 
 
@@ -122,6 +122,7 @@ def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisatio
         _ok(at)
         [said] = [s.value for s in at.success if "alert fired" in s.value]
         assert said.startswith("No service alert fired in this period") and "on the Alerts page" in said
+        assert "GPU saturation" in said and "GPU under-use" in said     # utilisation high is judged, low is not
         assert "GPU utilisation and queue growth are all within" not in texts(at) + said
     at = run_page(db, "views/alerts.py", query_params=period)
     _ok(at)

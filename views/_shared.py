@@ -476,9 +476,10 @@ def no_alert_state(f: Filters, service_only: bool = False) -> None:
     blind = query(alerts.unjudged, f)
     if blind.empty:
         if service_only:
-            st.success("No service alert fired in this period: error rate, P99 against the tier's SLA and queue "
-                       "growth are all within their thresholds. The alerts on money (GPU utilisation, spend, "
-                       "budgets, unpriced traffic) are on the Alerts page.", icon=":material/notifications_off:")
+            st.success("No service alert fired in this period: error rate, P99 against the tier's SLA, GPU "
+                       "saturation and queue growth are all within their thresholds. The alerts on money (GPU "
+                       "under-use, spend, budgets, unpriced traffic) are on the Alerts page.",
+                       icon=":material/notifications_off:")
         else:
             st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
                        "queue growth are all within their thresholds.", icon=":material/notifications_off:")

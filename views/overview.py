@@ -151,7 +151,8 @@ else:
         counts = service["severity"].value_counts()
         models = sorted(service["model"].dropna().unique())
         st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
-                    + f" service alert{'s' if len(service) != 1 else ''} (errors, latency, queues) open in this period on "
+                    + f" service alert{'s' if len(service) != 1 else ''} (errors, latency, queues, GPU saturation) open in "
+                    "this period on "
                     + ", ".join(plain(m) for m in models[:SHORT_LIST])
                     + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".")
     # the grouping reads the period's requests: at once up to INCIDENTS_AT_ONCE of them, on request above
