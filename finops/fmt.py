@@ -99,6 +99,16 @@ def round_costs(frame):
     return out
 
 
+def in_words(items) -> str:
+    """Items as a phrase: ``a``, ``a and b``, ``a, b and c``; ``""`` for none.
+
+    >>> in_words(["error rate", "queue growing", "KV cache full"])
+    'error rate, queue growing and KV cache full'
+    """
+    items = [str(x) for x in items]
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
 def _slug(value) -> str:
     import re
 

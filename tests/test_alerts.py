@@ -352,3 +352,25 @@ def test_queue_growing_over_a_long_span_of_many_models_is_vectorised_and_the_sam
                   zip(got["model"], got["window_start"], got["value"], got["detail"], strict=True))
     expected = _queue_growing_by_filling_gaps(q, rule)
     assert expected and mine == expected
+
+
+def test_judged_rules_are_those_open_alerts_evaluates():
+    con = _store(_rows(200, T0))
+    every = [alerts.rule_name(r.name) for r in alerts.DEFAULT_RULES]
+    engine_rules = [alerts.rule_name(r) for r in alerts.ENGINE_RULES]
+    judged, off = alerts.judged_rules(con)
+    assert judged == [r for r in every if r not in engine_rules] and off == []      # no scrape: no engine rule
+    con.execute("INSERT INTO engine_metrics VALUES (?, 'gpu-a', 'llama-3.1-8b', 'vllm:num_requests_waiting', '', 0)",
+                [T0])
+    assert alerts.judged_rules(con)[0] == every
+    # a tenant's login sees no fleet rule; leave_out leaves rules out; a rule turned off is named as off
+    scoped = alerts.judged_rules(con, Filters(tenants=("acme",), scoped=True))[0]
+    assert scoped == ["error rate", "P99 over the tier's SLA", "queue growing", "daily spend spike",
+                      "budget forecast passed", "unpriced traffic"]
+    frame = alerts.rules_frame(con)
+    frame.loc[frame.name == "error_rate", "enabled"] = False
+    alerts.save_rules(con, frame)
+    judged, off = alerts.judged_rules(con, leave_out=("spend_spike", "budget_forecast", "unpriced_share"))
+    assert off == ["error rate"] and judged == ["P99 over the tier's SLA", "GPU utilisation high",
+                                                "GPU utilisation low", "queue growing", "KV cache full",
+                                                "engine queue saturated"]

@@ -15,7 +15,7 @@ import streamlit as st
 from finops import access, store
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import period
+from finops.fmt import in_words, period
 from finops.scale import slices
 
 
@@ -467,22 +467,27 @@ def ingester_status() -> None:
         st.rerun(scope="app")
 
 
-def no_alert_state(f: Filters, service_only: bool = False) -> None:
-    """"No alert fired", said only of the windows the rules could judge; the rest are named. ``service_only``: the
-    page judged the service rules alone (``open_alerts(leave_out=incidents.COST_RULES)``: the Overview's and the
-    Incidents page's incidents), so it vouches for them only and points to the Alerts page for the money rules."""
+def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
+    """"No alert fired", said only of the rules judged and the windows they could judge; the rest are named.
+    ``leave_out``: the rules the page did not evaluate (the same ``leave_out`` it gave ``open_alerts``: the
+    Overview's and the Incidents page's service alerts leave out ``incidents.COST_RULES``), named as being on the
+    Alerts page."""
     from finops.ops import alerts
 
     blind = query(alerts.unjudged, f)
     if blind.empty:
-        if service_only:
-            st.success("No service alert fired in this period: error rate, P99 against the tier's SLA, GPU "
-                       "saturation and queue growth are all within their thresholds. The alerts on money (GPU "
-                       "under-use, spend, budgets, unpriced traffic) are on the Alerts page.",
-                       icon=":material/notifications_off:")
-        else:
-            st.success("No alert fired in this period: error rate, P99 against the tier's SLA, GPU utilisation and "
-                       "queue growth are all within their thresholds.", icon=":material/notifications_off:")
+        judged, off = query(alerts.judged_rules, f, leave_out=leave_out)
+        elsewhere, _ = query(alerts.judged_rules, f) if leave_out else ([], [])
+        elsewhere = [r for r in elsewhere if r not in judged]
+        said = (f"No {'service ' if leave_out else ''}alert fired in this period. Rules judged, each within its "
+                f"threshold: {in_words(judged)}." if judged else
+                "No alert fired in this period, and no rule is turned on to judge it.")
+        if off:
+            said += f" Turned off (on the Incidents page): {in_words(off)}."
+        if elsewhere:
+            said += f" The other rules ({in_words(elsewhere)}) are judged on the Alerts page."
+        (st.success if judged else st.warning)(said, icon=":material/notifications_off:" if judged else
+                                               ":material/help:")
         return
     few = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
     raw = [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason != "too_few"]

@@ -54,7 +54,7 @@ items = incidents.ordered(query(incidents.incidents, f, window=window, open_aler
                                 first_of=() if linked else incidents.ORDERS), order)
 
 if not items:
-    no_alert_state(f, service_only=True)
+    no_alert_state(f, leave_out=incidents.COST_RULES)
     cov = query(latency.coverage, f)
     if not any(cov.get(field) for field in sql.LATENCY_COLUMNS):
         # a trace of tokens and times: the diagnosis reads latencies, so its silence says nothing

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts
-from finops.fmt import MISSING, usd
+from finops.fmt import MISSING, in_words, usd
 from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
@@ -146,15 +146,18 @@ else:
     fired = query(alerts.open_alerts, f, leave_out=incidents.COST_RULES)
     service = incidents.service_alerts(fired)
     if service.empty:
-        no_alert_state(f, service_only=True)
+        no_alert_state(f, leave_out=incidents.COST_RULES)
     else:
         counts = service["severity"].value_counts()
         models = sorted(service["model"].dropna().unique())
+        judged, _ = query(alerts.judged_rules, f, leave_out=incidents.COST_RULES)
+        money = [r for r in query(alerts.judged_rules, f)[0] if r not in judged]
         st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
-                    + f" service alert{'s' if len(service) != 1 else ''} (errors, latency, queues, GPU saturation) open in "
-                    "this period on "
+                    + f" service alert{'s' if len(service) != 1 else ''} open in this period on "
                     + ", ".join(plain(m) for m in models[:SHORT_LIST])
-                    + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".")
+                    + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".",
+                    help=f"The service rules, judged here: {in_words(judged)}."
+                         + (f" The other rules ({in_words(money)}) are judged on the Alerts page." if money else ""))
     # the grouping reads the period's requests: at once up to INCIDENTS_AT_ONCE of them, on request above
     at_once = k.current.requests <= INCIDENTS_AT_ONCE
     box = st.expander("The worst incidents: these alerts and the diagnosis's findings, grouped", expanded=at_once,

@@ -128,6 +128,25 @@ def rule_name(rule: str) -> str:
     return RULE_NAMES.get(str(rule), str(rule))
 
 
+def judged_rules(con: duckdb.DuckDBPyConnection, filters: Filters | None = None,
+                 leave_out: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """The rules :func:`open_alerts` evaluates with these arguments, and the enabled ones it skips being turned
+    off, each in plain words: (judged, turned_off). A sentence saying no alert fired names exactly these: the
+    engine rules only where some vLLM scrape exists (without one they judge nothing), the fleet rules not for a
+    tenant-scoped login, ``leave_out`` not at all."""
+    f = filters or Filters()
+    scraped = bool(engine.scraped_models(con))
+    judged, off = [], []
+    for rule in rules(con):
+        if rule.name in leave_out or (f.scoped and rule.name in FLEET_RULES):
+            continue
+        if not rule.enabled:
+            off.append(rule_name(rule.name))
+        elif rule.name not in ENGINE_RULES or scraped:
+            judged.append(rule_name(rule.name))
+    return judged, off
+
+
 def replica_scope(replica: str) -> str:
     """The ``tenant`` of an engine rule's alert on ``replica``: ``(replica gpu-a)``."""
     return REPLICA_SCOPE.format(replica)
