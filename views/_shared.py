@@ -86,6 +86,16 @@ def bounded_dataframe(frame, where=None, *, sort_by: str | None = None, order: s
                               on_click="ignore", key=f"full-{file_name}-{total}")
 
 
+def percent_column(label: str, decimals: int = 1, bar: bool = False, **kwargs):
+    """A column of shares (0.8965) shown as percents with a fixed number of decimals ("89.7%"; Streamlit's
+    "percent" alone trims them, "89.6%" over "89.65%"): its ``step`` sets them. ``bar``: a progress bar from 0 to
+    100 %."""
+    step = 10.0 ** -(decimals + 2)
+    if bar:
+        return st.column_config.ProgressColumn(label, format="percent", min_value=0, max_value=1, step=step, **kwargs)
+    return st.column_config.NumberColumn(label, format="percent", step=step, **kwargs)
+
+
 def top_panels(names: list, what: str = "models", max_panels: int = MAX_PANELS) -> list:
     """The first ``max_panels`` of ``names`` (the caller orders them, largest first) for panels a page
     repeats per name; a caption says how many are left out."""

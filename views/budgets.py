@@ -10,6 +10,7 @@ from views._shared import (
     current_filters,
     cursor,
     empty_state,
+    percent_column,
     query,
     save_edits,
     source_label,
@@ -118,12 +119,11 @@ else:
         "tenant": st.column_config.TextColumn("Tenant"), "status": st.column_config.TextColumn("Status"),
         "budget_usd": st.column_config.NumberColumn("Budget ($)", format="$%,.2f"),
         "spent_usd": st.column_config.NumberColumn("Spent so far ($)", format="$%,.2f"),
-        "used_share": st.column_config.ProgressColumn("Budget used (%)", format="percent", min_value=0,
-                                                      max_value=1),
+        "used_share": percent_column("Budget used (%)", bar=True),
         "forecast_usd": st.column_config.NumberColumn("Forecast month end ($)", format="$%,.2f"),
         "forecast_low_usd": st.column_config.NumberColumn("Forecast low ($)", format="$%,.2f"),
         "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format="$%,.2f"),
-        "forecast_share": st.column_config.NumberColumn("Forecast / budget (%)", format="percent"),
+        "forecast_share": percent_column("Forecast / budget (%)"),
         "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format="$%,.2f")})
     st.caption(budget_source + " " + source_label())
 

@@ -22,6 +22,7 @@ from views._shared import (
     cursor,
     data_origin,
     filter_caption,
+    percent_column,
     plain,
     query,
     raw_rows_notice,
@@ -38,9 +39,9 @@ PCT = st.column_config.NumberColumn
 CURVE_COLUMNS = {
     "threshold": USD("Confidence threshold", format="%.4g",
                      help="Confidence threshold (τ): escalate when the small model's confidence is below it."),
-    "escalation_rate": PCT("Escalated (%)", format="percent"),
+    "escalation_rate": percent_column("Escalated (%)", decimals=2),
     "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%,.3f"),
-    "avg_quality": PCT("Quality (% correct)", format="percent"),
+    "avg_quality": percent_column("Quality (% correct)", decimals=2),
     "marginal_cost_per_point": USD("Marginal ($ per 1,000 requests per quality point)", format="$%,.3f",
                                    help="Money saved per quality point given up, moving from the row above."),
 }
@@ -272,9 +273,9 @@ else:
     if base_frame is not None and len(base_frame):
         st.dataframe(base_frame, placeholder=MISSING, hide_index=True, column_config={
             "name": st.column_config.TextColumn("Policy"),
-            "large_call_rate": PCT("Requests calling the large model (%)", format="percent"),
+            "large_call_rate": percent_column("Requests calling the large model (%)", decimals=2),
             "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%,.3f"),
-            "avg_quality": PCT("Quality (% correct)", format="percent")})
+            "avg_quality": percent_column("Quality (% correct)", decimals=2)})
         st.caption("Small only: never escalate. Direct to large: every request to the large model, no small attempt. "
                    "Oracle cascade: escalate exactly the queries the large model gets right and the small one does "
                    "not (small attempt paid); oracle router: the same choice made before calling the small model. "
@@ -312,7 +313,7 @@ else:
         choices = cascade_store.floor_choices(report.curve, floors, own)
         bounded_dataframe(choices, what="tenants", file_name="floor_choices", hide_index=True, column_config={
             "tenant": st.column_config.TextColumn("Tenant"),
-            "floor": PCT("Floor (% correct)", format="percent"),
+            "floor": percent_column("Floor (% correct)", decimals=2),
             "curve": st.column_config.TextColumn("Curve used"),
             **{k: v for k, v in CURVE_COLUMNS.items() if k != "marginal_cost_per_point"},
             "meets": st.column_config.CheckboxColumn("Floor reachable")}, placeholder=MISSING)
@@ -398,8 +399,8 @@ if decision is not None:
         st.metric("Requests for which escalation pays", f"{comparison.share_pays:.1%}", border=True, width="content")
         st.dataframe(comparison.as_frame(), placeholder=MISSING, hide_index=True, column_config={
             "policy": st.column_config.TextColumn("Policy"),
-            "escalation_share": PCT("Escalated", format="percent"),
-            "expected_quality": PCT("Quality (% right)", format="percent"),
+            "escalation_share": percent_column("Escalated", decimals=2),
+            "expected_quality": percent_column("Quality (% right)", decimals=2),
             "money_cost_usd": USD("Inference + network ($)", format="$%,.4f"),
             "latency_cost_usd": USD("Latency ($)", format="$%,.4f"),
             "extra_latency_ms": USD("Extra latency (ms)", format="%.0f"),

@@ -20,6 +20,7 @@ from views._shared import (
     filter_caption,
     fleet_wide,
     nothing_priced_state,
+    percent_column,
     plain,
     query,
     raw_rows_done,
@@ -135,8 +136,7 @@ else:
         "output_usd_per_1m": USD("Output ($ per 1M)", format="$%.3f"),
         "input_usd_per_1m_with_idle": USD("Input, idle included ($ per 1M)", format="$%.3f"),
         "output_usd_per_1m_with_idle": USD("Output, idle included ($ per 1M)", format="$%.3f"),
-        "split_measured_share": st.column_config.ProgressColumn("Split measured (%)", format="percent", min_value=0,
-                                                                max_value=1),
+        "split_measured_share": percent_column("Split measured (%)", bar=True),
         "basis": st.column_config.TextColumn("How", width="large")})
     st.caption("API models: the cost of their priced tokens at the rows in force (prompt-cache prices, tiers and "
                "dates as billed) per 1M input and per 1M output tokens. Self-hosted models: the GPU time allocated "
@@ -174,8 +174,7 @@ else:
                     "p50_usd": USD("Median ($)", format="$%,.6f"),
                     "p90_usd": USD("P90 ($)", format="$%,.6f"), "p99_usd": USD("P99 ($)", format="$%,.6f"),
                     "max_usd": USD("Max ($)", format="$%,.6f"),
-                    "free_share": st.column_config.ProgressColumn("Free: cache hits (%)", format="percent",
-                                                                  min_value=0, max_value=1)})
+                    "free_share": percent_column("Free: cache hits (%)", bar=True)})
                 sample = (f"Estimated from a random sample of {dist.rows_read:,} requests. " if dist.sampled
                           else f"All {dist.rows_read:,} requests. ")
                 st.caption(sample + "Each request costs its recorded cost, else its tokens at book prices; cache hits "
@@ -315,7 +314,7 @@ COLUMNS = {
     "cost_usd": USD("Spend ($)", format="$%,.2f"),
     "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%,.3f",
                               help="Spend / tokens priced × 1M. " + MISSING + ": no token here has a price"),
-    "share": st.column_config.ProgressColumn("Share of total (%)", format="percent", min_value=0, max_value=1)}
+    "share": percent_column("Share of total (%)", bar=True)}
 by_tenant, by_pair = st.tabs(["Per tenant", "Per tenant and model"])
 bounded_dataframe(showback_by_tenant(sb), by_tenant, sort_by="cost_usd", what="tenants", file_name="showback_tenants",
                   placeholder=MISSING, hide_index=True, column_config=COLUMNS)

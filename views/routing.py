@@ -10,6 +10,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    percent_column,
     plain,
     query,
     raw_rows_done,
@@ -71,9 +72,9 @@ bounded_dataframe(mix_total, sort_by="requests", order="the most requests", what
     "series": series_title, "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     "tokens": st.column_config.NumberColumn("Tokens", format="%,d"),
     "cost_usd": st.column_config.NumberColumn("Spend (USD)", format="$%,.2f"),
-    "request_share": st.column_config.ProgressColumn("Share of requests", format="percent", min_value=0, max_value=1),
-    "token_share": st.column_config.ProgressColumn("Share of tokens", format="percent", min_value=0, max_value=1),
-    "spend_share": st.column_config.ProgressColumn("Share of spend", format="percent", min_value=0, max_value=1)})
+    "request_share": percent_column("Share of requests", bar=True),
+    "token_share": percent_column("Share of tokens", bar=True),
+    "spend_share": percent_column("Share of spend", bar=True)})
 st.caption("Spend here is what requests cost: idle self-hosted GPU time belongs to no route and is on the Cost "
            "page. " + source_label())
 
@@ -132,8 +133,7 @@ else:
                 "model": "Model", "escalated": "Row",
                 "labelled": st.column_config.NumberColumn("Labelled", format="%,d"),
                 "mean_quality": st.column_config.NumberColumn("Mean quality", format="%.3f"),
-                "graded_correct_share": st.column_config.ProgressColumn("Graded correct", format="percent",
-                                                                        min_value=0, max_value=1)})
+                "graded_correct_share": percent_column("Graded correct", bar=True)})
             st.caption("A rejected attempt graded correct was an escalation that was not needed.")
     st.caption(source_label())
 
@@ -169,8 +169,7 @@ else:
         bounded_dataframe(mis.summary, what="models", file_name="misrouted", placeholder=MISSING, hide_index=True, column_config={
             "kind": "Candidate", "model": "Served by",
             "requests": st.column_config.NumberColumn("Requests", format="%,d"),
-            "share_of_model": st.column_config.ProgressColumn("Share of the model's requests", format="percent",
-                                                              min_value=0, max_value=1),
+            "share_of_model": percent_column("Share of the model's requests", bar=True),
             "actual_usd": st.column_config.NumberColumn("Cost as served (USD)", format="$%,.2f"),
             "on_right_size_usd": st.column_config.NumberColumn("On the other size (USD)", format="$%,.2f"),
             "right_size_model": "Other-size model"})
