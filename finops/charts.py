@@ -599,22 +599,28 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
                             series=by_length["model"] + " (" + by_length["size_class"].astype(str) + ")")
     x_scale = alt.Scale(type="log", domain=[1, float(max(data["hi"].max() if len(data) else 2, threshold * 2, 2))])
     data["mid"] = (data["lo"] * data["hi"]) ** 0.5
-    lines = alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("mid:Q", title=f"Prompt length ({unit}, power-of-two buckets, log scale)", scale=x_scale,
-                axis=alt.Axis(format=",.0f")),
-        y=alt.Y("requests:Q", title="Requests per bucket"),
-        color=alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
-                        legend=alt.Legend(orient="bottom", columns=4)),
-        strokeDash=alt.StrokeDash("size_class:N", title="Size class", legend=alt.Legend(orient="bottom"),
-                                  scale=alt.Scale(domain=["large", "small"], range=[[1, 0], [5, 3]])),
-        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
-                 alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
-                 alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),
-                 alt.Tooltip("requests:Q", title="Requests", format=",")])
+    x = alt.X("mid:Q", title=f"Prompt length ({unit}, power-of-two buckets, log scale)", scale=x_scale,
+              axis=alt.Axis(format=",.0f"))
+    y = alt.Y("requests:Q", title="Requests per bucket")
+    color = alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
+                      legend=alt.Legend(orient="bottom", columns=4))
+    tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
+               alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
+               alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),
+               alt.Tooltip("requests:Q", title="Requests", format=",")]
+    # the lines carry the size class's dash and its legend, drawn as a dash (on a line with points the legend
+    # draws a dot, both classes alike); the points are a layer of their own
+    lines = alt.Chart(data).mark_line().encode(
+        x=x, y=y, color=color, tooltip=tooltip,
+        strokeDash=alt.StrokeDash("size_class:N", title="Size class",
+                                  legend=alt.Legend(orient="bottom", symbolType="stroke", symbolStrokeWidth=2,
+                                                    symbolSize=300, symbolStrokeColor="#666"),
+                                  scale=alt.Scale(domain=["large", "small"], range=[[1, 0], [5, 3]])))
+    points = alt.Chart(data).mark_point(filled=True, size=25).encode(x=x, y=y, color=color, tooltip=tooltip)
     rule = alt.Chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
                      ).mark_rule(color="#d62728", strokeWidth=2).encode(
         x=alt.X("t:Q", scale=x_scale), tooltip=[alt.Tooltip("label:N", title="")])
-    return alt.layer(lines, rule).properties(autosize=FIT_X, title=title, height=260)
+    return alt.layer(lines, points, rule).properties(autosize=FIT_X, title=title, height=260)
 
 
 def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual vs what-if") -> alt.Chart:

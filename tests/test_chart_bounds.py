@@ -121,3 +121,16 @@ def test_the_queue_histogram_counts_whole_requests():
     spec = charts.queue_histogram(hist, {"P50": 0.0, "P95": 0.0, "P99": 0.0}, "log").to_dict()
     axis = spec["encoding"]["y"]["axis"]
     assert axis["tickMinStep"] == 1 and axis["format"] == ",d"
+
+
+def test_prompt_length_chart_draws_the_size_class_as_a_dash_in_its_legend():
+    # a line with points draws its legend's symbol as a dot, solid and dashed alike: the dash is on a line of its
+    # own, the points in another layer
+    frame = pd.DataFrame({"model": ["a", "a", "b", "b"], "size_class": ["large", "large", "small", "small"],
+                          "bucket_lo": [64, 128, 64, 128], "requests": [10, 20, 30, 5]})
+    spec = charts.prompt_lengths(frame, 100, "prompt tokens").to_dict()
+    [dashed] = [layer for layer in spec["layer"] if "strokeDash" in layer.get("encoding", {})]
+    assert dashed["mark"] == {"type": "line"} or dashed["mark"] == "line"
+    assert dashed["encoding"]["strokeDash"]["legend"]["symbolType"] == "stroke"
+    assert dashed["encoding"]["strokeDash"]["scale"]["range"] == [[1, 0], [5, 3]]
+    assert any(layer["mark"].get("type") == "point" for layer in spec["layer"] if isinstance(layer["mark"], dict))

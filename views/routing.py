@@ -116,25 +116,23 @@ else:
                 help="What the small-model answers that were rejected (and escalated) cost.")
     m[2].metric("Share of cascade spend", MISSING if casc.rejected_share is None else f"{casc.rejected_share:.1%}",
                 border=True, help="Rejected attempts as a share of cascade spend; — when cascades cost nothing.")
-    left, right = st.columns([3, 2])
-    with left:
-        if len(casc.over_time):
-            st.altair_chart(charts.escalation_over_time(casc.over_time, "day",
-                                                        title="Escalation rate per day (%)"))
-    with right:
-        if casc.quality.empty:
-            st.info("No quality label in these logs: the cost of a wrong answer cannot be weighed here.",
-                    icon=":material/info:")
-        else:
-            q = casc.quality.assign(escalated=casc.quality["escalated"].map(
-                {True: "rejected attempt", False: "answer served"}))
-            bounded_dataframe(q, sort_by="labelled", order="the most labelled rows", what="rows",
-                              file_name="cascade_quality", placeholder=MISSING, hide_index=True, column_config={
-                "model": "Model", "escalated": "Row",
-                "labelled": st.column_config.NumberColumn("Labelled", format="%,d"),
-                "mean_quality": st.column_config.NumberColumn("Mean quality", format="%.3f"),
-                "graded_correct_share": percent_column("Graded correct", bar=True)})
-            st.caption("A rejected attempt graded correct was an escalation that was not needed.")
+    # the chart, then the quality table under it at full width (beside the chart it was cut to three columns)
+    if len(casc.over_time):
+        st.altair_chart(charts.escalation_over_time(casc.over_time, "day", title="Escalation rate per day (%)"))
+    if casc.quality.empty:
+        st.info("No quality label in these logs: the cost of a wrong answer cannot be weighed here.",
+                icon=":material/info:")
+    else:
+        q = casc.quality.assign(escalated=casc.quality["escalated"].map(
+            {True: "rejected attempt", False: "answer served"}))
+        bounded_dataframe(q, sort_by="labelled", order="the most labelled rows", what="rows",
+                          file_name="cascade_quality", placeholder=MISSING, hide_index=True, column_config={
+            "model": "Model", "escalated": "Row",
+            "labelled": st.column_config.NumberColumn("Labelled", format="%,d"),
+            "mean_quality": percent_column("Mean quality (%)", help="The mean of the rows' quality labels (0 to 1, "
+                                           "as on the Cascade page), as a percent."),
+            "graded_correct_share": percent_column("Graded correct", bar=True)})
+        st.caption("A rejected attempt graded correct was an escalation that was not needed.")
     st.caption(source_label())
 
 # ---------------------------------------------------------------- misrouting
