@@ -19,3 +19,21 @@ def test_percent_columns_show_fixed_decimals(demo_db, page):
                 percent[name] = cfg["type_config"].get("step")
     assert percent, "the page shows no percent column"
     assert all(step in (0.001, 0.0001) for step in percent.values()), percent
+
+
+def test_escalation_rate_reads_the_same_on_the_overview_and_routing(demo_db):
+    # one figure, two pages: the same digits on both (the Overview's KPI wrote 27.35 %, Routing 27.4%)
+    from finops import store
+
+    con = store.connect(demo_db)
+    escalated, cascade = con.execute("SELECT count(*) FILTER (WHERE escalated), count(*) FROM requests "
+                                     "WHERE strategy = 'cascade' AND escalated IS NOT NULL").fetchall()[0]
+    con.close()
+    shown = {}
+    for page, label in (("views/overview.py", "Cascade escalation rate (%)"), ("views/routing.py", "Escalation rate")):
+        at = run_page(demo_db, page, timeout=300)
+        assert not at.exception, [e.value for e in at.exception]
+        shown[page] = next(m.value for m in at.metric if m.label == label)
+    # escalated small-model attempts per cascade request: an escalated request is two rows (the rejected attempt,
+    # then the large model's answer), so the requests are the rows less the rejected attempts
+    assert set(shown.values()) == {f"{100 * escalated / (cascade - escalated):.2f} %"}, shown

@@ -5,6 +5,7 @@ from finops import charts, sql, store
 from finops.errors import InputError
 from finops.fmt import MISSING, duration_ms, usd
 from finops.spend import routing
+from finops.spend.costviews import format_value
 from views._shared import (
     bounded_dataframe,
     current_filters,
@@ -110,11 +111,12 @@ if not casc.cascade_rows:
             icon=":material/info:")
 else:
     m = st.columns(3)
-    m[0].metric("Escalation rate", MISSING if casc.escalation_rate is None else f"{casc.escalation_rate:.1%}",
+    # as the Overview writes it (its KPI "Cascade escalation rate"): the same figure, the same digits
+    m[0].metric("Escalation rate", format_value("pct", casc.escalation_rate),
                 border=True, help="Escalated small-model attempts per cascade request; — with no cascade requests.")
     m[1].metric("Rejected attempts cost", usd(casc.rejected_attempts_usd), border=True,
                 help="What the small-model answers that were rejected (and escalated) cost.")
-    m[2].metric("Share of cascade spend", MISSING if casc.rejected_share is None else f"{casc.rejected_share:.1%}",
+    m[2].metric("Share of cascade spend", format_value("pct", casc.rejected_share),
                 border=True, help="Rejected attempts as a share of cascade spend; — when cascades cost nothing.")
     # the chart, then the quality table under it at full width (beside the chart it was cut to three columns)
     if len(casc.over_time):
