@@ -812,13 +812,12 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
            alt.Tooltip("tokens_per_s_p10:Q", title="P10 tokens/s", format=",.1f"),
            alt.Tooltip("tokens_per_s_p90:Q", title="P90 tokens/s", format=",.1f"),
            alt.Tooltip("requests:Q", title="Requests", format=",")]
+    # one colour encoding for both layers: a layer's legend=None hides the shared legend of the whole chart
+    color = alt.Color("grp:N", title="Model (line: median; band: P10–P90)", scale=scale,
+                      legend=alt.Legend(orient="bottom", columns=4, titleLimit=400, symbolOpacity=1))
     band = base.mark_area(opacity=0.15).encode(y=alt.Y("tokens_per_s_p10:Q", title="Decode tokens/s per request"),
-                                               y2="tokens_per_s_p90:Q",
-                                               color=alt.Color("grp:N", scale=scale, legend=None))
-    line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(
-        y="tokens_per_s_p50:Q", tooltip=tip,
-        color=alt.Color("grp:N", title="Model (line: median; band: P10–P90)", scale=scale,
-                        legend=alt.Legend(orient="bottom", columns=4)))
+                                               y2="tokens_per_s_p90:Q", color=color)
+    line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(y="tokens_per_s_p50:Q", tooltip=tip, color=color)
     return alt.layer(band, line).properties(autosize=FIT_X, title=title, height=280)
 
 

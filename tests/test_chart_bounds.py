@@ -134,3 +134,14 @@ def test_prompt_length_chart_draws_the_size_class_as_a_dash_in_its_legend():
     assert dashed["encoding"]["strokeDash"]["legend"]["symbolType"] == "stroke"
     assert dashed["encoding"]["strokeDash"]["scale"]["range"] == [[1, 0], [5, 3]]
     assert any(layer["mark"].get("type") == "point" for layer in spec["layer"] if isinstance(layer["mark"], dict))
+
+
+def test_decode_rate_chart_keeps_its_model_legend():
+    # the band's colour once said legend=None, which hid the legend of the whole layered chart: four models'
+    # lines and no way to tell them apart
+    frame = pd.DataFrame({"grp": ["a", "a", "b"], "concurrency": [1, 2, 1], "requests": [9, 9, 9],
+                          "tokens_per_s_p10": [10.0, 8.0, 30.0], "tokens_per_s_p50": [12.0, 9.0, 33.0],
+                          "tokens_per_s_p90": [14.0, 10.0, 36.0]})
+    spec = charts.decode_rate(frame).to_dict()
+    colours = [layer["encoding"]["color"] for layer in spec["layer"]]
+    assert len(colours) == 2 and all(c.get("legend") is not None and c["field"] == "grp" for c in colours)
