@@ -21,6 +21,28 @@ def _charts(at) -> int:
     return len(at.get("vega_lite_chart"))
 
 
+def _assert_waits_in_one_unit(at, table, db):
+    """The observed-load table's four waits in one unit, named so: seconds once any reaches 1,000 ms, else ms;
+    against ``observed_load`` over the page's own period."""
+    from datetime import date
+
+    from finops import store
+    from finops.capacity.observed import observed_load
+    from finops.filters import filters_for
+    start, end = (date.fromisoformat(d) for d in re.search(r"(\d{4}-\d\d-\d\d) to (\d{4}-\d\d-\d\d) \(UTC\)",
+                                                           texts(at)).groups())
+    con = store.connect(db)
+    raw = observed_load(con, filters_for(start, end)).set_index("model")
+    con.close()
+    waits = ("predicted_wq", "observed_queue_mean", "predicted_wait_p99", "observed_queue_p99")
+    unit, scale = ("s", 1000) if max(raw[f"{w}_ms"].max() for w in waits) >= 1000 else ("ms", 1)
+    shown = table.set_index("model")
+    for w in waits:
+        assert f"{w}_{'ms' if unit == 's' else 's'}" not in shown.columns
+        assert shown[f"{w}_{unit}"].to_dict() == pytest.approx((raw[f"{w}_ms"] / scale).to_dict())
+    return unit
+
+
 def _assert_calculator(at):
     assert not at.exception, [e.value for e in at.exception]
     m = _metrics(at)
@@ -45,11 +67,12 @@ def demo_page(demo_copy):
     return run_page(demo_copy, PAGE)
 
 
-def test_demo_store_renders_calculator_and_logs_table(demo_page):
+def test_demo_store_renders_calculator_and_logs_table(demo_page, demo_copy):
     at = demo_page
     _assert_calculator(at)
-    table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns)
+    table = next(df.value for df in at.dataframe if "implied_servers" in df.value.columns)
     assert set(table["model"]) == {"llama-3.1-8b", "llama-3.1-70b"}
+    _assert_waits_in_one_unit(at, table, demo_copy)
     # it opens on the busiest self-hosted model's peak hour and its declared fleet, not on a textbook scenario
     busiest = table.sort_values("requests_peak_hour", ascending=False).iloc[0]
     assert at.selectbox(key="cap_model").value == busiest["model"]
@@ -166,9 +189,9 @@ def test_capacity_meets_cost_on_the_demo_store(demo_db):
     m = _metrics(at)
     billed = next(k for k in m if k.startswith("Replica-hours billed"))
     assert float(m[billed].replace(",", "")) > 0
-    assert "Saving from scaling to the plan (USD)" in m and "Hours the fleet was short" in m
+    assert "Saving from the plan (USD)" in m and "Hours the fleet was short" in m
     # money as every page writes it: a negative saving (the plan costs more) is "−$430.00", never "$-430.00"
-    assert re.fullmatch(r"−?\$[0-9,]+\.[0-9]{2}", m["Saving from scaling to the plan (USD)"])
+    assert re.fullmatch(r"−?\$[0-9,]+\.[0-9]{2}", m["Saving from the plan (USD)"])
     assert at.selectbox(key="cap_plan_model").value in ("llama-3.1-70b", "llama-3.1-8b")
     body = texts(at)
     assert "billed while the model served traffic" in body
@@ -179,7 +202,7 @@ def test_capacity_meets_cost_follows_the_calculators_targets(demo_db):
     """A looser target (ρ 0.95, no wait SLA, no redundancy) plans fewer replica-hours than the defaults."""
     at = run_page(demo_db, PAGE)
     planned = lambda a: float(next(v for k, v in _metrics(a).items()          # noqa: E731
-                                   if k.startswith("Replica-hours the plan needs")).replace(",", ""))
+                                   if k.startswith("Replica-hours planned")).replace(",", ""))
     before = planned(at)
     at.slider(key="cap_rho").set_value(0.95)
     at.slider(key="cap_redundancy_pct").set_value(0)
@@ -187,3 +210,27 @@ def test_capacity_meets_cost_follows_the_calculators_targets(demo_db):
     at.run()
     assert not at.exception
     assert planned(at) < before
+
+
+def test_observed_waits_show_in_seconds_once_one_reaches_a_second(tmp_path):
+    # an hour of a self-hosted model whose requests queue 3 s each: the table's waits in seconds, named *_s
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from finops import store
+    from finops.ingest import ingest_frame
+
+    t0, n = datetime(2026, 4, 6, 10), 600
+    db = str(tmp_path / "queued.duckdb")
+    con = store.connect(db)
+    ingest_frame(con, pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(n)], "ts": [t0 + timedelta(seconds=6 * i) for i in range(n)],
+        "model": "llama-3.1-8b", "replica": [f"gpu-{i % 2}" for i in range(n)], "tenant": "acme", "status": "ok",
+        "queue_ms": 3000.0, "service_ms": [1500.0 + 10 * (i % 50) for i in range(n)],
+        "total_ms": [4500.0 + 10 * (i % 50) for i in range(n)]}))
+    con.close()
+    at = run_page(db, PAGE, query_params={"from": "2026-04-06", "to": "2026-04-06"})
+    assert not at.exception, [e.value for e in at.exception]
+    table = next(df.value for df in at.dataframe if "implied_servers" in df.value.columns)
+    assert _assert_waits_in_one_unit(at, table, db) == "s"

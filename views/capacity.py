@@ -10,7 +10,7 @@ from finops.capacity.calculator import BINDING_LABELS, format_seconds
 from finops.capacity.loadtest import fit_loadtest
 from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
-from finops.fmt import MISSING, usd
+from finops.fmt import MISSING, duration_columns, usd
 from finops.ingest import loadtests
 from views._shared import (
     bounded_dataframe,
@@ -203,7 +203,7 @@ k4.metric("P99 queue wait", format_seconds(q.wait_p99_s), border=True,
 k5.metric("Replicas needed", f"{res.required_replicas_with_redundancy:,}", border=True,
           help=f"{res.required_replicas:,} replicas meet utilisation (ρ) ≤ {rho_target:.0%} and the P99 wait SLA, "
                f"+{redundancy_pct} % redundancy, rounded up.")
-need_text = (f"Needed: {res.required_replicas:,} replicas (held by {BINDING_LABELS[res.binding_constraint]}), "
+need_text = (f"Needed: {res.required_replicas:,} replica{'s' if res.required_replicas != 1 else ''} (held by {BINDING_LABELS[res.binding_constraint]}), "
              f"{res.required_replicas_with_redundancy:,} with {redundancy_pct} % redundancy.")
 if not res.stable:
     st.error(f"**{res.message}.** {lam:.4g} arrivals per second reach or exceed the fleet's capacity of "
@@ -223,7 +223,7 @@ left, right = st.columns(2)
 left.altair_chart(charts.p99_wait_vs_replicas(
     curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
     required_replicas=res.required_replicas_with_redundancy, wait_sla_s=sla_s or None,
-    title=f"P99 queue wait against replicas at {lam:.4g} arrivals per second (s)"))
+    title=f"P99 queue wait (s) by replicas, at {lam:.4g} arrivals/s"))
 if res.servers > 0:
     right.altair_chart(charts.wait_vs_utilization(
         calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
@@ -243,18 +243,21 @@ tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0, s
                          key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")
 now = calculator.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
 need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
-m1, m2, m3, m4 = st.columns(4)
-m1.metric(f"$ per hour, {now.replicas:,} replicas", usd(now.cost_per_hour_usd), border=True,
+# two scenarios side by side, each named once above its two figures (in every label they were cut short)
+left, right = st.columns(2)
+left.markdown(f"**Your {now.replicas:,} replica{'s' if now.replicas != 1 else ''}**")
+right.markdown(f"**The {need.replicas:,} replica{'s' if need.replicas != 1 else ''} needed** (with redundancy)")
+m1, m2 = left.columns(2)
+m3, m4 = right.columns(2)
+m1.metric("$ per hour", usd(now.cost_per_hour_usd), border=True,
           help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × {usd(gpu_usd)} per GPU-hour, busy or idle.")
-m2.metric(f"Projected $ per 1M tokens, {now.replicas:,} replicas",
-          usd(now.cost_per_1m_tokens), border=True,
+m2.metric("Projected $ per 1M tokens", usd(now.cost_per_1m_tokens), border=True,
           help="A what-if, not the fleet's measured unit cost: cost per hour ÷ (arrivals per second (λ) × 3,600 × "
                "tokens per request) × 1,000,000 at this load; — when no tokens flow. The measured ones (billed, "
                "allocated, fully loaded) are on the Cost page.")
-m3.metric(f"$ per hour, {need.replicas:,} needed", usd(need.cost_per_hour_usd), border=True,
+m3.metric("$ per hour", usd(need.cost_per_hour_usd), border=True,
           help="At the replica count the targets need, with redundancy.")
-m4.metric(f"Projected $ per 1M tokens, {need.replicas:,} needed",
-          usd(need.cost_per_1m_tokens), border=True,
+m4.metric("Projected $ per 1M tokens", usd(need.cost_per_1m_tokens), border=True,
           help="A what-if at the replica count needed; — when no tokens flow (no arrivals or no tokens per request).")
 if now.note:
     st.caption(now.note)
@@ -275,25 +278,31 @@ elif (table := query(observed_load, f)).empty:   # the store's (cached, as above
             icon=":material/dns:")
 else:
     MS = st.column_config.NumberColumn
+    # the four waits in one unit, seconds once any reaches a second (as the Latency page's tables)
+    waits = ["predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms"]
+    table, unit = duration_columns(table, waits)
+    wait_fmt = "%.3f" if unit == "s" else "%.1f"
+    if unit == "s":     # a column's name says its unit (the table's own CSV download carries the names)
+        table = table.rename(columns={c: c.removesuffix("_ms") + "_s" for c in waits})
+    w = {c: c.removesuffix("_ms") + f"_{unit}" for c in waits}
     bounded_dataframe(table, sort_by="arrival_rate_per_s", order="the highest arrival rate", what="models",
                       file_name="observed_fleets", placeholder=MISSING, hide_index=True, column_order=(
-        "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms",
+        "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", *w.values(),
         "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
         "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
         "mean_service_s": MS("Service (s)", format="%.3g", help="Mean time on a slot of completed requests."),
         "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean."),
-        "fleet": st.column_config.TextColumn("Replicas × slots", width="small",
-                                             help="Slots in all (c) = replicas × slots per replica"),
-        "utilization": percent_column("Utilisation", width="small", help="Utilisation (ρ)"),
-        "predicted_wq_ms": MS("Mean wait pred. (ms)", format="%.1f", width="small",
-                              help="Predicted mean queue wait at these arrivals (λ) and slots (c), in ms."),
-        "observed_queue_mean_ms": MS("Mean queue obs. (ms)", format="%.1f", width="small",
-                                     help="Mean queue_ms logged in that hour."),
-        "predicted_wait_p99_ms": MS("P99 wait pred. (ms)", format="%.1f", width="small",
-                                    help="Predicted P99 queue wait at these arrivals (λ) and slots (c), in ms."),
-        "observed_queue_p99_ms": MS("P99 queue obs. (ms)", format="%.1f", width="small",
-                                    help="P99 of queue_ms logged in that hour (exact)."),
+        "fleet": st.column_config.TextColumn("Replicas × slots", help="Slots in all (c) = replicas × slots per replica"),
+        "utilization": percent_column("Utilisation", help="Utilisation (ρ)"),
+        w["predicted_wq_ms"]: MS(f"Mean wait, predicted ({unit})", format=wait_fmt,
+                              help=f"Predicted mean queue wait at these arrivals (λ) and slots (c), in {unit}."),
+        w["observed_queue_mean_ms"]: MS(f"Mean queue, logged ({unit})", format=wait_fmt,
+                                     help=f"Mean queue_ms logged in that hour, in {unit}."),
+        w["predicted_wait_p99_ms"]: MS(f"P99 wait, predicted ({unit})", format=wait_fmt,
+                                    help=f"Predicted P99 queue wait at these arrivals (λ) and slots (c), in {unit}."),
+        w["observed_queue_p99_ms"]: MS(f"P99 queue, logged ({unit})", format=wait_fmt,
+                                    help=f"P99 of queue_ms logged in that hour (exact), in {unit}."),
         "implied_servers": MS("Slots implied", format="%d",
                               help="The slot count (c) whose predicted mean wait is nearest the observed mean queue_ms."),
     })
@@ -330,13 +339,17 @@ else:
             comparison = getattr(fleet_plan, part)
             if comparison is None:
                 continue
+            # the span named once above the row (in each label it was cut short)
+            st.markdown(f"**{span[0].upper() + span[1:]}**")
             r1, r2, r3, r4 = st.columns(4)
-            r1.metric(f"Replica-hours billed, {span}", f"{comparison.replica_hours_billed:,.0f}", border=True,
-                      help=f"{usd(comparison.cost_billed_usd)}: replicas × GPUs × $ per GPU-hour of each hour.")
-            r2.metric(f"Replica-hours the plan needs, {span}", f"{comparison.replica_hours_planned:,.0f}", border=True,
-                      help=f"{usd(comparison.cost_planned_usd)} at the same hours' rates.")
+            r1.metric("Replica-hours billed", f"{comparison.replica_hours_billed:,.0f}", border=True,
+                      help=f"{span[0].upper() + span[1:]}: {usd(comparison.cost_billed_usd)}, replicas × GPUs × $ per "
+                           "GPU-hour of each hour.")
+            r2.metric("Replica-hours planned", f"{comparison.replica_hours_planned:,.0f}", border=True,
+                      help=f"The replica-hours the plan needs {span}: {usd(comparison.cost_planned_usd)} at the same "
+                           "hours' rates.")
             # a negative saving is what meeting the SLA every hour would have cost more: "−$430.00", not "$-430.00"
-            r3.metric("Saving from scaling to the plan (USD)", usd(comparison.saving_usd), border=True,
+            r3.metric("Saving from the plan (USD)", usd(comparison.saving_usd), border=True,
                       help=f"Billed less planned (negative: the plan costs more than the fleet billed); trimming the "
                            f"surplus hours alone: {usd(comparison.surplus_usd)}.")
             r4.metric("Hours the fleet was short", f"{comparison.short_hours:,}", border=True,
