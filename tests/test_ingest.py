@@ -565,6 +565,32 @@ def test_parquet_overlapping_the_store_adds_only_new_rows(con, tmp_path):
     assert con.execute("SELECT sum(requests), sum(output_tokens) FROM rollup_hourly").fetchall() == [(30, 465)]
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_file_smaller_than_the_store_skips_the_ids_already_stored(con, tmp_path, fmt):
+    """A file smaller than the store finds the stored ids among its own first (the stored ids probe the file's),
+    then inserts the rest: the same rows as the anti join over every stored id gave. Parquet goes the insert-first
+    path, CSV the general one; rows without an id get the same content hash ids however the file orders them."""
+    big, _ = _parquet_and_csv(tmp_path, "SELECT 'r' || i AS request_id, TIMESTAMP '2026-11-01' + to_seconds(i * 60) "
+                                        "AS ts, 'm' AS model, i AS output_tokens FROM range(100) t(i)", "big")
+    assert ingest_path(con, big)[0].rows_ingested == 100
+    # ten stored ids (r90..r99), five new ones, and four rows without an id
+    rows = ("SELECT * FROM (SELECT 'r' || i AS request_id, TIMESTAMP '2026-11-01' + to_seconds(i * 60) AS ts, 'm' AS "
+            "model, i AS output_tokens FROM range(90, 105) t(i) UNION ALL SELECT NULL, TIMESTAMP '2026-11-02' + "
+            "to_seconds(i), 'm', 1000 + i FROM range(4) t(i)) ORDER BY {order}")
+    files = [_parquet_and_csv(tmp_path, rows.format(order=o), f"small_{k}")[0 if fmt == "parquet" else 1]
+             for k, o in enumerate(("output_tokens", "output_tokens DESC"))]
+    r = ingest_path(con, files[0])[0]
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (19, 9, 10)
+    # the same rows in another order (other bytes): each id, given or made from the row, is stored already
+    r = ingest_path(con, files[1])[0]
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (19, 0, 19)
+    assert con.execute("SELECT count(*), count(DISTINCT request_id), sum(output_tokens) FROM requests").fetchall() \
+        == [(109, 109, sum(range(105)) + sum(range(1000, 1004)))]
+    assert con.execute("SELECT sum(requests), sum(output_tokens) FROM rollup_hourly").fetchall() == [
+        (109, sum(range(105)) + sum(range(1000, 1004)))]
+    assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = '_known_ids'").fetchall()
+
+
 def test_parquet_strict_with_a_bad_row_changes_nothing(con, tmp_path):
     pq, _ = _parquet_and_csv(tmp_path, "SELECT * EXCLUDE (i) FROM (" + ROWS.format(n=11).replace(
         "FROM range", ", i FROM range") + ")", "strict")

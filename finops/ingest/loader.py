@@ -593,15 +593,29 @@ def _counts(con) -> tuple[int, int, int, int, int]:
         "FROM _stage").fetchall()[0]
 
 
-def _insert(con, valid_sql: str, batch_id: int, has_rows: bool) -> tuple[int, datetime | None, datetime | None]:
+def _insert(con, valid_sql: str, batch_id: int, has_rows: bool, ids_sql: str | None = None,
+            new_rows: int | None = None) -> tuple[int, datetime | None, datetime | None]:
     """Insert the rows of the SELECT ``valid_sql`` whose ``request_id`` is not stored yet as batch ``batch_id``;
-    returns the batch's row count, first and last ts."""
-    anti = "WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = v.request_id)" if has_rows else ""
+    returns the batch's row count, first and last ts.
+
+    ``ids_sql`` selects the file's ids (every id ``valid_sql`` can give, more allowed) and ``new_rows`` says about
+    how many rows the file has. DuckDB builds an anti join's hash table on the stored side: every stored id, so 10k
+    new rows into a 100M-row store took 11 s, 10.8 of them building it. Where the store holds more rows than the
+    file, the stored ids among the file's are found first (the stored ids probe a hash table of the file's: one
+    scan of the id column) and the insert skips those."""
+    known = "requests"
+    if has_rows and ids_sql is not None and new_rows is not None and new_rows < store.row_count(con):
+        con.execute("CREATE OR REPLACE TEMP TABLE _known_ids AS SELECT DISTINCT r.request_id FROM requests r "
+                    f"WHERE r.request_id IN ({ids_sql})")
+        known = "_known_ids"
+    anti = f"WHERE NOT EXISTS (SELECT 1 FROM {known} r WHERE r.request_id = v.request_id)" if has_rows else ""
     tenant = "coalesce(v.tenant, 'default')"
     # column order must follow the table: build the select list in schema order
     select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
     con.execute(f"INSERT INTO requests ({', '.join(schema.NAMES)}, batch_id) SELECT {select_list}, ? "
                 f"FROM ({valid_sql}) v {anti}", [batch_id])
+    if known == "_known_ids":
+        con.execute("DROP TABLE _known_ids")
     return tuple(con.execute("SELECT count(*), min(ts), max(ts) FROM requests WHERE batch_id = ?",
                              [batch_id]).fetchall()[0])
 
@@ -619,10 +633,11 @@ def _insert_first(con, source, name: str, batch_id: int, has_rows: bool, step):
     # a file with an id column inserts its rows without an id too, and the check below finds them: a filter on
     # the id evaluates its trim once more for every row, in the scan (10M rows: 0.8-1.1 s of CPU)
     keep = "_reject = ''" if source.has_ids else "_reject = '' AND request_id IS NOT NULL"
-    inserted = _insert(con, f"SELECT * FROM _stage WHERE {keep}", batch_id, has_rows)
     # the reader's own count (no casts, no checks): from the Parquet footer
-    step(0.45, "counting rows")
     rows_read = con.execute(f"SELECT count(*) FROM ({source.sql}) s", source.params).fetchall()[0][0]
+    # the file's ids, for a store larger than the file: the view computes only this column
+    inserted = _insert(con, f"SELECT * FROM _stage WHERE {keep}", batch_id, has_rows,
+                       ids_sql="SELECT request_id FROM _stage", new_rows=rows_read)
     if rows_read and inserted[0] == rows_read:
         step(0.5, "checking ids")
         n_hashes, n_ids = con.execute("SELECT count(DISTINCT hash(request_id)), count(request_id) FROM requests "
@@ -693,7 +708,8 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     if dup_in_file:
         valid = f"SELECT * FROM ({valid}) QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY _row) = 1"
     step(0.5, "inserting")
-    inserted = _insert(con, valid, batch_id, has_rows)
+    inserted = _insert(con, valid, batch_id, has_rows, ids_sql=f"SELECT request_id FROM ({valid})",
+                       new_rows=rows_read - rows_rejected)
     if n_without:
         con.execute("DROP TABLE _repeated")
     return inserted
