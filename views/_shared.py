@@ -477,6 +477,16 @@ def ingester_status() -> None:
         st.rerun(scope="app")
 
 
+def rules_judged(f: Filters, leave_out: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[str]]:
+    """(judged, turned off, judged elsewhere), rules in plain words, for a page that evaluated the alert rules
+    but ``leave_out`` (``alerts.judged_rules``): the third are the rules left out that the Alerts page judges."""
+    from finops.ops import alerts
+
+    judged, off = query(alerts.judged_rules, f, leave_out=leave_out)
+    elsewhere = [r for r in query(alerts.judged_rules, f)[0] if r not in judged] if leave_out else []
+    return judged, off, elsewhere
+
+
 def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
     """"No alert fired", said only of the rules judged and the windows they could judge; the rest are named.
     ``leave_out``: the rules the page did not evaluate (the same ``leave_out`` it gave ``open_alerts``: the
@@ -486,9 +496,7 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
 
     blind = query(alerts.unjudged, f)
     if blind.empty:
-        judged, off = query(alerts.judged_rules, f, leave_out=leave_out)
-        elsewhere, _ = query(alerts.judged_rules, f) if leave_out else ([], [])
-        elsewhere = [r for r in elsewhere if r not in judged]
+        judged, off, elsewhere = rules_judged(f, leave_out)
         said = (f"No {'service ' if leave_out else ''}alert fired in this period. Rules judged, each within its "
                 f"threshold: {in_words(judged)}." if judged else
                 "No alert fired in this period, and no rule is turned on to judge it.")

@@ -16,6 +16,7 @@ from views._shared import (
     plain,
     query,
     raw_rows_notice,
+    rules_judged,
     source_label,
     stop_if_store_empty,
     unpriced_banner,
@@ -150,14 +151,13 @@ else:
     else:
         counts = service["severity"].value_counts()
         models = sorted(service["model"].dropna().unique())
-        judged, _ = query(alerts.judged_rules, f, leave_out=incidents.COST_RULES)
-        money = [r for r in query(alerts.judged_rules, f)[0] if r not in judged]
+        judged, _, elsewhere = rules_judged(f, incidents.COST_RULES)
         st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
                     + f" service alert{'s' if len(service) != 1 else ''} open in this period on "
                     + ", ".join(plain(m) for m in models[:SHORT_LIST])
                     + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".",
                     help=f"The service rules, judged here: {in_words(judged)}."
-                         + (f" The other rules ({in_words(money)}) are judged on the Alerts page." if money else ""))
+                         + (f" The other rules ({in_words(elsewhere)}) are judged on the Alerts page." if elsewhere else ""))
     # the grouping reads the period's requests: at once up to INCIDENTS_AT_ONCE of them, on request above
     at_once = k.current.requests <= INCIDENTS_AT_ONCE
     box = st.expander("The worst incidents: these alerts and the diagnosis's findings, grouped", expanded=at_once,

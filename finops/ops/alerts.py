@@ -130,10 +130,10 @@ def rule_name(rule: str) -> str:
 
 def judged_rules(con: duckdb.DuckDBPyConnection, filters: Filters | None = None,
                  leave_out: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
-    """The rules :func:`open_alerts` evaluates with these arguments, and the enabled ones it skips being turned
-    off, each in plain words: (judged, turned_off). A sentence saying no alert fired names exactly these: the
-    engine rules only where some vLLM scrape exists (without one they judge nothing), the fleet rules not for a
-    tenant-scoped login, ``leave_out`` not at all."""
+    """(judged, turned_off), each rule in plain words: the rules :func:`open_alerts` evaluates with these
+    arguments, and those it would evaluate but a person turned off. A sentence saying no alert fired names exactly
+    these: the engine rules only where some vLLM scrape exists (without one they judge nothing), the fleet rules
+    not for a tenant-scoped login, ``leave_out`` not at all."""
     f = filters or Filters()
     scraped = bool(engine.scraped_models(con))
     judged, off = [], []
