@@ -133,19 +133,25 @@ def export_name(what: str, f) -> str:
 
 
 def duration_columns(frame, columns):
-    """``(frame, unit)``: the millisecond ``columns`` of ``frame`` in seconds (``"s"``) when any of them reaches
-    1,000 ms, else left in ms (``"ms"``), for a table that reads in one unit.
+    """``(frame, unit, names)``: the millisecond ``columns`` of ``frame`` in seconds (``"s"``) when any of them
+    reaches 1,000 ms, else left in ms (``"ms"``), for a table that reads in one unit. A column turned to seconds is
+    renamed so (``total_ms_p99`` -> ``total_s_p99``: a CSV of the table says its unit); ``names`` maps each of
+    ``columns`` to its name in the frame returned.
 
     >>> import pandas as pd
-    >>> out, unit = duration_columns(pd.DataFrame({"p50": [850.0], "p99": [12_345.0]}), ["p50", "p99"])
-    >>> unit, out["p99"].tolist()
-    ('s', [12.345])
+    >>> out, unit, names = duration_columns(pd.DataFrame({"p50_ms": [850.0], "ttft_ms_p99": [12_345.0]}),
+    ...                                     ["p50_ms", "ttft_ms_p99"])
+    >>> unit, names, out["ttft_s_p99"].tolist()
+    ('s', {'p50_ms': 'p50_s', 'ttft_ms_p99': 'ttft_s_p99'}, [12.345])
     """
+    import re
+
     out = frame.copy()
     cols = [c for c in columns if c in out]
     top = max((float(out[c].max()) for c in cols if out[c].notna().any()), default=0.0)
     if top < 1000:
-        return out, "ms"
+        return out, "ms", {c: c for c in cols}
+    names = {c: re.sub(r"_ms(?=_|$)", "_s", c) for c in cols}
     for c in cols:
         out[c] = out[c] / 1000.0
-    return out, "s"
+    return out.rename(columns=names), "s", names

@@ -140,7 +140,7 @@ def test_unstable_shows_state_without_nan(empty_db):
 def test_fill_from_logs_sets_the_inputs(demo_page):
     at = demo_page
     model = at.selectbox(key="cap_model").value
-    table = next(df.value for df in at.dataframe if "observed_queue_p99_ms" in df.value.columns).set_index("model")
+    table = next(df.value for df in at.dataframe if "implied_servers" in df.value.columns).set_index("model")
     at.button(key="cap_fill").click().run()
     assert not at.exception
     assert at.number_input(key="cap_lambda").value == round(table.loc[model, "arrival_rate_per_s"], 4)

@@ -66,6 +66,10 @@ def test_percentiles_page_in_seconds_per_model(demo_db):
     at = run_page(demo_db, "views/percentiles.py", timeout=300, query_params={"lat_by": "sla_tier"})
     _ok(at)
     assert "P50, P95 and P99 of total latency" in texts(at)
+    # in seconds, and named so (a CSV of the table says its unit)
+    table = next(df.value for df in at.dataframe if "requests" in df.value.columns)
+    assert {"total_s_p50", "total_s_p95", "total_s_p99"} <= set(table.columns)
+    assert not any(c.startswith("total_ms") for c in table.columns)
     models = store.distinct_values(store.connect(demo_db), "model")
     assert len(at.get("vega_lite_chart")) == len(models)      # one panel per model
     at.segmented_control(key="pct_field").set_value("queue_ms").run()

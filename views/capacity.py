@@ -280,11 +280,8 @@ else:
     MS = st.column_config.NumberColumn
     # the four waits in one unit, seconds once any reaches a second (as the Latency page's tables)
     waits = ["predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms", "observed_queue_p99_ms"]
-    table, unit = duration_columns(table, waits)
+    table, unit, w = duration_columns(table, waits)
     wait_fmt = "%.3f" if unit == "s" else "%.1f"
-    if unit == "s":     # a column's name says its unit (the table's own CSV download carries the names)
-        table = table.rename(columns={c: c.removesuffix("_ms") + "_s" for c in waits})
-    w = {c: c.removesuffix("_ms") + f"_{unit}" for c in waits}
     bounded_dataframe(table, sort_by="arrival_rate_per_s", order="the highest arrival rate", what="models",
                       file_name="observed_fleets", placeholder=MISSING, hide_index=True, column_order=(
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", *w.values(),

@@ -183,13 +183,13 @@ if tt.empty or (tt["with_ttft"].sum() == 0 and tt["with_tpot"].sum() == 0):
 else:
     ttft_cols = sorted((c for c in tt.columns if c.startswith("ttft_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
     tpot_cols = sorted((c for c in tt.columns if c.startswith("tpot_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
-    shown_tt, ttft_unit = duration_columns(tt, ttft_cols)
+    shown_tt, ttft_unit, ttft_named = duration_columns(tt, ttft_cols)
     bounded_dataframe(shown_tt, sort_by="requests", order="the most requests", what="models", file_name="ttft_tpot",
                       placeholder=MISSING, hide_index=True,
-                 column_order=["grp", "requests", *ttft_cols, *tpot_cols], column_config={
+                 column_order=["grp", "requests", *ttft_named.values(), *tpot_cols], column_config={
         "grp": "Model", "requests": st.column_config.NumberColumn("Requests", format="%,d"),
-        **{c: st.column_config.NumberColumn(f"First token {c.rsplit('_', 1)[1].upper()} ({ttft_unit})",
-                                            format="%,.2f" if ttft_unit == "s" else "%,.0f")
+        **{ttft_named[c]: st.column_config.NumberColumn(f"First token {c.rsplit('_', 1)[1].upper()} ({ttft_unit})",
+                                                        format="%,.2f" if ttft_unit == "s" else "%,.0f")
            for c in ttft_cols},
         **{c: st.column_config.NumberColumn(f"Per output token {c.rsplit('_', 1)[1].upper()} (ms)", format="%,.1f")
            for c in tpot_cols}})
@@ -252,18 +252,18 @@ if shown is None:
 else:
     chart_title = f"{len(shown)} of its {inc.affected:,} requests hit (failed ones first), segment by segment"
 st.altair_chart(charts.slowest_traces(shown, title=chart_title))
-table, unit = duration_columns(shown, [c for c in shown.columns if c.endswith("_ms")])
+table, unit, named = duration_columns(shown, [c for c in shown.columns if c.endswith("_ms")])
 bounded_dataframe(table, what="requests", file_name="slowest_requests", placeholder=MISSING, hide_index=True, column_order=[
-    c for c in ("request_id", "ts", "model", "tenant", "sla_tier", "replica", "status", "total_ms", "queue_ms",
-                "prefill_ms", "decode_ms", "service_ms", "input_tokens", "output_tokens")
+    c for c in ("request_id", "ts", "model", "tenant", "sla_tier", "replica", "status", *(named.get(m, m) for m in (
+        "total_ms", "queue_ms", "prefill_ms", "decode_ms", "service_ms")), "input_tokens", "output_tokens")
     if c in table and table[c].notna().any() and not (c == "model" and table[c].nunique() == 1)], column_config={
     "request_id": "Request", "model": "Model", "tenant": "Tenant", "sla_tier": "SLA tier", "route": "Route",
     "replica": "Replica", "status": "Status", "input_tokens": st.column_config.NumberColumn("Input tokens", format="%,d"),
     "output_tokens": st.column_config.NumberColumn("Output tokens", format="%,d"),
     "prompt_chars": st.column_config.NumberColumn("Prompt characters", format="%,d"),
     "ts": st.column_config.DatetimeColumn("Arrival (UTC)", format="YYYY-MM-DD HH:mm:ss.SSS"),
-    **{c: st.column_config.NumberColumn(f"{SEGMENT_WORDS.get(c, c)} ({unit})",
-                                        format="%,.2f" if unit == "s" else "%,.1f")
-       for c in table.columns if c.endswith("_ms")}})
+    **{named[c]: st.column_config.NumberColumn(f"{SEGMENT_WORDS.get(c, c)} ({unit})",
+                                               format="%,.2f" if unit == "s" else "%,.1f")
+       for c in named}})
 st.caption("The P99 'trace': each request's own segments. 'other' is the part no logged segment accounts for. "
            + source_label())

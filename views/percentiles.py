@@ -54,12 +54,13 @@ by = st.segmented_control("Per", list(GROUP_WORDS), default="model", key="lat_by
                           format_func=lambda c: GROUP_WORDS[c]) or "model"
 pct = query(latency.percentiles, f, by=(by,), fields=(field,))
 cols = [f"{field}_p50", f"{field}_p95", f"{field}_p99"]
-table, unit = duration_columns(pct, cols)
+table, unit, named = duration_columns(pct, cols)
 fmt = "%,.2f" if unit == "s" else "%,.0f"
 bounded_dataframe(table, sort_by="requests", order="the most requests", what="groups", file_name="percentiles",
-                  placeholder=MISSING, hide_index=True, column_order=[by, "requests", *cols], column_config={
+                  placeholder=MISSING, hide_index=True, column_order=[by, "requests", *named.values()], column_config={
     by: GROUP_WORDS[by].capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
-    **{c: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt) for c in cols}})
+    **{named[c]: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt)
+       for c in cols}})
 why = f" ({WHY_MISSING[field]})" if field in WHY_MISSING else ""
 st.caption(percentile_note(pct) + f" {MISSING}: that group's logs carry no {what}{why}. " + source_label())
 
