@@ -468,3 +468,57 @@ def test_a_mooncake_block_hash_of_another_json_type_names_file_row_and_field(con
     f.write_text("\n".join([MOONCAKE_LINE.format(t=0), odd, MOONCAKE_LINE.format(t=9)]) + "\n")
     err = _refused_naming(con, tmp_path, f, IngestOptions(format="mooncake", model="kimi", start=datetime(2025, 1, 1)))
     assert str(err) == f"file trace.jsonl, row 2, field hash_ids: a block hash is a number, found {kind}"
+
+
+def test_a_refusal_the_quote_checks_make_after_the_rows_were_inserted_leaves_the_store_as_it_was(con, tmp_path,
+                                                                                                monkeypatch):
+    """A CSV's quotes are followed on a thread beside the load (base.TextScan). Here that thread is held back
+    until the load has inserted its rows and written its rollups: the quote it then finds (DuckDB had stored
+    'gpt' and dropped the rest of the field) still refuses the file whole, and nothing the load wrote stays."""
+    import threading
+
+    from finops.ingest import base
+
+    inserted = threading.Event()
+    real_scan, real_rollups = base.scan_text, store.insert_rollups
+
+    def late_scan(p, stop=None, lines=True, quotes=True):
+        assert inserted.wait(60), "the load never reached its rollups"
+        real_scan(p, stop, lines, quotes)
+
+    def rollups(*a, **k):
+        real_rollups(*a, **k)
+        inserted.set()
+
+    monkeypatch.setattr(base, "scan_text", late_scan)
+    monkeypatch.setattr(store, "insert_rollups", rollups)
+    f = tmp_path / "late_quote.csv"
+    body = HEADER + "".join(_row(i) for i in range(3000))
+    f.write_text(body + 'r,2026-11-20T10:00:01Z,"gpt"4o,acme,10,5\n')
+    with pytest.raises(InputError) as exc:
+        ingest_path(con, f)
+    assert str(exc.value).startswith("file late_quote.csv, field model: line 3,002: the quoted field that opens "
+                                     "here ends with text after its closing quote ('4o,acme,10,5')")
+    assert inserted.is_set()
+    _unchanged(con)
+    monkeypatch.undo()
+    # the refusal is not remembered: the same file, fixed, loads
+    f.write_text(body + 'r,2026-11-20T10:00:01Z,"gpt-4o",acme,10,5\n')
+    assert ingest_path(con, f)[0].rows_ingested == 3001
+
+
+def test_a_nul_byte_is_refused_before_any_reader_meets_the_file(con, tmp_path, monkeypatch):
+    """The NUL and line-length checks come before the reading (a line too long never reaches a reader that
+    would hold it in memory): the adapter is not even asked to read."""
+    from finops.ingest import loader
+
+    def no_read(*a, **k):
+        raise AssertionError("the file was read")
+
+    monkeypatch.setattr(loader, "_read_and_load", no_read)
+    f = tmp_path / "nul.csv"
+    body = HEADER + "".join(_row(i) for i in range(3000))
+    f.write_bytes((body + "r,2026-11-20T10:00:00Z,gpt-4o,ac\0me,10,5\n").encode())
+    with pytest.raises(InputError, match=r"NUL byte at byte"):
+        ingest_path(con, f)
+    _unchanged(con)

@@ -33,6 +33,7 @@ from finops.ingest.base import (
     IngestOptions,
     Probe,
     Source,
+    TextScan,
     adapter_named,
     missing_id_sql,
     probe,
@@ -501,9 +502,21 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
     p = probe(path, name)
     # a column mapping implies generic; --tenant-field alone does not (every format may take one)
     adapter = detect(p, options.format, bool(options.mapping))
-    scan_text(p)
+    scan_text(p, quotes=False)      # NUL bytes and lines too long: refused before any reader meets them
+    # a CSV's quotes are followed on a thread while the load reads the file: they pass before the load commits
+    with TextScan(p) as scan:
+        try:
+            return _read_and_load(con, p, adapter, name, options, step, scan)
+        except Exception as exc:
+            refusal = scan.refusal()
+            if refusal is not None and refusal is not exc:
+                raise refusal from None
+            raise
+
+
+def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, step, scan: TextScan) -> IngestResult:
     _check_truncated(p)
-    sha = file_sha256(path)
+    sha = file_sha256(p.path)
     opts_json = options.as_json()
 
     prior = _prior(con, sha, adapter.name, opts_json)
@@ -523,6 +536,7 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
         try:
             with load_memory(con), store.transaction(con):
                 result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
+                scan.result()   # a file the text checks refuse is refused whole: the load rolls back
             break
         except (duckdb.Error, pa.ArrowException) as exc:
             if p.kind == "csv" and not p.serial_csv and "quoted new line" in str(exc):
