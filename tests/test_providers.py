@@ -297,8 +297,45 @@ def test_openai_batch_fast_path_reads_the_committed_file_in_sql():
     opts = IngestOptions(model="gpt-4o-mini-2024-07-18")
     src = providers.openai_batch_fast_source(probe(P / "openai_batch_output.jsonl"), opts)
     assert src is not None
-    got = duckdb.connect().execute(src.sql, src.params).fetchall()
-    assert len(got) == len(read_jsonl(P / "openai_batch_output.jsonl"))     # no line sent it to the fallback
+    # the file has a failed request's line, which carries no time: the reading without the neighbouring lines'
+    # times refuses it, and the one with them reads every line in SQL (not the Python path)
+    with pytest.raises(duckdb.Error, match="a line without a time of its own"):
+        duckdb.connect().execute(src.sql, src.params).fetchall()
+    again = src.fallback()
+    got = duckdb.connect().execute(again.sql, again.params).fetchall()
+    assert len(got) == len(read_jsonl(P / "openai_batch_output.jsonl"))     # no line sent it to the Python path
+
+
+def test_an_openai_batch_file_whose_lines_all_have_their_time_is_read_on_every_thread(tmp_path, monkeypatch):
+    """Without a line that takes its neighbours' time, the reading needs no window over the lines in order: the
+    unnumbered reading (every thread, numbered once staged) stores what the window's reading and the Python path
+    store, row numbers included (a bad row's number is its line)."""
+    import duckdb
+
+    from finops.ingest import loader, providers
+    recs = [r for r in read_jsonl(P / "openai_batch_output.jsonl") if r.get("response") and r["response"].get("body")
+            and r["response"]["body"].get("created")]
+    assert len(recs) >= 2
+    f = tmp_path / "timed.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    opts = IngestOptions(model="gpt-4o-mini-2024-07-18")
+    src = providers.openai_batch_fast_source(probe(f), opts)
+    con = duckdb.connect()
+    own = con.execute(f"SELECT * EXCLUDE (_row) FROM ({src.unnumbered_sql})", src.params).fetchall()
+    assert sorted(own, key=str) == sorted(con.execute(f"SELECT * EXCLUDE (_row) FROM ({src.fallback().sql})",
+                                                      src.params).fetchall(), key=str)
+    attempts = []
+    real = loader._stage
+
+    def staged(con, source):
+        attempts.append(source.sql)
+        return real(con, source)
+
+    monkeypatch.setattr(loader, "_stage", staged)
+    fast = _stored(f, opts)
+    assert attempts == [providers.OPENAI_BATCH_OWN_TIMES_SQL]       # read once, without the window
+    monkeypatch.undo()
+    assert fast == _stored(f, opts, monkeypatch, python_only=True)
 
 
 @pytest.mark.parametrize("start", [None, START])
@@ -344,7 +381,9 @@ def test_openai_batch_fast_path_trims_and_times_as_the_python_path(tmp_path, mon
     f = _spaced(P / "openai_batch_output.jsonl", tmp_path, "spaced.jsonl", _spaced_openai)
     opts = IngestOptions(model="gpt-4o-mini-2024-07-18", start=start)
     src = providers.openai_batch_fast_source(probe(f), opts)
-    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))   # no fallback
+    if start is None:       # the failed request's line takes its neighbours' time: the window's reading
+        src = src.fallback()
+    assert len(duckdb.connect().execute(src.sql, src.params).fetchall()) == len(read_jsonl(f))   # in SQL
     fast = _stored(f, opts)
     assert fast == _stored(f, opts, monkeypatch, python_only=True)
     ids = {r["request_id"] for r in fast}

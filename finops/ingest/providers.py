@@ -292,14 +292,28 @@ FROM timed""".replace("__ID__", _trim_sql("id")).replace("__MODEL__", _trim_sql(
 _plain_lines = _plain_json_lines      # one reading of the rule for every JSON Lines fast path (finops.ingest.ecosystem)
 
 
+_NEIGHBOURS = OPENAI_BATCH_FAST_SQL[OPENAI_BATCH_FAST_SQL.index("), timed AS ("):
+                                   OPENAI_BATCH_FAST_SQL.index("\nSELECT _row, CAST(NULL")]
+# every line with a time of its own (or --start): no window over the lines in their order, so the file is read on
+# every thread and numbered once staged (Source.unnumbered_sql); a line without one calls error(), and the file
+# is read again with the window (OPENAI_BATCH_FAST_SQL). A batch's output file has a time on every line (its
+# failed requests go to the error file, whose lines have none: a small file, read twice)
+_OWN_TIMES = ("), timed AS (\n  SELECT *, CASE WHEN own_ts IS NULL THEN error('openai-batch fast path: a line "
+              "without a time of its own') ELSE own_ts END AS ts_any\n  FROM rows\n)")
+OPENAI_BATCH_OWN_TIMES_SQL = OPENAI_BATCH_FAST_SQL.replace(_NEIGHBOURS, _OWN_TIMES)
+OPENAI_BATCH_UNNUMBERED_SQL = OPENAI_BATCH_OWN_TIMES_SQL.replace("SELECT ordinality AS _row,", "SELECT CAST(NULL AS BIGINT) AS _row,").replace(
+    ") WITH ORDINALITY\n), checked AS", ")\n), checked AS")
+
+
 def openai_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
     """The typed reading of an OpenAI Batch output file (:data:`OPENAI_BATCH_FAST_SQL`), or None where it does
-    not apply (``--tenant-field``, a compressed file or one with blank lines: the Python path reads those)."""
+    not apply (``--tenant-field``, a compressed file or one with blank lines: the Python path reads those).
+    First without the neighbouring lines' times (:data:`OPENAI_BATCH_OWN_TIMES_SQL`), then with them."""
     if p.kind != "jsonl" or options.tenant_field or not _plain_lines(p):
         return None
-    return Source(OPENAI_BATCH_FAST_SQL, [str(p.path), OPENAI_BATCH_TYPES, _start_utc(options), options.tenant,
-                                         options.model],
-                  has_ids=True)
+    params = [str(p.path), OPENAI_BATCH_TYPES, _start_utc(options), options.tenant, options.model]
+    return Source(OPENAI_BATCH_OWN_TIMES_SQL, params, has_ids=True, unnumbered_sql=OPENAI_BATCH_UNNUMBERED_SQL,
+                  fallback=lambda: Source(OPENAI_BATCH_FAST_SQL, params, has_ids=True))
 
 
 def _read_openai_batch(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -310,7 +324,13 @@ def _read_openai_batch(con, p: Probe, options: IngestOptions, fast: bool = True)
                          "(output_file_id, and error_file_id for failed requests) instead", file=p.name)
     src = openai_batch_fast_source(p, options) if fast else None
     if src is not None:
-        src.fallback = lambda: _read_openai_batch(con, p, options, fast=False)
+        with_neighbours = src.fallback
+
+        def neighbours() -> Source:
+            again = with_neighbours()
+            again.fallback = lambda: _read_openai_batch(con, p, options, fast=False)
+            return again
+        src.fallback = neighbours
         return src
 
     def rows():
