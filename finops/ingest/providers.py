@@ -305,15 +305,17 @@ OPENAI_BATCH_UNNUMBERED_SQL = OPENAI_BATCH_OWN_TIMES_SQL.replace("SELECT ordinal
     ") WITH ORDINALITY\n), checked AS", ")\n), checked AS")
 
 
-def openai_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
+def openai_batch_fast_source(p: Probe, options: IngestOptions,
+                             then: Callable[[], Source] | None = None) -> Source | None:
     """The typed reading of an OpenAI Batch output file (:data:`OPENAI_BATCH_FAST_SQL`), or None where it does
     not apply (``--tenant-field``, a compressed file or one with blank lines: the Python path reads those).
-    First without the neighbouring lines' times (:data:`OPENAI_BATCH_OWN_TIMES_SQL`), then with them."""
+    First without the neighbouring lines' times (:data:`OPENAI_BATCH_OWN_TIMES_SQL`), then with them, then
+    ``then`` (the Python path)."""
     if p.kind != "jsonl" or options.tenant_field or not _plain_lines(p):
         return None
     params = [str(p.path), OPENAI_BATCH_TYPES, _start_utc(options), options.tenant, options.model]
     return Source(OPENAI_BATCH_OWN_TIMES_SQL, params, has_ids=True, unnumbered_sql=OPENAI_BATCH_UNNUMBERED_SQL,
-                  fallback=lambda: Source(OPENAI_BATCH_FAST_SQL, params, has_ids=True))
+                  fallback=lambda: Source(OPENAI_BATCH_FAST_SQL, params, has_ids=True, fallback=then))
 
 
 def _read_openai_batch(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
@@ -322,15 +324,9 @@ def _read_openai_batch(con, p: Probe, options: IngestOptions, fast: bool = True)
     if {"method", "url", "body"} <= set(p.columns) and "response" not in p.columns:
         raise InputError("this is an OpenAI Batch input file (the requests): load the batch's output file "
                          "(output_file_id, and error_file_id for failed requests) instead", file=p.name)
-    src = openai_batch_fast_source(p, options) if fast else None
+    src = openai_batch_fast_source(p, options, then=lambda: _read_openai_batch(con, p, options, fast=False)) \
+        if fast else None
     if src is not None:
-        with_neighbours = src.fallback
-
-        def neighbours() -> Source:
-            again = with_neighbours()
-            again.fallback = lambda: _read_openai_batch(con, p, options, fast=False)
-            return again
-        src.fallback = neighbours
         return src
 
     def rows():
