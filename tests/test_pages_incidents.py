@@ -100,10 +100,9 @@ def test_overview_lists_incidents_with_links(demo_db):
     assert f"{worst.affected:,} of {worst.requests:,} requests hit" in texts(at)
 
 
-def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisation(tmp_path):
-    # eight quiet hours of a self-hosted model: GPU utilisation low fires (a money rule), no service rule does.
-    # The Overview and the Incidents page evaluate the service rules only, so "GPU utilisation ... within their
-    # thresholds" was a claim nothing had checked, beside an open GPU alert on the Alerts page
+def _quiet_hours_store(path, **columns):
+    """A store of eight quiet hours (2026-04-06 00:00-08:00, 720 served requests an hour, tenant acme, premium
+    tier, 1 s each with a 200 ms TTFT) with ``columns`` added; returns it open."""
     from datetime import datetime, timedelta
 
     import pandas as pd
@@ -112,11 +111,19 @@ def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisatio
 
     t0, n = datetime(2026, 4, 6), 720
     ts = [t0 + timedelta(hours=h, minutes=60 * i / n) for h in range(8) for i in range(n)]
+    con = store.connect(str(path))
+    ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(len(ts))], "ts": ts, "tenant": "acme",
+                                    "sla_tier": "premium", "status": "ok", "total_ms": 1000.0, "ttft_ms": 200.0,
+                                    **columns}))
+    return con
+
+
+def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisation(tmp_path):
+    # eight quiet hours of a self-hosted model: GPU utilisation low fires (a money rule), no service rule does.
+    # The Overview and the Incidents page evaluate the service rules only, so "GPU utilisation ... within their
+    # thresholds" was a claim nothing had checked, beside an open GPU alert on the Alerts page
     db = str(tmp_path / "quiet.duckdb")
-    con = store.connect(db)
-    ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(len(ts))], "ts": ts, "model": "llama-3.1-8b",
-                                    "tenant": "acme", "sla_tier": "premium", "status": "ok", "total_ms": 1000.0,
-                                    "ttft_ms": 200.0, "queue_ms": 0.0, "service_ms": 300.0}))
+    con = _quiet_hours_store(db, model="llama-3.1-8b", queue_ms=0.0, service_ms=300.0)
     fired = alerts.open_alerts(con)
     assert list(fired["rule"]) == ["gpu_util_low"] and alerts.unjudged(con, None).empty
     con.close()
@@ -150,19 +157,8 @@ def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisatio
 def test_alerts_page_names_every_rule_it_judged_when_none_fired(tmp_path):
     # eight quiet hours of a paid API model: no rule fires. The Alerts page judges every rule but the engine ones
     # (no vLLM scrape: they judge nothing), and names exactly those
-    from datetime import datetime, timedelta
-
-    import pandas as pd
-
-    from finops.ingest import ingest_frame
-
-    t0, n = datetime(2026, 4, 6), 720
-    ts = [t0 + timedelta(hours=h, minutes=60 * i / n) for h in range(8) for i in range(n)]
     db = str(tmp_path / "quiet_api.duckdb")
-    con = store.connect(db)
-    ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(len(ts))], "ts": ts, "model": "gpt-4o-mini",
-                                    "provider": "openai", "tenant": "acme", "sla_tier": "premium", "status": "ok",
-                                    "input_tokens": 100, "output_tokens": 20, "total_ms": 1000.0, "ttft_ms": 200.0}))
+    con = _quiet_hours_store(db, model="gpt-4o-mini", provider="openai", input_tokens=100, output_tokens=20)
     assert alerts.open_alerts(con).empty and alerts.unjudged(con, None).empty
     con.close()
     at = run_page(db, "views/alerts.py", query_params={"from": "2026-04-06", "to": "2026-04-06"})
