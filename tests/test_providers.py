@@ -618,3 +618,156 @@ def test_openrouter_fast_path_rejects_a_bad_value_by_row_and_field(con, tmp_path
     (res,) = ingest_path(con, f)
     assert res.rejects == [{"row": 3, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
     assert res.rows_ingested == len(lines) - 1
+
+
+# ---------------------------------------------------------------- helicone: the typed fast path
+
+def _helicone_requests() -> list[dict]:
+    return json.loads((P / "helicone_requests.json").read_text())["data"]
+
+
+def _helicone_files(tmp_path, recs: list[dict]) -> dict[str, object]:
+    """The requests in each shape the SQL reading takes: pages of two per line, one request per line, a JSON array."""
+    texts = {
+        "pages.jsonl": "".join(json.dumps({"data": recs[i:i + 2], "error": None}) + "\n" for i in range(0, len(recs), 2)),
+        "lines.jsonl": "".join(json.dumps(r) + "\n" for r in recs),
+        "array.json": json.dumps(recs, indent=1),
+    }
+    out = {}
+    for name, text in texts.items():
+        out[name] = tmp_path / name
+        out[name].write_text(text)
+    return out
+
+
+def _helicone_odd(recs: list[dict]) -> list[dict]:
+    """The committed requests and odd ones: numbers as text (with spaces), a fraction, an unpriced zero, a cache
+    hit's zero, a status that is no number, a cost in ``cost`` beside a null ``costUSD``, no user, a model only in
+    response_model, spaces around names, an empty name, nested nulls in attrs. Every request gets the fields
+    ``cache_reference_id`` and ``cost`` (newer and older Helicone), so all have the same fields."""
+    recs = [{**r, "cache_reference_id": r.get("cache_reference_id"), "cost": r.get("cost")} for r in recs]
+    first = recs[0]
+    odd = [
+        {"request_id": "h-text", "prompt_tokens": " 12 ", "completion_tokens": "3", "delay_ms": " 250 ",
+         "costUSD": "0.5", "response_status": "201"},
+        {"request_id": "h-frac", "prompt_tokens": 12.5, "completion_tokens": 4.0, "time_to_first_token": 1.25},
+        {"request_id": "h-zero", "costUSD": 0, "prompt_cache_read_tokens": 5, "prompt_cache_write_tokens": None},
+        {"request_id": "h-hit", "costUSD": 0.0, "cache_reference_id": "c-1"},
+        {"request_id": "h-nocache", "costUSD": 0, "cache_reference_id": "00000000-0000-0000-0000-000000000000"},
+        {"request_id": "h-status", "response_status": "teapot", "costUSD": None, "cost": 0.25},
+        {"request_id": "h-nouser", "request_user_id": None, "model": None, "response_model": " resp-m "},
+        {"request_id": " h-spaces ", "provider": " Anthropic ", "request_user_id": " bob ", "model": "None"},
+        {"request_id": "h-nested", "request_properties": {"a": None, "b": [None, 1, {"c": None}]}, "scores": {}},
+        {"request_id": "h-500", "response_status": 500.0, "costUSD": "abc"},
+        {"request_id": "h-nan", "costUSD": "nan", "completion_tokens": "-0"},
+    ]
+    return recs + [{**first, **o} for o in odd]
+
+
+def _helicone_both(path, options, monkeypatch):
+    """(the loader's rows, the Python path's rows, whether the loader's ran the Python path)."""
+    from finops.ingest import providers
+    calls = []
+    real = providers._read_helicone_python
+    monkeypatch.setattr(providers, "_read_helicone_python", lambda *a: calls.append(1) or real(*a))
+    fast = _stored(path, options)
+    used_python = bool(calls)
+    slow = _stored(path, options, monkeypatch, python_only=True, fast="helicone_fast_source")
+    assert calls, "the Python path never ran"
+    return fast, slow, used_python
+
+
+def test_helicone_fast_path_stores_what_the_python_path_stores(tmp_path, monkeypatch):
+    recs = _helicone_odd(_helicone_requests())
+    for name, path in _helicone_files(tmp_path, recs).items():
+        for opts in (IngestOptions(), IngestOptions(tenant="t0", model="m0")):
+            fast, slow, used_python = _helicone_both(path, opts, monkeypatch)
+            assert not used_python, name
+            assert fast == slow, name
+            # rejected by both, naming the field: a fractional count, a cost that is no number, a NaN cost
+            assert sorted(r["request_id"] for r in recs if r["request_id"].strip() not in
+                          {row["request_id"] for row in fast}) == ["h-500", "h-frac", "h-nan"], name
+
+
+def test_helicone_fast_path_reads_pages_on_one_thread_and_lines_on_every_thread(tmp_path):
+    from finops.ingest import providers
+    files = _helicone_files(tmp_path, _helicone_requests())
+    opts = IngestOptions()
+    paged = providers.helicone_fast_source(probe(files["pages.jsonl"]), opts)
+    assert paged is not None and paged.unnumbered_sql is None      # a page's requests share their line's number
+    for name in ("lines.jsonl", "array.json"):
+        src = providers.helicone_fast_source(probe(files[name]), opts)
+        assert src is not None and src.unnumbered_sql is not None, name
+    # the wrapped document as Helicone's API answers it is streamed by the Python path (its memory: one request)
+    assert providers.helicone_fast_source(probe(P / "helicone_requests.json"), opts) is None
+    assert providers.helicone_fast_source(probe(files["pages.jsonl"]), IngestOptions(tenant_field="team")) is None
+
+
+def test_helicone_fast_path_attrs_keep_nulls_in_the_files_order(tmp_path):
+    import duckdb
+
+    from finops.ingest import providers
+    recs = _helicone_odd(_helicone_requests())
+    path = _helicone_files(tmp_path, recs)["pages.jsonl"]
+    src = providers.helicone_fast_source(probe(path), IngestOptions())
+    cur = duckdb.connect().execute(src.sql, src.params)
+    names = [d[0] for d in cur.description]
+    got = {r[names.index("request_id")]: r for r in cur.fetchall()}
+    assert sorted(got) == sorted(r["request_id"].strip() for r in recs)
+    assert {r[0] for r in got.values()} == {1, 2, 3, 4, 5, 6, 7, 8}       # lines: two requests each
+    for r in recs:
+        attrs = json.loads(got[r["request_id"].strip()][names.index("attrs")])
+        kept = {k: v for k, v in r.items() if k not in providers.HELICONE_MAPPED}
+        tokens = sum(v for k in ("prompt_tokens", "completion_tokens", "prompt_cache_read_tokens",
+                                 "prompt_cache_write_tokens") if isinstance(v := r[k], int))
+        if r["costUSD"] == 0 and tokens and r["cache_reference_id"] in (None, "00000000-0000-0000-0000-000000000000"):
+            kept["source_cost_usd"] = 0.0           # unpriced: Helicone's 0 kept beside the fields
+        assert attrs == kept and list(attrs) == list(kept), r["request_id"]
+
+
+# each hands the file to the Python path (a request the SQL would read another way, or one it refuses)
+HELICONE_HANDED_OVER = {
+    "a field more": lambda r: {**r, "extra": 1},
+    "a field less": lambda r: {k: v for k, v in r.items() if k != "scores"},
+    "fields reordered": lambda r: dict(reversed(list(r.items()))),
+    "a status that is true": lambda r: {**r, "response_status": True},
+    "a model that is an object": lambda r: {**r, "model": {"name": "m"}},
+    "an id that is a number": lambda r: {**r, "request_id": 7},
+    "no id": lambda r: {**r, "request_id": None},
+    "a time Python reads another way": lambda r: {**r, "request_created_at": "2025-03-04T14:00:00.250+0100"},
+    "a count in Arabic digits": lambda r: {**r, "prompt_tokens": "\u0661\u0662"},
+    "a count beyond 2**53": lambda r: {**r, "prompt_tokens": 2**60, "completion_tokens": 2**60},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELICONE_HANDED_OVER))
+def test_helicone_requests_the_sql_hands_to_python(tmp_path, monkeypatch, name):
+    recs = _helicone_requests()
+    recs = recs[:3] + [{**HELICONE_HANDED_OVER[name](recs[3]), "request_id": recs[3]["request_id"]}
+                       if name not in ("an id that is a number", "no id") else HELICONE_HANDED_OVER[name](recs[3])]
+    for fname, path in _helicone_files(tmp_path, recs).items():
+        fast, slow, used_python = _helicone_both(path, IngestOptions(), monkeypatch)
+        assert used_python, (name, fname)
+        assert fast == slow, (name, fname)
+
+
+def test_helicone_line_that_is_no_request_gets_the_python_paths_message(tmp_path, con):
+    recs = _helicone_requests()
+    f = tmp_path / "h.jsonl"
+    f.write_text(json.dumps({"data": recs[:2]}) + "\n5\n")
+    with pytest.raises(InputError) as exc:
+        ingest_path(con, f)
+    assert exc.value.row == 2 and "expected a Helicone request" in str(exc.value)
+    assert con.execute("SELECT count(*) FROM requests").fetchall() == [(0,)]
+
+
+def test_helicone_fast_path_rejects_a_bad_value_by_line_and_field(con, tmp_path):
+    recs = _helicone_requests()
+    recs[2] = {**recs[2], "prompt_tokens": "many"}
+    f = tmp_path / "h.jsonl"
+    f.write_text("".join(json.dumps({"data": recs[i:i + 2]}) + "\n" for i in range(0, 4, 2)))
+    (res,) = ingest_path(con, f)
+    assert res.rejects == [{"row": 2, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
+    assert res.rows_ingested == 3
+    (again,) = ingest_path(con, f)
+    assert again.rows_ingested == 0

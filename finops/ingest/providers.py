@@ -1,9 +1,11 @@
 """Request-level exports of the providers and gateways themselves: OpenAI Batch output, Anthropic Message
 Batches results, Helicone's request export and OpenRouter's generation stats.
 
-Each is one :class:`~finops.ingest.base.Adapter`, recognised from the file's content. Records stream a
-line (or a page) at a time through Python into the canonical columns as text, so the loader checks every
-value and names the row and field of a bad one (:data:`~finops.ingest.ecosystem.RAW_COLUMNS`).
+Each is one :class:`~finops.ingest.base.Adapter`, recognised from the file's content. Each has a Python reading:
+records stream a line (or a page) at a time into the canonical columns as text, so the loader checks every
+value and names the row and field of a bad one (:data:`~finops.ingest.ecosystem.RAW_COLUMNS`). Uncompressed JSON
+Lines and JSON arrays are read in SQL instead (a typed fast path for each format, ``*_fast_source``), which gives
+the loader the same rows and hands the file to the Python reading wherever it cannot be sure to.
 
 Detection scores (higher wins; a tie is refused with the candidates):
 
@@ -29,8 +31,17 @@ from datetime import UTC, datetime
 
 from finops import sql
 from finops.errors import InputError
-from finops.ingest.base import Adapter, IngestOptions, Probe, Source, missing_id, register
+from finops.ingest.base import (
+    MAX_JSON_LINE_BYTES,
+    Adapter,
+    IngestOptions,
+    Probe,
+    Source,
+    missing_id,
+    register,
+)
 from finops.ingest.ecosystem import (
+    ISO_TIME,
     RAW_COLUMNS,
     _count,
     _iso,
@@ -39,14 +50,18 @@ from finops.ingest.ecosystem import (
     _pick,
     _plain_json_lines,
     _python_source,
+    _t,
     _text,
     _trim_sql,
     _utc,
+    _whole,
     first_json_record,
     head_keys,
     iter_records,
+    json_records_format,
     unpriced_zero,
 )
+from finops.ingest.tabular import _unpage
 
 __all__ = ["anthropic_batch_row", "helicone_row", "openai_batch_row", "openrouter_row"]
 
@@ -605,7 +620,202 @@ def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") ->
     })
 
 
-_read_helicone = _one_row_per_record(helicone_row)
+# The typed fast path of helicone: helicone_row in SQL, each line (a page {"data": [...]}, an array of requests or
+# one request) or each element of a JSON array parsed once into a STRUCT of every field of the file's first request,
+# so no record passes through Python. Every request must have exactly those fields in that order (an export's rows
+# all do: they are one table's columns); attrs is then joined from the STRUCT, the unmapped fields in their order,
+# nulls kept, as the Python path writes them (each value as DuckDB's JSON writer spells it: a number or a character
+# beyond ASCII may be spelled differently, the same JSON value). Anything the SQL cannot be sure to read as the
+# Python path does calls error(), and the Python path reads the file: a request with other fields, a line that is
+# no request or page, a value of a field helicone_row reads that is true, false, an object or an array, text where
+# a name is read that is not a string, a number given as text beyond ASCII, a time that is not plain ISO 8601, a
+# count beyond 2**53, no id (the Python path hashes such a row). Values go to the loader as text, as the Python
+# path's do (it casts and checks them, naming the row and field of a bad one).
+HELICONE_FIELDS = ("request_id", "request_created_at", "request_user_id", "model", "response_model", "request_model",
+                   "provider", "prompt_tokens", "completion_tokens", "prompt_cache_read_tokens",
+                   "prompt_cache_write_tokens", "response_status", "cache_reference_id", "costUSD", "cost",
+                   "time_to_first_token", "delay_ms")
+_HELICONE_NAMES = ("request_id", "request_created_at", "request_user_id", "model", "response_model", "request_model",
+                   "provider", "cache_reference_id")        # read as text: a value that is not a string is left to Python
+
+
+def _first_helicone_request(p: Probe, fmt: str) -> tuple[list[str], bool] | None:
+    """The field names of the file's first request, in their order, and whether it is a line of its own (not one
+    of a page's or an array's: only then may the lines be numbered by position); a JSON Lines file's first line is
+    unpaged as the Python path unpages it, a JSON array's first element read from the probe's head. None where
+    there is none, it has no ``request_id``, a name is empty, two differ only in case (a STRUCT's names are not
+    cased), one differs only in case from a field we read, or one is the name of ours in attrs (``source_cost_usd``)."""
+    whole = True
+    if fmt == "newline_delimited":
+        with open(p.path, "rb") as fh:
+            line = fh.readline(MAX_JSON_LINE_BYTES + 1)
+        try:
+            doc = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        recs = _unpage(doc)
+        rec, whole = (recs[0] if recs else None), recs == [doc]
+    else:
+        rec = first_json_record(p, fmt)
+    if (not isinstance(rec, dict) or "request_id" not in rec or "" in rec or "source_cost_usd" in rec
+            or len({k.lower() for k in rec}) < len(rec)):
+        return None
+    ours = {f.lower(): f for f in HELICONE_FIELDS}
+    if any(k.lower() in ours and ours[k.lower()] != k for k in rec):
+        return None
+    return list(rec), whole
+
+
+def _helicone_value(x: str, name: bool) -> str:
+    """A field's JSON text (``x``) as the Python path's ``str`` of its value: a string's text; a number's JSON
+    text where ``name`` is False. Anything else calls error()."""
+    if name:
+        return (f"CASE WHEN {x} IS NULL THEN NULL WHEN starts_with({x}, '\"') THEN json_extract_string({x}, '$') "
+                "ELSE error('helicone fast path: a name that is not text') END")
+    return (f"CASE WHEN {x} IS NULL THEN NULL "
+            f"WHEN starts_with({x}, '\"') AND NOT regexp_matches({x}, '[^\\x20-\\x7e]') "
+            f"THEN json_extract_string({x}, '$') "
+            f"WHEN regexp_full_match({x}, '-?[0-9][0-9.eE+-]*') THEN CAST({x} AS VARCHAR) "
+            "ELSE error('helicone fast path: a value that is not a number or plain text') END")
+
+
+HELICONE_FAST_SQL = rf"""
+WITH lines AS (
+  SELECT __ROW__ AS _row, json AS line, json_type(json, ['$', '$.data', '$.items']) AS lt
+  FROM read_json_objects(?, format = ?, compression = 'none')__ORDINALITY__
+), pages AS (
+  SELECT _row, __RECORDS__ AS recs, __KEYS__ AS keys
+  FROM lines
+), checked AS (
+  -- once a line, not once a request (a page's keys are a list a request long)
+  SELECT _row, recs, CASE WHEN recs IS NULL OR list_distinct(keys) NOT IN ([CAST(? AS VARCHAR[])], [])
+                          THEN error('helicone fast path: a request whose fields are not the first one''s') END AS _check
+  FROM pages
+), requests AS (
+  SELECT _row, _check, unnest(recs) AS r
+  FROM checked
+), fields AS (
+  SELECT _row, _check, r, __VALUES__
+  FROM requests
+), counted AS (
+  SELECT *,
+    {_whole('prompt_tokens')} AS pw, {_whole('completion_tokens')} AS cw, {_whole('prompt_cache_read_tokens')} AS rw,
+    {_whole('prompt_cache_write_tokens')} AS ww, {_whole('response_status')} AS code_w,
+    {_t('response_status')} AS code_t, {_t('cache_reference_id')} AS cache_ref
+  FROM fields
+), summed AS (
+  SELECT *,
+    CASE WHEN greatest(abs(pw), abs(cw), abs(rw), abs(ww)) >= 9007199254740992
+         THEN error('helicone fast path: a count beyond 2**53') END AS _check_big,
+    pw + coalesce(rw, 0) + coalesce(ww, 0) AS prompt_w,
+    cache_ref IS NOT NULL AND cache_ref <> '00000000-0000-0000-0000-000000000000' AS hit,
+    code_t IS NULL OR (code_w IS NOT NULL AND code_w >= 200 AND code_w < 300) AS ok
+  FROM counted
+), priced AS (
+  SELECT *, TRY_CAST(__COST__ AS DOUBLE) AS cost_d, coalesce(prompt_w, 0) + coalesce(cw, 0) AS tokens
+  FROM summed
+)
+SELECT coalesce(CAST(_check AS BIGINT), CAST(_check_big AS BIGINT),
+                CASE WHEN request_created_at IS NOT NULL AND NOT regexp_full_match(trim(request_created_at), '{ISO_TIME}')
+                     THEN CAST(error('helicone fast path: a time that is not plain ISO 8601') AS BIGINT) END,
+                CASE WHEN {_t('request_id')} IS NULL THEN CAST(error('helicone fast path: a request without an id') AS BIGINT) END,
+                CASE WHEN regexp_matches(provider, '[^\x00-\x7f]') THEN CAST(error('helicone fast path: a provider beyond ASCII') AS BIGINT) END,
+                _row) AS _row,
+  CAST(NULL AS VARCHAR) AS _hash,
+  {_t('request_id')} AS request_id, {_t('request_created_at')} AS ts,
+  CASE WHEN {_t('request_user_id')} IS NOT NULL THEN request_user_id ELSE CAST(? AS VARCHAR) END AS tenant,
+  coalesce({_t('model')}, {_t('response_model')}, {_t('request_model')}, CAST(? AS VARCHAR)) AS model,
+  lower({_t('provider')}) AS provider, CASE WHEN hit THEN 'true' ELSE 'false' END AS cache_hit,
+  CASE WHEN pw IS NOT NULL THEN CAST(CAST(prompt_w AS BIGINT) AS VARCHAR) ELSE {_t('prompt_tokens')} END AS input_tokens,
+  CASE WHEN cw IS NOT NULL THEN CAST(CAST(cw AS BIGINT) AS VARCHAR) ELSE {_t('completion_tokens')} END AS output_tokens,
+  CASE WHEN rw IS NOT NULL THEN CAST(CAST(rw AS BIGINT) AS VARCHAR) ELSE {_t('prompt_cache_read_tokens')} END
+    AS cached_input_tokens,
+  CASE WHEN ww IS NOT NULL THEN CAST(CAST(ww AS BIGINT) AS VARCHAR) ELSE {_t('prompt_cache_write_tokens')} END
+    AS cache_write_tokens,
+  CAST(NULL AS VARCHAR) AS queue_ms, time_to_first_token AS ttft_ms, delay_ms AS total_ms,
+  CASE WHEN ok THEN 'ok' ELSE 'error' END AS status,
+  CASE WHEN ok THEN NULL WHEN code_w IS NOT NULL THEN 'http_' || CAST(CAST(code_w AS BIGINT) AS VARCHAR)
+       ELSE 'http_' || code_t END AS error_type,
+  CASE WHEN __COST__ IS NULL THEN NULL
+       WHEN cost_d IS NULL OR NOT isfinite(cost_d) THEN {_t('__COST__')}
+       WHEN cost_d = 0 AND tokens <> 0 AND NOT hit THEN NULL
+       ELSE CAST(cost_d AS VARCHAR) END AS cost_usd,
+  __ATTRS__ AS attrs
+FROM priced, (SELECT CAST(? AS VARCHAR[]) AS _names)"""
+
+
+def _helicone_fast_sql(keys: list[str], fmt: str, paged: bool, numbered: bool = True) -> str:
+    """:data:`HELICONE_FAST_SQL` for a file whose first request has the fields ``keys`` (:func:`_first_helicone_request`),
+    read as ``fmt`` (``newline_delimited``: a line is one request, or where ``paged`` a page, an array of requests
+    or one request; ``array``: an element is one request). The field names are bound parameters (the list of
+    names, and each as ``"name":`` as Python's ``json.dumps`` spells it): only their positions are in the SQL
+    (parameters: :func:`_helicone_params`). ``numbered=False``: ``_row`` NULL, read on
+    every thread (:attr:`Source.unnumbered_sql`), for a file that is not ``paged``."""
+    text = HELICONE_FAST_SQL.replace("__ROW__", "ordinality" if numbered else "CAST(NULL AS BIGINT)")
+    text = text.replace("__ORDINALITY__", " WITH ORDINALITY" if numbered else "")
+    if paged:
+        records = ("CASE WHEN lt[1] = 'ARRAY' THEN json_transform(line, ?) "
+                   "WHEN lt[2] = 'ARRAY' THEN json_transform(line, ?).data "
+                   "WHEN lt[3] = 'ARRAY' THEN json_transform(line, ?).items "
+                   "WHEN lt[1] = 'OBJECT' THEN [json_transform(line, ?)] END")
+        keys_sql = ("CASE WHEN lt[1] = 'ARRAY' THEN json_keys(line, '$[*]') "
+                    "WHEN lt[2] = 'ARRAY' THEN json_keys(line, '$.data[*]') "
+                    "WHEN lt[3] = 'ARRAY' THEN json_keys(line, '$.items[*]') "
+                    "WHEN lt[1] = 'OBJECT' THEN [json_keys(line)] END")
+    else:       # one request per line or element
+        records = "CASE WHEN lt[1] = 'OBJECT' AND lt[2] IS DISTINCT FROM 'ARRAY' AND lt[3] IS DISTINCT FROM 'ARRAY' " \
+                  "THEN [json_transform(line, ?)] END"
+        keys_sql = "[json_keys(line)]"
+        if fmt == "array":
+            records = "CASE WHEN lt[1] = 'OBJECT' THEN [json_transform(line, ?)] END"
+    at = {k: i + 1 for i, k in enumerate([*keys, *(f for f in HELICONE_FIELDS if f not in keys)])}
+    values = ", ".join(
+        f"{_helicone_value(f'struct_extract_at(r, {sql.literal(at[f])})', f in _HELICONE_NAMES)} AS {sql.quote_ident(f)}"
+        for f in HELICONE_FIELDS)
+    cost = "\"costUSD\"" if "costUSD" in keys else "cost"
+    pieces = [f"concat(_names[{sql.literal(i + 1)}], coalesce(struct_extract_at(r, {sql.literal(i + 1)}), 'null'))"
+              for i, k in enumerate(keys) if k not in HELICONE_MAPPED]
+    pieces.append("CASE WHEN cost_d = 0 AND tokens <> 0 AND NOT hit AND isfinite(cost_d) "
+                  f"THEN concat({sql.string_literal(json.dumps('source_cost_usd') + ':')}, "
+                  "CAST(to_json(cost_d) AS VARCHAR)) END")
+    attrs = f"concat('{{', concat_ws(',', {', '.join(pieces)}), '}}')"
+    return (text.replace("__RECORDS__", records).replace("__KEYS__", keys_sql).replace("__VALUES__", values)
+            .replace("__COST__", cost).replace("__ATTRS__", attrs))
+
+
+def _helicone_params(p: Probe, fmt: str, options: IngestOptions, keys: list[str], paged: bool) -> list:
+    """The parameters of :func:`_helicone_fast_sql`, in the order of its placeholders."""
+    struct = {k: "JSON" for k in [*keys, *(f for f in HELICONE_FIELDS if f not in keys)]}
+    shapes = ([json.dumps([struct]), json.dumps({"data": [struct]}), json.dumps({"items": [struct]})] if paged
+              else []) + [json.dumps(struct)]
+    return [str(p.path), fmt, *shapes, keys, options.tenant, options.model, [json.dumps(k) + ":" for k in keys]]
+
+
+def helicone_fast_source(p: Probe, options: IngestOptions, then: Callable[[], Source] | None = None) -> Source | None:
+    """The typed reading of a Helicone export (:func:`_helicone_fast_sql`), or None where it does not apply
+    (``--tenant-field``, a compressed file, blank lines, a document that is not an array, a first request that is
+    not readable so: :func:`_first_helicone_request`). Read on every thread where the first line is one request
+    (numbered once staged), on one thread, numbered by line, where it is a page; ``then``: the Python path."""
+    fmt = json_records_format(p)
+    first = _first_helicone_request(p, fmt) if fmt is not None and not options.tenant_field else None
+    if first is None:
+        return None
+    keys, whole = first
+    params = _helicone_params(p, fmt, options, keys, paged=not whole)
+    numbered = _helicone_fast_sql(keys, fmt, paged=not whole)
+    # the same placeholders in the same order (only the numbering differs): one list of parameters serves both
+    unnumbered = _helicone_fast_sql(keys, fmt, paged=False, numbered=False) if whole else None
+    return Source(numbered, params, has_ids=True, fallback=then, unnumbered_sql=unnumbered)
+
+
+def _read_helicone(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
+    """The typed fast path where it applies (:func:`helicone_fast_source`), the Python path behind it."""
+    src = helicone_fast_source(p, options, then=lambda: _read_helicone(con, p, options, fast=False)) \
+        if fast else None
+    return src if src is not None else _read_helicone_python(con, p, options)
+
+
+_read_helicone_python = _one_row_per_record(helicone_row)
 
 
 register(Adapter(
