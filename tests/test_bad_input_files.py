@@ -522,3 +522,40 @@ def test_a_nul_byte_is_refused_before_any_reader_meets_the_file(con, tmp_path, m
     with pytest.raises(InputError, match=r"NUL byte at byte"):
         ingest_path(con, f)
     _unchanged(con)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64, 1 << 20])
+def test_the_scan_finds_blank_json_lines_and_names_the_line_of_a_fault_across_block_boundaries(monkeypatch, tmp_path,
+                                                                                               block):
+    """The scan notes whether a JSON Lines file has a blank line (white space only) and numbers the line of a NUL
+    byte or a line too long only when it refuses the file: the same answers whatever the blocks' size, checked
+    against the whole text read at once."""
+    import random
+    import re
+
+    from finops.ingest import base
+    from finops.ingest.base import probe, scan_text
+    monkeypatch.setattr(base, "SCAN_CHUNK", block)
+    rng = random.Random(block)
+    pieces = ['{"a": 1}', '{"b": " x "}', "\n", "\n", " ", "\t", "\r", "\r\n"]
+    texts = ["", "\n", " \n", '{"a": 1}\n\n', '\n{"a": 1}\n', '{"a": 1}\n  ', '{"a": 1}\r\n \t\r\n{"a": 1}\n',
+             '{"a": 1}\n{"b": 2}\n']
+    texts += ['{"a": 0}\n' + "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30))) + "\n"
+              for _ in range(60)]
+    for i, text in enumerate(texts):
+        f = tmp_path / f"t{i}.jsonl"
+        f.write_bytes(text.encode())
+        p = probe(f)
+        if p.kind != "jsonl":
+            continue
+        scan_text(p)
+        assert p.blank_json_lines is (re.search(rb"\n[ \t\r]*\n", b"\n" + text.encode()) is not None), repr(text)
+    for i, (before, fault) in enumerate([(0, "\0"), (3, "\0"), (7, "x" * 40)]):
+        text = '{"a": 1}\n' * before + '{"b": "' + fault + '"}\n' + '{"a": 1}\n'
+        f = tmp_path / f"fault{i}.jsonl"
+        f.write_bytes(b'{"a": 1}\n')
+        clean = probe(f)        # probed clean: the probe refuses a NUL byte in the first bytes itself
+        f.write_bytes(text.encode())
+        monkeypatch.setitem(base.LINE_LIMITS, "jsonl", 30)
+        with pytest.raises(InputError, match=rf"(line {before + 1} is longer|\(line {before + 1}\))"):
+            scan_text(clean)

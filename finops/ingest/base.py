@@ -65,6 +65,9 @@ class Probe:
     delimiter: str = ","
     # read a CSV on one thread: DuckDB's parallel scanner cannot split rows with a quoted newline
     serial_csv: bool = False
+    # JSON Lines (uncompressed): whether a line is blank or white space only, as :func:`scan_text` found
+    # (None: not scanned yet); the SQL readings number rows by record, the Python ones by line
+    blank_json_lines: bool | None = None
 
 
 @dataclass
@@ -436,8 +439,11 @@ def scan_text(p: Probe, stop: threading.Event | None = None, lines: bool = True,
         return
     opener = gzip.open if p.container == "gzip" else open
     chunk_size = min(SCAN_CHUNK, limit)
-    offset, line, since_nl = 0, 1, 0
+    offset, since_nl = 0, 0
     follow = CsvQuotes(p.name, p.columns, p.delimiter) if quotes else None
+    # JSON Lines: a blank line anywhere (the start of the file counts as a line's start)
+    blanks = lines and p.kind == "jsonl" and p.container == "text"
+    blank, pending = False, True        # pending: only white space since the last newline
     try:
         with opener(p.path, "rb") as fh:
             for chunk in iter(lambda: fh.read(chunk_size), b""):
@@ -446,7 +452,7 @@ def scan_text(p: Probe, stop: threading.Event | None = None, lines: bool = True,
                 if lines:
                     nul = chunk.find(b"\0")
                     if nul >= 0:
-                        raise _nul_error(p.name, offset + nul, line + chunk.count(b"\n", 0, nul), p.container)
+                        raise _nul_error(p.name, offset + nul, _line_at(p, offset + nul), p.container)
                 if follow is not None:
                     follow.feed(chunk)
                 if not lines:
@@ -455,17 +461,46 @@ def scan_text(p: Probe, stop: threading.Event | None = None, lines: bool = True,
                 if first < 0:
                     since_nl += len(chunk)
                     if since_nl > limit:
-                        raise _line_error(p.name, line, limit)
+                        raise _line_error(p.name, _line_at(p, offset), limit)
+                    pending = blanks and pending and _WHITE.fullmatch(chunk) is not None
                 else:
                     if since_nl + first > limit:
-                        raise _line_error(p.name, line, limit)
-                    since_nl = len(chunk) - chunk.rfind(b"\n") - 1
-                    line += chunk.count(b"\n")
+                        raise _line_error(p.name, _line_at(p, offset), limit)
+                    last = chunk.rfind(b"\n")
+                    since_nl = len(chunk) - last - 1
+                    if blanks and not blank:
+                        blank = ((pending and _WHITE.fullmatch(chunk, 0, first) is not None)
+                                 or BLANK_JSON_LINE.search(chunk) is not None)
+                        pending = _WHITE.fullmatch(chunk, last + 1) is not None
                 offset += len(chunk)
             if follow is not None:
                 follow.finish()
     except (OSError, EOFError) as exc:
         raise InputError(f"the file is truncated or corrupt, cannot decompress it ({exc})", file=p.name) from None
+    if blanks:
+        p.blank_json_lines = blank
+
+
+#: a blank line of JSON Lines (white space only) between two newlines; :data:`_WHITE`, a run of that white space
+BLANK_JSON_LINE = re.compile(rb"\n[ \t\r]*\n")
+_WHITE = re.compile(rb"[ \t\r]*")
+
+
+def _line_at(p: Probe, offset: int) -> int:
+    """The number of the line that holds byte ``offset`` of the (decompressed) text: its newlines before it are
+    counted only where a message needs them (a refused file), not on every scan."""
+    import gzip
+
+    opener = gzip.open if p.container == "gzip" else open
+    line, left = 1, offset
+    with opener(p.path, "rb") as fh:
+        while left > 0:
+            chunk = fh.read(min(SCAN_CHUNK, left))
+            if not chunk:
+                break
+            line += chunk.count(b"\n")
+            left -= len(chunk)
+    return line
 
 
 class TextScan:

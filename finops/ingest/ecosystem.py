@@ -45,6 +45,7 @@ from finops.ingest import (
     formats,  # noqa: F401  (the foundation's formats are listed first)
 )
 from finops.ingest.base import (
+    BLANK_JSON_LINE,
     Adapter,
     IngestOptions,
     Probe,
@@ -470,9 +471,12 @@ LITELLM_USAGE_PATHS = ("prompt_tokens_details.cached_tokens", "cache_read_input_
 
 def _plain_json_lines(p: Probe) -> bool:
     """Whether a JSON Lines file is uncompressed and has no blank line (the Python path numbers rows by line,
-    DuckDB's reader by record: the two agree only then). Read at disk speed, no parsing."""
+    DuckDB's reader by record: the two agree only then). Known from the load's scan of the file
+    (:func:`~finops.ingest.base.scan_text`); else read at disk speed, no parsing."""
     if p.container != "text":
         return False
+    if p.blank_json_lines is not None:
+        return not p.blank_json_lines
     carry = b"\n"                       # a blank first line is a blank line too
     with open(p.path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 23), b""):
@@ -482,9 +486,6 @@ def _plain_json_lines(p: Probe) -> bool:
             cut = text.rfind(b"\n")
             carry = text[cut:] if cut >= 0 else text
     return True
-
-
-BLANK_JSON_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
 def json_records_format(p: Probe) -> str | None:
