@@ -370,15 +370,19 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
 # ---- the typed fast path of LiteLLM_SpendLogs (a psql \copy CSV, GET /spend/logs JSON): _litellm_row in SQL;
 # its helpers serve the Langfuse fast path too
 
-_WS = "' ' || chr(9) || chr(10) || chr(13)"
+#: the characters Python's ``str.strip()`` takes off (``str.isspace()``: ASCII's, the separators 28 to 31 among
+#: them, and Unicode's spaces), as SQL text for ``trim``: the Python readings strip them from every name
+_WS = " || ".join(f"chr({c})" for c in (9, 10, 11, 12, 13, 28, 29, 30, 31, 32, 133, 160, 5760, *range(8192, 8203),
+                                         8232, 8233, 8239, 8287, 12288))
 #: the ISO 8601 times Python's fromisoformat and DuckDB's casts read alike (others: the Python path)
 ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})?"
 
 
 def _trim_sql(x: str) -> str:
-    """``trim(x, spaces, tabs, line breaks)``, the trim only run on a text whose first or last character may be
-    one of them (a code of 32 or less; trim copies every text it is given, the test does not)."""
-    return f"CASE WHEN ascii({x}) <= 32 OR right({x}, 1) <= ' ' THEN trim({x}, {_WS}) ELSE {x} END"
+    """``x.strip()`` in SQL: ``trim(x, _WS)``, the trim only run on a text whose first or last character may be
+    white space (a code of 32 or less, or of 133 or more; trim copies every text it is given, the test does not)."""
+    return (f"CASE WHEN ascii({x}) <= 32 OR ascii({x}) >= 133 OR right({x}, 1) <= ' ' OR right({x}, 1) >= chr(133) "
+            f"THEN trim({x}, {_WS}) ELSE {x} END")
 
 
 def _t(x: str) -> str:

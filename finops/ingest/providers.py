@@ -667,15 +667,18 @@ def _first_helicone_request(p: Probe, fmt: str) -> tuple[list[str], bool] | None
 
 
 def _helicone_value(x: str, name: bool) -> str:
-    """A field's JSON text (``x``) as the Python path's ``str`` of its value: a string's text; a number's JSON
-    text where ``name`` is False. Anything else calls error()."""
+    """A field's JSON text (``x``) as the Python path's ``str`` of its value: a string's text; where ``name`` is
+    False, a number's too: an integer's digits as the file has them, a fraction's ``repr`` of its float (DuckDB
+    writes a DOUBLE as Python's ``repr`` does; its JSON writer spells a fraction its own way). Anything else calls
+    error()."""
     if name:
         return (f"CASE WHEN {x} IS NULL THEN NULL WHEN starts_with({x}, '\"') THEN json_extract_string({x}, '$') "
                 "ELSE error('helicone fast path: a name that is not text') END")
     return (f"CASE WHEN {x} IS NULL THEN NULL "
             f"WHEN starts_with({x}, '\"') AND NOT regexp_matches({x}, '[^\\x20-\\x7e]') "
             f"THEN json_extract_string({x}, '$') "
-            f"WHEN regexp_full_match({x}, '-?[0-9][0-9.eE+-]*') THEN CAST({x} AS VARCHAR) "
+            f"WHEN regexp_full_match({x}, '-?[0-9]+') THEN CAST({x} AS VARCHAR) "
+            f"WHEN regexp_full_match({x}, '-?[0-9][0-9.eE+-]*') THEN CAST(TRY_CAST({x} AS DOUBLE) AS VARCHAR) "
             "ELSE error('helicone fast path: a value that is not a number or plain text') END")
 
 
@@ -732,6 +735,8 @@ SELECT coalesce(CAST(_check AS BIGINT), CAST(_check_big AS BIGINT),
     AS cached_input_tokens,
   CASE WHEN ww IS NOT NULL THEN CAST(CAST(ww AS BIGINT) AS VARCHAR) ELSE {_t('prompt_cache_write_tokens')} END
     AS cache_write_tokens,
+  -- the token parts the Python path's rows have, none known (the loader's checks name the parts they sum)
+  CAST(NULL AS VARCHAR) AS cache_write_1h_tokens, CAST(NULL AS VARCHAR) AS reasoning_tokens,
   CAST(NULL AS VARCHAR) AS queue_ms, time_to_first_token AS ttft_ms, delay_ms AS total_ms,
   CASE WHEN ok THEN 'ok' ELSE 'error' END AS status,
   CASE WHEN ok THEN NULL WHEN code_w IS NOT NULL THEN 'http_' || CAST(CAST(code_w AS BIGINT) AS VARCHAR)
