@@ -227,13 +227,14 @@ def helicone_requests(draw):
     return out
 
 
-def _stored_rows(path, monkeypatch, python: bool):
+def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_source"):
+    """What one reading stores: ``python`` with the SQL reading ``providers.<switch>`` turned off."""
     from finops.ingest import providers
     con = store.connect(":memory:")
     try:
         with monkeypatch.context() as m:
             if python:
-                m.setattr(providers, "helicone_fast_source", lambda *a, **k: None)
+                m.setattr(providers, switch, lambda *a, **k: None)
             try:
                 r = ingest_path(con, path)[0]
             except InputError as exc:
@@ -262,3 +263,38 @@ def test_fuzzed_helicone_requests_store_the_same_by_sql_and_by_python(tmp_path_f
     f.write_text("".join(json.dumps(x, default=str) + "\n" for x in lines))
     fast = _stored_rows(f, monkeypatch, python=False)
     assert fast == _stored_rows(f, monkeypatch, python=True)
+
+
+OPENROUTER_READ = ["id", "created_at", "external_user", "model", "provider_name", "service_tier", "native_tokens_prompt",
+                   "tokens_prompt", "native_tokens_completion", "tokens_completion", "native_tokens_cached",
+                   "native_tokens_reasoning", "latency", "total_cost", "cancelled", "origin"]
+
+
+@st.composite
+def openrouter_generations(draw):
+    from helpers import DATA, read_jsonl
+    first = read_jsonl(DATA / "providers" / "openrouter_generations.jsonl")[0]["data"]
+    out = []
+    for i in range(draw(st.integers(1, 4))):
+        rec = dict(first)
+        typed = draw(st.booleans())
+        for k in draw(st.lists(st.sampled_from(OPENROUTER_READ), max_size=6, unique=True)):
+            rec[k] = draw(st.one_of(ts, text) if k == "created_at" else value if not typed
+                          else helicone_name if k in ("id", "external_user", "model", "provider_name", "service_tier")
+                          else helicone_number)
+        if draw(st.booleans()):
+            rec["id"] = f"gen-{i}"
+        out.append(rec)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(recs=openrouter_generations(), wrapped=st.booleans())
+def test_fuzzed_openrouter_generations_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs,
+                                                                          wrapped):
+    """As the Helicone test above, for OpenRouter's generations (a line each, wrapped in ``data`` or not)."""
+    f = tmp_path_factory.mktemp("openrouter") / "g.jsonl"
+    f.write_text("".join(json.dumps({"data": r} if wrapped else r, default=str) + "\n" for r in recs))
+    fast = _stored_rows(f, monkeypatch, python=False, switch="openrouter_fast_source")
+    assert fast == _stored_rows(f, monkeypatch, python=True, switch="openrouter_fast_source")

@@ -583,7 +583,7 @@ def test_openrouter_one_parse_per_line_reads_our_fields_as_the_map_path(tmp_path
 
     from finops.ingest import providers
     first = read_jsonl(P / "openrouter_generations.jsonl")[0]["data"]
-    odd = [" 12 ", "12.0", 1.5, "x", None, "", {"n": 1}, [1], True, 2**70, "\u00e9 ", "\t7\n"]
+    odd = [" 12 ", "12.0", 1.5, "x", None, "", 6.103515625e-05, "-0", 2**52, "1e3", "\t7\n", 0]
     lines = [json.dumps({"data": first})]
     for i, value in enumerate(odd):
         rec = {**first, "id": f"gen-{i}", "tokens_prompt": value, "tokens_completion": odd[-1 - i],
@@ -600,6 +600,16 @@ def test_openrouter_one_parse_per_line_reads_our_fields_as_the_map_path(tmp_path
                            [str(f), "newline_delimited", "t", "m"]).fetchall()
     assert one_parse == map_rows and len(one_parse) == len(lines)
     assert providers._openrouter_struct(["ID", "model"]) is None and providers._openrouter_struct(["id"])
+    # a value Python's str() writes its own way (True, a dict, a list), a count float() reads and DuckDB does
+    # not, a count beyond 2**53: both readings hand the file over (error), the Python path reads it
+    for field, value in (("tokens_prompt", True), ("latency", {"n": 1}), ("model", [1]), ("tokens_prompt", "\u0661"),
+                         ("id", False), ("native_tokens_prompt", 2**70)):
+        g = tmp_path / "handed.jsonl"
+        g.write_text(json.dumps({"data": first}) + "\n" + json.dumps({"data": {**first, field: value}}) + "\n")
+        src = providers.openrouter_fast_source(probe(g), IngestOptions())
+        for text in (src.sql, providers._openrouter_fast_sql(None)):
+            with pytest.raises(duckdb.Error, match="fast path"):
+                con.execute(text, src.params if text is src.sql else src.params[:4]).fetchall()
 
 
 def test_openrouter_odd_fields_store_the_rows_of_the_python_path(tmp_path, monkeypatch):

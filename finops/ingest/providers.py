@@ -666,20 +666,27 @@ def _first_helicone_request(p: Probe, fmt: str) -> tuple[list[str], bool] | None
     return list(rec), whole
 
 
-def _helicone_value(x: str, name: bool) -> str:
-    """A field's JSON text (``x``) as the Python path's ``str`` of its value: a string's text; where ``name`` is
-    False, a number's too: an integer's digits as the file has them, a fraction's ``repr`` of its float (DuckDB
-    writes a DOUBLE as Python's ``repr`` does; its JSON writer spells a fraction its own way). Anything else calls
-    error()."""
-    if name:
-        return (f"CASE WHEN {x} IS NULL THEN NULL WHEN starts_with({x}, '\"') THEN json_extract_string({x}, '$') "
-                "ELSE error('helicone fast path: a name that is not text') END")
-    return (f"CASE WHEN {x} IS NULL THEN NULL "
-            f"WHEN starts_with({x}, '\"') AND NOT regexp_matches({x}, '[^\\x20-\\x7e]') "
-            f"THEN json_extract_string({x}, '$') "
-            f"WHEN regexp_full_match({x}, '-?[0-9]+') THEN CAST({x} AS VARCHAR) "
-            f"WHEN regexp_full_match({x}, '-?[0-9][0-9.eE+-]*') THEN CAST(TRY_CAST({x} AS DOUBLE) AS VARCHAR) "
-            "ELSE error('helicone fast path: a value that is not a number or plain text') END")
+def _json_text_sql(x: str, kind: str) -> str:
+    """A field's JSON text (``x``, NULL for JSON null) as the Python path's ``str`` of its value, or error() where
+    the SQL cannot be sure to give it: ``name``, a string's text only; ``text``, a string's text or a number's;
+    ``number``, a number's or a string's of printable ASCII (``float()`` reads digits beyond ASCII, DuckDB does
+    not). A number is spelt as Python spells it: an integer's digits as the file has them, a fraction's ``repr``
+    of its float (DuckDB writes a DOUBLE as Python's ``repr`` does; its JSON writer spells a fraction its own
+    way). True, false, an object or an array calls error() (``str`` writes ``True`` or a dict's repr)."""
+    string = f"ascii({x}) = 34"
+    if kind == "number":
+        string += f" AND NOT regexp_matches({x}, '[^\\x20-\\x7e]')"
+    if kind == "name":
+        return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {string} THEN json_extract_string({x}, '$') "
+                "ELSE error('fast path: a name that is not text') END")
+    # a JSON number opens with a digit, or a minus and a digit (DuckDB's reader also takes -Infinity and NaN,
+    # which Python writes -inf and nan); a fraction or an exponent has a point or an e
+    return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {string} THEN json_extract_string({x}, '$') "
+            f"WHEN NOT regexp_matches({x}, '^-?[0-9]') "
+            "THEN error('fast path: a value that is not a number or plain text') "
+            f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') "
+            f"THEN CAST(TRY_CAST({x} AS DOUBLE) AS VARCHAR) "
+            f"ELSE CAST({x} AS VARCHAR) END")
 
 
 HELICONE_FAST_SQL = rf"""
@@ -775,7 +782,8 @@ def _helicone_fast_sql(keys: list[str], fmt: str, paged: bool, numbered: bool = 
             records = "CASE WHEN lt[1] = 'OBJECT' THEN [json_transform(line, ?)] END"
     at = {k: i + 1 for i, k in enumerate([*keys, *(f for f in HELICONE_FIELDS if f not in keys)])}
     values = ", ".join(
-        f"{_helicone_value(f'struct_extract_at(r, {sql.literal(at[f])})', f in _HELICONE_NAMES)} AS {sql.quote_ident(f)}"
+        f"{_json_text_sql(f'struct_extract_at(r, {sql.literal(at[f])})', 'name' if f in _HELICONE_NAMES else 'number')} "
+        f"AS {sql.quote_ident(f)}"
         for f in HELICONE_FIELDS)
     cost = "\"costUSD\"" if "costUSD" in keys else "cost"
     pieces = [f"concat(_names[{sql.literal(i + 1)}], coalesce(struct_extract_at(r, {sql.literal(i + 1)}), 'null'))"
@@ -910,7 +918,22 @@ OPENROUTER_FIELDS = ("id", "created_at", "external_user", "model", "provider_nam
 _OR = {name: f"v.{name}" for name in OPENROUTER_FIELDS}
 # the fields openrouter_row reads, parsed once: each as json_extract_string gives it (text, a nested value as its
 # JSON), ``cancelled`` as its JSON (true only for the JSON true)
-_OPENROUTER_FIELDS_TYPE = json.dumps({**{name: "VARCHAR" for name in OPENROUTER_FIELDS}, "cancelled": "JSON"})
+_OPENROUTER_FIELDS_TYPE = json.dumps({name: "JSON" for name in (*OPENROUTER_FIELDS, "cancelled")})
+# how each is read (_json_text_sql): names and times as str() writes any value, counts, latency and cost as numbers
+_OPENROUTER_KIND = {name: "number" if name.startswith(("native_tokens", "tokens")) or name in ("latency", "total_cost")
+                    else "text" for name in OPENROUTER_FIELDS}
+
+
+def _openrouter_v(at: dict[str, int] | None = None) -> str:
+    """The STRUCT ``v`` of our fields, each the Python path's text of it (``cancelled`` its JSON), from their JSON:
+    members of ``_raw`` (the map path), or where ``at`` gives their positions, of the STRUCT ``_s``."""
+    def raw(name: str) -> str:
+        return f"_raw.{sql.quote_ident(name)}" if at is None else f"struct_extract_at(_s, {sql.literal(at[name])})"
+    members = [f"{sql.quote_ident(name)} := {_json_text_sql(raw(name), _OPENROUTER_KIND[name])}"
+               for name in OPENROUTER_FIELDS]
+    return "struct_pack(" + ", ".join(members) + f", cancelled := {raw('cancelled')})"
+
+
 # attrs through a MAP of every field: exact for any record, but building a MAP is the dearest step of the reading
 # (1M generations of 20 fields: ~9 of 19 CPU seconds)
 _OPENROUTER_MAPPED_LIST = ", ".join(f"'{k}'" for k in sorted(OPENROUTER_MAPPED))
@@ -946,10 +969,15 @@ WITH lines AS (
   FROM fields
 ), priced AS (
   SELECT *, TRY_CAST({_OR['total_cost']} AS DOUBLE) AS cost_d,
-    coalesce({_sql_whole('prompt')}, 0) + coalesce({_sql_whole('completion')}, 0) AS tokens
+    coalesce({_sql_whole('prompt')}, 0) + coalesce({_sql_whole('completion')}, 0) AS tokens,
+    -- a whole count beyond 2**53: Python writes all its digits (in a reject's reason), DuckDB a DOUBLE's text
+    CASE WHEN greatest(abs({_sql_whole('prompt')}), abs({_sql_whole('completion')}),
+                       abs({_sql_whole(_OR['native_tokens_cached'])}), abs({_sql_whole(_OR['native_tokens_reasoning'])}))
+              >= 9007199254740992 THEN error('openrouter fast path: a count beyond 2**53') END AS _check_big
   FROM counted
 )
-SELECT coalesce(CAST(_check AS BIGINT), CAST(_check_ts AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash,
+SELECT coalesce(CAST(_check AS BIGINT), CAST(_check_ts AS BIGINT), CAST(_check_big AS BIGINT), _row) AS _row,
+  CAST(NULL AS VARCHAR) AS _hash,
   {_sql_text(_OR['id'])} AS request_id, {_sql_text(_OR['created_at'])} AS ts,
   coalesce({_sql_text(_OR['external_user'])}, CAST(? AS VARCHAR)) AS tenant,
   coalesce({_sql_text(_OR['model'])}, CAST(? AS VARCHAR)) AS model,
@@ -996,23 +1024,22 @@ def _first_generation_keys(p: Probe, fmt: str) -> list[str] | None:
 
 # the record of a line: the line, or its ``data`` object
 _OPENROUTER_REC = "CASE WHEN lt[2] = 'OBJECT' THEN json_extract(line, '$.data') ELSE line END"
-_OPENROUTER_PARSED = f"SELECT *, json_transform(rec, '{_OPENROUTER_FIELDS_TYPE}') AS v FROM recs"
+_OPENROUTER_PARSED = (f"SELECT *, {_openrouter_v()} AS v "
+                      f"FROM (SELECT *, json_transform(rec, '{_OPENROUTER_FIELDS_TYPE}') AS _raw FROM recs)")
 
 
 def _openrouter_struct(keys: list[str] | None) -> list[tuple[str, str]] | None:
     """The fields one ``json_transform`` of each record reads where its first generation's fields ``keys`` are
-    known: those fields in their order (JSON where attrs may hold them, text where openrouter_row maps them),
-    then the ones :data:`OPENROUTER_FIELDS` and ``cancelled`` add; None where a name differs from one of ours
-    only in case (a STRUCT's names are not cased)."""
+    known: those fields in their order, then the ones :data:`OPENROUTER_FIELDS` and ``cancelled`` add, each as
+    its JSON (attrs joins the others', :func:`_openrouter_v` reads ours); None where a name differs from one of
+    ours only in case (a STRUCT's names are not cased)."""
     if not keys:
         return None
     ours = [*OPENROUTER_FIELDS, "cancelled"]
     lower = {k.lower(): k for k in keys}
     if any(f.lower() in lower and lower[f.lower()] != f for f in ours):
         return None
-    fields = [(k, "VARCHAR" if k in OPENROUTER_MAPPED else "JSON") for k in keys]
-    fields += [(f, "JSON" if f == "cancelled" else "VARCHAR") for f in ours if f not in keys]
-    return fields
+    return [(k, "JSON") for k in [*keys, *(f for f in ours if f not in keys)]]
 
 
 def _openrouter_fast_sql(keys: list[str] | None, numbered: bool = True) -> str:
@@ -1036,14 +1063,7 @@ def _openrouter_fast_sql(keys: list[str] | None, numbered: bool = True) -> str:
         return (text.replace("__REC__", _OPENROUTER_REC).replace("__PARSED__", _OPENROUTER_PARSED)
                 .replace("__CARRY__", "").replace("__ATTRS__", _OPENROUTER_MAP_ATTRS).replace("__PRICED__", "priced"))
     at = {name: i + 1 for i, (name, _) in enumerate(fields)}
-    kind = dict(fields)
-    members = []
-    for name in (*OPENROUTER_FIELDS, "cancelled"):
-        field = f"struct_extract_at(_s, {sql.literal(at[name])})"
-        if kind[name] == "JSON" and name != "cancelled":
-            field = f"json_extract_string({field}, '$')"
-        members.append(f"{sql.quote_ident(name)} := {field}")
-    v = "struct_pack(" + ", ".join(members) + ")"
+    v = _openrouter_v(at)
     # the record's STRUCT: the line's, or its data object's (two structures: the same fields, one inside data)
     parsed = (f"SELECT *, {v} AS v FROM (SELECT *, CASE WHEN lt[2] = 'OBJECT' THEN json_transform(rec, ?).data "
               "ELSE json_transform(rec, ?) END AS _s FROM recs)")
