@@ -209,22 +209,28 @@ helicone_number = st.one_of(st.integers(-(2 ** 70), 2 ** 70), st.floats(allow_na
                             st.sampled_from([f for f in EDGE_FLOATS if math.isfinite(f)]), helicone_texts, st.none())
 
 
-@st.composite
-def helicone_requests(draw):
-    from helpers import DATA
-    first = json.loads((DATA / "providers" / "helicone_requests.json").read_text())["data"][0]
-    first = {**first, "cache_reference_id": None, "cost": None}
+def _fuzzed(draw, first: dict, read: list[str], names, time_field: str, id_field: str, id_prefix: str) -> list[dict]:
+    """One to four copies of ``first``, each with up to six of the ``read`` fields fuzzed: all of one record's of
+    their own JSON type (``names`` text, the time a time or text, the rest numbers or text) or of any type."""
     out = []
     for i in range(draw(st.integers(1, 4))):
         rec = dict(first)
         typed = draw(st.booleans())
-        for k in draw(st.lists(st.sampled_from(HELICONE_READ), max_size=6, unique=True)):
-            rec[k] = draw(st.one_of(ts, text) if k == "request_created_at" else value if not typed
-                          else helicone_name if k in HELICONE_NAMES else helicone_number)
+        for k in draw(st.lists(st.sampled_from(read), max_size=6, unique=True)):
+            rec[k] = draw(st.one_of(ts, text) if k == time_field else value if not typed
+                          else helicone_name if k in names else helicone_number)
         if draw(st.booleans()):
-            rec["request_id"] = f"h{i}"
+            rec[id_field] = f"{id_prefix}{i}"
         out.append(rec)
     return out
+
+
+@st.composite
+def helicone_requests(draw):
+    from helpers import DATA
+    first = json.loads((DATA / "providers" / "helicone_requests.json").read_text())["data"][0]
+    return _fuzzed(draw, {**first, "cache_reference_id": None, "cost": None}, HELICONE_READ, HELICONE_NAMES,
+                   "request_created_at", "request_id", "h")
 
 
 def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_source"):
@@ -274,18 +280,8 @@ OPENROUTER_READ = ["id", "created_at", "external_user", "model", "provider_name"
 def openrouter_generations(draw):
     from helpers import DATA, read_jsonl
     first = read_jsonl(DATA / "providers" / "openrouter_generations.jsonl")[0]["data"]
-    out = []
-    for i in range(draw(st.integers(1, 4))):
-        rec = dict(first)
-        typed = draw(st.booleans())
-        for k in draw(st.lists(st.sampled_from(OPENROUTER_READ), max_size=6, unique=True)):
-            rec[k] = draw(st.one_of(ts, text) if k == "created_at" else value if not typed
-                          else helicone_name if k in ("id", "external_user", "model", "provider_name", "service_tier")
-                          else helicone_number)
-        if draw(st.booleans()):
-            rec["id"] = f"gen-{i}"
-        out.append(rec)
-    return out
+    return _fuzzed(draw, first, OPENROUTER_READ, ("id", "external_user", "model", "provider_name", "service_tier"),
+                   "created_at", "id", "gen-")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
