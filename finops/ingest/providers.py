@@ -689,11 +689,13 @@ def _json_text_sql(x: str, kind: str) -> str:
             f"ELSE CAST({x} AS VARCHAR) END")
 
 
-HELICONE_FAST_SQL = rf"""
-WITH lines AS (
+# each line of a JSON Lines file or element of an array, numbered (__ROW__, __ORDINALITY__: ordinality, or NULL
+# for a reading on every thread), with the JSON types of itself, its data and its items (a page's arrays)
+_JSON_LINES = """WITH lines AS (
   SELECT __ROW__ AS _row, json AS line, json_type(json, ['$', '$.data', '$.items']) AS lt
   FROM read_json_objects(?, format = ?, compression = 'none')__ORDINALITY__
-), pages AS (
+)"""
+HELICONE_FAST_SQL = _JSON_LINES + rf""", pages AS (
   SELECT _row, __RECORDS__ AS recs, __KEYS__ AS keys
   FROM lines
 ), checked AS (
@@ -940,11 +942,7 @@ _OPENROUTER_MAPPED_LIST = ", ".join(f"'{k}'" for k in sorted(OPENROUTER_MAPPED))
 _OPENROUTER_MAP_ATTRS = (
     "CAST(to_json(map_from_entries(list_filter(map_entries(json_transform(rec, '\"MAP(VARCHAR, JSON)\"')), "
     f"lambda e: e.value IS NOT NULL AND e.key NOT IN ({_OPENROUTER_MAPPED_LIST})))) AS VARCHAR)")
-OPENROUTER_FAST_SQL = rf"""
-WITH lines AS (
-  SELECT __ROW__ AS _row, json AS line, json_type(json, ['$', '$.data', '$.items']) AS lt
-  FROM read_json_objects(?, format = ?, compression = 'none')__ORDINALITY__
-), recs AS (
+OPENROUTER_FAST_SQL = _JSON_LINES + rf""", recs AS (
   SELECT _row, lt, __REC__ AS rec
   FROM lines
 ), parsed AS (
