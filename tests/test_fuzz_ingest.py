@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,10 @@ EDGE_FLOATS = [0.0, -0.0, 1e-308, 5e-324, 1.7976931348623157e308, -1.79769313486
 TIMESTAMPS = ["2026-11-20T10:00:00Z", "2026-11-20 10:00:00.123456789", "9999-12-31T23:59:59Z", "0001-01-01",
               "1970-01-01T00:00:00Z", "2014-12-31T23:59:59Z", "1763632800", "1763632800123", "1e300", "-1",
               "2026-02-30T00:00:00Z", "2026-11-20T10:00:00+14:00", "", "yesterday"]
+
+# the differential tests below (a file's SQL reading against its Python one): 40 examples in CI; before a change to a
+# reading lands, run them with FINOPS_FUZZ_EXAMPLES=400
+DIFFERENTIAL_EXAMPLES = int(os.environ.get("FINOPS_FUZZ_EXAMPLES", "40"))
 
 text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 number = st.one_of(st.sampled_from(EDGE_FLOATS), st.integers(-(2 ** 70), 2 ** 70),
@@ -209,18 +214,45 @@ helicone_number = st.one_of(st.integers(-(2 ** 70), 2 ** 70), st.floats(allow_na
                             st.sampled_from([f for f in EDGE_FLOATS if math.isfinite(f)]), helicone_texts, st.none())
 
 
-def _fuzzed(draw, first: dict, read: list[str], names, time_field: str, id_field: str, id_prefix: str) -> list[dict]:
-    """One to four copies of ``first``, each with up to six of the ``read`` fields fuzzed: all of one record's of
-    their own JSON type (``names`` text, the time a time or text, the rest numbers or text) or of any type."""
+# Unix seconds as a Batch body's ``created``: whole, fractional, at the edges of what the readings take
+epoch = st.one_of(st.integers(-10, 2 * 10 ** 11), st.floats(-1.0, 2e11), st.sampled_from([0, 1e11, 1e11 - 1e-3]))
+
+
+def _put(rec: dict, path: str, v) -> None:
+    """Set the dotted ``path`` of ``rec`` to ``v`` (a digit picks a list's item), making the objects on the way
+    where a field is missing or null; a path through a value of another type is left alone."""
+    *parents, last = path.split(".")
+    for k in parents:
+        if isinstance(rec, list):
+            if not (k.isdigit() and int(k) < len(rec)):
+                return
+            rec = rec[int(k)]
+        elif isinstance(rec, dict):
+            if rec.get(k) is None:
+                rec[k] = {}
+            rec = rec[k]
+        if not isinstance(rec, dict | list):
+            return
+    if isinstance(rec, dict):
+        rec[last] = v
+    elif last.isdigit() and int(last) < len(rec):
+        rec[int(last)] = v
+
+
+def _fuzzed(draw, first: dict | list[dict], read: list[str], names, time_field: str, id_field: str, id_prefix: str,
+            times=None) -> list[dict]:
+    """One to four copies of ``first`` (or of one of its records), each with up to six of the ``read`` fields
+    (dotted paths) fuzzed: all of one record's of their own JSON type (``names`` text, the time ``times`` or text,
+    the rest numbers or text) or of any type."""
     out = []
     for i in range(draw(st.integers(1, 4))):
-        rec = dict(first)
+        rec = json.loads(json.dumps(draw(st.sampled_from(first)) if isinstance(first, list) else first))
         typed = draw(st.booleans())
         for k in draw(st.lists(st.sampled_from(read), max_size=6, unique=True)):
-            rec[k] = draw(st.one_of(ts, text) if k == time_field else value if not typed
-                          else helicone_name if k in names else helicone_number)
+            _put(rec, k, draw(st.one_of(ts if times is None else times, text) if k == time_field else value if not typed
+                              else helicone_name if k in names else helicone_number))
         if draw(st.booleans()):
-            rec[id_field] = f"{id_prefix}{i}"
+            _put(rec, id_field, f"{id_prefix}{i}")
         out.append(rec)
     return out
 
@@ -233,16 +265,17 @@ def helicone_requests(draw):
                    "request_created_at", "request_id", "h")
 
 
-def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_source"):
-    """What one reading stores: ``python`` with the SQL reading ``providers.<switch>`` turned off."""
-    from finops.ingest import providers
+def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_source", **options):
+    """What one reading stores (with the ingest ``options``): ``python`` with the SQL reading
+    ``providers.<switch>`` turned off."""
+    from finops.ingest import IngestOptions, providers
     con = store.connect(":memory:")
     try:
         with monkeypatch.context() as m:
             if python:
                 m.setattr(providers, switch, lambda *a, **k: None)
             try:
-                r = ingest_path(con, path)[0]
+                r = ingest_path(con, path, IngestOptions(**options))[0]
             except InputError as exc:
                 return str(exc)
         cur = con.execute("SELECT * EXCLUDE (batch_id, attrs), CAST(attrs AS VARCHAR) FROM requests "
@@ -257,7 +290,15 @@ def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_s
         con.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+def _differs(a, b) -> str:
+    """Where two readings' results differ: the counts, or each row's fields that differ (for the failure's message)."""
+    if isinstance(a, str) or isinstance(b, str) or a[0] != b[0] or len(a[1]) != len(b[1]):
+        return f"{a if isinstance(a, str) else a[0]} != {b if isinstance(b, str) else b[0]}"
+    return "; ".join(f"row {i} {k}: {x[k]!r} != {y[k]!r}" for i, (x, y) in enumerate(zip(a[1], b[1], strict=True))
+                     for k in x if x[k] != y.get(k))
+
+
+@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(recs=helicone_requests(), shape=st.sampled_from(["pages", "lines"]))
 def test_fuzzed_helicone_requests_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs, shape):
@@ -267,8 +308,8 @@ def test_fuzzed_helicone_requests_store_the_same_by_sql_and_by_python(tmp_path_f
     f = tmp_path_factory.mktemp("helicone") / "h.jsonl"
     lines = ([{"data": recs[i:i + 2], "error": None} for i in range(0, len(recs), 2)] if shape == "pages" else recs)
     f.write_text("".join(json.dumps(x, default=str) + "\n" for x in lines))
-    fast = _stored_rows(f, monkeypatch, python=False)
-    assert fast == _stored_rows(f, monkeypatch, python=True)
+    fast, slow = _stored_rows(f, monkeypatch, python=False), _stored_rows(f, monkeypatch, python=True)
+    assert fast == slow, _differs(fast, slow)
 
 
 OPENROUTER_READ = ["id", "created_at", "external_user", "model", "provider_name", "service_tier", "native_tokens_prompt",
@@ -284,7 +325,7 @@ def openrouter_generations(draw):
                    "created_at", "id", "gen-")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(recs=openrouter_generations(), wrapped=st.booleans())
 def test_fuzzed_openrouter_generations_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs,
@@ -293,4 +334,82 @@ def test_fuzzed_openrouter_generations_store_the_same_by_sql_and_by_python(tmp_p
     f = tmp_path_factory.mktemp("openrouter") / "g.jsonl"
     f.write_text("".join(json.dumps({"data": r} if wrapped else r, default=str) + "\n" for r in recs))
     fast = _stored_rows(f, monkeypatch, python=False, switch="openrouter_fast_source")
-    assert fast == _stored_rows(f, monkeypatch, python=True, switch="openrouter_fast_source")
+    slow = _stored_rows(f, monkeypatch, python=True, switch="openrouter_fast_source")
+    assert fast == slow, _differs(fast, slow)
+
+
+# ---------------------------------------------------------------- the typed SQL readings of the Batch APIs' results
+# against their Python ones: the fields openai_batch_row / anthropic_batch_row read, nested, fuzzed
+
+OPENAI_BATCH_READ = ["id", "custom_id", "error", "error.code", "error.type", "error.message", "response",
+                     "response.status_code", "response.request_id", "response.body", "response.body.id",
+                     "response.body.object", "response.body.created", "response.body.created_at",
+                     "response.body.model", "response.body.service_tier", "response.body.choices.0.finish_reason",
+                     "response.body.usage.prompt_tokens", "response.body.usage.completion_tokens",
+                     "response.body.usage.input_tokens", "response.body.usage.output_tokens",
+                     "response.body.usage.prompt_tokens_details.cached_tokens",
+                     "response.body.usage.completion_tokens_details.reasoning_tokens",
+                     "response.body.usage.input_tokens_details.cached_tokens",
+                     "response.body.usage.output_tokens_details.reasoning_tokens", "response.body.error.code",
+                     "response.body.error.type", "response.body.error.message"]
+OPENAI_BATCH_NAMES = {"id", "custom_id", "error.code", "error.type", "error.message", "response.request_id",
+                      "response.body.id", "response.body.object", "response.body.model", "response.body.service_tier",
+                      "response.body.choices.0.finish_reason", "response.body.error.code", "response.body.error.type",
+                      "response.body.error.message"}
+
+
+@st.composite
+def openai_batch_lines(draw):
+    from helpers import DATA, read_jsonl
+    return _fuzzed(draw, read_jsonl(DATA / "providers" / "openai_batch_output.jsonl"), OPENAI_BATCH_READ,
+                   OPENAI_BATCH_NAMES, "response.body.created", "id", "batch_req_f", times=epoch)
+
+
+@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(lines=openai_batch_lines(), start=st.sampled_from([None, "2025-03-04T17:00:00.250001+02:00"]))
+def test_fuzzed_openai_batch_lines_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, lines, start):
+    """As the Helicone test above, for an OpenAI Batch output file (with and without --start)."""
+    from datetime import datetime
+    f = tmp_path_factory.mktemp("openai_batch") / "out.jsonl"
+    f.write_text("".join(json.dumps(r, default=str) + "\n" for r in lines))
+    opts = {"model": "gpt-4o-mini", "start": datetime.fromisoformat(start) if start else None}
+    fast = _stored_rows(f, monkeypatch, False, "openai_batch_fast_source", **opts)
+    slow = _stored_rows(f, monkeypatch, True, "openai_batch_fast_source", **opts)
+    assert fast == slow, _differs(fast, slow)
+
+
+ANTHROPIC_BATCH_READ = ["custom_id", "result", "result.type", "result.message", "result.message.id",
+                        "result.message.model", "result.message.stop_reason", "result.message.usage",
+                        "result.message.usage.input_tokens", "result.message.usage.output_tokens",
+                        "result.message.usage.cache_read_input_tokens",
+                        "result.message.usage.cache_creation_input_tokens",
+                        "result.message.usage.cache_creation.ephemeral_5m_input_tokens",
+                        "result.message.usage.cache_creation.ephemeral_1h_input_tokens",
+                        "result.message.usage.service_tier", "result.message.usage.server_tool_use",
+                        "result.message.usage.server_tool_use.web_search_requests", "result.error.error.type",
+                        "result.error.error.message", "result.error.type"]
+ANTHROPIC_BATCH_NAMES = {"custom_id", "result.type", "result.message.id", "result.message.model",
+                         "result.message.stop_reason", "result.message.usage.service_tier", "result.error.error.type",
+                         "result.error.error.message", "result.error.type"}
+
+
+@st.composite
+def anthropic_batch_lines(draw):
+    from helpers import DATA, read_jsonl
+    return _fuzzed(draw, read_jsonl(DATA / "providers" / "anthropic_batch_results.jsonl"), ANTHROPIC_BATCH_READ,
+                   ANTHROPIC_BATCH_NAMES, "", "result.message.id", "msg_f")
+
+
+@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(lines=anthropic_batch_lines())
+def test_fuzzed_anthropic_batch_lines_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, lines):
+    """As the Helicone test above, for a Message Batches results file (--start and --model given)."""
+    from datetime import datetime
+    f = tmp_path_factory.mktemp("anthropic_batch") / "results.jsonl"
+    f.write_text("".join(json.dumps(r, default=str) + "\n" for r in lines))
+    opts = {"model": "claude-3-5-haiku-20241022", "start": datetime.fromisoformat("2025-03-04T15:00:00")}
+    fast = _stored_rows(f, monkeypatch, False, "anthropic_batch_fast_source", **opts)
+    slow = _stored_rows(f, monkeypatch, True, "anthropic_batch_fast_source", **opts)
+    assert fast == slow, _differs(fast, slow)

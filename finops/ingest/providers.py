@@ -128,8 +128,9 @@ def _sniff_openai_batch(p: Probe) -> float:
 
 def _openai_usage(usage: dict) -> dict:
     """Token classes of an OpenAI usage object: Chat Completions (``prompt_tokens``...) or Responses
-    (``input_tokens``...). Both count cached tokens in the prompt and reasoning in the output."""
-    if "input_tokens" in usage or "output_tokens" in usage:
+    (``input_tokens``...), by which of the two has a value (a chat usage may carry ``"input_tokens": null``).
+    Both count cached tokens in the prompt and reasoning in the output."""
+    if usage.get("input_tokens") is not None or usage.get("output_tokens") is not None:
         pdet, cdet = _d(usage.get("input_tokens_details")), _d(usage.get("output_tokens_details"))
         prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
     else:
@@ -197,6 +198,29 @@ def _sql_object(exprs: dict[str, str]) -> str:
     return f"concat('{{', concat_ws(',', {', '.join(pieces)}), '}}')"
 
 
+def _json_text_sql(x: str, kind: str) -> str:
+    """A field's JSON text (``x``, NULL for JSON null) as the Python path's ``str`` of its value, or error() where
+    the SQL cannot be sure to give it: ``name``, a string's text only; ``text``, a string's text or a number's;
+    ``number``, a number's or a string's of printable ASCII (``float()`` reads digits beyond ASCII, DuckDB does
+    not). A number is spelt as Python spells it: an integer's digits as the file has them, a fraction's ``repr``
+    of its float (DuckDB writes a DOUBLE as Python's ``repr`` does; its JSON writer spells a fraction its own
+    way). True, false, an object or an array calls error() (``str`` writes ``True`` or a dict's repr)."""
+    string = f"ascii({x}) = 34"
+    if kind == "number":
+        string += f" AND NOT regexp_matches({x}, '[^\\x20-\\x7e]')"
+    if kind == "name":
+        return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {string} THEN json_extract_string({x}, '$') "
+                "ELSE error('fast path: a name that is not text') END")
+    # a JSON number opens with a digit, or a minus and a digit (DuckDB's reader also takes -Infinity and NaN,
+    # which Python writes -inf and nan); a fraction or an exponent has a point or an e
+    return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {string} THEN json_extract_string({x}, '$') "
+            f"WHEN NOT regexp_matches({x}, '^-?[0-9]') "
+            "THEN error('fast path: a value that is not a number or plain text') "
+            f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') "
+            f"THEN CAST(TRY_CAST({x} AS DOUBLE) AS VARCHAR) "
+            f"ELSE CAST({x} AS VARCHAR) END")
+
+
 # The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
 # straight into the canonical columns (no per-line Python). The numbers are read as DOUBLE and checked whole,
 # as the Python path's _count does.
@@ -204,12 +228,14 @@ _USAGE_TYPE = ("STRUCT(prompt_tokens DOUBLE, completion_tokens DOUBLE, input_tok
                "prompt_tokens_details STRUCT(cached_tokens DOUBLE), "
                "completion_tokens_details STRUCT(reasoning_tokens DOUBLE), "
                "input_tokens_details STRUCT(cached_tokens DOUBLE), output_tokens_details STRUCT(reasoning_tokens DOUBLE))")
-_ERROR_TYPE = "STRUCT(code VARCHAR, type VARCHAR, message VARCHAR)"
+# The names and the values attrs keeps are read as JSON: attrs keeps a value of any type as the Python path does
+# (a custom_id of 0.0 stays a number), and a name is Python's str() of a text or a number (_json_text_sql)
+_ERROR_TYPE = "STRUCT(code JSON, type JSON, message JSON)"
 OPENAI_BATCH_TYPES = {
-    "id": "VARCHAR", "custom_id": "VARCHAR", "error": _ERROR_TYPE,
-    "response": ("STRUCT(status_code DOUBLE, request_id VARCHAR, body STRUCT(id VARCHAR, object VARCHAR, "
-                 "created DOUBLE, created_at DOUBLE, model VARCHAR, service_tier VARCHAR, "
-                 f"choices STRUCT(finish_reason VARCHAR)[], usage {_USAGE_TYPE}, error {_ERROR_TYPE}))"),
+    "id": "JSON", "custom_id": "JSON", "error": _ERROR_TYPE,
+    "response": ("STRUCT(status_code DOUBLE, request_id JSON, body STRUCT(id JSON, object JSON, "
+                 "created DOUBLE, created_at DOUBLE, model JSON, service_tier JSON, "
+                 f"choices STRUCT(finish_reason JSON)[], usage {_USAGE_TYPE}, error {_ERROR_TYPE}))"),
 }
 # The rules of openai_batch_row and _read_openai_batch's neighbouring-line time, in SQL. A line the SQL cannot
 # be sure to read as the Python path does calls error(), and the loader falls back to the Python path: no
@@ -222,10 +248,13 @@ OPENAI_BATCH_TYPES = {
 # window (``rows``), so the window carries those narrow columns instead of each line's parsed structs; the
 # ``ts_from`` note (the last key of attrs) is added after it.
 OPENAI_BATCH_FAST_SQL = r"""
-WITH lines AS (
+WITH texts AS (
   SELECT ordinality AS _row, id, custom_id, response, error AS line_error, response.body AS body,
-         response.body.usage AS u, response.status_code AS code, __ID__ AS id_t, __MODEL__ AS model_t
+         response.body.usage AS u, response.status_code AS code, __ID_TEXT__ AS id_x, __MODEL_TEXT__ AS model_x
   FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
+), lines AS (
+  SELECT *, __ID__ AS id_t, __MODEL__ AS model_t
+  FROM texts
 ), checked AS (
   SELECT *,
     CASE WHEN custom_id IS NULL OR (response IS NULL AND line_error IS NULL)
@@ -270,10 +299,7 @@ WITH lines AS (
        END AS cached_input_tokens,
   CASE WHEN ok THEN 'ok' ELSE 'error' END AS status,
   CASE WHEN NOT ok THEN coalesce(
-    CASE WHEN trim(failure.code, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
-         THEN trim(failure.code, ' ' || chr(9) || chr(10) || chr(13)) END,
-    CASE WHEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) NOT IN ('', 'None', 'null', 'NULL')
-         THEN trim(failure.type, ' ' || chr(9) || chr(10) || chr(13)) END,
+    __FAILURE_CODE__, __FAILURE_TYPE__,
     'http_' || CAST(CAST(code AS BIGINT) AS VARCHAR), 'error') END AS error_type,
   __ATTRS__ AS attrs,
   CASE WHEN ok THEN CAST(CASE WHEN responses_api THEN u.output_tokens_details.reasoning_tokens
@@ -295,7 +321,10 @@ SELECT _row, CAST(NULL AS VARCHAR) AS _hash, request_id, ts_any AS ts, tenant, m
        ELSE attrs END AS attrs,
   'openai' AS provider, 'batch' AS service_tier,
   CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens, reasoning_tokens
-FROM timed""".replace("__ID__", _trim_sql("id")).replace("__MODEL__", _trim_sql("response.body.model")).replace(
+FROM timed""".replace("__ID_TEXT__", _json_text_sql("id", "text")).replace("__ID__", _trim_sql("id_x")).replace(
+    "__MODEL_TEXT__", _json_text_sql("response.body.model", "text")).replace("__MODEL__", _trim_sql("model_x")).replace(
+    "__FAILURE_CODE__", _t(_json_text_sql("failure.code", "text"))).replace(
+    "__FAILURE_TYPE__", _t(_json_text_sql("failure.type", "text"))).replace(
     "__ATTRS__", _sql_object({
     "custom_id": "custom_id", "status_code": "CAST(code AS BIGINT)", "upstream_request_id": "response.request_id",
     "object": "body.object", "body_id": "body.id", "body_service_tier": "body.service_tier",
@@ -317,7 +346,7 @@ _OWN_TIMES = ("), timed AS (\n  SELECT *, CASE WHEN own_ts IS NULL THEN error('o
               "without a time of its own') ELSE own_ts END AS ts_any\n  FROM rows\n)")
 OPENAI_BATCH_OWN_TIMES_SQL = OPENAI_BATCH_FAST_SQL.replace(_NEIGHBOURS, _OWN_TIMES)
 OPENAI_BATCH_UNNUMBERED_SQL = OPENAI_BATCH_OWN_TIMES_SQL.replace("SELECT ordinality AS _row,", "SELECT CAST(NULL AS BIGINT) AS _row,").replace(
-    ") WITH ORDINALITY\n), checked AS", ")\n), checked AS")
+    ") WITH ORDINALITY\n), lines AS", ")\n), lines AS")
 
 
 def openai_batch_fast_source(p: Probe, options: IngestOptions,
@@ -465,12 +494,12 @@ def anthropic_batch_row(row: int, rec: dict, options: IngestOptions, name: str =
 # that is not ``succeeded``, no message id, a count that is not a whole number. Parameters: the path, the
 # types, --start (a naive UTC TIMESTAMP: _start_utc), --tenant, --model. The time and the counts leave it typed
 # (TIMESTAMP, BIGINT), the values the loader reads from the Python path's text.
-ANTHROPIC_BATCH_TYPES = {
-    "custom_id": "VARCHAR",
-    "result": ("STRUCT(type VARCHAR, message STRUCT(id VARCHAR, model VARCHAR, stop_reason VARCHAR, "
+ANTHROPIC_BATCH_TYPES = {       # names and the values attrs keeps as JSON, as OPENAI_BATCH_TYPES
+    "custom_id": "JSON",
+    "result": ("STRUCT(type VARCHAR, message STRUCT(id JSON, model JSON, stop_reason JSON, "
                "usage STRUCT(input_tokens DOUBLE, output_tokens DOUBLE, cache_read_input_tokens DOUBLE, "
                "cache_creation_input_tokens DOUBLE, cache_creation STRUCT(ephemeral_5m_input_tokens DOUBLE, "
-               "ephemeral_1h_input_tokens DOUBLE), service_tier VARCHAR, server_tool_use JSON)))"),
+               "ephemeral_1h_input_tokens DOUBLE), service_tier JSON, server_tool_use JSON)))"),
 }
 ANTHROPIC_BATCH_FAST_SQL = r"""
 WITH lines AS (
@@ -511,8 +540,8 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
             ELSE split.ephemeral_5m_input_tokens END AS BIGINT) AS cache_write_tokens,
   CAST(split.ephemeral_1h_input_tokens AS BIGINT) AS cache_write_1h_tokens,
   CAST(NULL AS VARCHAR) AS reasoning_tokens
-FROM checked""".replace("__ID__", _trim_sql("result.message.id")).replace(
-    "__MODEL__", _trim_sql("result.message.model")).replace("__ATTRS__", _sql_object({
+FROM checked""".replace("__ID__", _trim_sql(_json_text_sql("result.message.id", "text"))).replace(
+    "__MODEL__", _trim_sql(_json_text_sql("result.message.model", "text"))).replace("__ATTRS__", _sql_object({
     "custom_id": "custom_id", "result_type": "kind", "stop_reason": "m.stop_reason",
     "usage_service_tier": "u.service_tier",
     # json_merge_patch drops the nulls inside the object too
@@ -664,29 +693,6 @@ def _first_helicone_request(p: Probe, fmt: str) -> tuple[list[str], bool] | None
     if any(k.lower() in ours and ours[k.lower()] != k for k in rec):
         return None
     return list(rec), whole
-
-
-def _json_text_sql(x: str, kind: str) -> str:
-    """A field's JSON text (``x``, NULL for JSON null) as the Python path's ``str`` of its value, or error() where
-    the SQL cannot be sure to give it: ``name``, a string's text only; ``text``, a string's text or a number's;
-    ``number``, a number's or a string's of printable ASCII (``float()`` reads digits beyond ASCII, DuckDB does
-    not). A number is spelt as Python spells it: an integer's digits as the file has them, a fraction's ``repr``
-    of its float (DuckDB writes a DOUBLE as Python's ``repr`` does; its JSON writer spells a fraction its own
-    way). True, false, an object or an array calls error() (``str`` writes ``True`` or a dict's repr)."""
-    string = f"ascii({x}) = 34"
-    if kind == "number":
-        string += f" AND NOT regexp_matches({x}, '[^\\x20-\\x7e]')"
-    if kind == "name":
-        return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {string} THEN json_extract_string({x}, '$') "
-                "ELSE error('fast path: a name that is not text') END")
-    # a JSON number opens with a digit, or a minus and a digit (DuckDB's reader also takes -Infinity and NaN,
-    # which Python writes -inf and nan); a fraction or an exponent has a point or an e
-    return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {string} THEN json_extract_string({x}, '$') "
-            f"WHEN NOT regexp_matches({x}, '^-?[0-9]') "
-            "THEN error('fast path: a value that is not a number or plain text') "
-            f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') "
-            f"THEN CAST(TRY_CAST({x} AS DOUBLE) AS VARCHAR) "
-            f"ELSE CAST({x} AS VARCHAR) END")
 
 
 # each line of a JSON Lines file or element of an array, numbered (__ROW__, __ORDINALITY__: ordinality, or NULL
