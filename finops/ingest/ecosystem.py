@@ -466,6 +466,8 @@ def _ms_between_texts_sql(start_sql: str, end_sql: str, start_aware_sql: str, en
 
 
 #: the fields of a GET /spend/logs row that the rules read as text (the JSON path's columns)
+#: the fields _litellm_row reads as numbers
+LITELLM_NUMBERS = ("spend", "prompt_tokens", "completion_tokens", "request_duration_ms")
 LITELLM_JSON_TEXT_FIELDS = tuple(sorted(LITELLM_MAPPED | {"model_group", "metadata", "response",
                                                           "proxy_server_request", "team_id", "request_duration_ms"}))
 #: the usage object's counts, in the order of :func:`litellm_fast_source`'s ``uv`` list
@@ -566,7 +568,7 @@ def _litellm_json_rows_sql(numbered: bool, known: list[str] | None = None) -> st
                             + ['$."' + f + '".' + ".".join(f'"{k}"' for k in x.split(".")) for f, x in nested]
                             + [f'$."{x}"' for x in _litellm_extra_fields(known)])
     at = {x: i + 1 for i, x in enumerate(LITELLM_JSON_TEXT_FIELDS)}
-    texts = ", ".join(f"{_js(f'_v[{sql.literal(at[x])}]')} AS {quote_ident(x)}"
+    texts = ", ".join(f"{_py_str_sql(f'_v[{sql.literal(at[x])}]', x in LITELLM_NUMBERS)} AS {quote_ident(x)}"
                       for x in LITELLM_JSON_TEXT_FIELDS if x not in LITELLM_OBJECT_PATHS)
     objects = []
     for name, short in (("metadata", "mv"), ("response", "rv"), ("proxy_server_request", "qv")):
@@ -693,24 +695,24 @@ parsed AS ({parsed}), used AS (
     CASE WHEN json_type(mv[3]) = 'OBJECT' THEN mv[3] END AS ei
   FROM parsed
 ), tok AS (
-  SELECT *, json_extract_string(usage, [{usage_paths}]) AS uv,
+  SELECT *, list_transform(json_extract(usage, [{usage_paths}]), lambda j: {_json_count_sql('j')}) AS uv,
     CASE WHEN {truthy_sql("json_extract(usage, '$.cache_creation_token_details')")}
            THEN json_extract(usage, '$.cache_creation_token_details')
          ELSE json_extract(usage, '$.cache_creation') END AS split,
     {_whole(_t(c('prompt_tokens')))} AS prompt_n, {_whole(_t(c('completion_tokens')))} AS completion_n,
-    coalesce({_t(c('custom_llm_provider'))}, {_t("json_extract_string(ei, '$.llm_provider')")}) AS provider0,
+    coalesce({_t(c('custom_llm_provider'))}, {_t(_py_str_sql("json_extract(ei, '$.llm_provider')"))}) AS provider0,
     coalesce({_t(c('model'))}, {_t(c('model_group'))}) AS model0,
     {_t(c('cache_hit'))} AS hit_text, {_finite(c('spend'))} AS spend_d,
     ei IS NOT NULL AND ei <> CAST('{{}}' AS JSON) AS has_error
   FROM used
 ), counts AS (
   SELECT *, {_whole(u['cache_creation_input_tokens'])} AS creation,
-    CASE WHEN json_type(split) = 'OBJECT' THEN {_whole("json_extract_string(split, '$.ephemeral_1h_input_tokens')")}
+    CASE WHEN json_type(split) = 'OBJECT' THEN {_whole(_json_count_sql("json_extract(split, '$.ephemeral_1h_input_tokens')"))}
     END AS write_1h,
     coalesce({_whole(u['prompt_tokens_details.cached_tokens'])}, {_whole(u['cache_read_input_tokens'])}) AS cached,
     CASE lower(hit_text) WHEN 'true' THEN 'true' WHEN 't' THEN 'true' WHEN '1' THEN 'true'
          WHEN 'false' THEN 'false' WHEN 'f' THEN 'false' WHEN '0' THEN 'false' ELSE hit_text END AS hit,
-    lower(coalesce({_t(c('status'))}, {_t("json_extract_string(mv[4], '$')")}, '')) AS status0,
+    lower(coalesce({_t(c('status'))}, {_t(_py_str_sql('mv[4]'))}, '')) AS status0,
     strpos(model0, '/') > 0 AND substr(model0, strpos(model0, '/') + 1) <> ''
       AND (split_part(model0, '/', 1) = provider0
            OR (provider0 IS NULL AND split_part(model0, '/', 1) IN ({known}))) AS prefixed
@@ -742,8 +744,8 @@ SELECT
   coalesce(CASE WHEN prefixed THEN substr(model0, strpos(model0, '/') + 1) ELSE model0 END, CAST(? AS VARCHAR))
     AS model,
   CASE WHEN prefixed THEN split_part(model0, '/', 1) ELSE provider0 END AS provider,
-  coalesce({_t("json_extract_string(rv[2], '$')")}, {_t("json_extract_string(mv[5], '$')")},
-           {_t("json_extract_string(qv[1], '$')")}) AS service_tier,
+  coalesce({_t(_py_str_sql('rv[2]'))}, {_t(_py_str_sql('mv[5]'))},
+           {_t(_py_str_sql('qv[1]'))}) AS service_tier,
   hit AS cache_hit,
   CASE WHEN input_n IS NOT NULL THEN CAST(CAST(input_n AS BIGINT) AS VARCHAR) ELSE {_t(c('prompt_tokens'))} END
     AS input_tokens,
@@ -758,7 +760,7 @@ SELECT
   CASE WHEN {_finite(c('request_duration_ms'))} IS NOT NULL THEN {_trim_sql(c('request_duration_ms'))}
        ELSE CAST({_ms_between_sql(c('startTime'), c('endTime'))} AS VARCHAR) END AS total_ms,
   status_c AS status,
-  CASE WHEN status_c <> 'ok' THEN {_t("json_extract_string(ei, '$.error_class')")} END AS error_type,
+  CASE WHEN status_c <> 'ok' THEN {_t(_py_str_sql("json_extract(ei, '$.error_class')"))} END AS error_type,
   CASE WHEN spend_d IS NULL THEN {_t(c('spend'))} WHEN unpriced THEN NULL ELSE {_trim_sql(c('spend'))} END
     AS cost_usd,
   CASE WHEN unpriced THEN CAST(json_merge_patch(CAST(_attrs AS JSON), json_object('source_cost_usd', spend_d))
@@ -1009,6 +1011,30 @@ def _text_num_sql(x: str) -> str:
 def _js(x: str) -> str:
     """A JSON value as text (a string unquoted, anything else its JSON)."""
     return f"json_extract_string({x}, '$')"
+
+
+def _json_count_sql(x: str) -> str:
+    """A JSON value read as a number is read by the Python path as ``float()`` of it: true and false as 1 and 0, a
+    string's text as it is; here as text for ``_whole`` / ``_finite`` (a number's spelling does not matter there)."""
+    return f"CASE CAST({x} AS VARCHAR) WHEN 'true' THEN '1' WHEN 'false' THEN '0' ELSE json_extract_string({x}, '$') END"
+
+
+def _py_str_sql(x: str, number: bool = False) -> str:
+    """Python's ``str()`` of a JSON value (``x``: its JSON text as json_extract writes it, a number as the file
+    spells it), as the Python readings' ``_text`` takes it: a string's text, an integer's digits, a fraction's
+    float ``repr`` (DuckDB writes a DOUBLE as ``repr`` does), ``True`` / ``False``, NULL for null. An object, an
+    array, NaN, Infinity or a number beyond a double calls error() (``str`` writes a dict's repr, ``inf``).
+    ``number``: a field the Python path reads as a number, where true and false are 1 and 0 (``float(True)``)."""
+    v = f"CAST({x} AS VARCHAR)"
+    d = f"TRY_CAST({v} AS DOUBLE)"
+    return (f"CASE WHEN {v} IS NULL OR {v} = 'null' THEN NULL WHEN ascii({v}) = 34 THEN json_extract_string({x}, '$') "
+            + (f"WHEN {v} = 'true' THEN '1' WHEN {v} = 'false' THEN '0' " if number
+               else f"WHEN {v} = 'true' THEN 'True' WHEN {v} = 'false' THEN 'False' ")
+            + f"WHEN {v} = '-0' THEN '0' "
+            f"WHEN NOT regexp_matches({v}, '^-?[0-9]') OR NOT isfinite({d}) "
+            "THEN error('fast path: an object, an array or a number that is no double as a text field') "
+            f"WHEN contains({v}, '.') OR contains({v}, 'e') OR contains({v}, 'E') THEN CAST({d} AS VARCHAR) "
+            f"ELSE {v} END")
 
 
 def _json_obj(x: str) -> str:
