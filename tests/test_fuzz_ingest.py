@@ -463,3 +463,41 @@ def test_fuzzed_litellm_spend_logs_store_the_same_by_sql_and_by_python(tmp_path_
     fast = _stored_rows(f, monkeypatch, False, "litellm_fast_source")
     slow = _stored_rows(f, monkeypatch, True, "litellm_fast_source")
     assert fast == slow, _differs(fast, slow)
+
+
+# ---------------------------------------------------------------- Langfuse observations (the UI's JSON Lines export)
+# read in SQL against the Python reading: the fields _langfuse_row reads, usage and cost details among them, fuzzed
+
+LANGFUSE_READ = ["id", "type", "traceId", "startTime", "endTime", "completionStartTime", "model", "providedModelName",
+                 "usageDetails", "usageDetails.input", "usageDetails.output", "usageDetails.input_cached_tokens",
+                 "usageDetails.input_cache_creation_1h", "usageDetails.output_reasoning_tokens", "usageDetails.total",
+                 "costDetails", "costDetails.total", "costDetails.input", "totalCost", "level", "statusMessage",
+                 "timeToFirstToken", "latency", "userId", "metadata", "metadata.ls_provider",
+                 "metadata.attributes.provider", "usage", "usage.input", "name"]
+LANGFUSE_NAMES = {"id", "type", "traceId", "model", "providedModelName", "level", "statusMessage", "userId",
+                  "metadata.ls_provider", "metadata.attributes.provider", "name"}
+
+
+@st.composite
+def langfuse_observations(draw):
+    from helpers import DATA, read_jsonl
+    gens = [r for r in read_jsonl(DATA / "langfuse" / "ui_export_observations.jsonl") if r["type"] == "GENERATION"]
+    recs = _fuzzed(draw, gens, LANGFUSE_READ, LANGFUSE_NAMES, "startTime", "id", "obs-f")
+    for rec in recs:
+        for k in ("endTime", "completionStartTime"):
+            if draw(st.booleans()):
+                rec[k] = draw(st.one_of(ts, text))
+    return recs
+
+
+@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                                    HealthCheck.too_slow])
+@given(recs=langfuse_observations(), shape=st.sampled_from(["array", "lines"]))
+def test_fuzzed_langfuse_observations_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs, shape):
+    """As the Helicone test above, for Langfuse observations as the UI exports them (a line each) and as an array."""
+    f = tmp_path_factory.mktemp("langfuse") / ("obs.json" if shape == "array" else "obs.jsonl")
+    f.write_text(json.dumps(recs, default=str) if shape == "array"
+                 else "".join(json.dumps(r, default=str) + "\n" for r in recs))
+    fast = _stored_rows(f, monkeypatch, False, "langfuse_fast_source")
+    slow = _stored_rows(f, monkeypatch, True, "langfuse_fast_source")
+    assert fast == slow, _differs(fast, slow)

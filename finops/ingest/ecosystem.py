@@ -1013,6 +1013,14 @@ def _js(x: str) -> str:
     return f"json_extract_string({x}, '$')"
 
 
+def _json_falsy_sql(x: str) -> str:
+    """Whether a JSON value (``x``, JSON or its text) is one Python's ``or`` passes over: null, "", false, a zero,
+    an empty object or array (SQL NULL too)."""
+    v = f"CAST({x} AS VARCHAR)"
+    return (f"({v} IS NULL OR {v} IN ('null', '\"\"', 'false', '[]', '{{}}') OR "
+            f"(regexp_matches({v}, '^-?[0-9]') AND TRY_CAST({v} AS DOUBLE) = 0))")
+
+
 def _json_count_sql(x: str) -> str:
     """A JSON value read as a number is read by the Python path as ``float()`` of it: true and false as 1 and 0, a
     string's text as it is; here as text for ``_whole`` / ``_finite`` (a number's spelling does not matter there)."""
@@ -1121,7 +1129,13 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
 
         def has_sql(name: str) -> str:
             return "true" if name in cols else "false"
-        type_null, type_text = f"{raw_text_sql('type')} IS NULL", raw_text_sql("type")
+        type_falsy, type_text = f"({raw_text_sql('type')} IS NULL OR {raw_text_sql('type')} IN ('', '0', 'false'))", \
+            raw_text_sql("type")
+
+        def lf_or_sql(what: str) -> str:
+            if what != "status_message":        # a cell is text: only "" is passed over (the model, the user)
+                return lf_text_sql(what)
+            return f"CASE WHEN {lf_text_sql(what)} NOT IN ('0', 'false') THEN {lf_text_sql(what)} END"
         attrs_cols = [x for x in cols if x not in LANGFUSE_MAPPED]
         cells_sql = "".join(f", {_langfuse_csv_cell_sql(cell_sql(x))} AS {json_cell_sql(x)}" for x in cols
                             if x in json_read)
@@ -1194,11 +1208,15 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
             return _js(raw_sql(name))
 
         def lf_text_sql(what: str) -> str:
-            return _js(field_sql(what))
+            return _py_str_sql(field_sql(what), number=what in ("ttft_s", "latency_s", "total_cost"))
 
         def has_sql(name: str) -> str:
             return f"v[{sql.literal(at[name])}] IS NOT NULL"
-        type_null, type_text = f"{raw_sql('type')} IS NULL", _js(raw_sql("type"))
+        # a value Python's ``or`` passes over takes the default: the type's GENERATION, --model, "error"
+        type_falsy, type_text = _json_falsy_sql(raw_sql("type")), _js(raw_sql("type"))
+
+        def lf_or_sql(what: str) -> str:
+            return f"CASE WHEN NOT {_json_falsy_sql(field_sql(what))} THEN {lf_text_sql(what)} END"
         if not paged:
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
             # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
@@ -1241,7 +1259,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
             f"WHEN ascii({at_sql(i)}) = 34 AND {at_sql(i)} <> CAST('\"\"' AS JSON) THEN {_js(at_sql(i))}"
             for i in range(1, len(paths) + 1)) + " END"
     calls = sql.string_list(LANGFUSE_MODEL_CALLS)
-    model_call_sql = (f"upper(CASE WHEN {type_null} OR {type_text} IN ('', '0', 'false') THEN 'GENERATION' "
+    model_call_sql = (f"upper(CASE WHEN {type_falsy} THEN 'GENERATION' "
                       f"ELSE {type_text} END) IN ({calls})")
     has_details = " OR ".join(has_sql(n) for n in LANGFUSE_FIELDS["usage"])
 
@@ -1262,8 +1280,8 @@ WITH obs AS ({records_sql}), calls AS ({calls_sql}), fields AS (
                                                    'output', {_json_obj(raw_sql('usage'))} -> 'output')) END AS usage,
     {_json_obj(field_sql('cost'))} AS cost_obj, {lf_text_sql('total_cost')} AS total_cost,
     upper(coalesce({raw_text_sql('level')}, '')) = 'ERROR' AS failed,
-    {lf_text_sql('status_message')} AS status_message, {lf_text_sql('ttft_s')} AS ttft_s, {lf_text_sql('latency_s')} AS latency_s,
-    {lf_text_sql('user')} AS tenant0, {lf_text_sql('model')} AS model0,
+    {lf_or_sql('status_message')} AS message0, {lf_text_sql('ttft_s')} AS ttft_s, {lf_text_sql('latency_s')} AS latency_s,
+    {lf_or_sql('user')} AS tenant0, {lf_or_sql('model')} AS model0,
     {_json_obj(raw_sql('metadata'))} AS meta
   FROM calls
 ), usage_entries AS (
@@ -1314,8 +1332,7 @@ SELECT CASE WHEN {"_skip" if skip else "false"} THEN _row ELSE coalesce(
   CAST(coalesce({_ms_between_texts_sql('start_t', 'end_t', 'start_z', 'end_z')},
                 {_finite('latency_s')} * CAST(1000 AS DOUBLE)) AS VARCHAR) AS total_ms,
   CASE WHEN failed THEN 'error' ELSE 'ok' END AS status,
-  CASE WHEN failed THEN left(CASE WHEN status_message IS NULL OR status_message IN ('0', 'false') THEN 'error'
-                                  ELSE status_message END, 200) END AS error_type,
+  CASE WHEN failed THEN left(coalesce(message0, 'error'), 200) END AS error_type,
   CASE WHEN unpriced THEN NULL ELSE CAST(cost_d AS VARCHAR) END AS cost_usd,
   CAST(CASE WHEN unpriced THEN json_merge_patch({attrs_json}, json_object('source_cost_usd', CAST(0 AS DOUBLE)))
        ELSE attrs END AS VARCHAR) AS attrs,
