@@ -31,6 +31,8 @@ TIMESTAMPS = ["2026-11-20T10:00:00Z", "2026-11-20 10:00:00.123456789", "9999-12-
 # the differential tests below (a file's SQL reading against its Python one): 40 examples in CI; before a change to a
 # reading lands, run them with FINOPS_FUZZ_EXAMPLES=400
 DIFFERENTIAL_EXAMPLES = int(os.environ.get("FINOPS_FUZZ_EXAMPLES", "40"))
+differential = settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None,
+                        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 number = st.one_of(st.sampled_from(EDGE_FLOATS), st.integers(-(2 ** 70), 2 ** 70),
@@ -299,8 +301,31 @@ def _differs(a, b) -> str:
                      for k in x if x[k] != y.get(k))
 
 
-@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+def _same_by_sql_and_python(path, monkeypatch, switch: str, **options) -> None:
+    """The file stores the same by its SQL reading and by its Python one (``switch`` off): counts, rejects, rows."""
+    fast = _stored_rows(path, monkeypatch, False, switch, **options)
+    slow = _stored_rows(path, monkeypatch, True, switch, **options)
+    assert fast == slow, _differs(fast, slow)
+
+
+def _records_file(folder, recs: list, shape: str):
+    """``recs`` as a JSON array (``shape`` "array": ``records.json``) or a record a line (``records.jsonl``)."""
+    f = folder / ("records.json" if shape == "array" else "records.jsonl")
+    f.write_text(json.dumps(recs, default=str) if shape == "array"
+                 else "".join(json.dumps(r, default=str) + "\n" for r in recs))
+    return f
+
+
+def _timed_ends(draw, recs: list[dict]) -> list[dict]:
+    """Each record's end and first-token times fuzzed too, or not."""
+    for rec in recs:
+        for k in ("endTime", "completionStartTime"):
+            if draw(st.booleans()):
+                rec[k] = draw(st.one_of(ts, text))
+    return recs
+
+
+@differential
 @given(recs=helicone_requests(), shape=st.sampled_from(["pages", "lines"]))
 def test_fuzzed_helicone_requests_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs, shape):
     """Each reading on its own store: the same counts, rejects (row, field and reason) and rows, attrs as JSON values.
@@ -309,8 +334,7 @@ def test_fuzzed_helicone_requests_store_the_same_by_sql_and_by_python(tmp_path_f
     f = tmp_path_factory.mktemp("helicone") / "h.jsonl"
     lines = ([{"data": recs[i:i + 2], "error": None} for i in range(0, len(recs), 2)] if shape == "pages" else recs)
     f.write_text("".join(json.dumps(x, default=str) + "\n" for x in lines))
-    fast, slow = _stored_rows(f, monkeypatch, python=False), _stored_rows(f, monkeypatch, python=True)
-    assert fast == slow, _differs(fast, slow)
+    _same_by_sql_and_python(f, monkeypatch, "helicone_fast_source")
 
 
 OPENROUTER_READ = ["id", "created_at", "external_user", "model", "provider_name", "service_tier", "native_tokens_prompt",
@@ -326,17 +350,14 @@ def openrouter_generations(draw):
                    "created_at", "id", "gen-")
 
 
-@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@differential
 @given(recs=openrouter_generations(), wrapped=st.booleans())
 def test_fuzzed_openrouter_generations_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs,
                                                                           wrapped):
     """As the Helicone test above, for OpenRouter's generations (a line each, wrapped in ``data`` or not)."""
     f = tmp_path_factory.mktemp("openrouter") / "g.jsonl"
     f.write_text("".join(json.dumps({"data": r} if wrapped else r, default=str) + "\n" for r in recs))
-    fast = _stored_rows(f, monkeypatch, python=False, switch="openrouter_fast_source")
-    slow = _stored_rows(f, monkeypatch, python=True, switch="openrouter_fast_source")
-    assert fast == slow, _differs(fast, slow)
+    _same_by_sql_and_python(f, monkeypatch, "openrouter_fast_source")
 
 
 # ---------------------------------------------------------------- the typed SQL readings of the Batch APIs' results
@@ -366,8 +387,7 @@ def openai_batch_lines(draw):
                    OPENAI_BATCH_NAMES, "response.body.created", "id", "batch_req_f", times=epoch)
 
 
-@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@differential
 @given(lines=openai_batch_lines(), start=st.sampled_from([None, "2025-03-04T17:00:00.250001+02:00"]))
 def test_fuzzed_openai_batch_lines_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, lines, start):
     """As the Helicone test above, for an OpenAI Batch output file (with and without --start)."""
@@ -375,9 +395,7 @@ def test_fuzzed_openai_batch_lines_store_the_same_by_sql_and_by_python(tmp_path_
     f = tmp_path_factory.mktemp("openai_batch") / "out.jsonl"
     f.write_text("".join(json.dumps(r, default=str) + "\n" for r in lines))
     opts = {"model": "gpt-4o-mini", "start": datetime.fromisoformat(start) if start else None}
-    fast = _stored_rows(f, monkeypatch, False, "openai_batch_fast_source", **opts)
-    slow = _stored_rows(f, monkeypatch, True, "openai_batch_fast_source", **opts)
-    assert fast == slow, _differs(fast, slow)
+    _same_by_sql_and_python(f, monkeypatch, "openai_batch_fast_source", **opts)
 
 
 ANTHROPIC_BATCH_READ = ["custom_id", "result", "result.type", "result.message", "result.message.id",
@@ -402,8 +420,7 @@ def anthropic_batch_lines(draw):
                    ANTHROPIC_BATCH_NAMES, "", "result.message.id", "msg_f")
 
 
-@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@differential
 @given(lines=anthropic_batch_lines())
 def test_fuzzed_anthropic_batch_lines_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, lines):
     """As the Helicone test above, for a Message Batches results file (--start and --model given)."""
@@ -411,9 +428,7 @@ def test_fuzzed_anthropic_batch_lines_store_the_same_by_sql_and_by_python(tmp_pa
     f = tmp_path_factory.mktemp("anthropic_batch") / "results.jsonl"
     f.write_text("".join(json.dumps(r, default=str) + "\n" for r in lines))
     opts = {"model": "claude-3-5-haiku-20241022", "start": datetime.fromisoformat("2025-03-04T15:00:00")}
-    fast = _stored_rows(f, monkeypatch, False, "anthropic_batch_fast_source", **opts)
-    slow = _stored_rows(f, monkeypatch, True, "anthropic_batch_fast_source", **opts)
-    assert fast == slow, _differs(fast, slow)
+    _same_by_sql_and_python(f, monkeypatch, "anthropic_batch_fast_source", **opts)
 
 
 # ---------------------------------------------------------------- LiteLLM's spend logs (GET /spend/logs JSON) read in
@@ -445,24 +460,16 @@ def litellm_rows(draw):
     for rec in recs:
         if draw(st.booleans()):
             rec["cache_hit"] = draw(litellm_flag)
-        for k in ("endTime", "completionStartTime"):
-            if draw(st.booleans()):
-                rec[k] = draw(st.one_of(ts, text))
-    return recs
+    return _timed_ends(draw, recs)
 
 
 # half as many: each reading plans LiteLLM's SQL, about 0.4 s (a second planned where the file goes to Python)
-@settings(max_examples=DIFFERENTIAL_EXAMPLES // 2, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
 @given(recs=litellm_rows(), shape=st.sampled_from(["array", "lines"]))
 def test_fuzzed_litellm_spend_logs_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs, shape):
     """As the Helicone test above, for LiteLLM's spend logs as GET /spend/logs writes them (an array) and a row a line."""
-    f = tmp_path_factory.mktemp("litellm") / ("logs.json" if shape == "array" else "logs.jsonl")
-    f.write_text(json.dumps(recs, default=str) if shape == "array"
-                 else "".join(json.dumps(r, default=str) + "\n" for r in recs))
-    fast = _stored_rows(f, monkeypatch, False, "litellm_fast_source")
-    slow = _stored_rows(f, monkeypatch, True, "litellm_fast_source")
-    assert fast == slow, _differs(fast, slow)
+    _same_by_sql_and_python(_records_file(tmp_path_factory.mktemp("litellm"), recs, shape), monkeypatch,
+                            "litellm_fast_source")
 
 
 # ---------------------------------------------------------------- Langfuse observations (the UI's JSON Lines export)
@@ -482,22 +489,12 @@ LANGFUSE_NAMES = {"id", "type", "traceId", "model", "providedModelName", "level"
 def langfuse_observations(draw):
     from helpers import DATA, read_jsonl
     gens = [r for r in read_jsonl(DATA / "langfuse" / "ui_export_observations.jsonl") if r["type"] == "GENERATION"]
-    recs = _fuzzed(draw, gens, LANGFUSE_READ, LANGFUSE_NAMES, "startTime", "id", "obs-f")
-    for rec in recs:
-        for k in ("endTime", "completionStartTime"):
-            if draw(st.booleans()):
-                rec[k] = draw(st.one_of(ts, text))
-    return recs
+    return _timed_ends(draw, _fuzzed(draw, gens, LANGFUSE_READ, LANGFUSE_NAMES, "startTime", "id", "obs-f"))
 
 
-@settings(max_examples=DIFFERENTIAL_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                                    HealthCheck.too_slow])
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)       # as LiteLLM's: a large SQL to plan
 @given(recs=langfuse_observations(), shape=st.sampled_from(["array", "lines"]))
 def test_fuzzed_langfuse_observations_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs, shape):
     """As the Helicone test above, for Langfuse observations as the UI exports them (a line each) and as an array."""
-    f = tmp_path_factory.mktemp("langfuse") / ("obs.json" if shape == "array" else "obs.jsonl")
-    f.write_text(json.dumps(recs, default=str) if shape == "array"
-                 else "".join(json.dumps(r, default=str) + "\n" for r in recs))
-    fast = _stored_rows(f, monkeypatch, False, "langfuse_fast_source")
-    slow = _stored_rows(f, monkeypatch, True, "langfuse_fast_source")
-    assert fast == slow, _differs(fast, slow)
+    _same_by_sql_and_python(_records_file(tmp_path_factory.mktemp("langfuse"), recs, shape), monkeypatch,
+                            "langfuse_fast_source")
