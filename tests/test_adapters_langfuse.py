@@ -536,3 +536,50 @@ def test_langfuse_attrs_joined_from_the_first_observations_fields_are_the_merge_
             assert loaded_attrs(p) == joined, name
         with monkeypatch.context() as m:
             assert _fast_stored(p, IngestOptions()) == _fast_stored(p, IngestOptions(), m, python_only=True), name
+
+
+@pytest.mark.parametrize("field, value", [("statusMessage", "0"), ("statusMessage", "false"), ("statusMessage", "{}"),
+                                          ("model", "{}"), ("userId", "[]"), ("type", "0"), ("type", "{}"),
+                                          ("type", '""')])
+def test_langfuse_csv_cells_python_passes_over_read_alike_in_sql(tmp_path, monkeypatch, field, value):
+    """A cell is text ("0", "false": kept, as the Python reading keeps them) unless it holds JSON (``{}``, ``[]``,
+    ``""``: passed over as Python's ``or`` does: the default type, --model, the default tenant, "error"). The SQL
+    reading took "0" and "false" for nothing and kept ``{}`` and ``[]``."""
+    import io
+
+    from finops.ingest import ecosystem
+    src = FILES["ui_csv"].read_text()
+    rows = list(csv.DictReader(io.StringIO(src)))
+    row = {**next(r for r in rows if r["type"] == "GENERATION"), "level": "ERROR", field: value}
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), quoting=csv.QUOTE_ALL)
+    w.writeheader()
+    w.writerow(row)
+    f = tmp_path / "generations.csv"
+    f.write_text(out.getvalue())
+
+    def stored(python: bool):
+        con = store.connect(":memory:")
+        with monkeypatch.context() as m:
+            if python:
+                m.setattr(ecosystem, "langfuse_fast_source", lambda *a, **k: None)
+            try:
+                r = ingest_path(con, f, IngestOptions(model="m-given"))[0]
+            except InputError as exc:
+                return str(exc)
+            finally:
+                got = con.execute("SELECT model, tenant, error_type FROM requests").fetchall()
+                con.close()
+        return r.rows_read, r.rows_ingested, got
+
+    fast = stored(False)
+    assert fast == stored(True)
+    expected = {("statusMessage", "0"): "0", ("statusMessage", "false"): "false", ("statusMessage", "{}"): "error"}
+    if (field, value) in expected:
+        assert fast[2][0][2] == expected[(field, value)]
+    if field == "model":
+        assert fast[2][0][0] == "m-given"
+    if field == "userId":
+        assert fast[2][0][1] == "default"
+    if field == "type":         # "0" is a type of its own (no model call); {} and "" are none: a GENERATION
+        assert fast == "file generations.csv: the file holds no rows" if value == "0" else fast[1] == 1

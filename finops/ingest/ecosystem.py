@@ -1129,13 +1129,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
 
         def has_sql(name: str) -> str:
             return "true" if name in cols else "false"
-        type_falsy, type_text = f"({raw_text_sql('type')} IS NULL OR {raw_text_sql('type')} IN ('', '0', 'false'))", \
-            raw_text_sql("type")
-
-        def lf_or_sql(what: str) -> str:
-            if what != "status_message":        # a cell is text: only "" is passed over (the model, the user)
-                return lf_text_sql(what)
-            return f"CASE WHEN {lf_text_sql(what)} NOT IN ('0', 'false') THEN {lf_text_sql(what)} END"
+        type_text = raw_text_sql("type")
         attrs_cols = [x for x in cols if x not in LANGFUSE_MAPPED]
         cells_sql = "".join(f", {_langfuse_csv_cell_sql(cell_sql(x))} AS {json_cell_sql(x)}" for x in cols
                             if x in json_read)
@@ -1212,11 +1206,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
 
         def has_sql(name: str) -> str:
             return f"v[{sql.literal(at[name])}] IS NOT NULL"
-        # a value Python's ``or`` passes over takes the default: the type's GENERATION, --model, "error"
-        type_falsy, type_text = _json_falsy_sql(raw_sql("type")), _js(raw_sql("type"))
-
-        def lf_or_sql(what: str) -> str:
-            return f"CASE WHEN NOT {_json_falsy_sql(field_sql(what))} THEN {lf_text_sql(what)} END"
+        type_text = _js(raw_sql("type"))
         if not paged:
             # one observation a record (the blob export, the UI's JSONL, an array): read on every thread and
             # numbered once staged; a page of observations met later stops this reading (the numbered one reads it)
@@ -1232,6 +1222,14 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         return "coalesce(" + ", ".join(
             f"CASE WHEN {raw_sql(n)} IS NOT NULL AND {raw_sql(n)} <> CAST('\"\"' AS JSON) THEN {raw_sql(n)} END"
             for n in LANGFUSE_FIELDS[what]) + ")"
+    def lf_or_sql(what: str) -> str:
+        """``_lf(obs, what) or default`` in SQL: NULL where the value is one Python's ``or`` passes over (a cell's
+        JSON too: "0" is text, ``{}`` an empty object), else its text."""
+        return f"CASE WHEN NOT {_json_falsy_sql(field_sql(what))} THEN {lf_text_sql(what)} END"
+
+    # a value Python's ``or`` passes over takes the default: the type's GENERATION, --model, "error"
+    type_falsy = _json_falsy_sql(raw_sql("type"))
+
     def total_sql(cond: str) -> str:
         """The sum of the numbers of the entries ``cond`` picks, as a whole number; NULL where none is a number
         (list_sum skips NULLs and gives NULL for none: one pass over the entries)."""
