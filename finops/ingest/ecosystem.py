@@ -465,9 +465,9 @@ def _ms_between_texts_sql(start_sql: str, end_sql: str, start_aware_sql: str, en
     return f"CAST({us} AS DOUBLE) / CAST(1000000 AS DOUBLE) * CAST(1000 AS DOUBLE)"
 
 
-#: the fields of a GET /spend/logs row that the rules read as text (the JSON path's columns)
 #: the fields _litellm_row reads as numbers
 LITELLM_NUMBERS = ("spend", "prompt_tokens", "completion_tokens", "request_duration_ms")
+#: the fields of a GET /spend/logs row that the rules read as text (the JSON path's columns)
 LITELLM_JSON_TEXT_FIELDS = tuple(sorted(LITELLM_MAPPED | {"model_group", "metadata", "response",
                                                           "proxy_server_request", "team_id", "request_duration_ms"}))
 #: the usage object's counts, in the order of :func:`litellm_fast_source`'s ``uv`` list
@@ -1222,6 +1222,7 @@ def langfuse_fast_source(p: Probe, options: IngestOptions, con=None) -> Source |
         return "coalesce(" + ", ".join(
             f"CASE WHEN {raw_sql(n)} IS NOT NULL AND {raw_sql(n)} <> CAST('\"\"' AS JSON) THEN {raw_sql(n)} END"
             for n in LANGFUSE_FIELDS[what]) + ")"
+
     def lf_or_sql(what: str) -> str:
         """``_lf(obs, what) or default`` in SQL: NULL where the value is one Python's ``or`` passes over (a cell's
         JSON too: "0" is text, ``{}`` an empty object), else its text."""
