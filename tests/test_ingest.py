@@ -207,8 +207,8 @@ def test_a_canonical_json_array_is_detected_and_stores_what_json_lines_store(tmp
     assert loaded["rows.json"] == loaded["rows.jsonl"]
     fmt, outcome, rows = loaded["rows.json"]
     assert fmt == "canonical"
-    assert outcome == (4, 3, 1, 0, [4], ["input_tokens: negative value -5; cached_input_tokens: cached_input_tokens "
-                                         "= 0 exceeds input_tokens -5 (input_tokens counts them too)"])
+    # the file gives no cached tokens for that row: they exceed nothing (only a given part is checked)
+    assert outcome == (4, 3, 1, 0, [4], ["input_tokens: negative value -5"])
     cols = [d[0] for d in store.connect(":memory:").execute("SELECT * EXCLUDE (batch_id) FROM requests").description]
     got = {r[cols.index("request_id")]: dict(zip(cols, r, strict=True)) for r in rows}
     a1, a2 = got["a1"], got["a2"]
