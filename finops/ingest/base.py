@@ -24,7 +24,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -158,6 +158,56 @@ def expect_objects(v, what: str, *, file: str, row: int | None, field: str) -> l
         raise InputError(f"expected a list of {what} (a JSON array), found {json_kind(v)}", file=file, row=row,
                          field=field)
     return [expect_object(x, what, file=file, row=row, field=f"{field}[{i}]") for i, x in enumerate(v)]
+
+
+_END_OF_DAY = re.compile(r"(\d{4}-\d{2}-\d{2}[ T])24:00:00(\.0+)?(Z|[+-]\d{2}:\d{2})?")
+
+
+def iso_time(text: str) -> datetime:
+    """``datetime.fromisoformat``, and ISO 8601's ``24:00:00`` (a day's end: the next day's midnight), which
+    DuckDB's casts read and Python's does not (ValueError, or OverflowError at the end of year 9999)."""
+    m = _END_OF_DAY.fullmatch(text)
+    if m is None:
+        return datetime.fromisoformat(text)
+    return datetime.fromisoformat(m.group(1) + "00:00:00" + (m.group(3) or "")) + timedelta(days=1)
+
+
+UNIX_EPOCH = datetime(1970, 1, 1)
+_US_PER_DAY = 86_400_000_000
+_CYCLE_DAYS = 146_097           # the days of 400 Gregorian years: the calendar repeats after them
+
+
+def time_after(t: datetime, ms: float = 0.0, *, seconds: float | None = None, microseconds: int | None = None) -> str:
+    """``t`` plus ``ms`` milliseconds (or ``seconds``, or whole ``microseconds``; negative: before ``t``) as the text
+    a reading hands the loader: ISO 8601 where Python's ``datetime`` holds it (years 1 to 9999), rounded to the
+    microsecond as ``timedelta`` rounds. Beyond those years it is the text DuckDB writes for that time
+    (``287451-10-14 08:59:00.992000``, ``0001-12-31 (BC) 23:59:59.982000``), which the loader reads and rejects
+    naming the time, as the SQL readings' own arithmetic gives it; a shift no timestamp holds (or no finite
+    number) is text naming the sum, which the loader rejects as unreadable. An aware ``t`` is taken in UTC.
+    Never raises: a file's numbers cannot stop a load with Python's OverflowError."""
+    unit, amount = (("microseconds", microseconds) if microseconds is not None else
+                    ("seconds", seconds) if seconds is not None else ("milliseconds", ms))
+    try:
+        return (t + timedelta(**{unit: amount})).isoformat(sep=" ")
+    except (OverflowError, ValueError, TypeError):
+        pass
+    base = t.replace(tzinfo=None) - (t.utcoffset() or timedelta(0))
+    one = timedelta(microseconds=1)
+    try:
+        shift = amount if unit == "microseconds" else timedelta(**{unit: amount}) // one
+        total = (base - UNIX_EPOCH) // one + int(shift)
+    except (OverflowError, ValueError, TypeError):
+        total = None
+    if total is None or not -(2 ** 63) < total < 2 ** 63 - 1:
+        return f"{base.isoformat(sep=' ')} + {amount} {unit}"
+    days, us = divmod(total, _US_PER_DAY)
+    cycles, day = divmod(days, _CYCLE_DAYS)
+    d = date(1970, 1, 1) + timedelta(days=day)
+    year = d.year + 400 * cycles
+    era = f"{year:04d}-{d.month:02d}-{d.day:02d}" if year >= 1 else f"{1 - year:04d}-{d.month:02d}-{d.day:02d} (BC)"
+    seconds_of_day, us = divmod(us, 1_000_000)
+    return (f"{era} {seconds_of_day // 3600:02d}:{seconds_of_day // 60 % 60:02d}:{seconds_of_day % 60:02d}"
+            f".{us:06d}")
 
 
 def register(adapter: Adapter) -> Adapter:

@@ -137,6 +137,20 @@ def _number(v) -> float | None:
     return f if np.isfinite(f) else None
 
 
+def _start_before(end: datetime, duration_s: float, name: str) -> datetime:
+    """A run's start: its end less its duration, or a clear error where that is before year 1."""
+    try:
+        return end - timedelta(seconds=duration_s)
+    except OverflowError:
+        raise InputError(f"the run lasts {_seconds_text(duration_s)} and ended {end.isoformat(sep=' ')}: its start "
+                         "is before year 1; give the run's start with --start", file=name, field="duration") from None
+
+
+def _seconds_text(s: float) -> str:
+    """A duration read from a file, for a message: ``4.687 s``, ``1e+300 s`` (never three hundred digits)."""
+    return f"{s:,.3f} s" if abs(s) < 1e12 else f"{s:.4g} s"
+
+
 def read_vllm_bench(path: str | Path, name: str | None = None, start: datetime | None = None) -> BenchRun:
     """Read a ``vllm bench serve --save-result --save-detailed`` result JSON.
 
@@ -263,7 +277,7 @@ def _vllm_run(doc, name: str, sha: str, run_id: str, start: datetime | None) -> 
         except ValueError:
             raise InputError(f"date {doc['date']!r} is not YYYYMMDD-HHMMSS; give the run's start with --start",
                              file=name, field="date") from None
-        started = end - timedelta(seconds=duration or 0.0)
+        started = _start_before(end, duration or 0.0, name)
     rate = doc.get("request_rate")
     per_request = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
                    "errors", "generated_texts"}
@@ -354,8 +368,14 @@ def _llmperf_context(path: Path, name: str, summary_path: str | Path | None, mod
 def _llmperf_started(ctx: dict, start: datetime | None, length: float, name: str) -> datetime:
     if start is not None:
         return start
-    if ctx["summary"].get("timestamp") is not None:
-        return datetime.fromtimestamp(float(ctx["summary"]["timestamp"]), UTC) - timedelta(seconds=length)
+    stamp = ctx["summary"].get("timestamp")
+    if stamp is not None:
+        try:
+            return datetime.fromtimestamp(float(stamp), UTC) - timedelta(seconds=length)
+        except (TypeError, ValueError, OverflowError, OSError):
+            raise InputError(f"the run's summary has a timestamp of {str(stamp)[:40]!r} and the run lasts "
+                             f"{_seconds_text(length)}: no start time in years 1 to 9999 follows; give the run's start "
+                             "with --start", file=name, field="timestamp") from None
     raise InputError("LLMPerf individual responses carry no timestamps: give the run's start with "
                      "--start, or keep the run's summary file beside this one", file=name)
 
@@ -541,17 +561,27 @@ def read_llmperf_streamed(con: duckdb.DuckDBPyConnection, path: str | Path, name
     except BaseException:
         drop()
         raise
-    run = _llmperf_run(path, name, ctx, started, length, len(frame), frame.drop(columns=["odd", "duration_s"]))
     off = np.asarray(offsets, dtype=float)
+    if not np.all(np.abs(off) < MAX_OFFSET_S):
+        # an offset past any timestamp (a latency of 1e300 s before it): whole microseconds would wrap round in
+        # int64 and every later request be stored at the run's start; read_llmperf rejects those rows by name
+        drop()
+        return None
+    run = _llmperf_run(path, name, ctx, started, length, len(frame), frame.drop(columns=["odd", "duration_s"]))
     # read once, by position: neither compressed nor dictionary-encoded (a fifth of the writing's CPU)
     pq.write_table(pa.table({"offset_s": off, "us": timedelta_microseconds(off)}), times, compression="none",
                    use_dictionary=False, write_statistics=False)
     return StreamedRun(run, values, times)
 
 
+#: offsets (s) whose whole microseconds int64 holds with room: 9e12 s is some 285,000 years
+MAX_OFFSET_S = 9e12
+
+
 def timedelta_microseconds(seconds: np.ndarray) -> np.ndarray:
     """``timedelta(seconds=s)`` in whole microseconds, for an array of float seconds, rounded as CPython's
     timedelta rounds a float: the whole seconds exactly, their fraction times 1e6 to the nearest, half to even.
+    Each ``|s|`` must be below :data:`MAX_OFFSET_S` (int64 wraps round past it).
 
     >>> s = np.array([0.0, 1.5, 4.478070693999825, 2.0000005, 2.0000015])
     >>> [int(x) for x in timedelta_microseconds(s)] == [timedelta(seconds=float(x)) // timedelta(microseconds=1)
@@ -858,7 +888,12 @@ def _vllm_streamed_run(con, path: Path, name: str, start: datetime | None, meta:
             for p in series.values():
                 Path(p).unlink(missing_ok=True)
             return None
-        started = end - timedelta(seconds=duration or 0.0)
+        try:
+            started = end - timedelta(seconds=duration or 0.0)
+        except OverflowError:           # the Python reading names the field
+            for p in series.values():
+                Path(p).unlink(missing_ok=True)
+            return None
     rate = meta.get("request_rate")
     run = BenchRun(
         run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,

@@ -33,7 +33,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -46,17 +46,20 @@ from finops.ingest import (
 )
 from finops.ingest.base import (
     BLANK_JSON_LINE,
+    UNIX_EPOCH,
     Adapter,
     IngestOptions,
     Probe,
     Source,
     expect_object,
     expect_objects,
+    iso_time,
     json_kind,
     missing_id,
     missing_id_sql,
     probe,
     register,
+    time_after,
 )
 from finops.ingest.tabular import first_json_record, iter_records, mapped_source, open_text, rows_to_parquet
 from finops.sql import quote_ident
@@ -108,8 +111,8 @@ def _time(v) -> datetime | None:
     if v in (None, ""):
         return None
     try:
-        t = datetime.fromisoformat(str(v).strip().replace("Z", "+00:00"))
-    except ValueError:
+        t = iso_time(str(v).strip().replace("Z", "+00:00"))
+    except (ValueError, OverflowError):
         return None
     return t
 
@@ -1510,11 +1513,12 @@ def _ns(v) -> int | None:
         return None
 
 
-def _ns_time(ns) -> datetime | None:
-    n = _ns(ns)
-    if n is None:
-        return None
-    return datetime(1970, 1, 1) + timedelta(microseconds=n // 1000)
+
+
+def _span_ms(start_ns: int, end_ns: int) -> float:
+    """A span's length in ms; infinite (the loader rejects it) past any float, not Python's OverflowError."""
+    d = end_ns - start_ns
+    return d / 10 ** 6 if abs(d) < 10 ** 300 else math.copysign(math.inf, d)
 
 
 def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
@@ -1561,7 +1565,6 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                         tenant = None
                         if options.tenant_field:
                             tenant = a.get(options.tenant_field, resource.get(options.tenant_field))
-                        start, end = _ns_time(span.get("startTimeUnixNano")), _ns_time(span.get("endTimeUnixNano"))
                         s_ns, e_ns = _ns(span.get("startTimeUnixNano")), _ns(span.get("endTimeUnixNano"))
                         tokens = {c: _int(_first(a, OTEL_FIELDS[c])) for c in
                                   ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
@@ -1579,11 +1582,11 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                                  "resource": resource, **extra}
                         yield {
                             "_row": row, "request_id": f"{span.get('traceId')}:{span.get('spanId')}",
-                            "ts": _iso(start) if start else None,
+                            "ts": time_after(UNIX_EPOCH, microseconds=s_ns // 1000) if s_ns is not None else None,
                             "tenant": str(tenant) if tenant is not None else options.tenant,
                             "model": model or options.model, "provider": provider,
                             "service_tier": _first(a, OTEL_FIELDS["service_tier"]), **tokens, "cost_usd": cost,
-                            "total_ms": (e_ns - s_ns) / 1e6 if s_ns is not None and e_ns is not None and end else None,
+                            "total_ms": _span_ms(s_ns, e_ns) if s_ns is not None and e_ns is not None else None,
                             "status": "error" if error else "ok",
                             "error_type": str(a.get("error.type") or status.get("message") or "error")[:200]
                             if error else None,
@@ -1631,7 +1634,7 @@ def _bench_source(con, p: Probe, options: IngestOptions, *runs: benchruns.BenchR
                                {"provider": run.provider, "model": run.model}, run.metadata)
             yield {
                 "_row": r["index"] + 1, "request_id": f"{run.run_id}:{r['index']}",
-                "ts": _iso(run.started_at + timedelta(seconds=r["offset_s"])),
+                "ts": time_after(run.started_at, seconds=r["offset_s"]),
                 "tenant": str(tenant) if tenant is not None else options.tenant,
                 "model": run.model or options.model, "provider": run.provider,
                 "input_tokens": _int(r["input_tokens"]), "output_tokens": _int(r["output_tokens"]),
@@ -1775,8 +1778,6 @@ def _sniff_llmperf(p: Probe) -> float:
     return 0.0
 
 
-# the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
-# writes for it, attrs as its JSON text (the run's fields, then the record's own)
 # the canonical rows of an LLMPerf run read in SQL (benchruns.read_llmperf_streamed): the rows _bench_source
 # writes for it, attrs as its JSON text (the run's fields, then the record's own). The record's text is read
 # again (read_json_objects) beside the values and times computed from it, by position; a record naming one of
@@ -2006,7 +2007,7 @@ def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                          **{f: v for f, v in rec.items() if f not in ("timestamp", "input_length", "output_length")}}
                 yield {
                     "_row": lineno, "_hash": hashlib.md5(line.strip().encode() + consts).hexdigest(),
-                    "ts": _iso(options.start + timedelta(milliseconds=offset)) if offset is not None else None,
+                    "ts": time_after(options.start, offset) if offset is not None else None,
                     "tenant": str(tenant) if tenant is not None else options.tenant, "model": options.model,
                     "input_tokens": length, "output_tokens": _int(rec.get("output_length")),
                     "cached_input_tokens": cached, "status": "ok", "attrs": _json(attrs),

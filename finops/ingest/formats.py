@@ -6,14 +6,14 @@ register the same way in their own modules (listed in ``finops.ingest.__init__``
 from __future__ import annotations
 
 import json
+import math
 import re
-from datetime import datetime, timedelta
 
 import pyarrow as pa
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import Adapter, IngestOptions, Probe, Source, register
+from finops.ingest.base import Adapter, IngestOptions, Probe, Source, iso_time, register, time_after
 from finops.ingest.tabular import (
     first_json_record,
     mapped_source,
@@ -122,13 +122,16 @@ def _sniff_gateway(p: Probe) -> float:
 def _arrival(logged: str, total_ms: str | None) -> str:
     """The seed gateway logs a request when it *finishes*; ``ts`` is its arrival: log time - total_ms.
 
-    Anything unreadable is passed through for the loader to reject with its reason.
+    Anything unreadable is passed through for the loader to reject with its reason (a total_ms that is no finite
+    number: the logged time, the row rejected for its total_ms); an arrival beyond Python's years is the text
+    DuckDB writes for it (:func:`time_after`), as the SQL reading computes it.
     """
     try:
-        at = datetime.fromisoformat(logged.replace(",", "."))
-        return (at - timedelta(milliseconds=float(total_ms))).isoformat(sep=" ")
-    except (TypeError, ValueError):
+        at = iso_time(logged.replace(",", "."))
+        took = float(total_ms)
+    except (TypeError, ValueError, OverflowError):
         return logged
+    return time_after(at, -took) if math.isfinite(took) else logged
 
 
 def _gateway_rows(p: Probe):

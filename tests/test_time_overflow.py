@@ -1,0 +1,155 @@
+"""Times past Python's years in a file: a reading computes a request's time from a start and an offset (a Mooncake
+trace's milliseconds, a gateway line's logged end less its total_ms, an OTel span's nanoseconds, a benchmark's
+offsets). Python's ``datetime`` holds years 1 to 9999, DuckDB's timestamps some 290,000 years either side: each
+reading used to stop the whole load with Python's OverflowError (the file's other rows lost, a traceback for a
+message), or, for LLMPerf's SQL reading, wrapped the microseconds round and stored every later request at the
+run's start. Now such a row is rejected with its row and field, by the SQL and the Python reading alike, and the
+expected times are computed here by DuckDB's own arithmetic, not by the code under test."""
+import dataclasses
+import functools
+import gzip
+import json
+from datetime import datetime
+
+import duckdb
+import pytest
+from helpers import DATA
+
+from finops import store
+from finops.errors import InputError
+from finops.ingest import IngestOptions, base, ingest_path, loader
+from finops.ingest.base import time_after
+
+START = datetime(2025, 1, 1)
+WINDOW = "is outside 2015-01-01 to"
+
+
+def _duck_time(start: datetime, ms: int) -> str:
+    """DuckDB's own sum of a start and whole milliseconds, as it writes the timestamp."""
+    return duckdb.sql("SELECT CAST(CAST(? AS TIMESTAMP) + to_milliseconds(?) AS VARCHAR)",
+                      params=[start, ms]).fetchall()[0][0]
+
+
+def _load(path, python: bool = False, **options):
+    """(rows_ingested, rejects, stored (request_id, ts) pairs) of one load, by the format's SQL reading or
+    (``python``) its reader called with fast=False."""
+    con = store.connect(":memory:")
+    try:
+        opts = IngestOptions(**options)
+        if python:
+            adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False)) if a.name == opts.format
+                        else a for a in base.ADAPTERS]
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(base, "ADAPTERS", adapters)
+                m.setattr(loader, "ADAPTERS", adapters)
+                r = ingest_path(con, path, opts)[0]
+        else:
+            r = ingest_path(con, path, opts)[0]
+        return r.rows_ingested, r.rejects, con.execute("SELECT request_id, ts FROM requests ORDER BY ts").fetchall()
+    finally:
+        con.close()
+
+
+def test_time_after_spells_a_time_beyond_python_years_as_duckdb_reads_it():
+    """In Python's years the ISO text; beyond them DuckDB's own spelling (which it reads back to the same time);
+    beyond any timestamp, text naming the sum. Never OverflowError."""
+    assert time_after(START, 1500) == "2025-01-01 00:00:01.500000"
+    for ms in (9007199254740992, -9007199254740992, -63_800_000_000_000):
+        text = time_after(START, ms)
+        assert duckdb.sql("SELECT CAST(CAST(? AS TIMESTAMP) AS VARCHAR)", params=[text]).fetchall()[0][0] \
+            == _duck_time(START, ms)
+    assert _duck_time(START, 9007199254740992) == "287451-10-14 08:59:00.992"
+    assert time_after(START, 10 ** 18) == "2025-01-01 00:00:00 + 1000000000000000000 milliseconds"
+    assert time_after(START, float("inf")) == "2025-01-01 00:00:00 + inf milliseconds"
+    assert time_after(datetime(9999, 12, 31, 23, 59, 59), seconds=1.5) == "10000-01-01 00:00:00.500000"
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_a_mooncake_offset_past_year_9999_is_a_rejected_row_not_a_failed_load(tmp_path, python):
+    """A trace line 2^53 ms after the start (year 287451) and one 10^18 ms after it: each rejected naming its row
+    and the time, the good line stored; the same by both readings (and for a gzip file, which only Python reads)."""
+    lines = [{"timestamp": 9007199254740992, "input_length": 10, "output_length": 2, "hash_ids": [1]},
+             {"timestamp": 10 ** 18, "input_length": 10, "output_length": 2, "hash_ids": [2]},
+             {"timestamp": 1500, "input_length": 700, "output_length": 5, "hash_ids": [1, 3]}]
+    text = "".join(json.dumps(x) + "\n" for x in lines)
+    plain, packed = tmp_path / "trace.jsonl", tmp_path / "trace.jsonl.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    for f in (plain, packed):
+        n, rejects, stored = _load(f, python, format="mooncake", model="kimi-k2", start=START)
+        assert n == 1 and [s[1] for s in stored] == [datetime(2025, 1, 1, 0, 0, 1, 500000)]
+        assert [(r["row"], r["field"]) for r in rejects] == [(1, "ts"), (2, "ts")]
+        assert rejects[0]["reason"].startswith(f"ts: {_duck_time(START, 9007199254740992)} {WINDOW}")
+        assert rejects[1]["reason"] == "ts: cannot read 2025-01-01 00:00:00 + 1e+18 milliseconds as timestamp"
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_a_gateway_line_with_an_infinite_or_huge_total_ms_is_rejected_and_24_00_is_the_next_midnight(tmp_path,
+                                                                                                        python):
+    """total_ms=inf: the row rejected for its total_ms; 1e300: for its time; a line logged at 24:00:00 (ISO 8601's
+    end of a day, which DuckDB reads as the next midnight) arrived total_ms before that midnight."""
+    head = "[ROUTE] target=fast len=6 route_ms=0.00 queue_ms=0.0 service_ms=62.5"
+    f = tmp_path / "gateway.log"
+    f.write_text(f"2026-11-29 13:36:53,082 {head} total_ms=inf cost=1.0 inject=False\n"
+                 f"2026-11-29 13:36:54,082 {head} total_ms=1e300 cost=1.0 inject=False\n"
+                 f"2026-11-29 24:00:00,000 {head} total_ms=62.6 cost=1.0 inject=False\n")
+    n, rejects, stored = _load(f, python, format="gateway-log")
+    assert n == 1 and [s[1] for s in stored] == [datetime(2026, 11, 29, 23, 59, 59, 937400)]
+    assert [(r["row"], r["reason"].split(";")[0]) for r in rejects] == [
+        (1, "total_ms: inf is not a finite number"),
+        (2, "ts: cannot read 2026-11-29 13:36:54.082000 + -1e+300 milliseconds as timestamp")]
+
+
+def test_an_otel_span_time_beyond_any_timestamp_is_a_rejected_row(tmp_path):
+    """A span whose startTimeUnixNano has 30 digits (no int64): its row rejected naming the time, the file's
+    other spans stored (the load used to stop with OverflowError)."""
+    docs = [json.loads(x) for x in (DATA / "otel_genai_spans.jsonl").read_text().splitlines()]
+    spans = [s for d in docs for rs in d["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    expected = len(_load(DATA / "otel_genai_spans.jsonl", format="otel")[2])
+    spans[0]["startTimeUnixNano"] = "9" * 30
+    f = tmp_path / "spans.jsonl"
+    f.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    n, rejects, stored = _load(f, format="otel")
+    # the span was a model call: one row fewer; else the same rows
+    assert n + len(rejects) == expected and all(r["field"] == "ts" for r in rejects)
+    assert all("cannot read 1970-01-01 00:00:00 + 999999999999999999999999999 microseconds" in r["reason"]
+               for r in rejects)
+
+
+def test_a_vllm_run_lasting_1e300_s_is_refused_naming_the_field(tmp_path):
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    f = tmp_path / "result.json"
+    f.write_text(json.dumps(dict(doc, duration=1e300)))
+    with pytest.raises(InputError) as err:
+        _load(f)
+    assert err.value.field == "duration" and "the run lasts 1e+300 s and ended 2025-03-04 14:05:00" in str(err.value)
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_an_llmperf_latency_of_1e300_s_rejects_the_requests_after_it_instead_of_storing_them_at_the_start(
+        tmp_path, python):
+    """One client (no summary: concurrency 1), the first request lasting 1e300 s: every later request starts past
+    any timestamp. The SQL reading wrapped their microseconds round and stored all 149 at the run's start; both
+    readings now reject them naming the time (and the first for its total_ms, above the limit)."""
+    recs = json.loads((DATA / "llmperf" / "individual" / "bedrock_13b.json").read_text())
+    ok = next(i for i, r in enumerate(recs) if not r.get("error_code"))
+    recs = [dict(recs[ok], end_to_end_latency_s=1e300), *recs[:ok], *recs[ok + 1:]]
+    f = tmp_path / "run_individual_responses.json"
+    f.write_text(json.dumps(recs))
+    n, rejects, stored = _load(f, python, format="llmperf", start=START, model="llama-2-13b-chat")
+    assert n == 0 and stored == [] and len(rejects) == len(recs)
+    assert rejects[0] == {"row": 1, "field": "total_ms", "reason": "total_ms: 1e+303 is above the limit of 604,800,000"}
+    assert {r["reason"] for r in rejects[1:]} == {"ts: cannot read 2025-01-01 00:00:00 + 1e+300 seconds as timestamp"}
+
+
+def test_an_llmperf_summary_timestamp_past_any_year_is_refused_naming_the_field(tmp_path):
+    (tmp_path / "individual").mkdir()
+    (tmp_path / "summary").mkdir()
+    for part in ("individual", "summary"):
+        doc = json.loads((DATA / "llmperf" / part / "bedrock_13b.json").read_text())
+        if part == "summary":
+            doc["timestamp"] = 1e300
+        (tmp_path / part / "bedrock_13b.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:
+        _load(tmp_path / "individual" / "bedrock_13b.json")
+    assert err.value.field == "timestamp" and "timestamp of '1e+300'" in str(err.value)
