@@ -13,12 +13,12 @@ from datetime import datetime
 
 import duckdb
 import pytest
-from helpers import DATA
 
 from finops import store
 from finops.errors import InputError
 from finops.ingest import IngestOptions, base, ingest_path, loader
 from finops.ingest.base import time_after
+from helpers import DATA
 
 START = datetime(2025, 1, 1)
 WINDOW = "is outside 2015-01-01 to"
@@ -153,3 +153,21 @@ def test_an_llmperf_summary_timestamp_past_any_year_is_refused_naming_the_field(
     with pytest.raises(InputError) as err:
         _load(tmp_path / "individual" / "bedrock_13b.json")
     assert err.value.field == "timestamp" and "timestamp of '1e+300'" in str(err.value)
+
+
+@pytest.mark.parametrize("start", [1e300, float("nan"), -1e20])
+def test_a_billing_bucket_time_past_any_year_is_refused_naming_row_and_field(tmp_path, start):
+    """An OpenAI costs bucket whose start_time is no Unix time Python holds: the file refused naming the bucket and
+    the field (it stopped with OverflowError, or ValueError for NaN), the billing lines left as they were."""
+    from finops.ingest.billing import load_billing_file
+    doc = json.loads((DATA / "providers" / "openai_costs.json").read_text())
+    doc["data"][1]["start_time"] = start
+    f = tmp_path / "costs.json"
+    f.write_text(json.dumps(doc, allow_nan=True))
+    con = store.connect(":memory:")
+    try:
+        with pytest.raises(InputError) as err:
+            load_billing_file(con, f)
+        assert (err.value.row, err.value.field) == (2, "start_time") and "is not a time" in str(err.value)
+    finally:
+        con.close()

@@ -124,11 +124,11 @@ def _decimal(v, where: str, name: str, row: int) -> Decimal:
 
 
 def _time(v, where: str, name: str, row: int) -> datetime:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return datetime.fromtimestamp(v, UTC).replace(tzinfo=None)
     try:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return datetime.fromtimestamp(v, UTC).replace(tzinfo=None)
         t = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
-    except ValueError:
+    except (ValueError, OverflowError, OSError):       # NaN, or a number past year 9999 (1e300)
         raise InputError(f"{v!r} is not a time (Unix seconds or RFC 3339)", file=name, row=row,
                          field=where) from None
     return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
