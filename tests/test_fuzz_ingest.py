@@ -6,6 +6,8 @@ store as it was; an accepted one accounts for every row. Bounded to run in CI wi
 """
 import contextlib
 import csv
+import dataclasses
+import functools
 import io
 import json
 import math
@@ -272,13 +274,20 @@ def helicone_requests(draw):
 
 def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_source", **options):
     """What one reading stores (with the ingest ``options``): ``python`` with the SQL reading
-    ``<switch>`` (of finops.ingest.providers or .ecosystem) turned off."""
-    from finops.ingest import IngestOptions, ecosystem, providers
+    ``<switch>`` (of finops.ingest.providers or .ecosystem) turned off, or for ``read:<format>`` that format's
+    reader called with ``fast=False``."""
+    from finops.ingest import IngestOptions, base, ecosystem, loader, providers
     module = providers if hasattr(providers, switch) else ecosystem
     con = store.connect(":memory:")
     try:
         with monkeypatch.context() as m:
-            if python:
+            if python and switch.startswith("read:"):
+                # the adapter's reader called with fast=False: its Python reading
+                adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False))
+                            if a.name == switch[5:] else a for a in base.ADAPTERS]
+                m.setattr(base, "ADAPTERS", adapters)
+                m.setattr(loader, "ADAPTERS", adapters)
+            elif python:
                 m.setattr(module, switch, lambda *a, **k: None)
             try:
                 r = ingest_path(con, path, IngestOptions(**options))[0]
@@ -501,3 +510,225 @@ def test_fuzzed_langfuse_observations_store_the_same_by_sql_and_by_python(tmp_pa
     """As the Helicone test above, for Langfuse observations as the UI exports them (a line each) and as an array."""
     _same_by_sql_and_python(_records_file(tmp_path_factory.mktemp("langfuse"), recs, shape), monkeypatch,
                             "langfuse_fast_source")
+
+
+# ---------------------------------------------------------------- the CSV exports of the same two tools, each cell the
+# text of a fuzzed record's value: LiteLLM_SpendLogs as psql's \copy writes it, Langfuse observations as the UI does
+
+def _cells_file(folder, recs: list[dict], header: list[str], cell) -> object:
+    """``recs`` as a CSV with ``header`` (a field a record lacks: an empty cell), each value written by ``cell``."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for rec in recs:
+        w.writerow([cell(k, rec[k]) if k in rec else "" for k in header])
+    f = folder / "export.csv"
+    f.write_text(buf.getvalue())
+    return f
+
+
+def _psql_cell(key: str, v) -> str:
+    """A value as psql's \\copy ... CSV writes its column: JSON columns as JSON text, NULL as nothing."""
+    return ("" if v is None else json.dumps(v) if isinstance(v, dict | list) else str(v).lower() if isinstance(v, bool)
+            else str(v))
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(recs=litellm_rows())
+def test_fuzzed_litellm_csv_rows_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs):
+    """As the LiteLLM test above, for the psql CSV of LiteLLM_SpendLogs: the same fuzzed rows, each cell the text
+    psql writes for the value (metadata, response and the other JSON columns as JSON text)."""
+    header = list(dict.fromkeys(k for rec in recs for k in rec))
+    f = _cells_file(tmp_path_factory.mktemp("litellm-csv"), recs, header, _psql_cell)
+    _same_by_sql_and_python(f, monkeypatch, "litellm_fast_source")
+
+
+LANGFUSE_TIMES = {"startTime", "endTime", "completionStartTime", "createdAt", "updatedAt", "traceTimestamp"}
+
+
+@st.composite
+def langfuse_csv_cells(draw):
+    """Fuzzed observations and how the UI's CSV writes each value: a time as JSON text (its own quotes) or not, an
+    object or a list as JSON, a number and a boolean as JavaScript spells them, null as nothing."""
+    recs = draw(langfuse_observations())
+    quoted = draw(st.booleans())
+
+    def cell(key: str, v) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, str):
+            return json.dumps(v) if key in LANGFUSE_TIMES and quoted else v
+        return str(v).lower() if isinstance(v, bool) else json.dumps(v)
+    return recs, cell
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(made=langfuse_csv_cells())
+def test_fuzzed_langfuse_csv_rows_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, made):
+    """As the Langfuse test above, for the UI's CSV export (its columns, the fixture's header): the same fuzzed
+    observations, each cell the text the UI writes for the value."""
+    from helpers import DATA
+    recs, cell = made
+    header = next(csv.reader(io.StringIO((DATA / "langfuse" / "ui_export_observations.csv").read_text())))
+    f = _cells_file(tmp_path_factory.mktemp("langfuse-csv"), recs, header, cell)
+    _same_by_sql_and_python(f, monkeypatch, "langfuse_fast_source")
+
+
+# ---------------------------------------------------------------- Mooncake traces and the gateway's [ROUTE] log: the SQL
+# reading over DuckDB's line reader against the Python one (each reader called with fast=False)
+
+MOONCAKE_START = "2025-01-01T00:00:00"
+mooncake_number = st.one_of(st.integers(-10, 10 ** 6), st.integers(-(2 ** 64), 2 ** 64),
+                            st.floats(-1e6, 1e6), st.sampled_from([0, -0.0, 1.5, 2 ** 53, 2 ** 53 + 2, 1e16]),
+                            helicone_texts, st.none(), st.booleans())
+# block hashes shared across requests (prefix reuse), repeated within one, odd ones now and then
+mooncake_hashes = st.one_of(st.lists(st.integers(0, 6), max_size=6),
+                            st.lists(st.one_of(st.integers(-2, 6), st.floats(0, 3), text, st.none(),
+                                               st.lists(st.integers(0, 2), max_size=2)), max_size=4),
+                            value)
+
+
+@st.composite
+def mooncake_lines(draw):
+    """Half the files of the trace's own types (integers, block hashes shared between requests: the SQL reading's
+    cases, to the edges of its integers), half with values of any type and lines that are no record."""
+    typed = draw(st.booleans())
+    whole = st.one_of(st.integers(-10, 10 ** 7), st.integers(-(2 ** 63), 2 ** 63), st.sampled_from([2 ** 53, 2 ** 53 + 1]))
+    lines = []
+    for _ in range(draw(st.integers(1, 6))):
+        rec = {"timestamp": draw(st.one_of(st.integers(0, 10 ** 7), whole if typed else mooncake_number)),
+               "input_length": draw(st.one_of(st.integers(0, 5000), whole if typed else mooncake_number)),
+               "output_length": draw(st.one_of(st.integers(0, 900), whole if typed else mooncake_number)),
+               "hash_ids": draw(st.lists(st.integers(0, 6), max_size=6) if typed else mooncake_hashes)}
+        for k in draw(st.lists(st.sampled_from(list(rec)), max_size=1 if typed else 2, unique=True)):
+            del rec[k]
+        if draw(st.booleans()):
+            rec[draw(st.sampled_from(["session", "timestamp_ms", "prefix_blocks_reused", "x"]))] = draw(value)
+        keys = list(rec)
+        if draw(st.booleans()):
+            keys = draw(st.permutations(keys))
+        lines.append(json.dumps({k: rec[k] for k in keys}, allow_nan=True))
+        if not typed and draw(st.integers(0, 9)) == 0:
+            lines.append(draw(st.sampled_from(["", "  ", "[1, 2]", "null", '"text"', "{", "7"])))
+    return lines
+
+
+@differential
+@given(lines=mooncake_lines(), tenant=st.sampled_from([None, "acme"]))
+def test_fuzzed_mooncake_traces_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, lines, tenant):
+    """As the Helicone test above, for a Mooncake trace (a record a line; times relative to --start, prefix-block
+    hashes shared between requests)."""
+    from datetime import datetime
+    f = tmp_path_factory.mktemp("mooncake") / "trace.jsonl"
+    f.write_text("".join(x + "\n" for x in lines))
+    _same_by_sql_and_python(f, monkeypatch, "read:mooncake", format="mooncake", model="kimi-k2",
+                            tenant=tenant, start=datetime.fromisoformat(MOONCAKE_START))
+
+
+GATEWAY_TIMES = ["2026-11-29 13:36:53,082", "2026-11-29T13:36:53.5", "2026-11-29 13:36:53", "2026-02-30 10:00:00,000",
+                 "2026-11-29 24:00:00,000", "0001-01-01 00:00:00,001", "9999-12-31 23:59:59,999999999"]
+gateway_value = st.one_of(st.sampled_from(["fast", "slow", "0.00", "62.6", "1e3", "-5", "nan", "inf", "1_0", "2125.25",
+                                           "2125.2505", "True", '"a b"', "x=y", "\\n", ""]),
+                          st.integers(-10, 10 ** 6).map(str), st.floats(0, 1e5).map(str),
+                          st.text(alphabet="ab=_ .\"\t", max_size=5))
+gateway_key = st.sampled_from(["target", "len", "route_ms", "queue_ms", "service_ms", "total_ms", "cost", "inject",
+                               "tenant", "relative_cost", "logged_at", "slow_inject", "a-b"])
+
+
+@st.composite
+def gateway_lines(draw):
+    """[ROUTE] lines as the gateway logs them (the usual keys in order), some with a pair changed, dropped, added
+    or repeated, odd separators and times, and other log lines between them."""
+    usual = ["target", "len", "route_ms", "queue_ms", "service_ms", "total_ms", "cost", "inject"]
+    lines = []
+    for _ in range(draw(st.integers(1, 6))):
+        pairs = [[k, draw(st.sampled_from(["fast", "slow"])) if k == "target" else
+                  draw(st.sampled_from(["False", "True"])) if k == "inject" else
+                  str(draw(st.integers(0, 3000))) if k == "len" else f"{draw(st.floats(0, 5000)):.1f}"]
+                 for k in usual]
+        for _ in range(draw(st.integers(0, 3))):
+            how = draw(st.sampled_from(["value", "drop", "add"]))
+            i = draw(st.integers(0, len(pairs) - 1)) if pairs else 0
+            if how == "value" and pairs:
+                pairs[i][1] = draw(gateway_value)
+            elif how == "drop" and pairs:
+                del pairs[i]
+            else:
+                pairs.insert(i, [draw(gateway_key), draw(gateway_value)])
+        sep = draw(st.sampled_from([" ", " ", " ", "  ", "\t"]))
+        when = draw(st.one_of(st.sampled_from(GATEWAY_TIMES),
+                              st.datetimes().map(lambda d: d.strftime("%Y-%m-%d %H:%M:%S,%f")[:-3])))
+        lines.append(f"{when} [ROUTE] " + sep.join(f"{k}={v}" for k, v in pairs))
+        if draw(st.integers(0, 5)) == 0:
+            lines.append(draw(st.sampled_from(["INFO:     127.0.0.1:5000 - \"POST /chat HTTP/1.1\" 200 OK", "",
+                                               "2026-11-29 13:36:53,082 [ROUTE]", "[ROUTE] target=fast",
+                                               "Traceback (most recent call last):"])))
+    return lines
+
+
+@differential
+@given(lines=gateway_lines())
+def test_fuzzed_gateway_logs_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, lines):
+    """As the Helicone test above, for the gateway's [ROUTE] log: the shape reading (every line the commonest
+    shape), the general one and Python's."""
+    f = tmp_path_factory.mktemp("gateway") / "gateway.log"
+    f.write_text("".join(x + "\n" for x in lines))
+    _same_by_sql_and_python(f, monkeypatch, "read:gateway-log", format="gateway-log")
+
+
+# ---------------------------------------------------------------- LLMPerf's individual responses: the SQL reading
+# (streamed, the closed-loop replay beside it) against read_llmperf
+
+LLMPERF_READ = ["error_code", "error_msg", "inter_token_latency_s", "ttft_s", "end_to_end_latency_s",
+                "request_output_throughput_token_per_s", "number_total_tokens", "number_output_tokens",
+                "number_input_tokens"]
+
+
+@st.composite
+def llmperf_records(draw):
+    from helpers import DATA
+    recs = json.loads((DATA / "llmperf" / "individual" / "bedrock_13b.json").read_text())[:6]
+    return _fuzzed(draw, recs, LLMPERF_READ, {"error_msg"}, "end_to_end_latency_s", "GEN_TEXT", "text ")
+
+
+@differential
+@given(recs=llmperf_records(), concurrency=st.sampled_from([None, 1, 3]))
+def test_fuzzed_llmperf_responses_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, recs,
+                                                                      concurrency):
+    """As the Helicone test above, for LLMPerf's individual responses (a JSON array), with --start and --model, and
+    a summary beside them (its concurrency: the replay's clients) or none."""
+    from datetime import datetime
+    folder = tmp_path_factory.mktemp("llmperf")
+    f = folder / "run_individual_responses.json"
+    f.write_text(json.dumps(recs, allow_nan=True))
+    if concurrency is not None:
+        (folder / "run_summary.json").write_text(json.dumps({"num_concurrent_requests": concurrency}))
+    _same_by_sql_and_python(f, monkeypatch, "read:llmperf", format="llmperf", model="llama-2-13b-chat",
+                            start=datetime.fromisoformat(MOONCAKE_START))
+
+
+# ---------------------------------------------------------------- vllm bench serve --save-detailed: the streamed SQL
+# reading (the per-request lists written to series files, joined by position) against read_vllm_bench
+
+VLLM_READ = ["date", "duration", "model_id", "request_rate", "ttfts.0", "ttfts.3", "latencies.1", "latencies.2",
+             "input_lens.2", "output_lens.0", "start_times.0", "start_times.4", "errors.1", "errors.2", "itls.0",
+             "itls.5.0", "queue_times.0", "generated_texts.2"]
+
+
+@st.composite
+def vllm_results(draw):
+    from helpers import DATA
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    return _fuzzed(draw, doc, VLLM_READ, {"date", "model_id", "errors.1", "errors.2", "generated_texts.2"},
+                   "start_times.0", "label", "run ")[0]
+
+
+@differential
+@given(doc=vllm_results(), start=st.sampled_from([None, "2025-03-04T14:00:00"]))
+def test_fuzzed_vllm_results_store_the_same_by_sql_and_by_python(tmp_path_factory, monkeypatch, doc, start):
+    """As the Helicone test above, for a vllm bench serve result (one document), with and without --start."""
+    from datetime import datetime
+    f = tmp_path_factory.mktemp("vllm") / "result.json"
+    f.write_text(json.dumps(doc, allow_nan=True))
+    _same_by_sql_and_python(f, monkeypatch, "read:vllm-bench", format="vllm-bench",
+                            start=datetime.fromisoformat(start) if start else None)

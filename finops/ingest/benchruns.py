@@ -137,6 +137,15 @@ def _number(v) -> float | None:
     return f if np.isfinite(f) else None
 
 
+def _model_id(doc: dict, name: str) -> str | None:
+    """The run's ``model_id``: a text (vLLM writes the served model's name), or the file is refused naming it."""
+    model = doc.get("model_id")
+    if model is not None and not isinstance(model, str):
+        raise InputError(f"the run's model_id is the model's name (a text), found {json_kind(model)}", file=name,
+                         field="model_id")
+    return model
+
+
 def _start_before(end: datetime, duration_s: float, name: str) -> datetime:
     """A run's start: its end less its duration, or a clear error where that is before year 1."""
     try:
@@ -244,6 +253,12 @@ def _vllm_run(doc, name: str, sha: str, run_id: str, start: datetime | None) -> 
     for i, e in enumerate(series["errors"] or []):
         if e is not None and not isinstance(e, str):
             raise InputError(f"an error is a text, found {json_kind(e)}", file=name, row=i + 1, field="errors")
+    for i, gaps in enumerate(series["itls"] or []):
+        odd = [gaps] if not isinstance(gaps, list) else [g for g in gaps if isinstance(g, bool)
+                                                         or not isinstance(g, int | float)][:1]
+        if gaps is not None and odd:
+            raise InputError(f"a request's inter-token latencies are a list of seconds, found {json_kind(odd[0])}"
+                             + (" in it" if isinstance(gaps, list) else ""), file=name, row=i + 1, field="itls")
     t0 = min(starts) if n else 0.0
     rows = []
     for i in range(n):
@@ -283,7 +298,7 @@ def _vllm_run(doc, name: str, sha: str, run_id: str, start: datetime | None) -> 
                    "errors", "generated_texts"}
     return BenchRun(
         run_id=run_id, source_format="vllm-bench", file_name=name, sha256=sha,
-        model=doc.get("model_id"), provider=None,
+        model=_model_id(doc, name), provider=None,
         request_rate_per_s=_number(rate) if rate not in (None, "inf") else None,
         max_concurrency=doc.get("max_concurrency"), num_prompts=doc.get("num_prompts", n),
         started_at=_naive_utc(started), duration_s=duration,
@@ -879,6 +894,12 @@ def _vllm_streamed_run(con, path: Path, name: str, start: datetime | None, meta:
     requests = pd.DataFrame({
         "ok": ok, "ttft_ms": (frame["ttft_s"] * 1000).where(ok), "total_ms": (frame["latency_s"] * 1000).where(ok),
         "mean_itl_ms": (frame["itl_mean_s"] * 1000).where(ok), "output_tokens": frame["output_tokens"]})
+    try:
+        model = _model_id(meta, name)
+    except InputError:
+        for p in series.values():
+            Path(p).unlink(missing_ok=True)
+        raise
     duration = _number(meta.get("duration"))
     started = start
     if started is None and meta.get("date"):
@@ -897,7 +918,7 @@ def _vllm_streamed_run(con, path: Path, name: str, start: datetime | None, meta:
     rate = meta.get("request_rate")
     run = BenchRun(
         run_id=f"vllm-bench-{sha[:16]}", source_format="vllm-bench", file_name=name, sha256=sha,
-        model=meta.get("model_id"), provider=None,
+        model=model, provider=None,
         request_rate_per_s=_number(rate) if rate not in (None, "inf") else None,
         max_concurrency=meta.get("max_concurrency"), num_prompts=meta.get("num_prompts", n),
         started_at=_naive_utc(started), duration_s=duration, metadata=meta, requests=requests)

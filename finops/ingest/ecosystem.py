@@ -68,13 +68,15 @@ TABULAR = ("csv", "jsonl", "json", "parquet")
 KEY = re.compile(r'"([^"\\]{1,100})"\s*:')
 
 # the canonical columns a Python-parsed adapter writes (raw: the loader casts and validates)
+# token counts as DOUBLE (whole numbers, exact to 2^53): a count past int64 (1e300 in a file) reaches the loader,
+# which rejects it naming row and field, where an int64 column stopped the load with OverflowError
 ROW_COLUMNS: dict[str, pa.DataType] = {
     "_row": pa.int64(), "_hash": pa.string(), "request_id": pa.string(), "ts": pa.string(),
-    "tenant": pa.string(), "model": pa.string(), "cache_hit": pa.bool_(), "input_tokens": pa.int64(),
-    "output_tokens": pa.int64(), "cached_input_tokens": pa.int64(), "queue_ms": pa.float64(),
+    "tenant": pa.string(), "model": pa.string(), "cache_hit": pa.bool_(), "input_tokens": pa.float64(),
+    "output_tokens": pa.float64(), "cached_input_tokens": pa.float64(), "queue_ms": pa.float64(),
     "ttft_ms": pa.float64(), "total_ms": pa.float64(), "status": pa.string(), "error_type": pa.string(),
     "cost_usd": pa.float64(), "attrs": pa.string(), "provider": pa.string(), "service_tier": pa.string(),
-    "cache_write_tokens": pa.int64(), "cache_write_1h_tokens": pa.int64(), "reasoning_tokens": pa.int64(),
+    "cache_write_tokens": pa.float64(), "cache_write_1h_tokens": pa.float64(), "reasoning_tokens": pa.float64(),
 }
 # the same columns as text, for a reader that passes the source's values on for the loader to check
 # (so a bad value is rejected with its row and field rather than read as missing)
@@ -102,9 +104,13 @@ def _num(v) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _int(v) -> int | None:
+def _int(v) -> int | float | None:
+    """A whole number, else None: an int up to 2^53, past it the float itself (the same value; the readings' token
+    columns are DOUBLE, which Arrow fills from ints only up to 2^53; the loader rejects a count that large)."""
     f = _num(v)
-    return int(f) if f is not None and f == int(f) else None
+    if f is None or f != int(f):
+        return None
+    return int(f) if abs(f) <= 2 ** 53 else f
 
 
 def _time(v) -> datetime | None:

@@ -1,10 +1,14 @@
-"""Times past Python's years in a file: a reading computes a request's time from a start and an offset (a Mooncake
-trace's milliseconds, a gateway line's logged end less its total_ms, an OTel span's nanoseconds, a benchmark's
-offsets). Python's ``datetime`` holds years 1 to 9999, DuckDB's timestamps some 290,000 years either side: each
-reading used to stop the whole load with Python's OverflowError (the file's other rows lost, a traceback for a
-message), or, for LLMPerf's SQL reading, wrapped the microseconds round and stored every later request at the
-run's start. Now such a row is rejected with its row and field, by the SQL and the Python reading alike, and the
-expected times are computed here by DuckDB's own arithmetic, not by the code under test."""
+"""Numbers in a file past what Python or Arrow hold, and values of the wrong JSON type where a reading computes.
+
+Times: a reading computes a request's time from a start and an offset (a Mooncake trace's milliseconds, a gateway
+line's logged end less its total_ms, an OTel span's nanoseconds, a benchmark's offsets). Python's ``datetime``
+holds years 1 to 9999, DuckDB's timestamps some 290,000 years either side: each reading used to stop the whole load
+with Python's OverflowError (the file's other rows lost, a traceback for a message), or, for LLMPerf's SQL reading,
+wrapped the microseconds round and stored every later request at the run's start. Counts: a token count of 1e300
+stopped a Python reading's Arrow table (int64). Now such a row is rejected with its row and field, by the SQL and
+the Python reading alike (the expected times computed here by DuckDB's own arithmetic, not by the code under
+test), and a value of the wrong type where a benchmark reading computes refuses the file naming it.
+Found by the differential fuzz tests in test_fuzz_ingest.py."""
 import dataclasses
 import functools
 import gzip
@@ -171,3 +175,55 @@ def test_a_billing_bucket_time_past_any_year_is_refused_naming_row_and_field(tmp
         assert (err.value.row, err.value.field) == (2, "start_time") and "is not a time" in str(err.value)
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_token_counts_past_int64_are_rejected_naming_the_field(tmp_path, python):
+    """A Mooncake line with input_length 2^63 and output_length 1e300 (Arrow's int64 stopped the load): the row
+    rejected for both counts, the good line stored; the same from a gzip file (the Python reading)."""
+    text = ('{"timestamp": 5, "input_length": 9223372036854775808, "output_length": 1e300, "hash_ids": [1]}\n'
+            '{"timestamp": 6, "input_length": 3, "output_length": 1, "hash_ids": [1]}\n')
+    plain, packed = tmp_path / "t.jsonl", tmp_path / "t.jsonl.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    for f in (plain, packed):
+        n, rejects, stored = _load(f, python, format="mooncake", model="kimi-k2", start=START)
+        assert n == 1 and rejects == [{"row": 1, "field": "input_tokens", "reason": (
+            "input_tokens: cannot read 9.223372036854776e+18 as bigint; output_tokens: cannot read 1e+300 as bigint")}]
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_llmperf_token_counts_past_int64_are_rejected_naming_the_field(tmp_path, python):
+    recs = json.loads((DATA / "llmperf" / "individual" / "bedrock_13b.json").read_text())[:3]
+    recs = [dict(r, error_code=0) for r in recs]
+    recs[1]["number_input_tokens"] = 2 ** 62
+    recs[2]["number_output_tokens"] = 1.7976931348623157e308
+    f = tmp_path / "run_individual_responses.json"
+    f.write_text(json.dumps(recs))
+    n, rejects, _ = _load(f, python, format="llmperf", start=START, model="llama-2-13b-chat")
+    assert n == 1 and rejects == [
+        {"row": 2, "field": "input_tokens", "reason": "input_tokens: 4611686018427387904 is above the limit of 1,000,000,000"},
+        {"row": 3, "field": "output_tokens", "reason": "output_tokens: cannot read 1.7976931348623157e+308 as bigint"}]
+
+
+@pytest.mark.parametrize("python", [False, True])
+@pytest.mark.parametrize(("field", "value", "row", "message"), [
+    ("itls", ["0.01", 0.02], 1, "a request's inter-token latencies are a list of seconds, found a string in it"),
+    ("itls", 0.5, 1, "a request's inter-token latencies are a list of seconds, found a number"),
+    ("model_id", 1e-308, None, "the run's model_id is the model's name (a text), found a number"),
+])
+def test_a_vllm_result_with_a_value_of_the_wrong_type_is_refused_naming_it(tmp_path, python, field, value, row,
+                                                                             message):
+    """An inter-token latency that is text, a request's latencies that are no list, a model_id that is a number:
+    the file refused naming row and field (numpy's mean or Arrow's text column stopped the load with a TypeError,
+    or the model was stored as the number's text by one reading only)."""
+    doc = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    if field == "itls":
+        doc["itls"][0] = value
+    else:
+        doc[field] = value
+    f = tmp_path / "result.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:
+        _load(f, python, format="vllm-bench")
+    assert (err.value.row, err.value.field) == (row, field) and message in str(err.value)
