@@ -583,3 +583,20 @@ def test_langfuse_csv_cells_python_passes_over_read_alike_in_sql(tmp_path, monke
         assert fast[2][0][1] == "default"
     if field == "type":         # "0" is a type of its own (no model call); {} and "" are none: a GENERATION
         assert fast == "file generations.csv: the file holds no rows" if value == "0" else fast[1] == 1
+
+
+def test_a_trace_id_that_is_a_list_joins_no_trace_and_loads(tmp_path):
+    """A traces file whose second trace has an id of [1, "a"], and an observation whose traceId is {"a": 1}: those
+    observations join no trace (the default tenant), the rest theirs; the load used to stop with Python's
+    'unhashable type' TypeError."""
+    traces = json.loads((LF / "api_v1_traces.json").read_text())
+    traces["data"][1]["id"] = [1, "a"]
+    obs = json.loads((LF / "api_v1_observations.json").read_text())
+    obs["data"][1]["traceId"] = {"a": 1}          # obs-002, of trace tr-001
+    (tmp_path / "api_observations.json").write_text(json.dumps(obs))
+    (tmp_path / "api_traces.json").write_text(json.dumps(traces))
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, tmp_path / "api_observations.json")
+    got = c.execute("SELECT request_id, tenant FROM requests ORDER BY 1").fetchall()
+    assert r.rows_rejected == 0 and got == [("obs-002", "default"), ("obs-003", "user-17"), ("obs-004", "default"),
+                                            ("obs-005", "default"), ("obs-006", "default"), ("obs-007", "default")]

@@ -732,3 +732,97 @@ def test_fuzzed_vllm_results_store_the_same_by_sql_and_by_python(tmp_path_factor
     f.write_text(json.dumps(doc, allow_nan=True))
     _same_by_sql_and_python(f, monkeypatch, "read:vllm-bench", format="vllm-bench",
                             start=datetime.fromisoformat(start) if start else None)
+
+
+# ---------------------------------------------------------------- the readings with no second reading to compare
+# against (OTel spans, Langfuse's API pages with their traces, the billing reports): any value of any type at any
+# place of a real file's JSON loads, is rejected by row, or refuses the file naming it; nothing else is raised
+
+def _paths(doc, at=()) -> list[tuple]:
+    """Every place in a JSON document: each object's keys and each list's items, nested."""
+    out = [at] if at else []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        out.extend(_paths(v, (*at, k)))
+    return out
+
+
+def _set(doc, path: tuple, v):
+    *parents, last = path
+    for k in parents:
+        doc = doc[k]
+    doc[last] = v
+
+
+any_json = st.one_of(value, st.just({}), st.just([]), st.just([1, "a"]), st.just({"a": None}),
+                     st.sampled_from(["2025-03-04T14:00:00Z", "1741096800", "-1", "1e300", "NaN", "null", "{}"]))
+
+
+@st.composite
+def mutated_docs(draw, docs: list):
+    """Copies of ``docs`` (a file's JSON documents) with one to five places set to a value of any JSON type."""
+    docs = json.loads(json.dumps(docs))
+    paths = [(i, *p) for i, d in enumerate(docs) for p in _paths(d)]
+    for p in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=5)):
+        with contextlib.suppress(KeyError, IndexError, TypeError):     # a place an earlier change removed
+            _set(docs, p, draw(any_json))
+    return docs
+
+
+def _loads_or_refuses(f, **options) -> None:
+    con = store.connect(":memory:")
+    try:
+        from finops.ingest import IngestOptions
+        with contextlib.suppress(InputError):
+            ingest_path(con, f, IngestOptions(**options))
+    finally:
+        con.close()
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(data=st.data())
+def test_fuzzed_otel_spans_load_or_are_refused_by_name(tmp_path_factory, data):
+    from helpers import DATA, read_jsonl
+    source = data.draw(st.sampled_from(["otel_genai_spans.jsonl", "openinference_openai_spans.jsonl",
+                                        "openllmetry_0_33_openai_spans.jsonl"]))
+    docs = data.draw(mutated_docs(read_jsonl(DATA / source)))
+    f = tmp_path_factory.mktemp("otel") / "spans.jsonl"
+    f.write_text("".join(json.dumps(d, allow_nan=True) + "\n" for d in docs))
+    _loads_or_refuses(f, format="otel")
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(data=st.data())
+def test_fuzzed_langfuse_api_pages_with_traces_load_or_are_refused_by_name(tmp_path_factory, data):
+    """Langfuse's v1 and v2 observations pages with the traces file beside them (the Python reading joins it)."""
+    from helpers import DATA
+    version = data.draw(st.sampled_from(["v1", "v2"]))
+    folder = tmp_path_factory.mktemp("langfuse-api")
+    for part in ("observations", "traces"):
+        doc = json.loads((DATA / "langfuse" / f"api_{version}_{part}.json").read_text())
+        doc = data.draw(mutated_docs([doc]))[0] if data.draw(st.booleans()) or part == "observations" else doc
+        (folder / f"{part}.json").write_text(json.dumps(doc, allow_nan=True))
+    _loads_or_refuses(folder / "observations.json")
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(data=st.data())
+def test_fuzzed_billing_reports_load_or_are_refused_by_name(tmp_path_factory, data):
+    """The OpenAI costs and usage buckets and Anthropic's cost and usage reports: loaded, or refused naming the
+    bucket and field; a refused file leaves the billing lines as they were."""
+    from finops.ingest.billing import load_billing_file
+    from helpers import DATA
+    source = data.draw(st.sampled_from(["openai_costs.json", "openai_usage_completions.json",
+                                        "anthropic_cost_report.json", "anthropic_usage_report.json"]))
+    doc = data.draw(mutated_docs([json.loads((DATA / "providers" / source).read_text())]))[0]
+    f = tmp_path_factory.mktemp("billing") / source
+    f.write_text(json.dumps(doc, allow_nan=True))
+    con = store.connect(":memory:")
+    try:
+        before = con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0]
+        try:
+            load_billing_file(con, f)
+        except InputError:
+            assert con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0] == before
+    finally:
+        con.close()

@@ -998,9 +998,20 @@ def _langfuse_traces(tpath: Path | None) -> dict[str, dict]:
     if tpath is not None:
         wanted = set(LANGFUSE_TRACE_FIELDS)
         for _, t in iter_records(probe(tpath)):
-            if isinstance(t, dict) and t.get("id"):
+            # an id of another JSON type (an object, a list) names no trace an observation can point to
+            if isinstance(t, dict) and t.get("id") and _scalar(_unquote(t["id"])):
                 traces[_unquote(t["id"])] = {k: _unquote(v) for k, v in t.items() if k in wanted}
     return traces
+
+
+def _scalar(v) -> bool:
+    return isinstance(v, str | int | float)
+
+
+def _trace_of(traces: dict[str, dict], obs: dict) -> dict:
+    """The trace fields joined onto an observation, by its trace id (none for an id that is an object or a list)."""
+    tid = _lf(obs, "trace")
+    return (traces.get(tid) if _scalar(tid) else None) or {}
 
 
 # ---- the typed fast path of Langfuse observations (API pages per line, the UI's and the blob export's JSON Lines,
@@ -1381,7 +1392,7 @@ def _read_langfuse(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                 obs = {k: _unquote(v) for k, v in obs.items()}
             if str(obs.get("type") or "GENERATION").upper() not in LANGFUSE_MODEL_CALLS:
                 continue        # spans, events, tools, agents: not model calls
-            yield _langfuse_row(row, obs, traces.get(_lf(obs, "trace")) or {}, options)
+            yield _langfuse_row(row, obs, _trace_of(traces, obs), options)
     return _python_source(rows(), columns=RAW_COLUMNS)
 
 
@@ -1394,7 +1405,7 @@ def langfuse_source(observations: Iterator[dict], traces: dict[str, dict], optio
         for row, obs in enumerate(observations, 1):
             if str(obs.get("type") or "GENERATION").upper() not in LANGFUSE_MODEL_CALLS:
                 continue
-            trace = traces.get(_lf(obs, "trace")) or {}
+            trace = _trace_of(traces, obs)
             yield _langfuse_row(row, obs, {k: v for k, v in trace.items() if k in wanted}, options)
     return _python_source(rows(), columns=RAW_COLUMNS)
 
