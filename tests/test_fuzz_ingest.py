@@ -826,3 +826,26 @@ def test_fuzzed_billing_reports_load_or_are_refused_by_name(tmp_path_factory, da
             assert con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0] == before
     finally:
         con.close()
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(data=st.data())
+def test_fuzzed_litellm_pages_and_langfuse_blob_exports_load_or_are_refused_by_name(tmp_path_factory, data):
+    """LiteLLM's /spend/logs/ui page ({"data": [...]}) and one spend-log payload, and Langfuse's blob-storage
+    export (observations and traces in their folders): any value of any type at any place."""
+    from helpers import DATA, read_jsonl
+    folder = tmp_path_factory.mktemp("pages")
+    source = data.draw(st.sampled_from(["litellm-ui", "litellm-payload", "langfuse-blob"]))
+    if source == "langfuse-blob":
+        blob = DATA / "langfuse" / "blob" / "proj-1"
+        for part in ("observations", "traces"):
+            lines = read_jsonl(next((blob / part).glob("*.jsonl")))
+            (folder / part).mkdir()
+            (folder / part / "2025-03-04T15-00-00.jsonl").write_text("".join(
+                json.dumps(x, allow_nan=True) + "\n" for x in data.draw(mutated_docs(lines))))
+        _loads_or_refuses(folder / "observations" / "2025-03-04T15-00-00.jsonl")
+        return
+    name = "spend_logs_ui.json" if source == "litellm-ui" else "spend_logs_payload.json"
+    doc = data.draw(mutated_docs([json.loads((DATA / "litellm" / name).read_text())]))[0]
+    (folder / name).write_text(json.dumps(doc, allow_nan=True))
+    _loads_or_refuses(folder / name, format="litellm")
