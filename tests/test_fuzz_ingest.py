@@ -849,3 +849,84 @@ def test_fuzzed_litellm_pages_and_langfuse_blob_exports_load_or_are_refused_by_n
     doc = data.draw(mutated_docs([json.loads((DATA / "litellm" / name).read_text())]))[0]
     (folder / name).write_text(json.dumps(doc, allow_nan=True))
     _loads_or_refuses(folder / name, format="litellm")
+
+
+# ---------------------------------------------------------------- canonical Parquet as other tools write it: each
+# column of an Arrow type of its own (unsigned, narrow, decimal, dictionary, time zones, nested, binary, null), any
+# values: the file loads with every row accounted for, or is refused naming it, and the store is as it was
+
+def _arrow_types():
+    import pyarrow as pa
+    return [pa.int8(), pa.int32(), pa.int64(), pa.uint64(), pa.float32(), pa.float64(), pa.decimal128(18, 6),
+            pa.string(), pa.large_string(), pa.binary(), pa.bool_(), pa.timestamp("s"), pa.timestamp("ns"),
+            pa.timestamp("us", tz="Asia/Kolkata"), pa.date32(), pa.list_(pa.int64()), pa.struct([("a", pa.int64())]),
+            pa.dictionary(pa.int32(), pa.string()), pa.null()]
+
+
+def _arrow_column(draw, typ, n: int):
+    """``n`` values drawn for an Arrow type (None among them), as the column."""
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+    if pa.types.is_dictionary(typ):
+        return pa.array([draw(st.one_of(st.none(), text)) for _ in range(n)], pa.string()).dictionary_encode()
+    def one():
+        if draw(st.integers(0, 5)) == 0 or pa.types.is_null(typ):
+            return None
+        if pa.types.is_integer(typ):
+            info = {8: 127, 32: 2 ** 31 - 1, 64: 2 ** 63 - 1}[typ.bit_width]
+            return draw(st.integers(0 if pa.types.is_unsigned_integer(typ) else -info - 1,
+                                    2 ** 64 - 1 if pa.types.is_unsigned_integer(typ) else info))
+        if pa.types.is_floating(typ):
+            return draw(st.one_of(st.floats(width=32 if typ.bit_width == 32 else 64), st.sampled_from([0.0, 1e9, 2e9])))
+        if pa.types.is_decimal(typ):
+            return decimal.Decimal(draw(st.integers(-(10 ** 17), 10 ** 17))) / 10 ** 6
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            return draw(st.one_of(text, st.sampled_from(TIMESTAMPS), st.sampled_from(["gpt-4o", "ok", "error", "12"])))
+        if pa.types.is_binary(typ):
+            return draw(st.binary(max_size=8))
+        if pa.types.is_boolean(typ):
+            return draw(st.booleans())
+        if pa.types.is_timestamp(typ):
+            return draw(st.datetimes(min_value=dt.datetime(1700, 1, 1), max_value=dt.datetime(2200, 1, 1)))
+        if pa.types.is_date(typ):
+            return draw(st.dates())
+        if pa.types.is_list(typ):
+            return draw(st.lists(st.integers(-5, 5), max_size=3))
+        return {"a": draw(st.integers(-5, 5))}
+    return pa.array([one() for _ in range(n)], typ)
+
+
+@st.composite
+def odd_parquet_tables(draw):
+    import pyarrow as pa
+    n = draw(st.integers(1, 5))
+    cols = {"request_id": pa.array([f"p{i}" for i in range(n)]),
+            "ts": pa.array(["2026-11-20T10:00:00Z"] * n), "model": pa.array(["gpt-4o"] * n)}
+    for name in draw(st.lists(st.sampled_from(FIELDS + ["attrs", "provider", "route"]), min_size=1, max_size=6,
+                              unique=True)):
+        cols[name] = _arrow_column(draw, draw(st.sampled_from(_arrow_types())), n)
+    return pa.table(cols)
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES // 2)
+@given(table=odd_parquet_tables())
+def test_fuzzed_parquet_types_load_or_are_refused_and_the_store_stays_whole(tmp_path_factory, table):
+    import pyarrow.parquet as pq
+    f = tmp_path_factory.mktemp("parquet") / "rows.parquet"
+    pq.write_table(table, f)
+    con = store.connect(":memory:")
+    try:
+        before = _state(con)
+        try:
+            [r] = ingest_path(con, f)
+        except InputError as exc:
+            assert str(exc).startswith("file rows.parquet"), exc
+            assert _state(con) == before
+        else:
+            assert r.rows_read == table.num_rows
+            assert r.rows_ingested + r.rows_rejected + r.duplicates_skipped == r.rows_read
+            assert store.row_count(con) == r.rows_ingested
+    finally:
+        con.close()
