@@ -270,3 +270,26 @@ def test_cli_reconcile_prints_the_bill(tmp_path, capsys):
     assert main(["report", "--reconcile", "--since", "2025-03-04", "--until", "2025-03-04", "--db", db]) == 0
     out = capsys.readouterr().out
     assert "your logs say $0.01, the provider billed $4.40" in out
+
+
+@pytest.mark.parametrize(("field", "value", "kind"), [("description", ["a", "b"], "an array"),
+                                                      ("model", {"id": "claude"}, "an object"),
+                                                      ("workspace_id", True, "true")])
+def test_a_report_text_field_of_another_type_refuses_the_file_naming_it(con, tmp_path, field, value, kind):
+    """Anthropic's cost report with a result's description a list, its model an object, its workspace true: the
+    file refused naming bucket and field (a list stopped the load with 'unhashable type'; an object reached the
+    store as a dict's text), billing_lines as they were. A number is kept as its text."""
+    doc = json.loads((DATA / "providers" / "anthropic_cost_report.json").read_text())
+    doc["data"][0]["results"][1][field] = value
+    f = tmp_path / "cost.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:
+        billing.load_billing_file(con, f)
+    assert (err.value.row, err.value.field) == (1, f"results[1].{field}")
+    assert f"{field} is a text, found {kind}" in str(err.value)
+    assert con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0] == 0
+    doc["data"][0]["results"][1][field] = 42
+    f.write_text(json.dumps(doc))
+    billing.load_billing_file(con, f)
+    column = {"description": "line_item", "workspace_id": "project"}.get(field, field)
+    assert con.execute(f"SELECT count(*) FROM billing_lines WHERE {column} LIKE '%42%'").fetchall()[0][0] == 1

@@ -40,6 +40,7 @@ import pandas as pd
 
 from finops import store
 from finops.errors import InputError
+from finops.ingest.base import json_kind
 
 #: the stored columns, in table order (the CREATE TABLE is in finops/store.py)
 LINE_COLUMNS = ("source", "provider", "day", "bucket_start", "bucket_end", "model", "project", "api_key_id",
@@ -139,6 +140,17 @@ def _sum(*vals):
     return sum(have) if have else None
 
 
+def _text(r: dict, key: str, where: str, name: str, row: int) -> str | None:
+    """A result's text field: a text, a number as Python writes it, or None; an object, a list or a boolean
+    refuses the file naming the field (a report's names and ids are never those)."""
+    v = r.get(key)
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
+    raise InputError(f"{key} is a text, found {json_kind(v)}", file=name, row=row, field=f"{where}.{key}")
+
+
 def _openai_model(line_item: str | None) -> str | None:
     """``"gpt-4o-mini-2024-07-18, cached input"`` -> ``"gpt-4o-mini-2024-07-18"``; a line item with no comma
     (a tool's calls, storage) names no model."""
@@ -152,20 +164,22 @@ def _line(source: str, r: dict, where: str, name: str, row: int) -> dict:
     def n(key: str):
         return _int(r.get(key), f"{where}.{key}", name, row)
 
+    def t(key: str):
+        return _text(r, key, where, name, row)
+
     line = {k: None for k in LINE_COLUMNS}
-    line.update(source=source, provider=PROVIDER[source], api_key_id=r.get("api_key_id"),
-                project=r.get("project_id") or r.get("workspace_id"), model=r.get("model"),
-                service_tier=r.get("service_tier"))
+    line.update(source=source, provider=PROVIDER[source], api_key_id=t("api_key_id"),
+                project=t("project_id") or t("workspace_id"), model=t("model"), service_tier=t("service_tier"))
     if source == "openai-costs":
         amount = r.get("amount") if isinstance(r.get("amount"), dict) else {}
         if amount.get("value") is None:
             raise InputError("a cost result without amount.value", file=name, row=row, field=f"{where}.amount")
-        line.update(line_item=r.get("line_item"), model=_openai_model(r.get("line_item")),
+        line.update(line_item=t("line_item"), model=_openai_model(t("line_item")),
                     amount_usd=_decimal(amount["value"], f"{where}.amount.value", name, row),
-                    currency=str(amount.get("currency") or "usd").upper())
+                    currency=(_text(amount, "currency", f"{where}.amount", name, row) or "usd").upper())
     elif source == "openai-usage":
         writes = n("input_cache_write_tokens")
-        line.update(line_item=str(r.get("object", "")).removeprefix("organization.usage.").removesuffix(".result"),
+        line.update(line_item=(t("object") or "").removeprefix("organization.usage.").removesuffix(".result"),
                     input_tokens=n("input_tokens"), cached_input_tokens=n("input_cached_tokens"),
                     cache_write_tokens=writes, output_tokens=n("output_tokens"), requests=n("num_model_requests"))
         if r.get("batch") is True:
@@ -174,9 +188,9 @@ def _line(source: str, r: dict, where: str, name: str, row: int) -> dict:
         if r.get("amount") is None:
             raise InputError("a cost result without amount", file=name, row=row, field=f"{where}.amount")
         cents = _decimal(r["amount"], f"{where}.amount", name, row)
-        parts = [p for p in (r.get("description"), r.get("cost_type"), r.get("token_type")) if p]
+        parts = [p for p in (t("description"), t("cost_type"), t("token_type")) if p]
         line.update(line_item=" / ".join(dict.fromkeys(parts)) or None, amount_usd=cents / 100,
-                    currency=str(r.get("currency") or "USD").upper(), requests=n("requests"))
+                    currency=(t("currency") or "USD").upper(), requests=n("requests"))
     else:   # anthropic-usage
         cache = r.get("cache_creation") if isinstance(r.get("cache_creation"), dict) else {}
         uncached, read = n("uncached_input_tokens"), n("cache_read_input_tokens")
