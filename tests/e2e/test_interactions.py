@@ -62,17 +62,17 @@ IDLE = """() => document.querySelector('[data-testid="stApp"]').getAttribute('da
 FIGURES: list[dict] = []
 
 
-def _timed(page, what: str, slug: str, action) -> float | None:
+def _timed(page, what: str, slug: str, action, start_within_ms: int = 15_000) -> float | None:
     """Run ``action`` and return the milliseconds until the rerun it started has finished (None: the
-    action started no rerun within 15 s). ``action`` is ``(prepare, act)``: ``prepare`` (open a list, focus
-    a field) runs before the clock starts, ``act`` is the gesture timed."""
+    action started no rerun within ``start_within_ms``). ``action`` is ``(prepare, act)``: ``prepare`` (open a
+    list, focus a field) runs before the clock starts, ``act`` is the gesture timed."""
     prepare, act = action
     page.wait_for_function(IDLE, timeout=90_000)          # the page's own first run is over
     prepare()
     page.evaluate(WATCH_RUNS)
     act()
     try:
-        page.wait_for_function(STARTED, timeout=15_000)
+        page.wait_for_function(STARTED, timeout=start_within_ms)
     except PlaywrightTimeout:
         return None
     page.wait_for_function(RUN_DONE, timeout=90_000)
@@ -139,7 +139,10 @@ def _own_controls(page):
 def test_interactions_rerun_and_are_timed(server, page, slug):
     page.goto(f"{server}/{'' if slug == 'overview' else slug}")
     wait_ready(page)
-    assert _timed(page, "period preset: last 7 days", slug, _pick_preset(page)) is not None, slug
+    # the preset always reruns the page: its wait is a liveness bound, long enough for a machine busy with other
+    # tests (15 s once ran out on the Readiness page during a CI run beside heavy fuzz tests; alone it takes ~1 s)
+    assert _timed(page, "period preset: last 7 days", slug, _pick_preset(page), start_within_ms=60_000) is not None, \
+        slug
     wait_ready(page)
     assert exceptions_on(page) == [], slug
     for name, action in _own_controls(page):      # the first control that reruns the page
