@@ -240,6 +240,38 @@ def test_otel_error_type_given_as_a_number(con, tmp_path):
     assert got == [("error", "503")]
 
 
+
+def test_otel_names_given_as_arrays_or_numbers_are_text_not_a_crash(con, tmp_path):
+    """gen_ai.operation.name as an arrayValue, the response model as an intValue in one file and an arrayValue in
+    another (found by the fuzz test: a set lookup and Arrow's text column raised TypeError): the operation is no
+    known one, the model is the number's text or the array's JSON; every model-call span still loads."""
+    lines = [json.loads(x) for x in (DATA / "otel_genai_spans.jsonl").read_text().splitlines()[:2]]
+    models = [{"intValue": "4"}, {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}}]
+    loaded, changed = 0, set()
+    for i, (line, model) in enumerate(zip(lines, models, strict=True)):
+        (tmp_path / f"as_is_{i}.jsonl").write_text(json.dumps(line) + "\n")
+        scratch = store.connect(":memory:")
+        [before] = ingest_path(scratch, tmp_path / f"as_is_{i}.jsonl", IngestOptions(tenant="t"))
+        scratch.close()
+        calls = before.rows_ingested
+        for rs in line["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    if any(a["key"] == "gen_ai.response.model" for a in span["attributes"]):
+                        changed.add(json.dumps(model))
+                        span["attributes"] = [a for a in span["attributes"] if a["key"] not in (
+                            "gen_ai.response.model", "gen_ai.operation.name")] + [
+                            {"key": "gen_ai.response.model", "value": model},
+                            {"key": "gen_ai.operation.name", "value": {"arrayValue": {"values": []}}}]
+        path = tmp_path / f"spans_{i}.jsonl"
+        path.write_text(json.dumps(line) + "\n")
+        [r] = ingest_path(con, path, IngestOptions(tenant="t"))
+        assert (r.rows_ingested, r.rows_rejected) == (calls, 0)
+        loaded += calls
+    got = _rows(con, "SELECT model, count(*) FROM requests GROUP BY 1 ORDER BY 1")
+    assert len(changed) == 2 and sum(n for _, n in got) == loaded and {"4", '["a","b"]'} <= {m for m, _ in got}
+
+
 # ---------------------------------------------------------------- vllm bench
 
 def test_vllm_bench_requests_and_run(con):

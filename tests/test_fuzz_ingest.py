@@ -8,10 +8,12 @@ import contextlib
 import csv
 import dataclasses
 import functools
+import inspect
 import io
 import json
 import math
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -928,5 +930,61 @@ def test_fuzzed_parquet_types_load_or_are_refused_and_the_store_stays_whole(tmp_
             assert r.rows_read == table.num_rows
             assert r.rows_ingested + r.rows_rejected + r.duplicates_skipped == r.rows_read
             assert store.row_count(con) == r.rows_ingested
+    finally:
+        con.close()
+
+
+# every JSON format's own example file (a few records of it), any value at any place, read by the format's SQL
+# reading or its Python one: it loads, rejects by row or refuses the file by name; nothing else is raised
+JSON_EXAMPLES = {
+    "langfuse": ("langfuse_observations.json", {}), "otel": ("otel_genai_spans.jsonl", {}),
+    "vllm-bench": ("vllm_bench_serve_detailed.json", {}),
+    "llmperf": ("llmperf/individual/fireworks_70b.json", {"model": "llama-2-70b-chat", "start": "2025-01-01"}),
+    "mooncake": ("mooncake_conversation_head300.jsonl", {"model": "kimi-k2", "start": "2025-01-01"}),
+    "openai-batch": ("providers/openai_batch_output.jsonl", {}),
+    "anthropic-batch": ("providers/anthropic_batch_results.jsonl", {}),
+    "helicone": ("providers/helicone_requests.json", {}), "openrouter": ("providers/openrouter_generations.jsonl", {}),
+    "litellm": ("litellm/spend_logs.json", {}),
+}
+
+
+@settings(differential, max_examples=DIFFERENTIAL_EXAMPLES)
+@given(data=st.data())
+def test_fuzzed_example_files_of_every_json_format_load_or_are_refused_by_name(tmp_path_factory, monkeypatch, data):
+    from datetime import datetime
+
+    from finops.ingest import IngestOptions, base, loader
+    from helpers import DATA, read_jsonl
+    fmt = data.draw(st.sampled_from(sorted(JSON_EXAMPLES)))
+    source, options = JSON_EXAMPLES[fmt]
+    path = DATA / source
+    lines = path.suffix == ".jsonl"
+    docs = read_jsonl(path)[:5] if lines else [json.loads(path.read_text())]
+    if fmt == "llmperf":
+        docs = [docs[0][:5]]
+    docs = data.draw(mutated_docs(docs))
+    f = tmp_path_factory.mktemp("examples") / Path(source).name
+    f.write_text("".join(json.dumps(d, allow_nan=True) + "\n" for d in docs) if lines
+                 else json.dumps(docs[0], allow_nan=True))
+    opts = {**options, "format": fmt}
+    if "start" in opts:
+        opts["start"] = datetime.fromisoformat(opts["start"])
+    con = store.connect(":memory:")
+    try:
+        with monkeypatch.context() as m:
+            if data.draw(st.booleans()):          # the Python reading, as the SQL one's fallback is
+                adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False))
+                            if a.name == fmt and "fast" in inspect.signature(a.read).parameters else a
+                            for a in base.ADAPTERS]
+                m.setattr(base, "ADAPTERS", adapters)
+                m.setattr(loader, "ADAPTERS", adapters)
+            before = _state(con)
+            try:
+                [r] = ingest_path(con, f, IngestOptions(**opts))
+            except InputError as exc:
+                assert str(exc).startswith(f"file {f.name}"), exc
+                assert _state(con) == before
+            else:
+                assert r.rows_ingested + r.rows_rejected + r.duplicates_skipped == r.rows_read
     finally:
         con.close()

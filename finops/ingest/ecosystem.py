@@ -1460,6 +1460,15 @@ def _invocation_model(a: dict) -> str | None:
     return None
 
 
+def _attr_text(v) -> str | None:
+    """An attribute's value where a name is read (model, provider, operation): a text as it is, a number or a
+    boolean as Python writes it, an array or a map as its JSON (shown as the file holds it; never a crash on a
+    value no set or text column takes)."""
+    if v is None or isinstance(v, str):
+        return v
+    return json.dumps(v, separators=(",", ":"), default=str) if isinstance(v, list | dict) else str(v)
+
+
 def _first(a: dict, names: tuple[str, ...]):
     return next((a[n] for n in names if a.get(n) not in (None, "")), None)
 
@@ -1569,9 +1578,9 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                                 f"{at}.{scoped}[{j}].scope", "an InstrumentationScope")
                     for k, span in enumerate(objects(row, ss.get("spans"), f"{at}.{scoped}[{j}].spans", "Spans")):
                         a = key_values(row, span.get("attributes"), f"{at}.{scoped}[{j}].spans[{k}].attributes")
-                        op = a.get("gen_ai.operation.name")
+                        op = _attr_text(a.get("gen_ai.operation.name"))
                         kind = str(a.get("openinference.span.kind") or "").upper()
-                        model = _first(a, OTEL_FIELDS["model"]) or _invocation_model(a)
+                        model = _attr_text(_first(a, OTEL_FIELDS["model"])) or _invocation_model(a)
                         if (op in OTEL_NOT_MODEL_CALLS or (kind and kind not in OPENINFERENCE_MODEL_CALLS)
                                 or not (op in OTEL_MODEL_OPERATIONS or kind or model)):
                             continue
@@ -1586,7 +1595,7 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                         tokens = {c: _int(_first(a, OTEL_FIELDS[c])) for c in
                                   ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
                                    "reasoning_tokens")}
-                        provider = _first(a, OTEL_FIELDS["provider"])
+                        provider = _attr_text(_first(a, OTEL_FIELDS["provider"]))
                         cost = _num(_first(a, OTEL_FIELDS["cost_usd"]))
                         extra = {}
                         if unpriced_zero(cost, (tokens["input_tokens"] or 0) + (tokens["output_tokens"] or 0)):
@@ -1602,7 +1611,8 @@ def _read_otel(con, p: Probe, options: IngestOptions) -> Source:
                             "ts": time_after(UNIX_EPOCH, microseconds=s_ns // 1000) if s_ns is not None else None,
                             "tenant": str(tenant) if tenant is not None else options.tenant,
                             "model": model or options.model, "provider": provider,
-                            "service_tier": _first(a, OTEL_FIELDS["service_tier"]), **tokens, "cost_usd": cost,
+                            "service_tier": _attr_text(_first(a, OTEL_FIELDS["service_tier"])), **tokens,
+                            "cost_usd": cost,
                             "total_ms": _span_ms(s_ns, e_ns) if s_ns is not None and e_ns is not None else None,
                             "status": "error" if error else "ok",
                             "error_type": str(a.get("error.type") or status.get("message") or "error")[:200]
