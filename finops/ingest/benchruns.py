@@ -894,26 +894,22 @@ def _vllm_streamed_run(con, path: Path, name: str, start: datetime | None, meta:
     requests = pd.DataFrame({
         "ok": ok, "ttft_ms": (frame["ttft_s"] * 1000).where(ok), "total_ms": (frame["latency_s"] * 1000).where(ok),
         "mean_itl_ms": (frame["itl_mean_s"] * 1000).where(ok), "output_tokens": frame["output_tokens"]})
+    def drop_series() -> None:
+        for p in series.values():
+            Path(p).unlink(missing_ok=True)
     try:
         model = _model_id(meta, name)
     except InputError:
-        for p in series.values():
-            Path(p).unlink(missing_ok=True)
+        drop_series()
         raise
     duration = _number(meta.get("duration"))
     started = start
     if started is None and meta.get("date"):
         try:
             end = datetime.strptime(str(meta["date"]), "%Y%m%d-%H%M%S")
-        except ValueError:
-            for p in series.values():
-                Path(p).unlink(missing_ok=True)
-            return None
-        try:
             started = end - timedelta(seconds=duration or 0.0)
-        except OverflowError:           # the Python reading names the field
-            for p in series.values():
-                Path(p).unlink(missing_ok=True)
+        except (ValueError, OverflowError):     # the Python reading names the field
+            drop_series()
             return None
     rate = meta.get("request_rate")
     run = BenchRun(
