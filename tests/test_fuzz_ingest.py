@@ -5,6 +5,7 @@ Nothing may raise but a reported reject (an InputError naming the file); a refus
 store as it was; an accepted one accounts for every row. Bounded to run in CI within 60 s.
 """
 import contextlib
+import copy
 import csv
 import dataclasses
 import functools
@@ -767,7 +768,7 @@ def mutated_docs(draw, docs: list):
     paths = [(i, *p) for i, d in enumerate(docs) for p in _paths(d)]
     for p in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=5)):
         with contextlib.suppress(KeyError, IndexError, TypeError):     # a place an earlier change removed
-            _set(docs, p, draw(any_json))
+            _set(docs, p, copy.deepcopy(draw(any_json)))   # st.just gives one object: a copy each time
     return docs
 
 
