@@ -293,3 +293,18 @@ def test_a_report_text_field_of_another_type_refuses_the_file_naming_it(con, tmp
     billing.load_billing_file(con, f)
     column = {"description": "line_item", "workspace_id": "project"}.get(field, field)
     assert con.execute(f"SELECT count(*) FROM billing_lines WHERE {column} LIKE '%42%'").fetchall()[0][0] == 1
+
+
+@pytest.mark.parametrize("count", [float("inf"), float("nan"), 2 ** 63, 1e300])
+def test_a_report_count_past_any_count_refuses_the_file_naming_it(con, tmp_path, count):
+    """An Anthropic usage result's output_tokens of infinity, NaN, 2^63 or 1e300: refused naming bucket and field
+    (OverflowError, ValueError, or DuckDB's BIGINT conversion error stopped the load), billing_lines as they were."""
+    doc = json.loads((DATA / "providers" / "anthropic_usage_report.json").read_text())
+    doc["data"][0]["results"][0]["output_tokens"] = count
+    f = tmp_path / "usage.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:
+        billing.load_billing_file(con, f)
+    assert (err.value.row, err.value.field) == (1, "results[0].output_tokens")
+    assert "is not a count of tokens or requests" in str(err.value)
+    assert con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0] == 0

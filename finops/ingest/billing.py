@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
@@ -109,7 +110,10 @@ def _source_of(result: dict) -> str | None:
 def _int(v, where: str, name: str, row: int):
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 0:
+    # a whole number from 0 up to what the store's BIGINT holds (NaN, infinity and 2^63 stopped the load with
+    # Python's or DuckDB's own error)
+    if (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v) or v < 0
+            or v >= 2 ** 63):
         raise InputError(f"{v!r} is not a count of tokens or requests", file=name, row=row, field=where)
     return int(v)
 
