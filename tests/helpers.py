@@ -343,3 +343,17 @@ def stop_process(proc: subprocess.Popen, timeout: float = 60.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def use_python_reading(m, fmt: str) -> None:
+    """Within the monkeypatch context ``m``, read format ``fmt`` by its Python reading: its adapter's reader called
+    with ``fast=False`` (a reader without that switch has one reading and is left as it is)."""
+    import dataclasses
+    import functools
+    import inspect
+
+    from finops.ingest import base, loader
+    adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False))
+                if a.name == fmt and "fast" in inspect.signature(a.read).parameters else a for a in base.ADAPTERS]
+    m.setattr(base, "ADAPTERS", adapters)
+    m.setattr(loader, "ADAPTERS", adapters)

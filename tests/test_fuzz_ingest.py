@@ -7,9 +7,6 @@ store as it was; an accepted one accounts for every row. Bounded to run in CI wi
 import contextlib
 import copy
 import csv
-import dataclasses
-import functools
-import inspect
 import io
 import json
 import math
@@ -279,17 +276,14 @@ def _stored_rows(path, monkeypatch, python: bool, switch: str = "helicone_fast_s
     """What one reading stores (with the ingest ``options``): ``python`` with the SQL reading
     ``<switch>`` (of finops.ingest.providers or .ecosystem) turned off, or for ``read:<format>`` that format's
     reader called with ``fast=False``."""
-    from finops.ingest import IngestOptions, base, ecosystem, loader, providers
+    from finops.ingest import IngestOptions, ecosystem, providers
+    from helpers import use_python_reading
     module = providers if hasattr(providers, switch) else ecosystem
     con = store.connect(":memory:")
     try:
         with monkeypatch.context() as m:
             if python and switch.startswith("read:"):
-                # the adapter's reader called with fast=False: its Python reading
-                adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False))
-                            if a.name == switch[5:] else a for a in base.ADAPTERS]
-                m.setattr(base, "ADAPTERS", adapters)
-                m.setattr(loader, "ADAPTERS", adapters)
+                use_python_reading(m, switch[5:])
             elif python:
                 m.setattr(module, switch, lambda *a, **k: None)
             try:
@@ -954,8 +948,8 @@ JSON_EXAMPLES = {
 def test_fuzzed_example_files_of_every_json_format_load_or_are_refused_by_name(tmp_path_factory, monkeypatch, data):
     from datetime import datetime
 
-    from finops.ingest import IngestOptions, base, loader
-    from helpers import DATA, read_jsonl
+    from finops.ingest import IngestOptions
+    from helpers import DATA, read_jsonl, use_python_reading
     fmt = data.draw(st.sampled_from(sorted(JSON_EXAMPLES)))
     source, options = JSON_EXAMPLES[fmt]
     path = DATA / source
@@ -974,11 +968,7 @@ def test_fuzzed_example_files_of_every_json_format_load_or_are_refused_by_name(t
     try:
         with monkeypatch.context() as m:
             if data.draw(st.booleans()):          # the Python reading, as the SQL one's fallback is
-                adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False))
-                            if a.name == fmt and "fast" in inspect.signature(a.read).parameters else a
-                            for a in base.ADAPTERS]
-                m.setattr(base, "ADAPTERS", adapters)
-                m.setattr(loader, "ADAPTERS", adapters)
+                use_python_reading(m, fmt)
             before = _state(con)
             try:
                 [r] = ingest_path(con, f, IngestOptions(**opts))

@@ -9,8 +9,6 @@ stopped a Python reading's Arrow table (int64). Now such a row is rejected with 
 the Python reading alike (the expected times computed here by DuckDB's own arithmetic, not by the code under
 test), and a value of the wrong type where a benchmark reading computes refuses the file naming it.
 Found by the differential fuzz tests in test_fuzz_ingest.py."""
-import dataclasses
-import functools
 import gzip
 import json
 from datetime import datetime
@@ -20,9 +18,9 @@ import pytest
 
 from finops import store
 from finops.errors import InputError
-from finops.ingest import IngestOptions, base, ingest_path, loader
+from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.base import time_after
-from helpers import DATA
+from helpers import DATA, use_python_reading
 
 START = datetime(2025, 1, 1)
 WINDOW = "is outside 2015-01-01 to"
@@ -41,11 +39,8 @@ def _load(path, python: bool = False, **options):
     try:
         opts = IngestOptions(**options)
         if python:
-            adapters = [dataclasses.replace(a, read=functools.partial(a.read, fast=False)) if a.name == opts.format
-                        else a for a in base.ADAPTERS]
             with pytest.MonkeyPatch.context() as m:
-                m.setattr(base, "ADAPTERS", adapters)
-                m.setattr(loader, "ADAPTERS", adapters)
+                use_python_reading(m, opts.format)
                 r = ingest_path(con, path, opts)[0]
         else:
             r = ingest_path(con, path, opts)[0]
