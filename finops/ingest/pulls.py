@@ -32,7 +32,7 @@ import duckdb
 
 from finops import store
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions
+from finops.ingest.base import UNIX_EPOCH, IngestOptions
 from finops.ingest.ecosystem import langfuse_source, litellm_source
 from finops.ingest.loader import IngestResult, ingest_source
 
@@ -151,7 +151,7 @@ def pull_litellm(con: duckdb.DuckDBPyConnection, dsn: str, *, page_size: int = 1
     if stored:
         lower = (datetime.fromisoformat(stored["start_time"]) - overlap, "")
     else:
-        lower = (since or datetime(1970, 1, 1), "")
+        lower = (since or UNIX_EPOCH, "")
     try:
         with pg.cursor(row_factory=dict_row) as cur:
             query, params = LITELLM_FIRST_PAGE, lower
@@ -197,7 +197,6 @@ def pull_litellm(con: duckdb.DuckDBPyConnection, dsn: str, *, page_size: int = 1
 
 LANGFUSE_V2_FIELDS = "core,basic,time,model,usage,metrics"
 TRACE_LEAD = timedelta(hours=1)         # a trace starts at most this long before its observations (for the join)
-EPOCH = datetime(1970, 1, 1)
 RETRYABLE = (500, 502, 503, 504)
 
 
@@ -351,7 +350,7 @@ def pull_langfuse(con: duckdb.DuckDBPyConnection, host: str, *, api: str = "v2",
     if stored:
         start = datetime.fromisoformat(stored["start_time"]) - overlap
     else:
-        start = since or EPOCH
+        start = since or UNIX_EPOCH
     slice_span = window if (stored or since) else end_all - start      # the first full pull: one slice
     while start < end_all:
         end = min(start + slice_span, end_all)
