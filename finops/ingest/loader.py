@@ -201,12 +201,18 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
 RANGE_LABELS = {name: f"{hi:,.0f}" for name, (_, hi) in schema.RANGES.items()}
 
 
+def _shown(raw: str, chars: int = 60) -> str:
+    """SQL for a value as a reject reason quotes it: its first ``chars`` characters, "..." where it is longer."""
+    text = f"CAST({raw} AS VARCHAR)"
+    return f"(left({text}, {chars}) || CASE WHEN length({text}) > {chars} THEN '...' ELSE '' END)"
+
+
 def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     """SQL expressions yielding a reason string (or NULL) for one column: unreadable, not finite, out of range."""
     name = sql.column(name, sql.CANONICAL_COLUMNS)
     target = schema.TYPES[name]
     out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
-           f"THEN '{name}: cannot read ' || left(CAST({raw} AS VARCHAR), 60) || ' as {target.lower()}' END"]
+           f"THEN '{name}: cannot read ' || {_shown(raw)} || ' as {target.lower()}' END"]
     if target == "DOUBLE":
         out.append(f"CASE WHEN NOT isfinite({typed}) THEN '{name}: ' || CAST({typed} AS VARCHAR) "
                    f"|| ' is not a finite number' END")
