@@ -672,3 +672,81 @@ def test_an_id_of_spaces_gets_the_same_hash_from_csv_parquet_and_json_lines(tmp_
                                 ).fetchall()[0][0]
         c.close()
     assert len(hashed["csv"]) == 5 and hashed["csv"] == hashed["parquet"] == hashed["jsonl"]
+
+
+# ---------------------------------------------------------------- found by the fuzz test of mapped files
+# (tests/test_fuzz_ingest.py: the columns mapped in SQL against the records read one at a time)
+
+GENERIC_MAP = {"ts": "TIMESTAMP", "input_tokens": "ContextTokens", "output_tokens": "GeneratedTokens",
+               "request_id": "id"}
+
+
+def _generic(tmp_path, name: str, text: str, fast: bool, **options):
+    """Load ``text`` as file ``name`` with --format generic and GENERIC_MAP: by its SQL reading, or (``fast``
+    False) a record at a time. Returns the result and the stored rows by request_id."""
+    from helpers import use_python_reading
+    f = tmp_path / name
+    f.write_text(text)
+    c = store.connect(":memory:")
+    with pytest.MonkeyPatch.context() as m:
+        if not fast:
+            use_python_reading(m, "generic")
+        [r] = ingest_path(c, f, IngestOptions(format="generic", mapping=GENERIC_MAP, **options))
+    cur = c.execute("SELECT * EXCLUDE (batch_id) FROM requests ORDER BY request_id")
+    cols = [d[0] for d in cur.description]
+    rows = {row[0]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
+    c.close()
+    return r, rows
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_time_of_spaces_is_missing_not_stored_as_no_time(tmp_path, fast):
+    """A row whose time is " " was stored with ts NULL (no check named it): rejected "ts: missing" now."""
+    r, rows = _generic(tmp_path, "t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens,id\n   ,1,2,a\n"
+                       "2023-11-16 18:15:46,3,4,b\n", fast, model="m")
+    assert _outcome(r, 1) == (2, 1, 1, 0, [1], ["ts: missing"])
+    assert list(rows) == ["b"] and rows["b"]["ts"].isoformat() == "2023-11-16T18:15:46"
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_mapped_json_file_reads_blank_values_booleans_and_objects_alike(tmp_path, fast):
+    """JSON Lines whose columns mix types (DuckDB reads them as JSON): "" is no value (so --model applies, where
+    SQL used to store the model '""'); true is no count ("cannot read true", where SQL counted it 1); an object where
+    text belongs is its JSON text (not DuckDB's {'a': 1}); a column named like a canonical one is read as it by both
+    readings (the record reading used to keep it in attrs)."""
+    recs = [{"TIMESTAMP": "2023-11-16 18:15:46", "ContextTokens": 5, "GeneratedTokens": 1, "id": "a", "model": "",
+             "tenant": "acme"},
+            {"TIMESTAMP": "2023-11-16 18:15:47", "ContextTokens": True, "GeneratedTokens": 1, "id": "b",
+             "model": "gpt-4o", "tenant": 7},
+            {"TIMESTAMP": "2023-11-16 18:15:48", "ContextTokens": "", "GeneratedTokens": 2, "id": "c",
+             "model": {"a": 1}, "tenant": None}]
+    r, rows = _generic(tmp_path, "t.jsonl", "".join(json.dumps(x) + "\n" for x in recs), fast, model="m1")
+    assert _outcome(r) == (3, 2, 1, 0, [2], ["input_tokens: cannot read true as bigint"])
+    assert {k: (v["model"], v["tenant"], v["input_tokens"], v["output_tokens"]) for k, v in rows.items()} == {
+        "a": ("m1", "acme", 5, 1), "c": ('{"a":1}', "default", None, 2)}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_attrs_column_that_is_no_json_is_kept_under_attrs_with_the_other_columns(tmp_path, fast):
+    """A generic file's own attrs column beside other unmapped columns: the SQL reading stopped the load ("the file
+    does not parse") on a cell that is no JSON. Now both readings: an object patched by the other columns (RFC 7386:
+    theirs win, an empty one removes nothing it does not name), anything else kept under "attrs"."""
+    text = ("TIMESTAMP,ContextTokens,GeneratedTokens,id,attrs,note\n"
+            "2023-11-16 18:15:46,1,1,a,2023-11-16,x\n"
+            '2023-11-16 18:15:46,1,1,b,"{""k"": null, ""note"": ""own""}",y\n'
+            "2023-11-16 18:15:46,1,1,c,5,\n"
+            "2023-11-16 18:15:46,1,1,d,,z\n")
+    r, rows = _generic(tmp_path, "t.csv", text, fast, model="m")
+    assert (r.rows_ingested, r.rows_rejected) == (4, 0)
+    assert {k: json.loads(v["attrs"]) for k, v in rows.items()} == {
+        "a": {"attrs": "2023-11-16", "note": "x"}, "b": {"k": None, "note": "y"}, "c": {"attrs": 5},
+        "d": {"note": "z"}}
+
+
+def test_a_time_written_as_an_epoch_with_an_exponent_or_a_sign_is_read_as_an_epoch(tmp_path):
+    """"1.7e9" is 1.7 billion seconds after 1970 (as the number 1.7e9 in a JSON file is); "-1" a second before it,
+    outside the stored range and rejected so, not "cannot read"."""
+    r, rows = _generic(tmp_path, "t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens,id\n1.7e9,1,1,a\n-1,1,1,b\n",
+                       True, model="m")
+    assert rows["a"]["ts"].isoformat() == "2023-11-14T22:13:20"
+    assert r.rejects[0]["field"] == "ts" and "is outside" in r.rejects[0]["reason"]

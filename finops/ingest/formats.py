@@ -69,9 +69,10 @@ register(Adapter(
 
 # ---------------------------------------------------------------- generic
 
-def _read_generic(con, p: Probe, options: IngestOptions) -> Source:
+def _read_generic(con, p: Probe, options: IngestOptions, fast: bool = True) -> Source:
     """Columns mapped in SQL (fast); field paths (``usage.prompt_tokens``), a wrapped JSON document
-    (``{"data": [...]}``, ``{"items": [...]}``) or ``--records-path`` are read a record at a time."""
+    (``{"data": [...]}``, ``{"items": [...]}``) or ``--records-path`` are read a record at a time, as every
+    CSV or JSON file is with ``fast=False`` (the tests' second reading: both store the same)."""
     if not options.mapping and not options.tenant_field:
         raise InputError("the generic format needs a column mapping, e.g. "
                          "--map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens",
@@ -80,7 +81,7 @@ def _read_generic(con, p: Probe, options: IngestOptions) -> Source:
     if options.tenant_field:
         mapping["tenant"] = options.tenant_field
     paths = [src for src in mapping.values() if src not in p.columns and "." in src]
-    if not (paths or options.records_path or wrapped_json(p)):
+    if not (paths or options.records_path or wrapped_json(p)) and (fast or p.kind == "parquet"):
         return mapped_source(con, p, options)
     for canon in mapping:
         if canon not in schema.NAMES:

@@ -157,7 +157,7 @@ def _ts_expr(x: str, src_type: str) -> str:
     # more than 6 fractional digits take the slower path, only for the rows that need it
     return (f"coalesce(timezone('UTC', TRY_CAST({s} AS TIMESTAMPTZ)), "
             f"CASE WHEN {s} = '' THEN NULL "
-            f"WHEN regexp_full_match({s}, '\\d+(\\.\\d+)?') THEN finops_epoch(CAST({s} AS DOUBLE)) "
+            f"WHEN regexp_full_match({s}, '-?\\d+(\\.\\d+)?([eE][+-]?\\d+)?') THEN finops_epoch(CAST({s} AS DOUBLE)) "
             f"ELSE timezone('UTC', TRY_CAST(regexp_replace(replace({s}, ',', '.'), '(\\.\\d{{6}})\\d+', '\\1') "
             f"AS TIMESTAMPTZ)) END)")
 
@@ -189,6 +189,9 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
         return f"(TRY_CAST({x} AS DOUBLE) <> 0)"
     if t == target:
         return x
+    if t == "BOOLEAN":
+        # true or false is no count, time or price: rejected as unreadable (a cast would read it as 1 or 0)
+        return f"CAST(NULL AS {target})"
     if target in ("BIGINT", "INTEGER"):
         d = f"TRY_CAST(nullif(trim(CAST({x} AS VARCHAR)), '') AS DOUBLE)" if t == "VARCHAR" else f"TRY_CAST({x} AS DOUBLE)"
         return f"CASE WHEN {d} = floor({d}) THEN TRY_CAST({d} AS {target}) END"
@@ -201,10 +204,14 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
 RANGE_LABELS = {name: f"{hi:,.0f}" for name, (_, hi) in schema.RANGES.items()}
 
 
-def _shown(raw: str, chars: int = 60) -> str:
-    """SQL for a value as a reject reason quotes it: its first ``chars`` characters, "..." where it is longer."""
-    text = f"CAST({raw} AS VARCHAR)"
-    return f"(left({text}, {chars}) || CASE WHEN length({text}) > {chars} THEN '...' ELSE '' END)"
+#: how many characters of a value a reject reason quotes ("..." where it is longer)
+SHOWN_CHARS = 60
+
+
+def _shown_sql(raw: str) -> str:
+    """SQL for a value as a reject reason quotes it: its first SHOWN_CHARS characters, "..." where it is longer."""
+    return (f"(left(CAST({raw} AS VARCHAR), {SHOWN_CHARS}) || CASE WHEN length(CAST({raw} AS VARCHAR)) > {SHOWN_CHARS} "
+            "THEN '...' ELSE '' END)")
 
 
 def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
@@ -212,7 +219,7 @@ def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     name = sql.column(name, sql.CANONICAL_COLUMNS)
     target = schema.TYPES[name]
     out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
-           f"THEN '{name}: cannot read ' || {_shown(raw)} || ' as {target.lower()}' END"]
+           f"THEN '{name}: cannot read ' || {_shown_sql(raw)} || ' as {target.lower()}' END"]
     if target == "DOUBLE":
         out.append(f"CASE WHEN NOT isfinite({typed}) THEN '{name}: ' || CAST({typed} AS VARCHAR) "
                    f"|| ' is not a finite number' END")
@@ -329,19 +336,32 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     """
     described = con.execute(f"DESCRIBE {source_sql}", params).fetchall()
     src_types = {r[0]: r[1] for r in described}
-    exprs, checks = {}, []
+    exprs, checks, raws = {}, [], {}
     for name in schema.NAMES:
         if name in src_types:
             x = f"s.{name}"
+            t = src_types[name].upper()
+            if schema.TYPES[name] != "JSON" and t == "JSON":
+                # a column of mixed JSON types (DuckDB's read_json): each value as its text, a string unquoted, as a
+                # record's reading gives it ("" is then empty, not the text '""')
+                x, src_types[name] = f"json_extract_string(s.{name}, '$')", "VARCHAR"
+            elif schema.TYPES[name] != "JSON" and (t.startswith(("STRUCT", "MAP")) or t.endswith("]")):
+                # an object or a list where a value belongs: its JSON text, as the file wrote it (not DuckDB's
+                # spelling of a STRUCT), which the checks reject or a text column keeps
+                x, src_types[name] = f"CAST(to_json(s.{name}) AS VARCHAR)", "VARCHAR"
+            raws[name] = x
             exprs[name] = _typed_expr(name, x, src_types[name])
             checks.extend(_checks(name, x, exprs[name], src_types[name]))
         else:
             exprs[name] = f"CAST(NULL AS {schema.TYPES[name]})"
     typed = [f"{expr} AS {name}" for name, expr in exprs.items() if absent or name in src_types]
     # required fields and defaults are checked on the typed columns
-    ts_raw = "s.ts" if "ts" in src_types else "NULL"
+    ts_raw = raws.get("ts", "NULL")
     model_expr = exprs["model"]
-    checks.append(f"CASE WHEN {ts_raw} IS NULL THEN 'ts: missing' END")
+    # text that is only spaces is no time either (the typed time is NULL and no "cannot read" names it)
+    blank = (f" OR trim(CAST({ts_raw} AS VARCHAR)) = ''"
+             if src_types.get("ts", "").upper() in ("VARCHAR", "JSON") else "")
+    checks.append(f"CASE WHEN {ts_raw} IS NULL{blank} THEN 'ts: missing' END")
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
     typed_of = exprs
     for whole, parts in (("input_tokens", schema.INPUT_PARTS), ("output_tokens", schema.OUTPUT_PARTS)):

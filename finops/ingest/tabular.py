@@ -176,6 +176,54 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False,
     return _rows_sql(call, ordinal, row, numbered), params, cols
 
 
+def _column_type(con: duckdb.DuckDBPyConnection, call: str, params: list, column: str) -> str:
+    """The type the reader ``call`` gives ``column``."""
+    return dict(r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", params).fetchall()).get(column, "")
+
+
+def merged_attrs_sql(own_sql: str, packed_sql: str) -> str:
+    """SQL for a row's ``attrs`` column ``own_sql`` patched by ``packed_sql``, the JSON object of its other unmapped
+    columns (the rule :func:`merged_attrs` states). Text that is no JSON no longer stops the load."""
+    own_json = f"TRY_CAST({own_sql} AS JSON)"
+    return (f"CASE WHEN {own_sql} IS NULL OR trim(CAST({own_sql} AS VARCHAR)) = '' THEN {packed_sql} "
+            f"WHEN json_type({own_json}) = 'OBJECT' THEN json_merge_patch({own_json}, {packed_sql}) "
+            f"ELSE json_merge_patch(json_object('attrs', coalesce({own_json}, to_json(CAST({own_sql} AS VARCHAR)))), "
+            f"{packed_sql}) END")
+
+
+def _merge_patch(target, patch):
+    """RFC 7386's JSON merge patch (DuckDB's ``json_merge_patch``): ``patch``'s keys set, a null one removed, an
+    object merged key by key."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge_patch(out.get(k), v)
+    return out
+
+
+def merged_attrs(own: str | None, extra: dict) -> str | None:
+    """A record's own ``attrs`` text and ``extra``, its other unmapped fields, as the JSON text stored (the reading
+    a record at a time; :func:`merged_attrs_sql` is the same rule in SQL). No ``extra``: ``own`` as it is (the
+    loader keeps JSON as JSON, other text as a JSON string); no ``own`` (or blank): ``extra``; a JSON object
+    patched by ``extra`` (RFC 7386: the other fields win, a null one removes its key); anything else (a number, a
+    list, text that is no JSON) is kept under the key ``attrs`` and patched so."""
+    if not extra:
+        return own
+    if own is None or not own.strip(" "):
+        merged = extra
+    else:
+        try:
+            parsed = json.loads(own)
+        except json.JSONDecodeError:
+            parsed = own
+        merged = _merge_patch(parsed if isinstance(parsed, dict) else {"attrs": parsed}, extra)
+    return json.dumps(merged, separators=(",", ":"), default=str)
+
+
 def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
                   preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None,
                   attrs_exprs: dict[str, str] | None = None, typed: bool = False) -> Source:
@@ -216,7 +264,10 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         expr = exprs[name][0] if name in exprs else (quote_ident(mapping[name]) if name in mapping else None)
         const = {"model": options.model, "tenant": options.tenant}.get(name)
         if const is not None:
-            expr = f"coalesce(CAST({expr} AS VARCHAR), CAST(? AS VARCHAR))" if expr else "CAST(? AS VARCHAR)"
+            # the constant where the file gives none: no value, or an empty one (text of spaces, "" in JSON)
+            text = (f"json_extract_string({expr}, '$')" if expr and name not in exprs and _column_type(
+                con, call, params, mapping[name]) == "JSON" else f"CAST({expr} AS VARCHAR)")
+            expr = f"coalesce(nullif(trim({text}), ''), CAST(? AS VARCHAR))" if expr else "CAST(? AS VARCHAR)"
             select_params.append(str(const))
         if expr and typed_csv and schema.TYPES[name] in ("BIGINT", "INTEGER"):
             # read as DOUBLE (see CSV_TYPED): a count that is not a whole number a double holds exactly ends
@@ -231,7 +282,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
               if rest else None)
     own = quote_ident(mapping.get("attrs", "attrs")) if ("attrs" in cols or "attrs" in mapping) else None
     if own and packed:
-        select.append(f"json_merge_patch(CAST({own} AS JSON), {packed}) AS attrs")
+        select.append(f"{merged_attrs_sql(own, packed)} AS attrs")
     elif own or packed:
         select.append(f"{own or packed} AS attrs")
     has_ids = "request_id" in mapping or "request_id" in exprs
@@ -505,8 +556,12 @@ def wrapped_json(p: Probe) -> bool:
 
 
 def _text_value(v) -> str | None:
+    """A record's value as the text the loader casts: a boolean as JSON spells it (a count of ``true`` is then
+    "cannot read true as bigint", as the SQL reading says), an object or a list as JSON."""
     if v is None:
         return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, (dict, list)):
         return json.dumps(v, separators=(",", ":"), default=str)
     return str(v)
@@ -515,9 +570,10 @@ def _text_value(v) -> str | None:
 def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> Source:
     """A JSON, JSON Lines or CSV file mapped by field paths, read a record at a time.
 
-    ``mapping`` is canonical -> path (see :func:`dig`); every top-level field not mapped by its own
-    name is kept in ``attrs``. Values go to the loader as text, which casts and checks them (a bad
-    value is rejected with its row and field). A path found in no record is refused by name.
+    ``mapping`` is canonical -> path (see :func:`dig`); a top-level field named like a canonical column
+    maps to it unless mapped elsewhere, and every other top-level field not mapped is kept in ``attrs``.
+    Values go to the loader as text, which casts and checks them (a bad value is rejected with its row and
+    field). A path found in no record is refused by name.
     """
     if p.kind not in ("json", "jsonl", "csv"):
         raise InputError(f"field paths and --records-path read JSON, JSON Lines or CSV; this file is {p.kind}",
@@ -538,18 +594,16 @@ def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> 
                 ok, v = dig(rec, path)
                 found[canon] |= ok
                 out[canon] = _text_value(v)
+            # a top-level field named like a canonical column maps to it unless mapped elsewhere (as in
+            # mapped_source); a mapped path takes its name
+            named = [c for c in schema.NAMES if c in rec and c not in mapping and c not in mapping.values()]
+            for canon in named:
+                out[canon] = _text_value(rec[canon])
             for canon, const in consts.items():
-                if out.get(canon) is None and const is not None:
+                if (out.get(canon) is None or not out[canon].strip(" ")) and const is not None:
                     out[canon] = str(const)
-            extra = {k: v for k, v in rec.items() if k not in mapping.values()}
-            own = out.get("attrs")
-            if own is not None or extra:
-                try:
-                    base = json.loads(own) if own else {}
-                except json.JSONDecodeError:
-                    base = {"attrs": own}
-                out["attrs"] = json.dumps({**extra, **(base if isinstance(base, dict) else {"attrs": base})},
-                                          separators=(",", ":"), default=str)
+            extra = {k: v for k, v in rec.items() if k not in mapping.values() and k not in named}
+            out["attrs"] = merged_attrs(out.get("attrs"), extra)
             if missing_id(out.get("request_id")):
                 text = json.dumps(rec, sort_keys=True, separators=(",", ":"), default=str) + salt
                 out["_hash"] = hashlib.md5(text.encode()).hexdigest()
