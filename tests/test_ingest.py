@@ -750,3 +750,25 @@ def test_a_time_written_as_an_epoch_with_an_exponent_or_a_sign_is_read_as_an_epo
                        True, model="m")
     assert rows["a"]["ts"].isoformat() == "2023-11-14T22:13:20"
     assert r.rejects[0]["field"] == "ts" and "is outside" in r.rejects[0]["reason"]
+
+
+def test_the_python_readings_blank_is_duckdbs_trim():
+    """base.DUCKDB_TRIMMED is exactly what DuckDB's trim takes off, over every code point (Unicode's space separators,
+    not tabs): the record readings decide "no id" / "no model" by it, the loader by trim."""
+    from finops.ingest.base import DUCKDB_TRIMMED
+    got = duckdb.execute("SELECT list(i ORDER BY i) FROM range(1, 1114112) t(i) "
+                         "WHERE (i < 55296 OR i > 57343) AND trim(chr(CAST(i AS INTEGER)) || 'a') = 'a'").fetchall()[0][0]
+    assert "".join(map(chr, got)) == DUCKDB_TRIMMED
+
+
+def test_a_request_id_of_a_no_break_space_is_no_id(tmp_path):
+    """The loader reads an id of U+00A0 as none (trim takes it), the adapter's check took only ASCII spaces: the
+    row had neither id nor content hash and the whole file failed ("adapter bug"). Now it gets a content hash."""
+    f = tmp_path / "ids.csv"
+    f.write_text("request_id,ts,model,input_tokens\n\u00a0,2026-11-01T10:00:00Z,gpt-4o,5\n"
+                 "b,2026-11-01T10:00:00Z,gpt-4o,6\n")
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, f)
+    assert (r.rows_ingested, r.rows_rejected) == (2, 0)
+    ids = dict(c.execute("SELECT input_tokens, request_id FROM requests").fetchall())
+    assert ids[6] == "b" and re.fullmatch(r"[0-9a-f]{32}-1", ids[5])

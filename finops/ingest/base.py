@@ -109,21 +109,32 @@ ADAPTERS: list[Adapter] = []
 
 # ---------------------------------------------------------------- a row without an id
 
+#: what DuckDB's ``trim`` takes off both ends: Unicode's space separators (category Zs), not tabs or newlines
+#: (every code point checked against DuckDB 1.x's trim: tests/test_ingest.py)
+DUCKDB_TRIMMED = " \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+
+
+def blank(v: str) -> bool:
+    """Whether text is empty as the loader reads it: ``nullif(trim(v), '')`` is NULL."""
+    return not v.strip(DUCKDB_TRIMMED)
+
+
 def missing_id(v) -> bool:
     """Whether a row's ``request_id`` is missing as the loader reads it: None, empty or only spaces (the loader
-    stores ``nullif(trim(id), '')``, and DuckDB's trim takes spaces only). Such a row needs a ``_hash``.
+    stores ``nullif(trim(id), '')``; DuckDB's trim takes Unicode's spaces, not tabs). Such a row needs a ``_hash``.
 
-    >>> [missing_id(v) for v in (None, "", "   ", "r1", " r1 ", "\\t", 0)]
-    [True, True, True, False, False, False, False]
+    >>> [missing_id(v) for v in (None, "", "   ", "\\u00a0", "r1", " r1 ", "\\t", 0)]
+    [True, True, True, True, False, False, False, False]
     """
-    return v is None or (isinstance(v, str) and not v.strip(" "))
+    return v is None or (isinstance(v, str) and blank(v))
 
 
 def missing_id_sql(x: str) -> str:
     """:func:`missing_id` in SQL, for an adapter's ``CASE WHEN ... THEN <content hash> END``: the trim runs only
-    on a text that is empty or starts with a space or a control character (``< '!'``), so an id costs one
-    comparison more than ``x IS NULL``."""
-    return f"({x} IS NULL OR (CAST({x} AS VARCHAR) < '!' AND trim(CAST({x} AS VARCHAR)) = ''))"
+    on a text that is empty or starts with a space or a control character (``< '!'``) or a character from U+00A0
+    on (where Unicode's other spaces are), so an ASCII id costs two comparisons more than ``x IS NULL``."""
+    return (f"({x} IS NULL OR ((CAST({x} AS VARCHAR) < '!' OR CAST({x} AS VARCHAR) >= '\u00a0') "
+            f"AND trim(CAST({x} AS VARCHAR)) = ''))")
 
 
 def json_kind(v) -> str:

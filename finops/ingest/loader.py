@@ -359,9 +359,8 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     ts_raw = raws.get("ts", "NULL")
     model_expr = exprs["model"]
     # text that is only spaces is no time either (the typed time is NULL and no "cannot read" names it)
-    blank = (f" OR trim(CAST({ts_raw} AS VARCHAR)) = ''"
-             if src_types.get("ts", "").upper() in ("VARCHAR", "JSON") else "")
-    checks.append(f"CASE WHEN {ts_raw} IS NULL{blank} THEN 'ts: missing' END")
+    spaces = f" OR trim({ts_raw}) = ''" if src_types.get("ts", "").upper() == "VARCHAR" else ""
+    checks.append(f"CASE WHEN {ts_raw} IS NULL{spaces} THEN 'ts: missing' END")
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
     typed_of = exprs
     for whole, parts in (("input_tokens", schema.INPUT_PARTS), ("output_tokens", schema.OUTPUT_PARTS)):

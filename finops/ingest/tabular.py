@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finops import schema
 from finops.errors import InputError
-from finops.ingest.base import IngestOptions, Probe, Source, missing_id, missing_id_sql, unreadable
+from finops.ingest.base import IngestOptions, Probe, Source, blank, missing_id, missing_id_sql, unreadable
 from finops.sql import quote_ident
 
 # the number of the first row of a CSV (after its header) or JSON file, by kind: for rows numbered
@@ -176,11 +176,6 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False,
     return _rows_sql(call, ordinal, row, numbered), params, cols
 
 
-def _column_type(con: duckdb.DuckDBPyConnection, call: str, params: list, column: str) -> str:
-    """The type the reader ``call`` gives ``column``."""
-    return dict(r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", params).fetchall()).get(column, "")
-
-
 def merged_attrs_sql(own_sql: str, packed_sql: str) -> str:
     """SQL for a row's ``attrs`` column ``own_sql`` patched by ``packed_sql``, the JSON object of its other unmapped
     columns (the rule :func:`merged_attrs` states). Text that is no JSON no longer stops the load."""
@@ -213,7 +208,7 @@ def merged_attrs(own: str | None, extra: dict) -> str | None:
     list, text that is no JSON) is kept under the key ``attrs`` and patched so."""
     if not extra:
         return own
-    if own is None or not own.strip(" "):
+    if own is None or blank(own):
         merged = extra
     else:
         try:
@@ -258,6 +253,9 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     used = set(mapping.values()) | {c for _, uses in exprs.values() for c in uses}
     # the select list and the values it binds (the --model / --tenant constants), in placeholder order
     select, select_params = ["_row"], []
+    # the reader's column types, where a --model / --tenant constant needs them (a JSON column's "" is no value)
+    types = (dict(r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", params).fetchall())
+             if options.model is not None or options.tenant is not None else {})
     for name in schema.NAMES:
         if name == "attrs":
             continue
@@ -265,8 +263,8 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         const = {"model": options.model, "tenant": options.tenant}.get(name)
         if const is not None:
             # the constant where the file gives none: no value, or an empty one (text of spaces, "" in JSON)
-            text = (f"json_extract_string({expr}, '$')" if expr and name not in exprs and _column_type(
-                con, call, params, mapping[name]) == "JSON" else f"CAST({expr} AS VARCHAR)")
+            text = (f"json_extract_string({expr}, '$')" if expr and name not in exprs
+                    and types.get(mapping[name]) == "JSON" else f"CAST({expr} AS VARCHAR)")
             expr = f"coalesce(nullif(trim({text}), ''), CAST(? AS VARCHAR))" if expr else "CAST(? AS VARCHAR)"
             select_params.append(str(const))
         if expr and typed_csv and schema.TYPES[name] in ("BIGINT", "INTEGER"):
@@ -594,13 +592,13 @@ def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> 
                 ok, v = dig(rec, path)
                 found[canon] |= ok
                 out[canon] = _text_value(v)
-            # a top-level field named like a canonical column maps to it unless mapped elsewhere (as in
-            # mapped_source); a mapped path takes its name
+            # a top-level field named like a canonical column maps to it unless the mapping names the column or
+            # uses the field (as mapped_source does)
             named = [c for c in schema.NAMES if c in rec and c not in mapping and c not in mapping.values()]
             for canon in named:
                 out[canon] = _text_value(rec[canon])
             for canon, const in consts.items():
-                if (out.get(canon) is None or not out[canon].strip(" ")) and const is not None:
+                if (out.get(canon) is None or blank(out[canon])) and const is not None:
                     out[canon] = str(const)
             extra = {k: v for k, v in rec.items() if k not in mapping.values() and k not in named}
             out["attrs"] = merged_attrs(out.get("attrs"), extra)
