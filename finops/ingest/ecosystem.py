@@ -68,6 +68,7 @@ from finops.ingest.tabular import (
     nested_source,
     open_text,
     rows_to_parquet,
+    user_mapping,
 )
 from finops.sql import quote_ident
 
@@ -1889,10 +1890,7 @@ def _read_azure(con, p: Probe, options: IngestOptions, fast: bool = True) -> Sou
     _need_model(p, options, "the Azure LLM inference trace")
     if fast:
         return mapped_source(con, p, options, preset=AZURE_PRESET)
-    mapping = {**AZURE_PRESET, **options.mapping}
-    if options.tenant_field:
-        mapping["tenant"] = options.tenant_field
-    return nested_source(p, options, mapping)
+    return nested_source(p, options, user_mapping(options, AZURE_PRESET))
 
 
 register(Adapter(

@@ -19,6 +19,7 @@ from finops.ingest.tabular import (
     mapped_source,
     nested_source,
     rows_to_parquet,
+    user_mapping,
     wrapped_json,
 )
 
@@ -77,9 +78,7 @@ def _read_generic(con, p: Probe, options: IngestOptions, fast: bool = True) -> S
         raise InputError("the generic format needs a column mapping, e.g. "
                          "--map ts=TIMESTAMP,input_tokens=ContextTokens,output_tokens=GeneratedTokens",
                          file=p.name)
-    mapping = dict(options.mapping)
-    if options.tenant_field:
-        mapping["tenant"] = options.tenant_field
+    mapping = user_mapping(options)
     paths = [src for src in mapping.values() if src not in p.columns and "." in src]
     if not (paths or options.records_path or wrapped_json(p)) and (fast or p.kind == "parquet"):
         return mapped_source(con, p, options)

@@ -340,12 +340,12 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     for name in schema.NAMES:
         if name in src_types:
             x = f"s.{name}"
-            t = src_types[name].upper()
-            if schema.TYPES[name] != "JSON" and t == "JSON":
+            t = src_types[name].upper() if schema.TYPES[name] != "JSON" else ""
+            if t == "JSON":
                 # a column of mixed JSON types (DuckDB's read_json): each value as its text, a string unquoted, as a
                 # record's reading gives it ("" is then empty, not the text '""')
                 x, src_types[name] = f"json_extract_string(s.{name}, '$')", "VARCHAR"
-            elif schema.TYPES[name] != "JSON" and (t.startswith(("STRUCT", "MAP")) or t.endswith("]")):
+            elif t.startswith(("STRUCT", "MAP")) or t.endswith("]"):
                 # an object or a list where a value belongs: its JSON text, as the file wrote it (not DuckDB's
                 # spelling of a STRUCT), which the checks reject or a text column keeps
                 x, src_types[name] = f"CAST(to_json(s.{name}) AS VARCHAR)", "VARCHAR"

@@ -176,6 +176,15 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False,
     return _rows_sql(call, ordinal, row, numbered), params, cols
 
 
+def user_mapping(options: IngestOptions, preset: dict[str, str] | None = None) -> dict[str, str]:
+    """Canonical column -> the file's field: a format's ``preset``, then the user's ``--map``, then
+    ``--tenant-field`` for the tenant."""
+    mapping = {**(preset or {}), **options.mapping}
+    if options.tenant_field:
+        mapping["tenant"] = options.tenant_field
+    return mapping
+
+
 def merged_attrs_sql(own_sql: str, packed_sql: str) -> str:
     """SQL for a row's ``attrs`` column ``own_sql`` patched by ``packed_sql``, the JSON object of its other unmapped
     columns (the rule :func:`merged_attrs` states). Text that is no JSON no longer stops the load."""
@@ -235,10 +244,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         typed = False       # every row would be hashed from its text (below)
     typed_csv = typed and p.kind == "csv"
     call, params, cols, ordinal, row = _reader(con, p, typed)
-    mapping = dict(preset or {})
-    mapping.update(options.mapping)
-    if options.tenant_field:
-        mapping["tenant"] = options.tenant_field
+    mapping = user_mapping(options, preset)
     for canon, src in mapping.items():
         if canon not in schema.NAMES:
             raise InputError(f"--map names {canon!r}, which is not a canonical column; "
