@@ -102,6 +102,27 @@ def test_tenant_with_sql_in_its_name_round_trips(tmp_path):
                         "error_rate"}
 
 
+def test_map_repeated_is_one_mapping_and_a_field_mapped_twice_is_refused(tmp_path):
+    """``--map`` given once per field: every pair counts (argparse kept only the last, so the file's time was
+    "missing" on every row), the same as one comma-separated ``--map``; a field given two columns is refused."""
+    db = tmp_path / "s.duckdb"
+    r = cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map", "ts=TIMESTAMP", "--map",
+            "input_tokens=ContextTokens", "--map", "output_tokens=GeneratedTokens", "--model", "m", "--json", db=db)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["rows_ingested"], out["rows_rejected"]) == (500, 0)
+    con = store.connect(str(db), read_only=True)
+    raw = pd.read_csv(DATA / "azure_code_excerpt.csv")
+    assert con.execute("SELECT sum(input_tokens), sum(output_tokens) FROM requests").fetchall()[0] == (
+        raw["ContextTokens"].sum(), raw["GeneratedTokens"].sum())
+    con.close()
+    r = cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map", "ts=TIMESTAMP,input_tokens=ContextTokens",
+            "--map", "input_tokens=GeneratedTokens", "--model", "m", db=tmp_path / "t.duckdb")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "field map: --map gives input_tokens twice: 'ContextTokens' and 'GeneratedTokens'" in r.stderr
+    assert not (tmp_path / "t.duckdb").exists() or store.row_count(store.connect(str(tmp_path / "t.duckdb"))) == 0
+
+
 def test_bad_file_exits_1_and_leaves_store(tmp_path):
     db = tmp_path / "s.duckdb"
     cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map", "ts=TIMESTAMP", "--model", "m", db=db)

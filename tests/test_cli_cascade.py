@@ -52,6 +52,17 @@ def test_cascade_json_per_query_costs(capsys):
     assert out["choice"] is None                                               # no floor given
 
 
+def test_cascade_map_repeated_is_one_mapping(capsys):
+    """``--map`` once per column gives the same curve as one comma-separated ``--map``; a key mapped to two
+    columns is refused, naming it."""
+    one = run_json(capsys, "cascade", GSM8K, "--map", MAP, "--cost-small", "1", "--cost-large", "8")
+    argv = [x for part in MAP.split(",") for x in ("--map", part)]
+    assert run_json(capsys, "cascade", GSM8K, *argv, "--cost-small", "1", "--cost-large", "8") == one
+    assert main(["cascade", GSM8K, *argv, "--map", "confidence=gpt4_correct", "--cost-small", "1",
+                 "--cost-large", "8"]) == 1
+    assert "mapping gives confidence twice: 'confidence' and 'gpt4_correct'" in capsys.readouterr().err
+
+
 def test_cascade_seed_table_json(capsys):
     out = run_json(capsys, "cascade", "--example-table", "--quality-floor", "0.9")
     assert [round(p["avg_cost"], 6) for p in out["curve"]] == [1.96, 3.4, 5.8]

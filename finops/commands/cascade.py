@@ -17,9 +17,10 @@ HELP = ("Sweep a small->large cascade's confidence threshold over an eval CSV (o
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="eval CSV, one row per query (or a tau table with --parametric)")
-    parser.add_argument("--map", dest="mapping", metavar="KEY=COL,...",
+    parser.add_argument("--map", dest="mapping", metavar="KEY=COL,...", action="append",
                         help="columns for confidence, small_quality, large_quality and optional per-query "
-                             "cost_small, cost_large (default: columns with those names)")
+                             "cost_small, cost_large, comma-separated or the flag repeated (default: columns with "
+                             "those names)")
     parser.add_argument("--cost-small", type=float,
                         help="flat cost of one small-model call (any unit, e.g. USD per query)")
     parser.add_argument("--cost-large", type=float,

@@ -13,16 +13,21 @@ NAME = "ingest"
 HELP = "Load log files (CSV, JSON Lines, Parquet, log text; gzip or zip) into the store."
 
 
-def parse_mapping(text: str | None) -> dict[str, str]:
-    """``ts=TIMESTAMP,input_tokens=ContextTokens`` -> {"ts": "TIMESTAMP", ...}."""
+def parse_mapping(text: str | list[str] | None) -> dict[str, str]:
+    """``ts=TIMESTAMP,input_tokens=ContextTokens`` -> {"ts": "TIMESTAMP", ...}; a list holds each ``--map`` given
+    (the flag repeats: ``--map ts=TIMESTAMP --map model=Model``). A column named twice for different fields is
+    refused: the later one would silently win."""
     out: dict[str, str] = {}
-    for part in (text or "").split(","):
+    texts = [text] if isinstance(text, str) else (text or [])
+    for part in (part for t in texts for part in t.split(",")):
         if not part.strip():
             continue
         if "=" not in part:
-            raise InputError(f"--map entries look like canonical=SourceColumn, got {part!r}")
-        k, v = part.split("=", 1)
-        out[k.strip()] = v.strip()
+            raise InputError(f"--map entries look like canonical=SourceColumn, got {part!r}", field="map")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if k in out and out[k] != v:
+            raise InputError(f"--map gives {k} twice: {out[k]!r} and {v!r}", field="map")
+        out[k] = v
     return out
 
 
@@ -30,7 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files to load")
     add_db(p)
     p.add_argument("--format", choices=[a.name for a in ADAPTERS], help="skip detection and use this format")
-    p.add_argument("--map", dest="mapping", help="column mapping canonical=source,... (implies --format generic)")
+    p.add_argument("--map", dest="mapping", action="append", metavar="CANONICAL=SOURCE,...",
+                   help="column mapping canonical=source, comma-separated or the flag repeated (implies --format "
+                        "generic)")
     p.add_argument("--model", help="model name for rows whose source has none")
     p.add_argument("--tenant", help="tenant for rows whose source has none")
     p.add_argument("--tenant-field", help="source field that counts as tenant")

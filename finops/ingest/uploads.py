@@ -221,8 +221,9 @@ REQUIRED_KEYS: tuple[str, ...] = MAPPING_KEYS[:3]
 _BOOL_WORDS = {"true": 1.0, "false": 0.0, "t": 1.0, "f": 0.0, "yes": 1.0, "no": 0.0}
 
 
-def parse_mapping(text: str | Mapping[str, str] | None) -> dict[str, str]:
-    """``"confidence=conf,small_quality=mixtral"`` -> a dict; unmapped keys map to themselves.
+def parse_mapping(text: str | list[str] | Mapping[str, str] | None) -> dict[str, str]:
+    """``"confidence=conf,small_quality=mixtral"`` -> a dict; unmapped keys map to themselves. A list holds each
+    ``--map`` given (the flag repeats); a key given twice for different columns is refused.
 
     >>> parse_mapping("confidence=c, small_quality=s")["large_quality"]
     'large_quality'
@@ -233,12 +234,16 @@ def parse_mapping(text: str | Mapping[str, str] | None) -> dict[str, str]:
         pairs = dict(text)
     else:
         pairs = {}
-        for part in (p.strip() for p in text.split(",")):
+        texts = [text] if isinstance(text, str) else text
+        for part in (p.strip() for t in texts for p in t.split(",")):
             if not part:
                 continue
             key, sep, col = part.partition("=")
             if not sep or not key.strip() or not col.strip():
                 raise InputError(f"mapping entry {part!r} is not KEY=COLUMN", field="map")
+            if pairs.get(key.strip(), col.strip()) != col.strip():
+                raise InputError(f"mapping gives {key.strip()} twice: {pairs[key.strip()]!r} and {col.strip()!r}",
+                                 field="map")
             pairs[key.strip()] = col.strip()
     unknown = sorted(set(pairs) - set(MAPPING_KEYS))
     if unknown:
@@ -263,7 +268,7 @@ def _parse_column(raw: pd.Series, *, file: str, key: str, column: str, cost: boo
     return values + 0.0
 
 
-def load_eval_csv(path: str | Path, mapping: str | Mapping[str, str] | None = None) -> EvalData:
+def load_eval_csv(path: str | Path, mapping: str | list[str] | Mapping[str, str] | None = None) -> EvalData:
     """Read an eval CSV: one row per query, columns mapped by ``mapping``.
 
     ``mapping`` names the columns for ``confidence``, ``small_quality`` and
