@@ -199,6 +199,30 @@ def test_demo_report_matches_an_independent_recomputation(demo_db, tmp_path):
     assert len(rep["model"].unique()) >= 4 and len(rep["tenant"].unique()) >= 7   # 6+ tenants and the idle line
 
 
+def test_a_filter_flag_repeated_adds_to_the_filter(demo_db, tmp_path, capsys):
+    """``--tenant a --tenant b`` reports a and b, as ``--tenant a,b`` does (argparse kept only b: one tenant's
+    spend shown as the two asked for); the same for --model and --sla-tier."""
+    own = tmp_path / "demo_cli.duckdb"
+    shutil.copy(demo_db, own)
+    con = store.connect(str(own), read_only=True)
+    tenants = [t for (t,) in con.execute("SELECT DISTINCT tenant FROM requests ORDER BY tenant LIMIT 2").fetchall()]
+    models = [m for (m,) in con.execute("SELECT model FROM requests WHERE tenant IN (?, ?) GROUP BY model "
+                                        "ORDER BY count(*) DESC, model LIMIT 2", tenants).fetchall()]
+    expected = con.execute("SELECT count(*) FROM requests WHERE tenant IN (?, ?) AND model IN (?, ?)",
+                           [*tenants, *models]).fetchall()[0][0]
+    con.close()
+
+    def report(*argv):
+        assert main(["report", "--by", "model,tenant", "--no-idle", "--json", "--db", str(own), *argv]) == 0
+        return sorted(json.loads(capsys.readouterr().out), key=lambda r: (r["model"], r["tenant"]))
+
+    joined = report("--tenant", ",".join(tenants), "--model", ",".join(models))
+    repeated = report("--tenant", tenants[0], "--tenant", tenants[1], "--model", models[0], "--model", models[1])
+    assert repeated == joined
+    assert {r["model"] for r in repeated} == set(models) and {r["tenant"] for r in repeated} <= set(tenants)
+    assert sum(r["requests"] for r in repeated) == expected > 0
+
+
 def test_a_report_with_no_rows_says_so_in_a_sentence(tmp_path):
     db = tmp_path / "empty.duckdb"
     store.connect(str(db)).close()

@@ -53,10 +53,14 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", type=parse_until,
                         help="last day, included, as the dashboard's To (ISO date, UTC); a date with a time "
                              "of day ends just before that instant")
-    parser.add_argument("--tenant", type=_csv_list, default=(), help="tenants, comma-separated")
-    parser.add_argument("--model", dest="models", type=_csv_list, default=(),
-                        help="models, comma-separated")
-    parser.add_argument("--sla-tier", type=_csv_list, default=(), help="SLA tiers, comma-separated")
+    # each repeats and adds to the list (``--tenant a --tenant b`` is a and b, as ``--tenant a,b``): a repeated
+    # flag that kept only its last value would report one tenant's spend as the two asked for
+    parser.add_argument("--tenant", type=_csv_list, action="extend", default=[],
+                        help="tenants, comma-separated or the flag repeated")
+    parser.add_argument("--model", dest="models", type=_csv_list, action="extend", default=[],
+                        help="models, comma-separated or the flag repeated")
+    parser.add_argument("--sla-tier", type=_csv_list, action="extend", default=[],
+                        help="SLA tiers, comma-separated or the flag repeated")
 
 
 def filters_from(args) -> Filters:
