@@ -90,6 +90,30 @@ def test_a_real_binary_file_is_still_called_binary(con, tmp_path):
         ingest_path(con, f)
 
 
+def test_a_folder_is_refused_in_a_sentence_naming_it(con, tmp_path):
+    """``finops ingest logs/`` stopped with IsADirectoryError's traceback."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.csv").write_text(HEADER + _row(1))
+    with pytest.raises(InputError, match=r"file .*logs: is a folder: give the files in it \(e.g. .*logs/\*.csv\)"):
+        ingest_path(con, tmp_path / "logs")
+    _unchanged(con)
+
+
+def test_a_file_the_process_may_not_read_is_refused_in_a_sentence(con, tmp_path, monkeypatch):
+    """A file without read permission (the tests run as root, who may read any file: the open's PermissionError
+    is raised in its place) is a sentence naming it, not a traceback."""
+    from finops.ingest import loader
+
+    def denied(path, name=None):
+        raise PermissionError(13, "Permission denied", str(path))
+    f = tmp_path / "locked.csv"
+    f.write_text(HEADER + _row(1))
+    monkeypatch.setattr(loader, "probe", denied)
+    with pytest.raises(InputError, match="file locked.csv: cannot be read: Permission denied"):
+        ingest_path(con, f)
+    _unchanged(con)
+
+
 def test_a_corrupt_parquet_is_a_sentence_without_the_server_path(con, tmp_path, caplog):
     f = tmp_path / "upload-7f3a" / "fleet.parquet"
     f.parent.mkdir()

@@ -512,6 +512,8 @@ def ingest_path(con: duckdb.DuckDBPyConnection, path: str | Path, options: Inges
     path = Path(path)
     if not path.exists():
         raise InputError("no such file", file=str(path))
+    if path.is_dir():
+        raise InputError(f"is a folder: give the files in it (e.g. {path / '*.csv'})", file=str(path))
     with tempfile.TemporaryDirectory(prefix="finops-") as tmp:
         members = expand(path, Path(tmp))
         label = options.file_label or path.name
@@ -528,7 +530,10 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
             progress(fraction, f"{name}: {what}")
 
     step(0.0, "reading")
-    p = probe(path, name)
+    try:
+        p = probe(path, name)
+    except OSError as exc:          # no permission to read it, a device, a file gone meanwhile
+        raise InputError(f"cannot be read: {exc.strerror or exc}", file=name) from None
     # a column mapping implies generic; --tenant-field alone does not (every format may take one)
     adapter = detect(p, options.format, bool(options.mapping))
     # the file's hash on a thread (hashlib lets go of the GIL) while the checks below read it: 0.45 s of a
