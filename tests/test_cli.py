@@ -223,6 +223,27 @@ def test_a_filter_flag_repeated_adds_to_the_filter(demo_db, tmp_path, capsys):
     assert sum(r["requests"] for r in repeated) == expected > 0
 
 
+@pytest.mark.parametrize("command", [["report"], ["latency"], ["diagnose"], ["incidents"], ["alerts"],
+                                     ["plan", "--model", "m"]])
+def test_a_command_that_reads_a_store_that_is_not_there_says_so_and_makes_none(tmp_path, capsys, command):
+    """A mistyped ``--db`` made an empty store at that path and read "no requests yet" from it."""
+    db = tmp_path / "typo.duckdb"
+    assert main([*command, "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: file {db}: no store at this path: load requests into it with python -m finops "
+                          f"ingest FILE --db {db}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_period_that_ends_before_it_starts_is_refused(demo_db, tmp_path, capsys):
+    """``--since`` after ``--until`` read "No requests match these filters", as if the logs held none."""
+    demo_db = str(shutil.copy(demo_db, tmp_path / "demo.duckdb"))
+    assert main(["report", "--db", demo_db, "--since", "2026-12-05", "--until", "2026-12-01"]) == 1
+    assert capsys.readouterr().err == ("error: field since: --since 2026-12-05 00:00 is not before --until's end "
+                                       "2026-12-02 00:00: the period holds no time\n")
+    assert main(["report", "--db", demo_db, "--since", "2026-12-01", "--until", "2026-12-01", "--json"]) == 0
+
+
 def test_a_report_with_no_rows_says_so_in_a_sentence(tmp_path):
     db = tmp_path / "empty.duckdb"
     store.connect(str(db)).close()

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 
+from finops.errors import InputError
 from finops.filters import Filters
 from finops.jsonutil import jsonable
 
@@ -20,6 +22,16 @@ def db_path(args) -> str:
     from finops.store import resolve_path
 
     return resolve_path(args.db)
+
+
+def stored_path(args) -> str:
+    """:func:`db_path` for a command that only reads the store: a store file that does not exist is refused
+    (opening it made an empty store there, so a mistyped ``--db`` read as "no requests yet" and left a file)."""
+    path = db_path(args)
+    if path != ":memory:" and not os.path.exists(path):
+        raise InputError("no store at this path: load requests into it with python -m finops ingest FILE "
+                         f"--db {path}, or the sample fleet with python -m finops demo --db {path}", file=path)
+    return path
 
 
 def parse_time(text: str) -> datetime:
@@ -64,6 +76,10 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def filters_from(args) -> Filters:
+    if args.since is not None and args.until is not None and args.since >= args.until:
+        # read as "no requests match": the period asked for is empty, not the logs
+        raise InputError(f"--since {args.since:%Y-%m-%d %H:%M} is not before --until's end "
+                         f"{args.until:%Y-%m-%d %H:%M}: the period holds no time", field="since")
     return Filters(since=args.since, until=args.until, tenants=tuple(args.tenant),
                    models=tuple(args.models), sla_tiers=tuple(args.sla_tier))
 

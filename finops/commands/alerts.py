@@ -5,7 +5,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from finops import store
-from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
+from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
 from finops.errors import InputError
 from finops.jsonutil import records
 from finops.ops import alerts, delivery
@@ -76,7 +76,7 @@ def _report(results: list[delivery.TargetResult], previews: bool, con=None, what
 
 
 def run(args) -> int:
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args))
     if args.dry_run and not (args.send or args.digest):
         raise InputError("--dry-run goes with --send or --digest")
     if args.send:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from finops import store
 from finops.commands import _common
-from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
+from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
 from finops.jsonutil import jsonable
 from finops.latency import diagnose
 from finops.ops import incidents
@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args))
     found = incidents.ordered(incidents.incidents(con, filters_from(args), window=args.window),
                               f"{args.order} first")
     if args.json:

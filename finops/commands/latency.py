@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from finops import sql, store
-from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
+from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
 from finops.jsonutil import records
 from finops.latency import stats as latency
 
@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args))
     by = [b.strip() for b in args.by.split(",") if b.strip()]
     frame = latency.percentiles(con, filters_from(args), by=by, exact=not args.sketch)
     if args.json:

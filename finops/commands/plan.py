@@ -3,7 +3,7 @@ plan the sizing rule gives its traffic (and, with ``--days``, the forecast's), i
 from __future__ import annotations
 
 from finops import store
-from finops.commands._common import add_db, db_path, parse_time, print_json
+from finops.commands._common import add_db, parse_time, print_json, stored_path
 from finops.filters import Filters
 from finops.jsonutil import records
 
@@ -43,7 +43,7 @@ def _summary(c) -> dict:
 def run(args) -> int:
     from finops.capacity import plans
 
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args))
     fp = plans.fleet_against_plan(
         con, Filters(since=args.since, until=args.until), args.model, mean_service_s=args.mean_service_s, slots_per_replica=args.slots,
         target_utilization=args.target_utilization, wait_sla_s=args.wait_sla_s or None, redundancy=args.redundancy,

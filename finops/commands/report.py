@@ -5,7 +5,7 @@ import sys
 
 from finops import store
 from finops.commands import _common
-from finops.commands._common import add_db, add_filters, db_path, filters_from, print_json
+from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
 from finops.jsonutil import records
 from finops.spend import pricing
 from finops.spend import report as spend
@@ -42,7 +42,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     """The report on the store; while another process holds and serves it, through that process's
     connection (:mod:`finops.remote`): the same output and exit code."""
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args))
     try:
         out, err = render(con, args)
     finally:
