@@ -90,7 +90,9 @@ def test_a_bad_schedule_file_exits_1_and_changes_nothing(db, tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("model,from,to,replicas\ngpu-model,2026-03-02,2026-03-01,2\n")
     assert main(["fleet", "load", str(bad), "--db", db]) == 1
-    assert "ends (2026-03-01 00:00) before it starts" in capsys.readouterr().err
+    # the file, its row and field named (a schedule's checks saw rows, not the file: "error: row 1, ...")
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: file {bad}, row 1, field to: ") and "ends (2026-03-01 00:00) before it starts" in err
     assert _json(capsys, "fleet", "show", "--json", "--db", db)["periods"] == []
 
 

@@ -193,7 +193,10 @@ def read_schedule_csv(path) -> pd.DataFrame:
 def load_schedule_csv(con: duckdb.DuckDBPyConnection, path) -> int:
     """Load a schedule CSV (:func:`read_schedule_csv`): its periods replace those of the models it names,
     so loading the same file twice changes nothing. Returns the periods loaded."""
-    rows = check_schedule(con, read_schedule_csv(path))
+    try:
+        rows = check_schedule(con, read_schedule_csv(path))
+    except InputError as exc:
+        raise exc.in_file(str(path)) from None
     if not rows:
         raise InputError("the fleet schedule file holds no periods", file=str(path))
     models = sorted({r[0] for r in rows})
