@@ -136,6 +136,43 @@ def test_bad_file_exits_1_and_leaves_store(tmp_path):
     con.close()
 
 
+def test_a_refused_file_among_several_is_said_and_the_others_still_load(tmp_path):
+    """``ingest a b c`` stopped at the first refused file: the files after it were never loaded and the ones
+    before it (committed) were never reported. Now each file's line is printed as it is done, a refused file is
+    an error line, the rest load, and the exit code is 1; --json lists the errors."""
+    db = tmp_path / "s.duckdb"
+    canonical = str(DATA / "canonical_sample.csv")
+    other = tmp_path / "more.jsonl"
+    other.write_text('{"request_id": "m1", "ts": "2026-11-20T10:00:00Z", "model": "gpt-4o", "input_tokens": 7}\n')
+    r = cli("ingest", canonical, str(tmp_path / "nope.csv"), str(other), db=db)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.splitlines() == [
+        "canonical_sample.csv [canonical]: 4 read, 4 ingested, 0 rejected, 0 duplicates skipped",
+        "more.jsonl [canonical]: 1 read, 1 ingested, 0 rejected, 0 duplicates skipped"]
+    assert r.stderr.splitlines() == [f"error: file {tmp_path / 'nope.csv'}: no such file",
+                                     "1 of 3 files refused: the others are loaded"]
+    con = store.connect(str(db), read_only=True)
+    assert store.row_count(con) == 5
+    con.close()
+    again = cli("ingest", canonical, str(tmp_path / "nope.csv"), "--json", db=db)
+    out = json.loads(again.stdout)
+    assert again.returncode == 1 and out["rows_ingested"] == 0 and out["duplicates_skipped"] == 4
+    assert out["errors"] == [{"file": str(tmp_path / "nope.csv"), "error": f"file {tmp_path / 'nope.csv'}: no such file"}]
+
+
+def test_a_file_whose_every_row_is_rejected_exits_1_saying_nothing_loaded(tmp_path):
+    """A file read the wrong way (here the Azure trace forced as LiteLLM) rejected all its rows and exited 0."""
+    db = tmp_path / "s.duckdb"
+    r = cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--format", "litellm", db=db)
+    assert r.returncode == 1
+    assert r.stdout == "azure_code_excerpt.csv [litellm]: 500 read, 0 ingested, 500 rejected, 0 duplicates skipped\n"
+    assert r.stderr.splitlines()[-1] == (
+        "error: file azure_code_excerpt.csv: every row was rejected, nothing loaded (read as litellm: see the reasons "
+        "above; --format picks another reading, --map maps its columns)")
+    ok = cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map", "ts=TIMESTAMP", "--model", "m", db=db)
+    assert ok.returncode == 0 and "500 ingested" in ok.stdout
+
+
 def _independent_costs(con) -> pd.DataFrame:
     """Per (model, tenant) cost from raw rows and the price book, in pandas, without finops' SQL."""
     raw = con.execute("SELECT * FROM requests").df()

@@ -49,10 +49,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    """Load each file in turn, one transaction each: a file refused is said on stderr and the others still load
+    (each line printed as its file is done); the exit code is 1 where a file was refused or none of its rows
+    loaded (every one rejected: a wrong format or mapping, nearly always)."""
     options = IngestOptions(format=args.format, mapping=parse_mapping(args.mapping), model=args.model,
                             tenant=args.tenant, tenant_field=args.tenant_field, start=args.start,
                             strict=args.strict, records_path=args.records_path)
     con = store.connect(db_path(args))
+    results, errors = [], []
     try:
         if getattr(con, "remote", False):
             # held and served by another process: the files are streamed to its ingester, which loads them
@@ -62,26 +66,48 @@ def run(args) -> int:
             holder = service.control_for(db_path(args))
             if holder is None:
                 raise store.StoreError(con.lost or "The process serving the store has stopped: run the command again.")
-            results = [IngestResult(**r) for path in args.paths for r in holder.ingest(path, options)]
+
+            def load(path):
+                return [IngestResult(**r) for r in holder.ingest(path, options)]
         else:
-            results = []
-            for path in args.paths:
-                results.extend(ingest_path(con, path, options))
+            def load(path):
+                return ingest_path(con, path, options)
+        for path in args.paths:
+            try:
+                done = load(path)
+            except store.StoreError:
+                raise           # the store itself, not this file: the next file would meet it too
+            except InputError as exc:
+                errors.append({"file": str(path), "error": str(exc)})
+                print(f"error: {exc}", file=sys.stderr)
+                continue
+            results.extend(done)
+            if not args.json:
+                _say(done)
     finally:
         con.close()
     total = {k: sum(getattr(r, k) for r in results)
              for k in ("rows_read", "rows_ingested", "rows_rejected", "duplicates_skipped")}
     rejects = [dict(r_, file=r.file) for r in results for r_ in r.rejects][:50]
+    nothing = [r for r in results if r.rows_read and r.rows_rejected == r.rows_read]
     if args.json:
         print_json(total | {"rejects": rejects, "files": [r.as_dict() | {"rejects": r.rejects[:20]}
-                                                          for r in results]})
-        return 0
-    for r in results:
-        print(f"{r.file} [{r.format}]: {r.rows_read:,} read, {r.rows_ingested:,} ingested, "
-              f"{r.rows_rejected:,} rejected, {r.duplicates_skipped:,} duplicates skipped")
+                                                          for r in results], "errors": errors})
+        return 1 if errors or nothing else 0
     for rej in rejects[:10]:
         print(f"  rejected {rej['file']} row {rej['row']}: {rej['reason']}", file=sys.stderr)
     if total["rows_rejected"] > 10:
         print(f"  ... {total['rows_rejected'] - 10:,} more rejected rows (use --json to see up to 50)",
               file=sys.stderr)
-    return 0
+    for r in nothing:
+        print(f"error: file {r.file}: every row was rejected, nothing loaded (read as {r.format}: see the reasons "
+              "above; --format picks another reading, --map maps its columns)", file=sys.stderr)
+    if len(args.paths) > 1 and errors:
+        print(f"{len(errors)} of {len(args.paths)} files refused: the others are loaded", file=sys.stderr)
+    return 1 if errors or nothing else 0
+
+
+def _say(results) -> None:
+    for r in results:
+        print(f"{r.file} [{r.format}]: {r.rows_read:,} read, {r.rows_ingested:,} ingested, "
+              f"{r.rows_rejected:,} rejected, {r.duplicates_skipped:,} duplicates skipped", flush=True)
