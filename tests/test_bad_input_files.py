@@ -7,7 +7,7 @@ import pytest
 
 from finops import store
 from finops.errors import InputError
-from finops.ingest import ingest_path
+from finops.ingest import IngestOptions, ingest_path
 from finops.ingest.base import HEAD_BYTES, MAX_LINE_BYTES
 
 HEADER = "request_id,ts,model,tenant,input_tokens,output_tokens\n"
@@ -111,6 +111,17 @@ def test_a_file_the_process_may_not_read_is_refused_in_a_sentence(con, tmp_path,
     monkeypatch.setattr(loader, "probe", denied)
     with pytest.raises(InputError, match="file locked.csv: cannot be read: Permission denied"):
         ingest_path(con, f)
+    _unchanged(con)
+
+
+def test_a_records_path_given_for_a_csv_is_refused_not_ignored(con, tmp_path):
+    """--records-path names where a JSON document keeps its records; a CSV has none (the path was ignored and
+    the file read as if it had been found)."""
+    f = tmp_path / "calls.csv"
+    f.write_text(HEADER + _row(1))
+    with pytest.raises(InputError, match="file calls.csv, field records_path: --records-path reaches into a JSON "
+                                         "document or JSON lines; this file is a CSV"):
+        ingest_path(con, f, IngestOptions(records_path="data"))
     _unchanged(con)
 
 

@@ -534,6 +534,11 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
         p = probe(path, name)
     except OSError as exc:          # no permission to read it, a device, a file gone meanwhile
         raise InputError(f"cannot be read: {exc.strerror or exc}", file=name) from None
+    if options.records_path and p.kind in ("csv", "parquet", "text"):
+        # it was ignored: the file read as it is, as if the path had been found
+        raise InputError(f"--records-path reaches into a JSON document or JSON lines; this file is "
+                         f"{ {'csv': 'a CSV', 'parquet': 'Parquet', 'text': 'text'}[p.kind]}", file=name,
+                         field="records_path")
     # a column mapping implies generic; --tenant-field alone does not (every format may take one)
     adapter = detect(p, options.format, bool(options.mapping))
     # the file's hash on a thread (hashlib lets go of the GIL) while the checks below read it: 0.45 s of a
