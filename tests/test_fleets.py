@@ -94,6 +94,25 @@ def test_without_a_schedule_a_fleet_is_billed_from_its_first_to_its_last_hour_of
     assert basis.loc["gpu-model", "billed_by"] == "traffic" and basis.loc["gpu-model", "how"] == fleets.TRAFFIC_NOTE
 
 
+@pytest.mark.parametrize("second, hours", [
+    (march(3, 10), 25),          # 23 silent hours between (11:00 to 09:00 next day): one period, 10:00 to 11:00 next day
+    (march(3, 11), 26),          # 24 silent hours: still one period (TRAFFIC_GAP_HOURS)
+    (march(3, 12), 2),           # 25 silent hours: two periods of an hour each
+    (march(20, 9), 2),           # 18 days apart (logs of two months): each request's hour, not the days between
+])
+def test_without_a_schedule_a_long_silence_ends_the_fleets_period(con, second, hours):
+    """A fleet billed by its traffic is taken to run through a silence of up to TRAFFIC_GAP_HOURS hours (a night,
+    a quiet day), not through a longer one: one request of January loaded beside November's billed every hour
+    between, $227,970 of idle on the 3-day sample fleet against $2,160."""
+    assert pricing.TRAFFIC_GAP_HOURS == 24
+    ingest_frame(con, spend_frame([_gpu("g1", march(2, 10, 30)), _gpu("g2", second)]))
+    whole = costviews.period_of(con, Filters())
+    assert _gpu_bill(con, whole) == Decimal(4 * hours)          # 2 GPUs x $2 an hour
+    util = pricing.fleet_utilization(con, whole.since, whole.until)
+    assert len(util) == hours and set(util["billed_by"]) == {"traffic"}
+    assert util["hour"].min() == pd.Timestamp(2026, 3, 2, 10) and util["hour"].max() == pd.Timestamp(second).floor("h")
+
+
 def test_litellm_rows_from_2024_leave_the_sample_period_unchanged(con):
     """The issue's case: 8 LiteLLM requests dated 2024 loaded into the sample store stretch the default period to
     two years; the sample's self-hosted fleets are billed only while they served traffic."""

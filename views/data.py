@@ -86,8 +86,9 @@ if can("upload"):
         "Log files: CSV, JSON Lines, JSON, Parquet or log text, optionally gzip- or zip-compressed",
         accept_multiple_files=True, key="uploads",
         type=["csv", "tsv", "txt", "log", "json", "jsonl", "ndjson", "parquet", "gz", "zip"])
-    st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files load from the command line: stop the "
-               "dashboard first (one process at a time writes to a DuckDB store), then run")
+    st.caption(f"Files up to {limit_mb:,} MB each load here. Larger files (or many) load from the command line "
+               "on the dashboard's machine, while it runs: the command hands them to this dashboard's ingester, "
+               "which loads them into the store it holds")
     st.code(f"python -m finops ingest PATH --db {store_label()}\n"
             "# any other table: add a column mapping and constants, e.g.\n"
             f"python -m finops ingest trace.csv --db {store_label()} \\\n"
@@ -442,7 +443,8 @@ else:
         with st.form("fleet_schedule"):
             st.markdown("**Schedule**: the periods each fleet ran, in UTC. A fleet is billed replicas × GPUs per replica × "
                         "$ per GPU-hour for the hours of its periods, and for no other; periods at different sites add "
-                        "up. A model without periods is billed while it served traffic.")
+                        "up. A model without periods is billed while it served traffic: from its first request's hour "
+                        f"to its last's, through silences of up to {pricing.TRAFFIC_GAP_HOURS} hours but not longer ones.")
             schedule_edit = st.data_editor(query(fleets.schedule), hide_index=True, num_rows="dynamic",
                                            key="schedule_editor", column_config={
                 "model": st.column_config.SelectboxColumn("Model", options=list(fleet_basis["model"]), required=True),

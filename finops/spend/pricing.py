@@ -27,7 +27,8 @@ Rules
   of the hour it covers. A period's empty GPUs per replica or $ per GPU-hour are the price book row's;
   periods at different sites add up. A model with no period declared is billed at its price book row
   from the first to the last hour in which it served a request (``billed_by = 'traffic'``), never
-  before or after; hours outside a declared schedule cost nothing (its requests there are counted as
+  before or after, nor through a silence of more than :data:`TRAFFIC_GAP_HOURS` hours without a request
+  (logs of January and of November bill the hours of each, not the months between); hours outside a declared schedule cost nothing (its requests there are counted as
   unbilled). Each hour its utilisation is ``busy_ms / capacity_ms`` (capped at 1), where ``busy_ms``
   sums the requests' service time and ``capacity_ms`` is ``replicas * slots_per_replica * 3.6e6`` over
   the periods. ``utilisation * fleet cost`` is allocated to that hour's requests by their share of busy
@@ -501,9 +502,14 @@ FROM parts
 """
 
 
+#: the longest run of hours without a served request that a fleet billed by its traffic is taken to have
+#: run through (a night, a quiet day); a longer silence ends its period: no log shows it ran
+TRAFFIC_GAP_HOURS = 24
+
 #: the periods each self-hosted model's fleet is billed for (the module rules): its declared schedule
-#: (empty GPUs and rates from the price book), else the price book's fleet from the first to the end of
-#: the last hour in which the model served a request; ``billed_by`` declared, inferred or traffic
+#: (empty GPUs and rates from the price book), else the price book's fleet from the first hour in which
+#: the model served a request to the end of the last, each silence over TRAFFIC_GAP_HOURS ending one period
+#: and the next request starting another; ``billed_by`` declared, inferred or traffic
 FLEET_PERIODS_SQL = f"""
 SELECT s.model, s.starts_at, s.ends_at, s.replicas,
        coalesce(s.gpus_per_replica, p.gpus_per_replica) AS gpus_per_replica,
@@ -514,8 +520,13 @@ WHERE s.starts_at IS NOT NULL
 UNION ALL
 SELECT p.model, t.first_hour, t.last_hour + INTERVAL 1 HOUR, p.replicas, p.gpus_per_replica, p.gpu_hour_usd,
        p.slots_per_replica, 'traffic', ''
-FROM prices p JOIN (SELECT model, min(hour) AS first_hour, max(hour) AS last_hour FROM rollup_hourly
-                    WHERE {sql.served_requests()} > 0 GROUP BY model) t ON t.model = p.model
+FROM prices p JOIN (
+  SELECT model, min(hour) AS first_hour, max(hour) AS last_hour FROM (
+    SELECT model, hour, count(*) FILTER (WHERE gap) OVER (PARTITION BY model ORDER BY hour) AS run FROM (
+      SELECT model, hour, coalesce(hour - lag(hour) OVER (PARTITION BY model ORDER BY hour)
+                                   > INTERVAL {TRAFFIC_GAP_HOURS + 1} HOUR, true) AS gap
+      FROM rollup_hourly WHERE {sql.served_requests()} > 0 GROUP BY model, hour))
+  GROUP BY model, run) t ON t.model = p.model
 WHERE p.kind = 'self_hosted'
   AND p.model NOT IN (SELECT model FROM fleet_schedule WHERE model IS NOT NULL AND starts_at IS NOT NULL)"""
 
