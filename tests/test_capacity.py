@@ -384,6 +384,24 @@ def test_the_hourly_plan_is_the_calculators_rule_at_each_hour():
     assert peak["replicas_planned"] == calc.required_replicas_with_redundancy == 8
 
 
+@pytest.mark.parametrize("later, silent", [(datetime(2026, 3, 20, 10), None), (datetime(2026, 3, 2, 20), 20)])
+def test_a_long_silence_with_no_fleet_and_no_request_is_no_short_hour(later, silent):
+    """The declared day of 1 March and one more request later, outside the schedule. Eighteen days apart (logs of
+    two periods side by side), the 442 hours between (nothing billed, nothing served) were each "short" of the
+    plan's floor of 1 replica: $884 more "to meet the SLA" that no request waited for. A silence of up to
+    TRAFFIC_GAP_HOURS (here 20 hours) is still compared hour by hour."""
+    con = fleet_day_store(4)
+    ingest_frame(con, pd.DataFrame([{"request_id": "late", "ts": later, "model": "m-self", "service_ms": 10_000.0,
+                                     "tenant": "t", "status": "ok"}]))
+    past = plans.fleet_against_plan(con, Filters(), "m-self", **SIZING).past
+    hours = past.hours
+    assert hours.index[0] == pd.Timestamp(2026, 3, 1) and hours.index[-1] == pd.Timestamp(later)
+    assert len(hours) == 24 + (silent or 0) + 1
+    assert hours.loc[pd.Timestamp(later), ["replicas_billed", "replicas_planned"]].tolist() == [0.0, 1.0]
+    # short: the late request's hour, and each silent hour kept (the plan's floor of 1 against nothing billed)
+    assert past.short_hours == 1 + (silent or 0)
+
+
 def test_fleet_against_plan_degenerate_cases():
     con = fleet_day_store(4)
     assert plans.fleet_against_plan(con, Filters(), "gpt-4o", **SIZING).state == "not_self_hosted"

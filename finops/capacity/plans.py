@@ -379,8 +379,14 @@ def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model:
     if index.empty:
         return FleetPlan("no_hours", f"{model} was neither billed nor served traffic in these filters", **empty, **out)
     billed = util["replicas"].reindex(index).fillna(0.0)
-    usd = (util["fleet_cost_usd"] / util["replicas"].where(util["replicas"] > 0)).reindex(index).fillna(book_usd)
     lam = qps.reindex(index).fillna(0.0)
+    # a silence of more than TRAFFIC_GAP_HOURS hours in which nothing was billed and nothing served (logs of two
+    # months loaded side by side) is left out: no fleet ran and nobody waited, so no hour of it was short
+    quiet = (billed == 0) & (lam == 0)
+    run = (quiet != quiet.shift()).cumsum()
+    index = index[~(quiet & (quiet.groupby(run).transform("size") > pricing.TRAFFIC_GAP_HOURS)).to_numpy()]
+    billed, lam = billed.reindex(index), lam.reindex(index)
+    usd = (util["fleet_cost_usd"] / util["replicas"].where(util["replicas"] > 0)).reindex(index).fillna(book_usd)
     past = compare_plan(billed, _size(lam.to_numpy(), need_kwargs, floor), usd, lam.to_numpy())
     ahead, ahead_message = None, None
     if days_ahead:
