@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+import pandas as pd
+
 from finops import store
 from finops.commands import _common
 from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
@@ -74,9 +76,14 @@ def render(con, args) -> tuple[str, str]:
 
 
 def _text(frame) -> str:
-    """``frame`` as the terminal shows it: four decimals, a value the data does not give (None or NaN, such as
-    the unit cost of a model nothing prices) as a dash."""
-    return frame.fillna(float("nan")).to_string(index=False, na_rep="—", float_format=lambda v: f"{v:,.4f}")
+    """``frame`` as the terminal shows it: dollars (``*_usd``) in cents, other numbers (unit costs per 1M tokens,
+    rates) to four decimals, a value the data does not give (None or NaN, such as the unit cost of a model nothing
+    prices) as a dash."""
+    def cents(v) -> str:
+        return "—" if pd.isna(v) else f"{v:,.2f}"
+    money = {c: cents for c in frame.columns if str(c).endswith("_usd")}
+    return frame.fillna(float("nan")).to_string(index=False, na_rep="—", float_format=lambda v: f"{v:,.4f}",
+                                                formatters=money)
 
 
 def _render(con, args, stdout, stderr) -> None:
