@@ -176,6 +176,17 @@ def test_cli_load_json(gateway, capsys):
     assert set(report["latency_ms"]) == {"p50", "p90", "p95", "p99", "max", "mean"}
 
 
+def test_cli_load_with_no_arrival_in_its_window_says_so(gateway):
+    """At 1 req/s for 1 s the Poisson schedule of seed 2 holds no request: the report read "0/0 sent ... achieved
+    0.0 req/s", exit 0, as if the gateway had been measured."""
+    parser = argparse.ArgumentParser()
+    load_command.add_arguments(parser)
+    args = parser.parse_args(["--url", gateway.url, "--rate", "1", "--duration", "1", "--seed", "2"])
+    assert run_load(LoadSpec(url=gateway.url, rate_per_s=1.0, duration_s=1.0, seed=2)).scheduled == 0
+    with pytest.raises(InputError, match=r"field duration: no request fell in 1 s at 1 req/s \(arrivals are random\)"):
+        load_command.run(args)
+
+
 def test_raw_client_gets_the_same_answers_as_httpx(gateway):
     for client in ("raw", "httpx"):
         report = run_load(LoadSpec(url=gateway.url, rate_per_s=30.0, duration_s=1.0, seed=11, client=client,

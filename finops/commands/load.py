@@ -77,6 +77,10 @@ def run(args) -> int:
                             endpoint=args.endpoint or "chat", model=args.model, max_tokens=args.max_tokens, timeout_s=args.timeout,
                             seed=args.seed, no_cache=args.no_cache, client=args.client)
     report = loadgen.run_load(spec)
+    if not report.scheduled:
+        # Poisson arrivals: at 1 req/s for 1 s, none at all about one time in three
+        raise InputError(f"no request fell in {args.duration:g} s at {args.rate:g} req/s (arrivals are random): "
+                         "send for longer or at a higher --rate", field="duration")
     if report.sent and not report.completed:
         raise InputError(f"no answer to any of {report.sent} requests ({report.by_status}): "
                          f"is a gateway running at {args.url}?")
