@@ -162,10 +162,13 @@ def _file_panel(upload) -> None:
             return
         zipped = f" (zip of {len(p.members)} files; the preview shows the first)" if p.members else ""
         st.caption(f"Format: **{p.format_label}** (`{p.format}`){zipped}. Container: {p.container}.")
+        if p.message:
+            # above the tabs: it says why the load button below is off (in the second tab, nobody saw it)
+            st.warning(plain(p.message), icon=":material/rule:")
         raw_tab, stored_tab = st.tabs(["First rows of the file", "First rows as they will be stored"])
         raw_tab.dataframe(p.raw, placeholder=MISSING, hide_index=True)
         if p.message:
-            stored_tab.warning(plain(p.message), icon=":material/rule:")
+            stored_tab.caption("Nothing to show until the warning above is answered.")
         else:
             stored_tab.dataframe(p.shown.rename(columns={"_row": "row", "_reject": "rejected because"}),
                                  placeholder=MISSING, hide_index=True)

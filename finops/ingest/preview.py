@@ -103,17 +103,25 @@ def _raw(con: duckdb.DuckDBPyConnection, p: Probe, n: int) -> tuple[pd.DataFrame
 
 
 def _canonical_rows(con, adapter, p: Probe, options: IngestOptions, n: int) -> pd.DataFrame:
+    """The first ``n`` rows as the load stores them, read as the load reads them: where the typed reading meets a
+    value it cannot take (``0,0012`` in a column of numbers), the untyped one behind it, whose checks name the
+    row and field (the preview stopped on DuckDB's "Conversion Error" and the file could not be loaded here)."""
     loader._install_macros(con)
     source = adapter.read(con, p, options)
-    try:
-        sql = loader.validated_sql(con, source.sql, source.params)
-        rows = con.execute(f"SELECT * EXCLUDE (_hash) FROM ({sql}) ORDER BY _row LIMIT ?",
-                           [*source.params, n]).df()
-    except duckdb.Error as exc:
-        raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=p.name) from None
-    finally:
-        if source.cleanup:
-            source.cleanup()
+    while True:
+        try:
+            sql = loader.validated_sql(con, source.sql, source.params)
+            rows = con.execute(f"SELECT * EXCLUDE (_hash) FROM ({sql}) ORDER BY _row LIMIT ?",
+                               [*source.params, n]).df()
+            break
+        except duckdb.Error as exc:
+            if source.fallback is None:
+                raise InputError(f"cannot read as {adapter.name}: {str(exc).splitlines()[0]}", file=p.name) from None
+            fallback = source.fallback
+        finally:
+            if source.cleanup:
+                source.cleanup()
+        source = fallback()
     rows["_reject"] = rows["_reject"].replace("", None)
     return rows
 
