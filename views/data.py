@@ -1,7 +1,9 @@
 """Data: load request logs (detected format, preview, column mapping, validation report), the live sources the
 ingester follows, the loaded batches, and the price book."""
 import logging
+import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import streamlit as st
@@ -74,6 +76,26 @@ def _prune(uploads) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def _for_the_form(text: str) -> str:
+    """A loader's message as this page's form asks it: the command line's ``--model`` and ``--start`` are the
+    form's Model and Start fields here."""
+    text = re.sub(r"with --start( ISO)?( \(e\.g\. --start [^)]*\))?", "in the Start field", text)
+    return (text.replace("with --model", "in the Model field").replace("use --start and --model",
+                                                                       "give a start time and a model")
+            .replace("give --start and --model", "give a start time and a model"))
+
+
+def _start_time(text: str) -> tuple[datetime | None, str | None]:
+    """The Start field's text as a naive UTC time (an offset converted, none taken as UTC), or its error."""
+    if not text.strip():
+        return None, None
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None, f"Start: {text.strip()!r} is not an ISO date and time (e.g. 2025-01-01T00:00:00)"
+    return (value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value), None
+
+
 def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.1f} kB"
 
@@ -130,6 +152,15 @@ def _file_panel(upload) -> None:
         model = c1.text_input("Model, for rows that name none", key=f"model-{key}",
                               placeholder="e.g. gpt-4o (required when the file has no model column)")
         tenant = c2.text_input("Tenant, for rows that name none", key=f"tenant-{key}", placeholder="default")
+        start, start_error = None, None
+        hint = next((a.export_hint for a in ADAPTERS if a.name == how), "")
+        if "--start" in hint + (detected.message or "") or st.session_state.get(f"start-{key}"):
+            # traces with times relative to their start, and batch results with none: the command line's --start
+            start_text = st.text_input("Start (UTC), the time the file's first request was sent", key=f"start-{key}",
+                                       placeholder="e.g. 2025-01-01T00:00:00")
+            start, start_error = _start_time(start_text)
+            if start_error:
+                st.error(plain(start_error), icon=":material/error:")
         mapping: dict[str, str] = {}
         if generic:
             st.markdown("**Column mapping**: which column of the file holds each canonical field "
@@ -154,7 +185,8 @@ def _file_panel(upload) -> None:
                     pick(canon, grid[i % 4])
             st.caption("Columns left unmapped are kept, in each row's attrs.")
         options_ = IngestOptions(format="generic" if generic else detected.format, mapping=mapping,
-                                 model=model.strip() or None, tenant=tenant.strip() or None, file_label=upload.name)
+                                 model=model.strip() or None, tenant=tenant.strip() or None, start=start,
+                                 file_label=upload.name)
         try:
             p = preview_path(cursor(), path, upload.name, options_)
         except InputError as exc:
@@ -164,7 +196,7 @@ def _file_panel(upload) -> None:
         st.caption(f"Format: **{p.format_label}** (`{p.format}`){zipped}. Container: {p.container}.")
         if p.message:
             # above the tabs: it says why the load button below is off (in the second tab, nobody saw it)
-            st.warning(plain(p.message), icon=":material/rule:")
+            st.warning(plain(_for_the_form(p.message)), icon=":material/rule:")
         raw_tab, stored_tab = st.tabs(["First rows of the file", "First rows as they will be stored"])
         raw_tab.dataframe(p.raw, placeholder=MISSING, hide_index=True)
         if p.message:
@@ -220,7 +252,8 @@ if reports:
             c[3].metric("Duplicates skipped", f"{r['duplicates_skipped']:,}",
                         help="Rows whose request_id is already stored (or repeated in the file).")
             if r["rejects"]:
-                st.dataframe(r["rejects"][:200], placeholder=MISSING, hide_index=True, column_config={
+                shown = [dict(x, reason=_for_the_form(x["reason"])) for x in r["rejects"][:200]]
+                st.dataframe(shown, placeholder=MISSING, hide_index=True, column_config={
                     "row": st.column_config.NumberColumn("Row in the file"),
                     "field": st.column_config.TextColumn("Field"), "reason": st.column_config.TextColumn("Reason")})
                 if rep["rejected_csv"]:

@@ -19,11 +19,15 @@ MODEL = "azure-code-model"
 
 
 @pytest.fixture(scope="module")
-def upload_server(demo_db, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("e2e-upload")
-    db = folder / "upload.duckdb"
+def upload_db(demo_db, tmp_path_factory):
+    db = tmp_path_factory.mktemp("e2e-upload") / "upload.duckdb"
     shutil.copy(demo_db, db)
-    with dashboard(db, log=folder / "streamlit.log") as (url, _):
+    return db
+
+
+@pytest.fixture(scope="module")
+def upload_server(upload_db):
+    with dashboard(upload_db, log=upload_db.parent / "streamlit.log") as (url, _):
         yield url
 
 
@@ -72,6 +76,62 @@ def test_upload_with_a_mapping_is_ingested(upload_server, page):
     assert any("Rows ingested" in m and "500" in m for m in report), report
     assert page.get_by_text(EXCERPT.name).count() >= 2            # the report and the batch list
     assert _requests_in_sidebar(page) == before + 500
+
+
+MOONCAKE = ROOT / "tests" / "data" / "mooncake_conversation_head300.jsonl"
+
+
+def test_a_trace_of_relative_times_loads_with_the_start_given_on_the_page(upload_server, upload_db, page):
+    """A Mooncake trace (times in ms from its start, no model) could be loaded from the command line only
+    (``--start``, ``--model``): the page had no field for the start and the load button stayed off. The Start
+    field shows for the formats that take one; the stored times are the start plus each request's offset."""
+    import json
+    from datetime import datetime, timedelta
+
+    from finops import store
+
+    page.set_viewport_size({"width": 1440, "height": 2400})
+    page.goto(upload_server + "/data")
+    wait_ready(page)
+    before = _requests_in_sidebar(page)
+    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(MOONCAKE))
+    page.get_by_text("Read it as").wait_for(timeout=60_000)
+    wait_ready(page)
+    load = page.get_by_role("button", name=f"Load {MOONCAKE.name} into the store")
+    assert not load.is_enabled()
+    model = page.get_by_label("Model, for rows that name none")
+    model.fill("kimi-trace")
+    model.press("Enter")
+    wait_ready(page)
+    start = page.get_by_label("Start (UTC), the time the file's first request was sent")
+    start.fill("not a time")
+    start.press("Enter")
+    wait_ready(page)
+    assert page.get_by_text("Start: 'not a time' is not an ISO date and time").count() == 1
+    assert not load.is_enabled() and exceptions_on(page) == []
+    start.fill("2025-01-01T08:00:00Z")
+    start.press("Enter")
+    wait_ready(page)
+    assert load.is_enabled()
+    shoot(page, "data_start_field")
+    load.click()
+    page.get_by_text("Validation report", exact=True).wait_for(timeout=120_000)
+    wait_ready(page)
+    assert exceptions_on(page) == []
+    report = page.locator("[data-testid='stMetric']").all_inner_texts()
+    assert any("Rows ingested" in m and "300" in m for m in report), report
+    assert _requests_in_sidebar(page) == before + 300
+    # the store is held by the dashboard: read it through it, as any other process does
+    offsets = [json.loads(line)["timestamp"] for line in MOONCAKE.read_text().splitlines() if line.strip()]
+    con = store.connect(str(upload_db))
+    try:
+        lo, hi, models = con.execute("SELECT min(ts), max(ts), list(DISTINCT model) FROM requests "
+                                     "WHERE batch_id = (SELECT max(batch_id) FROM batches)").fetchone()
+    finally:
+        con.close()
+    start_at = datetime(2025, 1, 1, 8)            # the Z given, in the store's naive UTC
+    assert (lo, hi, models) == (start_at + timedelta(milliseconds=min(offsets)),
+                                start_at + timedelta(milliseconds=max(offsets)), ["kimi-trace"])
 
 
 def _canonical_file(path, rows: int = 400):
