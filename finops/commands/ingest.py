@@ -8,6 +8,7 @@ from finops import store
 from finops.commands._common import add_db, db_path, parse_time, print_json
 from finops.errors import InputError
 from finops.ingest import ADAPTERS, IngestOptions, ingest_path
+from finops.ingest.uploads import mapping_pairs
 
 NAME = "ingest"
 HELP = "Load log files (CSV, JSON Lines, Parquet, log text; gzip or zip) into the store."
@@ -15,20 +16,8 @@ HELP = "Load log files (CSV, JSON Lines, Parquet, log text; gzip or zip) into th
 
 def parse_mapping(text: str | list[str] | None) -> dict[str, str]:
     """``ts=TIMESTAMP,input_tokens=ContextTokens`` -> {"ts": "TIMESTAMP", ...}; a list holds each ``--map`` given
-    (the flag repeats: ``--map ts=TIMESTAMP --map model=Model``). A column named twice for different fields is
-    refused: the later one would silently win."""
-    out: dict[str, str] = {}
-    texts = [text] if isinstance(text, str) else (text or [])
-    for part in (part for t in texts for part in t.split(",")):
-        if not part.strip():
-            continue
-        if "=" not in part:
-            raise InputError(f"--map entries look like canonical=SourceColumn, got {part!r}", field="map")
-        k, v = (x.strip() for x in part.split("=", 1))
-        if k in out and out[k] != v:
-            raise InputError(f"--map gives {k} twice: {out[k]!r} and {v!r}", field="map")
-        out[k] = v
-    return out
+    (the flag repeats: ``--map ts=TIMESTAMP --map model=Model``)."""
+    return mapping_pairs(text, named="--map", malformed="--map entries look like canonical=SourceColumn, got {part!r}")
 
 
 def add_arguments(p) -> None:

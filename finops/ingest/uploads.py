@@ -221,30 +221,33 @@ REQUIRED_KEYS: tuple[str, ...] = MAPPING_KEYS[:3]
 _BOOL_WORDS = {"true": 1.0, "false": 0.0, "t": 1.0, "f": 0.0, "yes": 1.0, "no": 0.0}
 
 
+def mapping_pairs(text: str | list[str] | None, *, named: str = "mapping",
+                  malformed: str = "mapping entry {part!r} is not KEY=COLUMN") -> dict[str, str]:
+    """``KEY=COLUMN`` pairs, comma-separated, of one text or of each in a list (a flag given more than once:
+    ``--map a=x --map b=y``). An entry without a key or a column is refused with ``malformed`` (``{part!r}`` the
+    entry), a key given two different columns with ``named`` (the later one silently won)."""
+    pairs: dict[str, str] = {}
+    texts = [text] if isinstance(text, str) else (text or [])
+    for part in (p.strip() for t in texts for p in t.split(",")):
+        if not part:
+            continue
+        key, sep, col = (x.strip() for x in part.partition("="))
+        if not sep or not key or not col:
+            raise InputError(malformed.format(part=part), field="map")
+        if pairs.get(key, col) != col:
+            raise InputError(f"{named} gives {key} twice: {pairs[key]!r} and {col!r}", field="map")
+        pairs[key] = col
+    return pairs
+
+
 def parse_mapping(text: str | list[str] | Mapping[str, str] | None) -> dict[str, str]:
-    """``"confidence=conf,small_quality=mixtral"`` -> a dict; unmapped keys map to themselves. A list holds each
-    ``--map`` given (the flag repeats); a key given twice for different columns is refused.
+    """``"confidence=conf,small_quality=mixtral"`` -> a dict (:func:`mapping_pairs`); unmapped keys map to
+    themselves.
 
     >>> parse_mapping("confidence=c, small_quality=s")["large_quality"]
     'large_quality'
     """
-    if text is None:
-        pairs: dict[str, str] = {}
-    elif isinstance(text, Mapping):
-        pairs = dict(text)
-    else:
-        pairs = {}
-        texts = [text] if isinstance(text, str) else text
-        for part in (p.strip() for t in texts for p in t.split(",")):
-            if not part:
-                continue
-            key, sep, col = part.partition("=")
-            if not sep or not key.strip() or not col.strip():
-                raise InputError(f"mapping entry {part!r} is not KEY=COLUMN", field="map")
-            if pairs.get(key.strip(), col.strip()) != col.strip():
-                raise InputError(f"mapping gives {key.strip()} twice: {pairs[key.strip()]!r} and {col.strip()!r}",
-                                 field="map")
-            pairs[key.strip()] = col.strip()
+    pairs = dict(text) if isinstance(text, Mapping) else mapping_pairs(text)
     unknown = sorted(set(pairs) - set(MAPPING_KEYS))
     if unknown:
         raise InputError(f"unknown mapping key(s) {unknown}; use {', '.join(MAPPING_KEYS)}", field="map")
