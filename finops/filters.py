@@ -6,7 +6,9 @@ parameters, only fixed column names enter the SQL text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+
+from finops.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,21 @@ class Filters:
             raise ValueError("a previous period needs both since and until")
         span = self.until - self.since
         return replace(self, since=self.since - span, until=self.since)
+
+
+def utc_time(text: str, field: str = "time") -> datetime:
+    """An ISO date or date and time as the store holds times, naive UTC: an offset (``Z``, ``+02:00``) converted,
+    none taken as UTC. Text that is no ISO time raises InputError naming ``field``.
+
+    >>> utc_time("2025-01-01T10:00:00+02:00"), utc_time("2025-01-01")
+    (datetime.datetime(2025, 1, 1, 8, 0), datetime.datetime(2025, 1, 1, 0, 0))
+    """
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"{text.strip()!r} is not an ISO date and time (e.g. 2025-01-01T00:00:00)",
+                         field=field) from None
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
 
 
 def filters_for(start: date | None, end: date | None, tenants=(), models=(), tiers=(), scoped: bool = False) -> Filters:

@@ -3,13 +3,13 @@ ingester follows, the loaded batches, and the price book."""
 import logging
 import re
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 
 import streamlit as st
 
 from finops import schema, store
 from finops.errors import InputError
+from finops.filters import utc_time
 from finops.fmt import MISSING
 from finops.ingest import ADAPTERS, IngestOptions, ingest_path, service
 from finops.ingest import uploads as upload_files
@@ -85,17 +85,6 @@ def _for_the_form(text: str) -> str:
             .replace("give --start and --model", "give a start time and a model"))
 
 
-def _start_time(text: str) -> tuple[datetime | None, str | None]:
-    """The Start field's text as a naive UTC time (an offset converted, none taken as UTC), or its error."""
-    if not text.strip():
-        return None, None
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None, f"Start: {text.strip()!r} is not an ISO date and time (e.g. 2025-01-01T00:00:00)"
-    return (value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value), None
-
-
 def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.1f} kB"
 
@@ -152,15 +141,16 @@ def _file_panel(upload) -> None:
         model = c1.text_input("Model, for rows that name none", key=f"model-{key}",
                               placeholder="e.g. gpt-4o (required when the file has no model column)")
         tenant = c2.text_input("Tenant, for rows that name none", key=f"tenant-{key}", placeholder="default")
-        start, start_error = None, None
+        start = None
         hint = next((a.export_hint for a in ADAPTERS if a.name == how), "")
         if "--start" in hint + (detected.message or "") or st.session_state.get(f"start-{key}"):
             # traces with times relative to their start, and batch results with none: the command line's --start
             start_text = st.text_input("Start (UTC), the time the file's first request was sent", key=f"start-{key}",
                                        placeholder="e.g. 2025-01-01T00:00:00")
-            start, start_error = _start_time(start_text)
-            if start_error:
-                st.error(plain(start_error), icon=":material/error:")
+            try:
+                start = utc_time(start_text, field="Start") if start_text.strip() else None
+            except InputError as exc:
+                st.error(plain(exc), icon=":material/error:")
         mapping: dict[str, str] = {}
         if generic:
             st.markdown("**Column mapping**: which column of the file holds each canonical field "

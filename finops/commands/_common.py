@@ -5,10 +5,10 @@ import argparse
 import json
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from finops.errors import InputError
-from finops.filters import Filters
+from finops.filters import Filters, utc_time
 from finops.jsonutil import jsonable
 
 
@@ -37,12 +37,9 @@ def stored_path(args) -> str:
 def parse_time(text: str) -> datetime:
     """ISO date or datetime; naive values are taken as UTC; returned naive UTC."""
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return utc_time(text)
+    except InputError:
         raise argparse.ArgumentTypeError(f"not an ISO date/time: {text!r}") from None
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
 
 
 def parse_until(text: str) -> datetime:

@@ -28,8 +28,8 @@ Rules
   periods at different sites add up. A model with no period declared is billed at its price book row
   from the first to the last hour in which it served a request (``billed_by = 'traffic'``), never
   before or after, nor through a silence of more than :data:`TRAFFIC_GAP_HOURS` hours without a request
-  (logs of January and of November bill the hours of each, not the months between); hours outside a declared schedule cost nothing (its requests there are counted as
-  unbilled). Each hour its utilisation is ``busy_ms / capacity_ms`` (capped at 1), where ``busy_ms``
+  (logs of January and of November bill the hours of each, not the months between); hours outside a
+  declared schedule cost nothing (its requests there are counted as unbilled). Each hour its utilisation is ``busy_ms / capacity_ms`` (capped at 1), where ``busy_ms``
   sums the requests' service time and ``capacity_ms`` is ``replicas * slots_per_replica * 3.6e6`` over
   the periods. ``utilisation * fleet cost`` is allocated to that hour's requests by their share of busy
   time; the rest is *idle*. An hour with requests but no timing at all allocates the whole fleet cost
