@@ -47,14 +47,20 @@ def _choose(pg, label: str, option: str) -> None:
     assert box.input_value() == option
 
 
-def test_upload_with_a_mapping_is_ingested(upload_server, page):
+def _upload(page, url: str, path) -> int:
+    """Open the Data page, upload ``path`` and wait for its panel; the store's request count before."""
     page.set_viewport_size({"width": 1440, "height": 2400})
-    page.goto(upload_server + "/data")
+    page.goto(url + "/data")
     wait_ready(page)
     before = _requests_in_sidebar(page)
-    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(EXCERPT))
+    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(path))
     page.get_by_text("Read it as").wait_for(timeout=60_000)
     wait_ready(page)
+    return before
+
+
+def test_upload_with_a_mapping_is_ingested(upload_server, page):
+    before = _upload(page, upload_server, EXCERPT)
     page.get_by_text("Map the columns myself (generic)").click()
     wait_ready(page)
     for canon, source in MAPPING.items():
@@ -90,13 +96,7 @@ def test_a_trace_of_relative_times_loads_with_the_start_given_on_the_page(upload
 
     from finops import store
 
-    page.set_viewport_size({"width": 1440, "height": 2400})
-    page.goto(upload_server + "/data")
-    wait_ready(page)
-    before = _requests_in_sidebar(page)
-    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(MOONCAKE))
-    page.get_by_text("Read it as").wait_for(timeout=60_000)
-    wait_ready(page)
+    before = _upload(page, upload_server, MOONCAKE)
     load = page.get_by_role("button", name=f"Load {MOONCAKE.name} into the store")
     assert not load.is_enabled()
     model = page.get_by_label("Model, for rows that name none")
