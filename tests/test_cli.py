@@ -281,6 +281,20 @@ def test_a_period_that_ends_before_it_starts_is_refused(demo_db, tmp_path, capsy
     assert main(["report", "--db", demo_db, "--since", "2026-12-01", "--until", "2026-12-01", "--json"]) == 0
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--days", "100000"], "field days: must be a whole number of days from 1 to 31, got 100000"),
+    (["--days", "0"], "field days: must be a whole number of days from 1 to 31, got 0"),
+    (["--days", "1", "--seed", "-1"], "field seed: must be a whole number from 0 to 4,294,967,295, got -1"),
+])
+def test_a_sample_fleet_too_long_or_a_bad_seed_is_refused_before_a_store_is_made(tmp_path, capsys, argv, message):
+    """``demo --days 100000`` began generating 100,000 days in memory (about 50 MB a day); 0 days and a negative
+    seed stopped with numpy's ValueError and its traceback, after making the store file."""
+    db = tmp_path / "demo.duckdb"
+    assert main(["demo", "--db", str(db), *argv]) == 1
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not db.exists()
+
+
 def test_a_report_with_no_rows_says_so_in_a_sentence(tmp_path):
     db = tmp_path / "empty.duckdb"
     store.connect(str(db)).close()

@@ -9,6 +9,19 @@ import pandas as pd
 
 DEMO_DAYS = 14
 DEMO_SEED = 7
+#: the longest sample fleet built: its requests are generated in memory first (about 50 MB a day: 1.4 GB at 28
+#: days), so a month at most, not whatever a number typed asks for
+MAX_DEMO_DAYS = 31
+
+
+def check_demo(days, seed) -> None:
+    """Refuse a sample fleet's days outside 1 to MAX_DEMO_DAYS, or a seed numpy cannot take (InputError)."""
+    from finops.errors import InputError
+
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DEMO_DAYS:
+        raise InputError(f"must be a whole number of days from 1 to {MAX_DEMO_DAYS}, got {days!r}", field="days")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise InputError(f"must be a whole number from 0 to {2**32 - 1:,}, got {seed!r}", field="seed")
 
 
 def build_demo(con: duckdb.DuckDBPyConnection, days: int = DEMO_DAYS, seed: int = DEMO_SEED,
@@ -20,6 +33,7 @@ def build_demo(con: duckdb.DuckDBPyConnection, days: int = DEMO_DAYS, seed: int 
     from finops.ingest import ingest_frame
     from finops.sample import synth
 
+    check_demo(days, seed)
     step = progress or (lambda f, w: None)
     step(0.05, f"generating {days} days of sample fleet traffic (seed {seed})")
     frame = synth.generate(days=days, seed=seed)
