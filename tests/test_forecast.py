@@ -1,6 +1,8 @@
 """finops.capacity.forecast: a synthetic seasonal series with a known pattern, short histories, the replica plan."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -119,6 +121,24 @@ def test_bad_history(bad, match):
 def test_bad_days():
     with pytest.raises(InputError):
         forecast_qps(synthetic(100), days=0)
+    # a season away is no forecast (`plan --days 100000` ran 45 s and 1.2 GB before this bound)
+    with pytest.raises(InputError, match="field days: must be a whole number from 1 to 14, got 15"):
+        forecast_qps(synthetic(100), days=15)
+    assert len(forecast_qps(synthetic(100), days=14).frame) == 14 * 24
+
+
+def test_plan_refuses_a_forecast_beyond_its_bound_and_prints_replica_hours_whole(demo_db, tmp_path, capsys):
+    """``plan --days 100000`` printed "9.6e+06 replica-hours" after 45 s; now it is refused at once, and
+    replica-hours print with separators."""
+    import shutil
+
+    from finops.cli import main
+    db = str(shutil.copy(demo_db, tmp_path / "demo.duckdb"))
+    assert main(["plan", "--model", "llama-3.1-8b", "--days", "100000", "--db", db]) == 1
+    assert capsys.readouterr().err == "error: field days: must be a whole number from 0 to 14, got 100000\n"
+    assert main(["plan", "--model", "llama-3.1-8b", "--db", db]) == 0
+    past = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("past: "))
+    assert re.match(r"past: [\d,]+(\.\d\d)? replica-hours billed \(\$[\d,]+\.\d\d\), [\d,]+(\.\d\d)? planned", past), past
 
 
 def test_replica_plan_matches_required_servers(six_weeks):

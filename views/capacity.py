@@ -7,6 +7,7 @@ import streamlit as st
 from finops import charts
 from finops.capacity import calculator, plans
 from finops.capacity.calculator import BINDING_LABELS, format_seconds
+from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.capacity.loadtest import fit_loadtest
 from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
@@ -325,7 +326,7 @@ if EMPTY_STORE or not plan_models:
 else:
     q1, q2 = st.columns([2, 1])
     plan_model = q1.selectbox("Self-hosted model", plan_models, key="cap_plan_model")
-    ahead_days = q2.number_input("And the next days, from the forecast", min_value=0, max_value=14, value=0, step=1,
+    ahead_days = q2.number_input("And the next days, from the forecast", min_value=0, max_value=MAX_FORECAST_DAYS, value=0, step=1,
                                  key="cap_plan_days", help="0: only the period shown. The forecast takes seconds.")
     fleet_plan = query(plans.fleet_against_plan, f, plan_model, target_utilization=rho_target,
                        wait_sla_s=sla_s or None, redundancy=redundancy_pct / 100, days_ahead=int(ahead_days))
@@ -478,7 +479,7 @@ with forecast_box:
     else:
         g1, g2, g3, g4 = st.columns([2, 1, 1, 1])
         fmodel = g1.selectbox("Model", list(observed["model"]), key="cap_fc_model")
-        days = g2.slider("Days ahead", 1, 14, 7, key="cap_fc_days")
+        days = g2.slider("Days ahead", 1, MAX_FORECAST_DAYS, 7, key="cap_fc_days")
         own = _fleet_inputs(fmodel)
         g3.number_input("Mean service (s)", min_value=0.001, value=own["mean_service_s"], format="%.4g",
                         key=f"cap_fc_mean_service_s_{fmodel}",

@@ -131,6 +131,10 @@ def _to_qps(y: np.ndarray) -> np.ndarray:
     return np.maximum(np.expm1(y), 0.0)
 
 
+#: the longest forecast made (days ahead): the Capacity page's choice and ``plan --days``
+MAX_FORECAST_DAYS = 14
+
+
 def forecast_qps(history: pd.Series, days: int = 7, *, interval: float = 0.9) -> ForecastResult:
     """Forecast hourly QPS ``days`` ahead with daily and weekly seasonality.
 
@@ -148,8 +152,9 @@ def forecast_qps(history: pd.Series, days: int = 7, *, interval: float = 0.9) ->
     >>> list(f.frame.columns)
     ['qps', 'qps_lo', 'qps_hi']
     """
-    if int(days) != days or days < 1:
-        raise InputError(f"must be a whole number >= 1, got {days}", field="days")
+    if int(days) != days or not 1 <= days <= MAX_FORECAST_DAYS:
+        # hourly seasonality says nothing of a season away: `plan --days 100000` ran 45 s and 1.2 GB for 274 years
+        raise InputError(f"must be a whole number from 1 to {MAX_FORECAST_DAYS}, got {days}", field="days")
     if not 0 < interval < 1:
         raise InputError(f"must be in (0, 1), got {interval}", field="interval")
     hourly, notes = hourly_history(history)

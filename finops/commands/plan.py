@@ -3,7 +3,9 @@ plan the sizing rule gives its traffic (and, with ``--days``, the forecast's), i
 from __future__ import annotations
 
 from finops import store
+from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.commands._common import add_db, parse_time, print_json, stored_path
+from finops.errors import InputError
 from finops.filters import Filters
 from finops.jsonutil import records
 
@@ -29,7 +31,8 @@ def add_arguments(p) -> None:
                    help="mean time a request holds a slot (default: measured in the busiest hour)")
     p.add_argument("--slots", type=int, metavar="N", help="concurrent slots per replica (default: the price book's)")
     p.add_argument("--days", type=int, default=0, metavar="N",
-                   help="also forecast N days ahead and set the plan against the schedule in force then")
+                   help=f"also forecast N days ahead (at most {MAX_FORECAST_DAYS}) and set the plan against the "
+                        "schedule in force then")
     p.add_argument("--hours", action="store_true", help="print every hour, not only the short ones")
     p.add_argument("--json", action="store_true", help="a JSON object with the totals and the hours")
 
@@ -40,9 +43,16 @@ def _summary(c) -> dict:
                                        "surplus_usd", "saving_usd")}
 
 
+def _hours(v: float) -> str:
+    """Replica-hours with separators: whole as whole, else to two places (``,.4g`` printed 9.6e+06)."""
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+
+
 def run(args) -> int:
     from finops.capacity import plans
 
+    if not 0 <= args.days <= MAX_FORECAST_DAYS:
+        raise InputError(f"must be a whole number from 0 to {MAX_FORECAST_DAYS}, got {args.days}", field="days")
     con = store.connect(stored_path(args))
     fp = plans.fleet_against_plan(
         con, Filters(since=args.since, until=args.until), args.model, mean_service_s=args.mean_service_s, slots_per_replica=args.slots,
@@ -70,8 +80,8 @@ def run(args) -> int:
         c = getattr(fp, name)
         if c is None:
             continue
-        print(f"{name}: {c.replica_hours_billed:,.4g} replica-hours billed (${c.cost_billed_usd:,.2f}), "
-              f"{c.replica_hours_planned:,.4g} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
+        print(f"{name}: {_hours(c.replica_hours_billed)} replica-hours billed (${c.cost_billed_usd:,.2f}), "
+              f"{_hours(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
         shown = c.hours if args.hours else c.hours[c.hours["short"]]
         if len(shown):
             print(shown.drop(columns=["cost_billed_usd", "cost_planned_usd"]).to_string(
