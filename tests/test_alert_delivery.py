@@ -443,6 +443,16 @@ def test_cli_send_exits_1_on_a_failure_and_without_targets(tmp_path, capsys):
         "Connection refused; tried again on the next run"]
 
 
+@pytest.mark.parametrize("hours", ["1e9", "0", "-5", "nan"])
+def test_cli_lookback_beyond_a_year_or_not_positive_is_refused(tmp_path, capsys, hours):
+    """``alerts --send --lookback-hours 1e9`` reached back past year 1 and stopped with OverflowError's traceback."""
+    db = str(tmp_path / "cli.duckdb")
+    alert_store(db).close()
+    assert main(["alerts", "--send", "--dry-run", "--lookback-hours", hours, "--db", db]) == 1
+    assert capsys.readouterr().err == ("error: --lookback-hours must be a positive number of hours, at most a year "
+                                       "(8,784)\n")
+
+
 def test_cli_acknowledges_snoozes_and_reopens_by_id(tmp_path, capsys):
     import json
 

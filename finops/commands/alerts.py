@@ -51,8 +51,9 @@ def _filters(con, args, default_hours: float):
     if f.since is not None:
         return f
     hours = args.lookback_hours if args.lookback_hours is not None else default_hours
-    if not hours > 0:
-        raise InputError("--lookback-hours must be a positive number of hours")
+    if not 0 < hours <= 24 * 366:
+        # a year at most, as --hours: 1e9 hours reached back past year 1 (OverflowError's traceback)
+        raise InputError("--lookback-hours must be a positive number of hours, at most a year (8,784)")
     last = store.time_span(con)[1]
     if last is None:
         return f
