@@ -62,6 +62,10 @@ class Filters:
         return replace(self, since=self.since - span, until=self.since)
 
 
+#: the years a time typed by a person may fall in (:func:`utc_time`)
+TIME_YEARS = (1900, 2999)
+
+
 def utc_time(text: str, field: str = "time") -> datetime:
     """An ISO date or date and time as the store holds times, naive UTC: an offset (``Z``, ``+02:00``) converted,
     none taken as UTC. Text that is no ISO time raises InputError naming ``field``.
@@ -74,6 +78,9 @@ def utc_time(text: str, field: str = "time") -> datetime:
     except ValueError:
         raise InputError(f"{text.strip()!r} is not an ISO date and time (e.g. 2025-01-01T00:00:00)",
                          field=field) from None
+    if not TIME_YEARS[0] <= value.year <= TIME_YEARS[1]:
+        # a window's arithmetic (a day added to --until, a baseline before --since) left datetime's years 1 to 9999
+        raise InputError(f"{text.strip()!r} is outside the years {TIME_YEARS[0]} to {TIME_YEARS[1]}", field=field)
     return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
 
 

@@ -84,6 +84,19 @@ def test_usage_error_exits_2(capsys):
     assert e.value.code == 2
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["report", "--until", "9999-12-31"], "argument --until: '9999-12-31' is outside the years 1900 to 2999"),
+    (["alerts", "--since", "0001-01-01"], "argument --since: '0001-01-01' is outside the years 1900 to 2999"),
+    (["report", "--since", "2026-13-01"], "argument --since: '2026-13-01' is not an ISO date and time"),
+])
+def test_a_time_datetime_cannot_take_a_window_of_is_a_usage_error(capsys, argv, message):
+    """``--until 9999-12-31`` (a day is added to include it) and ``alerts --since 0001-01-01`` (its spend
+    baseline starts days before) stopped with OverflowError's traceback."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_tenant_with_sql_in_its_name_round_trips(tmp_path):
     db = tmp_path / "s.duckdb"
     r = cli("ingest", str(DATA / "azure_code_excerpt.csv"), "--map",

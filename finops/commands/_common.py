@@ -38,8 +38,8 @@ def parse_time(text: str) -> datetime:
     """ISO date or datetime; naive values are taken as UTC; returned naive UTC."""
     try:
         return utc_time(text)
-    except InputError:
-        raise argparse.ArgumentTypeError(f"not an ISO date/time: {text!r}") from None
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def parse_until(text: str) -> datetime:
