@@ -291,6 +291,10 @@ def test_the_default_policy_is_a_setting_every_report_follows(two_tenants):
     (_period(starts="soon"), "from 'soon' is not a date"),
     (_period(gpu_hour_usd=-1), "gpu_hour_usd -1 must be a number"),
     (_period(source="guessed"), "source must be declared or inferred"),
+    # a year mistyped (2206 for 2026) billed every hour to it: 180 years of GPUs, every page's period stretched
+    (_period(ends="2206-03-04"), r"ends 2206-03-04 00:00, outside 2015-01-01 to \d{4}-\d\d-\d\d, the times the store "
+                                 r"takes \(set FINOPS_TS_MIN / FINOPS_TS_MAX to widen\)"),
+    (_period(starts="1000-01-01"), "starts 1000-01-01 00:00, outside 2015-01-01 to"),
 ])
 def test_a_bad_period_is_refused_with_its_row_and_field(con, row, message):
     fleets.save_schedule(con, pd.DataFrame([_period(starts="2025-01-01", ends="2025-02-01")]))

@@ -114,8 +114,11 @@ def check_schedule(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> list[
     if missing:
         raise InputError(f"a fleet schedule needs the columns model, from (starts_at) and replicas; missing: "
                          f"{', '.join(missing)}")
+    from finops.ingest.loader import timestamp_window
+
     known = set(self_hosted(con))
     limits = pricing.PRICE_LIMITS
+    window = timestamp_window()
     rows = []
     for i, r in enumerate(frame.to_dict("records"), start=1):
         model = _text(r.get("model"))
@@ -130,6 +133,13 @@ def check_schedule(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> list[
         if starts is None:
             raise InputError(f"the period of {model} needs a start (from)", row=i, field="from")
         ends = _time(r.get("ends_at"), i, "to")
+        for field_, t in (("from", starts), ("to", ends)):
+            if t is not None and not window[0] <= t <= window[1]:
+                # a typo of a year (2206 for 2026) billed every hour to it and stretched every page's period
+                raise InputError(f"the period of {model} {'starts' if field_ == 'from' else 'ends'} "
+                                 f"{t:%Y-%m-%d %H:%M}, outside {window[0]:%Y-%m-%d} to {window[1]:%Y-%m-%d}, the "
+                                 "times the store takes (set FINOPS_TS_MIN / FINOPS_TS_MAX to widen)",
+                                 row=i, field=field_)
         if ends is not None and ends <= starts:
             raise InputError(f"the period of {model} ends ({ends:%Y-%m-%d %H:%M}) before it starts "
                              f"({starts:%Y-%m-%d %H:%M})", row=i, field="to")
