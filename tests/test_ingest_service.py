@@ -150,6 +150,17 @@ def test_watched_folder_loads_each_new_file_once(tmp_path):
     assert [Path(p).name for (p,) in seen] == ["a.jsonl", "b.jsonl", "copy-of-a.jsonl"]
 
 
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_an_otlp_port_that_is_no_tcp_port_is_refused_in_a_sentence(tmp_path, port, capsys):
+    """``serve-ingest --otlp-port 70000`` stopped in bind() with OverflowError's traceback (the dashboard's
+    setting was checked; the flag was not). Refused before the store is opened."""
+    from finops.cli import main
+    db = tmp_path / "s.duckdb"
+    assert main(["serve-ingest", "--db", str(db), "--otlp-port", port]) == 1
+    assert capsys.readouterr().err == "error: the OTLP port is a number from 1 to 65535 (0: off)\n"
+    assert not db.exists()
+
+
 def test_only_configured_paths_can_be_followed(tmp_path):
     con = store.connect(str(tmp_path / "s.duckdb"))
     log = tmp_path / "gateway.jsonl"

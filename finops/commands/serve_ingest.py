@@ -107,6 +107,7 @@ def run(args) -> int:
     from finops.ops import delivery
 
     path = db_path(args)
+    service.check_otlp_port(args.otlp_port)     # bind() stopped on 70000 with OverflowError's traceback
     con = store.connect(path)
     if _configure(con, args):
         return 0

@@ -285,11 +285,16 @@ def configured_otlp_port(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(port) if port else None
 
 
+def check_otlp_port(port: int | None) -> None:
+    """Refuse an OTLP port that is no TCP port (InputError): 0 or None is off."""
+    if port is not None and not 0 <= int(port) <= 65535:
+        raise InputError("the OTLP port is a number from 1 to 65535 (0: off)")
+
+
 def set_otlp_port(con: duckdb.DuckDBPyConnection, port: int | None) -> None:
     """Turn the dashboard's OTLP/HTTP receiver on (a port on 127.0.0.1) or off (None or 0); admin only."""
     access.require("edit_settings")
-    if port is not None and not 0 <= int(port) <= 65535:
-        raise InputError("the OTLP port is a number from 1 to 65535 (0: off)")
+    check_otlp_port(port)
     store.set_setting(con, OTLP_SETTING, int(port) if port else None)
     _wake_all()
 
