@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from finops.errors import InputError
+
 NAME = "gateway"
 HELP = "Serve the reference LLM gateway: routes to mock or OpenAI-compatible backends, logs canonical JSONL."
 
@@ -29,6 +31,9 @@ def run(args) -> int:
     from finops.gateway.log import JsonlLog
     from finops.gateway.pipeline import Gateway
 
+    if not 0 <= args.port <= 65535:
+        # uvicorn hung on 70000 after the line below had said where the gateway listened
+        raise InputError(f"--port is a number from 0 to 65535, got {args.port}", field="port")
     cfg = load_config(args.config)
     gw = Gateway(cfg, JsonlLog(args.log, fsync=args.fsync))
     names = ", ".join(f"{b.name} ({b.cfg.kind}, {b.slots_total} slots)" for b in gw.backends.values())
