@@ -169,6 +169,8 @@ def test_prices_show_names_how_a_model_is_priced(tmp_path, capsys):
     assert "catalogue: anthropic/claude-sonnet-4-0" in capsys.readouterr().out
     assert main(["prices", "show", "acme-private-7b", "--db", db]) == 0
     assert "unpriced" in capsys.readouterr().out
+    assert main(["prices", "show", " ", "--db", db]) == 1           # it printed ": unpriced"
+    assert capsys.readouterr().err == "error: field model: name the model to show, as the logs name it\n"
     assert main(["prices", "alias", "acme-private-7b", "gpt-4o-mini", "--db", db]) == 0
     assert "alias of gpt-4o-mini, price book" in capsys.readouterr().out
     assert main(["prices", "sync", "--db", db]) == 0

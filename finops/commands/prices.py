@@ -50,6 +50,8 @@ def _rows(con, source: str, provider: str | None) -> pd.DataFrame:
 
 
 def run(args) -> int:
+    if args.action == "show" and not args.model.strip():
+        raise InputError("name the model to show, as the logs name it", field="model")
     con = store.connect(db_path(args))
     if args.action == "sync":
         n = store.sync_catalogue(con)
