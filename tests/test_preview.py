@@ -58,21 +58,35 @@ def test_an_unknown_table_needs_a_mapping(con, tmp_path):
 
 
 def test_a_value_the_typed_reading_cannot_take_previews_as_the_load_rejects_it(con, tmp_path):
-    """A semicolon CSV with decimal commas: DuckDB's typed reading stops on ``0,0012`` and the load reads the file
-    untyped, rejecting those rows by name. The preview stopped instead ("cannot read as canonical: Conversion
-    Error"), which left the Data page's load button off: the file could be loaded from the command line only."""
-    f = tmp_path / "semi.csv"
-    f.write_text("request_id;ts;model;tenant;input_tokens;output_tokens;cost_usd;total_ms\n"
-                 "r1;2026-11-20 10:00:00;gpt-4o;acme;100;20;0,0012;1234,5\n"
-                 "r2;2026-11-20 10:00:01;gpt-4o;acme;100;20;0.0013;999\n")
+    """``n/a`` where a canonical CSV's cost belongs: DuckDB's typed reading stops on it ("Conversion Error") and
+    the load reads the file untyped, rejecting that row by name. The preview stopped instead, which left the Data
+    page's load button off: the file could be loaded from the command line only."""
+    f = tmp_path / "costs.csv"
+    f.write_text("request_id,ts,model,tenant,input_tokens,output_tokens,cost_usd,total_ms\n"
+                 "r1,2026-11-20 10:00:00,gpt-4o,acme,100,20,n/a,1234.5\n"
+                 "r2,2026-11-20 10:00:01,gpt-4o,acme,100,20,0.0013,999\n")
     p = preview_path(con, f)
     assert p.ready and p.message is None and p.format == "canonical"
-    assert p.rows["_reject"].iloc[0] == ("total_ms: cannot read 1234,5 as double; cost_usd: cannot read 0,0012 "
-                                         "as double") and pd.isna(p.rows["_reject"].iloc[1])
-    assert p.rows["cost_usd"].iloc[1] == 0.0013 and p.rows["total_ms"].iloc[1] == 999.0
+    assert p.rows["_reject"].iloc[0] == "cost_usd: cannot read n/a as double" and pd.isna(p.rows["_reject"].iloc[1])
+    assert p.rows["cost_usd"].iloc[1] == 0.0013 and p.rows["total_ms"].tolist() == [1234.5, 999.0]
     assert _nothing_written(con)
     [r] = ingest_path(con, f)
     assert (r.rows_ingested, [x["reason"] for x in r.rejects]) == (1, [p.rows["_reject"].iloc[0]])
+
+
+def test_a_semicolon_csv_reads_decimal_commas_in_the_preview_as_in_the_load(con, tmp_path):
+    """A spreadsheet's export in much of Europe: semicolons between fields, a comma before the decimals. Its
+    numbers were rejected ("cannot read 0,0012 as double")."""
+    f = tmp_path / "semi.csv"
+    f.write_text("request_id;ts;model;tenant;input_tokens;output_tokens;cost_usd;total_ms\n"
+                 "r1;2026-11-20 10:00:00;gpt-4o;acme;100;20;0,0012;1234,5\n"
+                 "r2;2026-11-20 10:00:01;gpt-4o;acme;1,5;20;0.0013;999\n")
+    p = preview_path(con, f)
+    assert p.rows["cost_usd"].tolist() == [0.0012, 0.0013] and p.rows["total_ms"].tolist() == [1234.5, 999.0]
+    assert pd.isna(p.rows["_reject"].iloc[0]) and p.rows["_reject"].iloc[1] == "input_tokens: cannot read 1,5 as bigint"
+    [r] = ingest_path(con, f)
+    assert (r.rows_ingested, r.rows_rejected) == (1, 1)
+    assert con.execute("SELECT cost_usd, total_ms, input_tokens FROM requests").fetchall() == [(0.0012, 1234.5, 100)]
 
 
 def test_rejected_rows_are_read_back_with_the_reason(con, tmp_path):

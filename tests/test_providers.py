@@ -341,6 +341,20 @@ def test_an_openai_batch_file_whose_lines_all_have_their_time_is_read_on_every_t
     assert fast == _stored(f, opts, monkeypatch, python_only=True)
 
 
+@pytest.mark.parametrize("code", [-(2 ** 63), 2 ** 60, 503])
+def test_a_failed_lines_status_code_past_2_53_is_spelt_alike_by_both_readings(tmp_path, monkeypatch, code):
+    """The fuzz test's find: a status code of -2**63 was error type 'http_-9223372036854775808' in SQL and
+    'http_-9.223372036854776e+18' in Python (a whole number past 2**53 is a float there)."""
+    rec = read_jsonl(P / "openai_batch_output.jsonl")[0]
+    rec["response"]["status_code"] = code
+    f = tmp_path / "code.jsonl"
+    f.write_text(json.dumps(rec) + "\n")
+    opts = IngestOptions(model="gpt-4o-mini-2024-07-18")
+    fast = _stored(f, opts)
+    assert fast == _stored(f, opts, monkeypatch, python_only=True)
+    assert [r["error_type"] for r in fast] == [f"http_{code}"]
+
+
 @pytest.mark.parametrize("start", [None, START])
 def test_openai_batch_fast_and_python_paths_store_the_same_rows(tmp_path, monkeypatch, start):
     opts = IngestOptions(model="gpt-4o-mini-2024-07-18", start=start)

@@ -91,6 +91,15 @@ class Source:
     # gives the reason the checks cannot, for a row the reader read as a record of no fields (a JSON Lines line
     # ``null``); called only where rows were rejected
     explain: Callable[[list[dict]], None] | None = None
+    # numbers written with a decimal comma (``0,0012``): a semicolon-separated CSV, as spreadsheets in much of
+    # Europe write it; set by the loader from the file (:func:`decimal_comma`), read by its checks
+    decimal_comma: bool = False
+
+
+def decimal_comma(p: Probe) -> bool:
+    """Whether the file writes numbers with a decimal comma: a CSV separated by semicolons (the comma is then free
+    to be the decimal mark, and spreadsheets in much of Europe write both so)."""
+    return p.kind == "csv" and p.delimiter == ";"
 
 
 @dataclass(frozen=True)

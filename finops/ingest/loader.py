@@ -36,6 +36,7 @@ from finops.ingest.base import (
     Source,
     TextScan,
     adapter_named,
+    decimal_comma,
     missing_id_sql,
     probe,
     scan_text,
@@ -162,7 +163,9 @@ def _ts_expr(x: str, src_type: str) -> str:
             f"AS TIMESTAMPTZ)) END)")
 
 
-def _typed_expr(name: str, x: str, src_type: str) -> str:
+def _typed_expr(name: str, x: str, src_type: str, comma: bool = False) -> str:
+    """A canonical column's typed value from the source's ``x``; ``comma``: text numbers may write their
+    decimals after a comma (:func:`finops.ingest.base.decimal_comma`)."""
     target = schema.TYPES[name]
     t = src_type.upper()
     if name == "ts":
@@ -192,11 +195,14 @@ def _typed_expr(name: str, x: str, src_type: str) -> str:
     if t == "BOOLEAN":
         # true or false is no count, time or price: rejected as unreadable (a cast would read it as 1 or 0)
         return f"CAST(NULL AS {target})"
+    def number_sql(value_sql: str) -> str:  # a decimal comma read as the point it stands for
+        blank_sql = f"nullif(trim({value_sql}), '')"
+        return f"replace({blank_sql}, ',', '.')" if comma else blank_sql
     if target in ("BIGINT", "INTEGER"):
-        d = f"TRY_CAST(nullif(trim(CAST({x} AS VARCHAR)), '') AS DOUBLE)" if t == "VARCHAR" else f"TRY_CAST({x} AS DOUBLE)"
+        d = f"TRY_CAST({number_sql(f'CAST({x} AS VARCHAR)')} AS DOUBLE)" if t == "VARCHAR" else f"TRY_CAST({x} AS DOUBLE)"
         return f"CASE WHEN {d} = floor({d}) THEN TRY_CAST({d} AS {target}) END"
     if t == "VARCHAR":
-        return f"TRY_CAST(nullif(trim({x}), '') AS {target})"
+        return f"TRY_CAST({number_sql(x)} AS {target})"
     return f"TRY_CAST({x} AS {target})"
 
 
@@ -327,7 +333,7 @@ def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list, checks_on: bool = True,
-                  absent: bool = True) -> str:
+                  absent: bool = True, decimal_comma: bool = False) -> str:
     """Wrap an adapter's SELECT: typed canonical columns, ``_row``, ``_hash``, ``_reject``.
 
     ``checks_on=False`` leaves ``_reject`` empty: for a second reading of a file already found clean.
@@ -350,7 +356,7 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
                 # spelling of a STRUCT), which the checks reject or a text column keeps
                 x, src_types[name] = f"CAST(to_json(s.{name}) AS VARCHAR)", "VARCHAR"
             raws[name] = x
-            exprs[name] = _typed_expr(name, x, src_types[name])
+            exprs[name] = _typed_expr(name, x, src_types[name], decimal_comma)
             checks.extend(_checks(name, x, exprs[name], src_types[name]))
         else:
             exprs[name] = f"CAST(NULL AS {schema.TYPES[name]})"
@@ -576,6 +582,7 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
     except (duckdb.Error, pa.ArrowException) as exc:
         raise unreadable(exc, file=name, what=adapter.name) from None
     while True:
+        source.decimal_comma = decimal_comma(p)
         current = source        # the reading this attempt used: the one to clean up, whatever comes next
         try:
             with load_memory(con), store.transaction(con):
@@ -604,7 +611,8 @@ def _stage(con, source) -> list[str]:
     """Stage the source's validated rows as ``_stage``; returns the objects to drop afterwards."""
     if source.stage_as_view:
         # a view takes no parameters: it reads them from session variables (sql.view_body)
-        body = sql.view_body(con, validated_sql(con, source.sql, source.params), source.params, "finops_stage")
+        valid = validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma)
+        body = sql.view_body(con, valid, source.params, "finops_stage")
         con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
         return ["VIEW _stage"]
     ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
@@ -614,7 +622,8 @@ def _stage(con, source) -> list[str]:
         # in a transaction start high), the rowids being consecutive
         # the columns the source lacks are not stored in the staged table (a NULL column costs a twentieth
         # of a narrow file's staging): the view adds them back
-        stage_sql = validated_sql(con, source.unnumbered_sql, source.params, absent=False)
+        stage_sql = validated_sql(con, source.unnumbered_sql, source.params, absent=False,
+                                  decimal_comma=source.decimal_comma)
         con.execute(f"CREATE OR REPLACE TEMP TABLE _staged AS {stage_sql}", source.params)
         first, last, n = con.execute("SELECT min(rowid), max(rowid), count(*) FROM _staged").fetchall()[0]
         if not n or last - first + 1 == n:
@@ -627,7 +636,8 @@ def _stage(con, source) -> list[str]:
             con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
             return ["VIEW _stage", "TABLE _staged"]
         con.execute("DROP TABLE _staged")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _stage AS {validated_sql(con, source.sql, source.params)}",
+    con.execute("CREATE OR REPLACE TEMP TABLE _stage AS "
+                f"{validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma)}",
                 source.params)
     return ["TABLE _stage"]
 
@@ -724,7 +734,8 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     rows_read, rows_rejected, n_without, n_unkeyed, n_id_hashes = counts
     if staged == ["VIEW _stage"] and rows_rejected == 0:
         # every row passed: the insert re-reads the file without evaluating the checks again
-        body = sql.view_body(con, validated_sql(con, source.sql, source.params, checks_on=False), source.params,
+        body = sql.view_body(con, validated_sql(con, source.sql, source.params, checks_on=False,
+                                           decimal_comma=source.decimal_comma), source.params,
                              "finops_stage")
         con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
     step(0.4, "removing duplicates")

@@ -15,7 +15,7 @@ import pandas as pd
 
 from finops.errors import InputError
 from finops.ingest import loader
-from finops.ingest.base import IngestOptions, Probe, adapter_named, probe
+from finops.ingest.base import IngestOptions, Probe, adapter_named, decimal_comma, probe
 from finops.ingest.tabular import relation_sql
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
@@ -110,7 +110,7 @@ def _canonical_rows(con, adapter, p: Probe, options: IngestOptions, n: int) -> p
     source = adapter.read(con, p, options)
     while True:
         try:
-            sql = loader.validated_sql(con, source.sql, source.params)
+            sql = loader.validated_sql(con, source.sql, source.params, decimal_comma=decimal_comma(p))
             rows = con.execute(f"SELECT * EXCLUDE (_hash) FROM ({sql}) ORDER BY _row LIMIT ?",
                                [*source.params, n]).df()
             break

@@ -143,6 +143,13 @@ def _openai_usage(usage: dict) -> dict:
             "reasoning_tokens": _count(cdet.get("reasoning_tokens"))}
 
 
+def _status_code(v):
+    """An HTTP status as :func:`_count` reads it, a whole number past 2**53 in its digits (``_count`` gives that
+    as a float: the error type read 'http_-9.223372036854776e+18' where the SQL reading writes the digits)."""
+    code = _count(v)
+    return int(code) if isinstance(code, float) and code.is_integer() else code
+
+
 def openai_batch_row(row: int, rec: dict, options: IngestOptions, name: str = "") -> dict:
     """One line of an OpenAI Batch output file as canonical fields (text)."""
     if not isinstance(rec, dict) or "custom_id" not in rec or not ("response" in rec or "error" in rec):
@@ -156,7 +163,7 @@ def openai_batch_row(row: int, rec: dict, options: IngestOptions, name: str = ""
     if body is not None and not isinstance(body, dict):
         raise InputError("response.body is not an object", file=name, row=row, field="response.body")
     body = _d(body)
-    code = _count(response.get("status_code"))
+    code = _status_code(response.get("status_code"))
     failure = _d(rec.get("error")) or _d(body.get("error"))
     ok = not failure and (code is None or (isinstance(code, int) and 200 <= code < 300))
     tokens = _openai_usage(_d(body.get("usage"))) if ok else {}
@@ -626,7 +633,7 @@ def helicone_row(row: int, rec: dict, options: IngestOptions, name: str = "") ->
     read, write = _count(rec.get("prompt_cache_read_tokens")), _count(rec.get("prompt_cache_write_tokens"))
     if isinstance(prompt, int):
         prompt += _sum_ints(read, write)
-    code = _count(rec.get("response_status"))
+    code = _status_code(rec.get("response_status"))
     ok = code is None or (isinstance(code, int) and 200 <= code < 300)
     cache_ref = _text(rec.get("cache_reference_id"))
     hit = cache_ref is not None and cache_ref not in HELICONE_NO_CACHE
