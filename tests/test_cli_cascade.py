@@ -96,6 +96,17 @@ def test_cascade_text_output(capsys):
     (["cascade", "--cost-small", "1", "--cost-large", "8"], "needs FILE"),
     (["edge", "--rtt-ms", "-5"], "field rtt_ms"),
     (["edge", "--delta-q", "nan"], "field quality_gain"),
+    # a number past what the inequality takes printed a cost of 300 digits (1e308 ms of RTT), a draw count
+    # past memory took 7.8 GB (3e8 draws), a negative one or seed a numpy traceback
+    (["edge", "--rtt-ms", "1e308"], "field rtt_ms: must be at most 600,000 ms"),
+    (["edge", "--value-usd", "1e308"], "field value_usd: must be at most $1,000,000"),
+    (["edge", "--rtt-dist", "normal", "--samples", "-1"], "field samples: draw 1 to 1,000,000"),
+    (["edge", "--rtt-dist", "normal", "--samples", "300000000"], "field samples"),
+    (["edge", "--rtt-dist", "lognormal", "--seed", "-1"], "field seed"),
+    (["edge", "--rtt-dist", "normal", "--jitter-ms", "1e308"], "at most 600,000 ms"),
+    # a cost of 1e308 a call averaged to inf
+    (["cascade", GSM8K, "--map", MAP, "--cost-small", "1e308", "--cost-large", "8"],
+     "field cost_small: must be a cost of at most 1,000,000,000,000 a call"),
 ])
 def test_bad_input_exits_1_with_a_clear_message(capsys, argv, message):
     assert main(argv) == 1
@@ -109,6 +120,10 @@ def test_cascade_bad_cell_names_file_row_field(tmp_path, capsys):
     assert main(["cascade", str(f), "--cost-small", "1", "--cost-large", "8"]) == 1
     err = capsys.readouterr().err
     assert f"file {f}, row 2, field large_quality: 'oops'" in err
+    # a quality past 1e12 made the curve's sums inf: named like any bad cell
+    f.write_text("confidence,small_quality,large_quality\n0.9,1,1\n0.4,1e300,0\n")
+    assert main(["cascade", str(f), "--cost-small", "1", "--cost-large", "8"]) == 1
+    assert f"file {f}, row 2, field small_quality: '1e300' is past 1,000,000,000,000" in capsys.readouterr().err
 
 
 def test_edge_json_defaults_are_the_seed(capsys):

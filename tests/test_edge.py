@@ -67,6 +67,13 @@ def test_break_even_degenerate_cases_are_answers():
     hopeless = edge.break_even_rtt(edge.EdgeInputs(quality_gain=0.02))   # 0.01 $ < 0.01 $ + latency
     assert hopeless.never_pays and "zero RTT" in hopeless.note
     assert edge.latency_value_for_break_even(edge.EdgeInputs(quality_gain=0.0), 1000) is None
+    # a crossing past any RTT taken (margin $0.065 / $1e-9 a second: 65 million seconds) pays at every RTT
+    far = edge.break_even_rtt(edge.EdgeInputs(latency_value_usd_per_s=1e-9))
+    assert far.always_pays and far.rtt_ms is None and "600,000 ms" in far.note
+    assert edge.decide(edge.EdgeInputs(rtt_ms=600_000, latency_value_usd_per_s=1e-9)).escalate
+    # within it, the note's milliseconds carry separators: (0.075 - 0.01) / 0.0002 - 0.3 s = 324.7 s
+    near = edge.break_even_rtt(edge.EdgeInputs(latency_value_usd_per_s=0.0002))
+    assert near.rtt_ms == pytest.approx(324_700) and "RTT < 324,700 ms" in near.note
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -75,6 +82,10 @@ def test_break_even_degenerate_cases_are_answers():
     (dict(edge_quality=1.2), "edge_quality"),
     (dict(quality_gain=0.5), "quality_gain"),          # 0.80 + 0.5 > 1
     (dict(cloud_ms="slow"), "cloud_ms"),
+    (dict(rtt_ms=600_001), "rtt_ms"),                  # past ten minutes: no round trip
+    (dict(edge_ms=1e308), "edge_ms"),
+    (dict(latency_value_usd_per_s=1e308), "latency_value_usd_per_s"),   # a cost of inf dollars
+    (dict(network_cost_usd=1_000_000.01), "network_cost_usd"),
 ])
 def test_bad_inputs_raise_input_error(kwargs, field):
     with pytest.raises(InputError, match=f"field {field}"):

@@ -115,9 +115,9 @@ def test_upload_errors_name_the_upload_not_the_temp_file():
 
 
 def test_rtt_samples_from_upload():
-    assert_allclose(uploads.rtt_samples_from_upload(b"rtt_ms\n80\n1500\n", "rtt.csv"), [80, 1500])
+    assert_allclose(uploads.rtt_samples_from_upload(b"rtt_ms\n80\n1500\n", "rtt.csv", max_ms=600_000), [80, 1500])
     with pytest.raises(InputError, match="rtt.csv"):
-        uploads.rtt_samples_from_upload(b"rtt_ms\n-3\n", "rtt.csv")
+        uploads.rtt_samples_from_upload(b"rtt_ms\n-3\n", "rtt.csv", max_ms=600_000)
 
 
 # ---------------------------------------------------------------------------------------
@@ -126,13 +126,13 @@ def test_rtt_samples_from_upload():
 def test_load_rtt_samples(tmp_path):
     f = tmp_path / "rtt.csv"
     f.write_text("rtt_ms,region\n80,eu\n95.5,eu\n")
-    assert_allclose(uploads.load_rtt_samples(f), [80, 95.5])
+    assert_allclose(uploads.load_rtt_samples(f, max_ms=600_000), [80, 95.5])
     f.write_text("rtt_ms\n80\nlate\n")
     with pytest.raises(InputError, match=r"rtt\.csv, row 2, field rtt_ms: 'late'"):
-        uploads.load_rtt_samples(f)
+        uploads.load_rtt_samples(f, max_ms=600_000)
     f.write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="name the RTT column"):
-        uploads.load_rtt_samples(f)
+        uploads.load_rtt_samples(f, max_ms=600_000)
 
 
 # ---------------------------------------------------------------------------------------

@@ -331,18 +331,18 @@ d0 = edge.EdgeInputs()
 e1, e2, e3 = st.columns(3)
 dq = e1.number_input("Quality gained (share of answers made right, ΔQ)", -1.0, 1.0, d0.quality_gain, 0.01,
                      help="For example 80 % → 95 % right: ΔQ = 0.15.")
-vq = e1.number_input("Value of one wrong answer made right ($, V_q)", 0.0, None, d0.value_usd, 0.05)
+vq = e1.number_input("Value of one wrong answer made right ($, V_q)", 0.0, edge.MAX_USD, d0.value_usd, 0.05)
 q_edge = e1.number_input("Edge model quality (share right, for expected quality)", 0.0, 1.0, d0.edge_quality, 0.01)
-dc = e2.number_input("Extra inference cost, cloud minus edge ($ per request, ΔC_infer)", 0.0, None, d0.infer_cost_diff_usd,
+dc = e2.number_input("Extra inference cost, cloud minus edge ($ per request, ΔC_infer)", 0.0, edge.MAX_USD, d0.infer_cost_diff_usd,
                      0.001, format="%.4f", help="For example ($8 − $1) per 1,000 = $0.007.")
-cnet = e2.number_input("Network cost up and down ($ per request, C_net)", 0.0, None, d0.network_cost_usd, 0.001,
+cnet = e2.number_input("Network cost up and down ($ per request, C_net)", 0.0, edge.MAX_USD, d0.network_cost_usd, 0.001,
                        format="%.4f", help="For example inference difference + traffic ≈ $0.01, so $0.003.")
-vlat = e2.number_input("Value of a second of latency ($ per second, V_lat)", 0.0, None, d0.latency_value_usd_per_s, 0.005,
+vlat = e2.number_input("Value of a second of latency ($ per second, V_lat)", 0.0, edge.MAX_USD, d0.latency_value_usd_per_s, 0.005,
                        format="%.4f", help="For example 80 ms RTT + 300 ms cloud time worth ≈ $0.03: "
                                            "0.03 / 0.38 = $0.0789 per second.")
-rtt = e3.number_input("Network round trip (ms, RTT)", 0.0, None, d0.rtt_ms, 10.0, key="rtt_ms")
-t_cloud = e3.number_input("Cloud inference time (ms, T_cloud)", 0.0, None, d0.cloud_ms, 10.0)
-t_edge = e3.number_input("Edge time saved by escalating (ms, T_edge)", 0.0, None, d0.edge_ms, 10.0,
+rtt = e3.number_input("Network round trip (ms, RTT)", 0.0, edge.MAX_RTT_MS, d0.rtt_ms, 10.0, key="rtt_ms")
+t_cloud = e3.number_input("Cloud inference time (ms, T_cloud)", 0.0, edge.MAX_RTT_MS, d0.cloud_ms, 10.0)
+t_edge = e3.number_input("Edge time saved by escalating (ms, T_edge)", 0.0, edge.MAX_RTT_MS, d0.edge_ms, 10.0,
                          help="0 by default: the edge attempt is already spent.")
 inputs = edge.EdgeInputs(dq, vq, dc, cnet, rtt, t_cloud, t_edge, vlat, q_edge)
 try:
@@ -376,13 +376,14 @@ if decision is not None:
                                     help="A column rtt_ms, or a single column, one RTT per request.")
         if rtt_file is not None:
             try:
-                samples = uploads.rtt_samples_from_upload(rtt_file.getvalue(), rtt_file.name)
+                samples = uploads.rtt_samples_from_upload(rtt_file.getvalue(), rtt_file.name,
+                                                          max_ms=edge.MAX_RTT_MS)
                 rtt_origin = f"your RTT samples ({rtt_file.name}, {len(samples):,} requests)"
             except InputError as exc:
                 st.error(str(exc), icon=":material/error:")
     else:
-        mean_ms = r2.number_input("Mean RTT (ms)", 0.0, None, rtt, 10.0, key="rtt_mean")
-        jitter_ms = r3.number_input("Jitter: standard deviation (ms)", 0.0, None, 150.0, 10.0,
+        mean_ms = r2.number_input("Mean RTT (ms)", 0.0, edge.MAX_RTT_MS, rtt, 10.0, key="rtt_mean")
+        jitter_ms = r3.number_input("Jitter: standard deviation (ms)", 0.0, edge.MAX_RTT_MS, 150.0, 10.0,
                                     help="Your input. 150 ms around an 80 ms mean is a congested link.")
         try:
             samples = edge.RttDistribution(kind, mean_ms, jitter_ms).sample(100_000, 0)   # a fixed draw

@@ -49,6 +49,15 @@ from finops.fmt import usd
 SEED_LATENCY_VALUE_USD_PER_S = 0.03 / 0.380
 """The seed prices 80 ms RTT + 300 ms cloud time at about 0.03 $."""
 
+#: the longest RTT (and cloud or edge time) taken, and the longest a curve is drawn to: ten minutes
+MAX_RTT_MS = 600_000.0
+#: the largest dollar input taken (a value, a cost per request, a value of a second): a million dollars
+MAX_USD = 1_000_000.0
+#: the most RTT draws a distribution gives (100,000 on the page: 8 bytes each)
+MAX_SAMPLES = 1_000_000
+_MS_FIELDS = ("rtt_ms", "cloud_ms", "edge_ms")
+_USD_FIELDS = ("value_usd", "infer_cost_diff_usd", "network_cost_usd", "latency_value_usd_per_s")
+
 
 @dataclass(frozen=True)
 class EdgeInputs:
@@ -82,10 +91,14 @@ class EdgeInputs:
                 ok = False
             if not ok:
                 raise InputError(f"must be a finite number, got {value!r}", field=name)
-        for name in ("value_usd", "infer_cost_diff_usd", "network_cost_usd", "rtt_ms", "cloud_ms",
-                     "edge_ms", "latency_value_usd_per_s"):
+        for name in (*_USD_FIELDS, *_MS_FIELDS):
             if getattr(self, name) < 0:
                 raise InputError(f"must be >= 0, got {getattr(self, name)}", field=name)
+        for names, most, what in ((_USD_FIELDS, MAX_USD, f"${MAX_USD:,.0f}"),
+                                  (_MS_FIELDS, MAX_RTT_MS, f"{MAX_RTT_MS:,.0f} ms (ten minutes)")):
+            for name in names:
+                if getattr(self, name) > most:
+                    raise InputError(f"must be at most {what}, got {getattr(self, name):,.6g}", field=name)
         if not 0 <= self.edge_quality <= 1:
             raise InputError(f"is a probability (0-1), got {self.edge_quality}", field="edge_quality")
         if not 0 <= self.edge_quality + self.quality_gain <= 1 + 1e-12:
@@ -183,8 +196,12 @@ def break_even_rtt(inputs: EdgeInputs = EdgeInputs()) -> BreakEven:
     rtt_s = margin / inputs.latency_value_usd_per_s - (inputs.cloud_ms - inputs.edge_ms) / 1000.0
     if rtt_s <= 0:
         return BreakEven(None, False, True, "escalation does not pay even at zero RTT")
+    if rtt_s * 1000.0 > MAX_RTT_MS:
+        # a crossing past any RTT taken (a tiny V_lat): no number of a billion years to show
+        return BreakEven(None, True, False, f"escalation pays at any RTT up to {MAX_RTT_MS:,.0f} ms (ten minutes): "
+                                            "the latency it adds costs less than the gain")
     return BreakEven(rtt_s * 1000.0, False, False,
-                     f"escalation pays while RTT < {rtt_s * 1000.0:.0f} ms")
+                     f"escalation pays while RTT < {rtt_s * 1000.0:,.0f} ms")
 
 
 def latency_value_for_break_even(inputs: EdgeInputs, rtt_ms: float) -> float | None:
@@ -221,9 +238,8 @@ def decide(inputs: EdgeInputs = EdgeInputs()) -> EdgeDecision:
                         inputs.rtt_ms + inputs.cloud_ms - inputs.edge_ms, break_even_rtt(inputs), verdict)
 
 
-#: the longest RTT a curve is drawn to (ten minutes) and the most points it has: a wider range or a
-#: finer step coarsens the step (``curve.attrs["step_ms"]`` says which was used)
-MAX_RTT_MS = 600_000.0
+#: the most points a curve has (to :data:`MAX_RTT_MS`): a finer step is coarsened (``curve.attrs["step_ms"]``
+#: says which was used)
 MAX_CURVE_POINTS = 2_001
 
 
@@ -278,6 +294,8 @@ class RttDistribution:
             raise InputError("RTT mean and jitter must be finite", field="rtt_ms")
         if self.mean_ms < 0 or self.jitter_ms < 0 or (self.kind == "lognormal" and self.mean_ms == 0):
             raise InputError("RTT mean must be > 0 (>= 0 for normal) and jitter >= 0", field="rtt_ms")
+        if max(self.mean_ms, self.jitter_ms) > MAX_RTT_MS:
+            raise InputError(f"RTT mean and jitter are at most {MAX_RTT_MS:,.0f} ms (ten minutes)", field="rtt_ms")
 
     def _frozen(self):
         from scipy import stats  # imported when used: it costs every CLI command 0.5 s at start-up
@@ -288,8 +306,12 @@ class RttDistribution:
         return stats.lognorm(s=sigma, scale=self.mean_ms * np.exp(-sigma ** 2 / 2))
 
     def sample(self, n: int = 100_000, seed: int = 0) -> np.ndarray:
-        """``n`` seeded draws in ms."""
+        """``n`` seeded draws in ms (1 to :data:`MAX_SAMPLES`; a seed 0 to 2**32 - 1)."""
         self._validate()
+        if not 1 <= int(n) <= MAX_SAMPLES:
+            raise InputError(f"draw 1 to {MAX_SAMPLES:,} RTT samples, not {int(n):,}", field="samples")
+        if not 0 <= int(seed) < 2 ** 32:
+            raise InputError(f"a seed is a whole number from 0 to {2 ** 32 - 1:,}, not {int(seed):,}", field="seed")
         if self.jitter_ms == 0:
             return np.full(int(n), float(self.mean_ms))
         draws = self._frozen().rvs(size=int(n), random_state=np.random.default_rng(seed))

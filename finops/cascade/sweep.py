@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from finops.errors import InputError
+from finops.ingest import uploads
 
 CURVE_COLUMNS: tuple[str, ...] = ("threshold", "escalation_rate", "avg_cost", "avg_quality")
 QUALITY_TOLERANCE = 1e-12
@@ -145,6 +146,11 @@ class CascadeReport:
 # ----------------------------------------------------------------------------------------
 # input validation
 # ----------------------------------------------------------------------------------------
+#: the largest magnitude of a confidence, quality or cost of one query: the curve's sums over millions of
+#: queries stay finite (a cost of 1e308 per call averaged to inf); an eval file's reading names the row
+MAX_ABS_VALUE = uploads.MAX_ABS_VALUE
+
+
 def _vector(name: str, values, n: int | None = None) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=float)
@@ -157,6 +163,9 @@ def _vector(name: str, values, n: int | None = None) -> np.ndarray:
     if not np.isfinite(arr).all():
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise InputError(f"value {arr[bad]!r} at position {bad} is not a finite number", field=name)
+    if (np.abs(arr) > MAX_ABS_VALUE).any():
+        bad = int(np.flatnonzero(np.abs(arr) > MAX_ABS_VALUE)[0])
+        raise InputError(f"value {arr[bad]:,.6g} at position {bad} is past {MAX_ABS_VALUE:,.0f}", field=name)
     return arr
 
 
@@ -168,6 +177,8 @@ def _cost(name: str, cost, n: int) -> float | np.ndarray:
             raise InputError(f"{cost!r} is not a number", field=name) from None
         if not np.isfinite(value) or value < 0:
             raise InputError(f"must be a finite cost >= 0, got {value!r}", field=name)
+        if value > MAX_ABS_VALUE:
+            raise InputError(f"must be a cost of at most {MAX_ABS_VALUE:,.0f} a call, got {value:,.6g}", field=name)
         return value
     arr = _vector(name, cost, n)
     if (arr < 0).any():

@@ -53,7 +53,7 @@ def run(args) -> int:
     curve = edge.net_benefit_curve(inputs, max_rtt_ms=args.max_rtt_ms, step_ms=args.step_ms)
     samples = None
     if args.rtt_samples:
-        samples = uploads.load_rtt_samples(args.rtt_samples, args.rtt_column)
+        samples = uploads.load_rtt_samples(args.rtt_samples, args.rtt_column, max_ms=edge.MAX_RTT_MS)
     elif args.rtt_dist:
         samples = edge.RttDistribution(args.rtt_dist, inputs.rtt_ms, args.jitter_ms).sample(args.samples, args.seed)
     policies = edge.compare_policies(inputs, samples) if samples is not None else None

@@ -256,16 +256,22 @@ def parse_mapping(text: str | list[str] | Mapping[str, str] | None) -> dict[str,
     return mapping
 
 
+#: the largest magnitude of an eval's confidence, quality or cost (finops.cascade.sweep takes no larger): the
+#: curve's sums over millions of queries stay finite (a cost of 1e308 a call averaged to inf)
+MAX_ABS_VALUE = 1e12
+
+
 def _parse_column(raw: pd.Series, *, file: str, key: str, column: str, cost: bool) -> np.ndarray:
     text = raw.astype(str).str.strip()
     lowered = text.str.lower()
     values = pd.to_numeric(text.where(~lowered.isin(_BOOL_WORDS.keys()), lowered.map(_BOOL_WORDS)),
                            errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~np.isfinite(values) | ((values < 0) if cost else False))
+    bad = np.flatnonzero(~np.isfinite(values) | ((values < 0) if cost else False) | (np.abs(values) > MAX_ABS_VALUE))
     if bad.size:
         i = int(bad[0])
         why = "is empty" if text.iloc[i] == "" else (
-            "is a negative cost" if cost and np.isfinite(values[i]) else "is not a finite number (or True/False)")
+            "is not a finite number (or True/False)" if not np.isfinite(values[i]) else
+            f"is past {MAX_ABS_VALUE:,.0f}" if abs(values[i]) > MAX_ABS_VALUE else "is a negative cost")
         raise InputError(f"{text.iloc[i]!r} {why} (column {column!r}, mapped to {key}); "
                          f"{bad.size} bad value(s) in this column", file=file, row=i + 1, field=column)
     return values + 0.0
@@ -336,9 +342,9 @@ def eval_from_upload(data: bytes, name: str, mapping: Mapping[str, str]) -> Eval
 
 # ---------------------------------------------------------------- RTT samples
 
-def load_rtt_samples(path, column: str | None = None) -> np.ndarray:
+def load_rtt_samples(path, column: str | None = None, *, max_ms: float) -> np.ndarray:
     """RTT samples in ms from a CSV: ``column``, else a column named ``rtt_ms``, else the
-    only column. Errors name the file, row (1 = first data row) and column."""
+    only column; each from 0 to ``max_ms``. Errors name the file, row (1 = first data row) and column."""
     path = Path(path)
     frame = read_text_csv(path)
     if column is None:
@@ -347,16 +353,16 @@ def load_rtt_samples(path, column: str | None = None) -> np.ndarray:
         raise InputError(f"name the RTT column (ms); columns are {list(frame.columns)}", file=str(path),
                          field=column or "rtt_ms")
     values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > max_ms))
     if bad.size:
         i = int(bad[0])
-        raise InputError(f"{frame[column].iloc[i]!r} is not an RTT in ms (a number >= 0)", file=str(path),
-                         row=i + 1, field=column)
+        raise InputError(f"{frame[column].iloc[i]!r} is not an RTT in ms (a number from 0 to {max_ms:,.0f})",
+                         file=str(path), row=i + 1, field=column)
     if values.size == 0:
         raise InputError("no RTT samples in the file", file=str(path))
     return values
 
 
-def rtt_samples_from_upload(data: bytes, name: str, column: str | None = None) -> np.ndarray:
+def rtt_samples_from_upload(data: bytes, name: str, column: str | None = None, *, max_ms: float) -> np.ndarray:
     """Uploaded RTT samples (ms) read by :func:`load_rtt_samples`."""
-    return read_upload(data, name, lambda path: load_rtt_samples(path, column))
+    return read_upload(data, name, lambda path: load_rtt_samples(path, column, max_ms=max_ms))
