@@ -222,6 +222,19 @@ def test_fleet_cost_of_no_fleet_or_an_overloaded_one():
     assert "serve at most 4" in over.note
 
 
+@pytest.mark.parametrize("kwargs, field", [
+    # $1e300 per GPU-hour showed a cost per hour of 300 digits; 1e300 tokens a request "< $0.000001"
+    (dict(gpu_hour_usd=1e300), "gpu_hour_usd"), (dict(gpu_hour_usd=1_000.01), "gpu_hour_usd"),
+    (dict(tokens_per_request=1e300), "tokens_per_request"),
+])
+def test_fleet_cost_refuses_figures_past_the_fields_bounds(kwargs, field):
+    args = dict(replicas=2, gpus_per_replica=1, gpu_hour_usd=2.0, arrival_rate_per_s=1.0, tokens_per_request=1000)
+    with pytest.raises(InputError, match=f"field {field}: must be at most"):
+        calculator.fleet_cost(**{**args, **kwargs})
+    assert calculator.fleet_cost(**{**args, "gpu_hour_usd": 1_000, "tokens_per_request": 10_000_000}).cost_per_hour_usd \
+        == 2_000
+
+
 # ---------------------------------------------------------------- load test -> instances
 
 HAND_CSV = """# a hand-worked load test of one instance
@@ -266,6 +279,17 @@ def test_fit_loadtest_states():
     assert (easy.instances, easy.instances_with_redundancy) == (5, 6)
     empty = loadtest.fit_loadtest(pts.iloc[:0], target_qps=10, p99_target_s=5.0)
     assert empty.state == "no_points"
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    # 1e300 req/s asked for 7e298 instances; 1e15 instances tested made one instance 1.4e-14 req/s
+    (dict(target_qps=1e300), "target_qps"), (dict(p99_target_s=3_601), "p99_target_s"),
+    (dict(instances_tested=100_001), "instances_tested"),
+])
+def test_fit_loadtest_refuses_figures_past_the_fields_bounds(kwargs, field):
+    pts = pd.DataFrame({"qps": [1.0, 2.0], "p99_s": [1.0, 4.0]})
+    with pytest.raises(InputError, match=f"field {field}: must be at most"):
+        loadtest.fit_loadtest(pts, **{"target_qps": 10, "p99_target_s": 2.0, **kwargs})
 
 
 def test_fit_loadtest_per_instance_when_several_were_tested():

@@ -93,7 +93,10 @@ def test_size_text_output(capsys):
     (["size", "--arrival-rate", "5", "--service-rate", "0"], "service_rate: must be > 0"),
     (["size", "--arrival-rate", "5", "--service-rate", "2", "--target-utilization", "1.5"], "(0, 1]"),
     (["size", "--arrival-rate", "5", "--service-rate", "2", "--wait-percentile", "0.9"], "needs wait_sla_s"),
-    (["mmc", "--arrival-rate", "nan", "--service-rate", "2", "--servers", "3"], "must be finite"),
+    (["mmc", "--arrival-rate", "nan", "--service-rate", "2", "--servers", "3"], "must be a finite number, got nan"),
+    # a CV of 1e308 squared to inf: the message named wait_factor, no option of the command ("np.float64(inf)")
+    (["mmc", "--arrival-rate", "10", "--service-rate", "1", "--servers", "11", "--cv-service", "1e308"],
+     "field cv_service: must be at most 10"),
 ])
 def test_bad_input_exits_1_with_a_clear_message(capsys, argv, message):
     assert main(argv) == 1
@@ -116,3 +119,11 @@ def test_issue_command_verbatim():
                            "--servers", "8", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert _strict(proc.stdout)["state"] == "ok"
+
+
+def test_figures_read_without_exponents(capsys):
+    """1e12 req/s printed 'lambda = 1e+12', 'mean in system L 2e+12 requests' and servers without separators."""
+    assert main(["size", "--arrival-rate", "1e12", "--service-rate", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "lambda = 1,000,000,000,000 req/s" in out and "servers                  1,000,000,000,001" in out
+    assert "e+" not in out

@@ -151,6 +151,18 @@ def test_fill_from_logs_sets_the_inputs(demo_page):
     assert "then edited" in texts(at)
 
 
+def test_a_fill_past_a_fields_bound_is_set_at_the_bound_and_said(demo_copy):
+    """A price book's 5,000 slots per replica (the book takes up to 10,000) showed as 1 slot, silently."""
+    import duckdb
+    con = duckdb.connect(demo_copy)
+    con.execute("UPDATE prices SET slots_per_replica = 5000 WHERE kind = 'self_hosted'")
+    con.close()
+    at = run_page(demo_copy, PAGE)
+    assert not at.exception
+    assert at.number_input(key="cap_slots").value == 4096
+    assert "slots 5,000 is outside 1 to 4,096: 4,096 is used" in texts(at)
+
+
 def test_forecast_and_autoscaling_sections_when_opened(demo_page):
     at = demo_page
     assert "Peak forecast (req/s)" not in _metrics(at)          # closed sections do no work

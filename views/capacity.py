@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from finops import charts
-from finops.capacity import calculator, plans
+from finops.capacity import calculator, plans, queueing
 from finops.capacity.calculator import BINDING_LABELS, format_seconds
 from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.capacity.loadtest import fit_loadtest
@@ -63,8 +63,11 @@ else:
 SCENARIO_KEYS = ("cap_lambda", "cap_sla_s", "cap_service_s", "cap_cv_service", "cap_cv_arrival", "cap_replicas",
                  "cap_slots", "cap_rho", "cap_redundancy_pct")
 LIMITS = {"cap_lambda": (0.0, 1_000_000.0), "cap_sla_s": (0.0, 3_600.0), "cap_service_s": (0.001, 3_600.0),
-          "cap_mu": (0.001, 1_000.0), "cap_cv_service": (0.0, 10.0), "cap_cv_arrival": (0.0, 10.0),
+          "cap_mu": (0.001, 1_000.0), "cap_cv_service": (0.0, queueing.MAX_CV), "cap_cv_arrival": (0.0, queueing.MAX_CV),
           "cap_replicas": (0, 100_000), "cap_slots": (1, 4096), "cap_rho": (0.30, 0.95), "cap_redundancy_pct": (0, 100)}
+# the fields a fill sets besides the scenario's, with their ranges
+FILL_LIMITS = {"cap_gpu_hour_usd": (0.0, calculator.MAX_GPU_HOUR_USD), "cap_gpus": (1, 64),
+               "cap_tokens": (0.0, calculator.MAX_TOKENS_PER_REQUEST)}
 # a first visit with no scenario in its link opens on the busiest self-hosted model of the logs (below)
 FRESH = "cap_lambda" not in st.session_state and not any(k in st.query_params for k in SCENARIO_KEYS)
 if "cap_url_read" not in st.session_state:
@@ -123,6 +126,15 @@ def _fill(model: str, slots: int | None = None) -> None:
         values["cap_priced_as"] = f"{model}'s row of the price book"
     if pd.notna(row["tokens_per_request"]):
         values["cap_tokens"] = round(float(row["tokens_per_request"]), 1)
+    # a figure of the logs or the price book past what a field takes is set at the field's bound and said (a
+    # book's 5,000 slots per replica showed as 1)
+    clamped = []
+    for key, (lo, hi) in {**LIMITS, **FILL_LIMITS}.items():
+        if key in values and not lo <= values[key] <= hi:
+            bound = lo if values[key] < lo else hi
+            clamped.append(f"{key.removeprefix('cap_')} {values[key]:,} is outside {lo:,} to {hi:,}: {bound:,} is used")
+            values[key] = type(values[key])(bound)
+    values["cap_fill_clamped"] = clamped
     st.session_state.update(values)
     st.session_state["cap_filled_values"] = {k: v for k, v in values.items() if k in SCENARIO_KEYS}
 
@@ -131,6 +143,9 @@ if FRESH and not observed.empty:
     _busiest = observed.sort_values(["requests_peak_hour", "model"], ascending=[False, True])["model"].iloc[0]
     st.session_state["cap_model"] = _busiest
     _fill(_busiest)
+if st.session_state.get("cap_fill_clamped"):
+    st.warning("The logs or the price book gave values the calculator does not take: "
+               + "; ".join(st.session_state["cap_fill_clamped"]), icon=":material/tune:")
 
 # ================================================================ calculator
 st.header("Queueing calculator")
@@ -237,10 +252,11 @@ st.caption(f"Source: {_scenario_origin()}. Waits are queue waits before service,
 
 st.subheader("What the fleet costs")
 e1, e2, e3 = st.columns(3)
-gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, step=0.1, format="%.3f", key="cap_gpu_hour_usd",
+gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, max_value=calculator.MAX_GPU_HOUR_USD, step=0.1, format="%.3f", key="cap_gpu_hour_usd",
                           help="From the price book when filled from a self-hosted model.")
 gpus = e2.number_input("GPUs per replica", min_value=1, max_value=64, step=1, key="cap_gpus")
-tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0, step=100.0, format="%.6g",
+tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0,
+                         max_value=calculator.MAX_TOKENS_PER_REQUEST, step=100.0, format="%.6g",
                          key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")
 now = calculator.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
 need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
@@ -419,10 +435,10 @@ except InputError as exc:
 
 if points is not None:
     t1, t2, t3, t4 = st.columns(4)
-    target_qps = t1.number_input("Target QPS (req/s)", min_value=0.0, value=50.0, step=5.0, key="cap_lt_qps")
-    p99_target = t2.number_input("P99 latency target (s)", min_value=0.01, value=2.0, step=0.1, key="cap_lt_p99")
+    target_qps = t1.number_input("Target QPS (req/s)", min_value=0.0, max_value=calculator.MAX_ARRIVAL_RATE, value=50.0, step=5.0, key="cap_lt_qps")
+    p99_target = t2.number_input("P99 latency target (s)", min_value=0.01, max_value=calculator.MAX_TARGET_S, value=2.0, step=0.1, key="cap_lt_p99")
     lt_red = t3.slider("Redundancy (%)", 0, 100, 25, 5, key="cap_lt_red")
-    tested = t4.number_input("Instances behind the tested endpoint", min_value=1, value=1, step=1, key="cap_lt_tested")
+    tested = t4.number_input("Instances behind the tested endpoint", min_value=1, max_value=calculator.MAX_INSTANCES, value=1, step=1, key="cap_lt_tested")
     fit = fit_loadtest(points, target_qps=target_qps, p99_target_s=p99_target, redundancy=lt_red / 100,
                                 instances_tested=int(tested))
     n1, n2, n3, n4 = st.columns(4)

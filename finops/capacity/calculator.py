@@ -75,19 +75,32 @@ def format_seconds(seconds: float | None) -> str:
 
 # ---------------------------------------------------------------- calculator
 
-def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+#: the most each what-if input takes (the Capacity page's fields stop there too): past them a figure is no
+#: plan but digits (1e300 req/s asked for 7e298 instances, $1e300 per GPU-hour a cost of 300 digits)
+MAX_ARRIVAL_RATE = 1_000_000.0      # req/s
+MAX_TARGET_S = 3_600.0              # a latency target or wait SLA, s
+MAX_INSTANCES = 100_000             # replicas, or instances behind a tested endpoint
+MAX_GPU_HOUR_USD = 1_000.0          # $ per GPU-hour: some hundred times a data-centre GPU's rent
+MAX_TOKENS_PER_REQUEST = 10_000_000.0   # the longest context windows offered
+
+
+def check_positive(name: str, value: float, *, allow_zero: bool = False, most: float | None = None) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
         raise InputError(f"must be a number, got {value!r}", field=name) from None
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise InputError(f"must be {'>= 0' if allow_zero else '> 0'} and finite, got {value!r}", field=name)
+    if most is not None and v > most:
+        raise InputError(f"must be at most {most:,g}, got {v:,.6g}", field=name)
     return v
 
 
-def check_whole(name: str, value, minimum: int) -> int:
+def check_whole(name: str, value, minimum: int, most: int | None = None) -> int:
     if value is None or int(value) != value or value < minimum:
         raise InputError(f"must be a whole number >= {minimum}, got {value!r}", field=name)
+    if most is not None and value > most:
+        raise InputError(f"must be at most {most:,}, got {int(value):,}", field=name)
     return int(value)
 
 
@@ -272,12 +285,13 @@ def fleet_cost(replicas: int, gpus_per_replica: int, gpu_hour_usd: float | None,
     """
     reps = check_whole("replicas", replicas, 0)
     gpus = reps * check_whole("gpus_per_replica", gpus_per_replica, 1)
-    per_hour = None if gpu_hour_usd is None else gpus * check_positive("gpu_hour_usd", gpu_hour_usd, allow_zero=True)
+    per_hour = None if gpu_hour_usd is None else gpus * check_positive("gpu_hour_usd", gpu_hour_usd, allow_zero=True,
+                                                                         most=MAX_GPU_HOUR_USD)
     lam = check_positive("arrival_rate_per_s", arrival_rate_per_s, allow_zero=True)
     served = lam if capacity_per_s is None else min(lam, check_positive("capacity_per_s", capacity_per_s,
                                                                            allow_zero=True))
     tokens = None if tokens_per_request is None else served * 3600.0 * check_positive(
-        "tokens_per_request", tokens_per_request, allow_zero=True)
+        "tokens_per_request", tokens_per_request, allow_zero=True, most=MAX_TOKENS_PER_REQUEST)
     note = ""
     per_1m = None
     if per_hour is None:

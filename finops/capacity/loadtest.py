@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from finops.capacity.calculator import check_positive, check_whole
+from finops.capacity.calculator import (
+    MAX_ARRIVAL_RATE,
+    MAX_INSTANCES,
+    MAX_TARGET_S,
+    check_positive,
+    check_whole,
+)
 from finops.errors import InputError
 from finops.ingest.loadtests import POINT_COLUMNS
 
@@ -57,9 +63,9 @@ def fit_loadtest(points: pd.DataFrame, *, target_qps: float, p99_target_s: float
     >>> fit.state, fit.per_instance_qps, fit.instances, fit.instances_with_redundancy
     ('ok', 25.0, 2, 3)
     """
-    target_qps = check_positive("target_qps", target_qps, allow_zero=True)
-    p99_target_s = check_positive("p99_target_s", p99_target_s)
-    tested = check_whole("instances_tested", instances_tested, 1)
+    target_qps = check_positive("target_qps", target_qps, allow_zero=True, most=MAX_ARRIVAL_RATE)
+    p99_target_s = check_positive("p99_target_s", p99_target_s, most=MAX_TARGET_S)
+    tested = check_whole("instances_tested", instances_tested, 1, most=MAX_INSTANCES)
     if redundancy < 0:
         raise InputError(f"must be >= 0, got {redundancy}", field="redundancy")
     pts = points.copy()

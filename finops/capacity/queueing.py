@@ -57,6 +57,10 @@ STATE_MESSAGES = {
 }
 
 # Percentiles of the queue wait reported by mmc(): field name -> p.
+#: the largest coefficient of variation taken (std / mean of inter-arrival or service times): the Capacity page's
+#: bound; a larger one squared overflowed the wait factor to inf
+MAX_CV = 10.0
+
 WAIT_PERCENTILES = (("wait_p50_s", 0.50), ("wait_p90_s", 0.90), ("wait_p95_s", 0.95),
                     ("wait_p99_s", 0.99))
 
@@ -70,7 +74,7 @@ def _check(name: str, value, *, allow_zero: bool = True) -> np.ndarray:
     except (TypeError, ValueError):
         raise InputError(f"must be a number, got {value!r}", field=name) from None
     if not np.all(np.isfinite(arr)):
-        raise InputError(f"must be finite, got {value!r}", field=name)
+        raise InputError(f"must be a finite number, got {arr[~np.isfinite(arr)].flat[0]:g}", field=name)
     bad = arr < 0 if allow_zero else arr <= 0
     if np.any(bad):
         what = ">= 0" if allow_zero else "> 0"
@@ -422,6 +426,10 @@ def ggc(arrival_rate, service_rate, servers, cv_arrival=1.0, cv_service=1.0) -> 
     """
     ca = _check("cv_arrival", cv_arrival)
     cs = _check("cv_service", cv_service)
+    for name, cv in (("cv_arrival", ca), ("cv_service", cs)):
+        if np.any(cv > MAX_CV):
+            raise InputError(f"must be at most {MAX_CV:g} (a standard deviation {MAX_CV:g} times the mean), "
+                             f"got {cv[cv > MAX_CV].flat[0]:,.6g}", field=name)
     return _queue(arrival_rate, service_rate, servers, (ca * ca + cs * cs) / 2.0)
 
 

@@ -59,11 +59,26 @@ def model_name(args) -> str:
     return "M/G/c (Allen-Cunneen)" if args.cv_arrival == 1.0 else "G/G/c (Allen-Cunneen)"
 
 
+def figure(value) -> str:
+    """A number as people read it: 4 significant digits, separators and no exponent from 10,000 up, and
+    under 0.0001 '< 0.0001'.
+
+    >>> figure(0.8177), figure(11.45), figure(1e12), figure(4.605e9), figure(1e-9), figure(0), figure(7)
+    ('0.8177', '11.45', '1,000,000,000,000', '4,605,000,000', '< 0.0001', '0', '7')
+    """
+    a = abs(value)
+    if a >= 10_000:
+        return f"{value:,.0f}"
+    if 0 < a < 0.0001:
+        return "< 0.0001"
+    return f"{value:.4g}"
+
+
 def fmt(value, unit: str = "") -> str:
-    """A figure for the text table: 4 significant digits, 'unbounded' for inf."""
+    """A figure for the text table (:func:`figure`), 'unbounded' for inf."""
     if isinstance(value, float) and math.isinf(value):
         return "unbounded"
-    return f"{value:.4g}" + (f" {unit}" if unit else "")
+    return figure(value) + (f" {unit}" if unit else "")
 
 
 def print_queue_table(result: queueing.MMCResult) -> None:
@@ -86,7 +101,7 @@ def run(args) -> int:
         out["model"] = model_name(args)
         print_json(out)
         return 0
-    print(f"{model_name(args)}: lambda = {args.arrival_rate:g} req/s, mu = {mu:g} req/s per server, "
-          f"c = {args.servers} servers, offered load A = {args.arrival_rate / mu if mu else math.inf:.4g} erlangs")
+    print(f"{model_name(args)}: lambda = {figure(args.arrival_rate)} req/s, mu = {figure(mu)} req/s per server, "
+          f"c = {args.servers:,} servers, offered load A = {fmt(args.arrival_rate / mu if mu else math.inf)} erlangs")
     print_queue_table(result)
     return 0

@@ -5,7 +5,14 @@ import argparse
 
 from finops.capacity import queueing
 from finops.commands._common import print_json
-from finops.commands.mmc import add_rate_arguments, fmt, model_name, print_queue_table, service_rate_from
+from finops.commands.mmc import (
+    add_rate_arguments,
+    figure,
+    fmt,
+    model_name,
+    print_queue_table,
+    service_rate_from,
+)
 
 NAME = "size"
 HELP = ("Smallest number of servers (replicas) for an arrival rate and service rate that meets a target "
@@ -41,13 +48,13 @@ def run(args) -> int:
         out["model"] = model_name(args)
         print_json(out)
         return 0
-    print(f"{model_name(args)} sizing: lambda = {args.arrival_rate:g} req/s, mu = {mu:g} req/s per server, "
-          f"offered load A = {fmt(result.offered_load_erlangs)} erlangs")
-    print(f"{'servers':<24} {result.servers} (binding: {result.binding_constraint})")
-    print(f"{'with redundancy':<24} {result.servers_with_redundancy} "
-          f"(+{args.redundancy:.0%} redundancy, +{args.cold_start_buffer} cold-start buffer)")
-    print(f"{'square-root staffing':<24} {result.sqrt_staffing_servers} "
-          f"(beta = {result.sqrt_staffing_beta:.3g}, cross-check)")
-    print(f"at {result.servers} servers:")
+    print(f"{model_name(args)} sizing: lambda = {figure(args.arrival_rate)} req/s, mu = {figure(mu)} req/s per "
+          f"server, offered load A = {fmt(result.offered_load_erlangs)} erlangs")
+    print(f"{'servers':<24} {result.servers:,} (binding: {result.binding_constraint})")
+    print(f"{'with redundancy':<24} {result.servers_with_redundancy:,} "
+          f"(+{args.redundancy:.0%} redundancy, +{args.cold_start_buffer:,} cold-start buffer)")
+    print(f"{'square-root staffing':<24} {result.sqrt_staffing_servers:,} "
+          f"(beta = {fmt(result.sqrt_staffing_beta)}, cross-check)")
+    print(f"at {result.servers:,} servers:")
     print_queue_table(result.mmc)
     return 0
