@@ -322,3 +322,23 @@ def test_a_report_with_no_rows_says_so_in_a_sentence(tmp_path):
         assert out.returncode == 0 and out.stdout.strip() == "No requests match these filters.", extra
         assert "DataFrame" not in out.stdout + out.stderr
     assert json.loads(cli("report", "--json", "--tenant", "nobody", db=db).stdout) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    # nan passed "<= 0" and scraped back to back; inf slept for ever; a timeout of nan reached the HTTP client
+    (["scrape", "vllm", "--url", "http://127.0.0.1:9/metrics", "--every", "nan"],
+     "field every: --every is a number of seconds above 0 and at most 604,800 (a week), not nan"),
+    (["scrape", "vllm", "--url", "http://127.0.0.1:9/metrics", "--every", "inf"], "field every"),
+    (["scrape", "vllm", "--url", "http://127.0.0.1:9/metrics", "--timeout", "nan"], "field timeout"),
+    (["scrape", "vllm", "--url", "http://127.0.0.1:9/metrics", "--count", "-1"], "field count"),
+    # a tick of nan or 1e308 started an ingester whose passes never came
+    (["serve-ingest", "--tick", "nan"], "field tick: --tick is a number of seconds above 0 and at most 3,600"),
+    (["serve-ingest", "--tick", "1e308"], "field tick"),
+    # a source's interval of inf was stored, and the source never ran again
+    (["serve-ingest", "--add-scrape", "vllm", "--url", "http://127.0.0.1:9/metrics", "--every", "inf"],
+     "field every_s: a pull or scrape runs every 1 to 604,800 seconds (a week), not inf"),
+])
+def test_an_interval_that_is_no_time_is_refused(tmp_path, capsys, argv, message):
+    assert main([*argv, "--db", str(tmp_path / "s.duckdb")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err

@@ -311,7 +311,8 @@ if can("edit_settings"):
             fmt = c1.selectbox("Format (follow, watch)", ["(detected)", *[a.name for a in ADAPTERS]],
                                key="source_format")
             pattern = c2.text_input("Files (watch)", value="*.jsonl", key="source_glob")
-            every = c3.number_input("Every (s, pulls and scrapes)", min_value=1.0, value=15.0, key="source_every")
+            every = c3.number_input("Every (s, pulls and scrapes)", min_value=service.MIN_EVERY_S,
+                                    max_value=service.MAX_EVERY_S, value=15.0, key="source_every")
             c1, c2 = st.columns(2)
             cred = c1.text_input("Credential's environment variable (pulls)", key="source_credential",
                                  placeholder="LITELLM_DSN, or PUBLIC,SECRET for Langfuse",

@@ -28,11 +28,20 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import math
+
     from finops.errors import InputError
     from finops.ingest import engine
-
-    if args.count < 0 or (args.every is not None and args.every <= 0):
-        raise InputError("--every must be positive and --count at least 0")
+    from finops.ingest.service import MAX_EVERY_S
+    # nan passed "<= 0" (scrapes back to back), inf slept for ever; a timeout of nan or -1 reached the HTTP client
+    if args.every is not None and not 0 < args.every <= MAX_EVERY_S:
+        raise InputError(f"--every is a number of seconds above 0 and at most {MAX_EVERY_S:,.0f} (a week), "
+                         f"not {args.every:g}", field="every")
+    if args.count < 0:
+        raise InputError(f"--count is at least 0, not {args.count:,}", field="count")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        raise InputError(f"--timeout is a number of seconds above 0 and at most 3,600, not {args.timeout:g}",
+                         field="timeout")
     done = 0
     next_at = time.monotonic()
     while True:

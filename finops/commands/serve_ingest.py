@@ -111,8 +111,8 @@ def run(args) -> int:
     con = store.connect(path)
     if _configure(con, args):
         return 0
-    if args.tick <= 0:
-        raise InputError("--tick must be positive")
+    if not 0 < args.tick <= 3600:        # nan passed "<= 0", and a tick of 1e308 never came
+        raise InputError(f"--tick is a number of seconds above 0 and at most 3,600, not {args.tick:g}", field="tick")
     ing = service.Ingester(con, path, tick_s=args.tick, secret=delivery.secret, otlp_port=args.otlp_port,
                            otlp_tenant_field=args.otlp_tenant_field, commands=COMMANDS)
     if args.otlp_port:

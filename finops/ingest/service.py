@@ -79,6 +79,8 @@ IDLE_TICK_S = 10.0              #: ... and while none is (a new source wakes the
 SETTLE_S = 2.0                  #: a watched file unchanged for this long is complete
 DEFAULT_EVERY_S = {"pull-litellm": 300.0, "pull-langfuse": 300.0, "scrape-vllm": 15.0}
 MIN_EVERY_S = 1.0
+#: the longest interval a scheduled source takes: a week (inf was stored, and the source never ran again)
+MAX_EVERY_S = 7 * 24 * 3600.0
 CONTROL_MAX_BYTES = 200 * 1024 ** 2     #: a file the command line streams to the service (Streamlit's upload limit)
 SQL_IDLE_S = float(os.environ.get("FINOPS_SQL_IDLE_S") or 600.0)   #: a served SQL session idle this long is closed
 SQL_CLOSE_WAIT_S = 5.0
@@ -225,8 +227,9 @@ def add_source(con: duckdb.DuckDBPyConnection, kind: str, target: str = "", *, f
             raise InputError("give the metrics URL without a user or password")
     if kind in SCHEDULED:
         every_s = float(every_s if every_s is not None else DEFAULT_EVERY_S[kind])
-        if not every_s >= MIN_EVERY_S:
-            raise InputError(f"--every must be at least {MIN_EVERY_S:g} second")
+        if not MIN_EVERY_S <= every_s <= MAX_EVERY_S:
+            raise InputError(f"a pull or scrape runs every {MIN_EVERY_S:g} to {MAX_EVERY_S:,.0f} seconds (a week), "
+                             f"not {every_s:,g}", field="every_s")
     else:
         every_s = None
     ensure_tables(con)
