@@ -1,4 +1,5 @@
 """finops.ops.alerts: every rule has a case where it fires and one where it does not."""
+import re
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -113,6 +114,11 @@ def test_p99_sla_is_configurable_in_the_store():
     assert alerts.sla_targets(con)["premium"] == 5000 and alerts.configured(con)
     with pytest.raises(InputError):
         alerts.save_sla_targets(con, {"premium": -1})
+    # an SLA of inf (or 1e300 ms) was stored: every window within it
+    for bad in (float("inf"), 1e300, None, "fast"):
+        with pytest.raises(InputError, match="SLA of tier premium must be a number of ms above 0 and at most 3,600,000"):
+            alerts.save_sla_targets(con, {"premium": bad})
+    assert alerts.sla_targets(con)["premium"] == 5000
 
 
 # ---------------------------------------------------------------- GPU utilisation
@@ -205,6 +211,19 @@ def test_rules_are_configurable_and_can_be_disabled():
     frame.loc[frame.name == "error_rate", "window"] = "fortnight"
     with pytest.raises(InputError):
         alerts.save_rules(con, frame)
+    frame.loc[frame.name == "error_rate", "window"] = "hour"
+    # a cell emptied in the page's editor stopped the page with int()'s traceback; a threshold of inf was
+    # stored as null; 1e300 windows sustained was stored
+    for column, value, message in (("sustained", None, "sustained must be a whole number from 1 to 10,000, not empty"),
+                                   ("sustained", 2.5, "not 2.5"), ("sustained", 1e300, "not 1e+300"),
+                                   ("min_requests", float("nan"), "min_requests must be a whole number"),
+                                   ("threshold", float("inf"), "threshold must be a number from 0 to 1,000,000, not inf"),
+                                   ("threshold", None, "not empty")):
+        bad = frame.astype({column: object})
+        bad.loc[bad.name == "error_rate", column] = value
+        with pytest.raises(InputError, match=f"field {column}: error_rate: .*{re.escape(message)}"):
+            alerts.save_rules(con, bad)
+    assert store.get_setting(con, "alerts.rules") == {}          # each refusal left the rules as they were
 
 
 def test_every_rule_has_an_evaluator():

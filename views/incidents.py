@@ -139,13 +139,16 @@ if can("edit_alert_rules"):
             column_order=["enabled", "title", "threshold", "unit", "window", "sustained", "min_requests", "severity"],
             column_config={
                 "enabled": st.column_config.CheckboxColumn("On"), "title": "Rule",
-                "threshold": st.column_config.NumberColumn("Threshold", min_value=0.0, format="%.3g",
+                "threshold": st.column_config.NumberColumn("Threshold", min_value=0.0, max_value=alerts_mod.MAX_RULE_THRESHOLD,
+                                                           required=True, format="%.3g",
                                                            help="a fraction for % rules (0.01 = 1 %), a multiple of the "
                                                                 "SLA for P99, requests waiting for the queue"),
                 "unit": "Unit",
                 "window": st.column_config.SelectboxColumn("Window", options=list(alerts_mod.WINDOWS)),
-                "sustained": st.column_config.NumberColumn("Sustained (windows)", min_value=1, step=1),
-                "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1,
+                "sustained": st.column_config.NumberColumn("Sustained (windows)", min_value=1, step=1, required=True,
+                                                           max_value=alerts_mod.MAX_SUSTAINED),
+                "min_requests": st.column_config.NumberColumn("Min requests per window", min_value=0, step=1, required=True,
+                                                              max_value=alerts_mod.MAX_MIN_REQUESTS,
                                                               help="For the engine rules (KV cache, engine queue): "
                                                                    "the fewest scrapes of vLLM's metrics a window "
                                                                    "needs to be judged."),

@@ -45,6 +45,7 @@ adjacent firing windows merge into one alert with the whole span and its worst v
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, time, timedelta
@@ -179,6 +180,28 @@ def rules(con: duckdb.DuckDBPyConnection) -> list[AlertRule]:
     return out
 
 
+#: the most a rule's threshold (a fraction, a multiple of the SLA or requests waiting), windows sustained and
+#: fewest requests per window may be; an SLA's P99 target at most an hour
+MAX_RULE_THRESHOLD = 1_000_000
+MAX_SUSTAINED = 10_000
+MAX_MIN_REQUESTS = 1_000_000_000
+MAX_SLA_MS = 3_600_000.0
+
+
+def _rule_number(rule: AlertRule, name: str, lowest: float, highest: float, whole: bool = True):
+    """The rule's field ``name`` as a number from ``lowest`` to ``highest`` (a whole one when ``whole``)."""
+    value = getattr(rule, name)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (lowest <= number <= highest and (not whole or number == int(number))):
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{rule.name}: {name} must be {kind} from {lowest:,} to {highest:,}, not "
+                         f"{'empty' if value is None or value != value else value}", field=name)
+    return int(number) if whole else number
+
+
 def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.DataFrame) -> None:
     """Keep the fields of ``changed`` that differ from the defaults (validated)."""
     access.require("edit_alert_rules")
@@ -194,8 +217,11 @@ def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.Dat
             raise InputError(f"window of {r.name} must be one of {', '.join(WINDOWS)}", field="window")
         if r.severity not in SEVERITIES:
             raise InputError(f"severity of {r.name} must be one of {', '.join(SEVERITIES)}", field="severity")
-        if not (r.threshold >= 0) or int(r.sustained) < 1 or int(r.min_requests) < 0:
-            raise InputError(f"{r.name}: threshold >= 0, sustained >= 1, min_requests >= 0")
+        # a cell emptied in the page's editor is None or NaN: int() of it stopped the page with a traceback, and a
+        # threshold of inf was stored as null
+        r = replace(r, threshold=_rule_number(r, "threshold", 0, MAX_RULE_THRESHOLD, whole=False),
+                    sustained=_rule_number(r, "sustained", 1, MAX_SUSTAINED), min_requests=_rule_number(
+                        r, "min_requests", 0, MAX_MIN_REQUESTS))
         diff = {k: jsonable(getattr(r, k)) for k in OVERRIDABLE if getattr(r, k) != getattr(defaults[r.name], k)}
         if diff:
             stored[r.name] = diff
@@ -209,9 +235,15 @@ def sla_targets(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
 
 def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) -> None:
     access.require("edit_alert_rules")
-    bad = [t for t, v in targets.items() if not (float(v) > 0)]
+    def number(v) -> float:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return math.nan
+    bad = [t for t, v in targets.items() if not 0 < number(v) <= MAX_SLA_MS]
     if bad:
-        raise InputError(f"SLA of tier {bad[0]} must be a positive number of ms")
+        raise InputError(f"SLA of tier {bad[0]} must be a number of ms above 0 and at most {MAX_SLA_MS:,.0f} (an "
+                         "hour)", field="sla_p99_ms")
     store.set_setting(con, "alerts.sla_p99_ms", {str(k): float(v) for k, v in targets.items()})
 
 
