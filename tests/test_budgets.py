@@ -71,7 +71,10 @@ def test_budgets_are_stored_validated_and_replaced(con, tmp_path):
             (pd.DataFrame({"tenant": ["a"], "budget_usd": [-1.0]}), "row 1, field budget_usd"),
             (pd.DataFrame({"tenant": ["a", "b"], "budget_usd": [1.0, "lots"]}), "row 2, field budget_usd"),
             (pd.DataFrame({"tenant": ["a", "a"], "budget_usd": [1.0, 2.0]}), "row 2, field tenant"),
-            (pd.DataFrame({"tenant": [None], "budget_usd": [1.0]}), "row 1, field tenant")):
+            (pd.DataFrame({"tenant": [None], "budget_usd": [1.0]}), "row 1, field tenant"),
+            # $1e300 was stored and shown on the Budgets page as 300 digits
+            (pd.DataFrame({"tenant": ["a"], "budget_usd": [1e300]}),
+             "row 1, field budget_usd: budget 1e[+]300 must be an amount in USD from 0 to 1,000,000,000,000")):
         with pytest.raises(InputError, match=where):
             budgets.save_budgets(con, NOV, frame)
     assert budgets.budget_table(con, NOV).set_index("tenant").loc["a", "budget_usd"] == 300.0   # kept

@@ -31,6 +31,7 @@ def budget_editor(month: str, label: str) -> None:
                                 key=budgets.editor_key(table, month), column_config={
                                     "tenant": st.column_config.TextColumn("Tenant", required=True),
                                     "budget_usd": st.column_config.NumberColumn("Monthly budget ($)", min_value=0,
+                                                                                max_value=budgets.MAX_BUDGET_USD,
                                                                                 format="$%,.2f")})
         saved = st.form_submit_button("Save budgets", type="primary", icon=":material/save:")
     if saved:

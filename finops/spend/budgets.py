@@ -111,6 +111,10 @@ def sample_months(con: duckdb.DuckDBPyConnection) -> list[str]:
     return list(store.get_setting(con, SAMPLE_KEY, []) or [])
 
 
+#: the largest monthly budget taken: a trillion dollars (1e300 was stored and shown as 300 digits)
+MAX_BUDGET_USD = 1e12
+
+
 def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame, sample: bool = False) -> int:
     """Replace ``month``'s budgets with ``frame`` (tenant, budget_usd). A blank budget removes it.
 
@@ -135,8 +139,9 @@ def save_budgets(con: duckdb.DuckDBPyConnection, month, frame: pd.DataFrame, sam
             value = float(raw)
         except (TypeError, ValueError):
             raise InputError(f"budget {raw!r} is not a number", row=i, field="budget_usd") from None
-        if not math.isfinite(value) or value < 0:
-            raise InputError(f"budget {raw!r} must be a non-negative amount in USD", row=i, field="budget_usd")
+        if not math.isfinite(value) or value < 0 or value > MAX_BUDGET_USD:
+            raise InputError(f"budget {raw!r} must be an amount in USD from 0 to {MAX_BUDGET_USD:,.0f}", row=i,
+                             field="budget_usd")
         seen.add(name)
         rows.append((name, value))
     key = m.strftime("%Y-%m")
