@@ -61,6 +61,26 @@ def duration_ms(x, decimals: int = 0) -> str:
     return f"{s:,.2f} s" if abs(s) < 10 else f"{s:,.1f} s" if abs(s) < 100 else f"{s:,.0f} s"
 
 
+def number(x, digits: int = 4) -> str:
+    """A plain figure (a rate, a count of a what-if, a threshold): ``digits`` significant digits, from 10,000 up
+    whole with separators (never an exponent: ``1e+06``), under 0.0001 '< 0.0001'.
+
+    >>> number(0.8177), number(11.45), number(14_200), number(1e12), number(1e-9), number(0), number(7), number(-25_000)
+    ('0.8177', '11.45', '14,200', '1,000,000,000,000', '< 0.0001', '0', '7', '-25,000')
+    >>> number(None), number(float("inf")), number(0.123456, 3)
+    ('—', '—', '0.123')
+    """
+    if _missing(x):
+        return MISSING
+    x = float(x)
+    a = abs(x)
+    if a >= 10_000:
+        return f"{x:,.0f}"
+    if 0 < a < 0.0001:
+        return "< 0.0001"
+    return f"{x:.{digits}g}"
+
+
 def period(since, until) -> str:
     """A period ``[since, until)`` as people say it: the last day included, times only when not whole days.
 

@@ -112,6 +112,15 @@ def test_scenario_comes_from_the_url(empty_db):
     assert "Source: your inputs." in texts(at)
 
 
+def test_a_large_rate_reads_with_separators_not_an_exponent(empty_db):
+    """1,000,000 arrivals per second were written '1e+06 arrivals per second' and 'at 1e+06 arrivals/s'."""
+    at = run_page(empty_db, PAGE, query_params={"cap_lambda": "1000000"})
+    assert not at.exception, [e.value for e in at.exception]
+    shown = texts(at) + " ".join(e.value for e in at.error)
+    assert "1,000,000 arrivals per second reach or exceed" in shown
+    assert "e+0" not in shown, re.findall(r".{100}e\+0.{40}", shown)
+
+
 def test_moving_replicas_changes_the_kpis(demo_page):
     at = demo_page
     before = _metrics(at)

@@ -11,7 +11,7 @@ from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.capacity.loadtest import fit_loadtest
 from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
-from finops.fmt import MISSING, duration_columns, usd
+from finops.fmt import MISSING, duration_columns, number, usd
 from finops.ingest import loadtests
 from views._shared import (
     bounded_dataframe,
@@ -173,7 +173,7 @@ with st.container(border=True):
                              help=f"The price book says {int(row['slots_per_replica'])} slots per replica; the "
                                   f"queue_ms in the busiest hour matches about {int(implied)} slots in all.")
         st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {int(row['requests_peak_hour']):,} "
-                   f"served requests ({row['arrival_rate_per_s']:.4g} arrivals per second); replicas from "
+                   f"served requests ({number(row['arrival_rate_per_s'])} arrivals per second); replicas from "
                    f"{row['replicas_source']}, slots from {row['slots_source']}. "
                    + ("This store holds hourly rollups, no raw rows: the mean service time is the busy time over the "
                       "requests served in that hour, failed ones included, and both CVs are taken as 1 (Poisson). "
@@ -222,8 +222,8 @@ k5.metric("Replicas needed", f"{res.required_replicas_with_redundancy:,}", borde
 need_text = (f"Needed: {res.required_replicas:,} replica{'s' if res.required_replicas != 1 else ''} (held by {BINDING_LABELS[res.binding_constraint]}), "
              f"{res.required_replicas_with_redundancy:,} with {redundancy_pct} % redundancy.")
 if not res.stable:
-    st.error(f"**{res.message}.** {lam:.4g} arrivals per second reach or exceed the fleet's capacity of "
-             f"{res.capacity_per_s:.4g} req/s, so no wait figure exists. {need_text}", icon=":material/error:")
+    st.error(f"**{res.message}.** {number(lam)} arrivals per second reach or exceed the fleet's capacity of "
+             f"{number(res.capacity_per_s)} req/s, so no wait figure exists. {need_text}", icon=":material/error:")
 elif res.state == "no_traffic":
     st.info(f"**{res.message}.** With no arrivals nothing queues. {need_text}", icon=":material/info:")
 elif res.wait_sla_met is False:
@@ -239,7 +239,7 @@ left, right = st.columns(2)
 left.altair_chart(charts.p99_wait_vs_replicas(
     curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
     required_replicas=res.required_replicas_with_redundancy, wait_sla_s=sla_s or None,
-    title=f"P99 queue wait (s) by replicas, at {lam:.4g} arrivals/s"))
+    title=f"P99 queue wait (s) by replicas, at {number(lam)} arrivals/s"))
 if res.servers > 0:
     right.altair_chart(charts.wait_vs_utilization(
         calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
@@ -385,7 +385,7 @@ else:
         if fleet_plan.ahead_message:
             st.info(f"No forecast ahead: {fleet_plan.ahead_message}.", icon=":material/info:")
         st.caption(f"{plain(plan_model)}: {fleet_plan.billed_by}. One replica = {fleet_plan.slots_per_replica} slots of "
-                   f"{fleet_plan.mean_service_s:.4g} s ("
+                   f"{number(fleet_plan.mean_service_s)} s ("
                    + ("the hourly rollups' busy time over the requests served in the busiest hour: this store holds "
                       "no raw rows" if rollup_only() else "measured in the busiest hour")
                    + f"), sized for ρ ≤ {rho_target:.0%}"
@@ -443,11 +443,11 @@ if points is not None:
                                 instances_tested=int(tested))
     n1, n2, n3, n4 = st.columns(4)
     n1.metric(f"One instance at P99 ≤ {p99_target:g} s (req/s)",
-              f"{fit.per_instance_qps:.3g}" if fit.per_instance_qps else "none", border=True)
-    n2.metric("In flight per instance there", f"{fit.concurrency_at_target:.3g}" if fit.concurrency_at_target else MISSING,
+              f"{number(fit.per_instance_qps, 3)}" if fit.per_instance_qps else "none", border=True)
+    n2.metric("In flight per instance there", f"{number(fit.concurrency_at_target, 3)}" if fit.concurrency_at_target else MISSING,
               border=True, help="Concurrency at that load (interpolated; Little's law where the file has none); — "
                                 "when no load meets the target.")
-    n3.metric(f"Instances for {target_qps:g} req/s", f"{fit.instances:,}" if fit.instances is not None else "none",
+    n3.metric(f"Instances for {number(target_qps)} req/s", f"{fit.instances:,}" if fit.instances is not None else "none",
               border=True, help="⌈target QPS ÷ per-instance QPS⌉")
     n4.metric(f"With {lt_red} % redundancy", f"{fit.instances_with_redundancy:,}"
               if fit.instances_with_redundancy is not None else "none", border=True)
@@ -514,7 +514,7 @@ with forecast_box:
             if fp.message:
                 st.warning(f"Short history: {fp.message}.", icon=":material/warning:")
             h1, h2, h3, h4 = st.columns(4)
-            h1.metric("Peak forecast (req/s)", f"{fp.peak_qps:.4g}", border=True)
+            h1.metric("Peak forecast (req/s)", f"{number(fp.peak_qps)}", border=True)
             h2.metric("Peak replicas (with redundancy)", f"{fp.peak_replicas:,}", border=True)
             h3.metric("Backtest error (MAPE)", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None
                       else MISSING, border=True, help="Mean absolute percentage error of the method on the last "
@@ -533,7 +533,7 @@ with forecast_box:
                                                                 f"+{redundancy_pct} % redundancy"))
             rate = own["slots_per_replica"] / own["mean_service_s"]
             st.caption(f"Source: your logs ({fp.history.size:,} hours of {fmodel}'s served requests). One replica "
-                       f"serves {own['slots_per_replica']} slots ÷ {own['mean_service_s']:.4g} s = {rate:.4g} req/s; "
+                       f"serves {own['slots_per_replica']} slots ÷ {number(own['mean_service_s'])} s = {number(rate)} req/s; "
                        f"target utilisation and redundancy from the calculator above; never fewer than 1 replica (scaling to 0 "
                        f"means a cold start for the next request). Method: {fc.method}. "
                        f"Backtest: {fc.backtest_note}.")
@@ -568,10 +568,10 @@ with auto_box:
             kwargs.update(traffic="forecast", forecast_qps_hourly=tuple(fp.plan["qps"].round(6)),
                           service_rate_per_replica=rate, slots_per_replica=own["slots_per_replica"],
                           gpus_per_replica=own["gpus_per_replica"], gpu_hour_usd=own["gpu_hour_usd"])
-            a1.metric("Requests per second per replica", f"{rate:.4g}", help="Service rate (μ) of one replica: slots ÷ mean service time (Forecast section).")
+            a1.metric("Requests per second per replica", f"{number(rate)}", help="Service rate (μ) of one replica: slots ÷ mean service time (Forecast section).")
             a2.metric("Slots per replica", f"{own['slots_per_replica']}")
             origin = (f"your logs: {fmodel}'s forecast; one replica = {own['slots_per_replica']} slots of "
-                      f"{own['mean_service_s']:.4g} s each, priced from the price book")
+                      f"{number(own['mean_service_s'])} s each, priced from the price book")
         else:
             kwargs.update(traffic="ramp",
                           base_qps=a1.number_input("Base arrivals per second", min_value=0.0, value=14.0, key="cap_as_base"),

@@ -23,6 +23,7 @@ import pandas as pd
 
 from finops.capacity.queueing import MMCResult, ggc, required_servers
 from finops.errors import InputError
+from finops.fmt import number
 
 __all__ = [
     "BINDING_LABELS", "SWEET_SPOT", "WAIT_PERCENTILE", "CapacityResult", "FleetCost", "ReplicaNeed", "calculate",
@@ -305,7 +306,7 @@ def fleet_cost(replicas: int, gpus_per_replica: int, gpu_hour_usd: float | None,
     else:
         per_1m = per_hour / tokens * 1e6
         if served < lam:
-            note = (f"{reps:,} replicas serve at most {served:.4g} req/s of the {lam:.4g} offered: $ per 1M tokens "
+            note = (f"{reps:,} replicas serve at most {number(served)} req/s of the {number(lam)} offered: $ per 1M tokens "
                     "is on what they can serve")
     return FleetCost(replicas=reps, gpus=gpus, cost_per_hour_usd=per_hour, tokens_per_hour=tokens,
                      cost_per_1m_tokens=per_1m, note=note)

@@ -21,6 +21,7 @@ from finops.capacity.calculator import (
     check_whole,
 )
 from finops.errors import InputError
+from finops.fmt import number
 from finops.ingest.loadtests import POINT_COLUMNS
 
 __all__ = ["LoadTestFit", "fit_loadtest"]
@@ -91,14 +92,14 @@ def fit_loadtest(points: pd.DataFrame, *, target_qps: float, p99_target_s: float
     first_fail = int(fails[0]) if fails.size else None
     if first_fail == 0:
         lo = pts.iloc[0]
-        return done("infeasible", f"even the lightest load tested ({lo.qps:.3g} req/s per instance) has P99 "
+        return done("infeasible", f"even the lightest load tested ({number(lo.qps, 3)} req/s per instance) has P99 "
                                   f"{lo.p99_s:.3g} s > {p99_target_s:g} s: no number of instances meets this target. "
                                   "Per-request latency is the limit: a smaller batch, shorter outputs or a faster "
                                   "model, not more replicas.")
     if first_fail is None:
         hi = pts.iloc[-1]
         return done("beyond_range", f"every load tested met P99 ≤ {p99_target_s:g} s; the highest, "
-                                    f"{hi.qps:.3g} req/s per instance, is used, so one instance can likely do more "
+                                    f"{number(hi.qps, 3)} req/s per instance, is used, so one instance can likely do more "
                                     "and the count errs high. Test heavier loads to find the limit.",
                     float(hi.qps), None if pd.isna(hi.concurrency) else float(hi.concurrency))
     a, b = pts.iloc[first_fail - 1], pts.iloc[first_fail]
@@ -107,5 +108,5 @@ def fit_loadtest(points: pd.DataFrame, *, target_qps: float, p99_target_s: float
     conc = None
     if not (pd.isna(a.concurrency) or pd.isna(b.concurrency)):
         conc = float(a.concurrency + frac * (b.concurrency - a.concurrency))
-    return done("ok", f"P99 crosses {p99_target_s:g} s between {a.qps:.3g} and {b.qps:.3g} req/s per instance "
-                      f"(P99 {a.p99_s:.3g} s and {b.p99_s:.3g} s): interpolated {qps:.3g} req/s.", qps, conc)
+    return done("ok", f"P99 crosses {p99_target_s:g} s between {number(a.qps, 3)} and {number(b.qps, 3)} req/s per instance "
+                      f"(P99 {a.p99_s:.3g} s and {b.p99_s:.3g} s): interpolated {number(qps, 3)} req/s.", qps, conc)

@@ -27,6 +27,7 @@ from finops.capacity.calculator import required_replicas as calculator_required
 from finops.capacity.observed import fleet_filters, observed_load
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.fmt import number
 
 if TYPE_CHECKING:                    # statsmodels takes seconds to import: only when forecasting
     from finops.capacity.forecast import ForecastResult
@@ -189,12 +190,12 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
     """
     if traffic == "ramp":
         lam = autoscale.ramp_traffic(base_qps, peak_qps, start_s=ramp_start_s, ramp_s=ramp_s, duration_s=duration_s)
-        label = (f"ramp: {base_qps:g} → {peak_qps:g} req/s in {ramp_s} s at t = {ramp_start_s} s, "
+        label = (f"ramp: {number(base_qps)} → {number(peak_qps)} req/s in {ramp_s} s at t = {ramp_start_s} s, "
                  f"{duration_s} s in all")
     elif traffic == "forecast":
         window = forecast_window(forecast_qps_hourly)
         lam = autoscale.traffic_from_hourly(window)
-        label = f"forecast: the {window.size} h climb to the forecast peak ({window.max():.3g} req/s), hourly means interpolated"
+        label = f"forecast: the {window.size} h climb to the forecast peak ({number(window.max(), 3)} req/s), hourly means interpolated"
     else:
         raise InputError(f"traffic must be 'ramp' or 'forecast', got {traffic!r}", field="traffic")
     if not policy_names:

@@ -7,6 +7,7 @@ import math
 from finops.capacity import queueing
 from finops.commands._common import print_json
 from finops.errors import InputError
+from finops.fmt import number as figure
 
 NAME = "mmc"
 HELP = ("Queue figures for lambda arrivals/s, mu services/s per server and c servers: utilisation, "
@@ -59,23 +60,8 @@ def model_name(args) -> str:
     return "M/G/c (Allen-Cunneen)" if args.cv_arrival == 1.0 else "G/G/c (Allen-Cunneen)"
 
 
-def figure(value) -> str:
-    """A number as people read it: 4 significant digits, separators and no exponent from 10,000 up, and
-    under 0.0001 '< 0.0001'.
-
-    >>> figure(0.8177), figure(11.45), figure(1e12), figure(4.605e9), figure(1e-9), figure(0), figure(7)
-    ('0.8177', '11.45', '1,000,000,000,000', '4,605,000,000', '< 0.0001', '0', '7')
-    """
-    a = abs(value)
-    if a >= 10_000:
-        return f"{value:,.0f}"
-    if 0 < a < 0.0001:
-        return "< 0.0001"
-    return f"{value:.4g}"
-
-
 def fmt(value, unit: str = "") -> str:
-    """A figure for the text table (:func:`figure`), 'unbounded' for inf."""
+    """A figure for the text table (:func:`finops.fmt.number`), 'unbounded' for inf."""
     if isinstance(value, float) and math.isinf(value):
         return "unbounded"
     return figure(value) + (f" {unit}" if unit else "")

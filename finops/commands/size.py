@@ -7,12 +7,12 @@ from finops.capacity import queueing
 from finops.commands._common import print_json
 from finops.commands.mmc import (
     add_rate_arguments,
-    figure,
     fmt,
     model_name,
     print_queue_table,
     service_rate_from,
 )
+from finops.fmt import number as figure
 
 NAME = "size"
 HELP = ("Smallest number of servers (replicas) for an arrival rate and service rate that meets a target "
