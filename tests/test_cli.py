@@ -274,7 +274,8 @@ def test_a_filter_flag_repeated_adds_to_the_filter(demo_db, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command", [["report"], ["latency"], ["diagnose"], ["incidents"], ["alerts"],
-                                     ["plan", "--model", "m"]])
+                                     ["plan", "--model", "m"], ["billing", "show"], ["fleet", "show"],
+                                     ["fleet", "infer"], ["prices", "list"], ["prices", "show", "gpt-4o"]])
 def test_a_command_that_reads_a_store_that_is_not_there_says_so_and_makes_none(tmp_path, capsys, command):
     """A mistyped ``--db`` made an empty store at that path and read "no requests yet" from it."""
     db = tmp_path / "typo.duckdb"

@@ -165,6 +165,7 @@ def test_sums_are_exact_decimals_whatever_the_order(con):
 
 def test_prices_show_names_how_a_model_is_priced(tmp_path, capsys):
     db = str(tmp_path / "p.duckdb")
+    store.connect(db).close()           # a new store: the seed price book and the catalogue (show makes none)
     assert main(["prices", "show", "claude-sonnet-4-20250514", "--db", db]) == 0
     assert "catalogue: anthropic/claude-sonnet-4-0" in capsys.readouterr().out
     assert main(["prices", "show", "acme-private-7b", "--db", db]) == 0

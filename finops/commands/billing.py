@@ -3,7 +3,7 @@ API reports), kept apart from requests for reconciliation (see :mod:`finops.inge
 from __future__ import annotations
 
 from finops import store
-from finops.commands._common import add_db, db_path, parse_time, parse_until, print_json
+from finops.commands._common import add_db, db_path, parse_time, parse_until, print_json, stored_path
 from finops.jsonutil import records
 
 NAME = "billing"
@@ -43,7 +43,7 @@ def run(args) -> int:
                 print(f"{r.file} [{r.source or 'empty'}]: {r.lines_read:,} lines read, {r.lines_added:,} added, "
                       f"{r.lines_replaced:,} replaced")
         return 0
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args))        # show reads: a mistyped --db makes no store
     frame = billing.billed_by_day_model(con, args.since, args.until)
     if args.json:
         print_json(records(frame.assign(amount_usd=frame.amount_usd.astype(float))))

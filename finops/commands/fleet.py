@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 
 from finops import store
-from finops.commands._common import add_db, db_path, print_json
+from finops.commands._common import add_db, db_path, print_json, stored_path
 from finops.errors import InputError
 from finops.jsonutil import records
 from finops.spend import fleets, pricing
@@ -52,7 +52,8 @@ def _policy_line(con) -> str:
 
 
 def run(args) -> int:
-    con = store.connect(db_path(args))
+    reads = args.action == "show" or (args.action == "infer" and not args.save)
+    con = store.connect(stored_path(args) if reads else db_path(args))    # a read makes no store
     if args.action == "load":
         n = fleets.load_schedule_csv(con, args.file)
         print(f"{n} period{'s' if n != 1 else ''} loaded from {args.file}")

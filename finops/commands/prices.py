@@ -6,7 +6,7 @@ import sys
 import pandas as pd
 
 from finops import catalogue, store
-from finops.commands._common import add_db, db_path, print_json
+from finops.commands._common import add_db, db_path, print_json, stored_path
 from finops.errors import InputError
 from finops.jsonutil import records
 from finops.spend import pricing
@@ -52,7 +52,7 @@ def _rows(con, source: str, provider: str | None) -> pd.DataFrame:
 def run(args) -> int:
     if args.action == "show" and not args.model.strip():
         raise InputError("name the model to show, as the logs name it", field="model")
-    con = store.connect(db_path(args))
+    con = store.connect(stored_path(args) if args.action in ("list", "show") else db_path(args))
     if args.action == "sync":
         n = store.sync_catalogue(con)
         print(f"{n:,} catalogue rows from {catalogue.catalogue_source()} are in {db_path(args)}")
