@@ -134,6 +134,24 @@ def test_not_a_report_is_refused(con):
         billing.load_billing_file(con, P / "helicone_requests.json")
 
 
+def test_a_binary_a_folder_or_a_huge_file_is_refused_in_a_sentence(con, tmp_path, monkeypatch):
+    """A binary file stopped with UnicodeDecodeError's traceback, a folder was 'no such file', and any file was
+    read whole into memory twice (its hash, its text) whatever its size."""
+    binary = tmp_path / "report.json"
+    binary.write_bytes(b'{"data": [\xd0\xff]}')
+    with pytest.raises(InputError, match="file report.json: not a text file .*the byte at offset 10 is not UTF-8"):
+        billing.load_billing_file(con, binary)
+    with pytest.raises(InputError, match="is a folder: give the report files in it"):
+        billing.load_billing_file(con, tmp_path)
+    monkeypatch.setattr(billing, "MAX_BILLING_BYTES", 1_000)      # a sparse file past the real limit: same test
+    big = tmp_path / "big.json"
+    with big.open("wb") as out:
+        out.truncate(1_001)
+    with pytest.raises(InputError, match="file big.json: is 0 MiB, over the 0 MiB"):
+        billing.load_billing_file(con, big)
+    assert con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0] == 0
+
+
 def test_cli_load_and_show(tmp_path, capsys):
     db = str(tmp_path / "b.duckdb")
     assert main(["billing", "load", str(P / "openai_costs.json"), str(P / "anthropic_cost_report.json"),

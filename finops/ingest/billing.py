@@ -71,8 +71,22 @@ class BillingLoad:
 
 # ---------------------------------------------------------------- reading a file
 
+#: the largest usage or cost report taken: daily buckets are small (a year of one per model and project is a few
+#: MB); a file past this is no report, and it would be held in memory whole
+MAX_BILLING_BYTES = 256 * 1024 * 1024
+
+
 def _pages(path: Path, name: str) -> list[dict]:
-    text = path.read_text(encoding="utf-8-sig")
+    if path.stat().st_size > MAX_BILLING_BYTES:
+        raise InputError(f"is {path.stat().st_size / 1024 ** 2:,.0f} MiB, over the {MAX_BILLING_BYTES // 1024 ** 2} MiB "
+                         "a usage or cost report is read to: load it a month at a time", file=name)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a text file (a usage or cost report is JSON): the byte at offset {exc.start:,} is not UTF-8",
+                         file=name) from None
+    except OSError as exc:
+        raise InputError(f"cannot be read: {exc.strerror}", file=name) from None
     if not text.strip():
         raise InputError("the file is empty", file=name)
     try:
@@ -247,13 +261,15 @@ def read_billing_file(path: str | Path, name: str | None = None) -> tuple[str | 
 def load_billing_file(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None) -> BillingLoad:
     """Load one usage or cost API file into ``billing_lines``: once per file (its sha256), all or nothing."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"is a folder: give the report files in it (e.g. {path / '*.json'})", file=str(path))
     if not path.is_file():
         raise InputError("no such file", file=str(path))
     name = name or path.name
+    source, lines = read_billing_file(path, name)       # first: it refuses a file too large to hash in memory
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     if con.execute("SELECT count(*) FROM billing_lines WHERE file_sha256 = ?", [sha]).fetchall()[0][0]:
         return BillingLoad(name, None, 0, 0, 0, already_loaded=True)
-    source, lines = read_billing_file(path, name)
     if not lines:
         return BillingLoad(name, source, 0, 0, 0)
     now = datetime.now(UTC).replace(tzinfo=None)
