@@ -114,6 +114,14 @@ def test_bad_input_exits_1_with_a_clear_message(capsys, argv, message):
     assert err.startswith("error: ") and message in err
 
 
+def test_a_folder_given_as_a_csv_is_a_sentence(tmp_path, capsys):
+    """cascade FOLDER and edge --rtt-samples FOLDER stopped with IsADirectoryError's traceback."""
+    for argv in (["cascade", str(tmp_path), "--cost-small", "1", "--cost-large", "8"],
+                 ["edge", "--rtt-samples", str(tmp_path)]):
+        assert main(argv) == 1
+        assert capsys.readouterr().err == f"error: file {tmp_path}: is a folder: give the CSV file\n"
+
+
 def test_cascade_bad_cell_names_file_row_field(tmp_path, capsys):
     f = tmp_path / "eval.csv"
     f.write_text("confidence,small_quality,large_quality\n0.9,1,1\n0.4,1,oops\n")

@@ -619,6 +619,13 @@ def test_config_errors_name_the_field(tmp_path):
         gateway_command.run(parser.parse_args(["--config", str(bad)]))
     with pytest.raises(InputError, match="no such file"):
         gateway_command.run(parser.parse_args(["--config", str(tmp_path / "missing.toml")]))
+    # a folder or a binary file stopped with IsADirectoryError's or UnicodeDecodeError's traceback
+    with pytest.raises(InputError, match="is a folder: give the gateway's TOML file"):
+        gateway_command.run(parser.parse_args(["--config", str(tmp_path)]))
+    binary = tmp_path / "gateway.toml"
+    binary.write_bytes(b"[backends]\nfast = '\xd0\xff'\n")
+    with pytest.raises(InputError, match="not a text file: a gateway config is TOML text"):
+        gateway_command.run(parser.parse_args(["--config", str(binary)]))
     # a port that is no TCP port: uvicorn hung after the gateway had said it listened there
     with pytest.raises(InputError, match="field port: --port is a number from 0 to 65535, got 70000"):
         gateway_command.run(parser.parse_args(["--config", "examples/gateway.toml", "--port", "70000"]))

@@ -452,6 +452,12 @@ def load_config(path: str | Path) -> GatewayConfig:
             doc = tomllib.load(fh)
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a folder: give the gateway's TOML file", file=str(path)) from None
+    except UnicodeDecodeError:      # a binary file: tomllib decodes the bytes first
+        raise InputError("not a text file: a gateway config is TOML text", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML: {exc}", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot be read: {exc.strerror}", file=str(path)) from None
     return parse_config(doc, str(path))

@@ -179,8 +179,12 @@ def read_csv(path, **options) -> pd.DataFrame:
         return pd.read_csv(path, **options)
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a folder: give the CSV file", file=str(path)) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"not a readable CSV ({exc})", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot be read: {exc.strerror}", file=str(path)) from None
 
 
 def read_text_csv(path) -> pd.DataFrame:
