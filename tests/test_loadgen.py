@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 from datetime import datetime
 
 import pytest
@@ -79,6 +80,16 @@ def test_bad_inputs_are_clear_errors(tmp_path):
     bad.write_text('{"prompt": "a"}\n{"text": "b"}\n', encoding="utf-8")
     with pytest.raises(InputError, match="row 2"):
         load_prompts(bad)
+    # a rate or duration of nan never left the schedule's loop; 1e-9 req/s for 1e9 s slept for years
+    for rate, duration, field in ((math.nan, 1, "rate"), (10, math.nan, "duration"), (1e-9, 1e9, "duration")):
+        with pytest.raises(InputError, match=f"field {field}: the {field} is a number"):
+            arrival_times(rate, duration)
+    # a timeout of nan, a negative max_tokens and a URL that is none went out to the client
+    for change, field in ((dict(timeout_s=math.nan), "timeout"), (dict(max_tokens=-5), "max_tokens"),
+                          (dict(url="notaurl"), "url")):
+        spec = LoadSpec(**{"url": "http://127.0.0.1:9", "rate_per_s": 1.0, "duration_s": 1.0, **change})
+        with pytest.raises(InputError, match=f"field {field}"):
+            run_load(spec)
 
 
 def test_prompts_file_one_per_line_or_jsonl(tmp_path):

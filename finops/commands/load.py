@@ -60,6 +60,7 @@ def _print_preset(report: dict) -> None:
 
 def run(args) -> int:
     from finops.gateway import loadgen
+    loadgen.check_timeout(args.timeout)
     if args.preset:
         report = loadgen.PRESETS[args.preset](args.url, endpoint=args.endpoint or "route",
                                               tenant=args.tenants[0] if args.tenants else None,

@@ -39,12 +39,17 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from finops.errors import InputError
 
 MAX_SCHEDULED = 2_000_000
+#: the longest a load runs: a day (a rate of 1e-9 req/s for 1e9 s scheduled a request some years ahead)
+MAX_DURATION_S = 86_400.0
+#: the longest wait for one answer (and for the stragglers)
+MAX_TIMEOUT_S = 3_600.0
 BURST_PERIOD_S = 10.0
 BURST_SHARE, BURST_HIGH, BURST_LOW = 0.2, 3.0, 0.5
 
@@ -111,8 +116,13 @@ def arrival_times(rate_per_s: float, duration_s: float, pattern: str = "steady",
     """
     if pattern not in PATTERNS:
         raise InputError(f"unknown pattern {pattern!r} (expected one of {', '.join(PATTERNS)})")
-    if rate_per_s < 0 or duration_s < 0:
-        raise InputError("rate and duration must be >= 0")
+    # nan passed "< 0" and the loop below never ended (t >= nan is never true)
+    if not 0 <= rate_per_s <= MAX_SCHEDULED:
+        raise InputError(f"the rate is a number of requests per second from 0 to {MAX_SCHEDULED:,}, not {rate_per_s:g}",
+                         field="rate")
+    if not 0 <= duration_s <= MAX_DURATION_S:
+        raise InputError(f"the duration is a number of seconds from 0 to {MAX_DURATION_S:,.0f} (a day), not "
+                         f"{duration_s:g}", field="duration")
     if rate_per_s * duration_s > MAX_SCHEDULED:
         raise InputError(f"rate x duration is over {MAX_SCHEDULED:,} requests")
     if rate_per_s == 0 or duration_s == 0:
@@ -451,10 +461,24 @@ def summarise(spec: LoadSpec, results: list[Result], wall_s: float) -> LoadRepor
     )
 
 
+def check_timeout(timeout_s: float) -> float:
+    """``timeout_s`` when it is a number of seconds above 0 and at most :data:`MAX_TIMEOUT_S` (nan passed)."""
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise InputError(f"the timeout is a number of seconds above 0 and at most {MAX_TIMEOUT_S:,.0f}, not "
+                         f"{timeout_s:g}", field="timeout")
+    return timeout_s
+
+
 async def run_load_async(spec: LoadSpec) -> LoadReport:
     """Send the schedule open-loop, wait at most ``timeout_s`` for stragglers, report."""
     if not spec.prompts:
         raise InputError("no prompts to send")
+    check_timeout(spec.timeout_s)
+    if spec.max_tokens is not None and spec.max_tokens < 1:
+        raise InputError(f"max_tokens is a whole number from 1, not {spec.max_tokens:,}", field="max_tokens")
+    parts = urlsplit(spec.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"the gateway's URL is http(s)://HOST[:PORT], not {spec.url!r}", field="url")
     schedule = arrival_times(spec.rate_per_s, spec.duration_s, spec.pattern, spec.seed)
     rng = random.Random(spec.seed + 1)
     results = [Result(i, t) for i, t in enumerate(schedule)]
