@@ -343,3 +343,21 @@ def test_an_interval_that_is_no_time_is_refused(tmp_path, capsys, argv, message)
     assert main([*argv, "--db", str(tmp_path / "s.duckdb")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    # nan or 1e308 stopped in timedelta() with a traceback; a negative window or wait went on to the pull
+    (["pull", "langfuse", "--window-hours", "nan"], "field window_hours: --window-hours is a number of hours"),
+    (["pull", "langfuse", "--window-hours", "1e308"], "field window_hours"),
+    (["pull", "langfuse", "--window-hours", "-1"], "field window_hours"),
+    (["pull", "langfuse", "--max-wait", "nan"], "field max_wait"),
+    (["pull", "langfuse", "--overlap-minutes", "1e308"],
+     "field overlap_minutes: --overlap-minutes is a number of minutes (a day) from 0 to 1,440, not 1e+308"),
+    (["pull", "litellm", "--overlap-minutes", "nan"], "field overlap_minutes"),
+    (["pull", "langfuse", "--page-size", "100000000"],
+     "field page_size: --page-size is a number of rows from 1 to 100,000, not 100,000,000"),
+])
+def test_a_pull_window_that_is_no_time_is_refused_before_any_request(tmp_path, capsys, argv, message):
+    assert main([*argv, "--db", str(tmp_path / "s.duckdb")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
