@@ -127,3 +127,22 @@ def test_figures_read_without_exponents(capsys):
     out = capsys.readouterr().out
     assert "lambda = 1,000,000,000,000 req/s" in out and "servers                  1,000,000,000,001" in out
     assert "e+" not in out
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    # a redundancy of nan printed "+nan% redundancy"; 1e13 minimum replicas planned $8.4e15; a wait SLA of
+    # 1e308 s was "a P99 wait under 1e+308 s"
+    ("--redundancy", "nan", "field redundancy: must be >= 0 and finite, got nan"),
+    ("--redundancy", "1e308", "field redundancy: must be at most 1"),
+    ("--min-replicas", "10000000000000", "field min_replicas: must be at most 100,000, got 10,000,000,000,000"),
+    ("--wait-sla-s", "1e308", "field wait_sla_s: must be at most 3,600"),
+    ("--mean-service-s", "1e308", "field mean_service_s: must be at most 3,600"),
+    ("--slots", "0", "field slots_per_replica"),
+])
+def test_plan_refuses_a_figure_past_what_it_can_mean(demo_db, tmp_path, capsys, flag, value, message):
+    import shutil
+    db = tmp_path / "plan.duckdb"
+    shutil.copy(demo_db, db)
+    assert main(["plan", "--model", "llama-3.1-8b", "--db", str(db), flag, value]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err

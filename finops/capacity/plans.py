@@ -22,7 +22,7 @@ import pandas as pd
 
 from finops import sql
 from finops.capacity import autoscale
-from finops.capacity.calculator import check_positive, check_whole
+from finops.capacity.calculator import MAX_INSTANCES, MAX_TARGET_S, check_positive, check_whole
 from finops.capacity.calculator import required_replicas as calculator_required
 from finops.capacity.observed import fleet_filters, observed_load
 from finops.errors import InputError
@@ -343,6 +343,17 @@ def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model:
     """
     from finops.spend import costviews, fleets, pricing
 
+    # the Capacity page's ranges: a redundancy of nan printed "+nan% redundancy", 1e13 replicas planned a cost of
+    # $8.4e15, a wait SLA of 1e308 s was "under 1e+308 s"
+    check_positive("target_utilization", target_utilization, most=1.0)
+    if wait_sla_s is not None:
+        check_positive("wait_sla_s", wait_sla_s, allow_zero=True, most=MAX_TARGET_S)
+    check_positive("redundancy", redundancy, allow_zero=True, most=1.0)
+    check_whole("min_replicas", min_replicas, 0, most=MAX_INSTANCES)
+    if mean_service_s is not None:
+        check_positive("mean_service_s", mean_service_s, most=MAX_TARGET_S)
+    if slots_per_replica is not None:
+        check_whole("slots_per_replica", slots_per_replica, 1, most=10_000)
     book = con.execute("SELECT gpus_per_replica, gpu_hour_usd, slots_per_replica FROM prices "
                        "WHERE model = ? AND kind = 'self_hosted'", [model]).fetchall()
     basis = fleets.billing_basis(con).set_index("model")
