@@ -12,6 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from finops.fmt import number
 from finops.schema import IDLE_TENANT
 
 IDLE_COLOR = "#b9bec7"
@@ -1137,7 +1138,7 @@ def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps:
                  alt.Tooltip("qps_basis:N", title="QPS from"), alt.Tooltip("source:N", title="Source")])]
     layers += _rule_y(p99_target_s, f"P99 target {p99_target_s:g} s", SLA_COLOR)
     if per_instance_qps is not None:
-        layers += _rule_x(per_instance_qps, f"one instance: {per_instance_qps:.3g} req/s", NEED_COLOR)
+        layers += _rule_x(per_instance_qps, f"one instance: {number(per_instance_qps, 3)} req/s", NEED_COLOR)
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
 
 

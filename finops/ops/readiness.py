@@ -33,6 +33,7 @@ import pandas as pd
 
 from finops import access, sql, store
 from finops.filters import Filters
+from finops.fmt import number
 from finops.ingest import loadtests
 from finops.latency import stats as latency
 from finops.ops import alerts
@@ -96,7 +97,7 @@ GROUP BY model""", list(LOAD_TEST_FORMATS)).fetchall())
         return Check("manual", "no self-hosted model has replicas in the price book, a load test and traffic in this "
                                "store: tick when the plan exists elsewhere")
     lo, hi = REDUNDANCY_BAND
-    what = "; ".join(f"{m}: {r:,} replicas for the {n:,} instances its busiest hour needs at {q:.3g} req/s per "
+    what = "; ".join(f"{m}: {r:,} replicas for the {n:,} instances its busiest hour needs at {number(q, 3)} req/s per "
                      f"instance, {red:.0%} redundancy" for m, r, n, red, q in plans)
     if all(lo - 1e-9 <= red <= hi + 1e-9 for _, _, _, red, _ in plans):
         return Check("pass", what)
