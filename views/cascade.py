@@ -162,9 +162,9 @@ if source == "upload" and data is not None and data.cost_small is not None and d
 mode = st.radio("Costs", list(cost_modes), format_func=cost_modes.get, horizontal=True, key=f"costs_{source}",
                 index=len(cost_modes) - 1, label_visibility="collapsed")
 c1, c2 = st.columns(2)
-c_small = c1.number_input("Small model ($ per 1,000 requests)", min_value=0.0, value=cascade.SEED_COST_SMALL_PER_1K_USD,
+c_small = c1.number_input("Small model ($ per 1,000 requests)", min_value=0.0, max_value=edge.MAX_USD, value=cascade.SEED_COST_SMALL_PER_1K_USD,
                           step=0.1, format="%.3f", disabled=mode != "flat", help="Default: an illustrative $1 per 1,000.")
-c_large = c2.number_input("Large model ($ per 1,000 requests)", min_value=0.0, value=cascade.SEED_COST_LARGE_PER_1K_USD,
+c_large = c2.number_input("Large model ($ per 1,000 requests)", min_value=0.0, max_value=edge.MAX_USD, value=cascade.SEED_COST_LARGE_PER_1K_USD,
                           step=0.5, format="%.3f", disabled=mode != "flat", help="Default: an illustrative $8 per 1,000.")
 if mode == "per_query" and source == "store":
     st.caption("Per query: the small attempt's recorded cost or its tokens at the book's prices; the large answer's "
