@@ -150,6 +150,10 @@ def test_a_zip_that_lies_about_its_sizes_stops_at_the_declared_size(tmp_path):
     ("replicas", 2.5, "whole number"),
     ("gpu_hour_usd", float("inf"), "gpu_hour_usd"),
     ("gpus_per_replica", 0, "gpus_per_replica"),
+    # an emptied cell made the fleet's GPU cost vanish from every page ($3,360 of the sample's llama-3.1-8b)
+    ("replicas", None, "needs its replicas: its fleet is billed from them"),
+    ("gpus_per_replica", float("nan"), "needs its GPUs per replica"),
+    ("gpu_hour_usd", None, r"needs its \$ per GPU-hour"),
 ])
 def test_the_price_book_refuses_values_no_fleet_has(con, column, value, message):
     from finops.spend import pricing

@@ -87,6 +87,11 @@ PRICE_LIMITS: dict[str, tuple[float, float, bool]] = {
 }
 
 
+#: what a self-hosted row of the price book must give (its fleet's cost), in words
+FLEET_WORDS = {"replicas": "replicas", "gpus_per_replica": "GPUs per replica", "gpu_hour_usd": "$ per GPU-hour"}
+FLEET_COLUMNS = tuple(FLEET_WORDS)
+
+
 def price_book(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute("SELECT * FROM prices ORDER BY kind DESC, model").df()
 
@@ -138,6 +143,15 @@ def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     bad = frame[~frame["kind"].isin(["api", "self_hosted"])]
     if len(bad):
         raise InputError(f"kind must be api or self_hosted (model {bad['model'].iloc[0]})", field="kind")
+    # a self-hosted row's fleet is billed from these where no schedule is declared: a cell emptied here made the
+    # fleet's GPU cost vanish ($3,360 of the sample's llama-3.1-8b), and the model was listed nowhere as unpriced
+    for i, row in enumerate(frame.itertuples(index=False), start=1):
+        if row.kind != "self_hosted":
+            continue
+        for c in FLEET_COLUMNS:
+            if pd.isna(getattr(row, c)):
+                raise InputError(f"the self-hosted model {row.model} needs its {FLEET_WORDS[c]}: its fleet is billed "
+                                 "from them", row=i, field=c)
     for i, row in enumerate(frame.itertuples(index=False), start=1):
         for c, (lo, hi, whole) in PRICE_LIMITS.items():
             raw = getattr(row, c)
