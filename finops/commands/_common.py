@@ -17,6 +17,22 @@ def add_db(parser: argparse.ArgumentParser) -> None:
                         help="DuckDB store (default: $FINOPS_DB or data/finops.duckdb)")
 
 
+def check_range(value: float, field: str, lowest: float, highest: float, unit: str, *, above: bool = False,
+                highest_words: str = "") -> float:
+    """``value`` of the flag ``--field`` (underscores as dashes) when it lies from ``lowest`` (``above``: past it) to
+    ``highest``; else an InputError naming the flag in words. nan lies nowhere: a check of ``<= 0`` alone let it by.
+
+    >>> check_range(2.0, "tick", 0, 3600, "seconds", above=True)
+    2.0
+    """
+    if not ((lowest < value) if above else (lowest <= value)) or not value <= highest:
+        given = f"{int(value):,}" if abs(value) < 1e15 and value == int(value) else f"{value:g}"
+        span = (f"above {lowest:,g} and at most {highest:,g}{highest_words}" if above
+                else f"from {lowest:,.4g} to {highest:,g}{highest_words}")
+        raise InputError(f"--{field.replace('_', '-')} is a number of {unit} {span}, not {given}", field=field)
+    return value
+
+
 def db_path(args) -> str:
     """``--db``, else ``$FINOPS_DB``, else the project's data/finops.duckdb (the dashboard's rule)."""
     from finops.store import resolve_path

@@ -8,7 +8,7 @@ import sys
 from datetime import timedelta
 
 from finops import store
-from finops.commands._common import add_db, db_path, parse_time, print_json
+from finops.commands._common import add_db, check_range, db_path, parse_time, print_json
 
 NAME = "pull"
 HELP = ("Pull request logs from where they live: LiteLLM's PostgreSQL database (LiteLLM_SpendLogs) or Langfuse's "
@@ -58,24 +58,16 @@ def _common(p) -> None:
                    help="say on stderr each page committed (rows read, ingested, already stored)")
 
 
-def _in_range(value: float, name: str, lowest: float, highest: float, unit: str) -> None:
-    from finops.errors import InputError
-    if not lowest <= value <= highest:
-        given = f"{int(value):,}" if abs(value) < 1e15 and value == int(value) else f"{value:g}"
-        raise InputError(f"--{name.replace('_', '-')} is a number of {unit} from {lowest:,.4g} to {highest:,g}, "
-                         f"not {given}", field=name)
-
-
 def run(args) -> int:
     from finops.errors import InputError
     from finops.ingest import pulls
 
     # nan or 1e308 minutes or hours stopped in timedelta() with a traceback; a negative window or wait went on
-    _in_range(args.overlap_minutes, "overlap_minutes", 0, 24 * 60, "minutes (a day)")
+    check_range(args.overlap_minutes, "overlap_minutes", 0, 24 * 60, "minutes (a day)")
     if args.pull_source == "langfuse":
-        _in_range(args.window_hours, "window_hours", 1 / 60, 366 * 24, "hours (a minute to a year)")
-        _in_range(args.max_wait, "max_wait", 0, 86_400, "seconds (a day)")
-    _in_range(args.page_size, "page_size", 1, 100_000, "rows")
+        check_range(args.window_hours, "window_hours", 1 / 60, 366 * 24, "hours (a minute to a year)")
+        check_range(args.max_wait, "max_wait", 0, 86_400, "seconds (a day)")
+    check_range(args.page_size, "page_size", 1, 100_000, "rows")
     overlap = timedelta(minutes=args.overlap_minutes)
 
     def said(page: int, r) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from finops import store
-from finops.commands._common import add_db, db_path, print_json
+from finops.commands._common import add_db, check_range, db_path, print_json
 
 NAME = "scrape"
 HELP = ("Scrape an inference engine's Prometheus metrics (vLLM's /metrics) into the store: requests running and "
@@ -28,20 +28,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import math
-
     from finops.errors import InputError
     from finops.ingest import engine
     from finops.ingest.service import MAX_EVERY_S
     # nan passed "<= 0" (scrapes back to back), inf slept for ever; a timeout of nan or -1 reached the HTTP client
-    if args.every is not None and not 0 < args.every <= MAX_EVERY_S:
-        raise InputError(f"--every is a number of seconds above 0 and at most {MAX_EVERY_S:,.0f} (a week), "
-                         f"not {args.every:g}", field="every")
+    if args.every is not None:
+        check_range(args.every, "every", 0, MAX_EVERY_S, "seconds", above=True, highest_words=" (a week)")
     if args.count < 0:
         raise InputError(f"--count is at least 0, not {args.count:,}", field="count")
-    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
-        raise InputError(f"--timeout is a number of seconds above 0 and at most 3,600, not {args.timeout:g}",
-                         field="timeout")
+    check_range(args.timeout, "timeout", 0, 3600, "seconds", above=True)
     done = 0
     next_at = time.monotonic()
     while True:

@@ -8,7 +8,7 @@ import sys
 import threading
 
 from finops import access, store
-from finops.commands._common import add_db, db_path, print_json
+from finops.commands._common import add_db, check_range, db_path, print_json
 from finops.errors import InputError
 
 NAME = "serve-ingest"
@@ -111,8 +111,7 @@ def run(args) -> int:
     con = store.connect(path)
     if _configure(con, args):
         return 0
-    if not 0 < args.tick <= 3600:        # nan passed "<= 0", and a tick of 1e308 never came
-        raise InputError(f"--tick is a number of seconds above 0 and at most 3,600, not {args.tick:g}", field="tick")
+    check_range(args.tick, "tick", 0, 3600, "seconds", above=True)   # nan passed "<= 0"; a tick of 1e308 never came
     ing = service.Ingester(con, path, tick_s=args.tick, secret=delivery.secret, otlp_port=args.otlp_port,
                            otlp_tenant_field=args.otlp_tenant_field, commands=COMMANDS)
     if args.otlp_port:
