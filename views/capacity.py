@@ -210,7 +210,7 @@ res = calculator.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sl
 q = res.queue
 k1, k2, k3, k4, k5 = st.columns(5)
 k1.metric("Utilisation", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
-          help=f"Utilisation (ρ) = arrivals per second (λ) / (slots c × rate per slot μ), with c = {int(replicas)} × {int(slots)} = {res.servers} slots.")
+          help=f"Utilisation (ρ) = arrivals per second (λ) / (slots c × rate per slot μ), with c = {int(replicas):,} × {int(slots):,} = {res.servers:,} slots.")
 k2.metric("P(wait)", f"{q.p_wait:.1%}", border=True, help="Share of requests that queue at all (Erlang C).")
 k3.metric("Mean queue wait", format_seconds(q.wq_s), border=True,
           help="Allen–Cunneen: the M/M/c mean wait × (ca² + cs²) / 2.")
@@ -244,7 +244,7 @@ if res.servers > 0:
     right.altair_chart(charts.wait_vs_utilization(
         calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
         current_rho=float(q.utilization), current_wq_s=float(q.wq_s),
-        title=f"Mean queue wait against utilisation at c = {res.servers} slots (s)"))
+        title=f"Mean queue wait against utilisation at c = {res.servers:,} slots (s)"))
 else:
     right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against utilisation.")
 filled = st.session_state["cap_filled_from"]
