@@ -66,7 +66,7 @@ LIMITS = {"cap_lambda": (0.0, 1_000_000.0), "cap_sla_s": (0.0, 3_600.0), "cap_se
           "cap_mu": (0.001, 1_000.0), "cap_cv_service": (0.0, queueing.MAX_CV), "cap_cv_arrival": (0.0, queueing.MAX_CV),
           "cap_replicas": (0, 100_000), "cap_slots": (1, 4096), "cap_rho": (0.30, 0.95), "cap_redundancy_pct": (0, 100)}
 # the fields a fill sets besides the scenario's, with their ranges
-FILL_LIMITS = {"cap_gpu_hour_usd": (0.0, calculator.MAX_GPU_HOUR_USD), "cap_gpus": (1, 64),
+FILL_LIMITS = {"cap_gpu_hour_usd": (0.0, calculator.MAX_GPU_HOUR_USD), "cap_gpus": (1, calculator.MAX_GPUS_PER_REPLICA),
                "cap_tokens": (0.0, calculator.MAX_TOKENS_PER_REQUEST)}
 # a first visit with no scenario in its link opens on the busiest self-hosted model of the logs (below)
 FRESH = "cap_lambda" not in st.session_state and not any(k in st.query_params for k in SCENARIO_KEYS)
@@ -254,7 +254,7 @@ st.subheader("What the fleet costs")
 e1, e2, e3 = st.columns(3)
 gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, max_value=calculator.MAX_GPU_HOUR_USD, step=0.1, format="%.3f", key="cap_gpu_hour_usd",
                           help="From the price book when filled from a self-hosted model.")
-gpus = e2.number_input("GPUs per replica", min_value=1, max_value=64, step=1, key="cap_gpus")
+gpus = e2.number_input("GPUs per replica", min_value=1, max_value=calculator.MAX_GPUS_PER_REPLICA, step=1, key="cap_gpus")
 tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0,
                          max_value=calculator.MAX_TOKENS_PER_REQUEST, step=100.0, format="%.6g",
                          key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")

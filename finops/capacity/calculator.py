@@ -24,6 +24,7 @@ import pandas as pd
 from finops.capacity.queueing import MMCResult, ggc, required_servers
 from finops.errors import InputError
 from finops.fmt import number
+from finops.spend.pricing import PRICE_LIMITS
 
 __all__ = [
     "BINDING_LABELS", "SWEET_SPOT", "WAIT_PERCENTILE", "CapacityResult", "FleetCost", "ReplicaNeed", "calculate",
@@ -81,7 +82,8 @@ def format_seconds(seconds: float | None) -> str:
 MAX_ARRIVAL_RATE = 1_000_000.0      # req/s
 MAX_TARGET_S = 3_600.0              # a latency target or wait SLA, s
 MAX_INSTANCES = 100_000             # replicas, or instances behind a tested endpoint
-MAX_GPU_HOUR_USD = 1_000.0          # $ per GPU-hour: some hundred times a data-centre GPU's rent
+MAX_GPU_HOUR_USD = float(PRICE_LIMITS["gpu_hour_usd"][1])      # the price book's bound ($1,000)
+MAX_GPUS_PER_REPLICA = int(PRICE_LIMITS["gpus_per_replica"][1])  # the price book's bound (64)
 MAX_TOKENS_PER_REQUEST = 10_000_000.0   # the longest context windows offered
 
 
