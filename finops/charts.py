@@ -1043,21 +1043,34 @@ def _rule_y(value: float, label: str, color: str) -> list[alt.Chart]:
                                    color=color).encode(y="y:Q", text="label:N")]
 
 
+def _wait_unit(top_s: float) -> tuple[float, str]:
+    """The factor and unit a queue-wait axis reads best in, from its top in seconds: s from 1 s, ms from
+    1 ms, µs below (the axis never falls back to exponents such as 9e-7)."""
+    if top_s >= 1:
+        return 1.0, "s"
+    if top_s >= 1e-3:
+        return 1e3, "ms"
+    return 1e6, "µs"
+
+
 def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_replicas: int,
                          required_replicas: int | None = None, wait_sla_s: float | None = None,
                          title: str = "P99 queue wait against replicas", height: int = 300) -> alt.LayerChart:
-    """P99 queue wait (s) by replica count (finops.capacity.calculator.p99_wait_by_replicas); the unstable
+    """P99 queue wait by replica count (finops.capacity.calculator.p99_wait_by_replicas); the unstable
     counts (ρ ≥ 1) are a red band, the SLA a red rule, the chosen and required counts blue and
-    green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot."""
+    green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot. Waits read in s, ms or µs, whichever that top needs."""
     stable = curve[curve["stable"] & np.isfinite(curve["wait_p99_s"])].copy()
     finite = stable["wait_p99_s"]
     top = 3 * wait_sla_s if wait_sla_s else (float(finite.quantile(0.9)) if len(finite) else 1.0)
     top = max(top, 1e-3)
+    factor, unit = _wait_unit(top)
+    stable["wait_p99"] = stable["wait_p99_s"] * factor
+    stable["wq"] = stable["wq_s"] * factor
     x_max = float(curve["replicas"].max()) + 0.5
     x = alt.X("replicas:Q", title=f"Replicas (c = replicas × {slots_per_replica} slots)",
               scale=alt.Scale(domain=[0.5, x_max], nice=False), axis=alt.Axis(tickMinStep=1, format="d"))
-    y = alt.Y("wait_p99_s:Q", title="P99 queue wait (s)", scale=alt.Scale(domain=[0, top], nice=False),
-              axis=alt.Axis(format=".3~g"))
+    y = alt.Y("wait_p99:Q", title=f"P99 queue wait ({unit})", scale=alt.Scale(domain=[0, top * factor], nice=False),
+              axis=alt.Axis(format=",.3~r"))
     layers = []
     unstable = curve[~curve["stable"]]
     if len(unstable):
@@ -1070,10 +1083,10 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
     layers.append(alt.Chart(stable).mark_line(point=alt.OverlayMarkDef(size=18), clip=True, color=PALETTE[0]).encode(
         x=x, y=y, tooltip=[alt.Tooltip("replicas:Q", title="Replicas"), alt.Tooltip("servers:Q", title="Slots c"),
                            alt.Tooltip("utilization:Q", title="Utilisation ρ", format=".1%"),
-                           alt.Tooltip("wait_p99_s:Q", title="P99 queue wait (s)", format=".4~g"),
-                           alt.Tooltip("wq_s:Q", title="Mean queue wait (s)", format=".4~g")]))
+                           alt.Tooltip("wait_p99:Q", title=f"P99 queue wait ({unit})", format=",.4~r"),
+                           alt.Tooltip("wq:Q", title=f"Mean queue wait ({unit})", format=",.4~r")]))
     if wait_sla_s:
-        layers += _rule_y(wait_sla_s, f"P99 wait SLA {wait_sla_s:g} s", SLA_COLOR)
+        layers += _rule_y(wait_sla_s * factor, f"P99 wait SLA {number(wait_sla_s * factor)} {unit}", SLA_COLOR)
     layers += _rule_x(chosen_replicas, f"your replicas: {chosen_replicas}", CHOSEN_COLOR)
     if required_replicas is not None and required_replicas != chosen_replicas:
         layers += _rule_x(required_replicas, f"required with redundancy: {required_replicas}", NEED_COLOR)
@@ -1083,16 +1096,20 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
 def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None,
                         current_wq_s: float | None = None, band: tuple[float, float] = (0.6, 0.75),
                         title: str = "Mean queue wait against utilisation", height: int = 300) -> alt.LayerChart:
-    """Mean queue wait (s) against ρ at a fixed fleet (finops.capacity.calculator.wait_by_utilization): the
+    """Mean queue wait against ρ at a fixed fleet (finops.capacity.calculator.wait_by_utilization): the
     sweet-spot band shaded green, ρ = 1 a red rule, the current ρ a point (or a note when ≥ 1).
-    The y axis stops at the wait at ρ = 0.95 so the blow-up reads as one."""
-    data = curve[np.isfinite(curve["wq_s"])]
+    The y axis stops at the wait at ρ = 0.95 so the blow-up reads as one; it reads in s, ms or µs,
+    whichever that top needs (``_wait_unit``), never in exponents."""
+    data = curve[np.isfinite(curve["wq_s"])].copy()
     top = float(np.interp(0.95, data["utilization"], data["wq_s"])) if len(data) else 1.0
     top = max(top, 1e-6)
+    factor, unit = _wait_unit(top)
+    data["wq"] = data["wq_s"] * factor
+    data["wait_p99"] = data["wait_p99_s"] * factor
     x = alt.X("utilization:Q", title="Utilisation ρ = λ / (c μ)", scale=alt.Scale(domain=[0, 1.02], nice=False),
               axis=alt.Axis(format=".0%"))
-    y = alt.Y("wq_s:Q", title="Mean queue wait (s)", scale=alt.Scale(domain=[0, top], nice=False),
-              axis=alt.Axis(format=".3~g"))
+    y = alt.Y("wq:Q", title=f"Mean queue wait ({unit})", scale=alt.Scale(domain=[0, top * factor], nice=False),
+              axis=alt.Axis(format=",.3~r"))
     sweet = pd.DataFrame({"x0": [band[0]], "x1": [band[1]], "label": [f"sweet spot {band[0]:.2g}–{band[1]:.2g}"]})
     layers = [
         alt.Chart(sweet).mark_rect(color=NEED_COLOR, opacity=0.18).encode(
@@ -1101,17 +1118,17 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
             x="x0:Q", text="label:N"),
         alt.Chart(data).mark_line(clip=True, color=PALETTE[0], strokeWidth=2).encode(
             x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Utilisation ρ", format=".1%"),
-                               alt.Tooltip("arrival_rate_per_s:Q", title="λ (req/s)", format=",.4~g"),
-                               alt.Tooltip("wq_s:Q", title="Mean queue wait (s)", format=".4~g"),
-                               alt.Tooltip("wait_p99_s:Q", title="P99 queue wait (s)", format=".4~g")]),
+                               alt.Tooltip("arrival_rate_per_s:Q", title="λ (req/s)", format=",.4~r"),
+                               alt.Tooltip("wq:Q", title=f"Mean queue wait ({unit})", format=",.4~r"),
+                               alt.Tooltip("wait_p99:Q", title=f"P99 queue wait ({unit})", format=",.4~r")]),
     ]
     layers += _rule_x(1.0, "ρ = 1: unstable beyond", UNSTABLE_COLOR)
     if current_rho is not None and current_wq_s is not None and current_rho < 1 and math.isfinite(current_wq_s):
-        you = pd.DataFrame({"utilization": [current_rho], "wq_s": [min(current_wq_s, top)],
-                            "label": [f"you: ρ = {current_rho:.0%}"], "wait": [current_wq_s]})
+        you = pd.DataFrame({"utilization": [current_rho], "wq": [min(current_wq_s, top) * factor],
+                            "label": [f"you: ρ = {current_rho:.0%}"], "wait": [current_wq_s * factor]})
         layers.append(alt.Chart(you).mark_point(size=140, filled=True, color=SLA_COLOR).encode(
             x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Your ρ", format=".1%"),
-                               alt.Tooltip("wait:Q", title="Mean queue wait (s)", format=".4~g")]))
+                               alt.Tooltip("wait:Q", title=f"Mean queue wait ({unit})", format=",.4~r")]))
         layers.append(alt.Chart(you).mark_text(align="right", dx=-9, dy=-9, fontSize=12, fontWeight="bold",
                                                color=SLA_COLOR).encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)

@@ -446,3 +446,38 @@ def test_the_forecast_ahead_is_set_against_the_schedule_still_in_force():
     assert ahead["replicas_billed"].eq(4).all()                      # the open-ended period runs on
     assert ahead["replicas_planned"].between(1, 4).all()
     assert fp.ahead.saving_usd == pytest.approx(2.0 * (96 - ahead["replicas_planned"].sum()))
+
+
+def _chart_layers(chart):
+    spec = chart.to_dict()
+    return spec["layer"], spec.get("datasets", {})
+
+
+def test_the_wait_charts_read_in_the_unit_their_top_needs_never_in_exponents():
+    from finops import charts
+    # 16,384 slots of 0.5 s service: the mean wait at ρ = 0.95 is far under a microsecond
+    curve = calculator.wait_by_utilization(0.5, 16_384)
+    top_s = float(np.interp(0.95, curve["utilization"], curve["wq_s"]))
+    assert top_s < 1e-6
+    layers, data = _chart_layers(charts.wait_vs_utilization(curve, current_rho=0.5, current_wq_s=0.0))
+    line = next(layer for layer in layers if layer["mark"]["type"] == "line")
+    assert line["encoding"]["y"]["title"] == "Mean queue wait (µs)"
+    assert line["encoding"]["y"]["axis"]["format"] == ",.3~r"            # d3: decimal, never 9e-7
+    assert line["encoding"]["y"]["scale"]["domain"] == [0, 1.0]          # the 1 µs floor, in µs
+    rows = data[line["data"]["name"]]
+    by_rho = {round(r["utilization"], 3): r for r in rows}
+    assert by_rho[0.99]["wq"] == pytest.approx(by_rho[0.99]["wq_s"] * 1e6)
+    # a small fleet near saturation waits seconds: the axis stays in s
+    curve = calculator.wait_by_utilization(2.0, 2)
+    layers, _ = _chart_layers(charts.wait_vs_utilization(curve))
+    assert next(la for la in layers if la["mark"]["type"] == "line")["encoding"]["y"]["title"] == "Mean queue wait (s)"
+    # the replicas chart with a 50 ms SLA: ms, the SLA rule at 50 and named "50 ms"
+    curve = calculator.p99_wait_by_replicas(100.0, 0.2, 8, (4,))
+    layers, data = _chart_layers(charts.p99_wait_vs_replicas(curve, slots_per_replica=8, chosen_replicas=4,
+                                                             wait_sla_s=0.05))
+    line = next(la for la in layers if la["mark"]["type"] == "line")
+    assert line["encoding"]["y"]["title"] == "P99 queue wait (ms)"
+    assert line["encoding"]["y"]["scale"]["domain"] == [0, pytest.approx(150.0)]
+    labels = [r["label"] for la in layers if "data" in la for r in data.get(la["data"]["name"], [])
+              if "label" in r]
+    assert "P99 wait SLA 50 ms" in labels

@@ -197,3 +197,20 @@ def test_an_alias_cannot_name_a_self_hosted_fleet(con):
         pricing.save_aliases(con, pd.DataFrame([{"alias": "acme-7b", "model": "llama-3.1-8b", "provider": None}]))
     assert exc.value.field == "model"
     assert pricing.aliases(con).empty
+
+
+def test_aliases_do_not_chain_or_name_themselves_and_a_refused_table_keeps_the_old_one(con):
+    from finops.errors import InputError
+    pricing.save_aliases(con, pd.DataFrame([{"alias": "acme-mini", "model": "gpt-4o-mini", "provider": None}]))
+    chained = pd.DataFrame([{"alias": "acme-mini", "model": "gpt-4o-mini", "provider": None},
+                            {"alias": "acme-mini-eu", "model": "acme-mini", "provider": None}])
+    with pytest.raises(InputError, match=r"acme-mini is itself an alias \(of gpt-4o-mini\).*price acme-mini-eu "
+                                         r"as gpt-4o-mini directly") as exc:
+        pricing.save_aliases(con, chained)
+    assert (exc.value.row, exc.value.field) == (2, "model")
+    with pytest.raises(InputError, match="priced as itself") as exc:
+        pricing.save_aliases(con, pd.DataFrame([{"alias": "gpt-4o", "model": "gpt-4o", "provider": None}]))
+    assert (exc.value.row, exc.value.field) == (1, "model")
+    assert pricing.aliases(con)["alias"].tolist() == ["acme-mini"]
+    # the same name with a provider pins where it is priced: kept
+    assert pricing.save_aliases(con, pd.DataFrame([{"alias": "gpt-4o", "model": "gpt-4o", "provider": "azure"}])) == 1

@@ -234,6 +234,15 @@ def save_aliases(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
     if len(set(names)) != len(names):
         raise InputError(f"an alias is listed twice: {sorted(n for n in names if names.count(n) > 1)[0]}",
                          field="alias")
+    # one step only (catalogue.price_key): an alias of an alias would be priced as the middle name, not the last
+    targets = {a: m for a, m, _ in rows}
+    for i, (alias, model, provider) in enumerate(rows, start=1):
+        if model == alias and provider is None:
+            raise InputError(f"{alias} is priced as itself, which changes nothing: name the model it is "
+                             "priced as, or a provider to price it at", row=i, field="model")
+        if model != alias and model in targets:
+            raise InputError(f"{model} is itself an alias (of {targets[model]}), and aliases do not chain: "
+                             f"price {alias} as {targets[model]} directly", row=i, field="model")
     with store.transaction(con):
         con.execute("DELETE FROM model_aliases")
         if rows:
