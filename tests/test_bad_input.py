@@ -230,7 +230,7 @@ def test_a_store_made_before_the_new_token_columns_gets_them_when_opened(tmp_pat
     ({"cap_lambda": "1e300"}, {"cap_lambda": 1_000_000.0}),
     ({"cap_lambda": "1e6", "cap_service_s": "1e300"}, {"cap_lambda": 1_000_000.0, "cap_service_s": 3_600.0}),
     ({"cap_lambda": "0", "cap_replicas": "0"}, {"cap_lambda": 0.0, "cap_replicas": 0}),
-    ({"cap_slots": "99999999"}, {"cap_slots": 4096}),
+    ({"cap_slots": "99999999"}, {"cap_slots": 10_000}),
 ])
 def test_an_extreme_capacity_url_is_clamped_and_said_and_a_zero_is_a_zero(tmp_path, params, shown):
     from helpers import run_page, texts

@@ -138,6 +138,7 @@ def test_figures_read_without_exponents(capsys):
     ("--wait-sla-s", "1e308", "field wait_sla_s: must be at most 3,600"),
     ("--mean-service-s", "1e308", "field mean_service_s: must be at most 3,600"),
     ("--slots", "0", "field slots_per_replica"),
+    ("--slots", "10001", "field slots_per_replica: must be at most 10,000, got 10,001"),
 ])
 def test_plan_refuses_a_figure_past_what_it_can_mean(demo_db, tmp_path, capsys, flag, value, message):
     import shutil

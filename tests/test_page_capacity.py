@@ -160,12 +160,20 @@ def test_fill_from_logs_sets_the_inputs(demo_page):
     assert "then edited" in texts(at)
 
 
-def test_a_fill_past_a_fields_bound_is_set_at_the_bound_and_said(demo_copy):
-    """A price book's 5,000 slots per replica (the book takes up to 10,000) showed as 1 slot, silently."""
+def test_a_fill_past_a_fields_bound_is_set_at_the_bound_and_said(demo_copy, monkeypatch):
+    """A price book's 5,000 slots per replica showed as 1 slot, silently, when the field stopped at 4,096. The
+    field now takes the book's 10,000; a field narrower than what fills it is set at its bound and said."""
     import duckdb
+
+    from finops.capacity import calculator
     con = duckdb.connect(demo_copy)
     con.execute("UPDATE prices SET slots_per_replica = 5000 WHERE kind = 'self_hosted'")
     con.close()
+    at = run_page(demo_copy, PAGE)
+    assert not at.exception
+    assert at.number_input(key="cap_slots").value == 5000
+    assert "is outside" not in texts(at)
+    monkeypatch.setattr(calculator, "MAX_SLOTS_PER_REPLICA", 4096)         # the page reads it on each run
     at = run_page(demo_copy, PAGE)
     assert not at.exception
     assert at.number_input(key="cap_slots").value == 4096

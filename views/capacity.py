@@ -64,7 +64,7 @@ SCENARIO_KEYS = ("cap_lambda", "cap_sla_s", "cap_service_s", "cap_cv_service", "
                  "cap_slots", "cap_rho", "cap_redundancy_pct")
 LIMITS = {"cap_lambda": (0.0, 1_000_000.0), "cap_sla_s": (0.0, 3_600.0), "cap_service_s": (0.001, 3_600.0),
           "cap_mu": (0.001, 1_000.0), "cap_cv_service": (0.0, queueing.MAX_CV), "cap_cv_arrival": (0.0, queueing.MAX_CV),
-          "cap_replicas": (0, 100_000), "cap_slots": (1, 4096), "cap_rho": (0.30, 0.95), "cap_redundancy_pct": (0, 100)}
+          "cap_replicas": (0, 100_000), "cap_slots": (1, calculator.MAX_SLOTS_PER_REPLICA), "cap_rho": (0.30, 0.95), "cap_redundancy_pct": (0, 100)}
 # the fields a fill sets besides the scenario's, with their ranges
 FILL_LIMITS = {"cap_gpu_hour_usd": (0.0, calculator.MAX_GPU_HOUR_USD), "cap_gpus": (1, calculator.MAX_GPUS_PER_REPLICA),
                "cap_tokens": (0.0, calculator.MAX_TOKENS_PER_REQUEST)}
@@ -197,7 +197,7 @@ cv_s = c3.number_input("Service-time variability (std / mean)", min_value=0.0, m
 cv_a = c3.number_input("Arrival burstiness (std / mean gap)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
                        key="cap_cv_arrival", bind="query-params", help="Coefficient of variation (CV) of the gaps between arrivals: 1 = Poisson arrivals; above 1 = bursty.")
 replicas = c4.number_input("Replicas", min_value=0, max_value=100_000, step=1, key="cap_replicas", bind="query-params")
-slots = c4.number_input("Concurrent slots per replica", min_value=1, max_value=4096, step=1, key="cap_slots", bind="query-params",
+slots = c4.number_input("Concurrent slots per replica", min_value=1, max_value=calculator.MAX_SLOTS_PER_REPLICA, step=1, key="cap_slots", bind="query-params",
                         help="Requests one replica serves at once (its batch / max_num_seqs). c = replicas × slots.")
 d1, d2 = st.columns(2)
 rho_target = d1.slider("Target utilisation", min_value=0.30, max_value=0.95, step=0.01, key="cap_rho", bind="query-params",

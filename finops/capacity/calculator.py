@@ -84,6 +84,7 @@ MAX_TARGET_S = 3_600.0              # a latency target or wait SLA, s
 MAX_INSTANCES = 100_000             # replicas, or instances behind a tested endpoint
 MAX_GPU_HOUR_USD = float(PRICE_LIMITS["gpu_hour_usd"][1])      # the price book's bound ($1,000)
 MAX_GPUS_PER_REPLICA = int(PRICE_LIMITS["gpus_per_replica"][1])  # the price book's bound (64)
+MAX_SLOTS_PER_REPLICA = int(PRICE_LIMITS["slots_per_replica"][1])  # the price book's bound (10,000)
 MAX_TOKENS_PER_REQUEST = 10_000_000.0   # the longest context windows offered
 
 
@@ -157,7 +158,7 @@ def required_replicas(arrival_rate_per_s, mean_service_s: float, slots_per_repli
     ([0, 36], [0, 45])
     """
     mean_s = check_positive("mean_service_s", mean_service_s)
-    slots = check_whole("slots_per_replica", slots_per_replica, 1)
+    slots = check_whole("slots_per_replica", slots_per_replica, 1, MAX_SLOTS_PER_REPLICA)
     if not 0 < target_utilization <= 1:
         raise InputError(f"must be in (0, 1], got {target_utilization}", field="target_utilization")
     if wait_sla_s is not None:
@@ -187,7 +188,7 @@ def calculate(arrival_rate_per_s: float, mean_service_s: float, replicas: int, s
     lam = check_positive("arrival_rate_per_s", arrival_rate_per_s, allow_zero=True)
     mean_s = check_positive("mean_service_s", mean_service_s)
     reps = check_whole("replicas", replicas, 0)
-    slots = check_whole("slots_per_replica", slots_per_replica, 1)
+    slots = check_whole("slots_per_replica", slots_per_replica, 1, MAX_SLOTS_PER_REPLICA)
     sizing = required_replicas(lam, mean_s, slots, wait_sla_s=wait_sla_s, target_utilization=target_utilization,
                                redundancy=redundancy, cv_service=cv_service, cv_arrival=cv_arrival,
                                wait_percentile=wait_percentile)
