@@ -136,7 +136,7 @@ def test_a_malformed_row_names_file_row_and_field(con, tmp_path):
     [r] = ingest_path(con, tmp_path / "bad.csv")
     assert (r.rows_ingested, r.rows_rejected) == (4, 2)
     reasons = " | ".join(str(x) for x in r.rejects)
-    assert "cache_hit: cannot read maybe as boolean" in reasons and "input_tokens: cannot read 12x" in reasons
+    assert "cache_hit: cannot read maybe as true or false" in reasons and "input_tokens: cannot read 12x" in reasons
 
 
 # ---------------------------------------------------------------- the typed fast path of a psql CSV

@@ -67,7 +67,7 @@ def test_a_value_the_typed_reading_cannot_take_previews_as_the_load_rejects_it(c
                  "r2,2026-11-20 10:00:01,gpt-4o,acme,100,20,0.0013,999\n")
     p = preview_path(con, f)
     assert p.ready and p.message is None and p.format == "canonical"
-    assert p.rows["_reject"].iloc[0] == "cost_usd: cannot read n/a as double" and pd.isna(p.rows["_reject"].iloc[1])
+    assert p.rows["_reject"].iloc[0] == "cost_usd: cannot read n/a as a number" and pd.isna(p.rows["_reject"].iloc[1])
     assert p.rows["cost_usd"].iloc[1] == 0.0013 and p.rows["total_ms"].tolist() == [1234.5, 999.0]
     assert _nothing_written(con)
     [r] = ingest_path(con, f)
@@ -76,14 +76,14 @@ def test_a_value_the_typed_reading_cannot_take_previews_as_the_load_rejects_it(c
 
 def test_a_semicolon_csv_reads_decimal_commas_in_the_preview_as_in_the_load(con, tmp_path):
     """A spreadsheet's export in much of Europe: semicolons between fields, a comma before the decimals. Its
-    numbers were rejected ("cannot read 0,0012 as double")."""
+    numbers were rejected ("cannot read 0,0012 as a number")."""
     f = tmp_path / "semi.csv"
     f.write_text("request_id;ts;model;tenant;input_tokens;output_tokens;cost_usd;total_ms\n"
                  "r1;2026-11-20 10:00:00;gpt-4o;acme;100;20;0,0012;1234,5\n"
                  "r2;2026-11-20 10:00:01;gpt-4o;acme;1,5;20;0.0013;999\n")
     p = preview_path(con, f)
     assert p.rows["cost_usd"].tolist() == [0.0012, 0.0013] and p.rows["total_ms"].tolist() == [1234.5, 999.0]
-    assert pd.isna(p.rows["_reject"].iloc[0]) and p.rows["_reject"].iloc[1] == "input_tokens: cannot read 1,5 as bigint"
+    assert pd.isna(p.rows["_reject"].iloc[0]) and p.rows["_reject"].iloc[1] == "input_tokens: cannot read 1,5 as a whole number"
     [r] = ingest_path(con, f)
     assert (r.rows_ingested, r.rows_rejected) == (1, 1)
     assert con.execute("SELECT cost_usd, total_ms, input_tokens FROM requests").fetchall() == [(0.0012, 1234.5, 100)]

@@ -113,7 +113,7 @@ def test_openai_batch_bad_value_is_named_by_row_and_field(con, tmp_path):
     assert store.row_count(con) == 0
     f.write_text("\n".join(lines[:2]) + "\n")
     (res,) = ingest_path(con, f)
-    assert res.rejects == [{"row": 2, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
+    assert res.rejects == [{"row": 2, "field": "input_tokens", "reason": "input_tokens: cannot read many as a whole number"}]
 
 
 # ---------------------------------------------------------------- anthropic-batch
@@ -249,7 +249,7 @@ def test_openrouter_bad_latency_is_named(con, tmp_path):
     f = tmp_path / "gen.jsonl"
     f.write_text(json.dumps(line) + "\n")
     (res,) = ingest_path(con, f)
-    assert res.rejects == [{"row": 1, "field": "total_ms", "reason": "total_ms: cannot read slow as double"}]
+    assert res.rejects == [{"row": 1, "field": "total_ms", "reason": "total_ms: cannot read slow as a number"}]
 
 
 # ---------------------------------------------------------------- openai-batch: the typed fast path
@@ -640,7 +640,7 @@ def test_openrouter_fast_path_rejects_a_bad_value_by_row_and_field(con, tmp_path
     f = tmp_path / "gen.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     (res,) = ingest_path(con, f)
-    assert res.rejects == [{"row": 3, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
+    assert res.rejects == [{"row": 3, "field": "input_tokens", "reason": "input_tokens: cannot read many as a whole number"}]
     assert res.rows_ingested == len(lines) - 1
 
 
@@ -791,7 +791,7 @@ def test_helicone_fast_path_rejects_a_bad_value_by_line_and_field(con, tmp_path)
     f = tmp_path / "h.jsonl"
     f.write_text("".join(json.dumps({"data": recs[i:i + 2]}) + "\n" for i in range(0, 4, 2)))
     (res,) = ingest_path(con, f)
-    assert res.rejects == [{"row": 2, "field": "input_tokens", "reason": "input_tokens: cannot read many as bigint"}]
+    assert res.rejects == [{"row": 2, "field": "input_tokens", "reason": "input_tokens: cannot read many as a whole number"}]
     assert res.rows_ingested == 3
     (again,) = ingest_path(con, f)
     assert again.rows_ingested == 0

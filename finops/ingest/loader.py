@@ -220,12 +220,18 @@ def _shown_sql(raw: str) -> str:
             "THEN '...' ELSE '' END)")
 
 
+#: a column type as a reject reason names it to the person who wrote the file ("cannot read 12.5 as a whole
+#: number", not "as bigint")
+TYPE_WORDS = {"BIGINT": "a whole number", "INTEGER": "a whole number", "DOUBLE": "a number", "TIMESTAMP": "a time",
+              "BOOLEAN": "true or false", "JSON": "JSON", "VARCHAR": "text"}
+
+
 def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
     """SQL expressions yielding a reason string (or NULL) for one column: unreadable, not finite, out of range."""
     name = sql.column(name, sql.CANONICAL_COLUMNS)
     target = schema.TYPES[name]
     out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
-           f"THEN '{name}: cannot read ' || {_shown_sql(raw)} || ' as {target.lower()}' END"]
+           f"THEN '{name}: cannot read ' || {_shown_sql(raw)} || ' as {TYPE_WORDS[target]}' END"]
     if target == "DOUBLE":
         out.append(f"CASE WHEN NOT isfinite({typed}) THEN '{name}: ' || CAST({typed} AS VARCHAR) "
                    f"|| ' is not a finite number' END")

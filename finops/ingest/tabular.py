@@ -561,7 +561,7 @@ def wrapped_json(p: Probe) -> bool:
 
 def _text_value(v) -> str | None:
     """A record's value as the text the loader casts: a boolean as JSON spells it (a count of ``true`` is then
-    "cannot read true as bigint", as the SQL reading says), an object or a list as JSON."""
+    "cannot read true as a whole number", as the SQL reading says), an object or a list as JSON."""
     if v is None:
         return None
     if isinstance(v, bool):
