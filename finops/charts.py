@@ -1067,7 +1067,7 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
     stable["wait_p99"] = stable["wait_p99_s"] * factor
     stable["wq"] = stable["wq_s"] * factor
     x_max = float(curve["replicas"].max()) + 0.5
-    x = alt.X("replicas:Q", title=f"Replicas (c = replicas × {slots_per_replica} slots)",
+    x = alt.X("replicas:Q", title=f"Replicas (c = replicas × {slots_per_replica:,} slots)",
               scale=alt.Scale(domain=[0.5, x_max], nice=False), axis=alt.Axis(tickMinStep=1, format="d"))
     y = alt.Y("wait_p99:Q", title=f"P99 queue wait ({unit})", scale=alt.Scale(domain=[0, top * factor], nice=False),
               axis=alt.Axis(format=",.3~r"))
@@ -1125,12 +1125,15 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
     layers += _rule_x(1.0, "ρ = 1: unstable beyond", UNSTABLE_COLOR)
     if current_rho is not None and current_wq_s is not None and current_rho < 1 and math.isfinite(current_wq_s):
         you = pd.DataFrame({"utilization": [current_rho], "wq": [min(current_wq_s, top) * factor],
-                            "label": [f"you: ρ = {current_rho:.0%}"], "wait": [current_wq_s * factor]})
+                            "label": [f"you: ρ = {current_rho:.0%}" if current_rho >= 0.005 else "you: ρ < 1%"],
+                            "wait": [current_wq_s * factor]})
         layers.append(alt.Chart(you).mark_point(size=140, filled=True, color=SLA_COLOR).encode(
             x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Your ρ", format=".1%"),
                                alt.Tooltip("wait:Q", title=f"Mean queue wait ({unit})", format=",.4~r")]))
-        layers.append(alt.Chart(you).mark_text(align="right", dx=-9, dy=-9, fontSize=12, fontWeight="bold",
-                                               color=SLA_COLOR).encode(x=x, y=y, text="label:N"))
+        left = current_rho < 0.2                    # near the y axis the label reads to the right of the point
+        layers.append(alt.Chart(you).mark_text(align="left" if left else "right", dx=9 if left else -9, dy=-9,
+                                               fontSize=12, fontWeight="bold", color=SLA_COLOR)
+                      .encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
 
 

@@ -481,3 +481,13 @@ def test_the_wait_charts_read_in_the_unit_their_top_needs_never_in_exponents():
     labels = [r["label"] for la in layers if "data" in la for r in data.get(la["data"]["name"], [])
               if "label" in r]
     assert "P99 wait SLA 50 ms" in labels
+
+
+def test_the_current_point_of_a_nearly_idle_fleet_reads_under_one_percent_beside_the_axis():
+    from finops import charts
+    curve = calculator.wait_by_utilization(0.5, 20_000)
+    layers, data = _chart_layers(charts.wait_vs_utilization(curve, current_rho=0.00025, current_wq_s=0.0))
+    text = next(la for la in layers if la["mark"]["type"] == "text" and la["encoding"]["text"]["field"] == "label"
+                and data[la["data"]["name"]][0]["label"].startswith("you"))
+    assert data[text["data"]["name"]][0]["label"] == "you: ρ < 1%"
+    assert text["mark"]["align"] == "left"                  # right of the point: at ρ ≈ 0 the left is off the plot

@@ -239,16 +239,16 @@ left, right = st.columns(2)
 left.altair_chart(charts.p99_wait_vs_replicas(
     curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
     required_replicas=res.required_replicas_with_redundancy, wait_sla_s=sla_s or None,
-    title=f"P99 queue wait (s) by replicas, at {number(lam)} arrivals/s"))
+    title=f"P99 queue wait by replicas, at {number(lam)} arrivals/s"))
 if res.servers > 0:
     right.altair_chart(charts.wait_vs_utilization(
         calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
         current_rho=float(q.utilization), current_wq_s=float(q.wq_s),
-        title=f"Mean queue wait against utilisation at c = {res.servers:,} slots (s)"))
+        title=f"Mean queue wait against utilisation at c = {res.servers:,} slots"))
 else:
     right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against utilisation.")
 filled = st.session_state["cap_filled_from"]
-st.caption(f"Source: {_scenario_origin()}. Waits are queue waits before service, in seconds.")
+st.caption(f"Source: {_scenario_origin()}. Waits are queue waits before service, in the unit each axis names.")
 
 st.subheader("What the fleet costs")
 e1, e2, e3 = st.columns(3)
