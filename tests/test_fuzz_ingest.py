@@ -483,6 +483,21 @@ def test_fuzzed_litellm_spend_logs_store_the_same_by_sql_and_by_python(tmp_path_
                             "litellm_fast_source")
 
 
+def test_an_end_time_centuries_away_is_rejected_with_the_same_figure_by_sql_and_by_python(tmp_path, monkeypatch):
+    """Found by the 400-example run: an endTime of 9999-12-31 (2.5e17 µs after the start, past 2**53) gave
+    total_ms 251661203998270.03 in SQL (µs as a double / 1e6 * 1000) and ...270.0 in Python (timedelta's exact
+    division): the same reject, a reason that differed."""
+    from helpers import DATA
+    rec = json.loads((DATA / "litellm" / "spend_logs.json").read_text())[0]
+    rec.update(startTime="2025-03-04T14:00:00.730000Z", completionStartTime="2025-03-04T14:00:00.731000Z",
+               endTime="9999-12-31T23:59:59Z")
+    path = _records_file(tmp_path, [rec], "array")
+    _same_by_sql_and_python(path, monkeypatch, "litellm_fast_source")
+    (_, _, rejected, _, rejects), _ = _stored_rows(path, monkeypatch, False, "litellm_fast_source")
+    us = 253402300799_000000 - 1741096800_730000                  # the two times in µs since the epoch
+    assert rejected == 1 and rejects[0]["reason"] == f"total_ms: {us / 1e6 * 1000!r} is above the limit of 604,800,000"
+
+
 # ---------------------------------------------------------------- Langfuse observations (the UI's JSON Lines export)
 # read in SQL against the Python reading: the fields _langfuse_row reads, usage and cost details among them, fuzzed
 
