@@ -329,7 +329,7 @@ def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by m
     return alt.Chart(data).mark_line(point=True, interpolate="monotone").encode(
         x=alt.X("mid_usd:Q", title="Cost of one request (USD, log scale)",
                 scale=alt.Scale(type="log", domain=[decades[0], decades[-1]]),
-                axis=alt.Axis(values=decades, format="$~g", grid=True)),
+                axis=alt.Axis(values=decades, format="$,~r", grid=True)),
         y=alt.Y("share_pct:Q", title="Share of the model's paid requests (%)"),
         color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
@@ -1152,9 +1152,9 @@ def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps:
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=["P50 latency", "P99 latency"],
                                                                 range=[PALETTE[0], PALETTE[1]]),
                         legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("series:N", title="What"), alt.Tooltip("qps:Q", title="req/s per instance", format=",.3~g"),
-                 alt.Tooltip("latency_s:Q", title="Latency (s)", format=",.3~g"),
-                 alt.Tooltip("concurrency:Q", title="Concurrency", format=",.3~g"),
+        tooltip=[alt.Tooltip("series:N", title="What"), alt.Tooltip("qps:Q", title="req/s per instance", format=",.3~r"),
+                 alt.Tooltip("latency_s:Q", title="Latency (s)", format=",.3~r"),
+                 alt.Tooltip("concurrency:Q", title="Concurrency", format=",.3~r"),
                  alt.Tooltip("qps_basis:N", title="QPS from"), alt.Tooltip("source:N", title="Source")])]
     layers += _rule_y(p99_target_s, f"P99 target {p99_target_s:g} s", SLA_COLOR)
     if per_instance_qps is not None:
@@ -1175,12 +1175,12 @@ def qps_forecast(history: pd.Series, plan: pd.DataFrame, *, interval: float = 0.
     x = _x_time("hour", "ts")
     y = alt.Y("qps:Q", title="Served requests per second (req/s)", scale=alt.Scale(zero=True))
     tip = [alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
-           alt.Tooltip("qps:Q", title="req/s", format=",.3~g")]
+           alt.Tooltip("qps:Q", title="req/s", format=",.3~r")]
     return alt.layer(
         alt.Chart(f).mark_area(opacity=0.2, color=PALETTE[0]).encode(
             x=x, y=alt.Y("qps_lo:Q", title="Served requests per second (req/s)"), y2="qps_hi:Q",
-            tooltip=tip[:1] + [alt.Tooltip("qps_lo:Q", title=f"{interval:.0%} interval from (req/s)", format=",.3~g"),
-                               alt.Tooltip("qps_hi:Q", title="to (req/s)", format=",.3~g")]),
+            tooltip=tip[:1] + [alt.Tooltip("qps_lo:Q", title=f"{interval:.0%} interval from (req/s)", format=",.3~r"),
+                               alt.Tooltip("qps_hi:Q", title="to (req/s)", format=",.3~r")]),
         alt.Chart(h).mark_line(strokeWidth=1.5).encode(x=x, y=y, color=color, tooltip=tip),
         alt.Chart(f).mark_line(strokeWidth=2).encode(x=x, y=y, color=color, tooltip=tip),
     ).properties(autosize=FIT_X, title=title, height=height)
@@ -1222,12 +1222,12 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
                                                                 range=[PALETTE[0], PALETTE[1]]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
-                 alt.Tooltip("series:N", title="Replicas"), alt.Tooltip("n:Q", title="Replicas", format=",.3g")])
+                 alt.Tooltip("series:N", title="Replicas"), alt.Tooltip("n:Q", title="Replicas", format=",.3~r")])
     short = alt.Chart(frame[frame["short"]]).mark_tick(color="#d62728", thickness=2).encode(
         x=_x_time("hour", "ts"), y=alt.Y("replicas_planned:Q"),
         tooltip=[alt.Tooltip("ts:T", title="Short hour (UTC)", format="%Y-%m-%d %H:%M"),
-                 alt.Tooltip("replicas_billed:Q", title="Billed", format=",.3g"),
-                 alt.Tooltip("replicas_planned:Q", title="Needed", format=",.3g")])
+                 alt.Tooltip("replicas_billed:Q", title="Billed", format=",.3~r"),
+                 alt.Tooltip("replicas_planned:Q", title="Needed", format=",.3~r")])
     return alt.layer(lines, short).properties(autosize=FIT_X, title=title, height=height)
 
 
@@ -1251,16 +1251,16 @@ def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = Non
     out = []
     for field, y_title, title in AUTOSCALE_PANELS:
         tip = [alt.Tooltip("policy:N", title="Policy"), alt.Tooltip("t_s:Q", title="t (s)"),
-               alt.Tooltip(f"{field}:Q", title=y_title, format=",.3~g"),
-               alt.Tooltip("ready_replicas:Q", title="Ready replicas", format=",.3~g")]
+               alt.Tooltip(f"{field}:Q", title=y_title, format=",.3~r"),
+               alt.Tooltip("ready_replicas:Q", title="Ready replicas", format=",.3~r")]
         layers = [alt.Chart(data.dropna(subset=[field])).mark_line(strokeWidth=1.6).encode(
-            x=x, y=alt.Y(f"{field}:Q", title=y_title, axis=alt.Axis(format=",.3~g")), color=color, tooltip=tip)]
+            x=x, y=alt.Y(f"{field}:Q", title=y_title, axis=alt.Axis(format=",.3~r")), color=color, tooltip=tip)]
         if field == "ready_capacity_per_s":
             lam = data[data["policy"] == policies[0]]
             layers.append(alt.Chart(lam).mark_line(color="black", strokeWidth=2.2, strokeDash=[6, 3]).encode(
                 x=x, y="arrival_rate_per_s:Q",
                 tooltip=[alt.Tooltip("t_s:Q", title="t (s)"),
-                         alt.Tooltip("arrival_rate_per_s:Q", title="Arrivals λ (req/s)", format=",.3~g")]))
+                         alt.Tooltip("arrival_rate_per_s:Q", title="Arrivals λ (req/s)", format=",.3~r")]))
         if field == "p99_wait_s" and wait_sla_s:
             layers += _rule_y(wait_sla_s, f"SLA {wait_sla_s:g} s", SLA_COLOR)
         out.append(alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height))

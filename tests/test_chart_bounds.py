@@ -145,3 +145,22 @@ def test_decode_rate_chart_keeps_its_model_legend():
     spec = charts.decode_rate(frame).to_dict()
     colours = [layer["encoding"]["color"] for layer in spec["layer"]]
     assert len(colours) == 2 and all(c.get("legend") is not None and c["field"] == "grp" for c in colours)
+
+
+def test_no_chart_or_table_number_switches_to_exponents():
+    """d3's ``g`` (',.3~g') draws 1,234 req/s as 1.23e+3 and Streamlit's printf '%.3g' a table's 1,000 replicas as
+    1e+03: axes and tooltips use '~r' (significant digits, decimal notation), tables 'localized' or fixed places."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    d3 = re.findall(r'format="([^"%]*)"', (root / "finops" / "charts.py").read_text())
+    assert d3 and not [f for f in d3 if re.fullmatch(r"[$,.\d~]*g", f)]
+    # printf g in the pages: only where the field's bound fits its digits (1,000,000 req/s in %.7g)
+    g = {(p.stem, m[1], m[0]) for p in sorted((root / "views").glob("*.py"))
+         for m in re.findall(r'"([^"]+)",[^"]*?format="(%\.\d+g)"', p.read_text())}
+    assert g == {("capacity", "%.7g", "Arrivals per second"), ("capacity", "%.4g", "P99 wait SLA (s)"),
+                 ("capacity", "%.4g", "Mean service time (s)"), ("capacity", "%.4g", "Requests per second per slot"),
+                 ("capacity", "%.3g", "Service-time variability (std / mean)"),
+                 ("capacity", "%.3g", "Arrival burstiness (std / mean gap)"),
+                 ("capacity", "%.8g", "Tokens per request (input + output)"),
+                 ("cascade", "%.4g", "Confidence threshold")}            # 1M, 3,600, 3,600, 1,000, 10, 10, 10M, 1

@@ -180,9 +180,9 @@ with st.container(border=True):
                       if rollup_only() else "") + source_label())
 
 c1, c2, c3, c4 = st.columns(4)
-lam = c1.number_input("Arrivals per second", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.4g", key="cap_lambda", bind="query-params",
+lam = c1.number_input("Arrivals per second", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.7g", key="cap_lambda", bind="query-params",
                       help="Arrivals per second (λ): requests reaching the fleet at the hour you size for (e.g. the peak hour).")
-sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, max_value=3_600.0, step=0.5, format="%.3g", key="cap_sla_s", bind="query-params",
+sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, max_value=3_600.0, step=0.5, format="%.4g", key="cap_sla_s", bind="query-params",
                         help="99 % of requests must wait in the queue less than this, in seconds.")
 service_as = c2.radio("Service given as", [MEAN, RATE], key="cap_service_as")
 if service_as == MEAN:
@@ -256,7 +256,7 @@ gpu_usd = e1.number_input("$ per GPU-hour", min_value=0.0, max_value=calculator.
                           help="From the price book when filled from a self-hosted model.")
 gpus = e2.number_input("GPUs per replica", min_value=1, max_value=calculator.MAX_GPUS_PER_REPLICA, step=1, key="cap_gpus")
 tokens = e3.number_input("Tokens per request (input + output)", min_value=0.0,
-                         max_value=calculator.MAX_TOKENS_PER_REQUEST, step=100.0, format="%.6g",
+                         max_value=calculator.MAX_TOKENS_PER_REQUEST, step=100.0, format="%.8g",
                          key="cap_tokens", help="Filled from the store's served requests when you fill from logs.")
 now = calculator.fleet_cost(int(replicas), int(gpus), gpu_usd, lam, tokens, capacity_per_s=res.capacity_per_s)
 need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), gpu_usd, lam, tokens)
@@ -304,8 +304,8 @@ else:
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", *w.values(),
         "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
-        "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
-        "mean_service_s": MS("Service (s)", format="%.3g", help="Mean time on a slot of completed requests."),
+        "arrival_rate_per_s": MS("Arrivals per second", format="localized", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
+        "mean_service_s": MS("Service (s)", format="localized", help="Mean time on a slot of completed requests."),
         "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean."),
         "fleet": st.column_config.TextColumn("Replicas × slots", help="Slots in all (c) = replicas × slots per replica"),
         "utilization": percent_column("Utilisation", help="Utilisation (ρ)"),
@@ -377,8 +377,8 @@ else:
                 with st.expander(f"The {len(short):,} hours the fleet was short ({span})"):
                     bounded_dataframe(short.reset_index(), what="short hours", file_name="short_hours", hide_index=True, column_config={
                         "ts": st.column_config.DatetimeColumn("Hour (UTC)", format="YYYY-MM-DD HH:00"),
-                        "qps": st.column_config.NumberColumn("Served (req/s)", format="%.4g"),
-                        "replicas_billed": st.column_config.NumberColumn("Replicas billed", format="%.3g"),
+                        "qps": st.column_config.NumberColumn("Served (req/s)", format="localized"),
+                        "replicas_billed": st.column_config.NumberColumn("Replicas billed", format="localized"),
                         "replicas_planned": st.column_config.NumberColumn("Replicas needed", format="%d"),
                         "usd_per_replica_hour": st.column_config.NumberColumn("$ per replica-hour", format="$%.2f"),
                         "cost_billed_usd": None, "cost_planned_usd": None, "short": None})
@@ -457,11 +457,11 @@ if points is not None:
                                         title="Load test: end-to-end latency against throughput per instance (s)"))
     with st.expander("The load points"):
         st.dataframe(fit.points, placeholder=MISSING, hide_index=True, column_config={
-            "source": "Source", "model": "Model", "concurrency": st.column_config.NumberColumn("Concurrency", format="%.3g"),
-            "qps": st.column_config.NumberColumn("req/s per instance", format="%.4g"),
-            "p50_s": st.column_config.NumberColumn("P50 (s)", format="%.3g"),
-            "p99_s": st.column_config.NumberColumn("P99 (s)", format="%.3g"),
-            "mean_s": st.column_config.NumberColumn("Mean (s)", format="%.3g"),
+            "source": "Source", "model": "Model", "concurrency": st.column_config.NumberColumn("Concurrency", format="localized"),
+            "qps": st.column_config.NumberColumn("req/s per instance", format="localized"),
+            "p50_s": st.column_config.NumberColumn("P50 (s)", format="localized"),
+            "p99_s": st.column_config.NumberColumn("P99 (s)", format="localized"),
+            "mean_s": st.column_config.NumberColumn("Mean (s)", format="localized"),
             "qps_basis": "QPS from", "meets_target": st.column_config.CheckboxColumn("P99 within target")})
     st.caption(f"Source: {origin}. Latencies are end to end, in seconds.")
 
@@ -604,7 +604,7 @@ with auto_box:
                 "cost_usd": st.column_config.NumberColumn("GPU cost ($)", format="$%,.2f"),
                 "peak_queue_len": st.column_config.NumberColumn("Peak queue (requests)", format="%.0f"),
                 "peak_p99_wait_s": st.column_config.NumberColumn("Peak P99 wait (s)", format="%.2f"),
-                "peak_replicas": st.column_config.NumberColumn("Peak replicas", format="%.4g")})
+                "peak_replicas": st.column_config.NumberColumn("Peak replicas", format="localized")})
             panels = charts.autoscale_timeline(run.timeline, wait_sla_s=kwargs["wait_sla_s"])
             for i in range(0, len(panels), 2):
                 cols = st.columns(2)

@@ -140,7 +140,7 @@ if can("edit_alert_rules"):
             column_config={
                 "enabled": st.column_config.CheckboxColumn("On"), "title": "Rule",
                 "threshold": st.column_config.NumberColumn("Threshold", min_value=0.0, max_value=alerts_mod.MAX_RULE_THRESHOLD,
-                                                           required=True, format="%.3g",
+                                                           required=True, format="localized",
                                                            help="a fraction for % rules (0.01 = 1 %), a multiple of the "
                                                                 "SLA for P99, requests waiting for the queue"),
                 "unit": "Unit",
