@@ -29,6 +29,9 @@ COURSE_WORDS = (
 NOT_A_NUMBER = (r"\bNone\b", r"\bNaN\b", r"\bnan\b", r"\binf\b")
 TRACEBACK = (r"Traceback \(most recent call last\)", r"\b\w+Error: ")
 UNSEPARATED_MONEY = r"\$\d{4,}"
+#: a number in exponent notation ("1e+03 replicas", "9.3e-7 s"); checked in the page's text, not in the table cells:
+#: the grid's accessible cells hold a value unformatted (a predicted wait of 5.9e-10 s that shows as 0.000)
+EXPONENT = r"\b\d(\.\d+)?e[+-]\d+\b"
 #: the log's column names and the alert rules' ids: on screen they have plain names ("time to first token")
 RAW_NAMES = (
     r"\b(ttft|total|queue|prefill|decode|service|route|tpot|other)_ms\b",
@@ -42,6 +45,7 @@ TEXT_JS = """() => {
     const el = document.querySelector(sel);
     if (el) parts.push(el.textContent);
   }
+  parts.push('\\u0000');                 // the page's text above, the table cells below
   for (const cell of document.querySelectorAll('[data-testid="stDataFrame"] [role="gridcell"],'
                                                 + ' [data-testid="stDataFrame"] [role="columnheader"]')) {
     parts.push(cell.textContent);
@@ -51,8 +55,10 @@ TEXT_JS = """() => {
 
 
 def offending(text: str) -> list[str]:
-    """Every match of a forbidden pattern, with a little context, as ``pattern: …context…``."""
-    found = []
+    """Every match of a forbidden pattern, with a little context, as ``pattern: …context…``; an exponent only in
+    the text before the NUL that TEXT_JS puts between the page's text and its table cells."""
+    shown = text.split("\0")[0]
+    found = [f"{EXPONENT}: …{shown[max(0, m.start() - 60):m.end() + 40]}…" for m in re.finditer(EXPONENT, shown)]
     for pattern in (*COURSE_WORDS, *NOT_A_NUMBER, *TRACEBACK, UNSEPARATED_MONEY, *RAW_NAMES):
         flags = 0 if pattern in NOT_A_NUMBER else re.IGNORECASE
         for m in re.finditer(pattern, text, flags):
@@ -66,8 +72,10 @@ def test_the_checker_catches_each_kind():
                      "KV cache full on replica gpu-a; total latency 12.3 s") == []
     bad = ["the seed's worked problem", "see section 2.5 of the routing text", "000_b5db6f0ad1bec1d3.txt",
            "002's exercise", "None", "NaN", "Traceback (most recent call last)", "$1605.02",
-           "P99 ttft_ms 44,501 ms", "queue length (queue_ms)", "Alerts on m: budget_forecast", "p99_over_sla · acme"]
+           "P99 ttft_ms 44,501 ms", "queue length (queue_ms)", "Alerts on m: budget_forecast", "p99_over_sla · acme",
+           "1e+03 replicas", "a wait of 9.3e-7 s"]
     assert [len(offending(t)) > 0 for t in bad] == [True] * len(bad)
+    assert offending("a wait of 0.000 s\0" + "5.859266379317564e-10") == []          # a cell's raw value
 
 
 @pytest.mark.parametrize("slug", [p.slug for p in PAGES])
