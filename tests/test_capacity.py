@@ -333,6 +333,10 @@ def test_read_loadtest_benchmark_files():
         loadtests.read_loadtest(lone)
     point = loadtests.read_loadtest_bytes(lone.read_bytes(), lone.name, concurrency=5).iloc[0]
     assert_allclose(point["qps"], 5 / point["mean_s"])              # closed loop: lambda = N / W
+    for clients in (10**12, 0, 2.5):                                # 10^12 clients tested 10^12 / W req/s
+        with pytest.raises(InputError, match=r"clients of a run are a whole number from 1 to 100,000") as exc:
+            loadtests.read_loadtest_bytes(lone.read_bytes(), lone.name, concurrency=clients)
+        assert (exc.value.file, exc.value.field) == (lone.name, "concurrency")
 
 
 # ---------------------------------------------------------------- autoscaling
@@ -491,3 +495,36 @@ def test_the_current_point_of_a_nearly_idle_fleet_reads_under_one_percent_beside
                 and data[la["data"]["name"]][0]["label"].startswith("you"))
     assert data[text["data"]["name"]][0]["label"] == "you: ρ < 1%"
     assert text["mark"]["align"] == "left"                  # right of the point: at ρ ≈ 0 the left is off the plot
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    # a cold start of 1e12 s asked numpy for 7.28 TiB and showed its exception on the page
+    ({"cold_start_s": 10**12}, "field cold_start_s: must be at most 3,600, got 1,000,000,000,000"),
+    ({"warm_pool_replicas": 10**12}, "field warm_pool_replicas: must be at most 100,000"),
+    ({"base_qps": 1e300}, "field base_qps: must be at most 1,000,000"),
+    ({"peak_qps": float("nan")}, "field peak_qps"),
+    ({"ramp_s": 781}, "field ramp_s: must be at most 780, got 781"),
+    ({"service_rate_per_replica": 1e300}, "field service_rate_per_replica: must be at most 1,000,000, got 1e+300"),
+    ({"base_qps": 1_000_001}, "field base_qps: must be at most 1,000,000, got 1,000,001"),
+])
+def test_the_autoscaling_what_if_refuses_inputs_past_what_they_can_mean(kwargs, message):
+    with pytest.raises(InputError) as exc:
+        plans.simulate_policies(**kwargs)
+    assert message in str(exc.value) and "e+06" not in str(exc.value)
+    assert plans.simulate_policies(ramp_s=780, cold_start_s=3_600, warm_pool_replicas=0).summary["policy"].size
+
+
+def test_the_forecast_plan_refuses_a_service_time_or_slots_past_the_calculators(demo_db):
+    """The Forecast section's service time of 1e12 s planned 155 billion replicas ($98 trillion); 1e300 s overflowed
+    to a rate of 0 and planned 1 replica."""
+    con = store.connect(demo_db, read_only=True)
+    try:
+        for kwargs, field in (({"mean_service_s": 1e12}, "mean_service_s"), ({"mean_service_s": 1e300}, "mean_service_s"),
+                              ({"mean_service_s": 1.0, "slots_per_replica": 10**12}, "slots_per_replica")):
+            with pytest.raises(InputError) as exc:
+                plans.forecast_plan(con, Filters(), "llama-3.1-70b", 7, **kwargs)
+            assert exc.value.field == field
+        assert plans.forecast_plan(con, Filters(), "llama-3.1-70b", 7, mean_service_s=3_600.0,
+                                   slots_per_replica=10_000).state == "ok"
+    finally:
+        con.close()

@@ -421,7 +421,8 @@ try:
         files = u1.file_uploader("vllm bench serve JSON, LLMPerf JSON (per-request or summary), or a CSV of "
                                  "qps/concurrency against p50/p99 latency", type=["json", "csv", "gz"],
                                  accept_multiple_files=True, key="cap_lt_files")
-        clients = u2.number_input("Clients of an LLMPerf run without its summary", min_value=0, step=1,
+        clients = u2.number_input("Clients of an LLMPerf run without its summary", min_value=0,
+                                  max_value=loadtests.MAX_CLIENTS, step=1,
                                   key="cap_lt_clients", help="0 = read it from the file's summary.")
         if files:
             points = pd.concat([loadtests.read_loadtest_bytes(fl.getvalue(), fl.name, concurrency=clients or None)
@@ -497,12 +498,14 @@ with forecast_box:
         fmodel = g1.selectbox("Model", list(observed["model"]), key="cap_fc_model")
         days = g2.slider("Days ahead", 1, MAX_FORECAST_DAYS, 7, key="cap_fc_days")
         own = _fleet_inputs(fmodel)
-        g3.number_input("Mean service (s)", min_value=0.001, value=own["mean_service_s"], format="%.4g",
+        g3.number_input("Mean service (s)", min_value=0.001, max_value=calculator.MAX_TARGET_S,
+                        value=min(max(own["mean_service_s"], 0.001), calculator.MAX_TARGET_S), format="%.4g",
                         key=f"cap_fc_mean_service_s_{fmodel}",
                         help=("From the hourly rollups (this store holds no raw rows): the busy time over the "
                               "requests served in the model's busiest hour." if rollup_only() else
                               "Measured in the model's busiest hour."))
-        g4.number_input("Slots per replica", min_value=1, value=own["slots_per_replica"],
+        g4.number_input("Slots per replica", min_value=1, max_value=calculator.MAX_SLOTS_PER_REPLICA,
+                        value=min(own["slots_per_replica"], calculator.MAX_SLOTS_PER_REPLICA),
                         key=f"cap_fc_slots_per_replica_{fmodel}",
                         help="From the price book, or the calculator's when it was filled from this model.")
         own = _fleet_inputs(fmodel)
@@ -574,18 +577,19 @@ with auto_box:
                       f"{number(own['mean_service_s'])} s each, priced from the price book")
         else:
             kwargs.update(traffic="ramp",
-                          base_qps=a1.number_input("Base arrivals per second", min_value=0.0, value=14.0, key="cap_as_base"),
-                          peak_qps=a2.number_input("Peak arrivals per second", min_value=0.0, value=28.0, key="cap_as_peak"),
-                          ramp_s=int(a3.number_input("Ramp (s)", min_value=0, value=30, key="cap_as_ramp")),
-                          service_rate_per_replica=a4.number_input("Requests per second per replica", min_value=0.01, value=2.0,
+                          base_qps=a1.number_input("Base arrivals per second", min_value=0.0, max_value=calculator.MAX_ARRIVAL_RATE, value=14.0, key="cap_as_base"),
+                          peak_qps=a2.number_input("Peak arrivals per second", min_value=0.0, max_value=calculator.MAX_ARRIVAL_RATE, value=28.0, key="cap_as_peak"),
+                          ramp_s=int(a3.number_input("Ramp (s)", min_value=0, max_value=780, value=30, key="cap_as_ramp",
+                                                 help="Seconds from the base to the peak: the run lasts 900 s and the ramp starts at 120 s.")),
+                          service_rate_per_replica=a4.number_input("Requests per second per replica", min_value=0.01, max_value=calculator.MAX_ARRIVAL_RATE, value=2.0,
                                                                    key="cap_as_mu"),
                           gpus_per_replica=int(gpus), gpu_hour_usd=gpu_usd)
             origin = ("illustrative: a fleet sized 70 % busy on 10 replicas whose load doubles "
                       "in 30 s, 90 s cold start), with your edits; GPU price from the cost inputs above")
         b1, b2, b3 = st.columns([1, 1, 3])
         kwargs.update(
-            cold_start_s=int(b1.number_input("Cold start (s)", min_value=0, value=90, key="cap_as_cold")),
-            warm_pool_replicas=int(b2.number_input("Warm pool (replicas)", min_value=0, value=10, key="cap_as_pool")),
+            cold_start_s=int(b1.number_input("Cold start (s)", min_value=0, max_value=plans.MAX_COLD_START_S, value=90, key="cap_as_cold")),
+            warm_pool_replicas=int(b2.number_input("Warm pool (replicas)", min_value=0, max_value=calculator.MAX_INSTANCES, value=10, key="cap_as_pool")),
             policy_names=tuple(b3.multiselect("Policies", list(plans.POLICY_NAMES), default=list(plans.POLICY_NAMES),
                                               key="cap_as_policies")),
             wait_sla_s=sla_s or 2.0, target_utilization=rho_target)

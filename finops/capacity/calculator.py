@@ -96,7 +96,9 @@ def check_positive(name: str, value: float, *, allow_zero: bool = False, most: f
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise InputError(f"must be {'>= 0' if allow_zero else '> 0'} and finite, got {value!r}", field=name)
     if most is not None and v > most:
-        raise InputError(f"must be at most {most:,g}, got {v:,.6g}", field=name)
+        # separators, never an exponent for the bound ("1,000,000", not "1e+06"); one for an absurd value only
+        raise InputError(f"must be at most {most:,.12g}, got {v:,.12g}" if v < 1e12 else
+                         f"must be at most {most:,.12g}, got {v:.3g}", field=name)
     return v
 
 

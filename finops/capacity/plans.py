@@ -22,7 +22,14 @@ import pandas as pd
 
 from finops import sql
 from finops.capacity import autoscale
-from finops.capacity.calculator import MAX_INSTANCES, MAX_TARGET_S, check_positive, check_whole
+from finops.capacity.calculator import (
+    MAX_ARRIVAL_RATE,
+    MAX_INSTANCES,
+    MAX_SLOTS_PER_REPLICA,
+    MAX_TARGET_S,
+    check_positive,
+    check_whole,
+)
 from finops.capacity.calculator import required_replicas as calculator_required
 from finops.capacity.observed import fleet_filters, observed_load
 from finops.errors import InputError
@@ -95,8 +102,9 @@ def forecast_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model: str 
     if history.empty:
         return ForecastPlan("no_history", "no served requests in these filters: nothing to forecast",
                             history, None, None, None, None, None)
-    mean_s = check_positive("mean_service_s", mean_service_s)
-    slots = check_whole("slots_per_replica", slots_per_replica, 1)
+    # a service time of 1e12 s planned 155 billion replicas; 1e300 s overflowed to a rate of 0 and planned 1
+    mean_s = check_positive("mean_service_s", mean_service_s, most=MAX_TARGET_S)
+    slots = check_whole("slots_per_replica", slots_per_replica, 1, MAX_SLOTS_PER_REPLICA)
     try:
         fc = forecast_qps(history, days=days, interval=interval)
     except InputError as exc:
@@ -171,6 +179,10 @@ def forecast_window(hourly_qps_values, hours: int = 6) -> np.ndarray:
     return q[start:end]
 
 
+#: the longest cold start the autoscaling what-if takes (an hour): the simulation runs past it
+MAX_COLD_START_S = 3_600
+
+
 def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = POLICY_NAMES,
                       base_qps: float = 14.0, peak_qps: float = 28.0, ramp_start_s: int = 120, ramp_s: int = 30,
                       duration_s: int = 900, forecast_qps_hourly: tuple[float, ...] = (),
@@ -188,7 +200,13 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
     the waits are those of c = replicas × slots, not of one fast server); replica counts in the
     summary and timeline are slots ÷ slots per replica (fractional while a replica's slots start).
     """
+    # each input within what a what-if can mean: a cold start of 1e12 s asked numpy for 7.28 TiB
+    check_whole("cold_start_s", cold_start_s, 0, MAX_COLD_START_S)
+    check_whole("warm_pool_replicas", warm_pool_replicas, 0, MAX_INSTANCES)
     if traffic == "ramp":
+        for name, value in (("base_qps", base_qps), ("peak_qps", peak_qps)):
+            check_positive(name, value, allow_zero=True, most=MAX_ARRIVAL_RATE)
+        check_whole("ramp_s", ramp_s, 0, max(duration_s - ramp_start_s, 0))     # the ramp ends within the run
         lam = autoscale.ramp_traffic(base_qps, peak_qps, start_s=ramp_start_s, ramp_s=ramp_s, duration_s=duration_s)
         label = (f"ramp: {number(base_qps)} → {number(peak_qps)} req/s in {ramp_s} s at t = {ramp_start_s} s, "
                  f"{duration_s} s in all")
@@ -201,7 +219,7 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
     if not policy_names:
         raise InputError("pick at least one policy", field="policy")
     slots = check_whole("slots_per_replica", slots_per_replica, 1)
-    mu_slot = check_positive("service_rate_per_replica", service_rate_per_replica) / slots
+    mu_slot = check_positive("service_rate_per_replica", service_rate_per_replica, most=MAX_ARRIVAL_RATE) / slots
     comp = autoscale.compare_policies(
         lam, mu_slot, policies_for(policy_names, warm_pool_replicas=warm_pool_replicas,
                                    target_utilization=target_utilization, slots_per_replica=slots),

@@ -35,6 +35,8 @@ def _num(v) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
+#: the most clients a load test's run is taken to have had (a closed loop of 10^12 clients is no test)
+MAX_CLIENTS = 100_000
 POINT_COLUMNS = ("source", "model", "concurrency", "qps", "p50_s", "p99_s", "mean_s", "qps_basis")
 # CSV column -> accepted names (case-insensitive); latencies take an _s or _ms suffix
 CSV_ALIASES: dict[str, tuple[str, ...]] = {
@@ -165,6 +167,9 @@ def read_loadtest(path: str | Path, name: str | None = None, *, concurrency: int
     """
     path = Path(path)
     name = name or path.name
+    if concurrency is not None and not (isinstance(concurrency, int) and 1 <= concurrency <= MAX_CLIENTS):
+        raise InputError(f"the clients of a run are a whole number from 1 to {MAX_CLIENTS:,}, not {concurrency!r}",
+                         file=name, field="concurrency")
     head = path.read_bytes()[:4096].lstrip()
     if not head:
         raise InputError("empty file", file=name)

@@ -167,8 +167,10 @@ def read_upload(data: bytes, name: str, read: Callable[[Path], T]) -> T:
     with upload_file(data, name) as path:
         try:
             return read(path)
-        except InputError as exc:
-            raise InputError(str(exc).replace(f"file {path}", f"file {name}")) from None
+        except InputError as exc:       # the same error, its file the upload's name (row and field kept)
+            file = name if exc.file == str(path) else exc.file
+            raise InputError(exc.message.replace(f"file {path}", f"file {name}"), file=file, row=exc.row,
+                             field=exc.field) from None
 
 
 # ---------------------------------------------------------------- CSVs
