@@ -1058,7 +1058,8 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
                          title: str = "P99 queue wait against replicas", height: int = 300) -> alt.LayerChart:
     """P99 queue wait by replica count (finops.capacity.calculator.p99_wait_by_replicas); the unstable
     counts (ρ ≥ 1) are a red band, the SLA a red rule, the chosen and required counts blue and
-    green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot. Waits read in s, ms or µs, whichever that top needs."""
+    green rules. The y axis stops at 3 × the SLA so the knee shows; higher waits leave the plot. Waits read in
+    s, ms or µs, whichever that top needs (``_wait_unit``)."""
     stable = curve[curve["stable"] & np.isfinite(curve["wait_p99_s"])].copy()
     finite = stable["wait_p99_s"]
     top = 3 * wait_sla_s if wait_sla_s else (float(finite.quantile(0.9)) if len(finite) else 1.0)

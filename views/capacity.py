@@ -579,8 +579,9 @@ with auto_box:
             kwargs.update(traffic="ramp",
                           base_qps=a1.number_input("Base arrivals per second", min_value=0.0, max_value=calculator.MAX_ARRIVAL_RATE, value=14.0, key="cap_as_base"),
                           peak_qps=a2.number_input("Peak arrivals per second", min_value=0.0, max_value=calculator.MAX_ARRIVAL_RATE, value=28.0, key="cap_as_peak"),
-                          ramp_s=int(a3.number_input("Ramp (s)", min_value=0, max_value=780, value=30, key="cap_as_ramp",
-                                                 help="Seconds from the base to the peak: the run lasts 900 s and the ramp starts at 120 s.")),
+                          ramp_s=int(a3.number_input("Ramp (s)", min_value=0, max_value=plans.RAMP_RUN_S - plans.RAMP_START_S, value=30,
+                                                 key="cap_as_ramp", help=f"Seconds from the base to the peak: the run lasts "
+                                                 f"{plans.RAMP_RUN_S} s and the ramp starts at {plans.RAMP_START_S} s.")),
                           service_rate_per_replica=a4.number_input("Requests per second per replica", min_value=0.01, max_value=calculator.MAX_ARRIVAL_RATE, value=2.0,
                                                                    key="cap_as_mu"),
                           gpus_per_replica=int(gpus), gpu_hour_usd=gpu_usd)

@@ -181,11 +181,13 @@ def forecast_window(hourly_qps_values, hours: int = 6) -> np.ndarray:
 
 #: the longest cold start the autoscaling what-if takes (an hour): the simulation runs past it
 MAX_COLD_START_S = 3_600
+#: the ramp run's length and when its ramp starts (s): a ramp ends within the run, so it is at most their difference
+RAMP_RUN_S, RAMP_START_S = 900, 120
 
 
 def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = POLICY_NAMES,
-                      base_qps: float = 14.0, peak_qps: float = 28.0, ramp_start_s: int = 120, ramp_s: int = 30,
-                      duration_s: int = 900, forecast_qps_hourly: tuple[float, ...] = (),
+                      base_qps: float = 14.0, peak_qps: float = 28.0, ramp_start_s: int = RAMP_START_S, ramp_s: int = 30,
+                      duration_s: int = RAMP_RUN_S, forecast_qps_hourly: tuple[float, ...] = (),
                       service_rate_per_replica: float = 2.0, slots_per_replica: int = 1,
                       cold_start_s: int = 90, wait_sla_s: float = 2.0,
                       warm_pool_replicas: int = 10, target_utilization: float = 0.7, gpus_per_replica: int = 1,
