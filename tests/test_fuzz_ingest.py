@@ -588,6 +588,23 @@ def test_fuzzed_langfuse_csv_rows_store_the_same_by_sql_and_by_python(tmp_path_f
     _same_by_sql_and_python(f, monkeypatch, "langfuse_fast_source")
 
 
+def test_a_cost_total_of_false_is_no_amount_by_sql_or_by_python(tmp_path, monkeypatch):
+    """Found by the 400-example run: costDetails.total false read as $0 by Python (float(False)), which set the row
+    unpriced, while SQL cannot read false as a number and summed the cost types: the row's cost differed."""
+    from helpers import DATA, read_jsonl
+    rec = next(r for r in read_jsonl(DATA / "langfuse" / "ui_export_observations.jsonl") if r["type"] == "GENERATION")
+    rec["costDetails"] = {"input": 3.39e-05, "output": 0.000108, "input_cached_tokens": 7.68e-05, "total": False}
+    header = next(csv.reader(io.StringIO((DATA / "langfuse" / "ui_export_observations.csv").read_text())))
+    (tmp_path / "lines").mkdir()
+    jsonl = _records_file(tmp_path / "lines", [rec], "lines")
+    ui_csv = _cells_file(tmp_path, [rec], header, lambda k, v: "" if v is None else v if isinstance(v, str) else
+                         str(v).lower() if isinstance(v, bool) else json.dumps(v))
+    for f in (jsonl, ui_csv):
+        _same_by_sql_and_python(f, monkeypatch, "langfuse_fast_source")
+        _, rows = _stored_rows(f, monkeypatch, True, "langfuse_fast_source")
+        assert rows[0]["cost_usd"] == 3.39e-05 + 0.000108 + 7.68e-05                     # the types, in their order
+
+
 # ---------------------------------------------------------------- Mooncake traces and the gateway's [ROUTE] log: the SQL
 # reading over DuckDB's line reader against the Python one (each reader called with fast=False)
 

@@ -442,7 +442,7 @@ st.caption("In this order: an alias below, our price book row for the name, the 
 if can("edit_aliases"):
     with st.form("aliases"):
         st.markdown("**Aliases**: price a private or deployment name as another model (a price book model, or a "
-                    "catalogue model with its provider).")
+                    "catalogue model with its provider; not another alias: aliases do not chain).")
         alias_edit = st.data_editor(query(pricing.aliases), placeholder=MISSING, hide_index=True, num_rows="dynamic", key="alias_editor",
                                     column_config={"alias": st.column_config.TextColumn("Name as logged"),
                                                    "model": st.column_config.TextColumn("Priced as model"),

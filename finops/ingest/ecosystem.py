@@ -949,16 +949,22 @@ def _langfuse_usage(obs: dict) -> dict:
     return langfuse_tokens(usage)
 
 
+def _amount(v) -> float | None:
+    """A cost as a number, else None: ``false`` is no amount (Python's float(False) is 0.0, a recorded zero that
+    set the row unpriced where the SQL reading, which cannot read 'false' as a number, took the next field)."""
+    return None if isinstance(v, bool) else _num(v)
+
+
 def _langfuse_cost(obs: dict) -> tuple[float | None, bool]:
     """``(cost, from_details)``: ``costDetails.total`` (else the sum of its types), else the total field."""
     cost = _obj(_lf(obs, "cost"))
     if cost:
-        if _num(cost.get("total")) is not None:
-            return _num(cost["total"]), True
-        vals = [_num(v) for v in cost.values() if _num(v) is not None]
+        if _amount(cost.get("total")) is not None:
+            return _amount(cost["total"]), True
+        vals = [_amount(v) for v in cost.values() if _amount(v) is not None]
         if vals:
             return sum(vals), True
-    return _num(_lf(obs, "total_cost")), False
+    return _amount(_lf(obs, "total_cost")), False
 
 
 def _langfuse_provider(obs: dict) -> str | None:
