@@ -517,7 +517,7 @@ def test_the_autoscaling_what_if_refuses_inputs_past_what_they_can_mean(kwargs, 
 def test_the_forecast_plan_refuses_a_service_time_or_slots_past_the_calculators(demo_db):
     """The Forecast section's service time of 1e12 s planned 155 billion replicas ($98 trillion); 1e300 s overflowed
     to a rate of 0 and planned 1 replica."""
-    con = store.connect(demo_db, read_only=True)
+    con = store.connect(demo_db)       # read-write, as a page test in this process may hold it open already
     try:
         for kwargs, field in (({"mean_service_s": 1e12}, "mean_service_s"), ({"mean_service_s": 1e300}, "mean_service_s"),
                               ({"mean_service_s": 1.0, "slots_per_replica": 10**12}, "slots_per_replica")):
