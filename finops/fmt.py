@@ -62,11 +62,13 @@ def duration_ms(x, decimals: int = 0) -> str:
 
 
 def number(x, digits: int = 4) -> str:
-    """A plain figure (a rate, a count of a what-if, a threshold): ``digits`` significant digits, from 10,000 up
-    whole with separators (never an exponent: ``1e+06``), under 0.0001 '< 0.0001'.
+    """A plain figure (a rate, a count of a what-if, a threshold): ``digits`` significant digits with separators,
+    from 10,000 up whole (never an exponent: ``1e+06``), under 0.0001 '< 0.0001'.
 
     >>> number(0.8177), number(11.45), number(14_200), number(1e12), number(1e-9), number(0), number(7), number(-25_000)
     ('0.8177', '11.45', '14,200', '1,000,000,000,000', '< 0.0001', '0', '7', '-25,000')
+    >>> number(7_200), number(1_234.5), number(-3_600), number(1_234.5, 3)
+    ('7,200', '1,234', '-3,600', '1,234')
     >>> number(None), number(float("inf")), number(0.123456, 3)
     ('—', '—', '0.123')
     """
@@ -74,11 +76,11 @@ def number(x, digits: int = 4) -> str:
         return MISSING
     x = float(x)
     a = abs(x)
-    if a >= 10_000:
+    if a >= min(10_000, 10 ** digits):           # whole: %g would switch to an exponent at 10 ** digits
         return f"{x:,.0f}"
     if 0 < a < 0.0001:
         return "< 0.0001"
-    return f"{x:.{digits}g}"
+    return f"{x:,.{digits}g}"
 
 
 def period(since, until) -> str:

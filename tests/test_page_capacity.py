@@ -263,3 +263,34 @@ def test_observed_waits_show_in_seconds_once_one_reaches_a_second(tmp_path):
     assert not at.exception, [e.value for e in at.exception]
     table = next(df.value for df in at.dataframe if "implied_servers" in df.value.columns)
     assert _assert_waits_in_one_unit(at, table, db) == "s"
+
+
+@pytest.mark.parametrize(("service_ms", "shown", "used"), [(7_200_000.0, "7,200 s", "3,600 s"),
+                                                          (0.5, "0.0005 s", "0.001 s")])
+def test_a_logged_service_time_past_the_forecasts_bounds_is_set_at_the_bound_and_said(tmp_path, service_ms, shown,
+                                                                                       used):
+    # an hour of a self-hosted model served in 2 h (or 0.5 ms) a request: the Forecast section's field takes 0.001
+    # to 3,600 s, so it holds the bound, and the page says which figure of the logs it replaced
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from finops import store
+    from finops.ingest import ingest_frame
+
+    t0, n = datetime(2026, 4, 6, 10), 60
+    db = str(tmp_path / "slow.duckdb")
+    con = store.connect(db)
+    ingest_frame(con, pd.DataFrame({
+        "request_id": [f"r{i}" for i in range(n)], "ts": [t0 + timedelta(seconds=60 * i) for i in range(n)],
+        "model": "llama-3.1-8b", "tenant": "acme", "status": "ok", "queue_ms": 0.0,
+        "service_ms": service_ms, "total_ms": service_ms}))
+    con.close()
+    at = run_page(db, PAGE, query_params={"from": "2026-04-06", "to": "2026-04-06"})
+    at.session_state["cap_forecast"] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [w.value for w in at.warning if "mean service time in the logs" in w.value]
+    assert said == [f"llama-3.1-8b's mean service time in the logs, {shown}, is outside what the forecast takes "
+                    f"(0.001 to 3,600 s): {used} is used."], [w.value for w in at.warning]
+    assert at.number_input(key="cap_fc_mean_service_s_llama-3.1-8b").value == float(used.split()[0].replace(",", ""))

@@ -509,6 +509,13 @@ with forecast_box:
                         key=f"cap_fc_slots_per_replica_{fmodel}",
                         help="From the price book, or the calculator's when it was filled from this model.")
         own = _fleet_inputs(fmodel)
+        measured = observed.set_index("model").loc[fmodel, "mean_service_s"]
+        bound = min(max(measured, 0.001), calculator.MAX_TARGET_S) if pd.notna(measured) else None
+        if bound is not None and bound != measured and own["mean_service_s"] == bound:
+            # a measured service time past the field's bounds is set at the bound and said (as the calculator's fill)
+            st.warning(f"{fmodel}'s mean service time in the logs, {number(measured)} s, is outside what the "
+                       f"forecast takes (0.001 to {calculator.MAX_TARGET_S:,.0f} s): {number(bound)} s is used.",
+                       icon=":material/tune:")
         fp = _forecast(fmodel, days)
         if fp.state != "ok":
             st.info(f"No forecast: {fp.message}.", icon=":material/info:")

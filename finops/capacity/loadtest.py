@@ -93,7 +93,7 @@ def fit_loadtest(points: pd.DataFrame, *, target_qps: float, p99_target_s: float
     if first_fail == 0:
         lo = pts.iloc[0]
         return done("infeasible", f"even the lightest load tested ({number(lo.qps, 3)} req/s per instance) has P99 "
-                                  f"{lo.p99_s:.3g} s > {p99_target_s:g} s: no number of instances meets this target. "
+                                  f"{number(lo.p99_s, 3)} s > {p99_target_s:g} s: no number of instances meets this target. "
                                   "Per-request latency is the limit: a smaller batch, shorter outputs or a faster "
                                   "model, not more replicas.")
     if first_fail is None:
@@ -109,4 +109,4 @@ def fit_loadtest(points: pd.DataFrame, *, target_qps: float, p99_target_s: float
     if not (pd.isna(a.concurrency) or pd.isna(b.concurrency)):
         conc = float(a.concurrency + frac * (b.concurrency - a.concurrency))
     return done("ok", f"P99 crosses {p99_target_s:g} s between {number(a.qps, 3)} and {number(b.qps, 3)} req/s per instance "
-                      f"(P99 {a.p99_s:.3g} s and {b.p99_s:.3g} s): interpolated {number(qps, 3)} req/s.", qps, conc)
+                      f"(P99 {number(a.p99_s, 3)} s and {number(b.p99_s, 3)} s): interpolated {number(qps, 3)} req/s.", qps, conc)
