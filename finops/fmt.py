@@ -44,21 +44,35 @@ def usd(x) -> str:
     return f"{sign}${a:,.{decimals}f}"
 
 
-def duration_ms(x, decimals: int = 0) -> str:
-    """Milliseconds as text; 1,000 ms and more in seconds.
+def duration_ms(x, decimals: int = 0, fine: bool = False) -> str:
+    """Milliseconds as text; 1,000 ms and more in seconds. ``fine``: under a second to three significant digits
+    (a queue wait of 0.126 ms is not '0 ms').
 
     >>> duration_ms(850), duration_ms(999.6), duration_ms(1000), duration_ms(12_345), duration_ms(2.345, 1)
     ('850 ms', '1.00 s', '1.00 s', '12.3 s', '2.3 ms')
+    >>> duration_ms(0.126, fine=True), duration_ms(2.5, fine=True), duration_ms(0, fine=True), duration_ms(2_700, fine=True)
+    ('0.126 ms', '2.5 ms', '0 ms', '2.70 s')
     >>> duration_ms(None)
     '—'
     """
     if _missing(x):
         return MISSING
     x = float(x)
+    if fine and abs(x) < 999.5:
+        return f"{number(x, 3)} ms"
     if abs(round(x, decimals)) < 1000:
         return f"{x:,.{decimals}f} ms"
     s = x / 1000
     return f"{s:,.2f} s" if abs(s) < 10 else f"{s:,.1f} s" if abs(s) < 100 else f"{s:,.0f} s"
+
+
+def counted(n, noun: str) -> str:
+    """A whole count and its noun, plural unless it is 1.
+
+    >>> counted(1, "slot"), counted(6, "slot"), counted(12_000, "served request")
+    ('1 slot', '6 slots', '12,000 served requests')
+    """
+    return f"{int(n):,} {noun}{'' if int(n) == 1 else 's'}"
 
 
 def number(x, digits: int = 4) -> str:

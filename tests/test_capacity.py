@@ -98,7 +98,7 @@ def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
     r = observed.observed_load(hand_db).iloc[0]
     # at 0.1 % utilisation the prediction is ~0 ms but 200 ms were observed: fewer slots than the book says
     assert r["implied_servers"] is not None and r["implied_servers"] <= 4
-    assert "Check slots_per_replica" in r["note"]
+    assert "Check the slots per replica in the price book" in r["note"]
 
 
 def test_observed_load_follows_the_date_range_and_ignores_tenants(hand_db):

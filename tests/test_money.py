@@ -116,7 +116,7 @@ def test_the_report_command_warns_about_unpriced_traffic(con, tmp_path, capsys):
     c.close()
     assert main(["report", "--db", str(db), "--json"]) == 0
     err = capsys.readouterr().err
-    assert "no price for acme-private-7b (1 requests)" in err and "100.0% of requests" in err
+    assert "no price for acme-private-7b (1 request)" in err and "100.0% of requests" in err
 
 
 def test_a_price_that_changes_mid_period_prices_each_side_at_its_own_row(con):

@@ -43,7 +43,7 @@ def test_latency_page_on_the_seed_gateway_log(gateway_db):
     at = run_page(gateway_db, "views/latency.py")
     assert not at.exception, [e.value for e in at.exception]
     text = texts(at)
-    assert "these logs carry no" in text.lower() and "`ttft_ms`" in text
+    assert "these logs carry no" in text.lower() and "time to first token" in text
 
 
 def test_routing_page_on_the_seed_gateway_log(gateway_db):
@@ -53,7 +53,7 @@ def test_routing_page_on_the_seed_gateway_log(gateway_db):
     assert not at.exception, [e.value for e in at.exception]
     text = texts(at)
     assert "No semantic-cache hit" in text and "No cascade" in text
-    assert "Assumptions" in text and "Threshold: prompt_chars > 40" in text
+    assert "Assumptions" in text and "Threshold: prompt characters > 40" in text
 
 
 def test_latency_page_filters_and_controls(demo_db):

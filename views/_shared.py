@@ -544,7 +544,7 @@ def unpriced_banner() -> None:
     unpriced = query(pricing.unpriced_models)
     if unpriced.empty:
         return
-    names = ", ".join(f"{m} ({int(n):,} requests)" for m, n in zip(unpriced["model"], unpriced["requests"],
+    names = ", ".join(f"{m} ({int(n):,} request{'s' if int(n) != 1 else ''})" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                    strict=True))
     share = f", {float(unpriced['share_of_requests'].sum()):.1%} of all requests,"
     if current_access().scoped:         # the counts add up every tenant's requests: the names only

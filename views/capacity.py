@@ -11,7 +11,7 @@ from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.capacity.loadtest import fit_loadtest
 from finops.capacity.observed import observed_load, self_hosted_models
 from finops.errors import InputError
-from finops.fmt import MISSING, duration_columns, number, usd
+from finops.fmt import MISSING, counted, duration_columns, number, usd
 from finops.ingest import loadtests
 from views._shared import (
     bounded_dataframe,
@@ -168,12 +168,12 @@ with st.container(border=True):
         if pd.notna(implied) and pd.notna(row["replicas"]) and row["replicas"]:
             per = max(1, round(float(implied) / float(row["replicas"])))
             if per != int(row["slots_per_replica"]):
-                right.button(f"Fill with {per} slots per replica (what the observed waits imply)", on_click=_fill,
+                right.button(f"Fill with {counted(per, 'slot')} per replica (what the observed waits imply)", on_click=_fill,
                              args=(pick, per), key="cap_fill_implied",
                              help=f"The price book says {int(row['slots_per_replica'])} slots per replica; the "
-                                  f"queue_ms in the busiest hour matches about {int(implied)} slots in all.")
-        st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {int(row['requests_peak_hour']):,} "
-                   f"served requests ({number(row['arrival_rate_per_s'])} arrivals per second); replicas from "
+                                  f"queue wait logged in the busiest hour matches about {counted(implied, 'slot')} in all.")
+        st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {counted(row['requests_peak_hour'], 'served request')} "
+                   f"({number(row['arrival_rate_per_s'])} arrivals per second); replicas from "
                    f"{row['replicas_source']}, slots from {row['slots_source']}. "
                    + ("This store holds hourly rollups, no raw rows: the mean service time is the busy time over the "
                       "requests served in that hour, failed ones included, and both CVs are taken as 1 (Poisson). "

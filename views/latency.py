@@ -31,6 +31,10 @@ def percentile_note(frame) -> str:
     return "Exact percentiles (linear interpolation between requests, as numpy)."
 
 
+#: the log's columns as the page names them in its sentences ("these logs carry no queue wait")
+LOG_WORDS = {"total_ms": "total latency", "queue_ms": "queue wait", "service_ms": "service time",
+             "ttft_ms": "time to first token", "prefill_ms": "prefill time", "decode_ms": "decode time",
+             "input_tokens": "prompt tokens", "output_tokens": "output tokens"}
 SEGMENT_WORDS = {"total_ms": "Total latency", "route_ms": "Routing", "queue_ms": "Queue wait", "prefill_ms": "Prefill",
                  "decode_ms": "Decode", "service_ms": "Service time", "ttft_ms": "Time to first token",
                  "other_ms": "Other (unlogged)"}
@@ -61,7 +65,7 @@ if raw_rows_notice("The diagnosis, alerts, breakdowns and exact percentiles"):
     over = query(latency.over_time, f, "total_ms", grain=grain)
     if not over.empty:
         st.altair_chart(charts.percentiles_over_time(over, grain, "total_ms",
-                                                     title=f"total_ms: P50, P95 and P99 per {grain}"))
+                                                     title=f"Total latency: P50, P95 and P99 per {grain}"))
     st.stop()
 scope = query(store.raw_scope, f)
 if scope.narrowed:
@@ -74,11 +78,12 @@ if not cov.get("ts"):
 lacking = latency.lacking(cov, ("total_ms", "queue_ms", "service_ms", "ttft_ms", "prefill_ms", "decode_ms",
                                 "input_tokens", "output_tokens"))
 if lacking:
-    st.info("These logs carry no " + ", ".join(f"`{x}`" for x in lacking)
+    words = [LOG_WORDS[x] for x in lacking]
+    st.info("These logs carry no " + (", ".join(words[:-1]) + " or " if len(words) > 1 else "") + words[-1]
             + ": the views that need them say so and are left out. Cache hits are not counted on this page.",
             icon=":material/info:")
 if not cov.get("total_ms"):
-    empty_state("These logs carry no `total_ms`, so there is no latency to show.")
+    empty_state("These logs carry no total latency, so there is no latency to show.")
     st.stop()
 
 st.caption("Where the time of a request goes: queue, prefill and decode, by prompt and output length, and the "
@@ -93,7 +98,7 @@ with c2:
 # ---------------------------------------------------------------- queue histogram
 st.header("Queue time")
 if not cov.get("queue_ms"):
-    st.info("These logs carry no `queue_ms`: the time a request waited for a free slot is unknown, so the queue "
+    st.info("These logs carry no queue wait: the time a request waited for a free slot is unknown, so the queue "
             "layer cannot be told apart from service time.", icon=":material/info:")
 else:
     c1, c2 = st.columns([1, 2])
@@ -115,10 +120,12 @@ else:
                                                    title=f"{model}: queue wait per request"))
             notes = []
             if scale == "log":
-                zero = int(h[h["bin"] == 0]["count"].sum())
-                notes.append(f"{zero:,} of {total:,} requests ({zero / total:.0%}) waited less than "
-                             f"{h['hi'].iloc[0]:,.3g} ms (their lowest non-zero wait) and are not drawn on the log axis.")
-            marks_text = ", ".join(f"{k} {duration_ms(v)}" for k, v in marks.items())
+                zero = int(h[h["bin"] == 0]["count"].sum())      # the first bin holds the waits of 0 (stats.histogram_edges)
+                if zero:
+                    notes.append(f"{zero:,} of {total:,} requests ({zero / total:.0%}) did not wait and are not drawn "
+                                 f"on the log axis, which starts at the lowest wait above 0, "
+                                 f"{duration_ms(h['hi'].iloc[0], fine=True)}.")
+            marks_text = ", ".join(f"{k} {duration_ms(v, fine=True)}" for k, v in marks.items())
             if marks_text:
                 notes.append(f"Queue wait {marks_text}.")
             st.caption(" ".join(notes))
@@ -149,7 +156,7 @@ left, right = st.columns(2)
 prompt_field = "input_tokens" if cov.get("input_tokens") else ("prompt_chars" if cov.get("prompt_chars") else None)
 with left:
     if prompt_field is None:
-        st.info("These logs carry no prompt length (`input_tokens` or `prompt_chars`).", icon=":material/info:")
+        st.info("These logs carry no prompt length (prompt tokens or characters).", icon=":material/info:")
     else:
         b = query(latency.length_buckets, f, prompt_field)
         unit = "prompt tokens" if prompt_field == "input_tokens" else "prompt characters"
@@ -157,7 +164,7 @@ with left:
         st.caption("Rising steeply with the prompt: prefill-bound (compute). " + percentile_note(b))
 with right:
     if not cov.get("output_tokens"):
-        st.info("These logs carry no `output_tokens`, so latency cannot be bucketed by output length.",
+        st.info("These logs carry no output token counts, so latency cannot be bucketed by output length.",
                 icon=":material/info:")
     else:
         b = query(latency.length_buckets, f, "output_tokens")
@@ -167,8 +174,8 @@ with right:
 st.subheader("Decode speed against concurrency")
 dec = query(latency.decode_vs_concurrency, f)
 if dec.empty:
-    st.info("Decode speed needs `output_tokens` and a decode time (`decode_ms`, or `total_ms` and `ttft_ms`): "
-            "these logs lack them.", icon=":material/info:")
+    st.info("Decode speed needs output token counts and a decode time (logged, or total latency less the time "
+            "to first token): these logs lack them.", icon=":material/info:")
 else:
     st.altair_chart(charts.decode_rate(dec))
     st.caption(f"Requests in service = the mean number of the model's requests (all tenants) in service, from the "
@@ -179,7 +186,7 @@ else:
 st.subheader("Time to first token and time per output token")
 tt = query(latency.ttft_tpot, f)
 if tt.empty or (tt["with_ttft"].sum() == 0 and tt["with_tpot"].sum() == 0):
-    st.info("These logs carry no `ttft_ms` and no decode time per token.", icon=":material/info:")
+    st.info("These logs carry no time to first token and no decode time per token.", icon=":material/info:")
 else:
     ttft_cols = sorted((c for c in tt.columns if c.startswith("ttft_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))
     tpot_cols = sorted((c for c in tt.columns if c.startswith("tpot_ms_p")), key=lambda c: float(c.rsplit("_p", 1)[1]))

@@ -55,7 +55,7 @@ days = (k.period.until - k.period.since).days or 1 if k.previous_period is not N
 if k.previous_period is None:
     notes = ["Period shown: all data."]
 elif k.previous is None:
-    notes = [f"Period shown: {period_label(k.period)} (UTC). The store holds no requests in the previous {days} days "
+    notes = [f"Period shown: {period_label(k.period)} (UTC). The store holds no requests in the previous {days:,} day{'s' if days != 1 else ''} "
              f"({period_label(k.previous_period)}), so there is no change to show."]
 else:
     notes = [f"Period shown: {period_label(k.period)} (UTC). Changes compare with the previous {days} days "

@@ -147,7 +147,7 @@ if raw_scope.narrowed and not skip:
 if skip:
     pass
 elif length is None:
-    st.info("These logs carry no prompt length (`input_tokens` or `prompt_chars`), so routing by length cannot be "
+    st.info("These logs carry no prompt length (prompt tokens or characters), so routing by length cannot be "
             "checked.", icon=":material/info:")
 else:
     unit = "prompt tokens" if length == "input_tokens" else "prompt characters"

@@ -17,6 +17,7 @@ import pandas as pd
 from finops import sql
 from finops.capacity.queueing import ggc
 from finops.filters import Filters
+from finops.fmt import counted
 from finops.spend import pricing
 
 __all__ = ["OBSERVED_COLUMNS", "fleet_filters", "observed_load", "self_hosted_models"]
@@ -177,12 +178,13 @@ def _observed_row(r) -> dict:
     if implied is not None and q.stable:
         pred = out["predicted_wq_ms"]
         if observed > 2 * pred + 1 and implied < replicas * slots:
-            out["note"] = (f"requests waited longer than {replicas * slots} slots predict: the waits match about "
-                           f"{implied} slots ({implied / replicas:.1f} per replica). Check slots_per_replica, and "
+            out["note"] = (f"requests waited longer than {counted(replicas * slots, 'slot')} predict: the waits match "
+                           f"about {counted(implied, 'slot')} ({implied / replicas:.1f} per replica). Check the slots "
+                           "per replica in the price book, and "
                            "whether every replica serves one shared queue (M/M/c assumes so; replicas at another "
                            "site with their own queue wait longer)")
         elif pred > 2 * observed + 1 and implied > replicas * slots:
-            out["note"] = (f"requests waited less than predicted: the waits match about {implied} slots "
+            out["note"] = (f"requests waited less than predicted: the waits match about {counted(implied, 'slot')} "
                            f"({implied / replicas:.1f} per replica)")
     return out
 

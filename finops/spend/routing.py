@@ -595,7 +595,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
                               f"({scope.requests:,} of its {scope.period_requests:,} requests): the most a replay "
                               "reads at once. Narrow the dates to replay another part.")
     if policy in ("threshold", "per-tier"):
-        assumptions.append(f"Threshold: {length or 'no prompt length'} > {threshold:g} to {large}, else {small}"
+        words = {"input_tokens": "prompt tokens", "prompt_chars": "prompt characters"}.get(length, "no prompt length")
+        assumptions.append(f"Threshold: {words} > {threshold:,g} to {large}, else {small}"
                            + (f"; {int((req * no_len).sum()):,} requests without a prompt length stay as logged."
                               if no_len.any() else "."))
     return WhatIf(policy=policy, small_model=small, large_model=large, actual_usd=float(actual_cost.sum()),
