@@ -352,7 +352,8 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
     data, note = thin_points(data, "period", sums=("cost_usd",), by=("part", "model"), unit=f"{grain}s")
     return alt.Chart(data).mark_area().encode(
         x=_x_time(grain),
-        y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})", axis=alt.Axis(format="$,.2f")),
+        y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})",
+                axis=alt.Axis(format=usd_axis_format(data.groupby("period")["cost_usd"].sum()))),
         color=alt.Color("part:N", title="GPU time", legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["allocated to requests", "idle"], range=[PALETTE[2], IDLE_COLOR])),
         order=alt.Order("part:N"),
@@ -429,7 +430,8 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
            alt.Tooltip("status:N", title="Status")]
     x_title = "USD this month"
     spent = alt.Chart(data).mark_bar(color=PALETTE[0], opacity=0.6).encode(
-        y=y, x=alt.X("spent_usd:Q", title=x_title, axis=alt.Axis(format="$,.0f")), tooltip=tip)
+        y=y, x=alt.X("spent_usd:Q", title=x_title, axis=alt.Axis(format=usd_axis_format(
+            data[["spent_usd", "forecast_usd", "forecast_high_usd", "budget_usd"]].to_numpy().ravel()))), tooltip=tip)
     interval = alt.Chart(data).mark_rule(color=PALETTE[1], strokeWidth=2).encode(
         y=y, x=alt.X("forecast_low_usd:Q", title=x_title), x2="forecast_high_usd:Q", tooltip=tip)
     point = alt.Chart(data).mark_point(filled=True, size=80).encode(
@@ -635,7 +637,7 @@ def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual
     data["calls"] = data["actual_calls"].where(data["scenario"] == "actual routing", data["counterfactual_calls"])
     return alt.Chart(data).mark_bar().encode(
         y=alt.Y("model:N", title="Model"), yOffset=alt.YOffset("scenario:N", sort=["actual routing", "what-if"]),
-        x=alt.X("usd:Q", title="Spend (USD)", axis=alt.Axis(format="$,.0f")),
+        x=alt.X("usd:Q", title="Spend (USD)", axis=alt.Axis(format=usd_axis_format(data["usd"]))),
         color=alt.Color("scenario:N", title="", scale=alt.Scale(domain=["actual routing", "what-if"],
                                                                range=["#9ecae9", PALETTE[1]]),
                         legend=alt.Legend(orient="bottom")),
@@ -896,7 +898,7 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
                       scale=alt.Scale(domain=domain, range=[CASCADE_COLORS[CASCADE_SERIES.index(s)] for s in domain]),
                       legend=alt.Legend(orient="bottom", columns=5, symbolOpacity=1))
     x = alt.X("avg_cost:Q", title="Average cost ($ per 1,000 requests)", scale=alt.Scale(zero=False),
-              axis=alt.Axis(format="$,.2f"))
+              axis=alt.Axis(format=usd_axis_format([*curve["avg_cost"], *(base["avg_cost"] if base is not None else [])])))
     y = alt.Y("avg_quality:Q", title="Quality (% correct)", scale=alt.Scale(zero=False), axis=alt.Axis(format=".0%"))
     step = max(1, math.ceil(len(curve) / CASCADE_MAX_POINTS))
     layers = [
@@ -961,7 +963,9 @@ def edge_net_benefit(curve: pd.DataFrame, *, break_even_ms: float | None = None,
         alt.Chart(data).mark_area(color=LOSES_COLOR, opacity=0.3).encode(
             x=x, y=alt.Y("loses:Q", title=y_title), y2=alt.datum(0)),
         alt.Chart(data).mark_line(color="#333333", strokeWidth=2).encode(
-            x=x, y=alt.Y("net_benefit_usd:Q", title=y_title, axis=alt.Axis(format="$.3f")), tooltip=tip),
+            x=x, y=alt.Y("net_benefit_usd:Q", title=y_title,
+                                                        axis=alt.Axis(format=usd_axis_format(data["net_benefit_usd"]))),
+            tooltip=tip),
         alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#333333").encode(y="y:Q"),
     ]
     rules = [(float(r), str(label), "#4c78a8") for r, label in markers]

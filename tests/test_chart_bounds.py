@@ -164,3 +164,25 @@ def test_no_chart_or_table_number_switches_to_exponents():
                  ("capacity", "%.3g", "Arrival burstiness (std / mean gap)"),
                  ("capacity", "%.8g", "Tokens per request (input + output)"),
                  ("cascade", "%.4g", "Confidence threshold")}            # 1M, 3,600, 3,600, 1,000, 10, 10, 10M, 1
+
+
+def test_a_dollar_axis_of_cents_reads_cents_not_zero_dollars_at_every_tick():
+    """A tenant's $0.57 month drew the budget chart's axis as "$0" at every tick (a fixed '$,.0f'): every dollar
+    axis takes its places from what it draws (charts.usd_axis_format), none is fixed."""
+    import re
+    from pathlib import Path
+
+    import pandas as pd
+
+    from finops import charts
+    source = (Path(__file__).resolve().parent.parent / "finops" / "charts.py").read_text()
+    assert not re.findall(r'Axis\(format="\$', source)
+    status = pd.DataFrame({"tenant": ["default"], "spent_usd": [0.0106], "forecast_usd": [0.5657],
+                           "forecast_low_usd": [0.0182], "forecast_high_usd": [0.57], "budget_usd": [None],
+                           "status": ["no budget"]})
+    spec = charts.budget_status(status).to_dict()
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["format"] == "$,.2f"
+    tiny = status.assign(spent_usd=0.001, forecast_usd=0.03, forecast_low_usd=0.002, forecast_high_usd=0.031)
+    assert charts.budget_status(tiny).to_dict()["layer"][0]["encoding"]["x"]["axis"]["format"] == "$,.4~f"
+    big = status.assign(budget_usd=1_500.0)
+    assert charts.budget_status(big).to_dict()["layer"][0]["encoding"]["x"]["axis"]["format"] == "$,.0f"
