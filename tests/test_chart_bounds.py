@@ -186,3 +186,17 @@ def test_a_dollar_axis_of_cents_reads_cents_not_zero_dollars_at_every_tick():
     assert charts.budget_status(tiny).to_dict()["layer"][0]["encoding"]["x"]["axis"]["format"] == "$,.4~f"
     big = status.assign(budget_usd=1_500.0)
     assert charts.budget_status(big).to_dict()["layer"][0]["encoding"]["x"]["axis"]["format"] == "$,.0f"
+
+
+def test_a_percentile_left_of_the_log_axis_is_not_drawn_and_the_rest_are_clipped():
+    # 'slow' of the real tools' files: 4 of 8 requests did not wait, the axis starts at 2,700 ms, P50 is 1,350 ms
+    # (between a 0 and a 2,700 ms wait): its rule, left of the plot, squeezed the chart and cut its title to "st"
+    hist = pd.DataFrame({"lo": [0.0, 2700.0, 4000.0], "hi": [2700.0, 4000.0, 5410.0], "count": [4, 2, 2]})
+    spec = charts.queue_histogram(hist, {"P50": 1350.0, "P95": 5410.0, "P99": 2650.0}, "log").to_dict()
+    rules = spec["layer"][1]
+    drawn = {r["percentile"]: r["label"] for r in spec["datasets"][rules["data"]["name"]]}
+    assert drawn == {"P95": "P95 5.41 s", "P99": "P99 2.65 s"}      # 2,650 ms: within 2 % of the edge, kept
+    assert rules["mark"]["clip"] is True
+    sub_ms = charts.queue_histogram(hist.assign(lo=[0.0, 0.1, 0.2], hi=[0.1, 0.2, 0.4]), {"P50": 0.126}, "log")
+    [label] = [r["label"] for d in sub_ms.to_dict()["datasets"].values() for r in d if "label" in r]
+    assert label == "P50 0.126 ms"                                  # was "P50 0 ms"

@@ -114,7 +114,8 @@ else:
         total = int(h["count"].sum())
         with grid[i % 2]:
             if h["hi"].max() <= 1.0 and (scale == "log" or h["lo"].max() <= 0.5):
-                st.markdown(f"**{plain(model)}**: none of its {total:,} requests waited in a queue.")
+                st.markdown(f"**{plain(model)}**: " + ("its one request did not wait in a queue." if total == 1 else
+                                                       f"none of its {total:,} requests waited in a queue."))
                 continue
             st.altair_chart(charts.queue_histogram(h, marks, scale, field_label="queue wait",
                                                    title=f"{model}: queue wait per request"))
