@@ -12,7 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from finops.fmt import duration_ms, number
+from finops.fmt import MISSING, duration_ms, number, usd
 from finops.schema import IDLE_TENANT
 
 IDLE_COLOR = "#b9bec7"
@@ -25,6 +25,45 @@ GRAIN_FORMAT = {"hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d", "month":
 
 # fit the container's width; ``height`` is the plot's height (axes, legends and titles come on top)
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+
+
+# ---------------------------------------------------------------- times: UTC in every browser
+# The store's times are naive UTC. Handed to the browser naive, Vega reads them in the viewer's time zone: east of
+# UTC (Berlin, Tokyo) every day's spend was drawn on the day before, its axis saying "Day (UTC)". So every chart's
+# times go out as UTC instants (:func:`_chart`), every time axis has a UTC scale and every time in a tooltip a UTC
+# time unit (:func:`_time_tip`).
+
+def _utc(data):
+    """``data`` with its naive datetime columns marked UTC (a frame's copy; anything else as it is)."""
+    if not isinstance(data, pd.DataFrame):
+        return data
+    naive = [c for c in data.columns if isinstance(data[c].dtype, np.dtype) and data[c].dtype.kind == "M"]
+    return data.assign(**{c: data[c].dt.tz_localize("UTC") for c in naive}) if naive else data
+
+
+def _chart(data=alt.Undefined, **kwargs) -> alt.Chart:
+    """``alt.Chart`` of ``data`` with its times as UTC instants (:func:`_utc`)."""
+    return alt.Chart(_utc(data), **kwargs)
+
+
+#: the finest time a tooltip shows (its format picks what it writes)
+_TIP_UNIT = alt.TimeUnitParams(unit="yearmonthdatehoursminutes", utc=True)
+
+
+def _time_tip(field: str, title: str, fmt: str) -> alt.Tooltip:
+    """A tooltip of the time ``field`` written in UTC (a format alone writes the viewer's local time)."""
+    return alt.Tooltip(f"{field}:T", title=title, format=fmt, timeUnit=_TIP_UNIT)
+
+
+def _with_tip_texts(data: pd.DataFrame, writers: dict) -> pd.DataFrame:
+    """``data`` with a text column ``<col>_tip`` for each ``col: write`` of ``writers``: the value written, or —
+    where there is none (a tooltip writes a missing number as 'null')."""
+    return data.assign(**{f"{c}_tip": [MISSING if pd.isna(v) else write(v) for v in data[c]] for c, write in writers.items()})
+
+
+def _text_tip(field: str, title: str) -> alt.Tooltip:
+    """The tooltip of a ``<field>_tip`` column of :func:`_with_tip_texts`."""
+    return alt.Tooltip(f"{field}_tip:N", title=title)
 
 
 # ---------------------------------------------------------------- bounds: no chart grows with the data
@@ -139,16 +178,28 @@ def _series_scale(series: list[str]) -> alt.Scale:
 TIME_UNITS = {"hour": "yearmonthdatehours", "day": "yearmonthdate", "week": "yearweek", "month": "yearmonth"}
 
 
-def _x_time(grain: str, field: str = "period", banded: bool = False) -> alt.X:
-    """A UTC time axis; ``banded`` bins it by the grain so that bars fill their hour/day/week."""
+def _time_format(grain: str, periods=None) -> str:
+    """The axis format of ``grain``, with the year where ``periods`` fall in more than one year (a store of three
+    years' logs labelled its weeks Nov 12, Dec 17, Mar 02, Jan 04 with no year).
+
+    >>> _time_format("week"), _time_format("week", pd.to_datetime(["2025-12-29", "2026-01-05"]))
+    ('%b %d', '%Y-%m-%d')
+    """
+    fmt = GRAIN_FORMAT.get(grain, "%b %d")
+    years = pd.to_datetime(pd.Series(periods), errors="coerce").dt.year.nunique() if periods is not None else 1
+    return fmt if years < 2 or "%Y" in fmt else {"hour": "%Y-%m-%d %H:%M"}.get(grain, "%Y-%m-%d")
+
+
+def _x_time(grain: str, field: str = "period", banded: bool = False, periods=None) -> alt.X:
+    """A UTC time axis; ``banded`` bins it by the grain so that bars fill their hour/day/week; ``periods``: the
+    times drawn, for the year in the labels where they span more than one (:func:`_time_format`)."""
     title, _ = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
+    fmt = _time_format(grain, periods)
     # hourly series span days: let Vega pick day/hour labels; coarser grains get a fixed format
-    axis = alt.Axis(labelAngle=0) if grain == "hour" else alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"),
-                                                                  labelAngle=0)
+    axis = alt.Axis(labelAngle=0) if grain == "hour" else alt.Axis(format=fmt, labelAngle=0)
     if banded:      # one band per hour/day/week, labelled under its middle
         return alt.X(f"{field}:O", timeUnit=alt.TimeUnitParams(unit=TIME_UNITS.get(grain, "yearmonthdate"), utc=True),
-                     title=title, axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), formatType="time",
-                                                labelAngle=0, labelOverlap=True))
+                     title=title, axis=alt.Axis(format=fmt, labelAngle=0, labelOverlap=True))
     return alt.X(f"{field}:T", title=title, axis=axis, scale=alt.Scale(type="utc"))
 
 
@@ -182,15 +233,15 @@ def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over ti
     fmt = GRAIN_FORMAT.get(grain, "%b %d")
     # an hourly area needs two hours to have a width: a single hour is a bar
     banded = grain != "hour" or frame["period"].nunique() < 2
-    mark = alt.Chart(frame).mark_bar() if banded else alt.Chart(frame).mark_area()
+    mark = _chart(frame).mark_bar() if banded else _chart(frame).mark_area()
     stacked = frame.groupby("period")["cost_usd"].sum() if len(frame) else []
     return mark.encode(
-        x=_x_time(grain, banded=banded),
+        x=_x_time(grain, banded=banded, periods=frame["period"]),
         y=alt.Y("sum(cost_usd):Q", title=f"Spend (USD {per})", axis=alt.Axis(format=usd_axis_format(stacked))),
         color=alt.Color("series:N", title="Model", scale=_series_scale(list(frame["series"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         order=alt.Order("series:N"),
-        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format=fmt + (" %Y" if grain != "month" else "")),
+        tooltip=[_time_tip("period", "From (UTC)", fmt + (" %Y" if grain != "month" else "")),
                  alt.Tooltip("series:N", title="Model"),
                  alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f"),
                  alt.Tooltip("sum(requests):Q", title="Requests", format=",")],
@@ -199,15 +250,15 @@ def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over ti
 
 def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt.Chart:
     """Horizontal bars of tenant spend, largest first, with share and change in the tooltip."""
-    data = table.assign(change_pct=table["change"] * 100, share_pct=table["share"] * 100)
-    return alt.Chart(data).mark_bar(color=PALETTE[0]).encode(
+    data = _with_tip_texts(table.assign(change_pct=table["change"] * 100, share_pct=table["share"] * 100),
+                           {"previous_cost_usd": usd, "change_pct": lambda v: f"{v:+.1f}"})
+    return _chart(data).mark_bar(color=PALETTE[0]).encode(
         y=alt.Y("tenant:N", sort="-x", title="Tenant"),
         x=alt.X("cost_usd:Q", title="Spend (USD)", axis=alt.Axis(format=usd_axis_format(data["cost_usd"]))),
         tooltip=[alt.Tooltip("tenant:N", title="Tenant"),
                  alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),
                  alt.Tooltip("share_pct:Q", title="Share of tenant spend (%)", format=".1f"),
-                 alt.Tooltip("previous_cost_usd:Q", title="Previous period (USD)", format="$,.2f"),
-                 alt.Tooltip("change_pct:Q", title="Change (%)", format="+.1f"),
+                 _text_tip("previous_cost_usd", "Previous period (USD)"), _text_tip("change_pct", "Change (%)"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
     ).properties(autosize=FIT_X, title=title, height=max(140, 30 * len(data)))
 
@@ -219,12 +270,12 @@ def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of t
     trend, thin_note = thin_points(trend, "period", sums=("cost_usd",), by=("tenant",), unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
-    return alt.Chart(trend).mark_line(point=(grain != "hour") or _lone_points(trend, ["tenant"], "period")).encode(
-        x=_x_time(grain),
+    return _chart(trend).mark_line(point=(grain != "hour") or _lone_points(trend, ["tenant"], "period")).encode(
+        x=_x_time(grain, periods=trend["period"]),
         y=alt.Y("cost_usd:Q", title=f"Spend (USD {per})", axis=alt.Axis(format=usd_axis_format(trend["cost_usd"]))),
         color=alt.Color("tenant:N", title="Tenant", scale=_series_scale(list(trend["tenant"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
-        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("tenant:N", title="Tenant"),
                  alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f")],
     ).properties(autosize=FIT_X, title=title, height=320)
@@ -237,7 +288,7 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
     data, model_note = keep_top(data, "model", "cost_usd", MAX_ROWS, what="models", by_what="spend")
     data, tenant_note = keep_top(data, "tenant", "cost_usd", MAX_ROWS, what="tenants", by_what="spend")
     title = _titled(title, model_note, tenant_note)
-    base = alt.Chart(data).encode(
+    base = _chart(data).encode(
         # every column labelled: at -30 degrees Vega dropped every other tenant's name as overlapping
         x=alt.X("tenant:N", title="Tenant", axis=alt.Axis(labelAngle=-45, labelOverlap=False, labelLimit=160)),
         # model names run long ("claude-3-5-sonnet-20241022", "openai/gpt-4o-mini"): shown whole up to 240 px
@@ -286,7 +337,7 @@ def token_mix(tokens_long: pd.DataFrame, classes: Sequence[str], title: str = "T
                                  fold=("tokens",), by=("token_class",))
     title = _titled(title, note)
     data = tokens_long.assign(share_pct=tokens_long["share"] * 100)
-    return alt.Chart(data).mark_bar().encode(
+    return _chart(data).mark_bar().encode(
         y=alt.Y("model:N", title="Model"),
         x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
                 axis=alt.Axis(format="%")),
@@ -306,7 +357,7 @@ def cost_parts(cost_long: pd.DataFrame, parts: Sequence[str],
     cost_long, note = keep_top(cost_long, "model", "cost_usd", MAX_ROWS, what="models", by_what="spend",
                                fold=("cost_usd",), by=("part",))
     title = _titled(title, note)
-    return alt.Chart(cost_long).mark_bar().encode(
+    return _chart(cost_long).mark_bar().encode(
         y=alt.Y("model:N", title="Model", sort="-x"),
         x=alt.X("sum(cost_usd):Q", title="Spend (USD)",
                 axis=alt.Axis(format=usd_axis_format(cost_long.groupby("model")["cost_usd"].sum()
@@ -326,7 +377,7 @@ def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by m
     lo = math.floor(math.log10(data["bin_lo_usd"].min())) if len(data) else -6
     hi = math.ceil(math.log10(data["bin_hi_usd"].max())) if len(data) else 0
     decades = [10.0 ** k for k in range(lo, hi + 1)]
-    return alt.Chart(data).mark_line(point=True, interpolate="monotone").encode(
+    return _chart(data).mark_line(point=True, interpolate="monotone").encode(
         x=alt.X("mid_usd:Q", title="Cost of one request (USD, log scale)",
                 scale=alt.Scale(type="log", domain=[decades[0], decades[-1]]),
                 axis=alt.Axis(values=decades, format="$,~r", grid=True)),
@@ -350,14 +401,14 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
     data["part"] = data["part"].map({"allocated_usd": "allocated to requests", "idle_usd": "idle"})
     data["utilization_pct"] = data["utilization"] * 100
     data, note = thin_points(data, "period", sums=("cost_usd",), by=("part", "model"), unit=f"{grain}s")
-    return alt.Chart(data).mark_area().encode(
+    return _chart(data).mark_area().encode(
         x=_x_time(grain),
         y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})",
                 axis=alt.Axis(format=usd_axis_format(data.groupby("period")["cost_usd"].sum()))),
         color=alt.Color("part:N", title="GPU time", legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["allocated to requests", "idle"], range=[PALETTE[2], IDLE_COLOR])),
         order=alt.Order("part:N"),
-        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("part:N", title="GPU time"),
                  alt.Tooltip("cost_usd:Q", title="Cost (USD)", format="$,.2f"),
                  alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".1f")],
@@ -371,12 +422,12 @@ def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation 
                               by_what="fleet cost")
     data, thin_note = thin_points(data, "period", unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
-    return alt.Chart(data).mark_line().encode(
+    return _chart(data).mark_line().encode(
         x=_x_time(grain),
         y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)", scale=alt.Scale(domainMin=0)),
         color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
                         legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".2f"),
                  alt.Tooltip("fleet_cost_usd:Q", title="Fleet cost (USD)", format="$,.2f"),
@@ -388,13 +439,12 @@ def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
     """Cumulative spend of one tenant through a month: actual (line), forecast (dashed line + band),
     budget (red rule). ``daily`` has day, kind ('actual'/'forecast'), cumulative_usd, low_usd, high_usd,
     budget_usd."""
-    x = alt.X("day:T", title="Day (UTC)", axis=alt.Axis(format="%b %d", labelAngle=0))
-    tip = [alt.Tooltip("day:T", title="Day", format="%Y-%m-%d"), alt.Tooltip("kind:N", title=""),
+    x = alt.X("day:T", title="Day (UTC)", axis=alt.Axis(format="%b %d", labelAngle=0), scale=alt.Scale(type="utc"))
+    tip = [_time_tip("day", "Day", "%Y-%m-%d"), alt.Tooltip("kind:N", title=""),
            alt.Tooltip("cumulative_usd:Q", title="Spend to date (USD)", format="$,.2f"),
-           alt.Tooltip("low_usd:Q", title="Forecast low (USD)", format="$,.2f"),
-           alt.Tooltip("high_usd:Q", title="Forecast high (USD)", format="$,.2f")]
+           _text_tip("low_usd", "Forecast low (USD)"), _text_tip("high_usd", "Forecast high (USD)")]
     y_title = "Cumulative spend this month (USD)"
-    base = alt.Chart(daily)
+    base = _chart(_with_tip_texts(daily, {"low_usd": usd, "high_usd": usd}))
     band = base.transform_filter("datum.kind == 'forecast'").mark_area(opacity=0.2, color=PALETTE[1]).encode(
         x=x, y=alt.Y("low_usd:Q", title=y_title), y2="high_usd:Q", tooltip=tip)
     line = base.mark_line(point=True).encode(
@@ -409,7 +459,7 @@ def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
     layers = [band, line]
     budget = daily["budget_usd"].dropna()
     if len(budget):
-        rule = alt.Chart(pd.DataFrame({"budget_usd": [float(budget.iloc[0])]})).mark_rule(
+        rule = _chart(pd.DataFrame({"budget_usd": [float(budget.iloc[0])]})).mark_rule(
             color="#d62728", strokeWidth=2).encode(
             y="budget_usd:Q", tooltip=[alt.Tooltip("budget_usd:Q", title="Budget (USD)", format="$,.2f")])
         layers.append(rule)
@@ -419,29 +469,29 @@ def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
 def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend against budget") -> alt.Chart:
     """Per tenant: spent so far (bar), forecast interval (error bar + point) and budget (tick)."""
     data, note = keep_top(status, "tenant", "forecast_usd", MAX_ROWS, what="tenants", by_what="forecast spend")
+    data = _with_tip_texts(data, {"forecast_low_usd": usd, "forecast_high_usd": usd, "budget_usd": usd})
     title = _titled(title, note)
     y = alt.Y("tenant:N", title="Tenant", sort=alt.EncodingSortField("forecast_usd", order="descending"))
     tip = [alt.Tooltip("tenant:N", title="Tenant"),
            alt.Tooltip("spent_usd:Q", title="Spent so far (USD)", format="$,.2f"),
            alt.Tooltip("forecast_usd:Q", title="Forecast month end (USD)", format="$,.2f"),
-           alt.Tooltip("forecast_low_usd:Q", title="Forecast low (USD)", format="$,.2f"),
-           alt.Tooltip("forecast_high_usd:Q", title="Forecast high (USD)", format="$,.2f"),
-           alt.Tooltip("budget_usd:Q", title="Budget (USD)", format="$,.2f"),
+           _text_tip("forecast_low_usd", "Forecast low (USD)"), _text_tip("forecast_high_usd", "Forecast high (USD)"),
+           _text_tip("budget_usd", "Budget (USD)"),
            alt.Tooltip("status:N", title="Status")]
     x_title = "USD this month"
-    spent = alt.Chart(data).mark_bar(color=PALETTE[0], opacity=0.6).encode(
+    spent = _chart(data).mark_bar(color=PALETTE[0], opacity=0.6).encode(
         y=y, x=alt.X("spent_usd:Q", title=x_title, axis=alt.Axis(format=usd_axis_format(
             data[["spent_usd", "forecast_usd", "forecast_high_usd", "budget_usd"]].to_numpy().ravel()))), tooltip=tip)
-    interval = alt.Chart(data).mark_rule(color=PALETTE[1], strokeWidth=2).encode(
+    interval = _chart(data).mark_rule(color=PALETTE[1], strokeWidth=2).encode(
         y=y, x=alt.X("forecast_low_usd:Q", title=x_title), x2="forecast_high_usd:Q", tooltip=tip)
-    point = alt.Chart(data).mark_point(filled=True, size=80).encode(
+    point = _chart(data).mark_point(filled=True, size=80).encode(
         y=y, x=alt.X("forecast_usd:Q", title=x_title),
         color=alt.Color("status:N", title="Status",
                         scale=alt.Scale(domain=["over budget", "at risk", "on track", "no budget"],
                                         range=["#d62728", "#ff7f0e", "#2ca02c", "#7f7f7f"]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=tip)
-    tick = alt.Chart(data.dropna(subset=["budget_usd"])).mark_tick(color="#d62728", thickness=3, size=22).encode(
+    tick = _chart(data.dropna(subset=["budget_usd"])).mark_tick(color="#d62728", thickness=3, size=22).encode(
         y=y, x=alt.X("budget_usd:Q", title=x_title), tooltip=tip)
     return alt.layer(spent, interval, point, tick).properties(autosize=FIT_X, title=title, height=max(160, 34 * len(data)))
 
@@ -501,16 +551,16 @@ def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share",
     mix, thin_note = thin_points(mix, "period", unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
     data = mix.assign(share_pct=mix[measure].fillna(0.0) * 100)
-    return alt.Chart(data).mark_area(interpolate="step-after").encode(
+    return _chart(data).mark_area(interpolate="step-after").encode(
         x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
-                axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
+                axis=alt.Axis(format=_time_format(grain, data["period"]), labelAngle=0), scale=alt.Scale(type="utc")),
         # stacked shares of each period (100 %, or 0 where the period had none of the measure), not normalised
         # by the chart: a period with no traffic is drawn at 0, not bridged by its neighbours' areas
         y=alt.Y("sum(share_pct):Q", stack="zero", title=f"Share of {what} (%)",
                 scale=alt.Scale(domain=[0, 100]), axis=alt.Axis(values=[0, 25, 50, 75, 100])),
         color=alt.Color("series:N", title=series_title, scale=_series_scale(list(data["series"])),
                         legend=alt.Legend(orient="bottom", columns=5)),
-        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title=series_title),
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
                  alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
@@ -530,7 +580,7 @@ def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", 
     title = _titled(title, split_note, top_note)
     data = mix.assign(share_pct=mix[measure] * 100)
     split_title = {"tenant": "Tenant", "sla_tier": "SLA tier"}.get(split, split)
-    return alt.Chart(data).mark_bar().encode(
+    return _chart(data).mark_bar().encode(
         y=alt.Y(f"{split}:N", title=split_title),
         x=alt.X("share_pct:Q", stack="normalize", title=f"Share of the {split_title.lower()}'s {what} (%)",
                 axis=alt.Axis(format="%")),
@@ -561,7 +611,7 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
     tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("cache_hits:Q", title="Cache hits", format=","),
            alt.Tooltip("requests:Q", title="Requests", format=","),
            alt.Tooltip("hit_pct:Q", title="Hit rate (%)", format=".1f"), alt.Tooltip("label:N", title="Saved")]
-    base = alt.Chart(data).encode(y=alt.Y("model:N", title="Model"),
+    base = _chart(data).encode(y=alt.Y("model:N", title="Model"),
                                   x=alt.X("hit_pct:Q", title="Requests served from the cache (%)",
                                           scale=alt.Scale(domain=[0, max(float(data["hit_pct"].max()) * 1.8, 1.0)])),
                                   tooltip=tip)
@@ -579,11 +629,11 @@ def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade e
     data = over.dropna(subset=["escalation_rate"]).assign(rate_pct=lambda d: d["escalation_rate"] * 100)
     data, note = thin_points(data, "period", unit=f"{grain}s")
     title = _titled(title, note)
-    return alt.Chart(data).mark_line(point=True).encode(
+    return _chart(data).mark_line(point=True).encode(
         x=alt.X("period:T", title=GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])[0],
-                axis=alt.Axis(format=GRAIN_FORMAT.get(grain, "%b %d"), labelAngle=0)),
+                axis=alt.Axis(format=_time_format(grain, data["period"]), labelAngle=0), scale=alt.Scale(type="utc")),
         y=alt.Y("rate_pct:Q", title="Escalation rate (%)", scale=alt.Scale(domainMin=0)),
-        tooltip=[alt.Tooltip("period:T", title="From (UTC)", format="%Y-%m-%d"),
+        tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d"),
                  alt.Tooltip("rate_pct:Q", title="Escalation rate (%)", format=".1f"),
                  alt.Tooltip("escalations:Q", title="Escalations", format=","),
                  alt.Tooltip("cascade_requests:Q", title="Cascade rows", format=",")],
@@ -613,14 +663,14 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
                alt.Tooltip("requests:Q", title="Requests", format=",")]
     # the lines carry the size class's dash and its legend, drawn as a dash (on a line with points the legend
     # draws a dot, both classes alike); the points are a layer of their own
-    lines = alt.Chart(data).mark_line().encode(
+    lines = _chart(data).mark_line().encode(
         x=x, y=y, color=color, tooltip=tooltip,
         strokeDash=alt.StrokeDash("size_class:N", title="Size class",
                                   legend=alt.Legend(orient="bottom", symbolType="stroke", symbolStrokeWidth=2,
                                                     symbolSize=300, symbolStrokeColor="#666"),
                                   scale=alt.Scale(domain=["large", "small"], range=[[1, 0], [5, 3]])))
-    points = alt.Chart(data).mark_point(filled=True, size=25).encode(x=x, y=y, color=color, tooltip=tooltip)
-    rule = alt.Chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
+    points = _chart(data).mark_point(filled=True, size=25).encode(x=x, y=y, color=color, tooltip=tooltip)
+    rule = _chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
                      ).mark_rule(color="#d62728", strokeWidth=2).encode(
         x=alt.X("t:Q", scale=x_scale), tooltip=[alt.Tooltip("label:N", title="")])
     return alt.layer(lines, points, rule).properties(autosize=FIT_X, title=title, height=260)
@@ -635,7 +685,7 @@ def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual
                          value_vars=["actual_usd", "counterfactual_usd"], var_name="scenario", value_name="usd")
     data["scenario"] = data["scenario"].map({"actual_usd": "actual routing", "counterfactual_usd": "what-if"})
     data["calls"] = data["actual_calls"].where(data["scenario"] == "actual routing", data["counterfactual_calls"])
-    return alt.Chart(data).mark_bar().encode(
+    return _chart(data).mark_bar().encode(
         y=alt.Y("model:N", title="Model"), yOffset=alt.YOffset("scenario:N", sort=["actual routing", "what-if"]),
         x=alt.X("usd:Q", title="Spend (USD)", axis=alt.Axis(format=usd_axis_format(data["usd"]))),
         color=alt.Color("scenario:N", title="", scale=alt.Scale(domain=["actual routing", "what-if"],
@@ -663,7 +713,7 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     x_title = f"{field_label} ({'ms, log scale' if scale == 'log' else 'ms'})"
     x = alt.X("lo:Q", title=x_title, scale=x_scale, axis=alt.Axis(
         labelExpr="datum.value >= 1 ? format(datum.value, ',.0f') : format(datum.value, '.2~f')"))
-    bars = alt.Chart(data).mark_rect(color=PALETTE[0], opacity=0.85).encode(
+    bars = _chart(data).mark_rect(color=PALETTE[0], opacity=0.85).encode(
         # whole requests: no tick between 0 and 1 (a model with 7 queued requests read 0.2, 0.4, ... requests)
         x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests", axis=alt.Axis(tickMinStep=1, format=",d")), y2=alt.datum(0),
         tooltip=[alt.Tooltip("lo:Q", title="From (ms)", format=",.1f"), alt.Tooltip("hi:Q", title="To (ms)", format=",.1f"),
@@ -680,7 +730,7 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     color = alt.Color("percentile:N", title="Percentile", scale=alt.Scale(domain=list(PERCENTILE_COLORS),
                                                                           range=list(PERCENTILE_COLORS.values())),
                       legend=alt.Legend(orient="bottom"))
-    rules = alt.Chart(m).mark_rule(strokeWidth=2, strokeDash=[5, 3], clip=True).encode(
+    rules = _chart(m).mark_rule(strokeWidth=2, strokeDash=[5, 3], clip=True).encode(
         x=alt.X("ms:Q", scale=x_scale, title=x_title), color=color, tooltip=[alt.Tooltip("label:N", title="")])
     return alt.layer(bars, rules).properties(autosize=FIT_X, title=title, height=200)
 
@@ -698,7 +748,7 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     present = [s for s in order if s in set(data["segment"])]
     div, unit = _time_unit(data["total_ms"])
     data = data.assign(t=data["ms"] / div)
-    return alt.Chart(data).mark_bar().encode(
+    return _chart(data).mark_bar().encode(
         y=alt.Y("row:N", title="Percentile of total latency · model", sort=list(dict.fromkeys(data["row"])),
                 axis=alt.Axis(labelLimit=320)),
         x=alt.X("t:Q", title=f"Mean time in the band ({unit})", stack="zero", axis=alt.Axis(format=",.3~r"),
@@ -726,14 +776,15 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
                      value_name="ms")
     long["percentile"] = long["percentile"].str.upper()
     long = long[long["ms"] > 0]
-    return alt.Chart(long).mark_line(strokeWidth=1.5, point=_lone_points(long, ["grp", "percentile"], "ts")).encode(
-        x=alt.X("ts:T", title="Time (UTC)", axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+    return _chart(long).mark_line(strokeWidth=1.5, point=_lone_points(long, ["grp", "percentile"], "ts")).encode(
+        x=alt.X("ts:T", title="Time (UTC)", axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0),
+                scale=alt.Scale(type="utc")),
         y=alt.Y("ms:Q", title=f"{field_label} (ms, log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
                         legend=alt.Legend(orient="bottom", columns=4)),
         strokeDash=alt.StrokeDash("percentile:N", title="Percentile", sort=["P99", "P95", "P50"],
                                   scale=alt.Scale(domain=["P99", "P95", "P50"], range=[[1, 0], [6, 3], [2, 2]])),
-        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"), alt.Tooltip("grp:N", title="Model"),
+        tooltip=[_time_tip("ts", "From (UTC)", "%Y-%m-%d %H:%M"), alt.Tooltip("grp:N", title="Model"),
                  alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="ms", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
     ).properties(autosize=FIT_X, title=title, height=300)
@@ -761,7 +812,7 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
     unit = "s" if seconds else "ms"
     domain = [p for p, _, _ in PERCENTILE_STYLE]
     style = alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=2.5, symbolSize=300)
-    return alt.Chart(long).mark_line(strokeWidth=1.6, point=_lone_points(long, ["percentile"], "ts")).encode(
+    return _chart(long).mark_line(strokeWidth=1.6, point=_lone_points(long, ["percentile"], "ts")).encode(
         x=alt.X("ts:T", title="Time (UTC)", scale=alt.Scale(type="utc"),
                 axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
         y=alt.Y("value:Q", title=f"{what} ({unit}, log scale)", scale=alt.Scale(type="log"),
@@ -770,7 +821,7 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
                         scale=alt.Scale(domain=domain, range=[c for _, c, _ in PERCENTILE_STYLE])),
         strokeDash=alt.StrokeDash("percentile:N", sort=domain, legend=style,
                                   scale=alt.Scale(domain=domain, range=[d for _, _, d in PERCENTILE_STYLE])),
-        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("ts", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("percentile:N", title="Percentile"),
                  alt.Tooltip("value:Q", title=f"{what} ({unit})", format=",.3~f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
@@ -787,7 +838,7 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
     long["mid"] = (long["bucket_lo"].clip(lower=1) * long["bucket_hi"]) ** 0.5
     div, t_unit = _time_unit(long["ms"])
     long["t"] = long["ms"] / div
-    return alt.Chart(long).mark_line(strokeWidth=1.8, point=_lone_points(long.dropna(subset=["t"]), ["grp", "percentile"], "mid")).encode(
+    return _chart(long).mark_line(strokeWidth=1.8, point=_lone_points(long.dropna(subset=["t"]), ["grp", "percentile"], "mid")).encode(
         x=alt.X("mid:Q", title=f"{unit} (bucket, log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=",.0f")),
         y=alt.Y("t:Q", title=f"total latency ({t_unit}, log scale)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format=",.3~r")),
@@ -811,7 +862,7 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
     data, thin_note = thin_points(data, "concurrency", unit="concurrency levels")
     title = _titled(title, note, thin_note)
     scale = _series_scale(list(data["grp"]))
-    base = alt.Chart(data).encode(
+    base = _chart(data).encode(
         x=alt.X("concurrency:Q", title="Requests of the model in service (mean over the minute it arrived)",
                 axis=alt.Axis(tickMinStep=1, format="d")))
     tip = [alt.Tooltip("grp:N", title="Model"), alt.Tooltip("concurrency:Q", title="In service"),
@@ -846,7 +897,7 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
     long["order"] = long["segment"].map({s: i for i, s in enumerate(order)})
     div, unit = _time_unit(data["total_ms"])
     long["t"] = long["ms"] / div
-    return alt.Chart(long).mark_bar().encode(
+    return _chart(long).mark_bar().encode(
         # no axis title: beside labels this long it was drawn over them; the subtitle says what a label is
         y=alt.Y("label:N", title=None, sort=list(data["label"]), axis=alt.Axis(labelLimit=360)),
         x=alt.X("t:Q", title=f"Time ({unit})", stack="zero", axis=alt.Axis(format=",.3~r")),
@@ -906,15 +957,15 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
     y = alt.Y("avg_quality:Q", title="Quality (% correct)", scale=alt.Scale(zero=False), axis=alt.Axis(format=".0%"))
     step = max(1, math.ceil(len(curve) / CASCADE_MAX_POINTS))
     layers = [
-        alt.Chart(curve.iloc[::step].assign(series="every threshold")).mark_circle(size=28, opacity=0.35).encode(
+        _chart(curve.iloc[::step].assign(series="every threshold")).mark_circle(size=28, opacity=0.35).encode(
             x=x, y=y, color=color, tooltip=_cascade_tooltip()),
-        alt.Chart(frontier.assign(series="Pareto frontier")).mark_line(point=alt.OverlayMarkDef(size=30)).encode(
+        _chart(frontier.assign(series="Pareto frontier")).mark_line(point=alt.OverlayMarkDef(size=30)).encode(
             x=x, y=y, color=color, order="avg_cost:Q", tooltip=_cascade_tooltip()),
-        alt.Chart(hull.assign(series="convex hull")).mark_line(strokeDash=[6, 4], strokeWidth=2).encode(
+        _chart(hull.assign(series="convex hull")).mark_line(strokeDash=[6, 4], strokeWidth=2).encode(
             x=x, y=y, color=color, order="avg_cost:Q", tooltip=_cascade_tooltip()),
     ]
     if "random routing" in present:
-        layers.append(alt.Chart(random_line.assign(series="random routing")).mark_line(strokeDash=[2, 3]).encode(
+        layers.append(_chart(random_line.assign(series="random routing")).mark_line(strokeDash=[2, 3]).encode(
             x=x, y=y, color=color, order="avg_cost:Q",
             tooltip=[alt.Tooltip("series:N", title="What"),
                      alt.Tooltip("escalation_rate:Q", title="Escalated at random", format=".0%"),
@@ -925,23 +976,23 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
                alt.Tooltip("large_call_rate:Q", title="Requests calling the large model", format=".1%"),
                alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
                alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]
-        layers.append(alt.Chart(base).mark_point(shape="diamond", size=120, filled=True, opacity=1).encode(
+        layers.append(_chart(base).mark_point(shape="diamond", size=120, filled=True, opacity=1).encode(
             x=x, y=y, color=color, tooltip=tip))
         for k, row in enumerate(base.to_dict("records")):   # stagger labels: oracles often coincide
-            layers.append(alt.Chart(pd.DataFrame([row])).mark_text(
+            layers.append(_chart(pd.DataFrame([row])).mark_text(
                 align="left", dx=9, dy=-9 if k % 2 == 0 else 11, fontSize=11, color="#444444").encode(
                 x=x, y=y, text="series:N"))
     if quality_floor is not None:
         floor = pd.DataFrame({"avg_quality": [float(quality_floor)], "label": [f"quality floor {quality_floor:.1%}"]})
-        layers.append(alt.Chart(floor).mark_rule(color=FLOOR_COLOR, strokeDash=[4, 4]).encode(
+        layers.append(_chart(floor).mark_rule(color=FLOOR_COLOR, strokeDash=[4, 4]).encode(
             y=y, tooltip=[alt.Tooltip("avg_quality:Q", title="Quality floor", format=".2%")]))
-        layers.append(alt.Chart(floor).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
+        layers.append(_chart(floor).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
                                                  color=FLOOR_COLOR).encode(y=y, text="label:N"))
     if chosen is not None:
         pick = pd.DataFrame([{**chosen, "series": "chosen threshold", "label": f"threshold {chosen['threshold']:.4g}"}])
-        layers.append(alt.Chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
+        layers.append(_chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
             x=x, y=y, color=color, tooltip=_cascade_tooltip()))
-        layers.append(alt.Chart(pick).mark_text(align="right", dx=-12, dy=-10, fontSize=12, fontWeight="bold",
+        layers.append(_chart(pick).mark_text(align="right", dx=-12, dy=-10, fontSize=12, fontWeight="bold",
                                                 color=FLOOR_COLOR).encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
 
@@ -962,26 +1013,26 @@ def edge_net_benefit(curve: pd.DataFrame, *, break_even_ms: float | None = None,
            alt.Tooltip("net_benefit_usd:Q", title="Net benefit ($ per request)", format="$.4f"),
            alt.Tooltip("escalate:N", title="Escalate?")]
     layers = [
-        alt.Chart(data).mark_area(color=PAYS_COLOR, opacity=0.3).encode(
+        _chart(data).mark_area(color=PAYS_COLOR, opacity=0.3).encode(
             x=x, y=alt.Y("pays:Q", title=y_title), y2=alt.datum(0)),
-        alt.Chart(data).mark_area(color=LOSES_COLOR, opacity=0.3).encode(
+        _chart(data).mark_area(color=LOSES_COLOR, opacity=0.3).encode(
             x=x, y=alt.Y("loses:Q", title=y_title), y2=alt.datum(0)),
-        alt.Chart(data).mark_line(color="#333333", strokeWidth=2).encode(
+        _chart(data).mark_line(color="#333333", strokeWidth=2).encode(
             x=x, y=alt.Y("net_benefit_usd:Q", title=y_title,
                                                         axis=alt.Axis(format=usd_axis_format(data["net_benefit_usd"]))),
             tooltip=tip),
-        alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#333333").encode(y="y:Q"),
+        _chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#333333").encode(y="y:Q"),
     ]
     rules = [(float(r), str(label), "#4c78a8") for r, label in markers]
     if break_even_ms is not None:
         rules.append((float(break_even_ms), f"break-even {break_even_ms:,.0f} ms", FLOOR_COLOR))
     for k, (rtt, label, colour) in enumerate(sorted(rules)):   # labels at the top, staggered, right of their rule
         m = pd.DataFrame({"rtt_ms": [rtt], "label": [label]})
-        layers.append(alt.Chart(m).mark_rule(strokeDash=[4, 3], color=colour, strokeWidth=2).encode(
+        layers.append(_chart(m).mark_rule(strokeDash=[4, 3], color=colour, strokeWidth=2).encode(
             x="rtt_ms:Q", tooltip=[alt.Tooltip("label:N", title="Marker"),
                                    alt.Tooltip("rtt_ms:Q", title="RTT (ms)", format=",.0f")]))
         right = rtt > 0.7 * float(curve["rtt_ms"].max())          # near the right edge: label on the left
-        layers.append(alt.Chart(m).mark_text(align="right" if right else "left", baseline="top", dx=-4 if right else 4,
+        layers.append(_chart(m).mark_text(align="right" if right else "left", baseline="top", dx=-4 if right else 4,
                                              y=4 + 14 * (k % 3), fontSize=11, fontWeight="bold", color=colour).encode(
             x="rtt_ms:Q", text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
@@ -1009,7 +1060,7 @@ def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool 
         hist["decision"] = pays if always_pays else loses
     else:
         hist["decision"] = np.where(hist["hi_ms"] <= break_even_ms + 1e-9, pays, loses)
-    bars = alt.Chart(hist).mark_bar(opacity=0.8).encode(
+    bars = _chart(hist).mark_bar(opacity=0.8).encode(
         x=alt.X("lo_ms:Q", title=RTT_TITLE, scale=alt.Scale(domain=[float(edges[0]), top], nice=False)),
         x2="hi_ms:Q",
         y=alt.Y("share:Q", title="Share of requests (%)", axis=alt.Axis(format=".1%")), y2=alt.datum(0),
@@ -1021,7 +1072,7 @@ def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool 
                  alt.Tooltip("decision:N", title="Decision")])
     layers = [bars]
     if break_even_ms is not None and edges[0] < break_even_ms < top:
-        layers.append(alt.Chart(pd.DataFrame({"rtt_ms": [float(break_even_ms)]})).mark_rule(
+        layers.append(_chart(pd.DataFrame({"rtt_ms": [float(break_even_ms)]})).mark_rule(
             color=FLOOR_COLOR, strokeDash=[4, 3], strokeWidth=2).encode(
             x="rtt_ms:Q", tooltip=[alt.Tooltip("rtt_ms:Q", title="Break-even RTT (ms)", format=",.0f")]))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
@@ -1035,9 +1086,9 @@ SLA_COLOR, CHOSEN_COLOR, NEED_COLOR, UNSTABLE_COLOR = "#d62728", PALETTE[0], PAL
 def _rule_x(value: float, label: str, color: str, y_field: str | None = None) -> list[alt.Chart]:
     """A dashed vertical rule at ``value`` with its label written up the rule."""
     m = pd.DataFrame({"x": [float(value)], "label": [label]})
-    rule = alt.Chart(m).mark_rule(color=color, strokeDash=[5, 3], strokeWidth=2).encode(
+    rule = _chart(m).mark_rule(color=color, strokeDash=[5, 3], strokeWidth=2).encode(
         x="x:Q", tooltip=[alt.Tooltip("label:N", title="Marker")])
-    text = alt.Chart(m).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3, y=0, fontSize=11,
+    text = _chart(m).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3, y=0, fontSize=11,
                                   color=color).encode(x="x:Q", text="label:N")
     return [rule, text]
 
@@ -1045,9 +1096,9 @@ def _rule_x(value: float, label: str, color: str, y_field: str | None = None) ->
 def _rule_y(value: float, label: str, color: str) -> list[alt.Chart]:
     """A dashed horizontal rule at ``value`` with its label at the left, above the rule."""
     m = pd.DataFrame({"y": [float(value)], "label": [label]})
-    return [alt.Chart(m).mark_rule(color=color, strokeDash=[5, 3], strokeWidth=2).encode(
+    return [_chart(m).mark_rule(color=color, strokeDash=[5, 3], strokeWidth=2).encode(
                 y="y:Q", tooltip=[alt.Tooltip("label:N", title="Marker")]),
-            alt.Chart(m).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
+            _chart(m).mark_text(align="left", baseline="bottom", dx=4, dy=-3, x=0, fontSize=11,
                                    color=color).encode(y="y:Q", text="label:N")]
 
 
@@ -1085,11 +1136,11 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
     if len(unstable):
         band = pd.DataFrame({"x0": [0.5], "x1": [float(unstable["replicas"].max()) + 0.5],
                              "label": ["unstable: ρ ≥ 1, the queue grows without bound"]})
-        layers.append(alt.Chart(band).mark_rect(color=UNSTABLE_COLOR, opacity=0.15).encode(
+        layers.append(_chart(band).mark_rect(color=UNSTABLE_COLOR, opacity=0.15).encode(
             x="x0:Q", x2="x1:Q", tooltip=[alt.Tooltip("label:N", title="Region")]))
-        layers.append(alt.Chart(band).mark_text(align="left", baseline="top", dx=4, dy=4, y=0, fontSize=11,
+        layers.append(_chart(band).mark_text(align="left", baseline="top", dx=4, dy=4, y=0, fontSize=11,
                                                 color=UNSTABLE_COLOR).encode(x="x0:Q", text=alt.value("unstable")))
-    layers.append(alt.Chart(stable).mark_line(point=alt.OverlayMarkDef(size=18), clip=True, color=PALETTE[0]).encode(
+    layers.append(_chart(stable).mark_line(point=alt.OverlayMarkDef(size=18), clip=True, color=PALETTE[0]).encode(
         x=x, y=y, tooltip=[alt.Tooltip("replicas:Q", title="Replicas"), alt.Tooltip("servers:Q", title="Slots c"),
                            alt.Tooltip("utilization:Q", title="Utilisation ρ", format=".1%"),
                            alt.Tooltip("wait_p99:Q", title=f"P99 queue wait ({unit})", format=",.4~r"),
@@ -1121,11 +1172,11 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
               axis=alt.Axis(format=",.3~r"))
     sweet = pd.DataFrame({"x0": [band[0]], "x1": [band[1]], "label": [f"sweet spot {band[0]:.2g}–{band[1]:.2g}"]})
     layers = [
-        alt.Chart(sweet).mark_rect(color=NEED_COLOR, opacity=0.18).encode(
+        _chart(sweet).mark_rect(color=NEED_COLOR, opacity=0.18).encode(
             x="x0:Q", x2="x1:Q", tooltip=[alt.Tooltip("label:N", title="Band")]),
-        alt.Chart(sweet).mark_text(align="left", baseline="top", dx=3, dy=4, y=0, fontSize=11, color="#2f6f2a").encode(
+        _chart(sweet).mark_text(align="left", baseline="top", dx=3, dy=4, y=0, fontSize=11, color="#2f6f2a").encode(
             x="x0:Q", text="label:N"),
-        alt.Chart(data).mark_line(clip=True, color=PALETTE[0], strokeWidth=2).encode(
+        _chart(data).mark_line(clip=True, color=PALETTE[0], strokeWidth=2).encode(
             x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Utilisation ρ", format=".1%"),
                                alt.Tooltip("arrival_rate_per_s:Q", title="λ (req/s)", format=",.4~r"),
                                alt.Tooltip("wq:Q", title=f"Mean queue wait ({unit})", format=",.4~r"),
@@ -1136,11 +1187,11 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
         you = pd.DataFrame({"utilization": [current_rho], "wq": [min(current_wq_s, top) * factor],
                             "label": [f"you: ρ = {current_rho:.0%}" if current_rho >= 0.005 else "you: ρ < 1%"],
                             "wait": [current_wq_s * factor]})
-        layers.append(alt.Chart(you).mark_point(size=140, filled=True, color=SLA_COLOR).encode(
+        layers.append(_chart(you).mark_point(size=140, filled=True, color=SLA_COLOR).encode(
             x=x, y=y, tooltip=[alt.Tooltip("utilization:Q", title="Your ρ", format=".1%"),
                                alt.Tooltip("wait:Q", title=f"Mean queue wait ({unit})", format=",.4~r")]))
         left = current_rho < 0.2                    # near the y axis the label reads to the right of the point
-        layers.append(alt.Chart(you).mark_text(align="left" if left else "right", dx=9 if left else -9, dy=-9,
+        layers.append(_chart(you).mark_text(align="left" if left else "right", dx=9 if left else -9, dy=-9,
                                                fontSize=12, fontWeight="bold", color=SLA_COLOR)
                       .encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
@@ -1155,7 +1206,7 @@ def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps:
                        value_vars=["p50_s", "p99_s"], var_name="series", value_name="latency_s").dropna(
         subset=["latency_s"])
     long["series"] = long["series"].map({"p50_s": "P50 latency", "p99_s": "P99 latency"})
-    layers = [alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=50)).encode(
+    layers = [_chart(long).mark_line(point=alt.OverlayMarkDef(size=50)).encode(
         x=alt.X("qps:Q", title="Throughput per instance (req/s)", scale=alt.Scale(zero=True)),
         y=alt.Y("latency_s:Q", title="End-to-end latency (s)", scale=alt.Scale(zero=True)),
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=["P50 latency", "P99 latency"],
@@ -1183,15 +1234,15 @@ def qps_forecast(history: pd.Series, plan: pd.DataFrame, *, interval: float = 0.
                       legend=alt.Legend(orient="bottom"))
     x = _x_time("hour", "ts")
     y = alt.Y("qps:Q", title="Served requests per second (req/s)", scale=alt.Scale(zero=True))
-    tip = [alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
+    tip = [_time_tip("ts", "Hour (UTC)", "%Y-%m-%d %H:%M"),
            alt.Tooltip("qps:Q", title="req/s", format=",.3~r")]
     return alt.layer(
-        alt.Chart(f).mark_area(opacity=0.2, color=PALETTE[0]).encode(
+        _chart(f).mark_area(opacity=0.2, color=PALETTE[0]).encode(
             x=x, y=alt.Y("qps_lo:Q", title="Served requests per second (req/s)"), y2="qps_hi:Q",
             tooltip=tip[:1] + [alt.Tooltip("qps_lo:Q", title=f"{interval:.0%} interval from (req/s)", format=",.3~r"),
                                alt.Tooltip("qps_hi:Q", title="to (req/s)", format=",.3~r")]),
-        alt.Chart(h).mark_line(strokeWidth=1.5).encode(x=x, y=y, color=color, tooltip=tip),
-        alt.Chart(f).mark_line(strokeWidth=2).encode(x=x, y=y, color=color, tooltip=tip),
+        _chart(h).mark_line(strokeWidth=1.5).encode(x=x, y=y, color=color, tooltip=tip),
+        _chart(f).mark_line(strokeWidth=2).encode(x=x, y=y, color=color, tooltip=tip),
     ).properties(autosize=FIT_X, title=title, height=height)
 
 
@@ -1201,7 +1252,7 @@ def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height
                                    var_name="series", value_name="n")
     names = {"replicas": "forecast", "replicas_at_qps_hi": "upper bound"}
     long["series"] = long["series"].map(names)
-    return alt.Chart(long).mark_line(interpolate="step-after").encode(
+    return _chart(long).mark_line(interpolate="step-after").encode(
         x=_x_time("hour", "ts"),
         y=alt.Y("n:Q", title="Replicas (with redundancy)", scale=alt.Scale(zero=True), axis=alt.Axis(tickMinStep=1)),
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),
@@ -1209,7 +1260,7 @@ def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height
                         legend=alt.Legend(orient="bottom")),
         strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(domain=list(names.values()),
                                                                           range=[[1, 0], [4, 3]])),
-        tooltip=[alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("ts", "Hour (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title="Sized"), alt.Tooltip("n:Q", title="Replicas")],
     ).properties(autosize=FIT_X, title=title, height=height)
 
@@ -1224,17 +1275,17 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
                       var_name="series", value_name="n")
     names = {"replicas_billed": "billed (schedule)", "replicas_planned": "plan (sizing rule)"}
     long["series"] = long["series"].map(names)
-    lines = alt.Chart(long).mark_line(interpolate="step-after").encode(
+    lines = _chart(long).mark_line(interpolate="step-after").encode(
         x=_x_time("hour", "ts"),
         y=alt.Y("n:Q", title="Replicas", scale=alt.Scale(zero=True), axis=alt.Axis(tickMinStep=1)),
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),
                                                                 range=[PALETTE[0], PALETTE[1]]),
                         legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("ts:T", title="Hour (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("ts", "Hour (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title="Replicas"), alt.Tooltip("n:Q", title="Replicas", format=",.3~r")])
-    short = alt.Chart(frame[frame["short"]]).mark_tick(color="#d62728", thickness=2).encode(
+    short = _chart(frame[frame["short"]]).mark_tick(color="#d62728", thickness=2).encode(
         x=_x_time("hour", "ts"), y=alt.Y("replicas_planned:Q"),
-        tooltip=[alt.Tooltip("ts:T", title="Short hour (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("ts", "Short hour (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("replicas_billed:Q", title="Billed", format=",.3~r"),
                  alt.Tooltip("replicas_planned:Q", title="Needed", format=",.3~r")])
     return alt.layer(lines, short).properties(autosize=FIT_X, title=title, height=height)
@@ -1262,11 +1313,11 @@ def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = Non
         tip = [alt.Tooltip("policy:N", title="Policy"), alt.Tooltip("t_s:Q", title="t (s)"),
                alt.Tooltip(f"{field}:Q", title=y_title, format=",.3~r"),
                alt.Tooltip("ready_replicas:Q", title="Ready replicas", format=",.3~r")]
-        layers = [alt.Chart(data.dropna(subset=[field])).mark_line(strokeWidth=1.6).encode(
+        layers = [_chart(data.dropna(subset=[field])).mark_line(strokeWidth=1.6).encode(
             x=x, y=alt.Y(f"{field}:Q", title=y_title, axis=alt.Axis(format=",.3~r")), color=color, tooltip=tip)]
         if field == "ready_capacity_per_s":
             lam = data[data["policy"] == policies[0]]
-            layers.append(alt.Chart(lam).mark_line(color="black", strokeWidth=2.2, strokeDash=[6, 3]).encode(
+            layers.append(_chart(lam).mark_line(color="black", strokeWidth=2.2, strokeDash=[6, 3]).encode(
                 x=x, y="arrival_rate_per_s:Q",
                 tooltip=[alt.Tooltip("t_s:Q", title="t (s)"),
                          alt.Tooltip("arrival_rate_per_s:Q", title="Arrivals λ (req/s)", format=",.3~r")]))
@@ -1303,7 +1354,7 @@ def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: l
     """One panel of the engine view: ``long`` (ts, series, value) as lines (or bars) on the shared time axis."""
     x_scale = alt.Scale(type="utc", domain=domain) if domain else alt.Scale(type="utc")
     names = list(dict.fromkeys(long["series"]))
-    base = alt.Chart(long)
+    base = _chart(long)
     mark = base.mark_bar(opacity=0.8, clip=True) if bars else base.mark_line(strokeWidth=1.6, point=len(long) <= 40,
                                                                              clip=True)
     return mark.encode(
@@ -1315,7 +1366,7 @@ def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: l
         color=alt.Color("series:N", title=None, sort=names,
                         scale=alt.Scale(domain=names, range=list(colors[:len(names)])),
                         legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("ts:T", title="From (UTC)", format="%Y-%m-%d %H:%M"),
+        tooltip=[_time_tip("ts", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title="Series"), alt.Tooltip("value:Q", title=y_title, format=value_format)],
     ).properties(autosize=FIT_X, title=title, height=ENGINE_PANEL_HEIGHT)
 

@@ -1,6 +1,7 @@
 """finops.charts' bounds (issue 17): the top series kept, the rest folded or left out, and long series thinned,
 each with the note the chart shows as its subtitle."""
 import pandas as pd
+import pytest
 
 from finops import charts
 from finops.schema import IDLE_TENANT
@@ -200,3 +201,65 @@ def test_a_percentile_left_of_the_log_axis_is_not_drawn_and_the_rest_are_clipped
     sub_ms = charts.queue_histogram(hist.assign(lo=[0.0, 0.1, 0.2], hi=[0.1, 0.2, 0.4]), {"P50": 0.126}, "log")
     [label] = [r["label"] for d in sub_ms.to_dict()["datasets"].values() for r in d if "label" in r]
     assert label == "P50 0.126 ms"                                  # was "P50 0 ms"
+
+
+def _temporal_defs(node, path=""):
+    """Every field definition of a time in a Vega-Lite spec (temporal, or banded by a time unit): (where, it)."""
+    if isinstance(node, dict):
+        if "field" in node and (node.get("type") == "temporal" or "timeUnit" in node):
+            yield path, node
+        for k, v in node.items():
+            yield from _temporal_defs(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _temporal_defs(v, f"{path}[{i}]")
+
+
+def _tooltip_fields(node, data=None):
+    """(dataset name, field) of every tooltip of a Vega-Lite spec, each with the dataset its layer draws."""
+    if isinstance(node, dict):
+        if isinstance(node.get("data"), dict) and "name" in node["data"]:
+            data = node["data"]["name"]
+        tips = node.get("encoding", {}).get("tooltip", [])
+        for t in tips if isinstance(tips, list) else [tips]:
+            if isinstance(t, dict) and "field" in t:
+                yield data, t["field"]
+        for v in node.values():
+            yield from _tooltip_fields(v, data)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _tooltip_fields(v, data)
+
+
+@pytest.mark.parametrize("page", ["overview", "cost", "budgets", "routing", "latency", "percentiles",
+                                  "capacity"])
+def test_every_chart_draws_its_times_in_utc_and_no_null_in_any_browser(demo_db, page):
+    """The store's times are naive UTC; sent naive, Vega read them in the viewer's zone: in Tokyo or Berlin every
+    day's spend was drawn on the day before under an axis saying 'Day (UTC)'. Every time a page's charts send is
+    a UTC instant, every time axis has a UTC scale (or a UTC time unit) and every time in a tooltip a UTC unit."""
+    import json
+
+    import pyarrow as pa
+
+    from helpers import run_page
+    at = run_page(demo_db, f"views/{page}.py")
+    assert not at.exception, [e.value for e in at.exception]
+    charts_seen = at.get("vega_lite_chart")
+    assert charts_seen
+    for el in charts_seen:
+        frames = {named.name: pa.ipc.open_stream(named.data.data).read_all() for named in el.proto.datasets}
+        for frame in frames.values():
+            naive = [f.name for f in frame.schema if pa.types.is_timestamp(f.type) and f.type.tz != "UTC"]
+            assert not naive, (page, naive)
+        spec = json.loads(el.proto.spec)
+        # and no tooltip writes 'null' (a tenant's previous period where the store holds none, a tenant's budget
+        # where none is set): such a value is a text column, — where there is none
+        for data, field in _tooltip_fields(spec, spec.get("data", {}).get("name")):
+            if data in frames and field in frames[data].column_names:
+                assert frames[data][field].null_count == 0, (page, spec.get("title"), field)
+        for where, d in _temporal_defs(spec):
+            unit = d.get("timeUnit")
+            utc_unit = isinstance(unit, dict) and unit.get("utc") or isinstance(unit, str) and unit.startswith("utc")
+            assert utc_unit or d.get("scale", {}).get("type") == "utc", (page, where, d)
+            # formatType 'time' writes a UTC time unit's labels in the viewer's zone (Los Angeles: a day early)
+            assert d.get("axis", {}).get("formatType") != "time", (page, where, d)
