@@ -96,6 +96,18 @@ def percent_column(label: str, decimals: int = 1, bar: bool = False, **kwargs):
     return st.column_config.NumberColumn(label, format="percent", step=step, **kwargs)
 
 
+#: a model's kind as the price book stores it and as people say it
+KIND_WORDS = {"api": "API", "self_hosted": "self-hosted"}
+
+
+def kind_column(label: str = "Kind", **kwargs):
+    """A column of price-book kinds (api, self_hosted) shown as words (API, self-hosted); the value, its CSV
+    export and an edited cell stay the book's."""
+    kwargs.setdefault("width", 100)                 # "self-hosted" whole (sized to the stored values it was cut)
+    return st.column_config.SelectboxColumn(label, options=list(KIND_WORDS), format_func=lambda k: KIND_WORDS.get(k, k),
+                                            **kwargs)
+
+
 def top_panels(names: list, what: str = "models", max_panels: int = MAX_PANELS) -> list:
     """The first ``max_panels`` of ``names`` (the caller orders them, largest first) for panels a page
     repeats per name; a caption says how many are left out."""

@@ -19,6 +19,7 @@ from views._shared import (
     empty_state,
     filter_caption,
     fleet_wide,
+    kind_column,
     nothing_priced_state,
     percent_column,
     plain,
@@ -78,7 +79,7 @@ else:
     units = query(spend.unit_costs, f).sort_values(["cost_usd", "model"], ascending=[False, True], kind="stable")
     bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model"),
-        "kind": st.column_config.TextColumn("Kind", help="api: a provider bills tokens; self_hosted: a GPU fleet"),
+        "kind": kind_column(help="API: a provider bills tokens; self-hosted: a GPU fleet"),
         "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%,.2f"),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
         "usd_per_1m": USD("Billed (API) or allocated (self-hosted), $ per 1M tokens", format="$%,.3f",
@@ -129,7 +130,7 @@ elif classes.empty:
 else:
     bounded_dataframe(classes, sort_by="input_tokens", order="the most input tokens", what="models",
                       file_name="token_class_prices", placeholder=MISSING, hide_index=True, column_config={
-        "model": st.column_config.TextColumn("Model"), "kind": st.column_config.TextColumn("Kind"),
+        "model": st.column_config.TextColumn("Model"), "kind": kind_column(),
         "input_tokens": COUNT("Input tokens", format="localized"),
         "output_tokens": COUNT("Output tokens", format="localized"),
         "input_usd_per_1m": USD("Input ($ per 1M)", format="$%.3f"),

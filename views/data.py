@@ -21,6 +21,7 @@ from views._shared import (
     current_access,
     cursor,
     ingester_status_frame,
+    kind_column,
     plain,
     query,
     save_edits,
@@ -394,7 +395,7 @@ if can("edit_prices"):
                                 column_config={
             "model": st.column_config.TextColumn("Model", required=True),
             "provider": st.column_config.TextColumn("Provider"), "publisher": st.column_config.TextColumn("Publisher"),
-            "kind": st.column_config.SelectboxColumn("Kind", options=["api", "self_hosted"], required=True),
+            "kind": kind_column(required=True),
             "size_class": st.column_config.TextColumn("Size class"),
             "input_usd_per_1m": st.column_config.NumberColumn("Input ($ per 1M tokens)", format="$%,.3f"),
             "output_usd_per_1m": st.column_config.NumberColumn("Output ($ per 1M tokens)", format="$%,.3f"),
