@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import altair as alt
 import numpy as np
@@ -178,16 +179,25 @@ def _series_scale(series: list[str]) -> alt.Scale:
 TIME_UNITS = {"hour": "yearmonthdatehours", "day": "yearmonthdate", "week": "yearweek", "month": "yearmonth"}
 
 
-def _time_format(grain: str, periods=None) -> str:
-    """The axis format of ``grain``, with the year where ``periods`` fall in more than one year (a store of three
-    years' logs labelled its weeks Nov 12, Dec 17, Mar 02, Jan 04 with no year).
+def _time_format(grain: str, periods=None, formats: dict | None = None, this_year: int | None = None) -> str:
+    """The axis format of ``grain`` (in ``formats``, else :data:`GRAIN_FORMAT`), with the year where ``periods``
+    fall in more than one year or in another year than this one (UTC): a store of three years' logs labelled its
+    weeks Nov 12, Dec 17, Mar 02, Jan 04, and a model seen once in 2023 read 'Dec 19', as if this December.
 
-    >>> _time_format("week"), _time_format("week", pd.to_datetime(["2025-12-29", "2026-01-05"]))
-    ('%b %d', '%Y-%m-%d')
+    >>> _time_format("week", this_year=2026), _time_format("week", pd.to_datetime(["2026-11-30"]), this_year=2026)
+    ('%b %d', '%b %d')
+    >>> _time_format("week", pd.to_datetime(["2025-12-29", "2026-01-05"]), this_year=2026)
+    '%Y-%m-%d'
+    >>> _time_format("15min", pd.to_datetime(["2023-12-19 10:15"]), TIME_FORMAT, this_year=2026)
+    '%Y-%m-%d %H:%M'
     """
-    fmt = GRAIN_FORMAT.get(grain, "%b %d")
-    years = pd.to_datetime(pd.Series(periods), errors="coerce").dt.year.nunique() if periods is not None else 1
-    return fmt if years < 2 or "%Y" in fmt else {"hour": "%Y-%m-%d %H:%M"}.get(grain, "%Y-%m-%d")
+    fmt = (formats or GRAIN_FORMAT).get(grain, "%b %d")
+    if periods is None or "%Y" in fmt:
+        return fmt
+    years = set(pd.to_datetime(pd.Series(periods), errors="coerce").dropna().dt.year)
+    if not years or years == {this_year or datetime.now(UTC).year}:
+        return fmt
+    return "%Y-%m-%d %H:%M" if "%H" in fmt else "%Y-%m-%d"
 
 
 def _x_time(grain: str, field: str = "period", banded: bool = False, periods=None) -> alt.X:
@@ -777,7 +787,8 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
     long["percentile"] = long["percentile"].str.upper()
     long = long[long["ms"] > 0]
     return _chart(long).mark_line(strokeWidth=1.5, point=_lone_points(long, ["grp", "percentile"], "ts")).encode(
-        x=alt.X("ts:T", title="Time (UTC)", axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0),
+        x=alt.X("ts:T", title="Time (UTC)", axis=alt.Axis(format=_time_format(grain, long["ts"], TIME_FORMAT),
+                                                       labelAngle=0),
                 scale=alt.Scale(type="utc")),
         y=alt.Y("ms:Q", title=f"{field_label} (ms, log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
@@ -814,7 +825,7 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
     style = alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=2.5, symbolSize=300)
     return _chart(long).mark_line(strokeWidth=1.6, point=_lone_points(long, ["percentile"], "ts")).encode(
         x=alt.X("ts:T", title="Time (UTC)", scale=alt.Scale(type="utc"),
-                axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+                axis=alt.Axis(format=_time_format(grain, long["ts"], TIME_FORMAT), labelAngle=0)),
         y=alt.Y("value:Q", title=f"{what} ({unit}, log scale)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format=",.3~r")),
         color=alt.Color("percentile:N", sort=domain, legend=style,
@@ -1359,7 +1370,7 @@ def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: l
                                                                              clip=True)
     return mark.encode(
         x=alt.X("ts:T", title="Time (UTC)", scale=x_scale,
-                axis=alt.Axis(format=TIME_FORMAT.get(grain, "%b %d %H:%M"), labelAngle=0)),
+                axis=alt.Axis(format=_time_format(grain, long["ts"], TIME_FORMAT), labelAngle=0)),
         y=alt.Y("value:Q", title=y_title,
                 scale=alt.Scale(domain=y_domain) if y_domain else alt.Scale(zero=True, nice=True),
                 axis=alt.Axis(format=value_format, minExtent=ENGINE_Y_EXTENT, maxExtent=ENGINE_Y_EXTENT)),
