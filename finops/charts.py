@@ -432,7 +432,7 @@ def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation 
                               by_what="fleet cost")
     data, thin_note = thin_points(data, "period", unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
-    return _chart(data).mark_line().encode(
+    return _chart(data).mark_line(point=_lone_points(data, ["model"], "period")).encode(
         x=_x_time(grain),
         y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)", scale=alt.Scale(domainMin=0)),
         color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
@@ -1252,8 +1252,10 @@ def qps_forecast(history: pd.Series, plan: pd.DataFrame, *, interval: float = 0.
             x=x, y=alt.Y("qps_lo:Q", title="Served requests per second (req/s)"), y2="qps_hi:Q",
             tooltip=tip[:1] + [alt.Tooltip("qps_lo:Q", title=f"{interval:.0%} interval from (req/s)", format=",.3~r"),
                                alt.Tooltip("qps_hi:Q", title="to (req/s)", format=",.3~r")]),
-        _chart(h).mark_line(strokeWidth=1.5).encode(x=x, y=y, color=color, tooltip=tip),
-        _chart(f).mark_line(strokeWidth=2).encode(x=x, y=y, color=color, tooltip=tip),
+        _chart(h).mark_line(strokeWidth=1.5, point=_lone_points(h, ["series"], "ts")).encode(
+            x=x, y=y, color=color, tooltip=tip),
+        _chart(f).mark_line(strokeWidth=2, point=_lone_points(f, ["series"], "ts")).encode(
+            x=x, y=y, color=color, tooltip=tip),
     ).properties(autosize=FIT_X, title=title, height=height)
 
 
@@ -1263,7 +1265,7 @@ def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height
                                    var_name="series", value_name="n")
     names = {"replicas": "forecast", "replicas_at_qps_hi": "upper bound"}
     long["series"] = long["series"].map(names)
-    return _chart(long).mark_line(interpolate="step-after").encode(
+    return _chart(long).mark_line(interpolate="step-after", point=_lone_points(long, ["series"], "ts")).encode(
         x=_x_time("hour", "ts"),
         y=alt.Y("n:Q", title="Replicas (with redundancy)", scale=alt.Scale(zero=True), axis=alt.Axis(tickMinStep=1)),
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),
@@ -1286,7 +1288,8 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
                       var_name="series", value_name="n")
     names = {"replicas_billed": "billed (schedule)", "replicas_planned": "plan (sizing rule)"}
     long["series"] = long["series"].map(names)
-    lines = _chart(long).mark_line(interpolate="step-after").encode(
+    # one hour of a fleet (a model served once) is a point: a line of one point draws nothing
+    lines = _chart(long).mark_line(interpolate="step-after", point=_lone_points(long, ["series"], "ts")).encode(
         x=_x_time("hour", "ts"),
         y=alt.Y("n:Q", title="Replicas", scale=alt.Scale(zero=True), axis=alt.Axis(tickMinStep=1)),
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),

@@ -263,3 +263,17 @@ def test_every_chart_draws_its_times_in_utc_and_no_null_in_any_browser(demo_db, 
             assert utc_unit or d.get("scale", {}).get("type") == "utc", (page, where, d)
             # formatType 'time' writes a UTC time unit's labels in the viewer's zone (Los Angeles: a day early)
             assert d.get("axis", {}).get("formatType") != "time", (page, where, d)
+
+
+def test_a_fleet_seen_for_one_hour_is_drawn_as_points_not_an_empty_panel():
+    # a self-hosted model of the real tools' files served one request: its plan-against-billed chart, its GPU
+    # utilisation and its forecast's replicas had one hour each, which a line draws as nothing
+    hours = pd.DataFrame({"ts": [pd.Timestamp("2026-01-05 09:00")], "short": [False], "replicas_billed": [3.0],
+                          "replicas_planned": [2.0]}).set_index("ts")
+    spec = charts.billed_vs_planned(hours).to_dict()
+    assert spec["layer"][0]["mark"]["point"]
+    util = pd.DataFrame({"period": [pd.Timestamp("2026-01-05")], "model": ["m"], "utilization": [0.4],
+                         "fleet_cost_usd": [10.0]})
+    assert charts.utilization(util, "day").to_dict()["mark"]["point"]
+    two = pd.concat([hours, hours.set_index(hours.index + pd.Timedelta(hours=1))])
+    assert charts.billed_vs_planned(two).to_dict()["layer"][0]["mark"].get("point", False) is False
