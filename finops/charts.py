@@ -610,8 +610,9 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
     def label(r) -> str:
         if r["kind"] == "self_hosted":
             v = r["saved_if_fleet_scaled_usd"]
-            return "GPU time only" + ("" if pd.isna(v) else f" (≈ ${v:,.0f} if the fleet shrank)")
-        return f"${0.0 if pd.isna(r['saved_usd']) else r['saved_usd']:,.2f} saved"
+            return "GPU time only" + ("" if pd.isna(v) else f" (≈ {usd(v)} if the fleet shrank)")
+        # usd: the hits' $0.00022 read "$0.00 saved"; a model with no price saved nothing we can price
+        return "no price" if pd.isna(r["saved_usd"]) else f"{usd(r['saved_usd'])} saved"
 
     frame, note = keep_top(frame, "model", "requests", MAX_ROWS, what="models", by_what="request count")
     title = _titled(title, note)

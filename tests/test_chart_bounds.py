@@ -277,3 +277,14 @@ def test_a_fleet_seen_for_one_hour_is_drawn_as_points_not_an_empty_panel():
     assert charts.utilization(util, "day").to_dict()["mark"]["point"]
     two = pd.concat([hours, hours.set_index(hours.index + pd.Timedelta(hours=1))])
     assert charts.billed_vs_planned(two).to_dict()["layer"][0]["mark"].get("point", False) is False
+
+
+def test_the_cache_savings_labels_read_what_the_hits_saved_to_the_cent_or_below():
+    # one gpt-4o-mini cache hit saved $0.00022: the label read "$0.00 saved"; an unpriced API model "$0.00 saved"
+    frame = pd.DataFrame({"model": ["gpt-4o-mini", "acme-7b", "gpt-4o", "llama-3.1-70b"],
+                          "kind": ["api", "api", "api", "self_hosted"], "requests": [3, 5, 100, 200],
+                          "cache_hits": [1, 1, 10, 40], "hit_rate": [1 / 3, 0.2, 0.1, 0.2],
+                          "saved_usd": [0.0002187, None, 1208.5, None], "saved_if_fleet_scaled_usd": [None, None, None, 2075.0]})
+    labels = {r["model"]: r["label"] for d in charts.cache_savings(frame).to_dict()["datasets"].values() for r in d}
+    assert labels == {"gpt-4o-mini": "$0.00022 saved", "acme-7b": "no price", "gpt-4o": "$1,208.50 saved",
+                      "llama-3.1-70b": "GPU time only (≈ $2,075.00 if the fleet shrank)"}
