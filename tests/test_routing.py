@@ -300,3 +300,29 @@ def test_share_over_time_draws_a_quiet_hour_at_zero():
     assert per_hour == {10: 100.0, 11: 0.0, 12: 0.0, 13: 100.0, 14: 100.0}     # 14:00: where 13:00's step ends
     assert set(data.loc[pd.to_datetime(data["period"]).dt.hour == 11, "series"]) == {"fast", "slow"}
     assert spec["encoding"]["y"]["stack"] == "zero" and spec["mark"]["interpolate"] == "step-after"
+
+
+def test_a_model_with_no_price_stays_as_logged_and_only_moving_onto_it_is_refused():
+    # a store with one unpriced model (a real user's most often has some): every policy refused to replay
+    # ("model acme-7b is not in the price book"), the as-logged baseline too
+    con = store.connect(":memory:")
+    df = _frame().head(200)
+    extra = pd.DataFrame([{"request_id": f"u{i}", "ts": T0 + timedelta(minutes=i), "tenant": "t0",
+                           "sla_tier": "standard", "model": "acme-7b", "input_tokens": 1000, "output_tokens": 100,
+                           "status": "ok", "total_ms": 500.0, "cost_usd": 0.25 if i == 0 else None}
+                          for i in range(3)])
+    ingest_frame(con, pd.concat([df, extra], ignore_index=True), name="with an unpriced model")
+    base = routing.whatif(con, Filters(), "as-logged", small_model=SMALL, large_model=LARGE)
+    w = routing.whatif(con, Filters(), "all-small", small_model=SMALL, large_model=LARGE)
+    # as logged, acme-7b costs what its rows recorded: $0.25 once, $0 twice (the banner's $0)
+    acme = w.by_model.set_index("model").loc["acme-7b"]
+    assert acme.actual_calls == 3 and acme.actual_usd == pytest.approx(0.25)
+    assert base.counterfactual_usd == pytest.approx(base.actual_usd)
+    # moved to the small model, its 3 requests cost the small model's price: 3 x (1000 x 0.15 + 100 x 0.60) / 1e6 = 3 x 210e-6
+    assert acme.counterfactual_calls == 0
+    moved_small = w.by_model.set_index("model").loc[SMALL]
+    served = df[~df.cache_hit.fillna(False).astype(bool) & (df.escalated.fillna(False) == False)]  # noqa: E712
+    assert moved_small.counterfactual_usd == pytest.approx(_book_cost(served, SMALL).sum() + 3 * 210 / 1e6)
+    assert any("No price for acme-7b (3 requests)" in a for a in w.assumptions)
+    with pytest.raises(InputError, match="acme-7b is not in the price book"):
+        routing.whatif(con, Filters(), "all-large", small_model="acme-7b", large_model=LARGE)

@@ -398,16 +398,24 @@ def default_targets(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str | N
     return (small.iloc[0] if len(small) else None), (large.iloc[0] if len(large) else None)
 
 
-def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str]) -> np.ndarray:
-    """Cost of each basis row on each of ``models`` (book / effective prices; own model = repriced actual)."""
+def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str], targets: set[str]) -> np.ndarray:
+    """Cost of each basis row on each of ``models`` (book / effective prices; own model = repriced actual).
+
+    A model no price covers is costed only where it stays as logged, at what its rows recorded (the $0 every
+    page counts unpriced traffic at, plus any cost the logs carry): a store holding one such model could replay
+    no policy at all. Traffic moved onto one of the ``targets`` needs its price, and is refused without one."""
     p = prices.set_index("model")
     out = np.zeros((len(basis), len(models)))
     for j, m in enumerate(models):
-        if m not in p.index:
-            raise InputError(f"model {m} is not in the price book: add it on the Data page to replay onto it")
+        priced = m in p.index and not pd.isna(p.loc[m].input_usd_per_1m)
+        if not priced and m in targets:
+            raise InputError(f"model {m} is not in the price book: add it on the Data page to replay onto it"
+                             if m not in p.index else
+                             f"self-hosted model {m} served no tokens in the period: no effective price")
+        if not priced:
+            out[:, j] = np.where(basis["model"] == m, basis["recorded_cost_usd"], 0.0)
+            continue
         pr = p.loc[m]
-        if pr.input_usd_per_1m is None or pd.isna(pr.input_usd_per_1m):
-            raise InputError(f"self-hosted model {m} served no tokens in the period: no effective price")
         moved = (basis["uncached_in"] * pr.input_usd_per_1m + basis["cached_in"] * pr.cached_input_usd_per_1m
                  + basis["out_tokens"] * pr.output_usd_per_1m) / 1e6 + basis["requests"] * pr.request_usd
         own = basis["recorded_cost_usd"] + (
@@ -486,7 +494,7 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     prices = effective_prices(con, f)
     rates = latency_rates(con, f)
     models = sorted(set(basis["model"]) | {small, large})
-    cost = _cost_matrix(basis, prices, models)
+    cost = _cost_matrix(basis, prices, models, {small, large})
     lat = _latency_matrix(basis, rates, models)
     j_small, j_large = models.index(small), models.index(large)
     own = pd.Index(models).get_indexer(basis["model"])
@@ -590,6 +598,15 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
         "Latency: the mean total latency estimated from each target model's observed per-token rates "
         "(least squares of service time on input and output tokens, plus its mean wait).",
     ]
+    priced_models = set(prices.loc[prices["input_usd_per_1m"].notna(), "model"])
+    unpriced = basis[~basis["model"].isin(priced_models)].groupby("model")["requests"].sum()
+    if len(unpriced):
+        assumptions.append(
+            f"No price for {', '.join(unpriced.index[:5])}" + (f" and {len(unpriced) - 5} more" if len(unpriced) > 5
+                                                               else "")
+            + f" ({int(unpriced.sum()):,} requests): as logged they count at what the logs recorded ($0 without a "
+              "recorded cost, as on every page); moved, they cost the target model's price, so a policy that moves "
+              "them looks dearer than it is.")
     if scope.narrowed:
         assumptions.insert(0, f"Replayed over the latest part of the period, from {f.since:%Y-%m-%d %H:%M} UTC "
                               f"({scope.requests:,} of its {scope.period_requests:,} requests): the most a replay "
@@ -663,7 +680,7 @@ def misrouting(con: duckdb.DuckDBPyConnection, f: Filters, threshold: float | No
         if sub.empty:
             continue
         models = sorted(set(sub["model"]) | ({target} if target else set()))
-        cost = _cost_matrix(sub.reset_index(drop=True), prices, models)
+        cost = _cost_matrix(sub.reset_index(drop=True), prices, models, {target} if target else set())
         own = pd.Index(models).get_indexer(sub["model"])
         actual = cost[np.arange(len(sub)), own]
         moved = cost[:, models.index(target)] if target else np.full(len(sub), np.nan)
