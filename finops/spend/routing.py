@@ -565,7 +565,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     q_actual, _ = _quality(actual_answers, shares)
     q_cf, q_missing = _quality(cf_answers, shares)
     if q_missing:
-        quality_note = ("Quality under this policy is unknown: no answer of " + ", ".join(q_missing)
+        quality_note = ("Quality under this policy is unknown: no answer of " + ", ".join(q_missing[:5])
+                        + (f" or {len(q_missing) - 5} more models" if len(q_missing) > 5 else "")
                         + " is graded in these logs (the quality column).")
     elif q_cf is None:
         quality_note = "Quality is unknown: no request in these filters is graded."
