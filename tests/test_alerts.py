@@ -336,6 +336,9 @@ def test_unpriced_share_fires_above_five_percent_of_a_day_s_requests():
     assert_allclose(row.value, 0.06)
     assert "6 of 100 requests unpriced, counted at $0.00 (mystery-model-x)" in row.message
     assert "6.0% (threshold 5.0%)" in row.message
+    assert row.message.startswith("Unpriced traffic above 5 % of requests: all traffic, 6.0%")   # was ": spend,"
+
+
 def _queue_growing_by_filling_gaps(q, rule):
     """The former evaluator, kept as the reference: each model's gaps filled with zero windows, walked in Python."""
     import pandas as pd

@@ -753,7 +753,9 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
                     "hour" if rule.name.startswith("gpu_") else rule.window, rule.window)
                 if rule.name == "budget_forecast":
                     span = "the month so far"
-                who = (model if model != ALL_MODELS else "spend") + scope_words(tenant)
+                # a money rule's alert is of all models: of their spend, or (unpriced share) of their traffic
+                who = (model if model != ALL_MODELS else "all traffic" if rule.name == "unpriced_share"
+                       else "spend") + scope_words(tenant)
                 out.append({"rule": rule.name, "model": model, "tenant": tenant, "window_start": start,
                             "window_end": end, "value": values[k], "threshold": rule.threshold,
                             "severity": rule.severity,
