@@ -85,6 +85,7 @@ def test_the_cli_shows_an_unpriced_models_unit_cost_as_a_dash(real_db):
     assert "None" not in out and "NaN" not in out
     row = next(line.split() for line in out.splitlines() if "llama-v2-70b-chat" in line)
     assert row[1] == "api" and row[3] == "0.00" and row.count("—") == 4        # served tokens counted, $0.00, no unit cost
+    assert row[2] == "105,077"                 # 82,500 input + 22,577 output tokens, with separators (was 105077)
 
 
 def test_showback_gives_an_unpriced_tenant_no_dollar_per_1m_and_blends_the_others_on_priced_tokens(real_db):

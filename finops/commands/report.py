@@ -76,14 +76,19 @@ def render(con, args) -> tuple[str, str]:
 
 
 def _text(frame) -> str:
-    """``frame`` as the terminal shows it: dollars (``*_usd``) in cents, other numbers (unit costs per 1M tokens,
-    rates) to four decimals, a value the data does not give (None or NaN, such as the unit cost of a model nothing
+    """``frame`` as the terminal shows it: dollars (``*_usd``) in cents, counts with separators, other numbers
+    (unit costs per 1M tokens, rates) to four decimals, a value the data does not give (None or NaN, such as the unit cost of a model nothing
     prices) as a dash."""
     def cents(v) -> str:
         return "—" if pd.isna(v) else f"{v:,.2f}"
+
+    def whole(v) -> str:
+        return "—" if pd.isna(v) else f"{int(v):,}"
     money = {c: cents for c in frame.columns if str(c).endswith("_usd")}
+    # counts (requests, tokens) with separators, as the pages show them: 22,363,372, not 22363372
+    counts = {c: whole for c in frame.columns if c not in money and pd.api.types.is_integer_dtype(frame[c])}
     return frame.fillna(float("nan")).to_string(index=False, na_rep="—", float_format=lambda v: f"{v:,.4f}",
-                                                formatters=money)
+                                                formatters={**money, **counts})
 
 
 def _render(con, args, stdout, stderr) -> None:
