@@ -379,7 +379,10 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
         "tenant": str(tenant) if _text(tenant) is not None else options.tenant,
         "model": model or options.model, "provider": provider, "service_tier": tier, "cache_hit": hit,
         **tokens,
-        "ttft_ms": _ms_between(rec.get("startTime"), rec.get("completionStartTime")), "total_ms": total,
+        # a failure has no first token: LiteLLM logs its completionStartTime as the failure's time (0 ms after
+        # the start in its failure log), which read as a time to first token of 0 in the percentiles
+        "ttft_ms": _ms_between(rec.get("startTime"), rec.get("completionStartTime")) if status == "ok" else None,
+        "total_ms": total,
         "status": status, "error_type": (_text(error.get("error_class")) or None) if status != "ok" else None,
         "cost_usd": spend_text if spend_text is not None else cost, "attrs": _json(attrs),
     }
@@ -775,7 +778,8 @@ SELECT
   CAST(CAST(write_1h AS BIGINT) AS VARCHAR) AS cache_write_1h_tokens,
   CAST(CAST({_whole(u['completion_tokens_details.reasoning_tokens'])} AS BIGINT) AS VARCHAR) AS reasoning_tokens,
   CAST(NULL AS VARCHAR) AS queue_ms,
-  CAST({_ms_between_sql(c('startTime'), c('completionStartTime'))} AS VARCHAR) AS ttft_ms,
+  CASE WHEN status_c = 'ok' THEN CAST({_ms_between_sql(c('startTime'), c('completionStartTime'))} AS VARCHAR) END
+    AS ttft_ms,
   CASE WHEN {_finite(c('request_duration_ms'))} IS NOT NULL THEN {_trim_sql(c('request_duration_ms'))}
        ELSE CAST({_ms_between_sql(c('startTime'), c('endTime'))} AS VARCHAR) END AS total_ms,
   status_c AS status,
