@@ -498,6 +498,18 @@ def test_an_end_time_centuries_away_is_rejected_with_the_same_figure_by_sql_and_
     assert rejected == 1 and rejects[0]["reason"] == f"total_ms: {us / 1e6 * 1000!r} is above the limit of 604,800,000"
 
 
+def test_a_duration_in_another_scripts_digits_is_no_number_by_sql_or_by_python(tmp_path, monkeypatch):
+    """Found by a 150-example run: request_duration_ms '\u0661' (Arabic-Indic one) is 1.0 to Python's float() and no
+    number to DuckDB's TRY_CAST: Python stored total_ms 1, SQL the endTime - startTime of 427 ms. Both read 427."""
+    from helpers import DATA
+    rec = json.loads((DATA / "litellm" / "spend_logs.json").read_text())[0]
+    rec.update(startTime="2025-03-04T14:00:00Z", endTime="2025-03-04T14:00:00.427000Z", request_duration_ms="\u0661")
+    path = _records_file(tmp_path, [rec], "array")
+    _same_by_sql_and_python(path, monkeypatch, "litellm_fast_source")
+    (_, ingested, *_), rows = _stored_rows(path, monkeypatch, False, "litellm_fast_source")
+    assert ingested == 1 and rows[0]["total_ms"] == 427.0
+
+
 # ---------------------------------------------------------------- Langfuse observations (the UI's JSON Lines export)
 # read in SQL against the Python reading: the fields _langfuse_row reads, usage and cost details among them, fuzzed
 

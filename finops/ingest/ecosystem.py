@@ -105,6 +105,16 @@ _open_text = open_text
 
 
 def _num(v) -> float | None:
+    """A finite number, else None; text read as DuckDB's TRY_CAST reads it, so the SQL readings agree: Python's
+    float() also takes other scripts' digits ('١' or '１' as 1), which DuckDB does not.
+
+    >>> _num("12.5"), _num(" 1e3 "), _num("\u0661"), _num("nan"), _num(7)
+    (12.5, 1000.0, None, None, 7.0)
+    """
+    if isinstance(v, str) and not v.isascii():
+        v = v.strip()               # Python's spaces (the SQL readings trim them too), then ASCII only
+        if not v.isascii():
+            return None
     try:
         f = float(v)
     except (TypeError, ValueError):
