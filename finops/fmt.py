@@ -66,6 +66,18 @@ def duration_ms(x, decimals: int = 0, fine: bool = False) -> str:
     return f"{s:,.2f} s" if abs(s) < 10 else f"{s:,.1f} s" if abs(s) < 100 else f"{s:,.0f} s"
 
 
+def share(x, decimals: int = 1) -> str:
+    """A share of a count as a percent: one request in 20,026 is not '0.0%' beside a count that says it exists.
+
+    >>> share(0.016), share(1 / 20_026), share(0), share(1.0), share(None)
+    ('1.6%', '< 0.1%', '0.0%', '100.0%', '—')
+    """
+    if _missing(x):
+        return MISSING
+    least = 10.0 ** -(decimals + 2)
+    return f"< {least:.{decimals}%}" if 0 < x < least / 2 else f"{x:.{decimals}%}"
+
+
 def counted(n, noun: str) -> str:
     """A whole count and its noun, plural unless it is 1.
 

@@ -296,3 +296,28 @@ def test_data_page_sets_the_default_idle_policy(demo_copy):
     cost = run_page(demo_copy, "views/cost.py")
     assert cost.selectbox(key="idle_policy").value == "centre"
     assert "ml-platform" in set(_table(cost, "tenant", "models")["tenant"])
+
+
+def test_one_unpriced_request_in_thousands_is_no_zero_share(tmp_path):
+    # 1 request of a model nothing prices among 2,000 priced ones (0.05 %): the banner said "0.0% of all requests"
+    # beside the model's count, and the Routing page's cache hit rate read 0.0% with a cache hit counted
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from finops import store
+    from finops.ingest import ingest_frame
+    t0, n = datetime(2026, 4, 6, 10), 2_000
+    db = str(tmp_path / "one_unpriced.duckdb")
+    con = store.connect(db)
+    rows = [{"request_id": f"r{i}", "ts": t0 + timedelta(seconds=i), "model": "gpt-4o-mini", "tenant": "acme",
+             "input_tokens": 100, "output_tokens": 10, "status": "ok", "cache_hit": i == 0} for i in range(n)]
+    rows.append({"request_id": "u", "ts": t0, "model": "acme-private-7b", "tenant": "acme", "input_tokens": 100,
+                 "output_tokens": 10, "status": "ok", "cache_hit": False})
+    ingest_frame(con, pd.DataFrame(rows))
+    con.close()
+    at = run_page(db, "views/routing.py", query_params={"from": "2026-04-06", "to": "2026-04-06"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("No price for 1 model(s), < 0.1% of all requests," in w.value for w in at.warning)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cache hit rate"] == "< 0.1%" and metrics["Cache hits"] == "1"

@@ -15,7 +15,7 @@ import streamlit as st
 from finops import access, store
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import in_words, period
+from finops.fmt import in_words, period, share
 from finops.scale import slices
 
 
@@ -558,11 +558,11 @@ def unpriced_banner() -> None:
         return
     names = ", ".join(f"{m} ({int(n):,} request{'s' if int(n) != 1 else ''})" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                    strict=True))
-    share = f", {float(unpriced['share_of_requests'].sum()):.1%} of all requests,"
+    of_all = f", {share(float(unpriced['share_of_requests'].sum()))} of all requests,"
     if current_access().scoped:         # the counts add up every tenant's requests: the names only
-        names, share = ", ".join(unpriced["model"]), ""
+        names, of_all = ", ".join(unpriced["model"]), ""
     with st.container(border=True):
-        st.warning(f"No price for {len(unpriced)} model(s){share} counted at $0.00 in every "
+        st.warning(f"No price for {len(unpriced)} model(s){of_all} counted at $0.00 in every "
                    "figure here:", icon=":material/money_off:")
         st.text(names)
         st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")

@@ -4,6 +4,7 @@ import streamlit as st
 from finops import charts, sql, store
 from finops.errors import InputError
 from finops.fmt import MISSING, duration_ms, usd
+from finops.fmt import share as share_text
 from finops.spend import routing
 from finops.spend.costviews import format_value
 from views._shared import (
@@ -90,7 +91,7 @@ else:
     saved = float(cache["saved_usd"].fillna(0).sum())
     scaled = float(cache["saved_if_fleet_scaled_usd"].fillna(0).sum())
     m = st.columns(3)
-    m[0].metric("Cache hit rate", f"{hits / requests_total:.1%}", border=True,
+    m[0].metric("Cache hit rate", share_text(hits / requests_total), border=True,
                 help="Requests served from the semantic cache over all requests.")
     m[1].metric("Cache hits", f"{hits:,}", border=True)
     m[2].metric("Spend the cache saved (API models)", usd(saved), border=True,
