@@ -973,9 +973,10 @@ def _langfuse_cost(obs: dict) -> tuple[float | None, bool]:
     """``(cost, from_details)``: ``costDetails.total`` (else the sum of its types), else the total field."""
     cost = _obj(_lf(obs, "cost"))
     if cost:
-        if _amount(cost.get("total")) is not None:
-            return _amount(cost["total"]), True
-        vals = [_amount(v) for v in cost.values() if _amount(v) is not None]
+        total = _amount(cost.get("total"))
+        if total is not None:
+            return total, True
+        vals = [a for a in map(_amount, cost.values()) if a is not None]
         if vals:
             return sum(vals), True
     return _amount(_lf(obs, "total_cost")), False
