@@ -339,6 +339,16 @@ def test_unpriced_share_fires_above_five_percent_of_a_day_s_requests():
     assert row.message.startswith("Unpriced traffic above 5 % of requests: all traffic, 6.0%")   # was ": spend,"
 
 
+def test_each_alert_names_the_worst_window_of_its_own_run():
+    """Two days apart, each all unpriced (100 %), on two models: the second day's alert named the first day's
+    model (the worst window was looked up by value among every run's windows, and both were 100 %)."""
+    con = _store(_rows(100, datetime(2026, 4, 6, 8, 0), model="mystery-model-x", input_tokens=100, output_tokens=10),
+                 _rows(100, datetime(2026, 4, 9, 8, 0), model="mystery-model-y", input_tokens=100, output_tokens=10))
+    a = _fired(con, "unpriced_share").sort_values("window_start")
+    assert a["window_start"].tolist() == [pd.Timestamp(2026, 4, 6), pd.Timestamp(2026, 4, 9)]
+    assert "(mystery-model-x)" in a.iloc[0].message and "(mystery-model-y)" in a.iloc[1].message
+
+
 def _queue_growing_by_filling_gaps(q, rule):
     """The former evaluator, kept as the reference: each model's gaps filled with zero windows, walked in Python."""
     import pandas as pd

@@ -746,7 +746,9 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
                 run.append(i)
                 continue
             if len(run) >= need:
-                k = values.index(worst(values[j] for j in run))
+                # the run's own worst window: values.index() found the first equal value of any run (two days
+                # of 100 % unpriced traffic named the first day's model in the second day's alert)
+                k = worst(run, key=lambda j: values[j])
                 start, end = starts[run[0]], ends[run[-1]]
                 n = len(run)
                 span = f"{n} window{'s' if n > 1 else ''} of " + WINDOW_NAMES.get(
