@@ -898,8 +898,10 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
     data = slow.copy()
     split = data["prefill_ms"].notna() | data["decode_ms"].notna()
     data["service_ms"] = data["service_ms"].where(~split)
-    data["label"] = [f"{i + 1}. {t:%m-%d %H:%M:%S} · {m}" for i, (t, m) in enumerate(zip(data["ts"], data["model"],
-                                                                                           strict=True))]
+    # the year where the requests fall in another year than this one, or in several (12-19 read as this December)
+    when = "%Y-%m-%d %H:%M:%S" if _time_format("day", data["ts"]) != GRAIN_FORMAT["day"] else "%m-%d %H:%M:%S"
+    data["label"] = [f"{i + 1}. {t:{when}} · {m}" for i, (t, m) in enumerate(zip(data["ts"], data["model"],
+                                                                                 strict=True))]
     long = data.melt(id_vars=["label", "model", "total_ms", "request_id"], value_vars=list(cols),
                      var_name="segment", value_name="ms").dropna(subset=["ms"])
     long["segment"] = long["segment"].map(cols)

@@ -288,3 +288,17 @@ def test_the_cache_savings_labels_read_what_the_hits_saved_to_the_cent_or_below(
     labels = {r["model"]: r["label"] for d in charts.cache_savings(frame).to_dict()["datasets"].values() for r in d}
     assert labels == {"gpt-4o-mini": "$0.00022 saved", "acme-7b": "no price", "gpt-4o": "$1,208.50 saved",
                       "llama-3.1-70b": "GPU time only (≈ $2,075.00 if the fleet shrank)"}
+
+
+def test_the_slowest_requests_carry_the_year_where_it_is_not_this_one():
+    # the slowest requests of a store of three years' logs read "12-19 11:23:37", as if this December
+    from datetime import UTC, datetime
+    slow = pd.DataFrame({"ts": pd.to_datetime(["2023-12-19 11:23:37", f"{datetime.now(UTC).year}-01-05 09:00:01"]),
+                         "model": ["a", "b"], "request_id": ["r1", "r2"], "total_ms": [4500.0, 4000.0],
+                         **{c: [None, None] for c in ("route_ms", "queue_ms", "prefill_ms", "decode_ms")},
+                         "service_ms": [4000.0, 3000.0], "other_ms": [500.0, 1000.0]})
+    labels = {r["label"] for d in charts.slowest_traces(slow).to_dict()["datasets"].values() for r in d}
+    assert "1. 2023-12-19 11:23:37 · a" in labels
+    this_year = slow.iloc[[1]].reset_index(drop=True)
+    labels = {r["label"] for d in charts.slowest_traces(this_year).to_dict()["datasets"].values() for r in d}
+    assert labels == {"1. 01-05 09:00:01 · b"}
