@@ -442,6 +442,23 @@ def test_fuzzed_anthropic_batch_lines_store_the_same_by_sql_and_by_python(tmp_pa
     _same_by_sql_and_python(f, monkeypatch, "anthropic_batch_fast_source", **opts)
 
 
+def test_a_server_tool_use_with_a_null_count_is_kept_as_written_by_sql_and_by_python(tmp_path, monkeypatch):
+    """Found by a 150-example run: usage.server_tool_use {"web_search_requests": null} was {} in the SQL reading's
+    attrs (json_merge_patch drops nulls) and itself in the Python reading's. Both keep it as the file wrote it."""
+    from datetime import datetime
+
+    from helpers import DATA
+    lines = [json.loads(ln) for ln in (DATA / "providers" / "anthropic_batch_results.jsonl").read_text().splitlines()]
+    line = next(ln for ln in lines if ln["result"]["type"] == "succeeded")
+    line["result"]["message"]["usage"]["server_tool_use"] = {"web_search_requests": None}
+    f = tmp_path / "results.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    opts = {"start": datetime.fromisoformat("2025-03-04T15:00:00")}
+    _same_by_sql_and_python(f, monkeypatch, "anthropic_batch_fast_source", **opts)
+    _, rows = _stored_rows(f, monkeypatch, False, "anthropic_batch_fast_source", **opts)
+    assert rows[0]["attrs"]["server_tool_use"] == {"web_search_requests": None}
+
+
 # ---------------------------------------------------------------- LiteLLM's spend logs (GET /spend/logs JSON) read in
 # SQL against the Python reading: the fields _litellm_row reads, nested in metadata and response, fuzzed
 

@@ -551,9 +551,10 @@ FROM checked""".replace("__ID__", _trim_sql(_json_text_sql("result.message.id", 
     "__MODEL__", _trim_sql(_json_text_sql("result.message.model", "text"))).replace("__ATTRS__", _sql_object({
     "custom_id": "custom_id", "result_type": "kind", "stop_reason": "m.stop_reason",
     "usage_service_tier": "u.service_tier",
-    # json_merge_patch drops the nulls inside the object too
+    # kept as the file has it, nulls inside included, as the Python reading keeps it (json_merge_patch dropped
+    # them: {"web_search_requests": null} was {} by SQL and itself by Python); an empty object is left out
     "server_tool_use": "CASE WHEN u.server_tool_use IS NOT NULL AND json_type(u.server_tool_use) = 'OBJECT' "
-                       "AND u.server_tool_use <> '{}' THEN json_merge_patch('{}', u.server_tool_use) END"}))
+                       "AND json(u.server_tool_use) <> '{}' THEN json(u.server_tool_use) END"}))
 
 
 def anthropic_batch_fast_source(p: Probe, options: IngestOptions) -> Source | None:
