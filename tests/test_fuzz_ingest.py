@@ -685,6 +685,35 @@ def test_fuzzed_mooncake_traces_store_the_same_by_sql_and_by_python(tmp_path_fac
                             tenant=tenant, start=datetime.fromisoformat(MOONCAKE_START))
 
 
+def test_a_mooncake_length_past_int64_or_a_double_is_rejected_by_name_not_a_crash(tmp_path, monkeypatch):
+    """Found by a 150-example run: an input_length of -9223372036854776833 (below int64) or -9007199254740994 (past
+    2^53) stopped both readings with pyarrow's error (the prefix cache took int() of the length's double). Each
+    row is rejected naming the field; the rest of the file loads, the same by SQL and by Python."""
+    from datetime import datetime
+    f = tmp_path / "trace.jsonl"
+    f.write_text('{"timestamp": 0, "input_length": -9223372036854776833, "output_length": 0, "hash_ids": []}\n'
+                 '{"timestamp": 5, "input_length": -9007199254740994, "output_length": 0, "hash_ids": []}\n'
+                 '{"timestamp": 9, "input_length": 100, "output_length": 5, "hash_ids": [1]}\n')
+    opts = {"format": "mooncake", "model": "kimi-k2", "start": datetime.fromisoformat(MOONCAKE_START)}
+    _same_by_sql_and_python(f, monkeypatch, "read:mooncake", **opts)
+    (_, ingested, rejected, _, rejects), _ = _stored_rows(f, monkeypatch, False, "read:mooncake", **opts)
+    assert (ingested, rejected) == (1, 2)
+    assert [r["row"] for r in rejects] == [1, 2] and all(r["field"] == "input_tokens" for r in rejects)
+
+
+def test_a_mooncake_time_past_2_53_ms_is_the_same_to_the_microsecond_by_sql_and_by_python(tmp_path, monkeypatch):
+    """Found by a 150-example run: a timestamp of 9007199254740994 ms read .994048 by SQL (to_milliseconds goes
+    through a double) and .994 by Python; an odd one past 2^53 lost its last ms in Python's float. Both add whole
+    milliseconds exactly now; the row is rejected by both naming the same time."""
+    from datetime import datetime
+    f = tmp_path / "trace.jsonl"
+    f.write_text('{"timestamp": 9007199254740995, "input_length": 0, "output_length": 0, "hash_ids": []}\n')
+    opts = {"format": "mooncake", "model": "kimi-k2", "start": datetime.fromisoformat(MOONCAKE_START)}
+    _same_by_sql_and_python(f, monkeypatch, "read:mooncake", **opts)
+    (_, _, rejected, _, rejects), _ = _stored_rows(f, monkeypatch, False, "read:mooncake", **opts)
+    assert rejected == 1 and rejects[0]["reason"].startswith("ts: 287451-10-14 08:59:00.995 is outside")
+
+
 GATEWAY_TIMES = ["2026-11-29 13:36:53,082", "2026-11-29T13:36:53.5", "2026-11-29 13:36:53", "2026-02-30 10:00:00,000",
                  "2026-11-29 24:00:00,000", "0001-01-01 00:00:00,001", "9999-12-31 23:59:59,999999999"]
 gateway_value = st.one_of(st.sampled_from(["fast", "slow", "0.00", "62.6", "1e3", "-5", "nan", "inf", "1_0", "2125.25",

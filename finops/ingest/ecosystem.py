@@ -1951,7 +1951,19 @@ def prefix_cached_tokens(input_length: int, hash_ids: list, seen: set) -> tuple[
             break
         k += 1
     seen.update(hash_ids)
-    return min(int(input_length), MOONCAKE_BLOCK_TOKENS * k), k
+    # a length past 2^53 stays the double _int gave (int() of it passed Arrow an integer no double holds, and one
+    # below -2^63 no int64: the load stopped with pyarrow's error; the loader rejects such a count by name)
+    cached = min(input_length, MOONCAKE_BLOCK_TOKENS * k)
+    return (int(cached) if abs(cached) <= 2 ** 53 else cached), k
+
+
+def _mooncake_time(start: datetime, raw, offset: float | None) -> str | None:
+    """``start`` plus the trace's ``timestamp`` (``raw``, as JSON parsed it; ``offset``, its number) in ms. A whole
+    number is added exactly, as the SQL reading adds its BIGINT: a float's ms past 2^53 lost the microseconds
+    (9007199254740994 ms read .994048 by Python, .994 by SQL)."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return time_after(start, microseconds=raw * 1000)
+    return time_after(start, offset) if offset is not None else None
 
 
 def _sniff_mooncake(p: Probe) -> float:
@@ -2014,7 +2026,7 @@ r AS (
               OR (h_t = 'ARRAY' AND (hashes IS NULL OR hashes_text <> CAST(to_json(hashes) AS VARCHAR)))
               OR contains(line, '"timestamp_ms"') OR contains(line, '"prefix_blocks_reused"')
          THEN error('mooncake fast path: a record read another way') END AS odd,
-    CAST(? AS TIMESTAMP) + to_milliseconds(ts_ms) AS arrived
+    CAST(? AS TIMESTAMP) + to_microseconds(ts_ms * 1000) AS arrived
   FROM c LEFT JOIN k ON k._row = c._row)
 SELECT _row, md5(s || ?) AS _hash,
   coalesce(odd, CASE WHEN epoch_us(arrived) % 1000000 = 0 THEN strftime(arrived, '%Y-%m-%d %H:%M:%S')
@@ -2069,7 +2081,7 @@ def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                          **{f: v for f, v in rec.items() if f not in ("timestamp", "input_length", "output_length")}}
                 yield {
                     "_row": lineno, "_hash": hashlib.md5(line.strip().encode() + consts).hexdigest(),
-                    "ts": time_after(options.start, offset) if offset is not None else None,
+                    "ts": _mooncake_time(options.start, rec.get("timestamp"), offset),
                     "tenant": str(tenant) if tenant is not None else options.tenant, "model": options.model,
                     "input_tokens": length, "output_tokens": _int(rec.get("output_length")),
                     "cached_input_tokens": cached, "status": "ok", "attrs": _json(attrs),
