@@ -157,6 +157,16 @@ def in_words(items) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
+def some_of(items, most: int = 5) -> str:
+    """The first ``most`` items as a phrase and how many more: 'a, b and c'; 'a, b, c, d, e and 3 more'.
+
+    >>> some_of(["a", "b", "c"]), some_of("abcdefgh")
+    ('a, b and c', 'a, b, c, d, e and 3 more')
+    """
+    items = [str(x) for x in items]
+    return in_words(items) if len(items) <= most else ", ".join(items[:most]) + f" and {len(items) - most:,} more"
+
+
 def _slug(value) -> str:
     import re
 

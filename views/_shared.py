@@ -15,7 +15,7 @@ import streamlit as st
 from finops import access, store
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import in_words, period, share
+from finops.fmt import counted, in_words, period, share
 from finops.scale import slices
 
 
@@ -556,7 +556,7 @@ def unpriced_banner() -> None:
     unpriced = query(pricing.unpriced_models)
     if unpriced.empty:
         return
-    names = ", ".join(f"{m} ({int(n):,} request{'s' if int(n) != 1 else ''})" for m, n in zip(unpriced["model"], unpriced["requests"],
+    names = ", ".join(f"{m} ({counted(n, 'request')})" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                    strict=True))
     of_all = f", {share(float(unpriced['share_of_requests'].sum()))} of all requests,"
     if current_access().scoped:         # the counts add up every tenant's requests: the names only

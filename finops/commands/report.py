@@ -8,6 +8,7 @@ import pandas as pd
 from finops import store
 from finops.commands import _common
 from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
+from finops.fmt import counted
 from finops.jsonutil import records
 from finops.spend import pricing
 from finops.spend import report as spend
@@ -95,7 +96,7 @@ def _render(con, args, stdout, stderr) -> None:
     policy = IdlePolicy.parse(args.idle_policy) if args.idle_policy else None
     unpriced = pricing.unpriced_models(con)
     if len(unpriced):
-        names = ", ".join(f"{m} ({int(n):,} request{'s' if int(n) != 1 else ''})" for m, n in zip(unpriced["model"], unpriced["requests"],
+        names = ", ".join(f"{m} ({counted(n, 'request')})" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                        strict=True))
         print(f"warning: no price for {names}: {unpriced['share_of_requests'].sum():.1%} of requests are "
               "counted at $0. Add a price book row or an alias (Data page, or data/prices.csv).", file=stderr)

@@ -57,7 +57,7 @@ import pandas as pd
 from finops import access, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import duration_ms, usd
+from finops.fmt import duration_ms, some_of, usd
 from finops.ingest import engine
 from finops.jsonutil import jsonable
 from finops.latency import stats as latency
@@ -444,7 +444,7 @@ def _no_field_rows(con, f: Filters, rule: AlertRule, metric: str) -> list[dict]:
     blind = _without_field(con, f, metric)
     if blind.empty:
         return []
-    names = ", ".join(blind["model"].head(5)) + (f" and {len(blind) - 5:,} more" if len(blind) > 5 else "")
+    names = some_of(blind["model"])
     requests = int(blind["requests"].sum())
     return [{"rule": rule.name, "title": rule.title, "windows": 0, "requests": requests,
              "min_requests": max(rule.min_requests, 1),

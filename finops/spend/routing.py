@@ -44,6 +44,7 @@ import pandas as pd
 from finops import sql, store
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.fmt import some_of
 from finops.latency.servicefit import nonneg_fit
 from finops.spend import pricing
 from finops.spend import report as spend
@@ -565,8 +566,7 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     q_actual, _ = _quality(actual_answers, shares)
     q_cf, q_missing = _quality(cf_answers, shares)
     if q_missing:
-        quality_note = ("Quality under this policy is unknown: no answer of " + ", ".join(q_missing[:5])
-                        + (f" or {len(q_missing) - 5} more models" if len(q_missing) > 5 else "")
+        quality_note = ("Quality under this policy is unknown: no answer of " + some_of(q_missing)
                         + " is graded in these logs (the quality column).")
     elif q_cf is None:
         quality_note = "Quality is unknown: no request in these filters is graded."
@@ -603,9 +603,7 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     unpriced = basis[~basis["model"].isin(priced_models)].groupby("model")["requests"].sum()
     if len(unpriced):
         assumptions.append(
-            f"No price for {', '.join(unpriced.index[:5])}" + (f" and {len(unpriced) - 5} more" if len(unpriced) > 5
-                                                               else "")
-            + f" ({int(unpriced.sum()):,} requests): as logged they count at what the logs recorded ($0 without a "
+            f"No price for {some_of(unpriced.index)} ({int(unpriced.sum()):,} requests): as logged they count at what the logs recorded ($0 without a "
               "recorded cost, as on every page); moved, they cost the target model's price, so a policy that moves "
               "them looks dearer than it is.")
     if scope.narrowed:
