@@ -1961,8 +1961,9 @@ def _mooncake_time(start: datetime, raw, offset: float | None) -> str | None:
     """``start`` plus the trace's ``timestamp`` (``raw``, as JSON parsed it; ``offset``, its number) in ms. A whole
     number is added exactly, as the SQL reading adds its BIGINT: a float's ms past 2^53 lost the microseconds
     (9007199254740994 ms read .994048 by Python, .994 by SQL)."""
-    if isinstance(raw, int) and not isinstance(raw, bool):
+    if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) < 2 ** 63 // 1000:
         return time_after(start, microseconds=raw * 1000)
+    # past what a timestamp's microseconds hold: the sum named in milliseconds, as the file wrote them
     return time_after(start, offset) if offset is not None else None
 
 
