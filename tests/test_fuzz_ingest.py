@@ -823,6 +823,111 @@ def test_fuzzed_vllm_results_store_the_same_by_sql_and_by_python(tmp_path_factor
                             start=datetime.fromisoformat(start) if start else None)
 
 
+# ---------------------------------------------------------------- a boolean where a number belongs: the canonical reading
+# rejects a count of true ("cannot read true as a whole number"); the tools' readings took Python's float(True)
+
+def _true_count_files(folder) -> list[tuple[str, object, str, dict]]:
+    """One file of each format with a SQL reading, its first request's token count ``true``: ``(label, file, the
+    switch of its SQL reading, options)``."""
+    from datetime import datetime
+
+    from helpers import DATA, read_jsonl
+
+    def lines(name: str, recs: list) -> object:
+        f = folder / name
+        f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        return f
+    litellm = json.loads((DATA / "litellm" / "spend_logs.json").read_text())[:2]
+    litellm[0]["prompt_tokens"] = True
+    langfuse = [r for r in read_jsonl(DATA / "langfuse" / "ui_export_observations.jsonl") if r["type"] == "GENERATION"][:2]
+    langfuse[0]["usageDetails"]["input"] = True
+    helicone = json.loads((DATA / "providers" / "helicone_requests.json").read_text())
+    helicone["data"] = helicone["data"][:2]
+    helicone["data"][0]["prompt_tokens"] = True
+    (folder / "helicone.json").write_text(json.dumps(helicone))
+    openrouter = read_jsonl(DATA / "providers" / "openrouter_generations.jsonl")[:2]
+    openrouter[0]["data"]["native_tokens_prompt"] = True
+    openai = read_jsonl(DATA / "providers" / "openai_batch_output.jsonl")[:2]
+    openai[0]["response"]["body"]["usage"]["prompt_tokens"] = True
+    anthropic = read_jsonl(DATA / "providers" / "anthropic_batch_results.jsonl")[:2]
+    anthropic[0]["result"]["message"]["usage"]["input_tokens"] = True
+    (folder / "litellm").mkdir()
+    return [("litellm", _records_file(folder / "litellm", litellm, "array"), "litellm_fast_source", {}),
+            ("langfuse", lines("langfuse.jsonl", langfuse), "langfuse_fast_source", {}),
+            ("helicone", folder / "helicone.json", "helicone_fast_source", {}),
+            ("openrouter", lines("openrouter.jsonl", openrouter), "openrouter_fast_source", {}),
+            ("openai-batch", lines("openai.jsonl", openai), "openai_batch_fast_source", {"model": "gpt-4o-mini"}),
+            ("anthropic-batch", lines("anthropic.jsonl", anthropic), "anthropic_batch_fast_source",
+             {"model": "claude-3-5-haiku-20241022", "start": datetime.fromisoformat("2025-03-04T15:00:00")})]
+
+
+def test_a_token_count_of_true_is_a_rejected_row_by_sql_and_by_python_as_in_the_canonical_reading(tmp_path,
+                                                                                                  monkeypatch):
+    """Each format stored ``"prompt_tokens": true`` as 1 input token by both readings (Python's float(True); the
+    Batch APIs' typed reading's DOUBLE column; the SQL readings' 'true' as '1'), where a canonical file's count
+    of true is a rejected row. Now each rejects that request by name, and the other loads."""
+    reasons = {"langfuse": "input_tokens: cannot read input=true as a whole number"}
+    for label, f, switch, options in _true_count_files(tmp_path):
+        _same_by_sql_and_python(f, monkeypatch, switch, **options)
+        (read, ingested, rejected, _, rejects), rows = _stored_rows(f, monkeypatch, False, switch, **options)
+        assert (read, ingested, rejected) == (2, 1, 1), label
+        assert rejects[0]["reason"] == reasons.get(label, "input_tokens: cannot read true as a whole number"), label
+        assert rejects[0]["row"] == 1 and rejects[0]["field"] == "input_tokens", label
+
+
+
+def test_a_canonical_json_number_the_typed_reading_cast_is_rejected_by_name_as_the_checked_reading_does(tmp_path,
+                                                                                                       monkeypatch):
+    """The typed reading of a canonical JSON Lines file (DuckDB's JSON reader with the columns' types) stored a
+    count of true as 1, 12.5 as 12, "0x10" as 16 and a cost of true as $1, where the checked reading (a CSV, or
+    the same file mapped) rejects each row by name. Now the typed reading reads them as the checked one does."""
+    def rec(i: int, **fields) -> dict:
+        return {"request_id": f"r{i}", "ts": f"2025-03-04T14:00:0{i}", "model": "gpt-4o-mini", "input_tokens": 10,
+                "output_tokens": 5, "cost_usd": 0.25, **fields}
+    recs = [rec(1, input_tokens=True), rec(2, input_tokens=12.5), rec(3, output_tokens="0x10"),
+            rec(4, cost_usd=True), rec(5, input_tokens=12.0, output_tokens="7", cost_usd=" 0.5")]
+    f = tmp_path / "canonical.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    typed = _stored_rows(f, monkeypatch, False)
+    checked = _stored_rows(f, monkeypatch, False, mapping={"model": "model"})     # a mapping: no typed reading
+    assert typed == checked, _differs(typed, checked)
+    (read, ingested, rejected, _, rejects), rows = typed
+    assert (read, ingested, rejected) == (5, 1, 4)
+    assert [r["reason"] for r in rejects] == [
+        "input_tokens: cannot read true as a whole number", "input_tokens: cannot read 12.5 as a whole number",
+        "output_tokens: cannot read 0x10 as a whole number", "cost_usd: cannot read true as a number"]
+    assert [(r["input_tokens"], r["output_tokens"], r["cost_usd"]) for r in rows] == [(12, 7, 0.5)]
+
+
+def test_a_length_or_latency_of_true_is_no_number_in_the_traces_and_benchmark_results(tmp_path, monkeypatch):
+    """Mooncake's lengths and the benchmark results' counts and latencies read a value that is no number as
+    unknown (text as well): true was 1 token, or a latency of 1 s (Python's float(True))."""
+    from datetime import datetime
+
+    from helpers import DATA
+    start = datetime.fromisoformat(MOONCAKE_START)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": true, "output_length": 5, "hash_ids": [1]}\n'
+                     '{"timestamp": 5, "input_length": 700, "output_length": 5, "hash_ids": [1]}\n')
+    llmperf = json.loads((DATA / "llmperf" / "individual" / "bedrock_13b.json").read_text())[:1]
+    llmperf[0].update(number_input_tokens=True, ttft_s=True)
+    (tmp_path / "llmperf").mkdir()
+    (tmp_path / "llmperf" / "run_individual_responses.json").write_text(json.dumps(llmperf))
+    vllm = json.loads((DATA / "vllm_bench_serve_detailed.json").read_text())
+    vllm["input_lens"][0], vllm["ttfts"][0] = True, True
+    (tmp_path / "vllm.json").write_text(json.dumps(vllm))
+    for f, fmt, options in ((trace, "mooncake", {"model": "kimi-k2", "start": start}),
+                            (tmp_path / "llmperf" / "run_individual_responses.json", "llmperf",
+                             {"model": "llama-2-13b-chat", "start": start}),
+                            (tmp_path / "vllm.json", "vllm-bench", {})):
+        _same_by_sql_and_python(f, monkeypatch, f"read:{fmt}", format=fmt, **options)
+        (_, ingested, rejected, _, _), rows = _stored_rows(f, monkeypatch, False, f"read:{fmt}", format=fmt, **options)
+        first = min(rows, key=lambda r: r["ts"])
+        assert rejected == 0 and first["input_tokens"] is None, fmt
+        if fmt != "mooncake":
+            assert first["ttft_ms"] is None, fmt
+
+
 # ---------------------------------------------------------------- the readings with no second reading to compare
 # against (OTel spans, Langfuse's API pages with their traces, the billing reports): any value of any type at any
 # place of a real file's JSON loads, is rejected by row, or refuses the file naming it; nothing else is raised

@@ -304,7 +304,7 @@ else:
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", *w.values(),
         "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
-        "arrival_rate_per_s": MS("Arrivals per second", format="localized", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
+        "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
         "mean_service_s": MS("Service (s)", format="localized", help="Mean time on a slot of completed requests."),
         "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean."),
         "fleet": st.column_config.TextColumn("Replicas × slots", help="Slots in all (c) = replicas × slots per replica"),
@@ -377,7 +377,7 @@ else:
                 with st.expander(f"The {len(short):,} hours the fleet was short ({span})"):
                     bounded_dataframe(short.reset_index(), what="short hours", file_name="short_hours", hide_index=True, column_config={
                         "ts": st.column_config.DatetimeColumn("Hour (UTC)", format="YYYY-MM-DD HH:00"),
-                        "qps": st.column_config.NumberColumn("Served (req/s)", format="localized"),
+                        "qps": st.column_config.NumberColumn("Served (req/s)", format="%.4g"),
                         "replicas_billed": st.column_config.NumberColumn("Replicas billed", format="localized"),
                         "replicas_planned": st.column_config.NumberColumn("Replicas needed", format="%d"),
                         "usd_per_replica_hour": st.column_config.NumberColumn("$ per replica-hour", format="$%.2f"),

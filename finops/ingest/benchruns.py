@@ -130,6 +130,9 @@ def _load_json(path: Path, name: str):
 
 
 def _number(v) -> float | None:
+    """A finite number, else None; true and false are none (Python's float(True) is 1.0: a latency of 1 s)."""
+    if isinstance(v, bool):
+        return None
     try:
         f = float(v)
     except (TypeError, ValueError):

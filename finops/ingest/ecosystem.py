@@ -108,9 +108,14 @@ def _num(v) -> float | None:
     """A finite number, else None; text read as DuckDB's TRY_CAST reads it, so the SQL readings agree: Python's
     float() also takes other scripts' digits ('١' or '１' as 1), which DuckDB does not.
 
-    >>> _num("12.5"), _num(" 1e3 "), _num("\u0661"), _num("nan"), _num(7)
-    (12.5, 1000.0, None, None, 7.0)
+    A boolean is no number (Python's float(True) is 1.0: a count of ``true`` was stored as 1 token, where the
+    canonical reading says "cannot read true as a whole number").
+
+    >>> _num("12.5"), _num(" 1e3 "), _num("\u0661"), _num("nan"), _num(7), _num(True)
+    (12.5, 1000.0, None, None, 7.0, None)
     """
+    if isinstance(v, bool):
+        return None
     if isinstance(v, str) and not v.isascii():
         v = v.strip()               # Python's spaces (the SQL readings trim them too), then ASCII only
         if not v.isascii():
@@ -272,10 +277,18 @@ def _jsonish(v):
     return v
 
 
+def _number_text(v) -> str | None:
+    """The source's text of a value read as a number, for the loader's reject: a boolean as JSON spells it
+    ("cannot read true as a whole number", as the canonical reading says; Python's str() writes True)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return _text(v)
+
+
 def _count(v):
     """A whole number, or the source's text where it is not one (the loader rejects it, naming the field)."""
     n = _int(v)
-    return n if n is not None else _text(v)
+    return n if n is not None else _number_text(v)
 
 
 def _utc(v):
@@ -383,7 +396,7 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
     total = _num(rec.get("request_duration_ms"))
     if total is None:
         total = _ms_between(rec.get("startTime"), rec.get("endTime"))
-    spend_text = None if spend is not None or _text(rec.get("spend")) is None else _text(rec.get("spend"))
+    spend_text = None if spend is not None else _number_text(rec.get("spend"))
     out = {
         "request_id": _text(rec.get("request_id")), "ts": _utc(rec.get("startTime")),
         "tenant": str(tenant) if _text(tenant) is not None else options.tenant,
@@ -727,7 +740,7 @@ parsed AS ({parsed}), used AS (
     CASE WHEN json_type(mv[3]) = 'OBJECT' THEN mv[3] END AS ei
   FROM parsed
 ), tok AS (
-  SELECT *, list_transform(json_extract(usage, [{usage_paths}]), lambda j: {_json_count_sql('j')}) AS uv,
+  SELECT *, list_transform(json_extract(usage, [{usage_paths}]), lambda j: {_js('j')}) AS uv,
     CASE WHEN {truthy_sql("json_extract(usage, '$.cache_creation_token_details')")}
            THEN json_extract(usage, '$.cache_creation_token_details')
          ELSE json_extract(usage, '$.cache_creation') END AS split,
@@ -739,7 +752,7 @@ parsed AS ({parsed}), used AS (
   FROM used
 ), counts AS (
   SELECT *, {_whole(u['cache_creation_input_tokens'])} AS creation,
-    CASE WHEN json_type(split) = 'OBJECT' THEN {_whole(_json_count_sql("json_extract(split, '$.ephemeral_1h_input_tokens')"))}
+    CASE WHEN json_type(split) = 'OBJECT' THEN {_whole(_js("json_extract(split, '$.ephemeral_1h_input_tokens')"))}
     END AS write_1h,
     coalesce({_whole(u['prompt_tokens_details.cached_tokens'])}, {_whole(u['cache_read_input_tokens'])}) AS cached,
     CASE lower(hit_text) WHEN 'true' THEN 'true' WHEN 't' THEN 'true' WHEN '1' THEN 'true'
@@ -936,7 +949,7 @@ def langfuse_tokens(usage: dict) -> dict:
     bad = {k: v for k, v in usage.items() if v is not None and _num(v) is None}
 
     def total(pred) -> int | str | None:
-        wrong = next((f"{k}={v}" for k, v in bad.items() if pred(k)), None)
+        wrong = next((f"{k}={_number_text(v)}" for k, v in bad.items() if pred(k)), None)
         if wrong is not None:
             return wrong        # not a number: the loader rejects the row, naming the column and value
         picked = [v for k, v in vals.items() if pred(k)]
@@ -1072,22 +1085,17 @@ def _json_falsy_sql(x: str) -> str:
             f"(regexp_matches({v}, '^-?[0-9]') AND TRY_CAST({v} AS DOUBLE) = 0))")
 
 
-def _json_count_sql(x: str) -> str:
-    """A JSON value read as a number is read by the Python path as ``float()`` of it: true and false as 1 and 0, a
-    string's text as it is; here as text for ``_whole`` / ``_finite`` (a number's spelling does not matter there)."""
-    return f"CASE CAST({x} AS VARCHAR) WHEN 'true' THEN '1' WHEN 'false' THEN '0' ELSE json_extract_string({x}, '$') END"
-
-
 def _py_str_sql(x: str, number: bool = False) -> str:
     """Python's ``str()`` of a JSON value (``x``: its JSON text as json_extract writes it, a number as the file
     spells it), as the Python readings' ``_text`` takes it: a string's text, an integer's digits, a fraction's
     float ``repr`` (DuckDB writes a DOUBLE as ``repr`` does), ``True`` / ``False``, NULL for null. An object, an
     array, NaN, Infinity or a number beyond a double calls error() (``str`` writes a dict's repr, ``inf``).
-    ``number``: a field the Python path reads as a number, where true and false are 1 and 0 (``float(True)``)."""
+    ``number``: a field the Python path reads as a number, where true and false are no number, spelt as JSON
+    spells them (``_num``, ``_number_text``)."""
     v = f"CAST({x} AS VARCHAR)"
     d = f"TRY_CAST({v} AS DOUBLE)"
     return (f"CASE WHEN {v} IS NULL OR {v} = 'null' THEN NULL WHEN ascii({v}) = 34 THEN json_extract_string({x}, '$') "
-            + (f"WHEN {v} = 'true' THEN '1' WHEN {v} = 'false' THEN '0' " if number
+            + (f"WHEN {v} = 'true' THEN 'true' WHEN {v} = 'false' THEN 'false' " if number
                else f"WHEN {v} = 'true' THEN 'True' WHEN {v} = 'false' THEN 'False' ")
             + f"WHEN {v} = '-0' THEN '0' "
             f"WHEN NOT regexp_matches({v}, '^-?[0-9]') OR NOT isfinite({d}) "

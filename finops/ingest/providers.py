@@ -228,13 +228,33 @@ def _json_text_sql(x: str, kind: str) -> str:
             f"ELSE CAST({x} AS VARCHAR) END")
 
 
+def _count_sql(x: str, what: str) -> str:
+    """A count read as text (``x``: DuckDB's typed JSON reader writes a number as the file spells it, true as
+    'true') as the DOUBLE the Python path's ``_count`` reads, NULL for null; error() for anything else (true or
+    false, which a DOUBLE column read as 1 or 0 where the Python path rejects the row; text that is no number;
+    NaN), and the Python path reads the file."""
+    d = f"TRY_CAST({x} AS DOUBLE)"
+    return (f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) AND NOT regexp_matches({x}, '[^\\x20-\\x7e]') "
+            f"THEN {d} ELSE error('{what} fast path: a count that is not a number') END")
+
+
 # The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
-# straight into the canonical columns (no per-line Python). The numbers are read as DOUBLE and checked whole,
-# as the Python path's _count does.
-_USAGE_TYPE = ("STRUCT(prompt_tokens DOUBLE, completion_tokens DOUBLE, input_tokens DOUBLE, output_tokens DOUBLE, "
-               "prompt_tokens_details STRUCT(cached_tokens DOUBLE), "
-               "completion_tokens_details STRUCT(reasoning_tokens DOUBLE), "
-               "input_tokens_details STRUCT(cached_tokens DOUBLE), output_tokens_details STRUCT(reasoning_tokens DOUBLE))")
+# straight into the canonical columns (no per-line Python). The counts are read as text (a DOUBLE column reads
+# true as 1), then as numbers by _count_sql and checked whole, as the Python path's _count does.
+_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+_USAGE_DETAILS = {"prompt_tokens_details": "cached_tokens", "completion_tokens_details": "reasoning_tokens",
+                  "input_tokens_details": "cached_tokens", "output_tokens_details": "reasoning_tokens"}
+_USAGE_TYPE = ("STRUCT(" + ", ".join([f"{n} VARCHAR" for n in _USAGE_COUNTS]
+                                     + [f"{n} STRUCT({c} VARCHAR)" for n, c in _USAGE_DETAILS.items()]) + ")")
+
+
+def _usage_sql(x: str, what: str) -> str:
+    """The usage struct ``x`` (its counts text) with its counts as numbers (:func:`_count_sql`)."""
+    return ("struct_pack(" + ", ".join([f"{n} := {_count_sql(f'{x}.{n}', what)}" for n in _USAGE_COUNTS]
+                                       + [f"{n} := struct_pack({c} := {_count_sql(f'{x}.{n}.{c}', what)})"
+                                          for n, c in _USAGE_DETAILS.items()]) + ")")
+
+
 # The names and the values attrs keeps are read as JSON: attrs keeps a value of any type as the Python path does
 # (a custom_id of 0.0 stays a number), and a name is Python's str() of a text or a number (_json_text_sql)
 _ERROR_TYPE = "STRUCT(code JSON, type JSON, message JSON)"
@@ -257,7 +277,7 @@ OPENAI_BATCH_TYPES = {
 OPENAI_BATCH_FAST_SQL = r"""
 WITH texts AS (
   SELECT ordinality AS _row, id, custom_id, response, error AS line_error, response.body AS body,
-         response.body.usage AS u, response.status_code AS code, __ID_TEXT__ AS id_x, __MODEL_TEXT__ AS model_x
+         __USAGE__ AS u, response.status_code AS code, __ID_TEXT__ AS id_x, __MODEL_TEXT__ AS model_x
   FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
 ), lines AS (
   SELECT *, __ID__ AS id_t, __MODEL__ AS model_t
@@ -328,7 +348,8 @@ SELECT _row, CAST(NULL AS VARCHAR) AS _hash, request_id, ts_any AS ts, tenant, m
        ELSE attrs END AS attrs,
   'openai' AS provider, 'batch' AS service_tier,
   CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens, reasoning_tokens
-FROM timed""".replace("__ID_TEXT__", _json_text_sql("id", "text")).replace("__ID__", _trim_sql("id_x")).replace(
+FROM timed""".replace("__USAGE__", _usage_sql("response.body.usage", "openai-batch")).replace(
+    "__ID_TEXT__", _json_text_sql("id", "text")).replace("__ID__", _trim_sql("id_x")).replace(
     "__MODEL_TEXT__", _json_text_sql("response.body.model", "text")).replace("__MODEL__", _trim_sql("model_x")).replace(
     "__FAILURE_CODE__", _t(_json_text_sql("failure.code", "text"))).replace(
     "__FAILURE_TYPE__", _t(_json_text_sql("failure.type", "text"))).replace(
@@ -504,15 +525,25 @@ def anthropic_batch_row(row: int, rec: dict, options: IngestOptions, name: str =
 ANTHROPIC_BATCH_TYPES = {       # names and the values attrs keeps as JSON, as OPENAI_BATCH_TYPES
     "custom_id": "JSON",
     "result": ("STRUCT(type VARCHAR, message STRUCT(id JSON, model JSON, stop_reason JSON, "
-               "usage STRUCT(input_tokens DOUBLE, output_tokens DOUBLE, cache_read_input_tokens DOUBLE, "
-               "cache_creation_input_tokens DOUBLE, cache_creation STRUCT(ephemeral_5m_input_tokens DOUBLE, "
-               "ephemeral_1h_input_tokens DOUBLE), service_tier JSON, server_tool_use JSON)))"),
+               "usage STRUCT(input_tokens VARCHAR, output_tokens VARCHAR, cache_read_input_tokens VARCHAR, "
+               "cache_creation_input_tokens VARCHAR, cache_creation STRUCT(ephemeral_5m_input_tokens VARCHAR, "
+               "ephemeral_1h_input_tokens VARCHAR), service_tier JSON, server_tool_use JSON)))"),
 }
+#: the counts as numbers (_count_sql), the rest of the usage as it came
+_ANTHROPIC_USAGE = ("struct_pack(" + ", ".join(
+    f"{n} := {_count_sql(f'result.message.usage.{n}', 'anthropic-batch')}"
+    for n in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    + ", cache_creation := struct_pack(" + ", ".join(
+    f"{n} := {_count_sql(f'result.message.usage.cache_creation.{n}', 'anthropic-batch')}"
+    for n in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"))
+    + "), service_tier := result.message.usage.service_tier, server_tool_use := result.message.usage.server_tool_use)")
 ANTHROPIC_BATCH_FAST_SQL = r"""
 WITH lines AS (
-  SELECT ordinality AS _row, custom_id, result.type AS kind, result.message AS m, result.message.usage AS u,
-         result.message.usage.cache_creation AS split, __ID__ AS id_t, __MODEL__ AS model_t
+  SELECT ordinality AS _row, custom_id, result.type AS kind, result.message AS m, __USAGE__ AS u,
+         __ID__ AS id_t, __MODEL__ AS model_t
   FROM read_json(?, format = 'newline_delimited', compression = 'none', columns = ?) WITH ORDINALITY
+), counted AS (
+  SELECT *, u.cache_creation AS split FROM lines
 ), checked AS (
   SELECT *,
     CASE WHEN kind IS DISTINCT FROM 'succeeded'
@@ -530,7 +561,7 @@ WITH lines AS (
              CASE WHEN split.ephemeral_5m_input_tokens IS NOT NULL OR split.ephemeral_1h_input_tokens IS NOT NULL
                   THEN coalesce(split.ephemeral_5m_input_tokens, 0) + coalesce(split.ephemeral_1h_input_tokens, 0)
              END) AS creation
-  FROM lines
+  FROM counted
 )
 SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS _hash,
   id_t AS request_id, CAST(? AS TIMESTAMP) AS ts, CAST(? AS VARCHAR) AS tenant,
@@ -547,7 +578,8 @@ SELECT coalesce(CAST(_check AS BIGINT), _row) AS _row, CAST(NULL AS VARCHAR) AS 
             ELSE split.ephemeral_5m_input_tokens END AS BIGINT) AS cache_write_tokens,
   CAST(split.ephemeral_1h_input_tokens AS BIGINT) AS cache_write_1h_tokens,
   CAST(NULL AS VARCHAR) AS reasoning_tokens
-FROM checked""".replace("__ID__", _trim_sql(_json_text_sql("result.message.id", "text"))).replace(
+FROM checked""".replace("__USAGE__", _ANTHROPIC_USAGE).replace(
+    "__ID__", _trim_sql(_json_text_sql("result.message.id", "text"))).replace(
     "__MODEL__", _trim_sql(_json_text_sql("result.message.model", "text"))).replace("__ATTRS__", _sql_object({
     "custom_id": "custom_id", "result_type": "kind", "stop_reason": "m.stop_reason",
     "usage_service_tier": "u.service_tier",

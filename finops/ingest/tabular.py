@@ -28,8 +28,22 @@ FIRST_ROW = {"csv": 2, "jsonl": 1, "json": 1}
 
 #: a canonical column's type when a CSV is read typed (see :func:`_reader`)
 CSV_TYPED = {"BIGINT": "DOUBLE", "INTEGER": "DOUBLE", "DOUBLE": "DOUBLE", "TIMESTAMP": "TIMESTAMPTZ"}
-#: and when JSON is: a time as TIMESTAMPTZ, which keeps a UTC offset (a TIMESTAMP drops it: 12:30+02:00 read as 12:30)
-JSON_TYPED = {"TIMESTAMP": "TIMESTAMPTZ"}
+#: and when JSON is: a time as TIMESTAMPTZ, which keeps a UTC offset (a TIMESTAMP drops it: 12:30+02:00 read as 12:30);
+#: a number as its text, read by :func:`_json_number_sql` (the JSON reader's own casts take true as 1, 12.5 as a
+#: BIGINT's 12 and "0x10" as 16, where the checked reading rejects each by name)
+JSON_TYPED = {"TIMESTAMP": "TIMESTAMPTZ", "BIGINT": "VARCHAR", "INTEGER": "VARCHAR", "DOUBLE": "VARCHAR"}
+
+
+def _json_number_sql(x: str, name: str) -> str:
+    """A canonical number the typed JSON reading read as text (``x``: a number as the file spells it, a string's
+    text, true as 'true') as its column's type; error() for anything the checked reading would not read the same
+    (not a number, a count that is not whole or past 2^53, not finite), and the caller reads the file checked,
+    which rejects that row by name."""
+    target, d = schema.TYPES[name], f"TRY_CAST({x} AS DOUBLE)"
+    if target in ("BIGINT", "INTEGER"):
+        return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {d} = floor({d}) AND abs({d}) < 9007199254740992 "
+                f"THEN CAST({d} AS {target}) ELSE error('{name}: not a whole number: read checked') END")
+    return f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) THEN {d} ELSE error('{name}: not a number: read checked') END"
 
 
 def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str]:
@@ -243,7 +257,11 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     if typed and p.kind == "csv" and "request_id" not in p.columns:
         typed = False       # every row would be hashed from its text (below)
     typed_csv = typed and p.kind == "csv"
+    typed_json = typed and p.kind in ("json", "jsonl")
     call, params, cols, ordinal, row = _reader(con, p, typed)
+    # the numbers the typed JSON reading read as text, as their types (the typed values its content hash had)
+    numbers = {c: _json_number_sql(quote_ident(c), c) for c in cols
+               if typed_json and JSON_TYPED.get(schema.TYPES.get(c)) == "VARCHAR"}
     mapping = user_mapping(options, preset)
     for canon, src in mapping.items():
         if canon not in schema.NAMES:
@@ -265,7 +283,8 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     for name in schema.NAMES:
         if name == "attrs":
             continue
-        expr = exprs[name][0] if name in exprs else (quote_ident(mapping[name]) if name in mapping else None)
+        expr = exprs[name][0] if name in exprs else (
+            numbers.get(mapping[name], quote_ident(mapping[name])) if name in mapping else None)
         const = {"model": options.model, "tenant": options.tenant}.get(name)
         if const is not None:
             # the constant where the file gives none: no value, or an empty one (text of spaces, "" in JSON)
@@ -293,9 +312,9 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
     # (a time read typed from JSON as TIMESTAMPTZ is hashed as the TIMESTAMP it is in UTC, as it was read before)
-    typed_json = typed and p.kind in ("json", "jsonl")
     content = ", ".join(f"{quote_ident(c)} := " + (f"CAST({quote_ident(c)} AS TIMESTAMP)"
-                                                   if typed_json and schema.TYPES.get(c) == "TIMESTAMP" else quote_ident(c))
+                                                   if typed_json and schema.TYPES.get(c) == "TIMESTAMP"
+                                                   else numbers.get(c, quote_ident(c)))
                         for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
