@@ -73,3 +73,29 @@ def test_readiness_tick_is_stored(tmp_path, demo_db):
     at.checkbox(key="ready_canary").check().run()
     assert not at.exception, [e.value for e in at.exception]
     assert readiness.ticks(store.connect(db))["canary"]["ticked"]
+
+
+def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_include_them(tmp_path):
+    """The percentiles count every request a model served, a failure's time too (what its caller waited), and
+    leave cache hits out; neither page said which requests it counted."""
+    import json
+
+    import numpy as np
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:0{i}:00", "model": "gpt-4o", "input_tokens": 10,
+             "output_tokens": 5, "total_ms": ms, "status": status, "cache_hit": hit}
+            for i, (ms, status, hit) in enumerate([(100.0, "ok", False), (200.0, "ok", False),
+                                                   (5000.0, "error", False), (1.0, "ok", True)])]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "s.duckdb")
+    con = store.connect(path)
+    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
+    con.close()
+    at = run_page(path, "views/percentiles.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert "failed and timed-out ones too" in texts(at) and "cache hits are not" in texts(at)
+    table = next(d.value for d in at.dataframe if "requests" in d.value.columns)
+    p99 = next(c for c in table.columns if c.endswith("p99"))
+    assert table["requests"].iloc[0] == 3
+    assert table[p99].iloc[0] == pytest.approx(np.percentile([100.0, 200.0, 5000.0], 99) / 1000, rel=0.01)  # s
+    latency = run_page(path, "views/latency.py")
+    assert not latency.exception and "failed and timed-out ones too" in texts(latency)

@@ -99,6 +99,20 @@ def percent_column(label: str, decimals: int = 1, bar: bool = False, **kwargs):
 #: a model's kind as the price book stores it and as people say it
 KIND_WORDS = {"api": "API", "self_hosted": "self-hosted"}
 
+#: what the latency pages' figures count (finops.sql.SERVED: every request a model served, whatever its status)
+SERVED_NOTE = ("Counted: every request a model served, failed and timed-out ones too (the time their callers "
+               "waited); cache hits are not.")
+
+
+def percentile_note(frame) -> str:
+    """How exact the percentiles of ``frame`` are (finops.latency.stats sets ``attrs['max_rel_error']``)."""
+    err = frame.attrs.get("max_rel_error", 0.0)
+    if err:
+        return (f"Percentiles within {err:.1%} of the exact value: read from the latency sketches written when the "
+                "logs were loaded (a tenant or tier filter, a period cut within an hour, or within a day for the "
+                "Latency page's length and segment tables, or another grouping, gives exact ones).")
+    return "Exact percentiles (linear interpolation between requests, as numpy)."
+
 
 def kind_column(label: str = "Kind", **kwargs):
     """A column of price-book kinds (api, self_hosted) shown as words (API, self-hosted); the value, its CSV

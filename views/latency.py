@@ -7,11 +7,13 @@ from finops.ingest import engine
 from finops.latency import stats as latency
 from finops.ops import incidents
 from views._shared import (
+    SERVED_NOTE,
     bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
     fleet_wide,
+    percentile_note,
     plain,
     query,
     raw_rows_notice,
@@ -19,17 +21,6 @@ from views._shared import (
     stop_if_store_empty,
     top_panels,
 )
-
-
-def percentile_note(frame) -> str:
-    """How exact the percentiles of ``frame`` are (finops.latency.stats sets ``attrs['max_rel_error']``)."""
-    err = frame.attrs.get("max_rel_error", 0.0)
-    if err:
-        return (f"Percentiles within {err:.1%} of the exact value: read from the latency sketches written "
-                "when the logs were loaded (a tenant or tier filter, a period cut within an hour, or within a day "
-                "for the length and segment tables, or another grouping, gives exact ones).")
-    return "Exact percentiles (linear interpolation between requests, as numpy)."
-
 
 #: the log's columns as the page names them in its sentences ("these logs carry no queue wait")
 LOG_WORDS = {"total_ms": "total latency", "queue_ms": "queue wait", "service_ms": "service time",
@@ -87,7 +78,7 @@ if not cov.get("total_ms"):
     st.stop()
 
 st.caption("Where the time of a request goes: queue, prefill and decode, by prompt and output length, and the "
-           "slowest requests segment by segment.")
+           "slowest requests segment by segment. " + SERVED_NOTE)
 c1, c2 = st.columns(2)
 with c1:
     st.page_link("views/incidents.py", label="Incidents: what went wrong, when, and what to do",

@@ -5,10 +5,12 @@ from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns
 from finops.latency import stats as latency
 from views._shared import (
+    SERVED_NOTE,
     bounded_dataframe,
     current_filters,
     empty_state,
     filter_caption,
+    percentile_note,
     plain,
     query,
     raw_rows_notice,
@@ -21,15 +23,6 @@ FIELD_WORDS = {"total_ms": "total latency", "ttft_ms": "time to first token", "q
 #: why a group may lack a field, said only for the fields it explains (a trace with no latency at all is no API's doing)
 WHY_MISSING = {"queue_ms": "a hosted API reports no queue wait", "service_ms": "a hosted API reports no service split"}
 GROUP_WORDS = {"model": "model", "sla_tier": "SLA tier", "tenant": "tenant", "route": "route", "replica": "replica"}
-
-
-def percentile_note(frame) -> str:
-    """How exact the percentiles of ``frame`` are (finops.latency.stats sets ``attrs['max_rel_error']``)."""
-    err = frame.attrs.get("max_rel_error", 0.0)
-    if err:
-        return (f"Percentiles within {err:.1%} of the exact value: read from the hourly latency sketch written "
-                "when the logs were loaded (a tenant or tier filter, or another grouping, gives exact ones).")
-    return "Exact percentiles (linear interpolation between requests)."
 
 
 st.title("Percentiles")
@@ -62,7 +55,8 @@ bounded_dataframe(table, sort_by="requests", order="the most requests", what="gr
     **{named[c]: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt)
        for c in cols}})
 why = f" ({WHY_MISSING[field]})" if field in WHY_MISSING else ""
-st.caption(percentile_note(pct) + f" {MISSING}: that group's logs carry no {what}{why}. " + source_label())
+st.caption(percentile_note(pct) + f" {SERVED_NOTE} {MISSING}: that group's logs carry no {what}{why}. "
+           + source_label())
 
 # ---------------------------------------------------------------- over time, one panel per model
 st.header(f"{what.capitalize()} over time, per model")
