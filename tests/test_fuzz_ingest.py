@@ -823,6 +823,94 @@ def test_fuzzed_vllm_results_store_the_same_by_sql_and_by_python(tmp_path_factor
                             start=datetime.fromisoformat(start) if start else None)
 
 
+# ---------------------------------------------------------------- the canonical schema's typed reading (DuckDB's readers
+# with the columns' types) against its checked one (every value read as text and checked, as a --map reads it)
+
+canonical_value = st.one_of(st.integers(0, 5000), st.floats(0, 1e4), value,
+                            st.sampled_from(["12", " 7 ", "12.5", "0x10", "1e3", "true", "", "NaN", "-0", "1_000"]))
+
+
+@st.composite
+def canonical_records(draw):
+    """Records of the canonical schema, each field now and then a value of another type or an odd spelling."""
+    out = []
+    for i in range(draw(st.integers(1, 5))):
+        rec = {"request_id": draw(st.one_of(st.just(f"r{i}"), st.none(), text)),
+               "ts": draw(st.one_of(st.just(f"2026-11-20T10:0{i}:00Z"), ts)),
+               "model": draw(st.one_of(st.just("gpt-4o"), text, st.none())),
+               "cache_hit": draw(st.one_of(st.booleans(), st.none(), st.sampled_from(["true", "0", 1, "yes"]))),
+               "status": draw(st.sampled_from(["ok", "error", None]))}
+        for name in ("input_tokens", "output_tokens", "cached_input_tokens", "prompt_chars", "queue_ms", "total_ms",
+                     "cost_usd"):
+            if draw(st.booleans()):
+                rec[name] = draw(canonical_value)
+        out.append(rec)
+    return out
+
+
+@differential
+@given(recs=canonical_records(), form=st.sampled_from(["jsonl", "array", "csv"]))
+def test_fuzzed_canonical_files_store_the_same_typed_and_checked(tmp_path_factory, monkeypatch, recs, form):
+    """A canonical file stores the same by its typed reading (a value that does not fit its type hands the file to
+    the checked reading) as by the checked reading alone (a mapping: no typed reading): rows, counts, rejects."""
+    folder = tmp_path_factory.mktemp("canonical")
+    if form == "csv":
+        names = list(dict.fromkeys(k for r in recs for k in r))
+        f = folder / "r.csv"
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
+        w.writeheader()
+        for r in recs:
+            w.writerow({k: "" if r.get(k) is None else str(r[k]).lower() if isinstance(r.get(k), bool) else r[k]
+                        for k in names})
+        f.write_text(buf.getvalue())
+    else:
+        f = _records_file(folder, recs, "array" if form == "array" else "lines")
+    typed = _stored_rows(f, monkeypatch, False)
+    checked = _stored_rows(f, monkeypatch, False, mapping={"model": "model"})
+    if isinstance(checked, str):    # a refusal: a mapped file is read as generic
+        checked = checked.replace("as generic", "as canonical").replace("valid generic", "valid canonical")
+    assert typed == checked, _differs(typed, checked)
+
+
+def test_a_log_that_grew_a_bad_line_stores_its_rows_without_an_id_once(tmp_path):
+    """A JSON Lines log without request ids, loaded, then loaded again after it grew a line with a bad count: the
+    second file was read checked (the typed reading stops at the bad value), which hashed the rows' times as
+    TIMESTAMPTZ where the typed reading had hashed them as TIMESTAMP, so both earlier rows were stored again."""
+    rows = [{"ts": f"2026-11-20T10:0{i}:00Z", "model": "gpt-4o", "input_tokens": 10 + i, "output_tokens": 5}
+            for i in range(2)]
+    first, grown = tmp_path / "day.jsonl", tmp_path / "day-later.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    grown.write_text(first.read_text() + json.dumps({**rows[0], "ts": "2026-11-20T10:05:00Z", "input_tokens": "abc"})
+                     + "\n")
+    for with_ids in (False, True):          # without ids: read checked both times; with: typed, then checked
+        if with_ids:
+            for f in (first, grown):
+                f.write_text("".join(json.dumps({"request_id": None, **json.loads(line)}) + "\n"
+                                     for line in f.read_text().splitlines()))
+        con = store.connect(":memory:")
+        ingest_path(con, first)
+        again = ingest_path(con, grown)[0]
+        assert (again.rows_read, again.rows_ingested, again.rows_rejected, again.duplicates_skipped) == (3, 0, 1, 2)
+        assert [r["reason"] for r in again.rejects] == ["input_tokens: cannot read abc as a whole number"]
+        assert store.row_count(con) == 2
+        con.close()
+
+
+def test_a_time_no_microsecond_count_holds_is_a_rejected_row_not_a_refused_file(tmp_path):
+    """A time of 9.3e18 (or 1e300, or NaN) since the epoch stopped the whole load at the cast to microseconds
+    ("the file does not parse"): the row is rejected by name and the others load."""
+    f = tmp_path / "r.jsonl"
+    f.write_text(json.dumps({"ts": 9.3e18, "model": "gpt-4o"}) + "\n" + json.dumps({"ts": "1e300", "model": "gpt-4o"})
+                 + "\n" + json.dumps({"ts": 1763632800, "model": "gpt-4o"}) + "\n")
+    con = store.connect(":memory:")
+    r = ingest_path(con, f)[0]
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (3, 1, 2)
+    assert [x["reason"] for x in r.rejects] == ["ts: cannot read 9300000000000000000.0 as a time",
+                                                "ts: cannot read 1e300 as a time"]
+    assert str(con.execute("SELECT ts FROM requests").fetchone()[0]) == "2025-11-20 10:00:00"
+
+
 # ---------------------------------------------------------------- a boolean where a number belongs: the canonical reading
 # rejects a count of true ("cannot read true as a whole number"); the tools' readings took Python's float(True)
 

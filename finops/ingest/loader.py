@@ -330,9 +330,10 @@ def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
     lo, hi = timestamp_window()
     con.execute("SET VARIABLE finops_ts_min = CAST(? AS TIMESTAMP)", [lo])
     con.execute("SET VARIABLE finops_ts_max = CAST(? AS TIMESTAMP)", [hi])
-    # seconds, milliseconds or microseconds since the epoch, told apart by magnitude
+    # seconds, milliseconds or microseconds since the epoch, told apart by magnitude; NULL (the row rejected: "cannot
+    # read ... as a time") for one no microsecond count holds (1e300, NaN: the cast to BIGINT stopped the whole load)
     con.execute("""CREATE OR REPLACE TEMP MACRO finops_epoch(v) AS
-        CASE WHEN v IS NULL THEN NULL
+        CASE WHEN v IS NULL OR NOT isfinite(v) OR abs(v) >= 9223372036854775808.0 THEN NULL
              WHEN abs(v) < 1e11 THEN make_timestamp(CAST(v * 1e6 AS BIGINT))
              WHEN abs(v) < 1e14 THEN make_timestamp(CAST(v * 1e3 AS BIGINT))
              ELSE make_timestamp(CAST(v AS BIGINT)) END""")

@@ -46,14 +46,15 @@ def _json_number_sql(x: str, name: str) -> str:
     return f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) THEN {d} ELSE error('{name}: not a number: read checked') END"
 
 
-def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str]:
-    """``(table function call, params, source columns, ordinal column, _row expression)``: the path,
+def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str, dict]:
+    """``(table function call, params, source columns, ordinal column, _row expression, the JSON reader's
+    detected column types (a JSON file read checked; else empty))``: the path,
     the delimiter and the column types go in as parameters (a view staged from it reads them from
     variables: see :func:`finops.sql.view_body`)."""
     path = str(p.path)
     if p.kind == "parquet":
         return ("read_parquet(?, file_row_number = true)", [path], list(p.columns),
-                "file_row_number", "file_row_number + 1")
+                "file_row_number", "file_row_number + 1", {})
     if p.kind == "csv":
         cols = list(p.columns)
         if len(set(cols)) != len(cols):
@@ -69,7 +70,7 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         call = ("read_csv(?, auto_detect = false, delim = ?, quote = '\"', escape = '\"', "
                 "header = false, skip = 1, columns = ?, null_padding = true, strict_mode = false, "
                 "compression = 'auto'" + (", parallel = false" if p.serial_csv else "") + ")")
-        return call, [path, p.delimiter, spec], cols, "ordinality", "ordinality + 1"
+        return call, [path, p.delimiter, spec], cols, "ordinality", "ordinality + 1", {}
     if p.kind in ("jsonl", "json"):
         fmt = "newline_delimited" if p.kind == "jsonl" else "array"
         # untyped (the fallback after a typed read failed on a value): detect types from every row, so a
@@ -88,15 +89,15 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
             # Unpacked and returned element by element so that the SQL-vocabulary check
             # (tests/test_sql_vocabulary.py) judges each element by its own source, a *_sql function
             body, params, cols, ordinal, row = _mixed_records_sql(con, p, call, [path, fmt])
-            return body, params, cols, ordinal, row
+            return body, params, cols, ordinal, row, {}
         if typed:
             # canonical names parse straight into their types (as fast as an untyped read); a value
             # that does not fit fails the read, and the caller falls back to the checked path
             types = {c: JSON_TYPED.get(schema.TYPES[c], schema.TYPES[c]) if c in schema.TYPES
                      else "JSON" if t == '"NULL"' else t for c, t in described}
             call = call.replace("compression = 'auto')", "compression = 'auto', columns = ?)")
-            return call, [path, fmt, types], cols, "ordinality", "ordinality"
-        return call, [path, fmt], cols, "ordinality", "ordinality"
+            return call, [path, fmt, types], cols, "ordinality", "ordinality", {}
+        return call, [path, fmt], cols, "ordinality", "ordinality", dict(described)
     raise InputError(f"not a table (CSV, JSON Lines, JSON array or Parquet): looks like {p.kind}", file=p.name)
 
 
@@ -186,7 +187,7 @@ def relation_sql(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool = False,
     reads a file on one thread, so the loader numbers those rows by their position
     once staged instead (the first is :data:`FIRST_ROW`).
     """
-    call, params, cols, ordinal, row = _reader(con, p, typed)
+    call, params, cols, ordinal, row, _ = _reader(con, p, typed)
     return _rows_sql(call, ordinal, row, numbered), params, cols
 
 
@@ -258,7 +259,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         typed = False       # every row would be hashed from its text (below)
     typed_csv = typed and p.kind == "csv"
     typed_json = typed and p.kind in ("json", "jsonl")
-    call, params, cols, ordinal, row = _reader(con, p, typed)
+    call, params, cols, ordinal, row, source_types = _reader(con, p, typed)
     # the numbers the typed JSON reading read as text, as their types (the typed values its content hash had)
     numbers = {c: _json_number_sql(quote_ident(c), c) for c in cols
                if typed_json and JSON_TYPED.get(schema.TYPES.get(c)) == "VARCHAR"}
@@ -311,9 +312,12 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
-    # (a time read typed from JSON as TIMESTAMPTZ is hashed as the TIMESTAMP it is in UTC, as it was read before)
-    content = ", ".join(f"{quote_ident(c)} := " + (f"CAST({quote_ident(c)} AS TIMESTAMP)"
-                                                   if typed_json and schema.TYPES.get(c) == "TIMESTAMP"
+    # (a canonical JSON file's time is hashed as the TIMESTAMP it is in UTC, as the typed reading reads it, where the
+    # checked reading's detection made it a TIMESTAMPTZ: a row then hashes the same by either reading, and a log
+    # that grew a bad line, read checked, does not store its earlier rows again)
+    utc_ts = p.kind in ("json", "jsonl") and mapping.get("ts") == "ts" and (
+        typed or str(source_types.get("ts", "")).upper().startswith("TIMESTAMP WITH TIME ZONE"))
+    content = ", ".join(f"{quote_ident(c)} := " + (f"CAST({quote_ident(c)} AS TIMESTAMP)" if c == "ts" and utc_ts
                                                    else numbers.get(c, quote_ident(c)))
                         for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
