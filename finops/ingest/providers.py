@@ -233,9 +233,8 @@ def _count_sql(x: str, what: str) -> str:
     'true') as the DOUBLE the Python path's ``_count`` reads, NULL for null; error() for anything else (true or
     false, which a DOUBLE column read as 1 or 0 where the Python path rejects the row; text that is no number;
     NaN), and the Python path reads the file."""
-    d = f"TRY_CAST({x} AS DOUBLE)"
-    return (f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) AND NOT regexp_matches({x}, '[^\\x20-\\x7e]') "
-            f"THEN {d} ELSE error('{what} fast path: a count that is not a number') END")
+    d = f"TRY_CAST({x} AS DOUBLE)"     # NULL for any text with a character past ASCII, as _num reads it
+    return f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) THEN {d} ELSE error('{what} fast path: a count that is not a number') END"
 
 
 # The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
