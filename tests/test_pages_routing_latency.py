@@ -97,5 +97,12 @@ def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_inclu
     p99 = next(c for c in table.columns if c.endswith("p99"))
     assert table["requests"].iloc[0] == 3
     assert table[p99].iloc[0] == pytest.approx(np.percentile([100.0, 200.0, 5000.0], 99) / 1000, rel=0.01)  # s
+    assert "carry no total latency" not in texts(at)        # said only where a group has no figure to show
     latency = run_page(path, "views/latency.py")
     assert not latency.exception and "failed and timed-out ones too" in texts(latency)
+    con = store.connect(path)
+    (tmp_path / "more.jsonl").write_text(json.dumps({"request_id": "x", "ts": "2026-03-02T10:09:00", "model": "llama",
+                                                     "input_tokens": 1, "output_tokens": 1}) + "\n")
+    ingest_path(con, tmp_path / "more.jsonl", IngestOptions())
+    con.close()
+    assert "—: that group's logs carry no total latency" in texts(run_page(path, "views/percentiles.py"))

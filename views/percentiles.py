@@ -55,8 +55,8 @@ bounded_dataframe(table, sort_by="requests", order="the most requests", what="gr
     **{named[c]: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt)
        for c in cols}})
 why = f" ({WHY_MISSING[field]})" if field in WHY_MISSING else ""
-st.caption(percentile_note(pct) + f" {SERVED_NOTE} {MISSING}: that group's logs carry no {what}{why}. "
-           + source_label())
+absent = f" {MISSING}: that group's logs carry no {what}{why}." if pct[cols].isna().to_numpy().any() else ""
+st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent} " + source_label())
 
 # ---------------------------------------------------------------- over time, one panel per model
 st.header(f"{what.capitalize()} over time, per model")
