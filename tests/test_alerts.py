@@ -250,6 +250,7 @@ def test_a_store_whose_requests_all_fail_in_small_hours_raises_a_critical_alert(
     assert_allclose(alerts.wilson_lower(480, 480), 480 / (480 + 3.09 ** 2))
     assert ("480 of 480 requests failed over 24 hours of fewer than 50 requests each, judged together "
             "(99.9% lower bound 98.0%)") in row.message
+    assert "UTC, 24 windows of an hour; worst:" in row.message         # was "1 window of an hour" over 24 hours
     assert alerts.unjudged(con).query("rule == 'error_rate'").empty
 
 

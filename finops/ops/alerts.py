@@ -333,14 +333,14 @@ def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
     pooled = pooled[pooled["lower"] > rule.threshold]
     fired = pd.DataFrame({"model": big["model"], "tenant": big["tenant"], "window_start": big[grain],
                           "window_end": big[grain] + step, "value": big["errors"] / big["requests"],
-                          "threshold": rule.threshold,
+                          "threshold": rule.threshold, "windows": 1,
                           "detail": [f"{int(e):,} of {n:,} requests failed (99.9% lower bound {lo:.1%})"
                                      for e, n, lo in zip(big["errors"], big["requests"], big["lower"], strict=True)]})
     if pooled.empty:
         return fired
     more = pd.DataFrame({"model": pooled["model"], "tenant": pooled["tenant"], "window_start": pooled["first"],
                          "window_end": pooled["last"] + step, "value": pooled["errors"] / pooled["requests"],
-                         "threshold": rule.threshold,
+                         "threshold": rule.threshold, "windows": pooled["windows"],
                          "detail": [f"{int(e):,} of {int(n):,} requests failed over {w} {grain}s of fewer than "
                                     f"{need} requests each, judged together (99.9% lower bound {lo:.1%})"
                                     for e, n, w, lo in zip(pooled["errors"], pooled["requests"], pooled["windows"],
@@ -740,6 +740,8 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
         # an evaluator may give each row its own end (a pooled span); else a window is one step long
         ends = (pd.to_datetime(g["window_end"]).tolist() if "window_end" in g else [s + step for s in starts])
         values, details = g["value"].tolist(), g["detail"].tolist()
+        # the windows each row stands for: one, or a pooled row's count (48 hours judged together were "1 window")
+        counts = [int(c) for c in g["windows"]] if "windows" in g else [1] * len(starts)
         run = [0]
         for i in range(1, len(starts) + 1):
             if i < len(starts) and starts[i] == ends[i - 1]:
@@ -750,8 +752,8 @@ def _episodes(rule: AlertRule, fired: pd.DataFrame) -> list[dict]:
                 # of 100 % unpriced traffic named the first day's model in the second day's alert)
                 k = worst(run, key=lambda j: values[j])
                 start, end = starts[run[0]], ends[run[-1]]
-                n = len(run)
-                span = f"{n} window{'s' if n > 1 else ''} of " + WINDOW_NAMES.get(
+                n = sum(counts[j] for j in run)
+                span = f"{n:,} window{'s' if n > 1 else ''} of " + WINDOW_NAMES.get(
                     "hour" if rule.name.startswith("gpu_") else rule.window, rule.window)
                 if rule.name == "budget_forecast":
                     span = "the month so far"
