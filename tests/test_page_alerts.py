@@ -65,12 +65,17 @@ def test_alerts_page_groups_acknowledges_snoozes_and_sends_a_test(db, receiver):
 
     # acknowledge the pair of gpt-4o alerts (the second group)
     pair = next(g for g in groups if len(g.alerts) == 2)
+    assert at.selectbox(key=f"pick_{pair.key}").options[0] == "all 2 alerts of this group"        # then each
+    assert len(at.selectbox(key=f"pick_{pair.key}").options) == 3
     at.text_input(key=f"who_{pair.key}").input("Ada <script>")
     at.text_input(key=f"note_{pair.key}").input("on it")
     next(b for b in at.button if b.label == "Acknowledge" and pair.key in str(b.form_id)).click().run()
     assert not at.exception
-    # snooze the gpt-4o-mini alert for a day
+    # snooze the gpt-4o-mini alert for a day (a group of one: that alert is the one choice, named)
     mini = next(g for g in groups if g.model == "gpt-4o-mini")
+    one = at.selectbox(key=f"pick_{mini.key}")
+    assert one.options == [f"this alert: {alerts.rule_name(mini.alerts['rule'].iloc[0])} · "
+                           f"{mini.alerts['tenant'].iloc[0]} · {mini.alerts['window_start'].iloc[0]:%Y-%m-%d %H:%M}"]
     at.text_input(key=f"who_{mini.key}").input("Grace")
     at.selectbox(key=f"for_{mini.key}").select("1 day")
     next(b for b in at.button if b.label == "Snooze" and mini.key in str(b.form_id)).click().run()

@@ -101,9 +101,11 @@ else:
             if not can("ack_alerts"):
                 continue
             with st.form(f"act_{g.key}"):
-                labels = {"all": f"all {len(g.alerts)} alerts of this group"}
-                labels.update({a.alert_id: f"{alerts.rule_name(a.rule)} · {a.tenant} · {a.window_start:%Y-%m-%d %H:%M}"
-                               for a in g.alerts.itertuples(index=False)})
+                named = {a.alert_id: f"{alerts.rule_name(a.rule)} · {a.tenant} · {a.window_start:%Y-%m-%d %H:%M}"
+                         for a in g.alerts.itertuples(index=False)}
+                # a group of one alert: that alert, once (not "all 1 alerts of this group" and then it again)
+                labels = ({"all": f"this alert: {next(iter(named.values()))}"} if len(named) == 1
+                          else {"all": f"all {len(named):,} alerts of this group", **named})
                 pick = st.selectbox("Apply to", list(labels), format_func=labels.get, key=f"pick_{g.key}")
                 c1, c2 = st.columns(2)
                 who = c1.text_input("Your name", value=st.session_state.get("alert_actor", current_access().user),
