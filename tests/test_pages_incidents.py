@@ -167,3 +167,25 @@ def test_alerts_page_names_every_rule_it_judged_when_none_fired(tmp_path):
     assert said == ("No alert fired in this period. Rules judged, each within its threshold: error rate, P99 over the "
                     "tier's SLA, GPU utilisation high, GPU utilisation low, queue growing, daily spend spike, budget "
                     "forecast passed and unpriced traffic.")
+
+
+def test_a_timeline_entry_that_ends_on_another_day_shows_that_day(tmp_path):
+    """Two days of a model failing 1 request in 30 an hour: one error-rate alert from 2026-11-20 00:00 to 11-22
+    00:00. Its timeline row read "11-20 00:00 | 00:00" (the To column in hours only: the same day's midnight?)."""
+    import json
+
+    from finops.ingest import IngestOptions, ingest_path
+    rows = [{"request_id": f"a{h}-{k}", "ts": f"2026-11-{20 + h // 24}T{h % 24:02d}:{k * 2:02d}:00Z",
+             "model": "gpt-4o-mini", "input_tokens": 500, "output_tokens": 100, "total_ms": 900.0,
+             "status": "error" if k == 7 else "ok"} for h in range(48) for k in range(30)]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "s.duckdb")
+    con = store.connect(path)
+    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
+    con.close()
+    at = run_page(path, "views/incidents.py")
+    _ok(at)
+    line = next(d for d in at.dataframe if list(d.value.columns[:2]) == ["at", "until"])
+    assert line.value["until"].iloc[0].strftime("%m-%d %H:%M") == "11-22 00:00"
+    assert json.loads(line.proto.columns)["until"]["type_config"]["format"] == "MM-DD HH:mm"
+    assert [m.label for m in at.metric][-1] == "Alert time"

@@ -1,4 +1,5 @@
 """Incidents: what went wrong, for whom, since when, and the one thing to do about it."""
+import pandas as pd
 import streamlit as st
 
 from finops import sql, store
@@ -97,13 +98,20 @@ else:
                 m2.metric("Requests hit", f"{inc.affected:,}",
                           help="Failed, answered over their tier's SLA, or (a decode finding) slower in decode "
                                "than the finding's cut.")
-                m3.metric("SLA alert time", incidents.minutes_text(inc.sla_minutes) if inc.sla_minutes else "none")
+                m3.metric("Alert time", incidents.minutes_text(inc.sla_minutes) if inc.sla_minutes else "none",
+                          help="How long the model's SLA (P99 latency) or error-rate alerts lasted in the incident, "
+                               "overlaps counted once.")
                 st.caption(f"{incidents.span_text(inc.start, inc.end)} · model {plain(inc.model)}"
                            + (f" · tenants hit: {', '.join(plain(t) for t in inc.tenants)}" if inc.tenants else ""))
             st.markdown("**Timeline**")
-            st.dataframe(inc.timeline, hide_index=True, placeholder=MISSING, column_config={
+            # an entry that ends on another day shows that day ("00:00" read as the same day's midnight)
+            line = inc.timeline
+            began, ended = pd.to_datetime(line["at"]), pd.to_datetime(line["until"])
+            other_day = bool((ended.notna() & began.notna() & (ended.dt.normalize() != began.dt.normalize())).any())
+            st.dataframe(line, hide_index=True, placeholder=MISSING, column_config={
                 "at": st.column_config.DatetimeColumn("From (UTC)", format="MM-DD HH:mm", width=95),
-                "until": st.column_config.DatetimeColumn("To", format="HH:mm", width=55),
+                "until": st.column_config.DatetimeColumn("To", format="MM-DD HH:mm" if other_day else "HH:mm",
+                                                         width=95 if other_day else 55),
                 "kind": st.column_config.TextColumn("Source", width=80),
                 "severity": st.column_config.TextColumn("Severity", width=75),
                 "what": st.column_config.TextColumn("What happened", width=820)})
