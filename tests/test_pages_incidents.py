@@ -97,7 +97,8 @@ def test_overview_lists_incidents_with_links(demo_db):
     _ok(closed)
     assert plain(worst.title) not in texts(closed) and "Open to group the alerts" in texts(closed)
     assert "service alerts open in this period on" in texts(closed)
-    assert f"{worst.affected:,} of {worst.requests:,} requests hit" in texts(at)
+    hit = f"{worst.affected:,} of {worst.requests:,}"           # in the title (a failure's), else after the span
+    assert (hit in worst.title) != (f"{hit} requests hit" in texts(at))
 
 
 def _quiet_hours_store(path, **columns):
@@ -189,3 +190,4 @@ def test_a_timeline_entry_that_ends_on_another_day_shows_that_day(tmp_path):
     assert line.value["until"].iloc[0].strftime("%m-%d %H:%M") == "11-22 00:00"
     assert json.loads(line.proto.columns)["until"]["type_config"]["format"] == "MM-DD HH:mm"
     assert [m.label for m in at.metric][-1] == "Alert time"
+    assert at.expander[0].label.count("48 of 1,440") == 1          # the title counts them: not said twice
