@@ -69,13 +69,17 @@ def duration_ms(x, decimals: int = 0, fine: bool = False) -> str:
 def share(x, decimals: int = 1) -> str:
     """A share of a count as a percent: one request in 20,026 is not '0.0%' beside a count that says it exists.
 
-    >>> share(0.016), share(1 / 20_026), share(0), share(1.0), share(None)
-    ('1.6%', '< 0.1%', '0.0%', '100.0%', '—')
+    Nor is $479.99 of $480.20 '100.0%' (all of it): it is '> 99.9%'.
+
+    >>> share(0.016), share(1 / 20_026), share(0), share(1.0), share(None), share(479.99 / 480.20)
+    ('1.6%', '< 0.1%', '0.0%', '100.0%', '—', '> 99.9%')
     """
     if _missing(x):
         return MISSING
     least = 10.0 ** -(decimals + 2)
-    return f"< {least:.{decimals}%}" if 0 < x < least / 2 else f"{x:.{decimals}%}"
+    if 0 < x < least / 2:
+        return f"< {least:.{decimals}%}"
+    return f"> {1 - least:.{decimals}%}" if 1 - least / 2 <= x < 1 else f"{x:.{decimals}%}"
 
 
 def counted(n, noun: str) -> str:

@@ -321,3 +321,32 @@ def test_one_unpriced_request_in_thousands_is_no_zero_share(tmp_path):
     assert any("No price for 1 model(s), < 0.1% of all requests," in w.value for w in at.warning)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Cache hit rate"] == "< 0.1%" and metrics["Cache hits"] == "1"
+
+
+def test_overview_idle_banner_neither_rounds_to_all_nor_names_fleets_that_ran_no_hour(tmp_path):
+    """A self-hosted model serving one request an hour for two days beside an API model: $479.99 of $480.20 is
+    idle GPU capacity, which the banner said was "100.0 %" (all of it); its note named every self-hosted model
+    of the price book, llama-3.1-70b too, which served nothing and was billed nothing."""
+    from finops import store
+    from finops.filters import Filters
+    from finops.ingest import IngestOptions, ingest_path
+    from finops.spend import costviews
+    rows = [{"request_id": f"a{h}-{k}", "ts": f"2026-11-{20 + h // 24}T{h % 24:02d}:{k * 2:02d}:00Z",
+             "model": "gpt-4o-mini", "input_tokens": 500, "output_tokens": 100, "total_ms": 900.0}
+            for h in range(48) for k in range(30)]
+    rows += [{"request_id": f"b{h}", "ts": f"2026-11-{20 + h // 24}T{h % 24:02d}:30:00Z", "model": "llama-3.1-8b",
+              "input_tokens": 300, "output_tokens": 80, "total_ms": 1200.0} for h in range(48)]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "s.duckdb")
+    con = store.connect(path)
+    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
+    k = costviews.kpis_with_change(con, Filters())
+    fleet = costviews.gpu_fleet(con, Filters()).summary.set_index("model")
+    con.close()
+    assert 0.9995 < k.idle_share < 1 and k.idle_usd == pytest.approx(fleet.loc["llama-3.1-8b", "idle_usd"])
+    at = run_page(path)
+    assert not at.exception, [e.value for e in at.exception]
+    banner = next(w.value for w in at.warning if "idle self-hosted GPU capacity" in w.value)
+    assert "(> 99.9%) of this spend is idle" in banner
+    note = next(c.value for c in at.caption if "billed while the model served traffic" in c.value)
+    assert note.startswith("llama-3.1-8b: billed while") and "70b" not in note

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts
-from finops.fmt import MISSING, in_words, usd
+from finops.fmt import MISSING, in_words, share, usd
 from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
@@ -66,10 +66,12 @@ else:
 notes.append(source_label())
 st.caption(" ".join(notes))
 if k.idle_share is not None and k.idle_share >= 0.05:
-    st.warning(f"**{usd(k.idle_usd)} ({100 * k.idle_share:.1f} %) of this spend is idle self-hosted GPU capacity**: "
+    st.warning(f"**{usd(k.idle_usd)} ({share(k.idle_share)}) of this spend is idle self-hosted GPU capacity**: "
                "GPU hours paid for that served no request. The Cost page shows it per model and hour.",
                icon=":material/memory:")
-    by_traffic = query(fleets.billing_basis).query("billed_by == 'traffic'")["model"]
+    # the fleets of this spend billed by their traffic (not every self-hosted model of the price book)
+    fleet = query(costviews.gpu_fleet, f).summary
+    by_traffic = fleet[(fleet["billed_by"] == "traffic") & (fleet["fleet_cost_usd"] > 0)]["model"]
     if len(by_traffic):
         st.caption(f"{', '.join(plain(m) for m in by_traffic)}: {fleets.TRAFFIC_NOTE} (Data page).")
 
