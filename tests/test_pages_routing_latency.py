@@ -106,3 +106,23 @@ def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_inclu
     ingest_path(con, tmp_path / "more.jsonl", IngestOptions())
     con.close()
     assert "—: that group's logs carry no total latency" in texts(run_page(path, "views/percentiles.py"))
+
+
+def test_logs_that_name_no_route_are_shared_by_model_first(tmp_path, gateway_db):
+    """Logs with no route drew "Share of spend by route" as one 100 % band of '(none)'; they open by model, and
+    by route they say why the band is one. Logs that name routes still open by route."""
+    import json
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:0{i}:00", "model": m, "input_tokens": 100,
+             "output_tokens": 10} for i, m in enumerate(["gpt-4o", "gpt-4o-mini", "gpt-4o"])]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "s.duckdb")
+    con = store.connect(path)
+    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
+    con.close()
+    at = run_page(path, "views/routing.py")
+    assert not at.exception and at.segmented_control(key="mix_dim").value == "model"
+    assert "These logs name no route" not in texts(at)
+    by_route = run_page(path, "views/routing.py", query_params={"mix_dim": "route"})
+    assert not by_route.exception and "These logs name no route" in texts(by_route)
+    routed = run_page(gateway_db, "views/routing.py")
+    assert not routed.exception and routed.segmented_control(key="mix_dim").value == "route"

@@ -38,8 +38,13 @@ unpriced_banner()               # spend, forecasts and what-ifs count unpriced t
 # ---------------------------------------------------------------- mix
 st.header("Where requests go")
 c1, c2 = st.columns(2)
-dim = c1.segmented_control("Share by", ["route", "model"], default="route", key="mix_dim", bind="query-params") \
-    or "route"
+# logs that name no route (a provider's export, a trace) split by model first: by route they are one "(none)"
+no_route = set(query(routing.mix, f, "route")["series"]) <= {"(none)"}
+dim = c1.segmented_control("Share by", ["route", "model"], default="model" if no_route else "route", key="mix_dim",
+                           bind="query-params") or ("model" if no_route else "route")
+if dim == "route" and no_route:
+    st.info("These logs name no route (the gateway's `route` field), so every request is '(none)' below: "
+            "share by model instead.", icon=":material/alt_route:")
 measure = c2.segmented_control("Share of", list(MEASURES), default="spend", key="mix_measure",
                                bind="query-params") or "spend"
 share = MEASURES[measure]
