@@ -76,7 +76,8 @@ else:
         st.info("These budgets are examples the sample store was built with; set your own under \"Set budgets\".",
                 icon=":material/info:")
     c = st.columns(4)
-    c[0].metric("Tenants forecast over budget", f"{int(n.get('over budget', 0))} of {len(budgeted)}",
+    c[0].metric("Tenants forecast over budget",
+                f"{int(n.get('over budget', 0))} of {len(budgeted)}" if len(budgeted) else "no budget set",
                 help="Forecast month-end spend above the budget.", border=True)
     c[1].metric("Tenants at risk", f"{int(n.get('at risk', 0))}", border=True,
                 help=f"Forecast within budget, but the upper end of the {100 * report.confidence:.0f} % "
