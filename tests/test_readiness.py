@@ -65,8 +65,14 @@ def test_instance_plan_redundancy_band():
     con.execute("INSERT INTO prices (model, kind, gpu_hour_usd, gpus_per_replica, replicas, slots_per_replica) "
                 "VALUES ('m-self', 'self_hosted', 1.0, 1, 15, 1)")
     assert _status(con)["instance_plan"] == "manual"             # no load test, no traffic: nothing to judge
+    # what the fleet lacks, named (it said "no self-hosted model has replicas in the price book, a load test and
+    # traffic in this store" of a fleet with replicas: which of the three was missing?)
+    evidence = readiness.checklist(con).set_index("id").loc["instance_plan", "evidence"]
+    assert evidence.startswith("no plan from this store: m-self: no load test, no traffic in this store (")
     _load_test_run(con, "m-self", completed=1, duration_s=1000)  # one instance does 0.001 req/s
     assert _status(con)["instance_plan"] == "manual"             # still no traffic
+    evidence = readiness.checklist(con).set_index("id").loc["instance_plan", "evidence"]
+    assert evidence.startswith("no plan from this store: m-self: no traffic in this store (")
     ts = [datetime(2026, 1, 2, 10, m) for m in range(40)]        # busiest hour: 40 requests = 0.0111 req/s
     ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(40)], "ts": ts, "model": "m-self"}))
     row = readiness.checklist(con).set_index("id").loc["instance_plan"]

@@ -85,17 +85,23 @@ SELECT model, max(served) / 3600.0 FROM (
   GROUP BY ALL)
 GROUP BY model""", list(LOAD_TEST_FORMATS)).fetchall())
     points = loadtests.benchmark_points(con)
-    plans = []
+    plans, lacking = [], []
     for model, replicas in fleets:
         runs = points[(points["model"] == model) & (points["qps"] > 0)]
         if runs.empty or not peaks.get(model):
+            lacking.append(f"{model}: no " + ", no ".join(
+                what for what, missing in (("load test", runs.empty), ("traffic in this store", not peaks.get(model)))
+                if missing))
             continue
         best = runs.loc[runs["qps"].idxmax()]
         instances = math.ceil(peaks[model] / best.qps - 1e-9)
         plans.append((model, int(replicas), instances, int(replicas) / instances - 1, float(best.qps)))
     if not plans:
-        return Check("manual", "no self-hosted model has replicas in the price book, a load test and traffic in this "
-                               "store: tick when the plan exists elsewhere")
+        # what each fleet lacks, so the person knows what to load (a list of the three needs read as a puzzle)
+        why = ("; ".join(lacking[:3]) + (f"; {len(lacking) - 3:,} more" if len(lacking) > 3 else "") if lacking
+               else "no self-hosted model has replicas in the price book")
+        return Check("manual", f"no plan from this store: {why} (a plan needs replicas in the price book, a load "
+                               "test and traffic); tick when the plan exists elsewhere")
     lo, hi = REDUNDANCY_BAND
     what = "; ".join(f"{m}: {r:,} replicas for the {n:,} instances its busiest hour needs at {number(q, 3)} req/s per "
                      f"instance, {red:.0%} redundancy" for m, r, n, red, q in plans)
