@@ -722,8 +722,9 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     x_scale = alt.Scale(type="log" if scale == "log" else "linear", nice=False,
                         domain=[float(data["lo"].min()), float(data["hi"].max())] if len(data) else alt.Undefined)
     x_title = f"{field_label} ({'ms, log scale' if scale == 'log' else 'ms'})"
+    # under 1 ms in significant digits: two places wrote a tick of 0.003 ms as "0" on a log axis
     x = alt.X("lo:Q", title=x_title, scale=x_scale, axis=alt.Axis(
-        labelExpr="datum.value >= 1 ? format(datum.value, ',.0f') : format(datum.value, '.2~f')"))
+        labelExpr="datum.value >= 1 ? format(datum.value, ',.0f') : format(datum.value, '.2~r')"))
     bars = _chart(data).mark_rect(color=PALETTE[0], opacity=0.85).encode(
         # whole requests: no tick between 0 and 1 (a model with 7 queued requests read 0.2, 0.4, ... requests)
         x=x, x2="hi:Q", y=alt.Y("count:Q", title="Requests", axis=alt.Axis(tickMinStep=1, format=",d")), y2=alt.datum(0),

@@ -305,3 +305,11 @@ def test_the_slowest_requests_carry_the_year_where_it_is_not_this_one():
     this_year = slow.iloc[[1]].reset_index(drop=True)
     labels = {r["label"] for d in charts.slowest_traces(this_year).to_dict()["datasets"].values() for r in d}
     assert labels == {"1. 01-05 09:00:01 · b"}
+
+
+def test_a_log_queue_axis_labels_a_tick_under_a_millisecond_in_significant_digits():
+    # waits from 0.001 ms to 50 ms: d3's '.2~f' wrote the 0.003 ms tick as "0" on the log axis (log(0) is no tick)
+    hist = pd.DataFrame({"lo": [0.0, 0.001, 0.01, 1.0], "hi": [0.001, 0.01, 1.0, 50.0], "count": [3, 1, 5, 9]})
+    spec = charts.queue_histogram(hist, {}, "log").to_dict()
+    expr = (spec["layer"][0] if "layer" in spec else spec)["encoding"]["x"]["axis"]["labelExpr"]
+    assert "format(datum.value, '.2~r')" in expr and "~f" not in expr

@@ -71,7 +71,7 @@ lacking = latency.lacking(cov, ("total_ms", "queue_ms", "service_ms", "ttft_ms",
 if lacking:
     words = [LOG_WORDS[x] for x in lacking]
     st.info("These logs carry no " + (", ".join(words[:-1]) + " or " if len(words) > 1 else "") + words[-1]
-            + ": the views that need them say so and are left out. Cache hits are not counted on this page.",
+            + ": the views that need them say so and are left out.",
             icon=":material/info:")
 if not cov.get("total_ms"):
     empty_state("These logs carry no total latency, so there is no latency to show.")
