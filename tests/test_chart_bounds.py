@@ -313,3 +313,15 @@ def test_a_log_queue_axis_labels_a_tick_under_a_millisecond_in_significant_digit
     spec = charts.queue_histogram(hist, {}, "log").to_dict()
     expr = (spec["layer"][0] if "layer" in spec else spec)["encoding"]["x"]["axis"]["labelExpr"]
     assert "format(datum.value, '.2~r')" in expr and "~f" not in expr
+
+
+def test_a_narrow_band_of_latencies_fills_its_log_axis():
+    # P50 to P99 between 1.2 and 1.7 s drew on an axis from 1 to 10 s (Vega's nice log domain: whole decades),
+    # the three lines along its floor; the axis spans the data and a margin of 1.3x either side
+    over = pd.DataFrame({"ts": pd.date_range("2026-11-20", periods=3, freq="h"), "requests": [30, 30, 30],
+                         "p50": [1200.0, 1250.0, 1210.0], "p95": [1600.0, 1650.0, 1500.0], "p99": [1700.0, 1690.0, 1650.0]})
+    y = charts.percentile_panel(over, "hour", "total latency", "t").to_dict()["encoding"]["y"]
+    assert y["scale"]["type"] == "log" and y["scale"]["nice"] is False
+    assert y["scale"]["domain"] == pytest.approx([1.2 / 1.3, 1.7 * 1.3])            # seconds
+    empty = charts.percentile_panel(over.assign(p50=0.0, p95=0.0, p99=0.0), "hour", "total latency", "t").to_dict()
+    assert "domain" not in empty["encoding"]["y"]["scale"]                          # nothing to draw: no domain
