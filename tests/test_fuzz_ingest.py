@@ -866,10 +866,12 @@ def test_fuzzed_canonical_files_store_the_same_typed_and_checked(tmp_path_factor
         f.write_text(buf.getvalue())
     else:
         f = _records_file(folder, recs, "array" if form == "array" else "lines")
+    from finops.ingest import formats
+    from finops.ingest.tabular import mapped_source
     typed = _stored_rows(f, monkeypatch, False)
-    checked = _stored_rows(f, monkeypatch, False, mapping={"model": "model"})
-    if isinstance(checked, str):    # a refusal: a mapped file is read as generic
-        checked = checked.replace("as generic", "as canonical").replace("valid generic", "valid canonical")
+    with monkeypatch.context() as m:        # the canonical reading's checked fallback alone
+        m.setattr(formats, "_read_canonical", lambda con, p, o: mapped_source(con, p, o, hash_as_typed=True))
+        checked = _stored_rows(f, monkeypatch, False)
     assert typed == checked, _differs(typed, checked)
 
 
@@ -976,8 +978,12 @@ def test_a_canonical_json_number_the_typed_reading_cast_is_rejected_by_name_as_t
             rec(4, cost_usd=True), rec(5, input_tokens=12.0, output_tokens="7", cost_usd=" 0.5")]
     f = tmp_path / "canonical.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    from finops.ingest import formats
+    from finops.ingest.tabular import mapped_source
     typed = _stored_rows(f, monkeypatch, False)
-    checked = _stored_rows(f, monkeypatch, False, mapping={"model": "model"})     # a mapping: no typed reading
+    with monkeypatch.context() as m:        # the canonical reading's checked fallback alone
+        m.setattr(formats, "_read_canonical", lambda con, p, o: mapped_source(con, p, o, hash_as_typed=True))
+        checked = _stored_rows(f, monkeypatch, False)
     assert typed == checked, _differs(typed, checked)
     (read, ingested, rejected, _, rejects), rows = typed
     assert (read, ingested, rejected) == (5, 1, 4)

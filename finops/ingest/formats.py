@@ -54,7 +54,7 @@ def _read_canonical(con, p: Probe, options: IngestOptions) -> Source:
     if p.kind not in ("jsonl", "json", "csv") or options.mapping:
         return mapped_source(con, p, options)
     src = mapped_source(con, p, options, typed=True)
-    src.fallback = lambda: mapped_source(con, p, options)
+    src.fallback = lambda: mapped_source(con, p, options, hash_as_typed=True)
     return src
 
 

@@ -243,9 +243,30 @@ def merged_attrs(own: str | None, extra: dict) -> str | None:
     return json.dumps(merged, separators=(",", ":"), default=str)
 
 
+def _hashed_sql(c: str, typed_json: bool, as_typed: bool, numbers: dict[str, str], source_types: dict) -> str:
+    """A column's value in the content hash of a row without an id. The typed JSON reading hashes its time as the
+    TIMESTAMP it is in UTC and its numbers as their types; ``as_typed`` (the checked reading of the same file)
+    hashes a canonical time and number as those too, whatever DuckDB detected (a TIMESTAMPTZ, a count column
+    made text by one bad row, a cost of whole numbers read BIGINT): a row hashes the same by either reading,
+    and a log that grew a bad line, read checked, does not store its earlier rows again. Anything else as read."""
+    q, target = quote_ident(c), schema.TYPES.get(c)
+    if typed_json:
+        return f"CAST({q} AS TIMESTAMP)" if target == "TIMESTAMP" else numbers.get(c, q)
+    if not as_typed:
+        return q
+    if target == "TIMESTAMP":
+        # the loader's reading of a time (the loader imports this module)
+        from finops.ingest.loader import _ts_expr
+        return _ts_expr(q, str(source_types[c]))
+    if target in ("BIGINT", "INTEGER"):
+        return f"TRY_CAST(TRY_CAST({q} AS DOUBLE) AS {target})"
+    return f"TRY_CAST({q} AS DOUBLE)" if target == "DOUBLE" else q
+
+
 def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
                   preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None,
-                  attrs_exprs: dict[str, str] | None = None, typed: bool = False) -> Source:
+                  attrs_exprs: dict[str, str] | None = None, typed: bool = False,
+                  hash_as_typed: bool = False) -> Source:
     """Map a tabular file onto canonical columns.
 
     ``preset`` (canonical -> source column) is applied first, then the user's
@@ -253,7 +274,9 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     unless mapped elsewhere. ``exprs`` gives SQL expressions over the source
     columns for canonical columns that need a computation (a preset's unit
     conversions). Every unmapped column is kept in ``attrs``; ``attrs_exprs`` gives the
-    SQL for a source column's value there (e.g. JSON text kept as JSON).
+    SQL for a source column's value there (e.g. JSON text kept as JSON). ``hash_as_typed`` (the canonical
+    reading's checked fallback of a JSON file): a row without an id hashes its time and numbers as the typed
+    reading does, whatever types the file's other rows made DuckDB detect.
     """
     if typed and p.kind == "csv" and "request_id" not in p.columns:
         typed = False       # every row would be hashed from its text (below)
@@ -312,14 +335,9 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
-    # (a canonical JSON file's time is hashed as the TIMESTAMP it is in UTC, as the typed reading reads it, where the
-    # checked reading's detection made it a TIMESTAMPTZ: a row then hashes the same by either reading, and a log
-    # that grew a bad line, read checked, does not store its earlier rows again)
-    utc_ts = p.kind in ("json", "jsonl") and mapping.get("ts") == "ts" and (
-        typed or str(source_types.get("ts", "")).upper().startswith("TIMESTAMP WITH TIME ZONE"))
-    content = ", ".join(f"{quote_ident(c)} := " + (f"CAST({quote_ident(c)} AS TIMESTAMP)" if c == "ts" and utc_ts
-                                                   else numbers.get(c, quote_ident(c)))
-                        for c in cols)
+    content = ", ".join(
+        f"{quote_ident(c)} := {_hashed_sql(c, typed_json, hash_as_typed and c in source_types, numbers, source_types)}"
+        for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
     if typed_csv:
