@@ -95,6 +95,20 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def store_of_records(folder: Path, rows: list[dict], name: str = "s.duckdb") -> str:
+    """A store at ``folder/name`` holding ``rows`` (canonical records) loaded as a JSON Lines file; its path."""
+    from finops import store
+    from finops.ingest import IngestOptions, ingest_path
+    (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(folder / name)
+    con = store.connect(path)
+    try:
+        ingest_path(con, folder / "records.jsonl", IngestOptions())
+    finally:
+        con.close()
+    return path
+
+
 # ---------------------------------------------------------------- AppTest smoke tests
 
 def run_page(db_path: str, page: str | None = None, timeout: float = 120, query_params: dict | None = None):

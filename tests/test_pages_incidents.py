@@ -4,7 +4,7 @@ import pytest
 from finops import store
 from finops.filters import Filters
 from finops.ops import alerts, incidents
-from helpers import run_page, texts
+from helpers import run_page, store_of_records, texts
 from views._shared import plain
 
 pytestmark = pytest.mark.slow
@@ -175,15 +175,10 @@ def test_a_timeline_entry_that_ends_on_another_day_shows_that_day(tmp_path):
     00:00. Its timeline row read "11-20 00:00 | 00:00" (the To column in hours only: the same day's midnight?)."""
     import json
 
-    from finops.ingest import IngestOptions, ingest_path
     rows = [{"request_id": f"a{h}-{k}", "ts": f"2026-11-{20 + h // 24}T{h % 24:02d}:{k * 2:02d}:00Z",
              "model": "gpt-4o-mini", "input_tokens": 500, "output_tokens": 100, "total_ms": 900.0,
              "status": "error" if k == 7 else "ok"} for h in range(48) for k in range(30)]
-    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = str(tmp_path / "s.duckdb")
-    con = store.connect(path)
-    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
-    con.close()
+    path = store_of_records(tmp_path, rows)
     at = run_page(path, "views/incidents.py")
     _ok(at)
     line = next(d for d in at.dataframe if list(d.value.columns[:2]) == ["at", "until"])

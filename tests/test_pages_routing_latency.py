@@ -3,7 +3,7 @@ import pytest
 
 from finops import store
 from finops.ingest import IngestOptions, ingest_path
-from helpers import DATA, run_page, texts
+from helpers import DATA, run_page, store_of_records, texts
 
 pytestmark = pytest.mark.slow
 PAGES = ("views/routing.py", "views/latency.py")
@@ -85,11 +85,7 @@ def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_inclu
              "output_tokens": 5, "total_ms": ms, "status": status, "cache_hit": hit}
             for i, (ms, status, hit) in enumerate([(100.0, "ok", False), (200.0, "ok", False),
                                                    (5000.0, "error", False), (1.0, "ok", True)])]
-    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = str(tmp_path / "s.duckdb")
-    con = store.connect(path)
-    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
-    con.close()
+    path = store_of_records(tmp_path, rows)
     at = run_page(path, "views/percentiles.py")
     assert not at.exception, [e.value for e in at.exception]
     assert "failed and timed-out ones too" in texts(at) and "cache hits are not" in texts(at)
@@ -111,14 +107,9 @@ def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_inclu
 def test_logs_that_name_no_route_are_shared_by_model_first(tmp_path, gateway_db):
     """Logs with no route drew "Share of spend by route" as one 100 % band of '(none)'; they open by model, and
     by route they say why the band is one. Logs that name routes still open by route."""
-    import json
     rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:0{i}:00", "model": m, "input_tokens": 100,
              "output_tokens": 10} for i, m in enumerate(["gpt-4o", "gpt-4o-mini", "gpt-4o"])]
-    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = str(tmp_path / "s.duckdb")
-    con = store.connect(path)
-    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
-    con.close()
+    path = store_of_records(tmp_path, rows)
     at = run_page(path, "views/routing.py")
     assert not at.exception and at.segmented_control(key="mix_dim").value == "model"
     assert "These logs name no route" not in texts(at)

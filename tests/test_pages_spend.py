@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from finops.spend.costviews import KPI_SPECS, format_value
-from helpers import ROOT, run_page, texts
+from helpers import ROOT, run_page, store_of_records, texts
 
 PAGES = ("views/overview.py", "views/cost.py", "views/budgets.py", "views/data.py")
 NOTHING = {"tenant": "stark-batch", "model": "gpt-4o"}      # a pair with no traffic in the demo fleet
@@ -329,17 +329,14 @@ def test_overview_idle_banner_neither_rounds_to_all_nor_names_fleets_that_ran_no
     of the price book, llama-3.1-70b too, which served nothing and was billed nothing."""
     from finops import store
     from finops.filters import Filters
-    from finops.ingest import IngestOptions, ingest_path
     from finops.spend import costviews
     rows = [{"request_id": f"a{h}-{k}", "ts": f"2026-11-{20 + h // 24}T{h % 24:02d}:{k * 2:02d}:00Z",
              "model": "gpt-4o-mini", "input_tokens": 500, "output_tokens": 100, "total_ms": 900.0}
             for h in range(48) for k in range(30)]
     rows += [{"request_id": f"b{h}", "ts": f"2026-11-{20 + h // 24}T{h % 24:02d}:30:00Z", "model": "llama-3.1-8b",
               "input_tokens": 300, "output_tokens": 80, "total_ms": 1200.0} for h in range(48)]
-    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = str(tmp_path / "s.duckdb")
+    path = store_of_records(tmp_path, rows)
     con = store.connect(path)
-    ingest_path(con, tmp_path / "r.jsonl", IngestOptions())
     k = costviews.kpis_with_change(con, Filters())
     fleet = costviews.gpu_fleet(con, Filters()).summary.set_index("model")
     con.close()
