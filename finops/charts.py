@@ -215,8 +215,11 @@ def _x_time(grain: str, field: str = "period", banded: bool = False, periods=Non
     times drawn, for the year in the labels where they span more than one (:func:`_time_format`)."""
     title, _ = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
     fmt = _time_format(grain, periods)
-    # hourly series span days: let Vega pick day/hour labels; coarser grains get a fixed format
-    axis = alt.Axis(labelAngle=0) if grain == "hour" else alt.Axis(format=fmt, labelAngle=0)
+    # hourly series span days: Vega picks the ticks, labelled on the 24-hour clock as every tooltip and table is
+    # (its own labels read "03 PM"), a midnight by its day
+    hourly = ("utchours(datum.value) == 0 && utcminutes(datum.value) == 0 ? utcFormat(datum.value, '%a %d') "
+              ": utcFormat(datum.value, '%H:%M')")
+    axis = alt.Axis(labelAngle=0, labelExpr=hourly) if grain == "hour" else alt.Axis(format=fmt, labelAngle=0)
     if banded:      # one band per hour/day/week, labelled under its middle
         return alt.X(f"{field}:O", timeUnit=alt.TimeUnitParams(unit=TIME_UNITS.get(grain, "yearmonthdate"), utc=True),
                      title=title, axis=alt.Axis(format=fmt, labelAngle=0, labelOverlap=True))
@@ -1300,7 +1303,8 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
     title = _titled(title, note)
     long = frame.melt(id_vars=["ts", "short"], value_vars=["replicas_billed", "replicas_planned"],
                       var_name="series", value_name="n")
-    names = {"replicas_billed": "billed (schedule)", "replicas_planned": "plan (sizing rule)"}
+    # billed by the schedule or, without one, while the model served traffic: the caption below says which
+    names = {"replicas_billed": "billed", "replicas_planned": "plan (sizing rule)"}
     long["series"] = long["series"].map(names)
     # one hour of a fleet (a model served once) is a point: a line of one point draws nothing
     lines = _chart(long).mark_line(interpolate="step-after", point=_lone_points(long, ["series"], "ts")).encode(

@@ -325,3 +325,14 @@ def test_a_narrow_band_of_latencies_fills_its_log_axis():
     assert y["scale"]["domain"] == pytest.approx([1.2 / 1.3, 1.7 * 1.3])            # seconds
     empty = charts.percentile_panel(over.assign(p50=0.0, p95=0.0, p99=0.0), "hour", "total latency", "t").to_dict()
     assert "domain" not in empty["encoding"]["y"]["scale"]                          # nothing to draw: no domain
+
+
+def test_an_hourly_axis_reads_the_24_hour_clock_and_a_fleet_billed_by_traffic_is_not_called_scheduled():
+    # Vega's own labels of an hourly axis read "03 PM" beside tooltips and tables of "15:00"; the billed line was
+    # "billed (schedule)" for a fleet with no schedule, billed while it served traffic
+    hours = pd.DataFrame({"ts": pd.date_range("2026-11-20", periods=3, freq="h"), "replicas_billed": [4, 4, 4],
+                          "replicas_planned": [2, 2, 2], "short": [False] * 3}).set_index("ts")
+    spec = charts.billed_vs_planned(hours).to_dict()
+    x = spec["layer"][0]["encoding"]["x"]
+    assert "utcFormat(datum.value, '%H:%M')" in x["axis"]["labelExpr"] and x["scale"]["type"] == "utc"
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == ["billed", "plan (sizing rule)"]
