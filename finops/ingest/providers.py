@@ -228,13 +228,13 @@ def _json_text_sql(x: str, kind: str) -> str:
             f"ELSE CAST({x} AS VARCHAR) END")
 
 
-def _count_sql(x: str, what: str) -> str:
+def _count_sql(x: str) -> str:
     """A count read as text (``x``: DuckDB's typed JSON reader writes a number as the file spells it, true as
     'true') as the DOUBLE the Python path's ``_count`` reads, NULL for null; error() for anything else (true or
     false, which a DOUBLE column read as 1 or 0 where the Python path rejects the row; text that is no number;
     NaN), and the Python path reads the file."""
     d = f"TRY_CAST({x} AS DOUBLE)"     # NULL for any text with a character past ASCII, as _num reads it
-    return f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) THEN {d} ELSE error('{what} fast path: a count that is not a number') END"
+    return f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) THEN {d} ELSE error('batch fast path: a count that is not a number') END"
 
 
 # The typed fast path of openai-batch: every field it reads, with its type, so DuckDB parses each line in C++
@@ -247,10 +247,10 @@ _USAGE_TYPE = ("STRUCT(" + ", ".join([f"{n} VARCHAR" for n in _USAGE_COUNTS]
                                      + [f"{n} STRUCT({c} VARCHAR)" for n, c in _USAGE_DETAILS.items()]) + ")")
 
 
-def _usage_sql(x: str, what: str) -> str:
+def _usage_sql(x: str) -> str:
     """The usage struct ``x`` (its counts text) with its counts as numbers (:func:`_count_sql`)."""
-    return ("struct_pack(" + ", ".join([f"{n} := {_count_sql(f'{x}.{n}', what)}" for n in _USAGE_COUNTS]
-                                       + [f"{n} := struct_pack({c} := {_count_sql(f'{x}.{n}.{c}', what)})"
+    return ("struct_pack(" + ", ".join([f"{n} := {_count_sql(f'{x}.{n}')}" for n in _USAGE_COUNTS]
+                                       + [f"{n} := struct_pack({c} := {_count_sql(f'{x}.{n}.{c}')})"
                                           for n, c in _USAGE_DETAILS.items()]) + ")")
 
 
@@ -347,7 +347,7 @@ SELECT _row, CAST(NULL AS VARCHAR) AS _hash, request_id, ts_any AS ts, tenant, m
        ELSE attrs END AS attrs,
   'openai' AS provider, 'batch' AS service_tier,
   CAST(NULL AS VARCHAR) AS cache_write_tokens, CAST(NULL AS VARCHAR) AS cache_write_1h_tokens, reasoning_tokens
-FROM timed""".replace("__USAGE__", _usage_sql("response.body.usage", "openai-batch")).replace(
+FROM timed""".replace("__USAGE__", _usage_sql("response.body.usage")).replace(
     "__ID_TEXT__", _json_text_sql("id", "text")).replace("__ID__", _trim_sql("id_x")).replace(
     "__MODEL_TEXT__", _json_text_sql("response.body.model", "text")).replace("__MODEL__", _trim_sql("model_x")).replace(
     "__FAILURE_CODE__", _t(_json_text_sql("failure.code", "text"))).replace(
@@ -529,13 +529,14 @@ ANTHROPIC_BATCH_TYPES = {       # names and the values attrs keeps as JSON, as O
                "ephemeral_1h_input_tokens VARCHAR), service_tier JSON, server_tool_use JSON)))"),
 }
 #: the counts as numbers (_count_sql), the rest of the usage as it came
-_ANTHROPIC_USAGE = ("struct_pack(" + ", ".join(
-    f"{n} := {_count_sql(f'result.message.usage.{n}', 'anthropic-batch')}"
-    for n in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
-    + ", cache_creation := struct_pack(" + ", ".join(
-    f"{n} := {_count_sql(f'result.message.usage.cache_creation.{n}', 'anthropic-batch')}"
-    for n in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"))
-    + "), service_tier := result.message.usage.service_tier, server_tool_use := result.message.usage.server_tool_use)")
+_ANTHROPIC_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_ANTHROPIC_SPLIT = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+_ANTHROPIC_USAGE = ("struct_pack(" + ", ".join([f"{n} := {_count_sql(f'result.message.usage.{n}')}"
+                                               for n in _ANTHROPIC_COUNTS])
+                    + ", cache_creation := struct_pack(" + ", ".join(
+                        [f"{n} := {_count_sql(f'result.message.usage.cache_creation.{n}')}" for n in _ANTHROPIC_SPLIT])
+                    + "), service_tier := result.message.usage.service_tier, "
+                      "server_tool_use := result.message.usage.server_tool_use)")
 ANTHROPIC_BATCH_FAST_SQL = r"""
 WITH lines AS (
   SELECT ordinality AS _row, custom_id, result.type AS kind, result.message AS m, __USAGE__ AS u,

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finops import schema
+from finops import schema, sql
 from finops.errors import InputError
 from finops.ingest.base import IngestOptions, Probe, Source, blank, missing_id, missing_id_sql, unreadable
 from finops.sql import quote_ident
@@ -39,11 +39,20 @@ def _json_number_sql(x: str, name: str) -> str:
     text, true as 'true') as its column's type; error() for anything the checked reading would not read the same
     (not a number, a count that is not whole or past 2^53, not finite), and the caller reads the file checked,
     which rejects that row by name."""
-    target, d = schema.TYPES[name], f"TRY_CAST({x} AS DOUBLE)"
-    if target in ("BIGINT", "INTEGER"):
+    name = sql.column(name, sql.CANONICAL_COLUMNS)
+    d = f"TRY_CAST({x} AS DOUBLE)"
+    if schema.TYPES[name] in ("BIGINT", "INTEGER"):
         return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {d} = floor({d}) AND abs({d}) < 9007199254740992 "
-                f"THEN CAST({d} AS {target}) ELSE error('{name}: not a whole number: read checked') END")
+                f"THEN CAST({d} AS BIGINT) ELSE error('{name}: not a whole number: read checked') END")
     return f"CASE WHEN {x} IS NULL THEN NULL WHEN isfinite({d}) THEN {d} ELSE error('{name}: not a number: read checked') END"
+
+
+def _typed_value_sql(c: str, typed_json: bool) -> str:
+    """A source column as :func:`mapped_source` reads it: a canonical number the typed JSON reading read as text
+    through :func:`_json_number_sql`, anything else as it came."""
+    if typed_json and JSON_TYPED.get(schema.TYPES.get(c)) == "VARCHAR":
+        return _json_number_sql(quote_ident(c), c)
+    return quote_ident(c)
 
 
 def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str, list, list[str], str, str, dict]:
@@ -243,15 +252,16 @@ def merged_attrs(own: str | None, extra: dict) -> str | None:
     return json.dumps(merged, separators=(",", ":"), default=str)
 
 
-def _hashed_sql(c: str, typed_json: bool, as_typed: bool, numbers: dict[str, str], source_types: dict) -> str:
+def _hashed_sql(c: str, typed_json: bool, as_typed: bool, source_types: dict) -> str:
     """A column's value in the content hash of a row without an id. The typed JSON reading hashes its time as the
     TIMESTAMP it is in UTC and its numbers as their types; ``as_typed`` (the checked reading of the same file)
     hashes a canonical time and number as those too, whatever DuckDB detected (a TIMESTAMPTZ, a count column
     made text by one bad row, a cost of whole numbers read BIGINT): a row hashes the same by either reading,
     and a log that grew a bad line, read checked, does not store its earlier rows again. Anything else as read."""
-    q, target = quote_ident(c), schema.TYPES.get(c)
+    q = quote_ident(c)
+    target = schema.TYPES.get(c)
     if typed_json:
-        return f"CAST({q} AS TIMESTAMP)" if target == "TIMESTAMP" else numbers.get(c, q)
+        return f"CAST({q} AS TIMESTAMP)" if target == "TIMESTAMP" else _typed_value_sql(c, typed_json)
     if not as_typed:
         return q
     if target == "TIMESTAMP":
@@ -259,7 +269,7 @@ def _hashed_sql(c: str, typed_json: bool, as_typed: bool, numbers: dict[str, str
         from finops.ingest.loader import _ts_expr
         return _ts_expr(q, str(source_types[c]))
     if target in ("BIGINT", "INTEGER"):
-        return f"TRY_CAST(TRY_CAST({q} AS DOUBLE) AS {target})"
+        return f"TRY_CAST(TRY_CAST({q} AS DOUBLE) AS BIGINT)"
     return f"TRY_CAST({q} AS DOUBLE)" if target == "DOUBLE" else q
 
 
@@ -283,9 +293,6 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     typed_csv = typed and p.kind == "csv"
     typed_json = typed and p.kind in ("json", "jsonl")
     call, params, cols, ordinal, row, source_types = _reader(con, p, typed)
-    # the numbers the typed JSON reading read as text, as their types (the typed values its content hash had)
-    numbers = {c: _json_number_sql(quote_ident(c), c) for c in cols
-               if typed_json and JSON_TYPED.get(schema.TYPES.get(c)) == "VARCHAR"}
     mapping = user_mapping(options, preset)
     for canon, src in mapping.items():
         if canon not in schema.NAMES:
@@ -308,7 +315,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         if name == "attrs":
             continue
         expr = exprs[name][0] if name in exprs else (
-            numbers.get(mapping[name], quote_ident(mapping[name])) if name in mapping else None)
+            _typed_value_sql(mapping[name], typed_json) if name in mapping else None)
         const = {"model": options.model, "tenant": options.tenant}.get(name)
         if const is not None:
             # the constant where the file gives none: no value, or an empty one (text of spaces, "" in JSON)
@@ -335,9 +342,8 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
-    content = ", ".join(
-        f"{quote_ident(c)} := {_hashed_sql(c, typed_json, hash_as_typed and c in source_types, numbers, source_types)}"
-        for c in cols)
+    content = ", ".join(f"{quote_ident(c)} := {_hashed_sql(c, typed_json, hash_as_typed and c in source_types, source_types)}"
+                        for c in cols)
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
     if typed_csv:
