@@ -77,9 +77,8 @@ else:
                "growing at a peak does that within every SLA). GPU under-use, spend and budget alerts are cost "
                "matters and stay on the alerts list.")
     for n, inc in enumerate(items):
-        hit = f"{inc.affected:,} of {inc.requests:,}"      # said once: a failure's title already counts them
         label = (f":{SEVERITY_COLOUR[inc.severity]}[**{inc.severity}**] {plain(inc.title)} · {inc.start:%a %Y-%m-%d}"
-                 + ("" if hit in inc.title else f" · {hit} requests hit"))
+                 + incidents.hit_suffix(inc.title, inc.affected, inc.requests))
         box = st.expander(label, expanded=(inc.key == linked) or (linked is None and n == 0),
                           icon=SEVERITY_ICON[inc.severity], key=f"inc_open_{inc.key}", on_change="rerun")
         if not box.open:        # a closed incident's tables are not built: the list stays quick

@@ -181,10 +181,9 @@ else:
                 for inc in found.head(SHORT_LIST).itertuples(index=False):
                     with st.container(border=True):
                         c1, c2 = st.columns([5, 1], vertical_alignment="center")
-                        hit = f"{inc.affected:,} of {inc.requests:,}"      # once: a failure's title counts them
                         c1.markdown(f":{SEVERITY_COLOUR[inc.severity]}-badge[{inc.severity}] **{plain(inc.title)}**  \n"
                                     f"{incidents.span_text(inc.start, inc.end)}"
-                                    + ("" if hit in inc.title else f" · {hit} requests hit"))
+                                    + incidents.hit_suffix(inc.title, inc.affected, inc.requests))
                         with c2:
                             st.page_link("views/incidents.py", label="Open", icon=":material/open_in_new:",
                                          query_params={"incident": inc.key})

@@ -126,6 +126,17 @@ def hhmm(start: datetime, end: datetime, seconds: bool = False) -> str:
     return f"from {start.strftime('%Y-%m-%d ' + clock)} to {end.strftime('%Y-%m-%d ' + clock)}"
 
 
+def hit_suffix(title: str, affected: int, requests: int) -> str:
+    """`` · 48 of 1,440 requests hit`` after an incident's title, or nothing where the title already counts them
+    (a failure's: "failed 48 of 1,440 requests").
+
+    >>> hit_suffix("slow queue", 3, 40), hit_suffix("m failed 3 of 40 requests", 3, 40)
+    (' · 3 of 40 requests hit', '')
+    """
+    hit = f"{affected:,} of {requests:,}"
+    return "" if hit in title else f" · {hit} requests hit"
+
+
 def span_text(start: datetime, end: datetime) -> str:
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     if start.date() == (end - pd.Timedelta(microseconds=1)).date():
