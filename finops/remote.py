@@ -61,6 +61,8 @@ log = logging.getLogger("finops")
 SQL_TIMEOUT_S = 3600.0           #: the longest one statement may take (a 200 MiB load)
 _TX_START = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION)\b", re.I)
 _TX_END = re.compile(r"^\s*(COMMIT|END|ROLLBACK|ABORT)\b", re.I)
+# a read-only transaction (finops.store.snapshot): it writes nothing, so it takes no turn at the holder's write lock
+_TX_READ_ONLY = re.compile(r"^\s*(BEGIN|START)\s+TRANSACTION\s+READ\s+ONLY\s*;?\s*$", re.I)
 # a statement after which a session holds nothing of its own (no setting, temporary object or transaction):
 # the session may serve the next cursor
 _READ_ONLY = re.compile(r"^\s*\(*\s*(SELECT|WITH|FROM|VALUES|DESCRIBE|SUMMARIZE|EXPLAIN|SHOW)\b", re.I)

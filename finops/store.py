@@ -54,7 +54,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -667,6 +667,34 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+
+@contextmanager
+def snapshot(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Reads that see the store as of one moment: a read-only transaction on ``con`` (a cursor of its own).
+
+    A view that reads several tables in turn (the models, then their latency; the alerts, then the requests
+    they hit) while another process loads would otherwise mix two states of the store, and name a model
+    one table has and the other has not yet. A write inside fails (DuckDB refuses it) rather than being lost.
+
+    >>> con = duckdb.connect()
+    >>> _ = con.execute("CREATE TABLE t (x INTEGER)")
+    >>> reader, writer = con.cursor(), con.cursor()
+    >>> with snapshot(reader):
+    ...     before = reader.execute("SELECT count(*) FROM t").fetchall()
+    ...     _ = writer.execute("INSERT INTO t VALUES (1)")
+    ...     during = reader.execute("SELECT count(*) FROM t").fetchall()
+    >>> before == during == [(0,)], reader.execute("SELECT count(*) FROM t").fetchall()
+    (True, [(1,)])
+    """
+    con.execute("BEGIN TRANSACTION READ ONLY")
+    try:
+        yield con
+    except BaseException:
+        with suppress(duckdb.Error, InputError):       # a lost connection has no transaction left to end
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> str:

@@ -239,6 +239,75 @@ def test_transactions_are_per_session_and_serialised_with_the_holders_writes(ser
         c.close()
 
 
+def test_a_read_snapshot_sees_one_state_and_takes_no_turn_at_the_write_lock(served):
+    """A page's reads (store.snapshot): a load committed meanwhile is not half seen, and neither waits on the
+    other (a read-only transaction takes no turn at the holder's write lock, where a BEGIN does)."""
+    con, _ = served
+    writer, reader = con.cursor(), con.cursor()
+    writer.execute("CREATE TABLE IF NOT EXISTS snap_probe (v INTEGER)")
+    writer.execute("DELETE FROM snap_probe")
+    writer.execute("INSERT INTO snap_probe VALUES (1)")
+    seen = []
+    with store.snapshot(reader):
+        seen.append(reader.execute("SELECT count(*) FROM snap_probe").fetchall())
+        done = threading.Event()
+
+        def load():
+            with store.transaction(writer):
+                writer.execute("INSERT INTO snap_probe VALUES (2)")
+            done.set()
+
+        t = threading.Thread(target=load)
+        t.start()
+        t.join(60)
+        assert done.is_set(), "the load waited on the open snapshot"
+        seen.append(reader.execute("SELECT count(*) FROM snap_probe").fetchall())
+        with pytest.raises(duckdb.TransactionException, match="read-only"):
+            reader.execute("INSERT INTO snap_probe VALUES (3)")
+    assert seen == [[(1,)], [(1,)]]
+    assert reader.execute("SELECT v FROM snap_probe ORDER BY v").fetchall() == [(1,), (2,)]
+    # and a snapshot opens while a load's transaction is open (it does not wait for its COMMIT)
+    writer.execute("BEGIN")
+    writer.execute("INSERT INTO snap_probe VALUES (4)")
+    opened = threading.Event()
+
+    def read():
+        with store.snapshot(reader):
+            opened.set()
+
+    t = threading.Thread(target=read)
+    t.start()
+    t.join(60)
+    writer.execute("COMMIT")
+    assert opened.is_set(), "the snapshot waited for the load's COMMIT"
+    for c in (writer, reader):
+        c.close()
+
+
+def test_a_page_query_reads_one_state_of_the_store_while_a_load_commits(tmp_path, monkeypatch):
+    """views._shared.query runs a function on one snapshot: a load committed between two of its reads (the
+    models, then their rows) is seen by neither, so the two never disagree (a dashboard under live loads
+    raised KeyError on a model one read had and the other had not)."""
+    from finops import access
+    from views import _shared
+
+    db = str(tmp_path / "page.duckdb")
+    monkeypatch.setenv("FINOPS_DB", db)
+    first, later = _jsonl(tmp_path / "a.jsonl", range(0, 20), "m-a"), _jsonl(tmp_path / "b.jsonl", range(20, 30), "m-b")
+    with access.acting(access.LOCAL):
+        ingest_path(_shared.connection().cursor(), first)
+
+    def two_reads(con):
+        models = [m for (m,) in con.execute("SELECT DISTINCT model FROM requests ORDER BY 1").fetchall()]
+        with access.acting(access.LOCAL):           # another tab's load, committed between the two reads
+            ingest_path(_shared.connection().cursor(), later)
+        rows = dict(con.execute("SELECT model, count(*) FROM requests GROUP BY 1").fetchall())
+        return {m: rows[m] for m in models} | {"unlisted": sorted(set(rows) - set(models))}
+
+    assert _shared.query(two_reads) == {"m-a": 20, "unlisted": []}
+    assert _shared.connection().execute("SELECT count(*) FROM requests").fetchall() == [(30,)]
+
+
 def test_a_session_idle_past_the_timeout_is_closed_and_says_so(tmp_path):
     db = str(tmp_path / "idle.duckdb")
     store.connect(db).close()

@@ -178,8 +178,11 @@ def cursor():
 @st.cache_data(show_spinner=False, max_entries=512)
 def _call(path: str, version: int, key: str, _fn: Callable, args: tuple, kwargs: tuple):
     # ``key`` (the function's qualified name) stands in for ``_fn`` in the cache key: Streamlit skips
-    # arguments whose names start with an underscore
-    return _fn(_live_connection(path).cursor(), *args, **dict(kwargs))
+    # arguments whose names start with an underscore. ``fn`` reads one state of the store, whatever is loaded
+    # meanwhile (store.snapshot)
+    cur = _live_connection(path).cursor()
+    with store.snapshot(cur):
+        return _fn(cur, *args, **dict(kwargs))
 
 
 def query(fn: Callable, *args, **kwargs):

@@ -22,7 +22,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     con = store.connect(stored_path(args))
-    findings = diagnose.diagnose(con, filters_from(args), window=args.window)
+    with store.snapshot(con):
+        findings = diagnose.diagnose(con, filters_from(args), window=args.window)
     if args.json:
         print_json(diagnose.as_json(findings))
     elif not findings and _common.nothing_stored(con):

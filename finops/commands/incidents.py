@@ -27,8 +27,9 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     con = store.connect(stored_path(args))
-    found = incidents.ordered(incidents.incidents(con, filters_from(args), window=args.window),
-                              f"{args.order} first")
+    with store.snapshot(con):           # one state of the store, whatever is loaded meanwhile
+        found = incidents.ordered(incidents.incidents(con, filters_from(args), window=args.window),
+                                  f"{args.order} first")
     if args.json:
         print_json({"incidents": [jsonable(i.as_dict()) for i in found]})
     elif not found and _common.nothing_stored(con):

@@ -26,7 +26,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     con = store.connect(stored_path(args))
     by = [b.strip() for b in args.by.split(",") if b.strip()]
-    frame = latency.percentiles(con, filters_from(args), by=by, exact=not args.sketch)
+    with store.snapshot(con):
+        frame = latency.percentiles(con, filters_from(args), by=by, exact=not args.sketch)
     if args.json:
         print_json(records(frame))
     elif frame.empty:

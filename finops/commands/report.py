@@ -72,7 +72,9 @@ def render(con, args) -> tuple[str, str]:
     import io
 
     out, err = io.StringIO(), io.StringIO()
-    _render(con, args, out, err)
+    cur = con.cursor()
+    with store.snapshot(cur):           # one state of the store, whatever is loaded meanwhile
+        _render(cur, args, out, err)
     return out.getvalue(), err.getvalue()
 
 

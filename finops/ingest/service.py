@@ -716,7 +716,7 @@ def sidecar_path(db_path: str | os.PathLike) -> Path:
 
 class SqlSessions:
     """The SQL sessions the control server serves to other processes (:mod:`finops.remote`): one
-    ``con.cursor()`` each, its calls run one at a time. A session's ``BEGIN`` takes the
+    ``con.cursor()`` each, its calls run one at a time. A session's ``BEGIN`` (but a read-only one's) takes the
     process's write lock (:data:`finops.store.WRITE_LOCK`) until its ``COMMIT`` or ``ROLLBACK``, so its
     loads take turns with the holder's own (one next batch id at a time); a session idle for longer than
     ``idle_s`` is closed, its open transaction rolled back."""
@@ -822,7 +822,8 @@ class _Session:
         ``params``; returns (description as [name, type] pairs or None, the rows as Arrow IPC bytes)."""
         def go(cur):
             starts, ends = remote._TX_START.match(sql), remote._TX_END.match(sql)
-            took = bool(starts) and self.turn is None
+            # a read-only transaction (a page's snapshot) writes nothing: it waits for no load, and no load for it
+            took = bool(starts) and not remote._TX_READ_ONLY.match(sql) and self.turn is None
             if took:
                 self.turn = _WriteTurn()
             rel = None
