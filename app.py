@@ -200,7 +200,12 @@ def _sidebar(who: access.Access):
 missing = missing_pages()
 if missing:
     raise RuntimeError(f"app.py: page files declared in views.PAGES are missing: {', '.join(missing)}")
-pages = [st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, default=(n == 0)) for n, p in enumerate(PAGES)]
+# the first page is served at the root URL; its own name (/overview, as a link might spell it) runs it too, filters
+# kept, where Streamlit would say "Page not found" (the default page takes another, unused name for that)
+pages = [st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, default=(n == 0),
+                 url_path=f"{p.slug}-home" if n == 0 else None) for n, p in enumerate(PAGES)]
+pages.append(st.Page(str(ROOT / PAGES[0].file), title=PAGES[0].title, icon=PAGES[0].icon, url_path=PAGES[0].slug,
+                     visibility="hidden"))
 who = _gate()                    # before the menu: a visitor who is not signed in sees only the login
 access.act_as(who)               # the write functions of finops check who acts (finops.access.require)
 page = st.navigation(pages)      # first, so the menu is ours even while the sample store is built

@@ -22,6 +22,16 @@ def test_page_loads_without_exception(server, page, slug):
     assert page.locator("h1").count() >= 1
 
 
+def test_the_first_page_answers_at_its_own_name_too(server, page):
+    """/overview (as a link or a person might spell it) shows the Overview, where Streamlit serves its default
+    page at the root only and said "Page not found"."""
+    page.goto(f"{server}/{PAGES[0].slug}")
+    wait_ready(page)
+    assert exceptions_on(page) == []
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.locator("h1").first.inner_text().strip() == PAGES[0].title
+
+
 def test_filter_goes_to_url_and_back(server, page):
     page.goto(server + "/")
     wait_ready(page)
