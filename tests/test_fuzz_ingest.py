@@ -13,6 +13,7 @@ import math
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -897,6 +898,87 @@ def test_a_log_that_grew_a_bad_line_stores_its_rows_without_an_id_once(tmp_path)
         assert [r["reason"] for r in again.rejects] == ["input_tokens: cannot read abc as a whole number"]
         assert store.row_count(con) == 2
         con.close()
+
+
+def _grown_log(folder, form: str, new_field: bool = True) -> tuple[Path, Path, int]:
+    """A log without request ids (some rows leave ttft_ms empty), and the same log grown by one line, which carries a
+    field no earlier line has (a failure's ``error``) if ``new_field``: (the log, the grown log, its rows)."""
+    rows = [{"ts": f"2026-11-20T10:0{i}:00Z", "model": "gpt-4o", "tenant": "acme", "input_tokens": 100 + i,
+             "output_tokens": 5, "ttft_ms": None if i % 2 else 80.0 + i, "cost_usd": "0.0015"} for i in range(4)]
+    failed = {**rows[0], "ts": "2026-11-20T10:09:00Z", "ttft_ms": None, **({"error": "timeout"} if new_field else {})}
+    first, grown = folder / f"gw.{form}", folder / f"gw-later.{form}"
+    for f, recs in ((first, rows), (grown, [*rows, failed])):
+        if form == "jsonl":
+            f.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in recs))
+        else:
+            names = list(dict.fromkeys(k for r in recs for k in r))
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
+            w.writeheader()
+            w.writerows({k: "" if r.get(k) is None else r[k] for k in names} for r in recs)
+            f.write_text(buf.getvalue())
+    return first, grown, len(rows)
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv"])
+def test_a_log_that_grew_a_field_stores_its_rows_without_an_id_once(tmp_path, form):
+    """A gateway log without request ids, loaded, then loaded again after a new line brought a field no earlier
+    line had (a JSON key, a CSV column): every earlier row then read that field as empty, which changed its content
+    hash, and all of them were stored (and their spend counted) a second time."""
+    first, grown, n = _grown_log(tmp_path, form)
+    con = store.connect(":memory:")
+    ingest_path(con, first)
+    again = ingest_path(con, grown)[0]
+    assert (again.rows_read, again.rows_ingested, again.duplicates_skipped) == (n + 1, 1, n)
+    count, cost = con.execute("SELECT count(*), sum(cost_usd) FROM requests").fetchall()[0]
+    assert count == n + 1 and cost == pytest.approx(5 * 0.0015, abs=1e-12)     # five requests of $0.0015
+    con.close()
+
+
+def test_a_csv_read_by_field_paths_that_grew_a_column_stores_its_rows_once(tmp_path):
+    """The same for a CSV whose cells hold JSON, read a record at a time by a field path (``--map
+    input_tokens=usage.prompt``): an earlier record read the added column as empty and hashed otherwise."""
+    from finops.ingest import IngestOptions
+
+    head = "ts,model,usage\n"
+    lines = [f'2026-11-20T10:0{i}:00Z,gpt-4o,"{{""prompt"": {100 + i}}}"' for i in range(3)]
+    first, grown = tmp_path / "u.csv", tmp_path / "u-later.csv"
+    first.write_text(head + "".join(f"{line}\n" for line in lines))
+    grown.write_text(head.replace("\n", ",error\n") + "".join(f"{line},\n" for line in lines)
+                     + '2026-11-20T10:09:00Z,gpt-4o,"{""prompt"": 7}",timeout\n')
+    opts = IngestOptions(format="generic", mapping={"input_tokens": "usage.prompt"})
+    con = store.connect(":memory:")
+    ingest_path(con, first, opts)
+    again = ingest_path(con, grown, opts)[0]
+    assert (again.rows_read, again.rows_ingested, again.duplicates_skipped) == (4, 1, 3)
+    assert con.execute("SELECT sum(input_tokens) FROM requests").fetchall() == [(100 + 101 + 102 + 7,)]
+    con.close()
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv"])
+def test_rows_stored_under_an_earlier_versions_content_hash_are_not_stored_again(tmp_path, monkeypatch, form):
+    """A store an earlier version loaded hashed a row without an id from every column of its file, an empty field
+    as NULL (tabular.content_text_sql's second text, put back here as that version's reading): the same rows read
+    now, in the log grown by a line, are known by that hash and not stored again (the rows with an empty field
+    hash otherwise now: without this, those were stored twice)."""
+    from finops.ingest import tabular
+    from finops.sql import quote_ident
+
+    def earlier(names, exprs):      # the earlier version's text: the STRUCT of all the file's columns
+        return f"CAST(struct_pack({', '.join(f'{quote_ident(c)} := {x}' for c, x in zip(names, exprs, strict=True))}) AS VARCHAR)"
+
+    first, grown, n = _grown_log(tmp_path, form, new_field=False)
+    con = store.connect(":memory:")
+    with monkeypatch.context() as m:
+        m.setattr(tabular, "content_text_sql", earlier)
+        m.setattr(tabular, "legacy_text_sql", lambda names, exprs: "CAST(NULL AS VARCHAR)")
+        ingest_path(con, first)
+    old_ids = {r for (r,) in con.execute("SELECT request_id FROM requests").fetchall()}
+    again = ingest_path(con, grown)[0]
+    assert (again.rows_read, again.rows_ingested, again.duplicates_skipped) == (n + 1, 1, n)
+    now = {r for (r,) in con.execute("SELECT request_id FROM requests").fetchall()}
+    assert len(now) == n + 1 and old_ids < now          # the earlier rows kept their ids; one row added
+    con.close()
 
 
 def test_a_time_no_microsecond_count_holds_is_a_rejected_row_not_a_refused_file(tmp_path):

@@ -392,9 +392,11 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
         checks.insert(0, "s._shape")
     reasons = ", ".join(checks) if checks_on else "''"
     hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
+    # the hash earlier versions gave a row (tabular.content_text_sql), where the source has one
+    legacy = ", s._legacy_hash AS _legacy_hash" if "_legacy_hash" in src_types else ""
     # an unnumbered reading's lines that are no rows (Source.unnumbered_sql): kept to be numbered, then dropped
     skip = ", s._skip AS _skip" if "_skip" in src_types else ""
-    return (f"SELECT s._row AS _row, {hash_expr} AS _hash, {', '.join(typed)}, "
+    return (f"SELECT s._row AS _row, {hash_expr} AS _hash{legacy}, {', '.join(typed)}, "
             f"concat_ws('; ', {reasons}) AS _reject{skip} "
             f"FROM ({source_sql}) s")
 
@@ -669,7 +671,7 @@ def _counts(con) -> tuple[int, int, int, int, int]:
 
 
 def _insert(con, valid_sql: str, batch_id: int, has_rows: bool, ids_sql: str | None = None,
-            new_rows: int | None = None) -> tuple[int, datetime | None, datetime | None]:
+            new_rows: int | None = None, legacy_ids: bool = False) -> tuple[int, datetime | None, datetime | None]:
     """Insert the rows of the SELECT ``valid_sql`` whose ``request_id`` is not stored yet as batch ``batch_id``;
     returns the batch's row count, first and last ts.
 
@@ -677,13 +679,18 @@ def _insert(con, valid_sql: str, batch_id: int, has_rows: bool, ids_sql: str | N
     how many rows the file has. DuckDB builds an anti join's hash table on the stored side: every stored id, so 10k
     new rows into a 100M-row store took 11 s, 10.8 of them building it. Where the store holds more rows than the
     file, the stored ids among the file's are found first (the stored ids probe a hash table of the file's: one
-    scan of the id column) and the insert skips those."""
+    scan of the id column) and the insert skips those. ``legacy_ids``: ``valid_sql`` has ``_legacy_id``, the id an
+    earlier version made of a row's content (``ids_sql`` gives those too); a row stored under it is skipped."""
     known = "requests"
     if has_rows and ids_sql is not None and new_rows is not None and new_rows < store.row_count(con):
         con.execute("CREATE OR REPLACE TEMP TABLE _known_ids AS SELECT DISTINCT r.request_id FROM requests r "
                     f"WHERE r.request_id IN ({ids_sql})")
         known = "_known_ids"
     anti = f"WHERE NOT EXISTS (SELECT 1 FROM {known} r WHERE r.request_id = v.request_id)" if has_rows else ""
+    if has_rows and legacy_ids:
+        # a row stored by an earlier version under the id its content hashed to then (tabular.content_text_sql)
+        anti += (f" AND (v._legacy_id IS NULL OR NOT EXISTS (SELECT 1 FROM {known} r "
+                 "WHERE r.request_id = v._legacy_id))")
     tenant = "coalesce(v.tenant, 'default')"
     # column order must follow the table: build the select list in schema order
     select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
@@ -751,6 +758,7 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     # filters only where the counts show a row they would drop
     keep = (["_reject = ''"] if rows_rejected else []) + (["request_id IS NOT NULL"] if n_without else [])
     with_ids = "SELECT * FROM _stage" + (f" WHERE {' AND '.join(keep)}" if keep else "")
+    legacy = bool(n_without) and "_legacy_hash" in [d[0] for d in con.execute("SELECT * FROM _stage LIMIT 0").description]
     if n_without:
         # rows with no id get a content hash plus their occurrence number among identical rows: "-1" for a
         # row no other row equals (nearly all), found by one grouping of the hashes; only the rows whose hash
@@ -763,11 +771,16 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
         # grouping of the text gives
         con.execute(f"CREATE OR REPLACE TEMP TABLE _repeated AS SELECT hash(_hash) AS _hash64 FROM ({unkeyed}) "
                     "GROUP BY _hash64 HAVING count(*) > 1")
-        ids = (f"SELECT * REPLACE (_hash || '-1' AS request_id) FROM ({unkeyed}) u "
+        numbered = "row_number() OVER (PARTITION BY _hash ORDER BY _row)"
+        # and the id an earlier version made of the row (tabular.content_text_sql), numbered alike: rows of one
+        # file with the same content now had the same content then
+        first_old = "_legacy_hash || '-1'" if legacy else "CAST(NULL AS VARCHAR)"
+        nth_old = f"_legacy_hash || '-' || {numbered}" if legacy else "CAST(NULL AS VARCHAR)"
+        ids = (f"SELECT * REPLACE (_hash || '-1' AS request_id), {first_old} AS _legacy_id FROM ({unkeyed}) u "
                "WHERE hash(u._hash) NOT IN (SELECT _hash64 FROM _repeated) UNION ALL "
-               "SELECT * REPLACE (_hash || '-' || row_number() OVER (PARTITION BY _hash ORDER BY _row) AS request_id) "
+               f"SELECT * REPLACE (_hash || '-' || {numbered} AS request_id), {nth_old} AS _legacy_id "
                f"FROM ({unkeyed}) u WHERE hash(u._hash) IN (SELECT _hash64 FROM _repeated)")
-        valid = f"({with_ids}) UNION ALL ({ids})"
+        valid = f"(SELECT *, CAST(NULL AS VARCHAR) AS _legacy_id FROM ({with_ids})) UNION ALL ({ids})"
         # the ids made ("hash-k", k digits after the last '-') differ from one another, so an id can repeat only
         # among the file's own ids (their distinct hashes count them) or be made too: one of the file's ids
         # ending in "-<digits>" (none, nearly always) sends it to the exact count below
@@ -784,8 +797,10 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     if dup_in_file:
         valid = f"SELECT * FROM ({valid}) QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY _row) = 1"
     step(0.5, "inserting")
-    inserted = _insert(con, valid, batch_id, has_rows, ids_sql=f"SELECT request_id FROM ({valid})",
-                       new_rows=rows_read - rows_rejected)
+    ids_sql = f"SELECT request_id FROM ({valid})" + (
+        f" UNION ALL SELECT _legacy_id FROM ({valid}) WHERE _legacy_id IS NOT NULL" if legacy else "")
+    inserted = _insert(con, valid, batch_id, has_rows, ids_sql=ids_sql, new_rows=rows_read - rows_rejected,
+                       legacy_ids=legacy)
     if n_without:
         con.execute("DROP TABLE _repeated")
     return inserted

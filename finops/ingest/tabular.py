@@ -273,6 +273,42 @@ def _hashed_sql(c: str, typed_json: bool, as_typed: bool, source_types: dict) ->
     return f"TRY_CAST({q} AS DOUBLE)" if target == "DOUBLE" else q
 
 
+def content_text_sql(names: list[str], exprs: list[str]) -> str:
+    """The text a row without an id is hashed from, ``names`` the file's columns in its order and ``exprs`` the SQL
+    of their values: the row's fields that hold a value, as DuckDB writes a STRUCT of them (``{'ts': ..., 'model': ...}``).
+
+    A field the row leaves empty is not in it, so a column a later line of the file adds (a key only failures
+    carry, a column appended to a CSV) changes no earlier row's hash, and a log that grew one is not stored again.
+    A row whose every field holds a value has the text earlier versions hashed (:func:`legacy_text_sql`).
+
+    >>> import duckdb
+    >>> text, legacy = content_text_sql(["a", "b"], ["a", "b"]), legacy_text_sql(["a", "b"], ["a", "b"])
+    >>> duckdb.sql(f"SELECT {text}, {legacy} FROM (VALUES ('x', 1), ('y', NULL)) t(a, b)").fetchall()
+    [("{'a': x, 'b': 1}", None), ("{'a': y}", "{'a': y, 'b': NULL}")]
+    """
+    if not exprs:
+        return "'{}'"
+    empty = " OR ".join([f"({x}) IS NULL" for x in exprs])
+    # each field's entry as the STRUCT's text writes it: its one-field STRUCT without the braces
+    entries = ", ".join([f"CASE WHEN ({x}) IS NOT NULL THEN CAST(struct_pack({quote_ident(c)} := {x}) AS VARCHAR)[2:-2] END"
+                         for c, x in zip(names, exprs, strict=True)])
+    return f"(CASE WHEN {empty} THEN '{{' || concat_ws(', ', {entries}) || '}}' ELSE {_struct_text_sql(names, exprs)} END)"
+
+
+def legacy_text_sql(names: list[str], exprs: list[str]) -> str:
+    """The text earlier versions hashed a row without an id from, where it differs from :func:`content_text_sql`'s
+    (a row with an empty field), else NULL: the STRUCT of every column of the file, an empty field as NULL. The
+    loader looks a row up by this hash too, so a file loaded before is still known by its rows."""
+    if not exprs:
+        return "CAST(NULL AS VARCHAR)"
+    empty = " OR ".join([f"({x}) IS NULL" for x in exprs])
+    return f"(CASE WHEN {empty} THEN {_struct_text_sql(names, exprs)} END)"
+
+
+def _struct_text_sql(names: list[str], exprs: list[str]) -> str:
+    return f"CAST(struct_pack({', '.join([f'{quote_ident(c)} := {x}' for c, x in zip(names, exprs, strict=True)])}) AS VARCHAR)"
+
+
 def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptions,
                   preset: dict[str, str] | None = None, exprs: dict[str, tuple[str, list[str]]] | None = None,
                   attrs_exprs: dict[str, str] | None = None, typed: bool = False,
@@ -342,8 +378,7 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     has_ids = "request_id" in mapping or "request_id" in exprs
     # a content hash (plus the constants given) for rows without an id (NULL, empty or spaces: the loader's
     # reading of none); CASE keeps it lazy
-    content = ", ".join(f"{quote_ident(c)} := {_hashed_sql(c, typed_json, hash_as_typed and c in source_types, source_types)}"
-                        for c in cols)
+    hashed_sql = [_hashed_sql(c, typed_json, hash_as_typed and c in source_types, source_types) for c in cols]
     id_col = exprs["request_id"][0] if "request_id" in exprs else (
         quote_ident(mapping["request_id"]) if "request_id" in mapping else "NULL")
     if typed_csv:
@@ -352,9 +387,11 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
         select.append(f"CASE WHEN {missing_id_sql(id_col)} THEN error('a row without request_id: read as text') END "
                       "AS _hash")
     else:
-        select.append(f"CASE WHEN {missing_id_sql(id_col)} THEN md5(CAST(struct_pack({content}) AS VARCHAR) || ?) END "
-                      "AS _hash")
-        select_params.append(f"{options.model or ''}|{options.tenant or ''}")
+        select.append(f"CASE WHEN {missing_id_sql(id_col)} THEN md5({content_text_sql(cols, hashed_sql)} || ?) END AS _hash")
+        # the hash this version's predecessors gave a row with an empty field, which the loader also looks up
+        select.append(f"CASE WHEN {missing_id_sql(id_col)} THEN md5({legacy_text_sql(cols, hashed_sql)} || ?) END "
+                      "AS _legacy_hash")
+        select_params.extend([f"{options.model or ''}|{options.tenant or ''}"] * 2)
     if p.kind == "csv":
         select.append("CASE WHEN _extra IS NOT NULL THEN 'fields: the row has more fields than the header' END AS _shape")
     def body(numbered: bool) -> str:
@@ -363,6 +400,11 @@ def mapped_source(con: duckdb.DuckDBPyConnection, p: Probe, options: IngestOptio
     return Source(body(True), select_params + params, has_ids=has_ids, stage_as_view=p.kind == "parquet",
                   unnumbered_sql=body(False) if p.kind in FIRST_ROW else None, first_row=FIRST_ROW.get(p.kind, 1),
                   explain=_non_object_records(con, p) if p.kind in ("json", "jsonl") else None)
+
+
+def _record_hash(rec: dict, salt: str) -> str:
+    """The content hash of a record read a record at a time: its JSON, keys sorted, and the constants given."""
+    return hashlib.md5((json.dumps(rec, sort_keys=True, separators=(",", ":"), default=str) + salt).encode()).hexdigest()
 
 
 def rows_to_parquet(rows: Iterable[dict], columns: dict[str, pa.DataType], chunk: int = 100_000) -> tuple[str, callable]:
@@ -629,7 +671,8 @@ def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> 
     if p.kind not in ("json", "jsonl", "csv"):
         raise InputError(f"field paths and --records-path read JSON, JSON Lines or CSV; this file is {p.kind}",
                          file=p.name)
-    columns = {"_row": pa.int64(), "_hash": pa.string(), **{n: pa.string() for n in schema.NAMES}}
+    columns = {"_row": pa.int64(), "_hash": pa.string(), "_legacy_hash": pa.string(),
+               **{n: pa.string() for n in schema.NAMES}}
     consts = {"model": options.model, "tenant": options.tenant}
     salt = f"|{options.model or ''}|{options.tenant or ''}"
 
@@ -656,8 +699,12 @@ def nested_source(p: Probe, options: IngestOptions, mapping: dict[str, str]) -> 
             extra = {k: v for k, v in rec.items() if k not in mapping.values() and k not in named}
             out["attrs"] = merged_attrs(out.get("attrs"), extra)
             if missing_id(out.get("request_id")):
-                text = json.dumps(rec, sort_keys=True, separators=(",", ":"), default=str) + salt
-                out["_hash"] = hashlib.md5(text.encode()).hexdigest()
+                # its fields that hold a value (as content_text_sql): a CSV column or a key other records add
+                # changes no record's hash; a record with an empty one is also looked up by its earlier hash
+                held = {k: v for k, v in rec.items() if v is not None}
+                out["_hash"] = _record_hash(held, salt)
+                if len(held) < len(rec):
+                    out["_legacy_hash"] = _record_hash(rec, salt)
             yield out
         missing = [f"{c}={mapping[c]}" for c, ok in found.items() if not ok]
         if n and missing:
