@@ -45,6 +45,7 @@ def test_a_mapping_previews_typed_canonical_rows(con):
     assert first["_row"] == 2 and pd.isna(first["_reject"])
     assert {"ts", "model", "input_tokens", "output_tokens"} <= set(p.shown.columns)
     assert "queue_ms" not in p.shown.columns           # empty in every previewed row
+    assert not [c for c in [*p.rows.columns, *p.shown.columns] if "hash" in c]     # the loader's, not the file's
     assert _nothing_written(con)
 
 

@@ -123,7 +123,7 @@ def _canonical_rows(con, adapter, p: Probe, options: IngestOptions, n: int) -> p
                 source.cleanup()
         source = fallback()
     rows["_reject"] = rows["_reject"].replace("", None)
-    return rows
+    return rows.drop(columns=[c for c in ("_legacy_hash",) if c in rows.columns])     # the loader's, not the file's
 
 
 def preview_path(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | None = None,
