@@ -7,6 +7,8 @@ yields, per source row:
 ``_row``      the 1-based row number in the source (for reject messages);
 ``_hash``     a content hash of the source row, used for ``request_id`` where the
               source has none (NULL when every row carries an id);
+``_legacy_hash`` (optional) the hash an earlier version gave such a row, where it differs: the loader
+              looks the row up by it too (tabular.legacy_text_sql);
 canonical columns, raw (any type: the loader casts and validates them);
 ``attrs``     JSON of every source field without a canonical home.
 
