@@ -323,13 +323,37 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
                alt.Tooltip("requests:Q", title="Requests", format=",")]
     cells = base.mark_rect().encode(
         color=alt.Color("cost_per_1m_tokens:Q", title="$ per 1M tokens", scale=alt.Scale(type="log", scheme="oranges"),
-                        legend=alt.Legend(format="$,.2f")),
+                        legend=alt.Legend(format="$,.2f", values=log_legend_values(data["cost_per_1m_tokens"]))),
         tooltip=tooltip)
     labels = base.mark_text(fontSize=11).encode(
         text=alt.Text("cost_per_1m_tokens:Q", format="$,.2f"),
         color=alt.condition(f"datum.cost_per_1m_tokens > {_dark_cell_threshold(data)}", alt.value("white"), alt.value("black")),
         tooltip=tooltip)
     return (cells + labels).properties(autosize=FIT_X, title=title, height=max(160, 40 * data["model"].nunique()))
+
+
+def log_legend_values(values) -> list[float]:
+    """The labels of a log colour scale's legend over ``values``: the lowest and the highest, and the 1-2-5 steps
+    between them at least 1.6x from either end and from each other (Vega labelled a gradient of $0.15 to $4.20 with
+    "$1.00" alone, so the colours' range could not be read).
+
+    >>> log_legend_values([0.15, 0.2, 4.2])
+    [0.15, 0.5, 1.0, 2.0, 4.2]
+    >>> log_legend_values([2.5, 2.5]), log_legend_values([])
+    ([2.5], [])
+    """
+    v = [float(x) for x in values if x is not None and math.isfinite(float(x)) and float(x) > 0]
+    if not v:
+        return []
+    lo, hi = min(v), max(v)
+    if hi / lo < 1.6:
+        return [lo] if lo == hi else [lo, hi]
+    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)]
+    out = [lo]
+    for x in sorted(steps):
+        if x / out[-1] >= 1.6 and hi / x >= 1.6:
+            out.append(round(x, 12))
+    return [*out, hi]
 
 
 def _dark_cell_threshold(data: pd.DataFrame) -> float:

@@ -104,6 +104,15 @@ def test_the_heatmap_labels_every_tenant_and_long_model_names_whole():
         assert enc["x"]["axis"]["labelOverlap"] is False and enc["y"]["axis"]["labelLimit"] >= 240
 
 
+def test_the_heatmap_legend_labels_its_range_not_one_value():
+    """The log colour legend of $0.15 to $4.20 per 1M tokens was labelled "$1.00" alone: it labels both ends and the
+    1-2-5 steps between them."""
+    matrix = pd.DataFrame({"model": ["a", "b", "c"], "tenant": ["t"] * 3, "requests": 1, "tokens": 1000,
+                           "cost_usd": 0.01, "cost_per_1m_tokens": [0.15, 0.2, 4.2]})
+    cells = charts.cost_heatmap(matrix).to_dict()["layer"][0]["encoding"]["color"]
+    assert cells["legend"]["values"] == [0.15, 0.5, 1.0, 2.0, 4.2] and cells["legend"]["format"] == "$,.2f"
+
+
 def test_the_cache_savings_legend_shows_its_labels_whole():
     # Vega's default legend labelLimit (160 px) cut "self-hosted (paid by the hour)" to "self-hosted (paid by the …"
     frame = pd.DataFrame({"model": ["gpt-4o", "llama-3.1-70b"], "kind": ["api", "self_hosted"], "requests": [100, 200],
