@@ -521,6 +521,7 @@ class RemoteConnection:
         self._result: _Result | None = None
         self._registered: set[str] = set()
         self._in_tx = False
+        self._read_tx, self._clean_before_tx = False, True      # an open read-only transaction; the session before it
         self._closed = False
         weakref.finalize(self, _drop_session, transport, self._session)
 
@@ -570,7 +571,7 @@ class RemoteConnection:
         except SessionGone as exc:
             self._session[0] = None
             if self._in_tx or self._registered:
-                self._in_tx = False
+                self._in_tx = self._read_tx = False
                 self._registered.clear()
                 raise self._t.error_class(
                     f"This connection's session on the process {self._t.pid} serving the store was closed ({exc}); "
@@ -608,13 +609,19 @@ class RemoteConnection:
             return header, rows
 
         header, body = self._call(run, inline_open=True)
-        if not _READ_ONLY.match(query) or _TEMP.search(query):
-            self._session[1] = False
+        if _TX_READ_ONLY.match(query):
+            # a read-only transaction (finops.store.snapshot) writes nothing; while it is open the session serves
+            # no other cursor, and once it ends the session is as clean as it was (unless something was kept in it)
+            self._clean_before_tx, self._session[1] = self._session[1], False
+        elif self._read_tx and _TX_END.match(query):
+            self._session[1] = self._clean_before_tx
+        elif not _READ_ONLY.match(query) or _TEMP.search(query):
+            self._session[1] = self._clean_before_tx = False
             self._t.writes += 1
         if _TX_START.match(query):
-            self._in_tx = True
+            self._in_tx, self._read_tx = True, bool(_TX_READ_ONLY.match(query))
         elif _TX_END.match(query):
-            self._in_tx = False
+            self._in_tx = self._read_tx = False
         self._result = _Result(header.get("description"), arrow_table(body) if body else None)
 
     def _current(self) -> _Result:
@@ -680,7 +687,7 @@ class RemoteConnection:
 
         self._call(run)
         self._registered.add(view_name)
-        self._session[1] = False
+        self._session[1] = self._clean_before_tx = False
         return self
 
     def unregister(self, view_name: str) -> RemoteConnection:

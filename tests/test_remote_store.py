@@ -284,6 +284,26 @@ def test_a_read_snapshot_sees_one_state_and_takes_no_turn_at_the_write_lock(serv
         c.close()
 
 
+def test_a_read_snapshot_counts_as_no_write_and_leaves_its_session_clean(served):
+    """A page's snapshot is two statements more per query: they are no write (the dashboard's cached data version
+    stands), and the session serves the next cursor after it (a kept temporary table still keeps it apart)."""
+    con, _ = served
+    writes = con.writes
+    plain = con.cursor()
+    with store.snapshot(plain):
+        assert plain.execute("SELECT 41 + 1").fetchall() == [(42,)]
+    assert con.writes == writes
+    session = plain._session[0]
+    plain.close()
+    assert session in con._t.pool                           # clean: the next cursor takes it
+    kept = con.cursor()
+    with store.snapshot(kept):
+        kept.execute("CREATE TEMP TABLE snap_kept AS SELECT 1 AS v")
+    session = kept._session[0]
+    kept.close()
+    assert session not in con._t.pool                       # its temporary table is its own
+
+
 def test_a_page_query_reads_one_state_of_the_store_while_a_load_commits(tmp_path, monkeypatch):
     """views._shared.query runs a function on one snapshot: a load committed between two of its reads (the
     models, then their rows) is seen by neither, so the two never disagree (a dashboard under live loads
