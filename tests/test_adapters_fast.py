@@ -185,7 +185,7 @@ def test_gateway_one_shape_reads_by_shape(monkeypatch, tmp_path, compress):
     path.write_bytes(gzip.compress(GATEWAY_ONE_SHAPE.encode()) if compress else GATEWAY_ONE_SHAPE.encode())
     from finops.ingest import loader
     staged, real = [], loader._stage
-    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
+    monkeypatch.setattr(loader, "_stage", lambda con, source, *more: staged.append(real(con, source, *more)) or staged[-1])
     fast, slow, used_python, used_general = _gateway_counting_general(monkeypatch, path)
     assert not used_python and not used_general
     # read on every thread, every line staged and numbered by its place, the lines without [ROUTE] dropped

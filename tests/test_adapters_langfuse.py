@@ -257,7 +257,7 @@ def test_langfuse_csv_read_unnumbered_stores_what_python_stores(tmp_path, monkey
     to Python, and a rejected row keeps its line number."""
     from finops.ingest import ecosystem, loader
     staged, real = [], loader._stage
-    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
+    monkeypatch.setattr(loader, "_stage", lambda con, source, *more: staged.append(real(con, source, *more)) or staged[-1])
     variants = {k: v for k, v in _langfuse_variants(tmp_path).items() if k.startswith("ui_csv")}
     with FILES["ui_csv"].open(newline="") as fh:
         header, *rows = list(csv.reader(fh))
@@ -428,7 +428,7 @@ def test_langfuse_records_read_unnumbered_store_what_python_stores(tmp_path, mon
     and a page met after records hands the file to it."""
     from finops.ingest import ecosystem, loader
     staged, real = [], loader._stage
-    monkeypatch.setattr(loader, "_stage", lambda con, source: staged.append(real(con, source)) or staged[-1])
+    monkeypatch.setattr(loader, "_stage", lambda con, source, *more: staged.append(real(con, source, *more)) or staged[-1])
     variants = _langfuse_variants(tmp_path)
     obs = [json.loads(x) for x in BLOB.read_text().splitlines() if x.strip()]
     late_page = tmp_path / "blob_late_page.jsonl"

@@ -932,6 +932,8 @@ def test_a_log_that_grew_a_field_stores_its_rows_without_an_id_once(tmp_path, fo
     assert (again.rows_read, again.rows_ingested, again.duplicates_skipped) == (n + 1, 1, n)
     count, cost = con.execute("SELECT count(*), sum(cost_usd) FROM requests").fetchall()[0]
     assert count == n + 1 and cost == pytest.approx(5 * 0.0015, abs=1e-12)     # five requests of $0.0015
+    from finops.ingest import loader
+    assert store.get_setting(con, loader.CONTENT_HASHES_SINCE) == 1     # no earlier version's hashes to look up
     con.close()
 
 
@@ -958,10 +960,11 @@ def test_a_csv_read_by_field_paths_that_grew_a_column_stores_its_rows_once(tmp_p
 @pytest.mark.parametrize("form", ["jsonl", "csv"])
 def test_rows_stored_under_an_earlier_versions_content_hash_are_not_stored_again(tmp_path, monkeypatch, form):
     """A store an earlier version loaded hashed a row without an id from every column of its file, an empty field
-    as NULL (tabular.content_text_sql's second text, put back here as that version's reading): the same rows read
-    now, in the log grown by a line, are known by that hash and not stored again (the rows with an empty field
-    hash otherwise now: without this, those were stored twice)."""
-    from finops.ingest import tabular
+    as NULL (tabular.legacy_text_sql's text, put back here as that version's reading; it noted no first batch of
+    this version's hashes): the same rows read now, in the log grown by a line, are known by that hash and not
+    stored again (the rows with an empty field hash otherwise now: without this, those were stored twice). A store
+    this version loaded from the start never computes that hash (loader._earlier_hashes)."""
+    from finops.ingest import loader, tabular
     from finops.sql import quote_ident
 
     def earlier(names, exprs):      # the earlier version's text: the STRUCT of all the file's columns
@@ -973,6 +976,7 @@ def test_rows_stored_under_an_earlier_versions_content_hash_are_not_stored_again
         m.setattr(tabular, "content_text_sql", earlier)
         m.setattr(tabular, "legacy_text_sql", lambda names, exprs: "CAST(NULL AS VARCHAR)")
         ingest_path(con, first)
+    con.execute("DELETE FROM settings WHERE key = ?", [loader.CONTENT_HASHES_SINCE])     # an earlier version notes none
     old_ids = {r for (r,) in con.execute("SELECT request_id FROM requests").fetchall()}
     again = ingest_path(con, grown)[0]
     assert (again.rows_read, again.rows_ingested, again.duplicates_skipped) == (n + 1, 1, n)

@@ -340,12 +340,13 @@ def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list, checks_on: bool = True,
-                  absent: bool = True, decimal_comma: bool = False) -> str:
+                  absent: bool = True, decimal_comma: bool = False, legacy: bool = False) -> str:
     """Wrap an adapter's SELECT: typed canonical columns, ``_row``, ``_hash``, ``_reject``.
 
     ``checks_on=False`` leaves ``_reject`` empty: for a second reading of a file already found clean.
     ``absent=False`` leaves out the canonical columns the source does not have (NULL in every row), for a
-    staged table that adds them back when read (:func:`_stage`).
+    staged table that adds them back when read (:func:`_stage`). ``legacy``: keep the source's ``_legacy_hash``
+    (a store holding rows an earlier version loaded, :func:`_earlier_hashes`); else it is never computed.
     """
     described = con.execute(f"DESCRIBE {source_sql}", params).fetchall()
     src_types = {r[0]: r[1] for r in described}
@@ -393,7 +394,7 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     reasons = ", ".join(checks) if checks_on else "''"
     hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
     # the hash earlier versions gave a row (tabular.content_text_sql), where the source has one
-    legacy = ", s._legacy_hash AS _legacy_hash" if "_legacy_hash" in src_types else ""
+    legacy = ", s._legacy_hash AS _legacy_hash" if legacy and "_legacy_hash" in src_types else ""
     # an unnumbered reading's lines that are no rows (Source.unnumbered_sql): kept to be numbered, then dropped
     skip = ", s._skip AS _skip" if "_skip" in src_types else ""
     return (f"SELECT s._row AS _row, {hash_expr} AS _hash{legacy}, {', '.join(typed)}, "
@@ -616,11 +617,12 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
     return result
 
 
-def _stage(con, source) -> list[str]:
-    """Stage the source's validated rows as ``_stage``; returns the objects to drop afterwards."""
+def _stage(con, source, legacy: bool = False) -> list[str]:
+    """Stage the source's validated rows as ``_stage`` (with ``_legacy_hash`` if ``legacy``); returns the objects
+    to drop afterwards."""
     if source.stage_as_view:
         # a view takes no parameters: it reads them from session variables (sql.view_body)
-        valid = validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma)
+        valid = validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma, legacy=legacy)
         body = sql.view_body(con, valid, source.params, "finops_stage")
         con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
         return ["VIEW _stage"]
@@ -632,7 +634,7 @@ def _stage(con, source) -> list[str]:
         # the columns the source lacks are not stored in the staged table (a NULL column costs a twentieth
         # of a narrow file's staging): the view adds them back
         stage_sql = validated_sql(con, source.unnumbered_sql, source.params, absent=False,
-                                  decimal_comma=source.decimal_comma)
+                                  decimal_comma=source.decimal_comma, legacy=legacy)
         con.execute(f"CREATE OR REPLACE TEMP TABLE _staged AS {stage_sql}", source.params)
         first, last, n = con.execute("SELECT min(rowid), max(rowid), count(*) FROM _staged").fetchall()[0]
         if not n or last - first + 1 == n:
@@ -646,7 +648,7 @@ def _stage(con, source) -> list[str]:
             return ["VIEW _stage", "TABLE _staged"]
         con.execute("DROP TABLE _staged")
     con.execute("CREATE OR REPLACE TEMP TABLE _stage AS "
-                f"{validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma)}",
+                f"{validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma, legacy=legacy)}",
                 source.params)
     return ["TABLE _stage"]
 
@@ -689,8 +691,7 @@ def _insert(con, valid_sql: str, batch_id: int, has_rows: bool, ids_sql: str | N
     anti = f"WHERE NOT EXISTS (SELECT 1 FROM {known} r WHERE r.request_id = v.request_id)" if has_rows else ""
     if has_rows and legacy_ids:
         # a row stored by an earlier version under the id its content hashed to then (tabular.content_text_sql)
-        anti += (f" AND (v._legacy_id IS NULL OR NOT EXISTS (SELECT 1 FROM {known} r "
-                 "WHERE r.request_id = v._legacy_id))")
+        anti += f" AND NOT EXISTS (SELECT 1 FROM {known} r WHERE r.request_id = v._legacy_id)"
     tenant = "coalesce(v.tenant, 'default')"
     # column order must follow the table: build the select list in schema order
     select_list = ", ".join(tenant if n == "tenant" else f"v.{n}" for n in schema.NAMES)
@@ -742,14 +743,15 @@ def _insert_first(con, source, name: str, batch_id: int, has_rows: bool, step):
     return counts, None
 
 
-def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, counts, staged, step):
+def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, counts, staged, step,
+                    legacy_wanted: bool = False):
     """Insert the valid rows of ``_stage`` given its :func:`_counts`: rows without an id get a content hash,
     an id repeated within the file keeps its first row, ids already stored are skipped."""
     rows_read, rows_rejected, n_without, n_unkeyed, n_id_hashes = counts
     if staged == ["VIEW _stage"] and rows_rejected == 0:
         # every row passed: the insert re-reads the file without evaluating the checks again
         body = sql.view_body(con, validated_sql(con, source.sql, source.params, checks_on=False,
-                                           decimal_comma=source.decimal_comma), source.params,
+                                           decimal_comma=source.decimal_comma, legacy=legacy_wanted), source.params,
                              "finops_stage")
         con.execute(f"CREATE OR REPLACE TEMP VIEW _stage AS {body}")
     step(0.4, "removing duplicates")
@@ -806,6 +808,21 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     return inserted
 
 
+#: the settings key of the first batch whose rows without an id were hashed from their fields that hold a value
+#: (tabular.content_text_sql); rows of earlier batches may carry the hash earlier versions gave them
+CONTENT_HASHES_SINCE = "content_hashes_since_batch"
+
+
+def _earlier_hashes(con, batch_id: int) -> bool:
+    """Whether the store may hold rows an earlier version hashed otherwise (a batch loaded before this version's
+    first): the load then looks its rows up by that hash too. Noted at this version's first load, inside it."""
+    since = store.get_setting(con, CONTENT_HASHES_SINCE)
+    if since is None:
+        since = batch_id
+        con.execute("INSERT INTO settings VALUES (?, ?)", [CONTENT_HASHES_SINCE, json.dumps(since)])
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM batches WHERE batch_id < ?)", [int(since)]).fetchall()[0][0])
+
+
 def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
     if sha and (prior := _prior(con, sha, fmt, opts_json)) is not None:
         # the same file loaded by another tab or thread while this one read it: it is stored once
@@ -813,9 +830,10 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
         step(1.0, "already loaded")
         return IngestResult(name, fmt, None, read, 0, rejected, read - rejected, [])
     step(0.05, "staging")
-    staged = _stage(con, source)
     batch_id = con.execute("SELECT coalesce(max(batch_id), 0) + 1 FROM batches").fetchall()[0][0]
     has_rows = con.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchall()[0][0]
+    legacy = _earlier_hashes(con, batch_id) and has_rows
+    staged = _stage(con, source, legacy)
     if staged == ["VIEW _stage"]:
         counts, inserted = _insert_first(con, source, name, batch_id, has_rows, step)
     else:
@@ -834,7 +852,7 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
         first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
         raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
     if inserted is None:
-        inserted = _insert_general(con, source, name, batch_id, has_rows, counts, staged, step)
+        inserted = _insert_general(con, source, name, batch_id, has_rows, counts, staged, step, legacy)
     n_ingested, min_ts, max_ts = inserted
     # the hourly rollups, latency sketches, queue windows and subset rollups of the new rows
     store.insert_rollups(con, batch_id, lambda table: step(0.8, f"writing {table}"))

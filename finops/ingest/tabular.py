@@ -275,34 +275,28 @@ def _hashed_sql(c: str, typed_json: bool, as_typed: bool, source_types: dict) ->
 
 def content_text_sql(names: list[str], exprs: list[str]) -> str:
     """The text a row without an id is hashed from, ``names`` the file's columns in its order and ``exprs`` the SQL
-    of their values: the row's fields that hold a value, as DuckDB writes a STRUCT of them (``{'ts': ..., 'model': ...}``).
+    of their values: each field that holds a value as a one-key JSON object of its text, in order (JSON's quoting
+    keeps two rows apart whatever their text holds; as text, 70 read as a number and "70" read as text are one).
 
     A field the row leaves empty is not in it, so a column a later line of the file adds (a key only failures
     carry, a column appended to a CSV) changes no earlier row's hash, and a log that grew one is not stored again.
-    A row whose every field holds a value has the text earlier versions hashed (:func:`legacy_text_sql`).
+    Earlier versions hashed :func:`legacy_text_sql`'s text, which the loader looks up too where the store holds
+    rows they loaded.
 
     >>> import duckdb
     >>> text, legacy = content_text_sql(["a", "b"], ["a", "b"]), legacy_text_sql(["a", "b"], ["a", "b"])
     >>> duckdb.sql(f"SELECT {text}, {legacy} FROM (VALUES ('x', 1), ('y', NULL)) t(a, b)").fetchall()
-    [("{'a': x, 'b': 1}", None), ("{'a': y}", "{'a': y, 'b': NULL}")]
+    [('{"a":"x"},{"b":"1"}', "{'a': x, 'b': 1}"), ('{"a":"y"}', "{'a': y, 'b': NULL}")]
     """
-    if not exprs:
-        return "'{}'"
-    empty = " OR ".join([f"({x}) IS NULL" for x in exprs])
-    # each field's entry as the STRUCT's text writes it: its one-field STRUCT without the braces
-    entries = ", ".join([f"CASE WHEN ({x}) IS NOT NULL THEN CAST(struct_pack({quote_ident(c)} := {x}) AS VARCHAR)[2:-2] END"
-                         for c, x in zip(names, exprs, strict=True)])
-    return f"(CASE WHEN {empty} THEN '{{' || concat_ws(', ', {entries}) || '}}' ELSE {_struct_text_sql(names, exprs)} END)"
+    held = ", ".join([f"CASE WHEN ({x}) IS NOT NULL THEN CAST(to_json(struct_pack({quote_ident(c)} := CAST({x} AS VARCHAR))) "
+                      "AS VARCHAR) END" for c, x in zip(names, exprs, strict=True)])
+    return f"concat_ws(',', {held})" if held else "''"
 
 
 def legacy_text_sql(names: list[str], exprs: list[str]) -> str:
-    """The text earlier versions hashed a row without an id from, where it differs from :func:`content_text_sql`'s
-    (a row with an empty field), else NULL: the STRUCT of every column of the file, an empty field as NULL. The
-    loader looks a row up by this hash too, so a file loaded before is still known by its rows."""
-    if not exprs:
-        return "CAST(NULL AS VARCHAR)"
-    empty = " OR ".join([f"({x}) IS NULL" for x in exprs])
-    return f"(CASE WHEN {empty} THEN {_struct_text_sql(names, exprs)} END)"
+    """The text earlier versions hashed a row without an id from: the STRUCT of every column of the file as DuckDB
+    writes it, an empty field as NULL (so a column another line added changed it)."""
+    return _struct_text_sql(names, exprs)
 
 
 def _struct_text_sql(names: list[str], exprs: list[str]) -> str:
