@@ -81,10 +81,10 @@ def test_python_rows_with_ids_are_staged_as_a_view_and_rows_without_as_a_table()
 def _stored(path, options, monkeypatch, as_view: bool):
     real = loader._stage
 
-    def stage(con, source):
+    def stage(con, source, *more):
         if not as_view:
             source.stage_as_view = False
-        return real(con, source)
+        return real(con, source, *more)
     monkeypatch.setattr(loader, "_stage", stage)
     con = store.connect(":memory:")
     [r] = ingest_path(con, path, options)

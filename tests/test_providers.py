@@ -330,9 +330,9 @@ def test_an_openai_batch_file_whose_lines_all_have_their_time_is_read_on_every_t
     attempts = []
     real = loader._stage
 
-    def staged(con, source):
+    def staged(con, source, *more):
         attempts.append(source.sql)
-        return real(con, source)
+        return real(con, source, *more)
 
     monkeypatch.setattr(loader, "_stage", staged)
     fast = _stored(f, opts)
