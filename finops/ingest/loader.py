@@ -393,7 +393,7 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
         checks.insert(0, "s._shape")
     reasons = ", ".join(checks) if checks_on else "''"
     hash_expr = "s._hash" if "_hash" in src_types else "CAST(NULL AS VARCHAR)"
-    # the hash earlier versions gave a row (tabular.content_text_sql), where the source has one
+    # the hash earlier versions gave a row (tabular.legacy_text_sql), where the source has one
     legacy = ", s._legacy_hash AS _legacy_hash" if legacy and "_legacy_hash" in src_types else ""
     # an unnumbered reading's lines that are no rows (Source.unnumbered_sql): kept to be numbered, then dropped
     skip = ", s._skip AS _skip" if "_skip" in src_types else ""
@@ -690,7 +690,7 @@ def _insert(con, valid_sql: str, batch_id: int, has_rows: bool, ids_sql: str | N
         known = "_known_ids"
     anti = f"WHERE NOT EXISTS (SELECT 1 FROM {known} r WHERE r.request_id = v.request_id)" if has_rows else ""
     if has_rows and legacy_ids:
-        # a row stored by an earlier version under the id its content hashed to then (tabular.content_text_sql)
+        # a row stored by an earlier version under the id its content hashed to then (tabular.legacy_text_sql)
         anti += f" AND NOT EXISTS (SELECT 1 FROM {known} r WHERE r.request_id = v._legacy_id)"
     tenant = "coalesce(v.tenant, 'default')"
     # column order must follow the table: build the select list in schema order
@@ -760,7 +760,9 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
     # filters only where the counts show a row they would drop
     keep = (["_reject = ''"] if rows_rejected else []) + (["request_id IS NOT NULL"] if n_without else [])
     with_ids = "SELECT * FROM _stage" + (f" WHERE {' AND '.join(keep)}" if keep else "")
-    legacy = bool(n_without) and "_legacy_hash" in [d[0] for d in con.execute("SELECT * FROM _stage LIMIT 0").description]
+    # the staged rows carry the earlier versions' hash where it was asked for and the source gives one
+    legacy = legacy_wanted and bool(n_without) and "_legacy_hash" in [
+        d[0] for d in con.execute("SELECT * FROM _stage LIMIT 0").description]
     if n_without:
         # rows with no id get a content hash plus their occurrence number among identical rows: "-1" for a
         # row no other row equals (nearly all), found by one grouping of the hashes; only the rows whose hash
@@ -774,7 +776,7 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
         con.execute(f"CREATE OR REPLACE TEMP TABLE _repeated AS SELECT hash(_hash) AS _hash64 FROM ({unkeyed}) "
                     "GROUP BY _hash64 HAVING count(*) > 1")
         numbered = "row_number() OVER (PARTITION BY _hash ORDER BY _row)"
-        # and the id an earlier version made of the row (tabular.content_text_sql), numbered alike: rows of one
+        # and the id an earlier version made of the row (tabular.legacy_text_sql), numbered alike: rows of one
         # file with the same content now had the same content then
         first_old = "_legacy_hash || '-1'" if legacy else "CAST(NULL AS VARCHAR)"
         nth_old = f"_legacy_hash || '-' || {numbered}" if legacy else "CAST(NULL AS VARCHAR)"
