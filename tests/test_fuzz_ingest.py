@@ -958,6 +958,29 @@ def test_a_csv_read_by_field_paths_that_grew_a_column_stores_its_rows_once(tmp_p
 
 
 @pytest.mark.parametrize("form", ["jsonl", "csv"])
+def test_a_log_whose_columns_moved_stores_its_rows_without_an_id_once(tmp_path, form):
+    """The same log without request ids written again with its columns in another order (a CSV export that moved a
+    column, a JSON writer that sorts its keys), then grown by a line: the fields were hashed in the file's order,
+    so every earlier row was stored (and its spend counted) a second time."""
+    first, grown, n = _grown_log(tmp_path, form)
+    moved = tmp_path / f"gw-moved.{form}"
+    if form == "jsonl":
+        moved.write_text("".join(json.dumps(dict(reversed(json.loads(line).items()))) + "\n"
+                                 for line in grown.read_text().splitlines()))
+    else:
+        table = list(csv.reader(io.StringIO(grown.read_text())))
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([list(reversed(r)) for r in table])
+        moved.write_text(buf.getvalue())
+    con = store.connect(":memory:")
+    ingest_path(con, first)
+    again = ingest_path(con, moved)[0]
+    assert (again.rows_read, again.rows_ingested, again.duplicates_skipped) == (n + 1, 1, n)
+    assert con.execute("SELECT count(*), sum(input_tokens) FROM requests").fetchall() == [(n + 1, 100 + 101 + 102 + 103 + 100)]
+    con.close()
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv"])
 def test_rows_stored_under_an_earlier_versions_content_hash_are_not_stored_again(tmp_path, monkeypatch, form):
     """A store an earlier version loaded hashed a row without an id from every column of its file, an empty field
     as NULL (tabular.legacy_text_sql's text, put back here as that version's reading; it noted no first batch of

@@ -447,12 +447,13 @@ def test_a_canonical_json_time_with_an_offset_read_typed_is_stored_in_utc(tmp_pa
         c.close()
     typed, text = got
     # a row without an id is hashed from its fields that hold a value (its request_id is empty: each other field's
-    # text as a one-key JSON object, the time as the typed reading reads it) and the constants given ("|": none)
+    # text as a one-key JSON object, in the order of their names, the time as the typed reading reads it) and the
+    # constants given ("|": none)
     def hashed(text: str) -> str:
         return hashlib.md5(f"{text}|".encode()).hexdigest() + "-1"
     assert [(i, t.isoformat()) for i, t in typed] == [
-        (hashed('{"ts":"2026-11-01 10:00:02"},{"model":"gpt-4o"},{"input_tokens":"5"}'), "2026-11-01T10:00:02"),
-        (hashed('{"ts":"2026-11-01 10:00:03"},{"model":"gpt-4o"},{"input_tokens":"6"}'), "2026-11-01T10:00:03"),
+        (hashed('{"input_tokens":"5"},{"model":"gpt-4o"},{"ts":"2026-11-01 10:00:02"}'), "2026-11-01T10:00:02"),
+        (hashed('{"input_tokens":"6"},{"model":"gpt-4o"},{"ts":"2026-11-01 10:00:03"}'), "2026-11-01T10:00:03"),
         ("z", "2026-11-01T10:30:01")]
     assert [t for _, t in text] == [t for _, t in typed]
 

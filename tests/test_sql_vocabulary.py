@@ -83,6 +83,9 @@ class _Scope:
             self._collect(child)
 
     def _bind(self, target: ast.AST, kind: str, value: ast.AST | None) -> None:
+        while (kind == "iter" and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+               and value.func.id in ("sorted", "reversed", "list", "tuple") and len(value.args) == 1):
+            value = value.args[0]           # ``for a, b in sorted(zip(xs, ys))``: the same elements, reordered
         if isinstance(target, ast.Name):
             self.bindings.setdefault(target.id, []).append((kind, value))
         elif (isinstance(target, (ast.Tuple, ast.List)) and kind == "iter" and isinstance(value, ast.Call)

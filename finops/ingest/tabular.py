@@ -274,12 +274,15 @@ def _hashed_sql(c: str, typed_json: bool, as_typed: bool, source_types: dict) ->
 
 
 def content_text_sql(names: list[str], exprs: list[str]) -> str:
-    """The text a row without an id is hashed from, ``names`` the file's columns in its order and ``exprs`` the SQL
-    of their values: each field that holds a value as a one-key JSON object of its text, in order (JSON's quoting
-    keeps two rows apart whatever their text holds; as text, 70 read as a number and "70" read as text are one).
+    """The text a row without an id is hashed from, ``names`` the file's columns and ``exprs`` the SQL of their
+    values: each field that holds a value as a one-key JSON object of its text, in the order of the fields' names
+    (JSON's quoting keeps two rows apart whatever their text holds; as text, 70 read as a number and "70" read as
+    text are one).
 
     A field the row leaves empty is not in it, so a column a later line of the file adds (a key only failures
-    carry, a column appended to a CSV) changes no earlier row's hash, and a log that grew one is not stored again.
+    carry, a column appended to a CSV) changes no earlier row's hash, and a log that grew one is not stored again;
+    nor does the order of the file's columns (a CSV export that moved a column, a JSON writer that orders its keys
+    otherwise), as the record-at-a-time reading's JSON with sorted keys.
     Earlier versions hashed :func:`legacy_text_sql`'s text, which the loader looks up too where the store holds
     rows they loaded.
 
@@ -287,9 +290,11 @@ def content_text_sql(names: list[str], exprs: list[str]) -> str:
     >>> text, legacy = content_text_sql(["a", "b"], ["a", "b"]), legacy_text_sql(["a", "b"], ["a", "b"])
     >>> duckdb.sql(f"SELECT {text}, {legacy} FROM (VALUES ('x', 1), ('y', NULL)) t(a, b)").fetchall()
     [('{"a":"x"},{"b":"1"}', "{'a': x, 'b': 1}"), ('{"a":"y"}', "{'a': y, 'b': NULL}")]
+    >>> content_text_sql(["b", "a"], ["b", "a"]) == text
+    True
     """
     held = ", ".join([f"CASE WHEN ({x}) IS NOT NULL THEN CAST(to_json(struct_pack({quote_ident(c)} := CAST({x} AS VARCHAR))) "
-                      "AS VARCHAR) END" for c, x in zip(names, exprs, strict=True)])
+                      "AS VARCHAR) END" for c, x in sorted(zip(names, exprs, strict=True))])
     return f"concat_ws(',', {held})" if held else "''"
 
 
