@@ -323,6 +323,35 @@ def test_one_unpriced_request_in_thousands_is_no_zero_share(tmp_path):
     assert metrics["Cache hit rate"] == "< 0.1%" and metrics["Cache hits"] == "1"
 
 
+def test_the_overview_unit_cost_leaves_unpriced_tokens_out_and_says_so(tmp_path):
+    """10 requests of gpt-4o-mini (100k input, 50k output: $0.015 + $0.030 each at $0.15 / $0.60 per 1M) beside
+    10M tokens of a model nothing prices: the $ per 1M tokens is $0.45 / 1.5M = $0.30, not $0.45 / 11.5M; the
+    banner said the unpriced tokens were "counted at $0.00 in every figure", which this one does not do."""
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from finops import store
+    from finops.ingest import ingest_frame
+    t0 = datetime(2026, 4, 6, 10)
+    db = str(tmp_path / "unpriced_tokens.duckdb")
+    con = store.connect(db)
+    rows = [{"request_id": f"p{i}", "ts": t0 + timedelta(seconds=i), "model": "gpt-4o-mini", "tenant": "acme",
+             "input_tokens": 100_000, "output_tokens": 50_000, "status": "ok"} for i in range(10)]
+    rows += [{"request_id": f"u{i}", "ts": t0 + timedelta(seconds=i), "model": "acme-private-7b", "tenant": "acme",
+              "input_tokens": 1_000_000, "output_tokens": 0, "status": "ok"} for i in range(10)]
+    ingest_frame(con, pd.DataFrame(rows))
+    con.close()
+    at = run_page(db, "views/overview.py", query_params={"from": "2026-04-06", "to": "2026-04-06"})
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m for m in at.metric}
+    assert metrics["Spend (USD)"].value == "$0.45" and metrics["Tokens (input + output)"].value == "11.50 M"
+    assert metrics["$ per 1M tokens"].value == "$0.30"
+    assert "Tokens of a model nothing prices are left out" in metrics["$ per 1M tokens"].help
+    assert any("No price for 1 model(s), 50.0% of all requests, counted at $0.00 in every spend figure here and "
+               "left out of every $ per 1M tokens" in w.value for w in at.warning)
+
+
 def test_overview_idle_banner_neither_rounds_to_all_nor_names_fleets_that_ran_no_hour(tmp_path):
     """A self-hosted model serving one request an hour for two days beside an API model: $479.99 of $480.20 is
     idle GPU capacity, which the banner said was "100.0 %" (all of it); its note named every self-hosted model

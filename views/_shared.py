@@ -579,8 +579,9 @@ def unpriced_banner() -> None:
     if current_access().scoped:         # the counts add up every tenant's requests: the names only
         names, of_all = ", ".join(unpriced["model"]), ""
     with st.container(border=True):
-        st.warning(f"No price for {len(unpriced)} model(s){of_all} counted at $0.00 in every "
-                   "figure here:", icon=":material/money_off:")
+        st.warning(f"No price for {len(unpriced)} model(s){of_all} counted at $0.00 in every spend "
+                   "figure here and left out of every $ per 1M tokens (as $0 they would read as free):",
+                   icon=":material/money_off:")
         st.text(names)
         st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")
 

@@ -73,8 +73,8 @@ else:
         **{c: USD(f"{c} ($ per 1M tokens)", format="$%,.3f") for c in wide.columns if c != "model"}})
     st.caption("Spend per 1M tokens the models served (input + output; cache hits reached no model): the *billed* "
                "unit cost of API models, the *allocated* one of self-hosted models (their busy GPU time; idle "
-               "capacity is left out). A model nothing prices has none (—, and no cell): its tokens count at $0, as the "
-               "banner says. " + source_label())
+               "capacity is left out). A model nothing prices has none (—, and no cell): its spend counts at $0 and its tokens "
+               "are left out of every $ per 1M tokens, as the banner says. " + source_label())
     # the costliest model first, as a finance reader scans it (the query's order is by model name)
     units = query(spend.unit_costs, f).sort_values(["cost_usd", "model"], ascending=[False, True], kind="stable")
     bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={

@@ -79,8 +79,9 @@ KPI_SPECS: tuple[KpiSpec, ...] = (
     KpiSpec("tokens", "Tokens (input + output)", "tokens", "neutral", "Prompt tokens (cached included) plus generated tokens."),
     KpiSpec("cost_per_1m_tokens", "$ per 1M tokens", "usd3", "worse",
             "Spend, idle GPU time included, per 1M tokens the models served (cache hits reached none): the "
-            "fleet's fully loaded unit cost. Per model: billed (API), allocated and fully loaded (self-hosted) "
-            "on the Cost page."),
+            "fleet's fully loaded unit cost. Tokens of a model nothing prices are left out (counted at $0 they "
+            "would lower it as if they were free). Per model: billed (API), allocated and fully loaded "
+            "(self-hosted) on the Cost page."),
     KpiSpec("cache_saved_usd", "Cache savings (USD)", "usd", "better",
             "What semantic-cache hits would have cost on their model at book prices."),
     KpiSpec("escalation_rate", "Cascade escalation rate (%)", "pct", "worse",
