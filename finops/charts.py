@@ -27,6 +27,16 @@ GRAIN_FORMAT = {"hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d", "month":
 # fit the container's width; ``height`` is the plot's height (axes, legends and titles come on top)
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
+#: a name on an axis (a model, a tenant) longer than this many characters gives its middle way to "…": the start
+#: (the provider's or family's prefix) and the end (the size and variant) are what tell two models apart, where
+#: cutting the end drew three bars all labelled "accounts/firewor…"
+NAME_CHARS = 34
+
+
+def name_axis(**kwargs) -> alt.Axis:
+    """The axis of a name field: long names shortened in the middle (:data:`NAME_CHARS`), never at the end."""
+    return alt.Axis(labelExpr=f"truncate(datum.label, {NAME_CHARS}, 'center')", labelLimit=260, **kwargs)
+
 
 # ---------------------------------------------------------------- times: UTC in every browser
 # The store's times are naive UTC. Handed to the browser naive, Vega reads them in the viewer's time zone: east of
@@ -276,7 +286,7 @@ def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt
     data = _with_tip_texts(table.assign(change_pct=table["change"] * 100, share_pct=table["share"] * 100),
                            {"previous_cost_usd": usd, "change_pct": lambda v: f"{v:+.1f}"})
     return _chart(data).mark_bar(color=PALETTE[0]).encode(
-        y=alt.Y("tenant:N", sort="-x", title="Tenant"),
+        y=alt.Y("tenant:N", sort="-x", title="Tenant", axis=name_axis()),
         x=alt.X("cost_usd:Q", title="Spend (USD)", axis=alt.Axis(format=usd_axis_format(data["cost_usd"]))),
         tooltip=[alt.Tooltip("tenant:N", title="Tenant"),
                  alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),
@@ -313,9 +323,9 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
     title = _titled(title, model_note, tenant_note)
     base = _chart(data).encode(
         # every column labelled: at -30 degrees Vega dropped every other tenant's name as overlapping
-        x=alt.X("tenant:N", title="Tenant", axis=alt.Axis(labelAngle=-45, labelOverlap=False, labelLimit=160)),
+        x=alt.X("tenant:N", title="Tenant", axis=name_axis(labelAngle=-45, labelOverlap=False)),
         # model names run long ("claude-3-5-sonnet-20241022", "openai/gpt-4o-mini"): shown whole up to 240 px
-        y=alt.Y("model:N", title="Model", axis=alt.Axis(labelLimit=240)))
+        y=alt.Y("model:N", title="Model", axis=name_axis()))
     tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("tenant:N", title="Tenant"),
                alt.Tooltip("cost_per_1m_tokens:Q", title="$ per 1M tokens", format="$,.3f"),
                alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f"),
@@ -385,7 +395,7 @@ def token_mix(tokens_long: pd.DataFrame, classes: Sequence[str], title: str = "T
     title = _titled(title, note)
     data = tokens_long.assign(share_pct=tokens_long["share"] * 100)
     return _chart(data).mark_bar().encode(
-        y=alt.Y("model:N", title="Model"),
+        y=alt.Y("model:N", title="Model", axis=name_axis()),
         x=alt.X("sum(tokens):Q", stack="normalize", title="Share of the model's tokens (%)",
                 axis=alt.Axis(format="%")),
         # one column: two of "input (written to the prompt cache)" overflow a half-width chart and are cut
@@ -405,7 +415,7 @@ def cost_parts(cost_long: pd.DataFrame, parts: Sequence[str],
                                fold=("cost_usd",), by=("part",))
     title = _titled(title, note)
     return _chart(cost_long).mark_bar().encode(
-        y=alt.Y("model:N", title="Model", sort="-x"),
+        y=alt.Y("model:N", title="Model", sort="-x", axis=name_axis()),
         x=alt.X("sum(cost_usd):Q", title="Spend (USD)",
                 axis=alt.Axis(format=usd_axis_format(cost_long.groupby("model")["cost_usd"].sum()
                                                      if len(cost_long) else []))),
@@ -518,7 +528,7 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
     data, note = keep_top(status, "tenant", "forecast_usd", MAX_ROWS, what="tenants", by_what="forecast spend")
     data = _with_tip_texts(data, {"forecast_low_usd": usd, "forecast_high_usd": usd, "budget_usd": usd})
     title = _titled(title, note)
-    y = alt.Y("tenant:N", title="Tenant", sort=alt.EncodingSortField("forecast_usd", order="descending"))
+    y = alt.Y("tenant:N", title="Tenant", sort=alt.EncodingSortField("forecast_usd", order="descending"), axis=name_axis())
     tip = [alt.Tooltip("tenant:N", title="Tenant"),
            alt.Tooltip("spent_usd:Q", title="Spent so far (USD)", format="$,.2f"),
            alt.Tooltip("forecast_usd:Q", title="Forecast month end (USD)", format="$,.2f"),
@@ -659,7 +669,7 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
     tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("cache_hits:Q", title="Cache hits", format=","),
            alt.Tooltip("requests:Q", title="Requests", format=","),
            alt.Tooltip("hit_pct:Q", title="Hit rate (%)", format=".1f"), alt.Tooltip("label:N", title="Saved")]
-    base = _chart(data).encode(y=alt.Y("model:N", title="Model"),
+    base = _chart(data).encode(y=alt.Y("model:N", title="Model", axis=name_axis()),
                                   x=alt.X("hit_pct:Q", title="Requests served from the cache (%)",
                                           scale=alt.Scale(domain=[0, max(float(data["hit_pct"].max()) * 1.8, 1.0)])),
                                   tooltip=tip)
@@ -734,7 +744,7 @@ def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual
     data["scenario"] = data["scenario"].map({"actual_usd": "actual routing", "counterfactual_usd": "what-if"})
     data["calls"] = data["actual_calls"].where(data["scenario"] == "actual routing", data["counterfactual_calls"])
     return _chart(data).mark_bar().encode(
-        y=alt.Y("model:N", title="Model"), yOffset=alt.YOffset("scenario:N", sort=["actual routing", "what-if"]),
+        y=alt.Y("model:N", title="Model", axis=name_axis()), yOffset=alt.YOffset("scenario:N", sort=["actual routing", "what-if"]),
         x=alt.X("usd:Q", title="Spend (USD)", axis=alt.Axis(format=usd_axis_format(data["usd"]))),
         color=alt.Color("scenario:N", title="", scale=alt.Scale(domain=["actual routing", "what-if"],
                                                                range=["#9ecae9", PALETTE[1]]),

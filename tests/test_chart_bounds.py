@@ -113,6 +113,51 @@ def test_the_heatmap_legend_labels_its_range_not_one_value():
     assert cells["legend"]["values"] == [0.15, 0.5, 1.0, 2.0, 4.2] and cells["legend"]["format"] == "$,.2f"
 
 
+LONG_MODELS = ["accounts/fireworks/models/llama-v2-13b-chat", "accounts/fireworks/models/llama-v2-70b-chat",
+               "meta/llama-2-7b-chat:13c3cdee13ee059ab779f0291d29054dab00a47dad8261375654de5540165fb0", "gpt-4o"]
+
+
+def _svg_texts(chart) -> list[str]:
+    """The text Vega draws for ``chart`` (rendered to SVG by vl-convert, no browser)."""
+    import html
+    import re
+
+    import vl_convert
+    svg = vl_convert.vegalite_to_svg(chart.properties(width=500).to_json())
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+
+
+def _shortened(label: str, name: str) -> bool:
+    """Whether ``label`` is ``name`` whole or its start and end around "…" (never cut at the end alone)."""
+    if label == name:
+        return True
+    head, sep, tail = label.partition("…")
+    return bool(sep and head and tail and name.startswith(head) and name.endswith(tail))
+
+
+def test_long_model_and_tenant_names_keep_their_start_and_end_apart_on_the_axes():
+    """The LLMPerf providers' model names (three Fireworks models, a Replicate model with its version hash) were
+    all cut at the end by Vega's label limit: three bars of the Token mix read "accounts/firewor…"."""
+    long = pd.DataFrame([(m, c, t) for m in LONG_MODELS for c, t in (("input (uncached)", 80), ("output", 20))],
+                        columns=["model", "token_class", "tokens"]).assign(share=lambda d: d["tokens"] / 100)
+    tenants = ["team-search-and-recommendations-eu-west", "team-search-and-recommendations-us-east"]
+    matrix = pd.DataFrame({"model": LONG_MODELS[:2] * 2, "tenant": tenants * 2, "requests": 1, "tokens": 1000,
+                           "cost_usd": 0.01, "cost_per_1m_tokens": [0.2, 0.9, 0.3, 0.6]})
+    cost_long = long.rename(columns={"token_class": "part", "tokens": "cost_usd"})
+    for chart, names in ((charts.token_mix(long, ["input (uncached)", "output"]), LONG_MODELS),
+                         (charts.cost_parts(cost_long, ["input (uncached)", "output"]), LONG_MODELS),
+                         (charts.cost_heatmap(matrix), LONG_MODELS[:2] + tenants)):
+        texts = _svg_texts(chart)
+        for name in names:
+            drawn = [t for t in texts if _shortened(t, name)]
+            assert len(drawn) >= 1, (name, texts)
+            assert all(len(t) <= charts.NAME_CHARS for t in drawn)
+        # each name drawn once, told apart from every other
+        labels = [next(t for t in texts if _shortened(t, n)) for n in names]
+        assert len(set(labels)) == len(names), labels
+    assert "gpt-4o" in _svg_texts(charts.token_mix(long, ["input (uncached)", "output"]))
+
+
 def test_the_cache_savings_legend_shows_its_labels_whole():
     # Vega's default legend labelLimit (160 px) cut "self-hosted (paid by the hour)" to "self-hosted (paid by the …"
     frame = pd.DataFrame({"model": ["gpt-4o", "llama-3.1-70b"], "kind": ["api", "self_hosted"], "requests": [100, 200],
