@@ -33,9 +33,20 @@ FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 NAME_CHARS = 34
 
 
-def name_axis(**kwargs) -> alt.Axis:
-    """The axis of a name field: long names shortened in the middle (:data:`NAME_CHARS`), never at the end."""
-    return alt.Axis(labelExpr=f"truncate(datum.label, {NAME_CHARS}, 'center')", labelLimit=260, **kwargs)
+def name_axis(chars: int = NAME_CHARS, **kwargs) -> alt.Axis:
+    """The axis of a name field: a label past ``chars`` characters shortened in the middle, never at the end."""
+    return alt.Axis(labelExpr=f"truncate(datum.label, {int(chars)}, 'center')", labelLimit=int(chars * 7.6), **kwargs)
+
+
+#: a name in a legend is shortened sooner (a legend sets several side by side): 24 characters, about 150 px
+LEGEND_NAME_CHARS = 24
+
+
+def name_legend(columns: int = 4, **kwargs) -> alt.Legend:
+    """A legend of names under the chart, ``columns`` side by side (about 190 px each: 4 fit a full-width chart,
+    2 a half-width one), each name shortened in the middle past :data:`LEGEND_NAME_CHARS` characters."""
+    return alt.Legend(orient="bottom", columns=columns, labelLimit=170,
+                      labelExpr=f"truncate(datum.label, {LEGEND_NAME_CHARS}, 'center')", **kwargs)
 
 
 # ---------------------------------------------------------------- times: UTC in every browser
@@ -272,7 +283,7 @@ def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over ti
         x=_x_time(grain, banded=banded, periods=frame["period"]),
         y=alt.Y("sum(cost_usd):Q", title=f"Spend (USD {per})", axis=alt.Axis(format=usd_axis_format(stacked))),
         color=alt.Color("series:N", title="Model", scale=_series_scale(list(frame["series"])),
-                        legend=alt.Legend(orient="bottom", columns=4)),
+                        legend=name_legend()),
         order=alt.Order("series:N"),
         tooltip=[_time_tip("period", "From (UTC)", fmt + (" %Y" if grain != "month" else "")),
                  alt.Tooltip("series:N", title="Model"),
@@ -307,7 +318,7 @@ def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of t
         x=_x_time(grain, periods=trend["period"]),
         y=alt.Y("cost_usd:Q", title=f"Spend (USD {per})", axis=alt.Axis(format=usd_axis_format(trend["cost_usd"]))),
         color=alt.Color("tenant:N", title="Tenant", scale=_series_scale(list(trend["tenant"])),
-                        legend=alt.Legend(orient="bottom", columns=4)),
+                        legend=name_legend()),
         tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("tenant:N", title="Tenant"),
                  alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f")],
@@ -440,7 +451,7 @@ def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by m
                 axis=alt.Axis(values=decades, format="$,~r", grid=True)),
         y=alt.Y("share_pct:Q", title="Share of the model's paid requests (%)"),
         color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
-                        legend=alt.Legend(orient="bottom", columns=4)),
+                        legend=name_legend()),
         tooltip=[alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("bin_lo_usd:Q", title="From (USD)", format="$,.6f"),
                  alt.Tooltip("bin_hi_usd:Q", title="To (USD)", format="$,.6f"),
@@ -483,7 +494,7 @@ def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation 
         x=_x_time(grain),
         y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)", scale=alt.Scale(domainMin=0)),
         color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
-                        legend=alt.Legend(orient="bottom")),
+                        legend=name_legend()),
         tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".2f"),
@@ -616,7 +627,7 @@ def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share",
         y=alt.Y("sum(share_pct):Q", stack="zero", title=f"Share of {what} (%)",
                 scale=alt.Scale(domain=[0, 100]), axis=alt.Axis(values=[0, 25, 50, 75, 100])),
         color=alt.Color("series:N", title=series_title, scale=_series_scale(list(data["series"])),
-                        legend=alt.Legend(orient="bottom", columns=5)),
+                        legend=name_legend(5)),
         tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title=series_title),
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
@@ -642,7 +653,7 @@ def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", 
         x=alt.X("share_pct:Q", stack="normalize", title=f"Share of the {split_title.lower()}'s {what} (%)",
                 axis=alt.Axis(format="%")),
         color=alt.Color("series:N", title=series_title, scale=_series_scale(list(data["series"])),
-                        legend=alt.Legend(orient="bottom", columns=5)),
+                        legend=name_legend(5)),
         tooltip=[alt.Tooltip(f"{split}:N", title=split_title), alt.Tooltip("series:N", title=series_title),
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
                  alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
@@ -714,7 +725,7 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
               axis=alt.Axis(format=",.0f"))
     y = alt.Y("requests:Q", title="Requests per bucket")
     color = alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
-                      legend=alt.Legend(orient="bottom", columns=4))
+                      legend=name_legend())
     tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
                alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
                alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),
@@ -809,7 +820,7 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     data = data.assign(t=data["ms"] / div)
     return _chart(data).mark_bar().encode(
         y=alt.Y("row:N", title="Percentile of total latency · model", sort=list(dict.fromkeys(data["row"])),
-                axis=alt.Axis(labelLimit=320)),
+                axis=name_axis(46)),
         x=alt.X("t:Q", title=f"Mean time in the band ({unit})", stack="zero", axis=alt.Axis(format=",.3~r"),
                 scale=alt.Scale(domainMin=0)),
         color=alt.Color("segment:N", title="Segment", sort=present,
@@ -841,7 +852,7 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
                 scale=alt.Scale(type="utc")),
         y=alt.Y("ms:Q", title=f"{field_label} (ms, log scale)", scale=_log_scale(long["ms"])),
         color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
-                        legend=alt.Legend(orient="bottom", columns=4)),
+                        legend=name_legend()),
         strokeDash=alt.StrokeDash("percentile:N", title="Percentile", sort=["P99", "P95", "P50"],
                                   scale=alt.Scale(domain=["P99", "P95", "P50"], range=[[1, 0], [6, 3], [2, 2]])),
         tooltip=[_time_tip("ts", "From (UTC)", "%Y-%m-%d %H:%M"), alt.Tooltip("grp:N", title="Model"),
@@ -888,8 +899,9 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
     ).properties(autosize=FIT_X, title=title, height=height)
 
 
-def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart:
-    """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model (the busiest)."""
+def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str, legend_columns: int = 4) -> alt.Chart:
+    """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model (the busiest);
+    ``legend_columns`` models side by side under it (2 in a half-width column, :func:`name_legend`)."""
     buckets, note = keep_top(buckets, "grp", "requests", MAX_SERIES, what="models", by_what="request count")
     title = _titled(title, note)
     long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],
@@ -903,7 +915,7 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str) -> alt.Chart
         y=alt.Y("t:Q", title=f"total latency ({t_unit}, log scale)", scale=_log_scale(long["t"]),
                 axis=alt.Axis(format=",.3~r")),
         color=alt.Color("grp:N", title="Model", scale=_series_scale(list(long["grp"])),
-                        legend=alt.Legend(orient="bottom", columns=4)),
+                        legend=name_legend(legend_columns)),
         strokeDash=alt.StrokeDash("percentile:N", title="Percentile",
                                   scale=alt.Scale(domain=["P50", "P95"], range=[[1, 0], [6, 3]]),
                                   legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolSize=300,
@@ -932,7 +944,7 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
            alt.Tooltip("requests:Q", title="Requests", format=",")]
     # one colour encoding for both layers: a layer's legend=None hides the shared legend of the whole chart
     color = alt.Color("grp:N", title="Model (line: median; band: P10–P90)", scale=scale,
-                      legend=alt.Legend(orient="bottom", columns=4, titleLimit=400, symbolOpacity=1))
+                      legend=name_legend(titleLimit=400, symbolOpacity=1))
     band = base.mark_area(opacity=0.15).encode(y=alt.Y("tokens_per_s_p10:Q", title="Decode tokens/s per request"),
                                                y2="tokens_per_s_p90:Q", color=color)
     line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(y="tokens_per_s_p50:Q", tooltip=tip, color=color)
@@ -961,7 +973,7 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
     long["t"] = long["ms"] / div
     return _chart(long).mark_bar().encode(
         # no axis title: beside labels this long it was drawn over them; the subtitle says what a label is
-        y=alt.Y("label:N", title=None, sort=list(data["label"]), axis=alt.Axis(labelLimit=360)),
+        y=alt.Y("label:N", title=None, sort=list(data["label"]), axis=name_axis(50)),
         x=alt.X("t:Q", title=f"Time ({unit})", stack="zero", axis=alt.Axis(format=",.3~r")),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),

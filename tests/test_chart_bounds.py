@@ -158,6 +158,20 @@ def test_long_model_and_tenant_names_keep_their_start_and_end_apart_on_the_axes(
     assert "gpt-4o" in _svg_texts(charts.token_mix(long, ["input (uncached)", "output"]))
 
 
+def test_long_model_names_in_a_legend_keep_their_start_and_end_apart():
+    """The same names in the Latency page's length charts' legends: cut at the end ("accounts/fireworks/mod…"
+    twice) and set four columns wide in a half-width chart, so the third column was cut off the canvas."""
+    buckets = pd.DataFrame([{"grp": m, "bucket_lo": lo, "bucket_hi": 2 * lo, "bucket": f"{lo}-{2 * lo}", "requests": 10,
+                             "total_ms_p50": 900.0, "total_ms_p95": 2100.0} for m in LONG_MODELS for lo in (256, 512)])
+    chart = charts.latency_by_bucket(buckets, "prompt tokens", "Latency by prompt length", legend_columns=2)
+    assert chart.to_dict()["encoding"]["color"]["legend"]["columns"] == 2
+    texts = _svg_texts(chart)
+    labels = [next((t for t in texts if _shortened(t, m)), None) for m in LONG_MODELS]
+    assert None not in labels and len(set(labels)) == len(LONG_MODELS), (labels, texts)
+    assert all(len(t) <= charts.LEGEND_NAME_CHARS for t in labels)
+    assert labels[0] == "accounts/fir…v2-13b-chat"            # Vega's truncate: 24 characters, "…" in the middle
+
+
 def test_the_cache_savings_legend_shows_its_labels_whole():
     # Vega's default legend labelLimit (160 px) cut "self-hosted (paid by the hour)" to "self-hosted (paid by the …"
     frame = pd.DataFrame({"model": ["gpt-4o", "llama-3.1-70b"], "kind": ["api", "self_hosted"], "requests": [100, 200],

@@ -152,7 +152,7 @@ with left:
     else:
         b = query(latency.length_buckets, f, prompt_field)
         unit = "prompt tokens" if prompt_field == "input_tokens" else "prompt characters"
-        st.altair_chart(charts.latency_by_bucket(b, unit, title=f"Latency by prompt length ({unit})"))
+        st.altair_chart(charts.latency_by_bucket(b, unit, title=f"Latency by prompt length ({unit})", legend_columns=2))
         st.caption("Rising steeply with the prompt: prefill-bound (compute). " + percentile_note(b))
 with right:
     if not cov.get("output_tokens"):
@@ -160,7 +160,7 @@ with right:
                 icon=":material/info:")
     else:
         b = query(latency.length_buckets, f, "output_tokens")
-        st.altair_chart(charts.latency_by_bucket(b, "output tokens", title="Latency by output length (tokens)"))
+        st.altair_chart(charts.latency_by_bucket(b, "output tokens", title="Latency by output length (tokens)", legend_columns=2))
         st.caption("Rising with the output: decode-bound (memory bandwidth, KV cache). " + percentile_note(b))
 
 st.subheader("Decode speed against concurrency")
