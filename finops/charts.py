@@ -42,11 +42,18 @@ def name_axis(chars: int = NAME_CHARS, **kwargs) -> alt.Axis:
 LEGEND_NAME_CHARS = 24
 
 
-def name_legend(columns: int = 4, **kwargs) -> alt.Legend:
+def name_legend(columns: int = 4, qualified: bool = False, **kwargs) -> alt.Legend:
     """A legend of names under the chart, ``columns`` side by side (about 190 px each: 4 fit a full-width chart,
-    2 a half-width one), each name shortened in the middle past :data:`LEGEND_NAME_CHARS` characters."""
-    return alt.Legend(orient="bottom", columns=columns, labelLimit=170,
-                      labelExpr=f"truncate(datum.label, {LEGEND_NAME_CHARS}, 'center')", **kwargs)
+    2 a half-width one), each name shortened in the middle past :data:`LEGEND_NAME_CHARS` characters.
+    ``qualified``: a label is a name and a qualifier in brackets ("llama-3.1-8b (small)"); the name alone is
+    shortened and the qualifier kept whole (otherwise every long name of one size class read alike)."""
+    short = f"truncate(datum.label, {LEGEND_NAME_CHARS}, 'center')"
+    if qualified:
+        cut = "lastindexof(datum.label, ' (')"
+        short = (f"{cut} > 0 ? truncate(substring(datum.label, 0, {cut}), {LEGEND_NAME_CHARS}, 'center') "
+                 f"+ substring(datum.label, {cut}) : {short}")
+    return alt.Legend(orient="bottom", columns=columns, labelLimit=250 if qualified else 170, labelExpr=short,
+                      **kwargs)
 
 
 # ---------------------------------------------------------------- times: UTC in every browser
@@ -724,8 +731,9 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
     x = alt.X("mid:Q", title=f"Prompt length ({unit}, power-of-two buckets, log scale)", scale=x_scale,
               axis=alt.Axis(format=",.0f"))
     y = alt.Y("requests:Q", title="Requests per bucket")
+    # three columns: four and the size class's legend beside them ran past a full-width chart
     color = alt.Color("series:N", title="Model (size class)", scale=_series_scale(list(data["series"])),
-                      legend=name_legend())
+                      legend=name_legend(3, qualified=True))
     tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("size_class:N", title="Size"),
                alt.Tooltip("bucket_lo:Q", title=f"From ({unit})", format=","),
                alt.Tooltip("hi:Q", title=f"Below ({unit})", format=","),

@@ -172,6 +172,20 @@ def test_long_model_names_in_a_legend_keep_their_start_and_end_apart():
     assert labels[0] == "accounts/fir…v2-13b-chat"            # Vega's truncate: 24 characters, "…" in the middle
 
 
+def test_a_model_and_its_size_class_in_a_legend_shorten_the_name_and_keep_the_class():
+    """The Routing page's prompt-length chart labels its lines "model (size class)": shortened as one text, the three
+    Fireworks models of unknown size all read "accounts/fir…t (unknown)"."""
+    by_length = pd.DataFrame([{"model": m, "size_class": "large" if m == "gpt-4o" else "unknown", "bucket_lo": lo,
+                               "requests": 5} for m in LONG_MODELS for lo in (256, 512)])
+    texts = _svg_texts(charts.prompt_lengths(by_length, 550, "prompt tokens"))
+    drawn = [t for t in texts if t.endswith((" (large)", " (unknown)"))]
+    assert "gpt-4o (large)" in drawn and "accounts/fir…v2-13b-chat (unknown)" in drawn, drawn
+    assert len(set(drawn)) == len(LONG_MODELS)
+    for name, label in zip(sorted(LONG_MODELS), sorted(drawn), strict=True):
+        head, _, qualifier = label.rpartition(" (")
+        assert _shortened(head, name) and qualifier in ("large)", "unknown)")
+
+
 def test_the_cache_savings_legend_shows_its_labels_whole():
     # Vega's default legend labelLimit (160 px) cut "self-hosted (paid by the hour)" to "self-hosted (paid by the …"
     frame = pd.DataFrame({"model": ["gpt-4o", "llama-3.1-70b"], "kind": ["api", "self_hosted"], "requests": [100, 200],

@@ -117,3 +117,26 @@ def test_logs_that_name_no_route_are_shared_by_model_first(tmp_path, gateway_db)
     assert not by_route.exception and "These logs name no route" in texts(by_route)
     routed = run_page(gateway_db, "views/routing.py")
     assert not routed.exception and routed.segmented_control(key="mix_dim").value == "route"
+
+
+def test_misrouting_judges_no_model_without_a_size_class(tmp_path):
+    """The LLMPerf fleet (19 models, none with a size class in the price book) read "No candidate: every short
+    prompt went to a small model and every long one to a large model", of models that are neither."""
+    def rows(model, n, tokens):
+        return [{"request_id": f"{model}-{i}", "ts": f"2026-04-06T10:{i:02d}:00", "model": model, "tenant": "acme",
+                 "input_tokens": tokens, "output_tokens": 10, "status": "ok"} for i in range(n)]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    unsized = store_of_records(tmp_path / "a", rows("acme-a", 3, 100) + rows("acme-b", 2, 3000))
+    mixed = store_of_records(tmp_path / "b", rows("gpt-4o-mini", 4, 100) + rows("acme-a", 3, 3000))
+    query = {"from": "2026-04-06", "to": "2026-04-06", "mis_threshold": "500"}
+    at = run_page(unsized, "views/routing.py", query_params=query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [s.value for s in at.success if "No candidate" in s.value]
+    assert any(i.value.startswith("No request can be called misrouted: 2 models with no size class in the price "
+                                  "book, 5 requests: acme-a, acme-b.") for i in at.info), [i.value for i in at.info]
+    at = run_page(mixed, "views/routing.py", query_params=query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert [s.value for s in at.success if "No candidate" in s.value] == [
+        "No candidate at 500 prompt tokens: every short prompt went to a small model and every long one to a large "
+        "model. Not judged: 1 model with no size class in the price book, 3 requests: acme-a."]

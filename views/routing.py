@@ -3,7 +3,7 @@ import streamlit as st
 
 from finops import charts, sql, store
 from finops.errors import InputError
-from finops.fmt import MISSING, duration_ms, usd
+from finops.fmt import MISSING, counted, duration_ms, usd
 from finops.fmt import share as share_text
 from finops.spend import routing
 from finops.spend.costviews import format_value
@@ -168,10 +168,21 @@ else:
     if len(mis.by_length):
         st.altair_chart(charts.prompt_lengths(mis.by_length, threshold, unit,
                                               title=f"Requests by prompt length ({unit}) and model size"))
-    if mis.summary.empty:
+    # a model of no size class (none in the price book) is neither small nor large: no request of it is judged
+    unsized = mis.by_length[~mis.by_length["size_class"].isin(["small", "large"])].groupby("model")["requests"].sum()
+    not_judged = (f"{counted(len(unsized), 'model')} with no size class in the price book, "
+                  f"{counted(int(unsized.sum()), 'request')}: {', '.join(plain(m) for m in unsized.index[:5])}"
+                  + (f" and {len(unsized) - 5:,} more" if len(unsized) > 5 else ""))
+    if len(mis.by_length) and len(unsized) == mis.by_length["model"].nunique():
+        st.info(f"No request can be called misrouted: {not_judged}. A model's size class (small or large) is set "
+                "in its price book row on the Data page.", icon=":material/help:")
+    elif mis.summary.empty:
         st.success(f"No candidate at {threshold:,} {unit}: every short prompt went to a small model and every long "
-                   "one to a large model.", icon=":material/check_circle:")
+                   "one to a large model." + (f" Not judged: {not_judged}." if len(unsized) else ""),
+                   icon=":material/check_circle:")
     else:
+        if len(unsized):
+            st.caption(f"Not judged: {not_judged}.")
         bounded_dataframe(mis.summary, what="models", file_name="misrouted", placeholder=MISSING, hide_index=True, column_config={
             "kind": "Candidate", "model": "Served by",
             "requests": st.column_config.NumberColumn("Requests", format="%,d"),
