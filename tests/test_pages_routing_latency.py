@@ -128,15 +128,22 @@ def test_misrouting_judges_no_model_without_a_size_class(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     unsized = store_of_records(tmp_path / "a", rows("acme-a", 3, 100) + rows("acme-b", 2, 3000))
-    mixed = store_of_records(tmp_path / "b", rows("gpt-4o-mini", 4, 100) + rows("acme-a", 3, 3000))
+    mixed = store_of_records(tmp_path / "b", rows("gpt-4o-mini", 4, 100) + rows("acme-a", 5, 3000))
     query = {"from": "2026-04-06", "to": "2026-04-06", "mis_threshold": "500"}
     at = run_page(unsized, "views/routing.py", query_params=query)
     assert not at.exception, [e.value for e in at.exception]
     assert not [s.value for s in at.success if "No candidate" in s.value]
     assert any(i.value.startswith("No request can be called misrouted: 2 models with no size class in the price "
                                   "book, 5 requests: acme-a, acme-b.") for i in at.info), [i.value for i in at.info]
+    # nor can a what-if move their traffic: it said "model acme-a is not in the price book" of the first one offered
+    assert any(i.value.startswith("No model served here has a size class or a row in the price book") for i in at.info)
+    assert not [w.value for w in at.warning if "is not in the price book" in w.value]
     at = run_page(mixed, "views/routing.py", query_params=query)
     assert not at.exception, [e.value for e in at.exception]
     assert [s.value for s in at.success if "No candidate" in s.value] == [
         "No candidate at 500 prompt tokens: every short prompt went to a small model and every long one to a large "
-        "model. Not judged: 1 model with no size class in the price book, 3 requests: acme-a."]
+        "model. Not judged: 1 model with no size class in the price book, 5 requests: acme-a."]
+    # no large model: every model is offered as one, the busiest with a price book row chosen (acme-a, the busiest,
+    # stopped the replay)
+    assert at.selectbox(key="wi_large").value == "gpt-4o-mini"
+    assert not [w.value for w in at.warning if "is not in the price book" in w.value]

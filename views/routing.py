@@ -208,8 +208,24 @@ if not smalls or not larges:
 c1, c2, c3 = st.columns(3)
 policy = c1.radio("Policy", list(routing.POLICIES), format_func=lambda p: f"{p}: {routing.POLICIES[p]}",
                   key="wi_policy", bind="query-params")
-small = c2.selectbox("Small model", smalls, index=smalls.index(d_small) if d_small in smalls else 0, key="wi_small")
-large = c3.selectbox("Large model", larges, index=larges.index(d_large) if d_large in larges else 0, key="wi_large")
+# the replay moves traffic onto a model at its price book row: without a size class, the busiest model that has one
+book = query(routing.effective_prices, f)
+replayable = set(book.loc[book["input_usd_per_1m"].notna(), "model"])
+
+
+def _first(options: list[str], preferred: str | None) -> int:
+    if preferred in options:
+        return options.index(preferred)
+    return next((i for i, m in enumerate(options) if m in replayable), 0)
+
+
+small = c2.selectbox("Small model", smalls, index=_first(smalls, d_small), key="wi_small")
+large = c3.selectbox("Large model", larges, index=_first(larges, d_large), key="wi_large")
+if not replayable & set(models["model"]) and not (d_small and d_large):
+    st.info("No model served here has a size class or a row in the price book, and the replay moves traffic onto a "
+            "model at its price book row: add the models you would route to (with their size class) on the Data "
+            "page.", icon=":material/help:")
+    st.stop()
 kwargs = {"small_model": small, "large_model": large}
 if policy in ("threshold", "per-tier") and length is not None:
     kwargs["threshold"] = st.slider(f"Threshold for the threshold rule ({unit})", 0, int(top),
