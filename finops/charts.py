@@ -342,7 +342,8 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
     base = _chart(data).encode(
         # every column labelled: at -30 degrees Vega dropped every other tenant's name as overlapping
         x=alt.X("tenant:N", title="Tenant", axis=name_axis(labelAngle=-45, labelOverlap=False)),
-        # model names run long ("claude-3-5-sonnet-20241022", "openai/gpt-4o-mini"): shown whole up to 240 px
+        # model names run long ("claude-3-5-sonnet-20241022", "accounts/fireworks/models/llama-v2-13b-chat"): whole
+        # up to NAME_CHARS characters, past them shortened in the middle
         y=alt.Y("model:N", title="Model", axis=name_axis()))
     tooltip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("tenant:N", title="Tenant"),
                alt.Tooltip("cost_per_1m_tokens:Q", title="$ per 1M tokens", format="$,.3f"),
