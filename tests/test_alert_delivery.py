@@ -54,6 +54,17 @@ def test_alerts_of_one_model_that_overlap_or_touch_are_one_group():
     assert delivery.group_alerts(_frame([])[[]].assign(model=[])) == []
 
 
+def test_a_group_of_all_models_is_named_by_what_its_rules_watch():
+    """A day of 100 % unpriced traffic was a group titled "1 alert on spend", beside the spend spikes' groups."""
+    def title(*rules):
+        frame = _frame([(alerts.ALL_MODELS, 0, 24, "warning")] * len(rules)).assign(rule=list(rules))
+        return delivery.group_alerts(frame)[0].title
+    start = f"{ALERT_T0:%Y-%m-%d %H:%M}"
+    assert title("unpriced_share").startswith("warning: 1 alert on unpriced traffic, " + start)
+    assert title("spend_spike").startswith("warning: 1 alert on spend, ")
+    assert title("spend_spike", "unpriced_share").startswith("warning: 2 alerts on spend and unpriced traffic, ")
+
+
 def test_the_store_s_alerts_make_three_groups():
     con = alert_store()
     groups = delivery.group_alerts(alerts.open_alerts(con))

@@ -310,7 +310,12 @@ class AlertGroup:
     @property
     def title(self) -> str:
         n = len(self.alerts)
-        who = "spend" if self.model == alerts_mod.ALL_MODELS else self.model
+        who = self.model
+        if self.model == alerts_mod.ALL_MODELS:
+            # the rules of all models' money: their spend, and the share of their traffic nothing prices
+            rules = set(self.alerts["rule"]) if "rule" in self.alerts else set()
+            who = ("unpriced traffic" if rules == {"unpriced_share"} else
+                   "spend and unpriced traffic" if "unpriced_share" in rules else "spend")
         return (f"{self.severity}: {n} alert{'s' if n != 1 else ''} on {who}, "
                 f"{self.window_start:%Y-%m-%d %H:%M} to {self.window_end:%Y-%m-%d %H:%M} UTC")
 
