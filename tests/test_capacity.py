@@ -44,6 +44,8 @@ def hand_rows() -> pd.DataFrame:
         _row("r6", PEAK - timedelta(minutes=30), service_ms=1000, queue_ms=0, replica="r0", input_tokens=100,
              output_tokens=100),                                                          # the quieter hour
         _row("a1", at(0), model="api-model", service_ms=500),                            # an API model: no fleet
+        # the logs run on past the peak hour (another model's request): all 3,600 s of it are logged
+        _row("a2", PEAK + timedelta(hours=2), model="api-model", service_ms=500),
     ]
     return pd.DataFrame(rows)
 
@@ -71,7 +73,7 @@ def test_observed_load_matches_hand_computation(hand_db):
     assert obs["model"].tolist() == ["m-self"]                 # the API model has no fleet to size
     r = obs.iloc[0]
     assert r["peak_hour"] == pd.Timestamp(PEAK)
-    assert r["requests_peak_hour"] == 5
+    assert r["requests_peak_hour"] == 5 and r["peak_hour_covered_s"] == 3600.0
     assert_allclose(r["arrival_rate_per_s"], 5 / 3600)
     # completed requests only: 1, 2, 3, 2 s -> mean 2 s, population std sqrt(0.5) s
     assert_allclose(r["mean_service_s"], 2.0)
@@ -92,6 +94,23 @@ def test_observed_load_matches_hand_computation(hand_db):
     # tokens of the six served requests over the period (the cache hit's 2,000 left out)
     assert_allclose(r["tokens_per_request"], (150 + 300 + 450 + 600 + 0 + 200) / 6)
     assert r["gpus_per_replica"] == 2 and r["gpu_hour_usd"] == 1.5
+
+
+def test_observed_load_rates_a_partly_logged_hour_over_the_part_logged(tmp_path):
+    """Logs that end inside the busiest hour (its last request at 10:06, as a trace cut at 18:15 starts inside
+    one): its 5 requests arrived over 6 minutes, 5 / 360 s, where the hour's 3,600 s read a tenth of that rate."""
+    con = store.connect(str(tmp_path / "cut.duckdb"))
+    pricing.save_price_book(con, pd.concat([pricing.price_book(con), pd.DataFrame([{
+        "model": "m-self", "provider": "self-hosted", "publisher": "x", "kind": "self_hosted", "size_class": "small",
+        "gpu_hour_usd": 1.5, "gpus_per_replica": 2, "replicas": 7, "slots_per_replica": 2,
+        "price_as_of": "2026-01-01", "source": "test"}])], ignore_index=True))
+    rows = hand_rows()
+    ingest_frame(con, rows[rows["request_id"] != "a2"], name="cut")
+    r = observed.observed_load(con).iloc[0]
+    assert r["requests_peak_hour"] == 5 and r["peak_hour_covered_s"] == 360.0
+    assert_allclose(r["arrival_rate_per_s"], 5 / 360)
+    assert_allclose(r["utilization"], (5 / 360) / (4 * 0.5))
+    con.close()
 
 
 def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):

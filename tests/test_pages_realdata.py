@@ -251,3 +251,23 @@ def test_overview_spend_over_time_names_models_as_priced_on_request(tmp_path):
     assert not at.exception, [e.value for e in at.exception]
     spend = [s for s in _specs(at) if _title(s).startswith("Spend per")]
     assert spend and "openai/gpt-4o-mini" not in json.dumps(spend)
+
+
+def test_capacity_rates_the_azure_traces_busiest_hour_over_the_minutes_it_covers(tmp_path):
+    """The Azure trace runs from 18:15:46 to 19:14:08: its busiest hour, 18:00, holds 15,606 requests over the 44
+    minutes the trace covers of it. The calculator was filled with 15,606 / 3,600 = 4.335 arrivals per second, a
+    quarter under the rate they arrived at, so a fleet sized from it queued."""
+    db = str(tmp_path / "azure.duckdb")
+    con = store.connect(db)
+    ingest_path(con, DATA / "azure_conv.csv", IngestOptions(format="azure-trace", model="llama-3.1-70b"))
+    con.close()
+    trace = pd.read_csv(DATA / "azure_conv.csv", parse_dates=["TIMESTAMP"])
+    hour = trace[trace["TIMESTAMP"] < datetime(2023, 11, 16, 19)]
+    seconds = (datetime(2023, 11, 16, 19) - trace["TIMESTAMP"].min()).total_seconds()
+    assert len(hour) == 15_606 and round(seconds) == 2_653
+    at = run_page(db, "views/capacity.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="cap_lambda").value == round(len(hour) / seconds, 4)          # 5.8817
+    assert any("busiest hour 2023-11-16 18:00 UTC, 15,606 served requests in the 44 minutes of it the logs cover "
+               f"({len(hour) / seconds:.4g} arrivals per second)" in c.value for c in at.caption), \
+        [c.value for c in at.caption]

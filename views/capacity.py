@@ -172,8 +172,11 @@ with st.container(border=True):
                              args=(pick, per), key="cap_fill_implied",
                              help=f"The price book says {int(row['slots_per_replica'])} slots per replica; the "
                                   f"queue wait logged in the busiest hour matches about {counted(implied, 'slot')} in all.")
-        st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {counted(row['requests_peak_hour'], 'served request')} "
-                   f"({number(row['arrival_rate_per_s'])} arrivals per second); replicas from "
+        # the logs start or end inside the busiest hour: its requests arrived over the part they cover
+        part = (f" in the {counted(round(row['peak_hour_covered_s'] / 60), 'minute')} of it the logs cover"
+                if row["peak_hour_covered_s"] < 3600 else "")
+        st.caption(f"{pick}: busiest hour {row['peak_hour']:%Y-%m-%d %H:00} UTC, {counted(row['requests_peak_hour'], 'served request')}"
+                   f"{part} ({number(row['arrival_rate_per_s'])} arrivals per second); replicas from "
                    f"{row['replicas_source']}, slots from {row['slots_source']}. "
                    + ("This store holds hourly rollups, no raw rows: the mean service time is the busy time over the "
                       "requests served in that hour, failed ones included, and both CVs are taken as 1 (Poisson). "
@@ -304,7 +307,7 @@ else:
         "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", *w.values(),
         "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
-        "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / 3,600."),
+        "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / the seconds of it the logs cover (3,600 unless they start or end inside it)."),
         "mean_service_s": MS("Service (s)", format="localized", help="Mean time on a slot of completed requests."),
         "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean."),
         "fleet": st.column_config.TextColumn("Replicas × slots", help="Slots in all (c) = replicas × slots per replica"),

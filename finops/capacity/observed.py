@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql
+from finops import sql, store
 from finops.capacity.queueing import ggc
 from finops.filters import Filters
 from finops.fmt import counted
@@ -35,7 +35,8 @@ SERVED_SQL = sql.SERVED
 COMPLETED_SQL = sql.OK
 
 OBSERVED_COLUMNS = (
-    "model", "peak_hour", "requests_peak_hour", "arrival_rate_per_s", "mean_service_s", "cv_service",
+    "model", "peak_hour", "requests_peak_hour", "peak_hour_covered_s", "arrival_rate_per_s", "mean_service_s",
+    "cv_service",
     "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source", "fleet", "servers",
     "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms",
     "observed_queue_p99_ms", "queue_samples", "implied_servers", "state", "note",
@@ -53,7 +54,8 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
     """Per self-hosted model (or any model whose logs name replicas), its busiest hour, measured.
 
     * ``arrival_rate_per_s``: requests the model served (cache hits excluded) in its busiest hour
-      of the rollups, / 3600;
+      of the rollups, / ``peak_hour_covered_s``, the seconds of that hour the logs cover
+      (:func:`covered_s`: 3,600 unless the logs start or end inside it);
     * ``mean_service_s``, ``cv_service``: mean and std/mean of the completed requests' time on a
       slot in that hour (``service_ms``, else prefill + decode, else total − queue − route);
     * ``cv_arrival``: std/mean of the gaps between those requests' arrivals (1 for Poisson);
@@ -103,6 +105,8 @@ SELECT model,
        count(queue_ms) AS queue_samples
 FROM r GROUP BY model""", raw_params).df()
     frame = peaks.merge(raw, on="model", how="left")
+    first, last = store.time_span(con)
+    frame["covered_s"] = [covered_s(h, first, last) for h in frame["peak_hour"]]
     # no raw row in the peak hour (a store of attached rollups): the mean service time is the rollup's busy
     # time over the requests served, failed ones included, and the note says so
     from_rollups = frame["service_samples"].isna() & (frame["busy_ms"] > 0)
@@ -117,6 +121,23 @@ FROM r GROUP BY model""", raw_params).df()
     return pd.DataFrame(rows, columns=list(OBSERVED_COLUMNS))
 
 
+def covered_s(hour, first, last) -> float:
+    """The seconds of the clock hour from ``hour`` that the logs cover: those between the store's first and last
+    request (``first``, ``last``; None: all of it). A trace that runs from 18:15 to 19:15 covers 45 minutes of
+    its 18:00 hour, whose requests arrived at their count over 2,700 s, not 3,600 (which read the Azure trace's
+    5.78 arrivals per second as 4.34). At least a minute: one request is no rate.
+
+    >>> from datetime import datetime as t
+    >>> covered_s(t(2023, 11, 16, 18), t(2023, 11, 16, 18, 15), t(2023, 11, 16, 19, 14, 59)), covered_s(t(2023, 11, 16, 19), None, None)
+    (2700.0, 3600.0)
+    """
+    if first is None or last is None:
+        return 3600.0
+    hour = pd.Timestamp(hour)
+    lo, hi = max(hour, pd.Timestamp(first)), min(hour + pd.Timedelta(hours=1), pd.Timestamp(last))
+    return float(min(3600.0, max(60.0, (hi - lo).total_seconds())))
+
+
 #: what a mean service time read from the rollups is (no raw row in the model's busiest hour)
 ROLLUP_SERVICE_NOTE = ("mean service time from the hourly rollups: the busy time over the requests served in the "
                        "busiest hour, failed ones included (no raw rows here to measure the completed ones)")
@@ -127,7 +148,7 @@ def _num(v) -> float | None:
 
 
 def _observed_row(r) -> dict:
-    lam = float(r.served) / 3600.0
+    lam = float(r.served) / r.covered_s
     seen = int(r.replicas_seen) if not pd.isna(r.replicas_seen) else 0
     if seen:
         replicas, rep_src = seen, "logs (distinct replica in the peak hour)"
@@ -143,7 +164,8 @@ def _observed_row(r) -> dict:
     cv_s = 1.0 if cv_s is None else cv_s
     cv_a = 1.0 if cv_a is None else cv_a
     out = {
-        "model": r.model, "peak_hour": r.peak_hour, "requests_peak_hour": int(r.served), "arrival_rate_per_s": lam,
+        "model": r.model, "peak_hour": r.peak_hour, "requests_peak_hour": int(r.served),
+        "peak_hour_covered_s": float(r.covered_s), "arrival_rate_per_s": lam,
         "mean_service_s": mean_s, "cv_service": cv_s, "cv_arrival": cv_a, "replicas": replicas,
         "replicas_source": rep_src, "slots_per_replica": slots, "slots_source": slot_src,
         "fleet": None if replicas is None else f"{replicas} × {slots}",
