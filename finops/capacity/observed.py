@@ -36,8 +36,7 @@ COMPLETED_SQL = sql.OK
 
 OBSERVED_COLUMNS = (
     "model", "peak_hour", "requests_peak_hour", "peak_hour_covered_s", "arrival_rate_per_s", "mean_service_s",
-    "cv_service",
-    "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source", "fleet", "servers",
+    "cv_service", "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source", "fleet", "servers",
     "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms",
     "observed_queue_p99_ms", "queue_samples", "implied_servers", "state", "note",
     "tokens_per_request", "gpus_per_replica", "gpu_hour_usd",
@@ -125,7 +124,8 @@ def covered_s(hour, first, last) -> float:
     """The seconds of the clock hour from ``hour`` that the logs cover: those between the store's first and last
     request (``first``, ``last``; None: all of it). A trace that runs from 18:15 to 19:15 covers 45 minutes of
     its 18:00 hour, whose requests arrived at their count over 2,700 s, not 3,600 (which read the Azure trace's
-    5.78 arrivals per second as 4.34). At least a minute: one request is no rate.
+    5.882 arrivals per second, 15,606 over its 2,653 covered seconds, as 4.335). At least a minute: one request
+    is no rate.
 
     >>> from datetime import datetime as t
     >>> covered_s(t(2023, 11, 16, 18), t(2023, 11, 16, 18, 15), t(2023, 11, 16, 19, 14, 59)), covered_s(t(2023, 11, 16, 19), None, None)
