@@ -357,7 +357,10 @@ def test_attaching_the_same_output_twice_adds_nothing(built, capsys):
     batches = store.batches(con)
     assert batches[["batch_id", "format", "rows_read", "rows_ingested"]].values.tolist() == [
         [1, "spark-rollup", ROWS, 0]]
-    assert (str(batches.min_ts[0]), str(batches.max_ts[0])) == ("2026-03-01 00:00:00", "2026-03-03 23:59:59.999999")
+    # the span is the dataset's first and last request (row 199,999 of 200k over 259,200 s: 1.296 s before the
+    # end of the third day), as the embedded store's batch records it, not the rollups' whole hours
+    assert (str(batches.min_ts[0]), str(batches.max_ts[0])) == ("2026-03-01 00:00:00", "2026-03-03 23:59:58.704000")
+    assert store.time_span(con) == store.time_span(store.connect(attached_path)) == store.time_span(built[0])
     assert store.row_count(con) == 0 and store.rollup_only(con)
 
 
@@ -368,7 +371,10 @@ def test_an_output_without_a_table_or_of_another_version_is_refused_and_nothing_
                          (lambda m: m["tables"].pop("slowest_hourly"), "holds no slowest_hourly"),
                          (lambda m: m["tables"]["latency_sla_hourly"].update(version=0),
                           "latency_sla_hourly version 0"),
-                         (lambda m: m.pop("output_version"), "older `finops rollup`")):
+                         (lambda m: m.pop("output_version"), "older `finops rollup`"),
+                         (lambda m: m.update(last_ts="2026-03-04T00:00:00"), "lie outside the rollups' first and last"),
+                         (lambda m: m.update(first_ts="2026-02-28T23:59:59"), "lie outside the rollups' first and last"),
+                         (lambda m: m.update(first_ts="yesterday"), "'yesterday' .* is not a time")):
         copy = tmp_path / "copy"
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(out, copy)
@@ -394,6 +400,24 @@ def test_an_output_without_a_table_or_of_another_version_is_refused_and_nothing_
     assert store.batches(con).empty and slices.dataset_of(con) is None
 
 
+def test_an_output_whose_manifest_has_no_first_and_last_request_spans_its_rollups_whole_hours(built, tmp_path):
+    """An output written before the manifest held the first and last request's time still attaches: its batch
+    spans the rollups' hours, first to the end of the last."""
+    _, _, out, _, _, _ = built
+    copy = tmp_path / "older"
+    shutil.copytree(out, copy)
+    [manifest_file] = (copy / "manifest").glob("*.txt")
+    manifest = json.loads(manifest_file.read_text())
+    assert (manifest["first_ts"], manifest["last_ts"]) == ("2026-03-01T00:00:00", "2026-03-03T23:59:58.704000")
+    for key in ("first_ts", "last_ts"):
+        manifest.pop(key)
+    manifest["run_id"] = "older-run"
+    manifest_file.write_text(json.dumps(manifest))
+    con = store.connect(tmp_path / "older.duckdb")
+    scale_attach(con, copy)
+    assert [str(t) for t in store.time_span(con)] == ["2026-03-01 00:00:00", "2026-03-03 23:59:59.999999"]
+
+
 def scale_attach(con, directory, dataset=None):
     from finops.scale import attach_rollups
     return attach_rollups(con, directory, dataset)
@@ -404,6 +428,7 @@ def test_the_duckdb_engine_writes_the_same_output_and_the_spend_report_agrees(bu
     assert main(["rollup", "--input", str(dataset), "--output", str(tmp_path / "duck_out")]) == 0
     assert main(["attach-rollups", str(tmp_path / "duck_out"), "--db", str(tmp_path / "duck.duckdb")]) == 0
     duck = store.connect(tmp_path / "duck.duckdb")
+    assert store.time_span(duck) == store.time_span(attached) == store.time_span(embedded)
     for table, _ in scale_spark.tables():
         a, b = _table(duck, table), _table(attached, table)
         approx = [c for (t, c) in APPROX_COLUMNS if t == table]

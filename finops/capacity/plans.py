@@ -20,7 +20,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from finops import sql
+from finops import sql, store
 from finops.capacity import autoscale
 from finops.capacity.calculator import (
     MAX_ARRIVAL_RATE,
@@ -31,7 +31,7 @@ from finops.capacity.calculator import (
     check_whole,
 )
 from finops.capacity.calculator import required_replicas as calculator_required
-from finops.capacity.observed import fleet_filters, observed_load
+from finops.capacity.observed import covered_s, fleet_filters, observed_load
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import number
@@ -49,7 +49,8 @@ def hourly_qps(con: duckdb.DuckDBPyConnection, f: Filters | None = None, model: 
     """Served requests per second, hour by hour (cache hits excluded), hours without traffic as 0.
 
     From the rollups; ``model`` None sums every model. Index ``ts`` (naive UTC hours) from the
-    first to the last hour with traffic; empty when there is none.
+    first to the last hour with traffic; empty when there is none. An hour the logs start or end inside (a
+    live feed's current hour) is rated over the part of it they cover (:func:`covered_s`), not all 3,600 s.
     """
     f = fleet_filters(f)
     if model is not None:
@@ -59,9 +60,12 @@ def hourly_qps(con: duckdb.DuckDBPyConnection, f: Filters | None = None, model: 
 WITH h AS (SELECT hour, sum({sql.served_requests()}) AS served FROM rollup_hourly WHERE {where} GROUP BY hour),
 span AS (SELECT unnest(generate_series(min(hour), max(hour), INTERVAL 1 HOUR)) AS hour FROM h
          WHERE (SELECT count(*) FROM h) > 0)
-SELECT span.hour AS ts, coalesce(h.served, 0) / 3600.0 AS qps FROM span LEFT JOIN h USING (hour) ORDER BY ts""",
+SELECT span.hour AS ts, coalesce(h.served, 0) AS served FROM span LEFT JOIN h USING (hour) ORDER BY ts""",
                      params).df()
-    return pd.Series(df["qps"].to_numpy(dtype=float), index=pd.DatetimeIndex(df["ts"], name="ts"), name="qps")
+    first, last = store.time_span(con)
+    seconds = np.array([covered_s(h, first, last) for h in df["ts"]], dtype=float)
+    return pd.Series(df["served"].to_numpy(dtype=float) / seconds, index=pd.DatetimeIndex(df["ts"], name="ts"),
+                     name="qps")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 store: every table the loader writes at load time, no raw rows.
 
 ``rollup_hourly`` and each table of ``store.DERIVED`` get the output's rows under a new batch, ``batches``
-one row (format ``spark-rollup``, its time span the rollups' hours), the price book stays as it is and
+one row (format ``spark-rollup``, its time span the dataset's first and last request, or the rollups' whole
+hours for an output written before the manifest held them), the price book stays as it is and
 ``requests`` stays empty: the pages read what the loader would have written, and what needs raw rows says
 so (store.RAW_ROWS_NEEDED) or, when the admin gave the dataset's folder (``--dataset``), reads a bounded
 slice of it (finops.scale.slices). Attaching the same run twice adds nothing; an output missing a table
@@ -14,7 +15,7 @@ import glob
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 
@@ -93,6 +94,24 @@ def _insert_sql(con: duckdb.DuckDBPyConnection, table: str) -> str:
     return f"INSERT INTO {table} SELECT {', '.join(exprs)} FROM read_parquet(?)"
 
 
+def _span(directory: str, manifest: dict, lo: datetime | None, hi: datetime | None):
+    """The batch's time span: the manifest's first and last request time where it has them (each inside the
+    rollups' first and last hour, else the output is refused), else the rollups' hours ``lo`` to ``hi``."""
+    first, last = manifest.get("first_ts"), manifest.get("last_ts")
+    if lo is None or first is None or last is None:
+        return lo, hi
+    try:
+        first, last = datetime.fromisoformat(first), datetime.fromisoformat(last)
+    except (TypeError, ValueError):
+        raise InputError(f"{directory}/{MANIFEST_DIR}: first_ts {first!r} or last_ts {last!r} is not a time: "
+                         "nothing attached") from None
+    if first.tzinfo or last.tzinfo or not (lo <= first < lo + timedelta(hours=1)) or not (hi - timedelta(hours=1) < last <= hi):
+        raise InputError(f"{directory}/{MANIFEST_DIR}: the first and last request ({first} to {last}) lie outside the "
+                         f"rollups' first and last hour ({lo:%Y-%m-%d %H:00} to {hi:%Y-%m-%d %H:%M:%S}): nothing "
+                         "attached")
+    return first, last
+
+
 def attach_rollups(con: duckdb.DuckDBPyConnection, directory: str | os.PathLike,
                    dataset: str | os.PathLike | None = None) -> AttachResult:
     """Attach one output folder to the store (one transaction). A run already attached (its run id) is
@@ -126,6 +145,7 @@ def attach_rollups(con: duckdb.DuckDBPyConnection, directory: str | os.PathLike,
             differ = ", ".join(f"{t} {counts[t]:,} rows (manifest: {want[t]:,})" for t in counts if counts[t] != want[t])
             raise InputError(f"{directory} holds {requests:,} requests (manifest: {manifest['rows']:,})"
                              f"{', ' + differ if differ else ''}: a partial copy? Nothing attached")
+        lo, hi = _span(directory, manifest, lo, hi)
         store.refresh_resolution(con)
         options = json.dumps({"dataset": manifest.get("dataset"), "engine": manifest.get("engine"),
                               "written_at": manifest.get("written_at"), "local_dataset": checked}, sort_keys=True)

@@ -67,7 +67,8 @@ def run_rollup(dataset: str, output: str, threads: int | None = None) -> SparkRo
         counts[table] = con.execute("SELECT count(*) FROM read_parquet(?)", [part]).fetchall()[0][0]
     rows, lo, hi = con.execute("SELECT coalesce(sum(requests), 0), min(hour), max(hour) FROM read_parquet(?)",
                                [str(out / "rollup_hourly" / "part-0.parquet")]).fetchall()[0]
-    result = SparkRollupResult(str(out), uuid.uuid4().hex, int(rows), counts, lo, hi)
+    first, last = con.execute("SELECT min(ts), max(ts) FROM requests").fetchall()[0]
+    result = SparkRollupResult(str(out), uuid.uuid4().hex, int(rows), counts, lo, hi, first, last)
     manifest = manifest_of(result, dataset, f"duckdb {duckdb.__version__}")
     (out / MANIFEST_DIR / "part-0.txt").write_text(json.dumps(manifest, sort_keys=True) + "\n", encoding="utf-8")
     return result

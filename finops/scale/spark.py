@@ -287,13 +287,18 @@ def sketch_ln_k(v: float) -> int:
 
 @dataclass(frozen=True)
 class SparkRollupResult:
-    """What a run wrote: its output folder, the rows it read, each table's rows, the time span."""
+    """What a run wrote: its output folder, the rows it read, each table's rows, the time span: its first and
+    last hour, and its first and last request's time (what a store records as a batch's span, so a store of
+    attached rollups rates an hour the data starts or ends inside over the part of it the data covers, as the
+    embedded store does)."""
     output: str
     run_id: str
     rows: int
     table_rows: dict[str, int]
     min_hour: datetime | None
     max_hour: datetime | None
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
 
     @property
     def rollup_rows(self) -> int:
@@ -306,7 +311,7 @@ class SparkRollupResult:
     def as_dict(self) -> dict:
         return {"output": self.output, "run_id": self.run_id, "rows": self.rows, "table_rows": dict(self.table_rows),
                 "rollup_rows": self.rollup_rows, "sketch_rows": self.sketch_rows, "min_hour": self.min_hour,
-                "max_hour": self.max_hour}
+                "max_hour": self.max_hour, "first_ts": self.first_ts, "last_ts": self.last_ts}
 
 
 def manifest_of(result: SparkRollupResult, dataset: str, engine: str) -> dict:
@@ -314,7 +319,9 @@ def manifest_of(result: SparkRollupResult, dataset: str, engine: str) -> dict:
     versions = dict(tables())
     return {"output": result.output, "run_id": result.run_id, "rows": result.rows,
             "min_hour": result.min_hour and result.min_hour.isoformat(),
-            "max_hour": result.max_hour and result.max_hour.isoformat(), "dataset": dataset, "format": OUTPUT_FORMAT,
+            "max_hour": result.max_hour and result.max_hour.isoformat(),
+            "first_ts": result.first_ts and result.first_ts.isoformat(),
+            "last_ts": result.last_ts and result.last_ts.isoformat(), "dataset": dataset, "format": OUTPUT_FORMAT,
             "output_version": OUTPUT_VERSION, "sketch_version": store.SKETCH_VERSION, "engine": engine,
             "rollup_version": store.ROLLUP_VERSION,
             "tables": {t: {"rows": n, "version": versions[t]} for t, n in result.table_rows.items()},
@@ -398,10 +405,12 @@ def run_rollup(spark, dataset: str, output: str) -> SparkRollupResult:
     for table, _ in tables():
         spark.sql(table_spark_sql(table)).write.mode("overwrite").parquet(f"{base}/{table}")
         counts[table] = spark.read.parquet(f"{base}/{table}").count()
-    # read back what was written (small): requests and span for the manifest, no second pass over the dataset
+    # read back what was written (small): requests and hours for the manifest; the first and last request's
+    # time read from the dataset's ts column alone
     rows, lo, hi = spark.read.parquet(f"{base}/rollup_hourly").agg(
         F.sum("requests"), F.min("hour"), F.max("hour")).collect()[0]
-    result = SparkRollupResult(base, uuid.uuid4().hex, int(rows or 0), counts, lo, hi)
+    first, last = spark.sql("SELECT min(ts), max(ts) FROM requests").collect()[0]
+    result = SparkRollupResult(base, uuid.uuid4().hex, int(rows or 0), counts, lo, hi, first, last)
     manifest = manifest_of(result, dataset, f"spark {spark.version}")
     # a bound parameter, not a local DataFrame: no Python worker runs anywhere in the job
     spark.sql("SELECT :manifest AS manifest", args={"manifest": json.dumps(manifest, sort_keys=True)}) \
