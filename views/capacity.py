@@ -41,6 +41,8 @@ st.caption(filter_caption(f) + " · Only the date range and the model filter app
 
 EMPTY_STORE = store_is_empty()
 observed = query(observed_load, f)
+#: the same rows by model (each fill, pick and forecast reads one)
+observed_by_model = observed.set_index("model")
 book = query(self_hosted_models)
 FORECAST_TRUST_MAPE_PCT = 25.0   # a backtest error above this is said in a warning beside the forecast
 MEAN, RATE = "mean service time (s)", "requests per second per slot"
@@ -110,7 +112,7 @@ def _scenario_origin() -> str:
 
 def _fill(model: str, slots: int | None = None) -> None:
     """Put a model's measured peak hour into the calculator's inputs."""
-    row = observed.set_index("model").loc[model]
+    row = observed_by_model.loc[model]
     values = {"cap_lambda": round(float(row["arrival_rate_per_s"]), 4), "cap_cv_arrival": round(float(row["cv_arrival"]), 2),
               "cap_cv_service": round(float(row["cv_service"]), 2), "cap_service_as": MEAN,
               "cap_filled_from": f"{model}'s busiest hour, {row['peak_hour']:%Y-%m-%d %H:00} UTC",
@@ -161,7 +163,7 @@ with st.container(border=True):
     else:
         left, mid, right = st.columns([2, 2, 3], vertical_alignment="bottom")
         pick = left.selectbox("Model", list(observed["model"]), key="cap_model")
-        row = observed.set_index("model").loc[pick]
+        row = observed_by_model.loc[pick]
         mid.button(f"Fill the inputs from {pick}", on_click=_fill, args=(pick,), type="primary",
                    icon=":material/download:", key="cap_fill")
         implied = row["implied_servers"]
@@ -474,7 +476,7 @@ def _fleet_inputs(model: str) -> dict:
     """The forecast's sizing inputs for ``model``: its measured service time, its book's slots (or the
     calculator's, when it was filled from this model), GPUs and price, unless edited in the forecast
     section (keys per model)."""
-    row = observed.set_index("model").loc[model]
+    row = observed_by_model.loc[model]
     filled = st.session_state.get("cap_filled_model") == model
     defaults = {"mean_service_s": float(row["mean_service_s"]) if pd.notna(row["mean_service_s"]) else 1.0,
                 "slots_per_replica": int(st.session_state["cap_slots"] if filled else row["slots_per_replica"]),
@@ -512,7 +514,7 @@ with forecast_box:
                         key=f"cap_fc_slots_per_replica_{fmodel}",
                         help="From the price book, or the calculator's when it was filled from this model.")
         own = _fleet_inputs(fmodel)
-        measured = observed.set_index("model").loc[fmodel, "mean_service_s"]
+        measured = observed_by_model.loc[fmodel, "mean_service_s"]
         bound = min(max(measured, 0.001), calculator.MAX_TARGET_S) if pd.notna(measured) else None
         if bound is not None and bound != measured and own["mean_service_s"] == bound:
             # a measured service time past the field's bounds is set at the bound and said (as the calculator's fill)

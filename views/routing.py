@@ -76,7 +76,10 @@ else:
                                               title=f"Share of each SLA tier's {measure} by {dim}"))
 bounded_dataframe(mix_total, sort_by="requests", order="the most requests", what="rows", file_name="routing_mix",
                   placeholder=MISSING, hide_index=True, column_config={
-    "series": series_title, "requests": st.column_config.NumberColumn("Requests", format="%,d"),
+    # a medium column: a long model name is cut with an ellipsis (whole on hover) rather than push the shares
+    # off the table's right edge
+    "series": st.column_config.TextColumn(series_title, width="medium"),
+    "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     "tokens": st.column_config.NumberColumn("Tokens", format="%,d"),
     "cost_usd": st.column_config.NumberColumn("Spend (USD)", format="$%,.2f"),
     "request_share": percent_column("Share of requests", bar=True),
