@@ -294,3 +294,42 @@ def test_a_logged_service_time_past_the_forecasts_bounds_is_set_at_the_bound_and
     assert said == [f"llama-3.1-8b's mean service time in the logs, {shown}, is outside what the forecast takes "
                     f"(0.001 to 3,600 s): {used} is used."], [w.value for w in at.warning]
     assert at.number_input(key="cap_fc_mean_service_s_llama-3.1-8b").value == float(used.split()[0].replace(",", ""))
+
+
+def test_the_load_test_opens_on_the_benchmark_runs_the_store_holds(tmp_path):
+    """A store with LLMPerf runs (four real runs of the public leaderboard, tests/data/llmperf) opens the load
+    test on them, not on the illustrative example; each model's runs are counted, and the fit is the run's
+    Little's-law throughput: 5 concurrent clients over the run's mean latency from its own summary."""
+    import json
+    import math
+
+    from finops import store
+    from finops.ingest import ingest_path
+
+    data = Path(__file__).parent / "data" / "llmperf"
+    db = str(tmp_path / "runs.duckdb")
+    con = store.connect(db)
+    for path in sorted((data / "individual").glob("*.json")):
+        ingest_path(con, path)
+    con.close()
+    at = run_page(db, PAGE, query_params={"from": "2023-01-01", "to": "2024-12-31"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="cap_lt_source").value == "Benchmark runs in the store"
+    pick = at.selectbox(key="cap_lt_model")
+    assert pick.options == ["accounts/fireworks/models/llama-v2-70b-chat (1 run)", "llama2-7b (1 run)",
+                            "meta.llama2-13b-chat-v1 (1 run)",
+                            "together_ai/togethercomputer/llama-2-13b-chat (1 run)"]
+    body = texts(at)
+    assert ("your benchmark runs of accounts/fireworks/models/llama-v2-70b-chat in the store (1 run, one load point "
+            "each)") in body and "illustrative example" not in body
+    # its P99 (4.49 s) is over the 2 s default: no count of instances meets it, said as a sentence
+    assert any(e.value.startswith("Even the lightest load tested (1.33 req/s per instance) has P99 4.49 s")
+               for e in at.error), [e.value for e in at.error]
+    at.number_input(key="cap_lt_p99").set_value(5.0).run()
+    summary = json.loads((data / "summary" / "fireworks_70b.json").read_text())
+    qps = summary["num_concurrent_requests"] / summary["results_end_to_end_latency_s_mean"]
+    assert round(qps, 3) == 1.325
+    m = _metrics(at)
+    assert m["One instance at P99 ≤ 5 s (req/s)"] == "1.33"
+    assert m["Instances for 50 req/s"] == f"{math.ceil(50 / qps)}" == "38"
+    assert m["With 25 % redundancy"] == f"{math.ceil(38 * 1.25)}" == "48"

@@ -404,8 +404,10 @@ st.caption("The method: load one instance at rising concurrency, find the highes
            "throughput whose P99 latency stays under the target, then instances = ⌈target QPS ÷ that⌉ plus "
            "20–30 % redundancy. Never size from one request's latency.")
 EXAMPLE, RUNS, UPLOAD = ("Illustrative example", "Benchmark runs in the store", "Upload files")
+runs = query(loadtests.benchmark_points)
+# benchmark runs in the store are what the section opens on: the illustrative example is for a store without any
 source = st.radio("Load test", [EXAMPLE, RUNS] + ([UPLOAD] if can("upload") else []), horizontal=True,
-                  key="cap_lt_source")
+                  index=0 if runs.empty else 1, key="cap_lt_source")
 points, origin = None, ""
 try:
     if source == EXAMPLE:
@@ -413,14 +415,18 @@ try:
         origin = (f"illustrative example, not a measurement (`data/{os.path.basename(loadtests.LOADTEST_EXAMPLE)}`: a "
                   "made-up single-instance test for a target of P99 < 2 s at 50 QPS)")
     elif source == RUNS:
-        runs = query(loadtests.benchmark_points)
         if runs.empty:
             st.info("No benchmark runs in the store. Load a `vllm bench serve` or LLMPerf result on the Data page "
                     "(or `python -m finops ingest FILE`), or upload files here.", icon=":material/speed:")
         else:
-            run_model = st.selectbox("Model of the runs", sorted(runs["model"].dropna().unique()), key="cap_lt_model")
+            # the model with the most runs first (a curve needs several loads), then by name
+            per_model = runs["model"].dropna().value_counts()
+            models = sorted(per_model.index, key=lambda m: (-per_model[m], m))
+            run_model = st.selectbox("Model of the runs", models, key="cap_lt_model",
+                                     format_func=lambda m: f"{m} ({counted(per_model[m], 'run')})")
             points = runs[runs["model"] == run_model]
-            origin = f"your benchmark runs of {run_model} in the store ({len(points)} runs, one point each)"
+            origin = (f"your benchmark runs of {run_model} in the store ({counted(len(points), 'run')}, one load point "
+                      "each)")
     else:
         u1, u2 = st.columns([3, 1])
         files = u1.file_uploader("vllm bench serve JSON, LLMPerf JSON (per-request or summary), or a CSV of "

@@ -87,18 +87,18 @@ def fit_loadtest(points: pd.DataFrame, *, target_qps: float, p99_target_s: float
                            p99_target_s=p99_target_s, redundancy=redundancy)
 
     if pts.empty:
-        return done("no_points", "no load points with both a QPS and a P99 latency")
+        return done("no_points", "No load points with both a QPS and a P99 latency")
     fails = np.flatnonzero(~pts["meets_target"].to_numpy())
     first_fail = int(fails[0]) if fails.size else None
     if first_fail == 0:
         lo = pts.iloc[0]
-        return done("infeasible", f"even the lightest load tested ({number(lo.qps, 3)} req/s per instance) has P99 "
+        return done("infeasible", f"Even the lightest load tested ({number(lo.qps, 3)} req/s per instance) has P99 "
                                   f"{number(lo.p99_s, 3)} s > {p99_target_s:g} s: no number of instances meets this target. "
                                   "Per-request latency is the limit: a smaller batch, shorter outputs or a faster "
                                   "model, not more replicas.")
     if first_fail is None:
         hi = pts.iloc[-1]
-        return done("beyond_range", f"every load tested met P99 ≤ {p99_target_s:g} s; the highest, "
+        return done("beyond_range", f"Every load tested met P99 ≤ {p99_target_s:g} s; the highest, "
                                     f"{number(hi.qps, 3)} req/s per instance, is used, so one instance can likely do more "
                                     "and the count errs high. Test heavier loads to find the limit.",
                     float(hi.qps), None if pd.isna(hi.concurrency) else float(hi.concurrency))
