@@ -333,3 +333,33 @@ def test_the_load_test_opens_on_the_benchmark_runs_the_store_holds(tmp_path):
     assert m["One instance at P99 ≤ 5 s (req/s)"] == "1.33"
     assert m["Instances for 50 req/s"] == f"{math.ceil(50 / qps)}" == "38"
     assert m["With 25 % redundancy"] == f"{math.ceil(38 * 1.25)}" == "48"
+
+
+def test_a_fill_from_logs_without_service_times_says_the_service_time_is_kept_not_measured(tmp_path):
+    """The Mooncake trace (real rows, tests/data) logs arrivals and tokens, no service time: filled from it, the
+    calculator sized 8 × 16 slots on its default 0.5 s as if measured (utilisation 1.3 %). The fill now says which
+    input it kept and that every figure rests on it, until the person enters their own."""
+    from datetime import datetime
+
+    from finops import store
+    from finops.ingest import IngestOptions, ingest_path
+    from helpers import add_test_models
+
+    db = str(tmp_path / "mooncake.duckdb")
+    con = store.connect(db)
+    ingest_path(con, Path(__file__).parent / "data" / "mooncake_conversation_head300.jsonl",
+                IngestOptions(model="gpu-model", start=datetime(2025, 1, 1)))
+    add_test_models(con)
+    con.close()
+    at = run_page(db, PAGE, query_params={"from": "2025-01-01", "to": "2025-01-01"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="cap_model").value == "gpu-model"
+    assert at.number_input(key="cap_replicas").value == 2            # from the price book
+    assert at.number_input(key="cap_service_s").value == 0.5         # the calculator's default, kept
+    said = [w.value for w in at.warning if "carry no service time" in w.value]
+    assert said == ["The logs of gpu-model carry no service time, so the fill kept the calculator's mean service "
+                    "time 0.5 s: an assumption, not a measurement, and every figure below rests on it. Enter the time "
+                    "one request holds a slot, from a load test or your serving engine's metrics (its variability "
+                    "is taken as 1 until then)."]
+    at.number_input(key="cap_service_s").set_value(2.0).run()
+    assert not at.exception and not [w for w in at.warning if "carry no service time" in w.value]

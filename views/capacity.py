@@ -117,8 +117,12 @@ def _fill(model: str, slots: int | None = None) -> None:
               "cap_cv_service": round(float(row["cv_service"]), 2), "cap_service_as": MEAN,
               "cap_filled_from": f"{model}'s busiest hour, {row['peak_hour']:%Y-%m-%d %H:00} UTC",
               "cap_filled_model": model}
+    # what the logs do not carry keeps the calculator's value, said beside the inputs while it stands unedited
+    kept = {}
     if pd.notna(row["mean_service_s"]):
         values["cap_service_s"] = round(float(row["mean_service_s"]), 3)
+    else:
+        kept["cap_service_s"] = st.session_state["cap_service_s"]
     if pd.notna(row["replicas"]):
         values["cap_replicas"] = int(row["replicas"])
     values["cap_slots"] = int(slots or row["slots_per_replica"])
@@ -128,6 +132,9 @@ def _fill(model: str, slots: int | None = None) -> None:
         values["cap_priced_as"] = f"{model}'s row of the price book"
     if pd.notna(row["tokens_per_request"]):
         values["cap_tokens"] = round(float(row["tokens_per_request"]), 1)
+    else:
+        kept["cap_tokens"] = st.session_state["cap_tokens"]
+    values["cap_fill_kept"] = kept
     # a figure of the logs or the price book past what a field takes is set at the field's bound and said (a
     # book's 5,000 slots per replica showed as 1)
     clamped = []
@@ -145,6 +152,19 @@ if FRESH and not observed.empty:
     _busiest = observed.sort_values(["requests_peak_hour", "model"], ascending=[False, True])["model"].iloc[0]
     st.session_state["cap_model"] = _busiest
     _fill(_busiest)
+#: how a value the fill kept is named in the warning, and what to enter instead
+KEPT_WORDS = {
+    "cap_service_s": ("no service time", "mean service time {} s", "the time one request holds a slot, from a load "
+                      "test or your serving engine's metrics (its variability is taken as 1 until then)"),
+    "cap_tokens": ("no token counts", "tokens per request {}", "the input + output tokens of a typical request"),
+}
+_kept = {k: v for k, v in (st.session_state.get("cap_fill_kept") or {}).items() if st.session_state.get(k) == v}
+if _kept and st.session_state.get("cap_filled_model"):
+    st.warning(f"The logs of {st.session_state['cap_filled_model']} carry "
+               + " and ".join(KEPT_WORDS[k][0] for k in _kept) + ", so the fill kept the calculator's "
+               + "; ".join(KEPT_WORDS[k][1].format(number(v)) for k, v in _kept.items())
+               + ": an assumption, not a measurement, and every figure below rests on it. Enter "
+               + "; and ".join(KEPT_WORDS[k][2] for k in _kept) + ".", icon=":material/edit_note:")
 if st.session_state.get("cap_fill_clamped"):
     st.warning("The logs or the price book gave values the calculator does not take: "
                + "; ".join(st.session_state["cap_fill_clamped"]), icon=":material/tune:")
