@@ -469,7 +469,8 @@ def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by m
 
 
 def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
-    """Stacked areas for one self-hosted model: allocated (busy) vs idle GPU cost per bucket."""
+    """Stacked areas for one self-hosted model: allocated (busy) vs idle GPU cost per bucket (a stacked bar when
+    there is one bucket)."""
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["hour"])
     data = series[series["model"] == model].melt(
         id_vars=["period", "model", "utilization"], value_vars=["allocated_usd", "idle_usd"], var_name="part",
@@ -477,7 +478,11 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
     data["part"] = data["part"].map({"allocated_usd": "allocated to requests", "idle_usd": "idle"})
     data["utilization_pct"] = data["utilization"] * 100
     data, note = thin_points(data, "period", sums=("cost_usd",), by=("part", "model"), unit=f"{grain}s")
-    return _chart(data).mark_area().encode(
+    # an hour whose requests carry no timing has no utilisation: said in words, not drawn as "null"
+    data["utilization_text"] = [f"{v:.1f} %" if v == v else "unknown (no service time)" for v in data["utilization_pct"]]
+    # one bucket has no width to fill: a stacked bar then (an area of one hour drew nothing)
+    chart = _chart(data).mark_bar(size=48) if data["period"].nunique() == 1 else _chart(data).mark_area()
+    return chart.encode(
         x=_x_time(grain),
         y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})",
                 axis=alt.Axis(format=usd_axis_format(data.groupby("period")["cost_usd"].sum()))),
@@ -487,7 +492,7 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
         tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("part:N", title="GPU time"),
                  alt.Tooltip("cost_usd:Q", title="Cost (USD)", format="$,.2f"),
-                 alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".1f")],
+                 alt.Tooltip("utilization_text:N", title="Utilisation")],
     ).properties(autosize=FIT_X, title=_titled(f"{model}: allocated vs idle GPU cost", note), height=220)
 
 

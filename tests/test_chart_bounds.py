@@ -418,3 +418,23 @@ def test_an_hourly_axis_reads_the_24_hour_clock_and_a_fleet_billed_by_traffic_is
     x = spec["layer"][0]["encoding"]["x"]
     assert "utcFormat(datum.value, '%H:%M')" in x["axis"]["labelExpr"] and x["scale"]["type"] == "utc"
     assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == ["billed", "plan (sizing rule)"]
+
+
+def test_a_fleet_billed_for_one_hour_draws_its_cost_as_a_bar():
+    """The Mooncake trace's hour of a self-hosted model: an area over one hour has no width, and the chart of its
+    $80 (allocated vs idle) was empty. One bucket is a stacked bar; two or more are areas."""
+    import re
+
+    import vl_convert
+
+    one = pd.DataFrame({"period": [pd.Timestamp(2025, 1, 1)], "model": ["kimi-k1"], "fleet_cost_usd": [80.0],
+                        "allocated_usd": [80.0], "idle_usd": [0.0], "utilization": [float("nan")]})
+    chart = charts.gpu_cost(one, "hour", "kimi-k1")
+    assert chart.to_dict()["mark"]["type"] == "bar"
+    svg = vl_convert.vegalite_to_svg(chart.properties(width=500).to_json())
+    widths = [float(w) for w in re.findall(r'<g class="mark-rect role-mark[^"]*"[^>]*>.*?<path[^>]*d="M[^"]*?h([\d.]+)',
+                                           svg, flags=re.S)]
+    assert widths and max(widths) > 10, widths
+    assert "Utilisation: unknown (no service time)" in svg and "null" not in svg
+    two = pd.concat([one, one.assign(period=pd.Timestamp(2025, 1, 1, 1))], ignore_index=True)
+    assert charts.gpu_cost(two, "hour", "kimi-k1").to_dict()["mark"]["type"] == "area"

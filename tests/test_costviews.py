@@ -186,6 +186,32 @@ def test_gpu_fleet_allocated_idle_and_utilisation(con):
     assert costviews.gpu_fleet(con, Filters(models=("api-model",))).summary.empty
 
 
+def test_an_hour_of_requests_without_timing_has_no_utilisation_and_is_left_out_of_the_periods():
+    """gpu-model: 2 replicas × 1 slot × 1 GPU at $2 = $4 an hour, 7,200,000 slot-ms an hour. At 10:00 two requests
+    of 360,000 ms each: busy 10 %, $0.40 allocated, $3.60 idle. At 11:00 three requests with no time at all (a trace
+    of arrivals and tokens): the hour's $4 goes to them by count and its busy share is unknown. The period's
+    utilisation is the timed hour's 10 %, not 1 − idle share (55 %), and the untimed hour is counted apart."""
+    c = store.connect(":memory:")
+    add_test_models(c)
+    rows = [dict(request_id="t1", ts=march(2, 10, 5), service_ms=360_000.0),
+            dict(request_id="t2", ts=march(2, 10, 35), service_ms=360_000.0),
+            *(dict(request_id=f"u{i}", ts=march(2, 11, 10 * i)) for i in range(3))]
+    ingest_frame(c, pd.DataFrame(rows).assign(model="gpu-model", tenant="acme", status="ok", input_tokens=100,
+                                              output_tokens=10))
+    gpu = costviews.gpu_fleet(c, Filters(since=datetime(2026, 3, 2), until=datetime(2026, 3, 2, 23)))
+    s = gpu.summary.set_index("model").loc["gpu-model"]
+    assert (s.fleet_cost_usd, s.allocated_usd, s.idle_usd) == pytest.approx((8.0, 4.4, 3.6))
+    assert s.idle_share == pytest.approx(0.45) and s.utilization == pytest.approx(0.1)
+    assert (s.hours_billed, s.untimed_hours, s.untimed_fleet_usd) == (2, 1, pytest.approx(4.0))
+    series = gpu.series.set_index("period")["utilization"]
+    assert series.loc[pd.Timestamp(2026, 3, 2, 10)] == pytest.approx(0.1)
+    assert pd.isna(series.loc[pd.Timestamp(2026, 3, 2, 11)])
+    # nothing timed at all: no utilisation, not 100 %
+    only = costviews.gpu_fleet(c, Filters(since=datetime(2026, 3, 2, 11), until=datetime(2026, 3, 2, 12))).summary
+    assert only.untimed_hours.tolist() == [1] and pd.isna(only.utilization.iloc[0])
+    assert only.allocated_usd.tolist() == pytest.approx([4.0]) and only.idle_usd.tolist() == [0.0]
+
+
 def test_showback_adds_up_to_the_bill(con):
     sb = costviews.showback(con, MARCH_2)
     assert list(sb.columns) == list(costviews.SHOWBACK_COLUMNS)

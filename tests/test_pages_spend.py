@@ -376,3 +376,33 @@ def test_overview_idle_banner_neither_rounds_to_all_nor_names_fleets_that_ran_no
     assert "(> 99.9%) of this spend is idle" in banner
     note = next(c.value for c in at.caption if "billed while the model served traffic" in c.value)
     assert note.startswith("llama-3.1-8b: billed while") and "70b" not in note
+
+
+def test_the_cost_page_calls_a_fleets_utilisation_unknown_when_its_logs_carry_no_timing(tmp_path):
+    """The Mooncake trace (real rows: arrivals and tokens, no time) served by a self-hosted model: its hour was shown
+    as 100.0 % utilised with $0.00 idle. Its cost still goes to its requests by count (the totals agree with every
+    page), but the utilisation is unknown and the page says why; the hour's cost is drawn (an area of one hour drew
+    nothing)."""
+    from datetime import datetime
+    from pathlib import Path
+
+    from finops import store
+    from finops.ingest import IngestOptions, ingest_path
+    from helpers import add_test_models
+
+    db = str(tmp_path / "mooncake.duckdb")
+    con = store.connect(db)
+    ingest_path(con, Path(__file__).parent / "data" / "mooncake_conversation_head300.jsonl",
+                IngestOptions(model="gpu-model", start=datetime(2025, 1, 1)))
+    add_test_models(con)
+    con.close()
+    at = run_page(db, "views/cost.py", query_params={"from": "2025-01-01", "to": "2025-01-01"})
+    assert not at.exception, [e.value for e in at.exception]
+    m = {x.label: x.value for x in at.metric}
+    # 2 replicas × 1 GPU × $2 for the one hour of the excerpt's 300 requests
+    assert (m["Fleet cost (USD)"], m["Allocated to requests (USD)"], m["Idle (USD)"]) == ("$4.00", "$4.00", "$0.00")
+    assert m["Utilisation (%)"] == "unknown"
+    body = texts(at)
+    assert "2.0 GPU-hours in 1 hour. 1 hour of traffic ($4.00 of the fleet cost)" in body    # 0 to 102 s
+    assert "of the fleet cost) carries no service or latency time: that cost is allocated to the requests by count" in body
+    assert any("No utilisation to draw" in i.value for i in at.info)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.errors import InputError
-from finops.fmt import MISSING, export_name, usd
+from finops.fmt import MISSING, counted, export_name, usd
 from finops.spend import costviews, exports, fleets, pricing
 from finops.spend import report as spend
 from finops.spend.costviews import (
@@ -203,17 +203,28 @@ else:
         c3.metric("Idle (USD)", usd(r.idle_usd), border=True,
                   help="Paid GPU time no request used: the idle-capacity line of the showback.")
         c4.metric("Utilisation (%)",
-                  f"{100 * r.utilization:.1f} %" if r.utilization == r.utilization else "n/a", border=True,
-                  help="Busy share of the paid GPU capacity over the period.")
+                  f"{100 * r.utilization:.1f} %" if r.utilization == r.utilization else "unknown", border=True,
+                  help="Busy share of the paid GPU capacity over the period's hours whose busy time the logs give "
+                       "(service time, or latency less queue wait); unknown where no hour has any.")
         unbilled = (f" {r.unbilled_requests:,} of its requests fall in hours its schedule leaves out: they carry no "
                     "GPU cost." if r.unbilled_requests else "")
+        if r.untimed_hours:
+            one = r.untimed_hours == 1
+            unbilled += (f" {counted(r.untimed_hours, 'hour')} of traffic ({usd(r.untimed_fleet_usd)} of the fleet "
+                         f"cost) {'carries' if one else 'carry'} no service or latency time: that cost is allocated to "
+                         f"the requests by count, none of it idle, and the utilisation leaves {'it' if one else 'them'} "
+                         "out.")
         how = r.how if isinstance(r.how, str) and r.how else "not in the price book"
         st.caption(f"{plain(how[:1].upper() + how[1:])}, "
-                   f"{r.gpu_hours:,.1f} GPU-hours in {r.hours_billed:,} hours.{unbilled}")
+                   f"{r.gpu_hours:,.1f} GPU-hours in {counted(r.hours_billed, 'hour')}.{unbilled}")
     cols = st.columns(min(len(gpu.summary), 2))
     for i, model in enumerate(gpu.summary["model"].head(MAX_PANELS)):
         cols[i % len(cols)].altair_chart(charts.gpu_cost(gpu.series, gpu.grain, model))
-    st.altair_chart(charts.utilization(gpu.series, gpu.grain, title=f"GPU utilisation per {gpu.grain} (%)"))
+    if gpu.series["utilization"].notna().any():
+        st.altair_chart(charts.utilization(gpu.series, gpu.grain, title=f"GPU utilisation per {gpu.grain} (%)"))
+    else:
+        st.info("No utilisation to draw: no hour of these fleets' traffic has a service or latency time in the logs, "
+                "so their busy share of the GPUs is unknown.", icon=":material/timer_off:")
     st.caption("A self-hosted model costs replicas × GPUs per replica × $ per GPU-hour for each hour its fleet ran: "
                "the periods of its schedule (declare them on the Data page), else from its first to its last hour of "
                "traffic. The busy share is allocated to requests by their service time; the rest is idle. Tenant "

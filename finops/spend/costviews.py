@@ -564,7 +564,7 @@ FROM b GROUP BY model, k ORDER BY model, k""").df()
 class GpuFleet:
     series: pd.DataFrame    # period, model, fleet_cost_usd, allocated_usd, idle_usd, utilization
     summary: pd.DataFrame   # model, fleet_cost_usd, allocated_usd, idle_usd, idle_share, utilization, gpu_hours,
-                            # hours_billed, billed_by, how, unbilled_requests
+                            # hours_billed, untimed_hours, untimed_fleet_usd, billed_by, how, unbilled_requests
     grain: str
 
 
@@ -572,7 +572,10 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
     """Allocated vs idle GPU cost and utilisation of each self-hosted model (``pricing.fleet_utilization``).
 
     Hourly up to 31 days, daily beyond. Utilisation of a bucket is allocated / fleet cost (the busy
-    share of paid GPU time). The fleet is shared, so tenant and tier filters do not apply here; model
+    share of paid GPU time) over its hours whose busy time is known: an hour with requests but no timing at all
+    (logs without service or latency times) allocates its whole cost by request count and has no utilisation, so
+    it is left out of the utilisation (unknown, NaN, where every hour is such) and counted in ``untimed_hours``
+    and ``untimed_fleet_usd``. The fleet is shared, so tenant and tier filters do not apply here; model
     filters do. The summary says how each fleet is billed (``billed_by``: declared, inferred or traffic;
     ``how`` in words, :data:`finops.spend.fleets.TRAFFIC_NOTE` where no schedule is declared), its GPU-hours
     and hours billed, and ``unbilled_requests``: served requests in hours its declared schedule leaves out.
@@ -584,14 +587,25 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
         util = util[util["model"].isin(f.models)]
     days = (period.until - period.since).total_seconds() / 86400 if period.since is not None else 0
     g = "hour" if days <= 31 else "day"
-    util = util.assign(period=util["hour"] if g == "hour" else util["hour"].dt.floor("D"))
-    series = util.groupby(["period", "model"], as_index=False)[["fleet_cost_usd", "allocated_usd", "idle_usd"]].sum()
-    series["utilization"] = (series["allocated_usd"] / series["fleet_cost_usd"]).where(series["fleet_cost_usd"] > 0)
+    timed = util["utilization"].notna()         # busy time known (an hour that served nothing is 0 % busy)
+    util = util.assign(period=util["hour"] if g == "hour" else util["hour"].dt.floor("D"),
+                       timed_fleet_usd=util["fleet_cost_usd"].where(timed, 0.0),
+                       timed_allocated_usd=util["allocated_usd"].where(timed, 0.0),
+                       untimed_fleet_usd=util["fleet_cost_usd"].where(~timed, 0.0), untimed=(~timed).astype("int64"))
+
+    def busy_share(frame: pd.DataFrame) -> pd.Series:
+        return (frame["timed_allocated_usd"] / frame["timed_fleet_usd"]).where(frame["timed_fleet_usd"] > 0)
+
+    sums = ["fleet_cost_usd", "allocated_usd", "idle_usd", "timed_fleet_usd", "timed_allocated_usd"]
+    series = util.groupby(["period", "model"], as_index=False)[sums].sum()
+    series["utilization"] = busy_share(series)
+    series = series.drop(columns=["timed_fleet_usd", "timed_allocated_usd"])
     summary = util.groupby("model", as_index=False).agg(
-        fleet_cost_usd=("fleet_cost_usd", "sum"), allocated_usd=("allocated_usd", "sum"), idle_usd=("idle_usd", "sum"),
-        gpu_hours=("gpu_hours", "sum"), hours_billed=("hour", "nunique"))
+        **{c: (c, "sum") for c in sums}, gpu_hours=("gpu_hours", "sum"), hours_billed=("hour", "nunique"),
+        untimed_hours=("untimed", "sum"), untimed_fleet_usd=("untimed_fleet_usd", "sum"))
     summary["idle_share"] = (summary["idle_usd"] / summary["fleet_cost_usd"]).where(summary["fleet_cost_usd"] > 0)
-    summary["utilization"] = 1 - summary["idle_share"]
+    summary["utilization"] = busy_share(summary)
+    summary = summary.drop(columns=["timed_fleet_usd", "timed_allocated_usd"])
     basis = fleets.billing_basis(con)
     unbilled = pd.DataFrame({"model": pd.Series(dtype=object), "unbilled_requests": pd.Series(dtype="int64")})
     if (basis["billed_by"] != "traffic").any():      # billed while serving traffic, no served hour goes unbilled
@@ -601,9 +615,11 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
         unbilled = unbilled[unbilled["model"].isin(f.models)]
     # a model whose schedule leaves the whole period out still shows, with its unbilled requests
     summary = summary.merge(unbilled, on="model", how="outer")
-    money = ["fleet_cost_usd", "allocated_usd", "idle_usd", "gpu_hours", "hours_billed", "unbilled_requests"]
+    money = ["fleet_cost_usd", "allocated_usd", "idle_usd", "gpu_hours", "hours_billed", "unbilled_requests",
+             "untimed_hours", "untimed_fleet_usd"]
     summary[money] = summary[money].fillna(0)
-    summary[["hours_billed", "unbilled_requests"]] = summary[["hours_billed", "unbilled_requests"]].astype("int64")
+    counts = ["hours_billed", "unbilled_requests", "untimed_hours"]
+    summary[counts] = summary[counts].astype("int64")
     summary = summary.merge(basis[["model", "billed_by", "how"]], on="model", how="left")
     return GpuFleet(series, summary, g)
 
