@@ -109,6 +109,25 @@ def store_of_records(folder: Path, rows: list[dict], name: str = "s.duckdb") -> 
     return path
 
 
+def untimed_fleet_store(folder: Path) -> str:
+    """A store of the committed Mooncake excerpt (tests/data/mooncake_conversation_head300.jsonl: 300 real requests
+    over 102 s from 2025-01-01 00:00, arrivals and tokens, no time of any kind) served by the self-hosted
+    ``gpu-model`` of :func:`add_test_models`; its path."""
+    from datetime import datetime
+
+    from finops import store
+    from finops.ingest import IngestOptions, ingest_path
+    path = str(folder / "mooncake.duckdb")
+    con = store.connect(path)
+    try:
+        ingest_path(con, Path(__file__).parent / "data" / "mooncake_conversation_head300.jsonl",
+                    IngestOptions(model="gpu-model", start=datetime(2025, 1, 1)))
+        add_test_models(con)
+    finally:
+        con.close()
+    return path
+
+
 # ---------------------------------------------------------------- AppTest smoke tests
 
 def run_page(db_path: str, page: str | None = None, timeout: float = 120, query_params: dict | None = None):

@@ -339,18 +339,9 @@ def test_a_fill_from_logs_without_service_times_says_the_service_time_is_kept_no
     """The Mooncake trace (real rows, tests/data) logs arrivals and tokens, no service time: filled from it, the
     calculator sized 8 × 16 slots on its default 0.5 s as if measured (utilisation 1.3 %). The fill now says which
     input it kept and that every figure rests on it, until the person enters their own."""
-    from datetime import datetime
+    from helpers import untimed_fleet_store
 
-    from finops import store
-    from finops.ingest import IngestOptions, ingest_path
-    from helpers import add_test_models
-
-    db = str(tmp_path / "mooncake.duckdb")
-    con = store.connect(db)
-    ingest_path(con, Path(__file__).parent / "data" / "mooncake_conversation_head300.jsonl",
-                IngestOptions(model="gpu-model", start=datetime(2025, 1, 1)))
-    add_test_models(con)
-    con.close()
+    db = untimed_fleet_store(tmp_path)
     at = run_page(db, PAGE, query_params={"from": "2025-01-01", "to": "2025-01-01"})
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="cap_model").value == "gpu-model"

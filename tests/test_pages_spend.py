@@ -383,19 +383,9 @@ def test_the_cost_page_calls_a_fleets_utilisation_unknown_when_its_logs_carry_no
     as 100.0 % utilised with $0.00 idle. Its cost still goes to its requests by count (the totals agree with every
     page), but the utilisation is unknown and the page says why; the hour's cost is drawn (an area of one hour drew
     nothing)."""
-    from datetime import datetime
-    from pathlib import Path
+    from helpers import untimed_fleet_store
 
-    from finops import store
-    from finops.ingest import IngestOptions, ingest_path
-    from helpers import add_test_models
-
-    db = str(tmp_path / "mooncake.duckdb")
-    con = store.connect(db)
-    ingest_path(con, Path(__file__).parent / "data" / "mooncake_conversation_head300.jsonl",
-                IngestOptions(model="gpu-model", start=datetime(2025, 1, 1)))
-    add_test_models(con)
-    con.close()
+    db = untimed_fleet_store(tmp_path)
     at = run_page(db, "views/cost.py", query_params={"from": "2025-01-01", "to": "2025-01-01"})
     assert not at.exception, [e.value for e in at.exception]
     m = {x.label: x.value for x in at.metric}
