@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts
-from finops.fmt import MISSING, usd
+from finops.fmt import MISSING, counted, usd
 from finops.spend import budgets
 from views._shared import (
     bounded_dataframe,
@@ -77,8 +77,9 @@ else:
                 icon=":material/info:")
     c = st.columns(4)
     c[0].metric("Tenants forecast over budget",
-                f"{int(n.get('over budget', 0))} of {len(budgeted)}" if len(budgeted) else "no budget set",
-                help="Forecast month-end spend above the budget.", border=True)
+                f"{int(n.get('over budget', 0))} of {len(budgeted)}" if len(budgeted) else MISSING,
+                help="Forecast month-end spend above the budget, of the tenants with a budget this month; — when "
+                     "no tenant has one.", border=True)
     c[1].metric("Tenants at risk", f"{int(n.get('at risk', 0))}", border=True,
                 help=f"Forecast within budget, but the upper end of the {100 * report.confidence:.0f} % "
                      "interval above it.")
@@ -89,7 +90,7 @@ else:
     if report.as_of is not None:
         if report.complete_days == 0:
             method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the "
-                      f"{report.observed_hours:,.0f} hours since {report.first_day:%Y-%m-%d} 00:00 UTC to the "
+                      f"{counted(round(report.observed_hours), 'hour')} since {report.first_day:%Y-%m-%d} 00:00 UTC to the "
                       "month end, a rough guide with no interval until a day has passed. ")
         elif report.complete_days == 1:
             method = ("The forecast runs each tenant's spend on the one complete day observed to the month end; "
