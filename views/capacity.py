@@ -374,7 +374,7 @@ else:
     if fleet_plan.state != "ok":
         st.info(f"No plan: {fleet_plan.message}.", icon=":material/info:")
     else:
-        for part, span in (("past", "over the period"), ("ahead", f"over the next {int(ahead_days)} days")):
+        for part, span in (("past", "over the period"), ("ahead", f"over the next {counted(int(ahead_days), 'day')}")):
             comparison = getattr(fleet_plan, part)
             if comparison is None:
                 continue
@@ -399,7 +399,7 @@ else:
                                                      f"the plan, per hour ({span})"))
             short = comparison.hours[comparison.hours["short"]]
             if len(short):
-                with st.expander(f"The {len(short):,} hours the fleet was short ({span})"):
+                with st.expander(f"The {counted(len(short), 'hour')} the fleet was short ({span})"):
                     bounded_dataframe(short.reset_index(), what="short hours", file_name="short_hours", hide_index=True, column_config={
                         "ts": st.column_config.DatetimeColumn("Hour (UTC)", format="YYYY-MM-DD HH:00"),
                         "qps": st.column_config.NumberColumn("Served (req/s)", format="%.4g"),
@@ -560,7 +560,7 @@ with forecast_box:
             h3.metric("Backtest error (MAPE)", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None
                       else MISSING, border=True, help="Mean absolute percentage error of the method on the last "
                       "days held out: " + fc.backtest_note)
-            h4.metric(f"GPU cost over {days} days", usd(fp.cost_usd_total), border=True,
+            h4.metric(f"GPU cost over {counted(days, 'day')}", usd(fp.cost_usd_total), border=True,
                       help="Σ replicas per hour × GPUs per replica × $ per GPU-hour (the model's price-book "
                            "row); — when that row has no GPU price.")
             if fc.backtest_mape_pct is not None and fc.backtest_mape_pct > FORECAST_TRUST_MAPE_PCT:
@@ -573,7 +573,7 @@ with forecast_box:
             st.altair_chart(charts.replica_plan(fp.plan, title=f"{fmodel}: replicas per hour at utilisation ≤ {rho_target:.0%} "
                                                                 f"+{redundancy_pct} % redundancy"))
             rate = own["slots_per_replica"] / own["mean_service_s"]
-            st.caption(f"Source: your logs ({fp.history.size:,} hours of {fmodel}'s served requests). One replica "
+            st.caption(f"Source: your logs ({counted(fp.history.size, 'hour')} of {fmodel}'s served requests). One replica "
                        f"serves {own['slots_per_replica']} slots ÷ {number(own['mean_service_s'])} s = {number(rate)} req/s; "
                        f"target utilisation and redundancy from the calculator above; never fewer than 1 replica (scaling to 0 "
                        f"means a cold start for the next request). Method: {fc.method}. "

@@ -10,7 +10,7 @@ import streamlit as st
 from finops import schema, store
 from finops.errors import InputError
 from finops.filters import utc_time
-from finops.fmt import MISSING
+from finops.fmt import MISSING, counted
 from finops.ingest import ADAPTERS, IngestOptions, ingest_path, service
 from finops.ingest import uploads as upload_files
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
@@ -374,7 +374,7 @@ else:
         row[4].markdown(f"{b.min_ts:%Y-%m-%d %H:%M} to {b.max_ts:%Y-%m-%d %H:%M}" if b.rows_ingested else "—")
         if can("delete_batch"):
             with row[5].popover("Delete", icon=":material/delete:"):
-                st.markdown(f"Delete batch {b.batch_id} ({b.rows_ingested:,} requests of {plain(b.file_name)})?")
+                st.markdown(f"Delete batch {b.batch_id} ({counted(b.rows_ingested, 'request')} of {plain(b.file_name)})?")
                 if st.button("Delete it", key=f"delete-{b.batch_id}", type="primary"):
                     n = store.delete_batch(cursor(), int(b.batch_id))
                     st.toast(f"Deleted batch {b.batch_id}: {n:,} requests.", icon=":material/delete:")

@@ -293,4 +293,4 @@ st.caption(f"The bill for these filters is {usd(wi.billed_usd)}"
              "time included, over its tokens, so unfiltered the two agree; moving tokens off a fleet saves "
              "money only if the fleet shrinks with them.")
 st.markdown("**Assumptions**\n" + "\n".join(f"- {plain(a)}" for a in wi.assumptions))
-st.caption(f"{wi.requests:,} requests replayed. " + source_label())
+st.caption(f"{counted(wi.requests, 'request')} replayed. " + source_label())
