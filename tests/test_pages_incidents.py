@@ -186,3 +186,29 @@ def test_a_timeline_entry_that_ends_on_another_day_shows_that_day(tmp_path):
     assert json.loads(line.proto.columns)["until"]["type_config"]["format"] == "MM-DD HH:mm"
     assert [m.label for m in at.metric][-1] == "Alert time"
     assert at.expander[0].label.count("48 of 1,440") == 1          # the title counts them: not said twice
+
+
+def test_the_gpu_rules_name_a_fleet_whose_logs_carry_no_timing_as_not_judged(tmp_path):
+    """The Mooncake excerpt served by a self-hosted fleet: no hour has a busy time, so neither GPU utilisation rule
+    can judge it. The Alerts page said only that the P99 rule was not judged, as if the GPUs were fine; it now names
+    both GPU rules in one clause. The Overview, which leaves the cost rules (GPU utilisation low among them) to the
+    Alerts page, names only the high one."""
+    from helpers import untimed_fleet_store
+
+    db = untimed_fleet_store(tmp_path)
+    con = store.connect(db)
+    blind = alerts.unjudged(con).set_index("rule")
+    con.close()
+    why = ("the logs of gpu-model carry no service or latency time in 1 hour of traffic (300 requests): the GPU "
+           "utilisation there is unknown")
+    assert blind.loc[["gpu_util_high", "gpu_util_low"], "why"].tolist() == [why, why]
+    assert blind.loc["gpu_util_high", ["windows", "requests"]].tolist() == [1, 300]
+    q = {"from": "2025-01-01", "to": "2025-01-01"}
+    at = run_page(db, "views/alerts.py", query_params=q)
+    assert not at.exception, [e.value for e in at.exception]
+    warned = " ".join(w.value for w in at.warning)
+    assert f"GPU utilisation high and GPU utilisation low: {why}" in warned, warned
+    at = run_page(db, "views/overview.py", query_params=q)
+    assert not at.exception, [e.value for e in at.exception]
+    warned = " ".join(w.value for w in at.warning)
+    assert f"GPU utilisation high: {why}" in warned and "GPU utilisation low" not in warned, warned

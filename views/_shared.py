@@ -524,6 +524,7 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
     from finops.ops import alerts
 
     blind = query(alerts.unjudged, f)
+    blind = blind[~blind["rule"].isin(leave_out)]      # a rule this page does not judge is not named as unjudged
     if blind.empty:
         judged, off, elsewhere = rules_judged(f, leave_out)
         said = (f"No {'service ' if leave_out else ''}alert fired in this period. Rules judged, each within its "
@@ -537,7 +538,7 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
                                                ":material/help:")
         return
     few = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
-    raw = [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason != "too_few"]
+    raw = _rules_and_why(blind[blind["reason"] != "too_few"])
     said = []
     if few:
         said.append("some had too few requests to judge: " + "; ".join(few) + ". Their health is unknown, not "
@@ -548,6 +549,16 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
                icon=":material/help:")
 
 
+def _rules_and_why(rows) -> list[str]:
+    """'<rule names>: <why>' for each reason of :func:`finops.ops.alerts.unjudged` rows, the rules that share one
+    named together ("GPU utilisation high and GPU utilisation low: ...")."""
+    from finops.ops import alerts
+    by_why: dict[str, list[str]] = {}
+    for r in rows.itertuples(index=False):
+        by_why.setdefault(r.why, []).append(alerts.rule_name(r.rule))
+    return [f"{in_words(names)}: {why}" for why, names in by_why.items()]
+
+
 def rules_not_judged(f: Filters) -> None:
     """Beside the alerts that did fire, the rules these filters leave unjudged, in one sentence: on a store of
     attached rollups (no raw rows) those a raw row would judge (:func:`finops.ops.alerts.reads_raw_rows`), and
@@ -555,7 +566,7 @@ def rules_not_judged(f: Filters) -> None:
     from finops.ops import alerts
 
     def said(blind, reason: str) -> list[str]:
-        return [f"{alerts.rule_name(r.rule)}: {r.why}" for r in blind.itertuples(index=False) if r.reason == reason]
+        return _rules_and_why(blind[blind["reason"] == reason])
 
     # the whole of unjudged (its windows too small to judge) only where the store has no raw rows, as before
     raw = said(query(alerts.unjudged, f), "raw_rows") if rollup_only() else []

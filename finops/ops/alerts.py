@@ -403,6 +403,9 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             if row:
                 out.append(row)
             continue
+        if rule.enabled and rule.name in ("gpu_util_high", "gpu_util_low"):
+            out.extend(_untimed_fleet_rows(con, f, rule))
+            continue
         if not rule.enabled or rule.name not in ("error_rate", "p99_over_sla"):
             continue
         need = max(rule.min_requests, 1)
@@ -430,12 +433,35 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
 
 def not_carried(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """The :func:`unjudged` rows of reason "no_field" alone: the enabled P99 rule where some model's logs carry
-    no value of the SLA latency at all. Cheap (the field coverage written at load time), for a page that shows
+    no value of the SLA latency at all, and the GPU utilisation rules over a fleet's hours with no busy time. Cheap (the field coverage written at load time), for a page that shows
     alerts that did fire. Columns: UNJUDGED_COLUMNS."""
     f = filters or Filters()
-    rows = [row for rule in rules(con) if rule.enabled and rule.name == "p99_over_sla"
-            for row in _no_field_rows(con, f, rule, sla_metric(con, f))]
+    rows = []
+    for rule in rules(con):
+        if rule.enabled and rule.name == "p99_over_sla":
+            rows.extend(_no_field_rows(con, f, rule, sla_metric(con, f)))
+        elif rule.enabled and rule.name in ("gpu_util_high", "gpu_util_low"):
+            rows.extend(_untimed_fleet_rows(con, f, rule))
     return pd.DataFrame(rows, columns=UNJUDGED_COLUMNS)
+
+
+def _untimed_fleet_rows(con, f: Filters, rule: AlertRule) -> list[dict]:
+    """A self-hosted fleet's hours of traffic that carry no busy time (no service or latency time in the logs:
+    a trace of arrivals and tokens) have no utilisation, so a GPU utilisation rule cannot judge them: its quiet
+    there is not health. One row naming such models, or none."""
+    util = pricing.fleet_utilization(con, f.since, f.until)
+    if f.models:
+        util = util[util["model"].isin(f.models)]
+    blind = util[util["utilization"].isna() & (util["served"] > 0) & util["hour"].notna()]
+    if blind.empty:
+        return []
+    by = blind.groupby("model").agg(hours=("hour", "nunique"), requests=("served", "sum")) \
+        .sort_values(["requests", "hours"], ascending=False)
+    hours, requests = int(by["hours"].sum()), int(by["requests"].sum())
+    return [{"rule": rule.name, "title": rule.title, "windows": hours, "requests": requests, "min_requests": 1,
+             "why": f"the logs of {some_of(by.index)} carry no service or latency time in {hours:,} hour"
+                    f"{'s' if hours != 1 else ''} of traffic ({requests:,} request{'s' if requests != 1 else ''}): "
+                    "the GPU utilisation there is unknown", "reason": "no_field"}]
 
 
 def _no_field_rows(con, f: Filters, rule: AlertRule, metric: str) -> list[dict]:
