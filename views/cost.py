@@ -78,11 +78,12 @@ else:
     # the costliest model first, as a finance reader scans it (the query's order is by model name)
     units = query(spend.unit_costs, f).sort_values(["cost_usd", "model"], ascending=[False, True], kind="stable")
     bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
-        "model": st.column_config.TextColumn("Model"),
+        # medium: a long model name is cut (whole on hover) rather than push the unit costs off the right edge
+        "model": st.column_config.TextColumn("Model", width="medium"),
         "kind": kind_column(help="API: a provider bills tokens; self-hosted: a GPU fleet"),
         "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%,.2f"),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
-        "usd_per_1m": USD("Billed (API) or allocated (self-hosted), $ per 1M tokens", format="$%,.3f",
+        "usd_per_1m": USD("Billed or allocated, $ per 1M tokens", format="$%,.3f",
                           help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + ". "
                                + MISSING + ": the model has no price (counted at $0, see the banner)."),
         "fleet_served_tokens": None, "fleet_cost_usd": None,
@@ -130,7 +131,7 @@ elif classes.empty:
 else:
     bounded_dataframe(classes, sort_by="input_tokens", order="the most input tokens", what="models",
                       file_name="token_class_prices", placeholder=MISSING, hide_index=True, column_config={
-        "model": st.column_config.TextColumn("Model"), "kind": kind_column(),
+        "model": st.column_config.TextColumn("Model", width="medium"), "kind": kind_column(),
         "input_tokens": COUNT("Input tokens", format="localized"),
         "output_tokens": COUNT("Output tokens", format="localized"),
         "input_usd_per_1m": USD("Input ($ per 1M)", format="$%.3f"),
