@@ -107,7 +107,7 @@ def test_budgets_on_the_demo_store(demo_db):
     at = run_page(demo_db, "views/budgets.py")
     assert not at.exception
     assert at.selectbox(key="month").value is not None
-    assert [m.label for m in at.metric][:2] == ["Tenants forecast over budget", "Tenants at risk"]
+    assert [m.label for m in at.metric][:2] == ["Tenants over budget", "Tenants at risk"]
     assert at.metric[1].value == "1" and at.metric[0].value.startswith("1 of ")
     assert _subheaders(at)[:2] == ["Forecast against budget", "Burn through the month"]
     assert _kinds(at).get("vega_lite_chart", 0) == 2
@@ -390,7 +390,7 @@ def test_the_cost_page_calls_a_fleets_utilisation_unknown_when_its_logs_carry_no
     assert not at.exception, [e.value for e in at.exception]
     m = {x.label: x.value for x in at.metric}
     # 2 replicas × 1 GPU × $2 for the one hour of the excerpt's 300 requests
-    assert (m["Fleet cost (USD)"], m["Allocated to requests (USD)"], m["Idle (USD)"]) == ("$4.00", "$4.00", "$0.00")
+    assert (m["Fleet cost (USD)"], m["Allocated (USD)"], m["Idle (USD)"]) == ("$4.00", "$4.00", "$0.00")
     assert m["Utilisation (%)"] == "unknown"
     body = texts(at)
     assert "2.0 GPU-hours in 1 hour. 1 hour of traffic ($4.00 of the fleet cost)" in body    # 0 to 102 s

@@ -76,17 +76,17 @@ else:
         st.info("These budgets are examples the sample store was built with; set your own under \"Set budgets\".",
                 icon=":material/info:")
     c = st.columns(4)
-    c[0].metric("Tenants forecast over budget",
+    c[0].metric("Tenants over budget",
                 f"{int(n.get('over budget', 0))} of {len(budgeted)}" if len(budgeted) else MISSING,
-                help="Forecast month-end spend above the budget, of the tenants with a budget this month; — when "
+                help="Tenants whose forecast month-end spend is above their budget, of those with a budget this month; — when "
                      "no tenant has one.", border=True)
     c[1].metric("Tenants at risk", f"{int(n.get('at risk', 0))}", border=True,
                 help=f"Forecast within budget, but the upper end of the {100 * report.confidence:.0f} % "
                      "interval above it.")
-    c[2].metric(f"Spent so far in {label} (USD)", usd(table['spent_usd'].sum()), border=True,
-                help="All tenants shown, idle GPU capacity excluded.")
-    c[3].metric("Forecast month end (USD)", usd(table['forecast_usd'].sum()), border=True,
-                help="Spent so far plus the mean daily spend times the days left.")
+    c[2].metric("Spent so far (USD)", usd(table['spent_usd'].sum()), border=True,
+                help=f"Spent in {label} so far, by all tenants shown, idle GPU capacity excluded.")
+    c[3].metric("Forecast (USD)", usd(table['forecast_usd'].sum()), border=True,
+                help=f"Forecast spend at the end of {label}: spent so far plus the mean daily spend times the days left.")
     if report.as_of is not None:
         if report.complete_days == 0:
             method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the "

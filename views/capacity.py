@@ -237,9 +237,9 @@ k1, k2, k3, k4, k5 = st.columns(5)
 k1.metric("Utilisation", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
           help=f"Utilisation (ρ) = arrivals per second (λ) / (slots c × rate per slot μ), with c = {int(replicas):,} × {int(slots):,} = {res.servers:,} slots.")
 k2.metric("P(wait)", f"{q.p_wait:.1%}", border=True, help="Share of requests that queue at all (Erlang C).")
-k3.metric("Mean queue wait", format_seconds(q.wq_s), border=True,
-          help="Allen–Cunneen: the M/M/c mean wait × (ca² + cs²) / 2.")
-k4.metric("P99 queue wait", format_seconds(q.wait_p99_s), border=True,
+k3.metric("Mean wait", format_seconds(q.wq_s), border=True,
+          help="Mean queue wait, Allen–Cunneen: the M/M/c mean wait × (ca² + cs²) / 2.")
+k4.metric("P99 wait", format_seconds(q.wait_p99_s), border=True,
           help="P99 queue wait, from P(W > t) = C · e^{−(cμ − λ) t} (λ arrivals per second, c slots, μ rate per slot), scaled like the mean for non-exponential service.")
 k5.metric("Replicas needed", f"{res.required_replicas_with_redundancy:,}", border=True,
           help=f"{res.required_replicas:,} replicas meet utilisation (ρ) ≤ {rho_target:.0%} and the P99 wait SLA, "
@@ -293,14 +293,14 @@ m1, m2 = left.columns(2)
 m3, m4 = right.columns(2)
 m1.metric("$ per hour", usd(now.cost_per_hour_usd), border=True,
           help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × {usd(gpu_usd)} per GPU-hour, busy or idle.")
-m2.metric("Projected $ per 1M tokens", usd(now.cost_per_1m_tokens), border=True,
-          help="A what-if, not the fleet's measured unit cost: cost per hour ÷ (arrivals per second (λ) × 3,600 × "
+m2.metric("$ per 1M tokens", usd(now.cost_per_1m_tokens), border=True,
+          help="Projected: a what-if, not the fleet's measured unit cost: cost per hour ÷ (arrivals per second (λ) × 3,600 × "
                "tokens per request) × 1,000,000 at this load; — when no tokens flow. The measured ones (billed, "
                "allocated, fully loaded) are on the Cost page.")
 m3.metric("$ per hour", usd(need.cost_per_hour_usd), border=True,
           help="At the replica count the targets need, with redundancy.")
-m4.metric("Projected $ per 1M tokens", usd(need.cost_per_1m_tokens), border=True,
-          help="A what-if at the replica count needed; — when no tokens flow (no arrivals or no tokens per request).")
+m4.metric("$ per 1M tokens", usd(need.cost_per_1m_tokens), border=True,
+          help="Projected: a what-if at the replica count needed; — when no tokens flow (no arrivals or no tokens per request).")
 if now.note:
     st.caption(now.note)
 st.caption(f"Source: your inputs; $ per GPU-hour and GPUs per replica start from {st.session_state['cap_priced_as']} "
@@ -388,11 +388,12 @@ else:
                       help=f"The replica-hours the plan needs {span}: {usd(comparison.cost_planned_usd)} at the same "
                            "hours' rates.")
             # a negative saving is what meeting the SLA every hour would have cost more: "−$430.00", not "$-430.00"
-            r3.metric("Saving from the plan (USD)", usd(comparison.saving_usd), border=True,
-                      help=f"Billed less planned (negative: the plan costs more than the fleet billed); trimming the "
+            r3.metric("Saving (USD)", usd(comparison.saving_usd), border=True,
+                      help=f"Saving from the plan: billed less planned (negative: the plan costs more than the fleet billed); trimming the "
                            f"surplus hours alone: {usd(comparison.surplus_usd)}.")
-            r4.metric("Hours the fleet was short", f"{comparison.short_hours:,}", border=True,
-                      help=f"{comparison.short_replica_hours:,.0f} replica-hours under what the SLA needed.")
+            r4.metric("Hours short", f"{comparison.short_hours:,}", border=True,
+                      help=f"Hours the fleet was short of the plan: {comparison.short_replica_hours:,.0f} replica-hours "
+                           "under what the SLA needed.")
             say = st.success if comparison.saving_usd > 0 and not comparison.short_hours else st.warning
             say(comparison.sentence(span)[0].upper() + comparison.sentence(span)[1:] + ".", icon=":material/savings:")
             st.altair_chart(charts.billed_vs_planned(comparison.hours, title=f"{plan_model}: replicas billed against "
@@ -474,10 +475,11 @@ if points is not None:
     fit = fit_loadtest(points, target_qps=target_qps, p99_target_s=p99_target, redundancy=lt_red / 100,
                                 instances_tested=int(tested))
     n1, n2, n3, n4 = st.columns(4)
-    n1.metric(f"One instance at P99 ≤ {p99_target:g} s (req/s)",
-              f"{number(fit.per_instance_qps, 3)}" if fit.per_instance_qps else "none", border=True)
-    n2.metric("In flight per instance there", f"{number(fit.concurrency_at_target, 3)}" if fit.concurrency_at_target else MISSING,
-              border=True, help="Concurrency at that load (interpolated; Little's law where the file has none); — "
+    n1.metric("Per instance (req/s)", f"{number(fit.per_instance_qps, 3)}" if fit.per_instance_qps else "none", border=True,
+              help=f"The most one instance serves with P99 ≤ {p99_target:g} s (interpolated between the loads "
+                   "tested); none when no load meets it.")
+    n2.metric("In flight there", f"{number(fit.concurrency_at_target, 3)}" if fit.concurrency_at_target else MISSING,
+              border=True, help="Requests in flight per instance at that load (interpolated; Little's law where the file has none); — "
                                 "when no load meets the target.")
     n3.metric(f"Instances for {number(target_qps)} req/s", f"{fit.instances:,}" if fit.instances is not None else "none",
               border=True, help="⌈target QPS ÷ per-instance QPS⌉")

@@ -228,8 +228,9 @@ else:
     point = cascade.CascadePoint(*(float(pts[c].iloc[i]) for c in cascade.CURVE_COLUMNS))
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Confidence threshold", f"{point.threshold:.4g}", border=True, help="Confidence threshold (τ)")
-    m2.metric("Escalated to the large model", f"{point.escalation_rate:.1%}", border=True)
-    m3.metric("Average cost ($ per 1,000 requests)", usd(point.avg_cost), border=True)
+    m2.metric("Escalated", f"{point.escalation_rate:.1%}", border=True,
+              help="Share of requests escalated to the large model at this threshold.")
+    m3.metric("$ per 1,000 requests", usd(point.avg_cost), border=True, help="Average cost of 1,000 requests at this threshold.")
     m4.metric("Quality (% correct)", f"{point.avg_quality:.2%}", border=True)
     if report.choice is None:
         st.warning(f"No threshold reaches the {floor_pct:g} % quality floor: the best is "
@@ -263,10 +264,12 @@ else:
     k1.metric("Quality gap recovered (APGR)", MISSING if m.apgr is None else f"{m.apgr:.3f}", border=True,
               help="Average performance gap recovered over all escalation rates (RouteLLM): 0.5 = random routing, "
                    "1 = perfect.")
-    k2.metric("Large-model calls for half the gap (CPT 50 %)", MISSING if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
-              help="Share of requests sent to the large model to recover half the small-large quality gap.")
-    k3.metric("Large-model calls for 80 % of the gap (CPT 80 %)", MISSING if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
-              help="Share of requests sent to the large model to recover 80 % of the gap.")
+    k2.metric("CPT 50 %", MISSING if m.cpt50 is None else f"{m.cpt50:.1%}", border=True,
+              help="Large-model calls for half the gap: the share of requests sent to the large model to recover half the "
+                   "small-large quality gap.")
+    k3.metric("CPT 80 %", MISSING if m.cpt80 is None else f"{m.cpt80:.1%}", border=True,
+              help="Large-model calls for 80 % of the gap: the share of requests sent to the large model to recover 80 % "
+                   "of the gap.")
     if m.note:
         st.caption(f"Metrics not computed: {m.note}." + (" Enter the small-only and large-only qualities above."
                                                           if source == "example" else ""))
@@ -354,8 +357,8 @@ if decision is not None:
     be = decision.break_even
     d1, d2, d3, d4 = st.columns(4)
     d1.metric("Gain worth ($/request)", usd(decision.benefit_usd), border=True)
-    d2.metric("Cost of escalating ($/request)", usd(decision.cost_usd), border=True,
-              help=f"Inference + network {usd(decision.money_cost_usd)}, latency {usd(decision.latency_cost_usd)}.")
+    d2.metric("Escalating ($/request)", usd(decision.cost_usd), border=True,
+              help=f"Cost of escalating one request: inference + network {usd(decision.money_cost_usd)}, latency {usd(decision.latency_cost_usd)}.")
     d3.metric("Decision at this RTT", "Escalate" if decision.escalate else "Stay on the edge", border=True)
     d4.metric("Break-even RTT (ms)", "none" if be.rtt_ms is None else duration_ms(be.rtt_ms), border=True,
               help=be.note)

@@ -199,8 +199,8 @@ else:
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("Fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
                   help="Replicas × GPUs per replica × $ per GPU-hour, over the hours the fleet ran in the period.")
-        c2.metric("Allocated to requests (USD)", usd(r.allocated_usd), border=True,
-                  help="The busy share of the fleet cost, charged to the requests that used it.")
+        c2.metric("Allocated (USD)", usd(r.allocated_usd), border=True,
+                  help="Allocated to requests: the busy share of the fleet cost, charged to the requests that used it.")
         c3.metric("Idle (USD)", usd(r.idle_usd), border=True,
                   help="Paid GPU time no request used: the idle-capacity line of the showback.")
         c4.metric("Utilisation (%)",

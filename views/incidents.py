@@ -95,8 +95,8 @@ else:
             with right:
                 m1, m2, m3 = st.columns(3)
                 m1.metric("Lasted", incidents.minutes_text(inc.minutes))
-                m2.metric("Requests hit", f"{inc.affected:,}",
-                          help="Failed, answered over their tier's SLA, or (a decode finding) slower in decode "
+                m2.metric("Hit", f"{inc.affected:,}",
+                          help="Requests hit: failed, answered over their tier's SLA, or (a decode finding) slower in decode "
                                "than the finding's cut.")
                 m3.metric("Alert time", incidents.minutes_text(inc.sla_minutes) if inc.sla_minutes else "none",
                           help="How long the model's SLA (P99 latency) or error-rate alerts lasted in the incident, "

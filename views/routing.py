@@ -271,10 +271,10 @@ m[0].metric(f"Spend under {policy}", usd(wi.counterfactual_usd),
             delta_color="off", border=True)
 q_delta = (None if wi.actual_quality is None or wi.counterfactual_quality is None or policy == "as-logged"
            else f"{100 * (wi.counterfactual_quality - wi.actual_quality):+.1f} points")
-m[1].metric(f"Answers graded correct under {policy}", _share(wi.counterfactual_quality), delta=q_delta,
+m[1].metric(f"Graded correct, {policy}", _share(wi.counterfactual_quality), delta=q_delta,
             border=True, help="The quality cost of the policy; unknown where a target model has no graded answer.")
-m[2].metric(f"Mean latency under {policy}, estimated", duration_ms(wi.counterfactual_mean_ms), border=True,
-            help="From each target model's observed per-token rates; — where a target has no token counts.")
+m[2].metric(f"Mean latency, {policy} (est.)", duration_ms(wi.counterfactual_mean_ms), border=True,
+            help="Estimated from each target model's observed per-token rates; — where a target has no token counts.")
 st.caption(plain(wi.quality_note))
 if policy != "as-logged" and wi.delta_usd < 0:
     st.info("A saving here is real only if the answers stay good enough (quality above) and, for self-hosted "
