@@ -558,7 +558,8 @@ with forecast_box:
                 st.warning(f"Short history: {fp.message}.", icon=":material/warning:")
             h1, h2, h3, h4 = st.columns(4)
             h1.metric("Peak forecast (req/s)", f"{number(fp.peak_qps)}", border=True)
-            h2.metric("Peak replicas (with redundancy)", f"{fp.peak_replicas:,}", border=True)
+            h2.metric("Peak replicas", f"{fp.peak_replicas:,}", border=True,
+                      help="The most replicas any forecast hour needs, redundancy included.")
             h3.metric("Backtest error (MAPE)", f"{fc.backtest_mape_pct:.1f} %" if fc.backtest_mape_pct is not None
                       else MISSING, border=True, help="Mean absolute percentage error of the method on the last "
                       "days held out: " + fc.backtest_note)
