@@ -31,6 +31,17 @@ def exceptions_on(pg) -> list[str]:
     return [e.inner_text() for e in pg.query_selector_all("[data-testid='stException']")]
 
 
+#: the text of each metric card's label or value that its card cuts with an ellipsis (wider than its box)
+CUT_METRICS_JS = ("() => [...document.querySelectorAll('[data-testid=\"stMetricLabel\"] .stMarkdownEllipsis, "
+                  "[data-testid=\"stMetricValue\"], [data-testid=\"stMetricValue\"] div')]"
+                  ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)")
+
+
+def cut_metrics(pg) -> list[str]:
+    """The metric labels and values shown cut (``...``) in the page as laid out now."""
+    return pg.evaluate(CUT_METRICS_JS)
+
+
 def shoot(pg, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     out = SCREENSHOTS / f"{name}.png"

@@ -2,7 +2,7 @@
 import re
 
 import pytest
-from browser import exceptions_on, shoot, wait_ready
+from browser import cut_metrics, exceptions_on, shoot, wait_ready
 
 from views import PAGES
 
@@ -20,6 +20,11 @@ def test_page_loads_without_exception(server, page, slug):
     shoot(page, slug)
     assert exceptions_on(page) == []
     assert page.locator("h1").count() >= 1
+    # a laptop's 1280 pixels beside the sidebar: no card's label or value is cut with an ellipsis (21 were, e.g.
+    # "Spent so far in November 20…", "Large-model calls for half the gap (CPT 5…")
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.wait_for_timeout(500)
+    assert cut_metrics(page) == []
 
 
 def test_the_first_page_answers_at_its_own_name_too(server, page):
