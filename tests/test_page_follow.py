@@ -12,6 +12,11 @@ def _line(i):
                        "total_ms": 700.0 + 10 * i, "status": "ok"}) + "\n"
 
 
+def _rows_total(con) -> int:
+    from finops.ingest import service
+    return int(service.status_frame(con)["rows_total"].sum())
+
+
 def test_follow_a_growing_log(empty_db, tmp_path):
     log = tmp_path / "gateway.jsonl"
     log.write_text(_line(1) + _line(2))
@@ -28,7 +33,9 @@ def test_follow_a_growing_log(empty_db, tmp_path):
     assert not at.exception
     with open(log, "a") as fh:
         fh.write(_line(3))
-    wait_until(lambda: store.row_count(con) == 3, timeout=60, message="the appended line")
+    # the source's status (its rows loaded, which the sidebar reads) is saved just after the rows it loaded are
+    # committed: wait for both (clean-clone CI of 7337d6a read the sidebar in between, "2 rows loaded")
+    wait_until(lambda: store.row_count(con) == 3 and _rows_total(con) == 3, timeout=60, message="the appended line")
     at.switch_page("views/data.py").run()
     assert not at.exception
     assert any("1 live source: 3 rows loaded" in c.value for c in at.sidebar.caption)
