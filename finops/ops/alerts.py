@@ -110,9 +110,11 @@ DEFAULT_RULES: tuple[AlertRule, ...] = (
               "or more", 0.0, "requests waiting", "warning", window="15min", min_requests=3),
 )
 ENGINE_RULES = ("kv_cache_saturated", "engine_queue_saturated")
+#: the rules that judge each self-hosted fleet's hourly GPU utilisation
+GPU_RULES = ("gpu_util_high", "gpu_util_low")
 #: rules that read the shared fleet itself (its GPU hours, its engines' scrapes), not tenants' requests: a
 #: tenant-scoped login (:attr:`Filters.scoped`) is not shown them
-FLEET_RULES = ("gpu_util_high", "gpu_util_low", *ENGINE_RULES)
+FLEET_RULES = (*GPU_RULES, *ENGINE_RULES)
 #: each rule in plain words, for the screen (ids stay in CSV exports and the CLI's --json)
 RULE_NAMES = {"error_rate": "error rate", "p99_over_sla": "P99 over the tier's SLA",
               "gpu_util_high": "GPU utilisation high", "gpu_util_low": "GPU utilisation low",
@@ -403,9 +405,8 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             if row:
                 out.append(row)
             continue
-        if rule.enabled and rule.name in ("gpu_util_high", "gpu_util_low"):
-            out.extend(_untimed_fleet_rows(con, f, rule))
-            continue
+        if rule.name in GPU_RULES:
+            continue                # below, both from one reading of the fleets' hours
         if not rule.enabled or rule.name not in ("error_rate", "p99_over_sla"):
             continue
         need = max(rule.min_requests, 1)
@@ -428,27 +429,29 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
                         "why": f"{windows:,} window{'s' if windows != 1 else ''} with {requests:,} "
                                f"request{'s' if requests != 1 else ''} in all (a window needs {need:,})",
                         "reason": "too_few"})
+    out.extend(_untimed_fleet_rows(con, f, [r for r in rules(con) if r.enabled and r.name in GPU_RULES]))
     return pd.DataFrame(out, columns=UNJUDGED_COLUMNS)
 
 
 def not_carried(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """The :func:`unjudged` rows of reason "no_field" alone: the enabled P99 rule where some model's logs carry
-    no value of the SLA latency at all, and the GPU utilisation rules over a fleet's hours with no busy time. Cheap (the field coverage written at load time), for a page that shows
-    alerts that did fire. Columns: UNJUDGED_COLUMNS."""
+    no value of the SLA latency at all (from the field coverage written at load time), and the GPU utilisation
+    rules over a fleet's hours with no busy time (from the rollups), for a page that shows alerts that did fire,
+    without unjudged's windows. Columns: UNJUDGED_COLUMNS."""
     f = filters or Filters()
-    rows = []
-    for rule in rules(con):
-        if rule.enabled and rule.name == "p99_over_sla":
-            rows.extend(_no_field_rows(con, f, rule, sla_metric(con, f)))
-        elif rule.enabled and rule.name in ("gpu_util_high", "gpu_util_low"):
-            rows.extend(_untimed_fleet_rows(con, f, rule))
+    enabled = [rule for rule in rules(con) if rule.enabled]
+    rows = [row for rule in enabled if rule.name == "p99_over_sla"
+            for row in _no_field_rows(con, f, rule, sla_metric(con, f))]
+    rows += _untimed_fleet_rows(con, f, [rule for rule in enabled if rule.name in GPU_RULES])
     return pd.DataFrame(rows, columns=UNJUDGED_COLUMNS)
 
 
-def _untimed_fleet_rows(con, f: Filters, rule: AlertRule) -> list[dict]:
+def _untimed_fleet_rows(con, f: Filters, gpu_rules: list[AlertRule]) -> list[dict]:
     """A self-hosted fleet's hours of traffic that carry no busy time (no service or latency time in the logs:
     a trace of arrivals and tokens) have no utilisation, so a GPU utilisation rule cannot judge them: its quiet
-    there is not health. One row naming such models, or none."""
+    there is not health. One row per rule of ``gpu_rules`` naming such models (the same words), or none."""
+    if not gpu_rules:
+        return []
     util = pricing.fleet_utilization(con, f.since, f.until)
     if f.models:
         util = util[util["model"].isin(f.models)]
@@ -458,10 +461,11 @@ def _untimed_fleet_rows(con, f: Filters, rule: AlertRule) -> list[dict]:
     by = blind.groupby("model").agg(hours=("hour", "nunique"), requests=("served", "sum")) \
         .sort_values(["requests", "hours"], ascending=False)
     hours, requests = int(by["hours"].sum()), int(by["requests"].sum())
+    why = (f"the logs of {some_of(by.index)} carry no service or latency time in {hours:,} hour"
+           f"{'s' if hours != 1 else ''} of traffic ({requests:,} request{'s' if requests != 1 else ''}): "
+           "the GPU utilisation there is unknown")
     return [{"rule": rule.name, "title": rule.title, "windows": hours, "requests": requests, "min_requests": 1,
-             "why": f"the logs of {some_of(by.index)} carry no service or latency time in {hours:,} hour"
-                    f"{'s' if hours != 1 else ''} of traffic ({requests:,} request{'s' if requests != 1 else ''}): "
-                    "the GPU utilisation there is unknown", "reason": "no_field"}]
+             "why": why, "reason": "no_field"} for rule in gpu_rules]
 
 
 def _no_field_rows(con, f: Filters, rule: AlertRule, metric: str) -> list[dict]:
