@@ -272,6 +272,12 @@ def usd_axis_format(values) -> str:
 
 # ---------------------------------------------------------------- spend
 
+def spend_over_time_mark(frame: pd.DataFrame, grain: str) -> str:
+    """How :func:`spend_over_time` draws ``frame``, for the caption beside it: "areas" for hours, "bars" for days
+    and longer (each bar its bucket), and for a single hour (an hourly area needs two hours to have a width)."""
+    return "bars" if grain != "hour" or frame["period"].nunique() < 2 else "areas"
+
+
 def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over time by model") -> alt.Chart:
     """Stacked bars of ``cost_usd`` per ``period`` and ``series`` (models + idle capacity): the
     :data:`MAX_SERIES` costliest models, the rest as 'other'; at most :data:`MAX_POINTS` bars."""
@@ -282,8 +288,7 @@ def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over ti
     title = _titled(title, top_note, thin_note)
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["day"])
     fmt = GRAIN_FORMAT.get(grain, "%b %d")
-    # an hourly area needs two hours to have a width: a single hour is a bar
-    banded = grain != "hour" or frame["period"].nunique() < 2
+    banded = spend_over_time_mark(frame, grain) == "bars"
     mark = _chart(frame).mark_bar() if banded else _chart(frame).mark_area()
     stacked = frame.groupby("period")["cost_usd"].sum() if len(frame) else []
     return mark.encode(

@@ -74,6 +74,50 @@ def test_error_rate_per_tenant_and_merged_over_adjacent_hours():
     assert a.iloc[0].window_end - a.iloc[0].window_start == pd.Timedelta(hours=2)
 
 
+def test_logs_with_no_status_have_an_unknown_error_rate_not_zero():
+    """A trace of tokens and times (the Azure trace: no status column) said "Error rate 0.00 %" on the Overview and
+    counted the error rule as judged. Now: gpt-4o's 200 requests carry no status, so its error rate is unknown
+    (null) and the rule names it as not judged; gpt-4o-mini's 100 (2 failed, the rest with no status: counted ok,
+    as the schema says) have one: 2 / 100. The fleet's: 2 of 300 requests, the 200 without status counted ok."""
+    from finops.spend import report as spend
+    con = _store(_rows(200, T0, status=None),
+                 _rows(100, T0, model="gpt-4o-mini", status=["error"] * 2 + [None] * 98))
+    rep = spend.report(con, Filters(), by=["model"]).set_index("model")
+    assert rep.loc["gpt-4o", ["requests", "errors", "status_requests"]].tolist() == [200, 0, 0]
+    assert pd.isna(rep.loc["gpt-4o", "error_rate"])
+    assert rep.loc["gpt-4o-mini", ["requests", "errors", "status_requests"]].tolist() == [100, 2, 2]
+    assert rep.loc["gpt-4o-mini", "error_rate"] == 2 / 100
+    assert spend.kpis(con, Filters()).error_rate == 2 / 300
+    assert spend.kpis(con, Filters(models=("gpt-4o",))).error_rate is None
+    blind = alerts.unjudged(con).query("rule == 'error_rate'")
+    assert blind[["windows", "requests", "reason"]].values.tolist() == [[0, 200, "no_field"]]
+    assert blind["why"].iloc[0] == ("the logs of gpt-4o carry no request status (200 requests): there is nothing "
+                                    "to judge")
+    assert alerts.not_carried(con).query("rule == 'error_rate'")["why"].tolist() == blind["why"].tolist()
+    # the model with a status is judged (2 of 100 failed is too weak to fire) and no window of gpt-4o's is
+    # counted among those with too few requests
+    assert _fired(con, "error_rate").empty
+    assert alerts.unjudged(con, Filters(models=("gpt-4o-mini",))).query("rule == 'error_rate'").empty
+
+
+def test_a_store_younger_than_the_spend_baseline_names_the_spike_rule_as_not_judged():
+    """The spend spike judges a day against the median of the 7 days before it: a store of 10 days from
+    2026-04-01 judges 2026-04-08 on. A period of 04-06 to 04-09 has two days with traffic it cannot judge (04-06,
+    04-07: one request each); a period of 04-01 to 04-03, three, and no day it can: the rule judged nothing."""
+    con = _store(*[_rows(1, datetime(2026, 4, 1, 12) + timedelta(days=d), input_tokens=1000, output_tokens=100)
+                   for d in range(10)])
+    f = Filters(since=datetime(2026, 4, 6), until=datetime(2026, 4, 10))
+    [row] = alerts.unjudged(con, f).query("rule == 'spend_spike'").to_dict("records")
+    assert (row["windows"], row["requests"], row["reason"]) == (2, 2, "no_history")
+    assert row["why"] == ("2 days of the period (2 requests) have fewer than 7 days of logs before them, the baseline a "
+                          "day is judged against (the logs start on 2026-04-01; the first day that can be judged is "
+                          "2026-04-08)")
+    assert alerts.not_carried(con, f).query("rule == 'spend_spike'").empty      # 04-08 and 04-09 were judged
+    early = Filters(since=datetime(2026, 4, 1), until=datetime(2026, 4, 4))
+    assert alerts.not_carried(con, early).query("rule == 'spend_spike'")["windows"].tolist() == [3]
+    assert alerts.unjudged(con, Filters(since=datetime(2026, 4, 8))).query("rule == 'spend_spike'").empty
+
+
 # ---------------------------------------------------------------- P99 vs SLA
 
 def test_p99_over_sla_fires_when_p99_exceeds_one_and_a_half_times_the_tier_sla():

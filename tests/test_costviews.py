@@ -363,3 +363,35 @@ def test_priced_as_groups_one_models_logged_names_and_adds_up_to_the_logged_grou
     assert by_priced["requests"].sum() == by_model["requests"].sum() == 16
     assert float(by_priced["cost_usd"].sum()) == pytest.approx(float(by_model["cost_usd"].sum()), abs=1e-12)
     c.close()
+
+
+def _span_store(first: datetime, last: datetime):
+    """A store of two requests, at ``first`` and ``last``."""
+    c = store.connect(":memory:")
+    ingest_frame(c, pd.DataFrame({"request_id": ["x", "y"], "ts": [first, last], "model": "gpt-4o-mini",
+                                  "input_tokens": 100, "output_tokens": 10}))
+    return c
+
+
+def test_the_spend_chart_says_when_the_logs_start_or_end_inside_its_first_or_last_bucket():
+    """The Azure trace runs from 18:15:46 to 19:14:08: its spend per hour drew a fall from $80 to $20 that was only
+    the last hour's 14 minutes. The sentence says so; a period cut inside the logs, a whole hour or one bucket
+    say nothing."""
+    c = _span_store(datetime(2023, 11, 16, 18, 15, 46), datetime(2023, 11, 16, 19, 14, 8))
+    day = Filters(since=datetime(2023, 11, 16), until=datetime(2023, 11, 17))
+    assert costviews.partly_covered(c, day, "hour") == (
+        "The logs start at 2023-11-16 18:15 and end at 19:14 UTC, inside the first and the last hour shown: those "
+        "hours are partly covered, so their spend reads low beside whole ones.")
+    assert costviews.partly_covered(c, Filters(), "hour") == costviews.partly_covered(c, day, "hour")
+    # from 19:00 on: one hour shown, nothing to compare it with
+    assert costviews.partly_covered(c, Filters(since=datetime(2023, 11, 16, 19)), "hour") == ""
+    assert costviews.partly_covered(c, day, "week") == ""
+    # the logs end inside the last day (a live feed): said of that day alone; a start 2 minutes past the hour
+    # (under a twentieth of it) is whole
+    c = _span_store(datetime(2026, 3, 1, 0, 2), datetime(2026, 3, 3, 14, 30))
+    assert costviews.partly_covered(c, Filters(), "day") == (
+        "The logs end at 2026-03-03 14:30 UTC, inside the last day shown: it is partly covered, so its spend reads "
+        "low beside whole ones.")
+    assert costviews.partly_covered(c, Filters(until=datetime(2026, 3, 3)), "day") == ""
+    c = _span_store(datetime(2026, 3, 1, 0, 0), datetime(2026, 3, 1, 23, 59, 59))
+    assert costviews.partly_covered(c, Filters(), "hour") == ""

@@ -1,4 +1,6 @@
 """AppTest smoke tests of the Incidents, Percentiles and Readiness pages, and of the links between them."""
+from datetime import datetime
+
 import pytest
 
 from finops import store
@@ -119,6 +121,20 @@ def _quiet_hours_store(path, **columns):
     return con
 
 
+def _more_quiet_days(con, days, **columns):
+    """``days`` more days after _quiet_hours_store's, 2026-04-07 on: 120 requests an hour, the same columns."""
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from finops.ingest import ingest_frame
+
+    ts = [datetime(2026, 4, 7) + timedelta(hours=h, minutes=i / 2) for h in range(24 * days) for i in range(120)]
+    ingest_frame(con, pd.DataFrame({"request_id": [f"d{i}" for i in range(len(ts))], "ts": ts, "tenant": "acme",
+                                    "sla_tier": "premium", "status": "ok", "total_ms": 1000.0, "ttft_ms": 200.0,
+                                    **columns}))
+
+
 def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisation(tmp_path):
     # eight quiet hours of a self-hosted model: GPU utilisation low fires (a money rule), no service rule does.
     # The Overview and the Incidents page evaluate the service rules only, so "GPU utilisation ... within their
@@ -126,7 +142,8 @@ def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisatio
     db = str(tmp_path / "quiet.duckdb")
     con = _quiet_hours_store(db, model="llama-3.1-8b", queue_ms=0.0, service_ms=300.0)
     fired = alerts.open_alerts(con)
-    assert list(fired["rule"]) == ["gpu_util_low"] and alerts.unjudged(con, None).empty
+    # eight hours of one day: the spend spike has no week of logs before it to judge against
+    assert list(fired["rule"]) == ["gpu_util_low"] and list(alerts.unjudged(con, None)["rule"]) == ["spend_spike"]
     con.close()
     period = {"from": "2026-04-06", "to": "2026-04-06"}
     for page in ("views/overview.py", "views/incidents.py"):
@@ -160,9 +177,24 @@ def test_alerts_page_names_every_rule_it_judged_when_none_fired(tmp_path):
     # (no vLLM scrape: they judge nothing), and names exactly those
     db = str(tmp_path / "quiet_api.duckdb")
     con = _quiet_hours_store(db, model="gpt-4o-mini", provider="openai", input_tokens=100, output_tokens=20)
-    assert alerts.open_alerts(con).empty and alerts.unjudged(con, None).empty
+    assert alerts.open_alerts(con).empty and list(alerts.unjudged(con, None)["rule"]) == ["spend_spike"]
     con.close()
     at = run_page(db, "views/alerts.py", query_params={"from": "2026-04-06", "to": "2026-04-06"})
+    _ok(at)
+    # the spend spike judges a day against the 7 days before it: a store of one day has none, so it is not
+    # named among the rules judged (it was: "daily spend spike ... within its threshold")
+    [said] = [s.value for s in at.warning if "alert fired" in s.value]
+    assert said == ("No alert fired on the windows the rules could judge, but some rules were not judged: daily spend "
+                    "spike: 1 day of the period (5,760 requests) has fewer than 7 days of logs before it, the baseline "
+                    "a day is judged against (the logs start on 2026-04-06; the first day that can be judged is "
+                    "2026-04-13).")
+    # eight more days of the same traffic: the last two can be judged, so every rule was, and each is named
+    con = store.connect(db)
+    _more_quiet_days(con, 8, model="gpt-4o-mini", provider="openai", input_tokens=100, output_tokens=20)
+    assert alerts.unjudged(con, Filters(since=datetime(2026, 4, 13), until=datetime(2026, 4, 15))).empty
+    assert list(alerts.unjudged(con, None)["windows"]) == [7]          # the whole store: its first week is not
+    con.close()
+    at = run_page(db, "views/alerts.py", query_params={"from": "2026-04-13", "to": "2026-04-14"})
     _ok(at)
     [said] = [s.value for s in at.success if "alert fired" in s.value]
     assert said == ("No alert fired in this period. Rules judged, each within its threshold: error rate, P99 over the "

@@ -126,9 +126,13 @@ def test_a_model_whose_logs_carry_no_sla_latency_is_named_as_not_judged_not_call
         blind = alerts.unjudged(con)
     finally:
         con.close()
-    row = blind[blind.reason == "no_field"].iloc[0]
-    assert row.rule == "p99_over_sla" and row.requests == 19_366
+    no_field = blind[blind.reason == "no_field"].set_index("rule")
+    row = no_field.loc["p99_over_sla"]
+    assert row.requests == 19_366
     assert row.why == "the logs of gpt-4o carry no time to first token (19,366 requests): there is nothing to judge"
+    # nor a status: its error rate is unknown too (LLMPerf's runs carry one: judged)
+    assert no_field.loc["error_rate", "why"] == ("the logs of gpt-4o carry no request status (19,366 requests): "
+                                                 "there is nothing to judge")
 
 
 def test_overview_gives_a_model_with_no_latency_no_hours_over_the_rule_rather_than_zero(real_db):

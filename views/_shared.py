@@ -562,18 +562,19 @@ def _rules_and_why(rows) -> list[str]:
 def rules_not_judged(f: Filters) -> None:
     """Beside the alerts that did fire, the rules these filters leave unjudged, in one sentence: on a store of
     attached rollups (no raw rows) those a raw row would judge (:func:`finops.ops.alerts.reads_raw_rows`), and
-    anywhere a rule whose field the logs do not carry (a trace with no latency: the P99 rule)."""
+    anywhere a rule whose field the logs do not carry (a trace with no latency: the P99 rule; none with a status: the
+    error rate) or that had no day to judge (the spend spike on a store younger than its baseline)."""
     from finops.ops import alerts
 
-    def said(blind, reason: str) -> list[str]:
-        return _rules_and_why(blind[blind["reason"] == reason])
-
     # the whole of unjudged (its windows too small to judge) only where the store has no raw rows, as before
-    raw = said(query(alerts.unjudged, f), "raw_rows") if rollup_only() else []
+    raw = []
+    if rollup_only():
+        blind = query(alerts.unjudged, f)
+        raw = _rules_and_why(blind[blind["reason"] == "raw_rows"])
     if raw:
         st.info("These alerts are judged on the hourly rollups attached to this store. Not judged: "
                 + "; ".join(raw) + ".", icon=":material/table_rows:")
-    blind = said(query(alerts.not_carried, f), "no_field")
+    blind = _rules_and_why(query(alerts.not_carried, f))
     if blind:
         st.info("Not judged: " + "; ".join(blind) + ".", icon=":material/help:")
 

@@ -68,14 +68,16 @@ if not cov.get("ts"):
     st.stop()
 lacking = latency.lacking(cov, ("total_ms", "queue_ms", "service_ms", "ttft_ms", "prefill_ms", "decode_ms",
                                 "input_tokens", "output_tokens"))
-if lacking:
-    words = [LOG_WORDS[x] for x in lacking]
-    st.info("These logs carry no " + (", ".join(words[:-1]) + " or " if len(words) > 1 else "") + words[-1]
-            + ": the views that need them say so and are left out.",
-            icon=":material/info:")
+words = [LOG_WORDS[x] for x in lacking]
+carry_no = "These logs carry no " + (", ".join(words[:-1]) + " or " if len(words) > 1 else "") + (words or [""])[-1]
 if not cov.get("total_ms"):
-    empty_state("These logs carry no total latency, so there is no latency to show.")
+    # one sentence, not two: every view here reads the total latency
+    st.info(carry_no + ", so there is no latency to show: every view on this page reads each request's total "
+            "latency (total_ms). Load logs that time their requests on the Data page, or widen the date range or "
+            "the sidebar filters if other models' logs do.", icon=":material/info:")
     st.stop()
+if lacking:
+    st.info(carry_no + ": the views that need them say so and are left out.", icon=":material/info:")
 
 st.caption("Where the time of a request goes: queue, prefill and decode, by prompt and output length, and the "
            "slowest requests segment by segment. " + SERVED_NOTE)

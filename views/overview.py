@@ -115,9 +115,10 @@ if len(sot) and not (sot["cost_usd"] > 0).any():
     nothing_priced_state("Spend over time")
 else:
     st.altair_chart(charts.spend_over_time(sot, grain, title=f"Spend per {grain} by model (USD)"))
-    st.caption(f"Bars stack each model's spend per {grain}"
+    edges = query(costviews.partly_covered, f, grain)
+    st.caption(f"{charts.spend_over_time_mark(sot, grain).capitalize()} stack each model's spend per {grain}"
                + (". Grey is idle self-hosted GPU capacity: paid for, used by no request. " if with_idle
-                  else ", idle GPU capacity left out. ") + source_label())
+                  else ", idle GPU capacity left out. ") + (edges + " " if edges else "") + source_label())
 
 # ---- top tenants
 top = query(costviews.top_tenants, f, 8)
@@ -133,8 +134,9 @@ else:
     extra = f" {top.others} smaller tenants are not shown." if top.others else ""
     idle = (f" Idle GPU capacity ({usd(top.idle_usd)} in the period) is a fleet cost and in no tenant's total."
             if top.idle_usd > 0 else "")
+    edges = query(costviews.partly_covered, f, top.grain)
     st.caption(f"Hover a bar for its share and its change against the previous period.{extra}{idle} "
-               + source_label())
+               + (edges + " " if edges else "") + source_label())
 
 #: requests in the period up to which the Overview groups its incidents as it opens (about a second here)
 INCIDENTS_AT_ONCE = 2_000_000

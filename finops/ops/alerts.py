@@ -299,13 +299,51 @@ def configured(con: duckdb.DuckDBPyConnection) -> bool:
 # Each returns a DataFrame: model, tenant, window_start, value, threshold, detail (str)
 
 def _error_windows(con, f: Filters, rule: AlertRule) -> tuple[pd.DataFrame, str]:
-    """Requests and errors per model x tenant x window, and the window column's name."""
+    """Requests and errors per model x tenant x window, and the window column's name. A window none of whose
+    requests carries a status (a trace of tokens and times) is left out: its error rate is unknown, not 0 %
+    (:func:`_no_status_rows` names such models)."""
     grain = "hour" if rule.window in ("15min", "hour") else "day"
     rep = spend.report(con, f, by=[grain, "model", "tenant"], include_idle=False)
-    if rep.empty:
-        return rep, grain
-    errors = (rep["error_rate"].fillna(0) * rep["requests"]).round()
-    return rep.assign(errors=errors), grain
+    return rep[rep["status_requests"] > 0].reset_index(drop=True), grain
+
+
+def _no_status_rows(con, f: Filters, rule: AlertRule) -> list[dict]:
+    """A model none of whose requests in the filters carries a status (ok or error: the Azure and Mooncake
+    traces have none) has no error rate to judge: its quiet is not health. One row naming such models, or none."""
+    rep = spend.report(con, f, by=["model"], include_idle=False)
+    blind = rep[(rep["requests"] > 0) & (rep["status_requests"] == 0)].sort_values(["requests", "model"],
+                                                                                   ascending=[False, True])
+    if blind.empty:
+        return []
+    requests = int(blind["requests"].sum())
+    return [{"rule": rule.name, "title": rule.title, "windows": 0, "requests": requests,
+             "min_requests": max(rule.min_requests, 1),
+             "why": f"the logs of {some_of(blind['model'])} carry no request status ({requests:,} "
+                    "requests): there is nothing to judge", "reason": "no_field"}]
+
+
+def _no_history_rows(con, f: Filters, rule: AlertRule, only_if_none_judged: bool = False) -> list[dict]:
+    """The days of the period with traffic that the spend spike rule cannot judge: fewer than
+    :data:`BASELINE_DAYS` days of logs before them, so no baseline (a store of one week judges none of its
+    days). One row (reason "no_history"), or none; ``only_if_none_judged``: only when no day of the period
+    with traffic could be judged (the rule judged nothing at all)."""
+    first = store.time_span(con)[0]
+    if first is None:
+        return []
+    judged_from = pd.Timestamp(first).normalize() + pd.Timedelta(days=BASELINE_DAYS)
+    rep = spend.report(con, f, by=["day"], include_idle=False)
+    rep = rep[rep["requests"] > 0]
+    early = rep[pd.to_datetime(rep["day"]) < judged_from]
+    if early.empty or (only_if_none_judged and len(early) < len(rep)):
+        return []
+    days, requests = len(early), int(early["requests"].sum())
+    one = days == 1
+    why = (f"{days:,} day{'' if one else 's'} of the period ({requests:,} request{'' if requests == 1 else 's'}) "
+           f"ha{'s' if one else 've'} fewer than {BASELINE_DAYS} days of logs before {'it' if one else 'them'}, "
+           f"the baseline a day is judged against (the logs start on {pd.Timestamp(first):%Y-%m-%d}; the first "
+           f"day that can be judged is {judged_from:%Y-%m-%d})")
+    return [{"rule": rule.name, "title": rule.title, "windows": days, "requests": requests,
+             "min_requests": max(rule.min_requests, 1), "why": why, "reason": "no_history"}]
 
 
 def _pooled_small_windows(rep: pd.DataFrame, grain: str, rule: AlertRule) -> pd.DataFrame:
@@ -407,10 +445,14 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             continue
         if rule.name in GPU_RULES:
             continue                # below, both from one reading of the fleets' hours
+        if rule.enabled and rule.name == "spend_spike":
+            out.extend(_no_history_rows(con, f, rule))
+            continue
         if not rule.enabled or rule.name not in ("error_rate", "p99_over_sla"):
             continue
         need = max(rule.min_requests, 1)
         if rule.name == "error_rate":
+            out.extend(_no_status_rows(con, f, rule))
             rep, grain = _error_windows(con, f, rule)
             if rep.empty:
                 continue
@@ -435,13 +477,17 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
 
 def not_carried(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """The :func:`unjudged` rows of reason "no_field" alone: the enabled P99 rule where some model's logs carry
-    no value of the SLA latency at all (from the field coverage written at load time), and the GPU utilisation
+    no value of the SLA latency at all (from the field coverage written at load time), the error rate where they
+    carry no request status (from the rollups), and the GPU utilisation
     rules over a fleet's hours with no busy time (from the rollups), for a page that shows alerts that did fire,
     without unjudged's windows. Columns: UNJUDGED_COLUMNS."""
     f = filters or Filters()
     enabled = [rule for rule in rules(con) if rule.enabled]
     rows = [row for rule in enabled if rule.name == "p99_over_sla"
             for row in _no_field_rows(con, f, rule, sla_metric(con, f))]
+    rows += [row for rule in enabled if rule.name == "error_rate" for row in _no_status_rows(con, f, rule)]
+    rows += [row for rule in enabled if rule.name == "spend_spike"
+             for row in _no_history_rows(con, f, rule, only_if_none_judged=True)]
     rows += _untimed_fleet_rows(con, f, [rule for rule in enabled if rule.name in GPU_RULES])
     return pd.DataFrame(rows, columns=UNJUDGED_COLUMNS)
 

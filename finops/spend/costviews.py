@@ -59,6 +59,44 @@ def grain(con: duckdb.DuckDBPyConnection, f: Filters) -> str:
     return sql.grain_for(p.since, p.until, "spend")
 
 
+def partly_covered(con: duckdb.DuckDBPyConnection, f: Filters, grain_name: str) -> str:
+    """A sentence when the store's logs start inside the first ``grain_name`` bucket of ``f``'s period or end inside
+    its last (a trace that starts at 18:15, a live feed's current hour): that bucket's spend reads low beside whole
+    ones, which a chart does not say. "" otherwise, for one bucket, or for grains above a day. The times are the
+    first and last request of the store's batches (:func:`finops.store.time_span`).
+    """
+    step = {"hour": timedelta(hours=1), "day": timedelta(days=1)}.get(grain_name)
+    first, last = store.time_span(con)
+    if step is None or first is None:
+        return ""
+    p = period_of(con, f)
+    lo = first if p.since is None or first >= p.since else None      # the logs' own start is in the period
+    hi = last if p.until is None or last < p.until else None
+    begin = max(first, p.since) if p.since is not None else first
+    end = min(last, p.until) if p.until is not None else last
+
+    def bucket(t):
+        t = t.replace(minute=0, second=0, microsecond=0)
+        return t.replace(hour=0) if grain_name == "day" else t
+
+    if end <= begin or bucket(begin) == bucket(end - timedelta(microseconds=1)):
+        return ""
+    slack = step / 20                     # 3 minutes of an hour, 72 of a day
+    late = lo is not None and lo - bucket(lo) > slack
+    early = hi is not None and bucket(hi) + step - hi > slack
+    if not late and not early:
+        return ""
+    when = "%Y-%m-%d %H:%M"
+    if late and early:
+        same_day = lo.date() == hi.date()
+        return (f"The logs start at {lo:{when}} and end at {hi:{'%H:%M' if same_day else when}} UTC, inside the first "
+                f"and the last {grain_name} shown: those {grain_name}s are partly covered, so their spend reads low "
+                "beside whole ones.")
+    edge, at = ("start", lo) if late else ("end", hi)
+    return (f"The logs {edge} at {at:{when}} UTC, inside the {'first' if late else 'last'} {grain_name} shown: it is "
+            "partly covered, so its spend reads low beside whole ones.")
+
+
 # ---------------------------------------------------------------- KPIs with change
 
 @dataclass(frozen=True)
@@ -89,7 +127,10 @@ KPI_SPECS: tuple[KpiSpec, ...] = (
     KpiSpec("p99_total_ms", "P99 total latency (ms)", "ms", "worse",
             "99th percentile of end-to-end latency of the requests a model served (cache hits excluded), as on "
             "the Percentiles page: within 1% (hourly sketch) unless a tenant or tier filter makes it exact."),
-    KpiSpec("error_rate", "Error rate (%)", "pct", "worse", "Requests whose status is not ok."),
+    KpiSpec("error_rate", "Error rate (%)", "pct", "worse",
+            "Requests whose status is not ok (error, timeout, rejected); a request logged with no status counts as "
+            "ok. — where no request in these filters carries a status (a trace of tokens and times): the error "
+            "rate is unknown."),
 )
 
 

@@ -178,7 +178,10 @@ MEASURES_SQL = f"""
   sum({UNPRICED_TOKENS_SQL}) AS unpriced_tokens,
   sum({PRICED_TOKENS_SQL}) AS priced_tokens,
   sum(cost_usd) / nullif(sum({PRICED_TOKENS_SQL}), 0) * 1e6 AS cost_per_1m_tokens,
-  sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) AS error_rate,
+  sum(errors) AS errors,
+  sum(requests) FILTER (WHERE NOT is_idle AND status <> '') AS status_requests,
+  CASE WHEN sum(requests) FILTER (WHERE NOT is_idle AND status <> '') > 0
+    THEN sum(errors) / nullif(sum(requests) FILTER (WHERE NOT is_idle), 0) END AS error_rate,
   sum(cache_hits) AS cache_hits, sum(cache_saved_usd) AS cache_saved_usd,
   sum(escalations) AS escalations, sum(cascade_requests) AS cascade_requests"""
 
@@ -186,6 +189,10 @@ MEASURES_SQL = f"""
 def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str, ...] = ("model",),
            include_idle: bool | None = None, idle_policy: pricing.IdlePolicy | None = None) -> pd.DataFrame:
     """One row per group: requests, tokens, cost_usd, cost_per_1m_tokens, error_rate, ...
+
+    ``error_rate`` is ``errors`` (status other than ok) per request, a request logged with no status counted as
+    ok; where none of a group's requests carries a status (``status_requests`` 0: a trace of tokens and times)
+    it is null, unknown rather than 0 %.
 
     ``by`` names dimensions (model, tenant, route, sla_tier, status) and/or a
     time grain (hour, day, week, month). Idle self-hosted capacity appears as
@@ -204,8 +211,7 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
     out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
     for c in ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
               "cache_write_1h_tokens", "reasoning_tokens", "served_tokens", "unpriced_tokens", "priced_tokens", "cache_hits",
-              "escalations",
-              "cascade_requests"):
+              "escalations", "cascade_requests", "errors", "status_requests"):
         out[c] = out[c].fillna(0).astype("int64")
     return out
 
