@@ -200,3 +200,27 @@ def test_sample_budgets_put_one_tenant_over_and_one_at_risk():
     assert demo.sample_budgets(con) == {}                        # built once: a month with budgets is left alone
     budgets.save_budgets(con, month, pd.DataFrame({"tenant": [top], "budget_usd": [5.0]}))
     assert budgets.sample_months(con) == []                      # a person's save makes them theirs
+
+
+def test_a_first_day_that_starts_late_runs_its_rate_over_the_time_the_logs_cover():
+    """The Azure trace starts at 18:15 and ends at 19:14: its run rate was taken over the 20 hours from midnight to
+    the end of its last hour, a month-end forecast 20 times too low. Two $1 requests at 18:15 and 20:15 on 16 Nov:
+    $2 over 2 hours is $1 an hour, so 2 + 24 x 14.125 days left (from 21:00, the end of the last hour) = $341
+    (the rate from midnight said 2 + 2 / 21 x 24 x 14.125 = $34.29)."""
+    c = store.connect(":memory:")
+    add_test_models(c)
+    ingest_frame(c, pd.DataFrame([_row("x", datetime(2026, 11, 16, 18, 15), "a", 1.0),
+                                  _row("y", datetime(2026, 11, 16, 20, 15), "a", 1.0)], columns=SPEND_COLS))
+    rep = budgets.status(c, NOV)
+    assert rep.complete_days == 0 and rep.as_of == datetime(2026, 11, 16, 21)
+    assert (rep.observed_from, rep.observed_to) == (datetime(2026, 11, 16, 18, 15), datetime(2026, 11, 16, 20, 15))
+    assert rep.observed_hours == 2.0 and rep.days_left == pytest.approx(14.125)
+    assert rep.table.set_index("tenant").loc["a", "forecast_usd"] == pytest.approx(2 + 24 * 14.125)
+    # a given "as of" measures to it; a single request is counted over an hour, not a rate per second
+    assert budgets.status(c, NOV, as_of=datetime(2026, 11, 16, 22, 15)).observed_hours == 4.0
+    one = store.connect(":memory:")
+    add_test_models(one)
+    ingest_frame(one, pd.DataFrame([_row("z", datetime(2026, 11, 16, 18, 15), "a", 1.0)], columns=SPEND_COLS))
+    rep = budgets.status(one, NOV)
+    assert rep.observed_hours == 0.0
+    assert rep.table.set_index("tenant").loc["a", "forecast_usd"] == pytest.approx(1 + 24 * rep.days_left)

@@ -89,9 +89,12 @@ else:
                 help=f"Forecast spend at the end of {label}: spent so far plus the mean daily spend times the days left.")
     if report.as_of is not None:
         if report.complete_days == 0:
-            method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the "
-                      f"{counted(round(report.observed_hours), 'hour')} since {report.first_day:%Y-%m-%d} 00:00 UTC to the "
-                      "month end, a rough guide with no interval until a day has passed. ")
+            hours = report.observed_hours
+            span = (f"{counted(max(1, round(hours * 60)), 'minute')}" if hours < 2 else counted(round(hours), "hour"))
+            method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the {span} the "
+                      f"logs cover ({report.observed_from:%Y-%m-%d %H:%M} to {report.observed_to:%H:%M} UTC"
+                      + (", counted as an hour" if hours < 1 else "") + ") to the month end, a rough guide with no "
+                      "interval until a day has passed. ")
         elif report.complete_days == 1:
             method = ("The forecast runs each tenant's spend on the one complete day observed to the month end; "
                       "one day has no spread to measure, so there is no interval yet. ")
@@ -100,7 +103,7 @@ else:
                       f"days observed to the month end; the interval is a {100 * report.confidence:.0f} % "
                       "prediction interval (t-quantile × daily standard deviation × √(d + d²/n) for d days left "
                       "after n days). ")
-        st.caption(f"Data through {report.as_of:%Y-%m-%d %H:%M} UTC; {report.days_left:.1f} days left in {label}. "
+        st.caption(f"Data through {report.observed_to or report.as_of:%Y-%m-%d %H:%M} UTC; {report.days_left:.1f} days left in {label}. "
                    + method
                    + (f"The store's first request in {label} is on {report.first_day:%Y-%m-%d}: the days of the "
                       "month before it are not in the store and not counted. "

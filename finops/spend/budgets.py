@@ -217,14 +217,18 @@ class BudgetReport:
     table: pd.DataFrame             # one row per tenant (see status())
     daily: pd.DataFrame             # tenant, day, spent_usd (complete and partial days)
     idle_usd: float                 # idle capacity this month kept apart (no tenant's budget)
+    # the time the run rate of a month with no complete day is measured over: from the first observed day's
+    # midnight, or the store's first request where the logs begin later that day, to the last request
+    # (``as_of`` where one was given); None with no traffic
+    observed_from: datetime | None = None
+    observed_to: datetime | None = None
 
     @property
     def observed_hours(self) -> float:
-        """Hours from the first observed day's midnight to ``as_of``: what the run rate of a month with no
-        complete day is measured over (0 with no traffic)."""
-        if self.as_of is None or self.first_day is None:
+        """Hours from ``observed_from`` to ``observed_to`` (0 with no traffic)."""
+        if self.observed_from is None or self.observed_to is None:
             return 0.0
-        return (self.as_of - datetime.combine(self.first_day, datetime.min.time())) / timedelta(hours=1)
+        return (self.observed_to - self.observed_from) / timedelta(hours=1)
 
 
 def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_of: datetime | None = None,
@@ -263,7 +267,9 @@ def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_o
     last_day = last.date()
     complete = [first_day + timedelta(days=i) for i in range((last_day - first_day).days)]
     days_left = (end_dt - last) / timedelta(days=1)
-    elapsed = (last - datetime.combine(first_day, datetime.min.time())) / timedelta(days=1)
+    seen_from, seen_to = _observed(con, first_day, last, as_of)
+    # at least an hour: one request alone is no rate per minute
+    elapsed = max(seen_to - seen_from, timedelta(hours=1)) / timedelta(days=1)
     spent = daily.groupby("tenant", as_index=False)["spent_usd"].sum()
     series = {}
     for tenant, grp in daily.groupby("tenant"):
@@ -271,7 +277,23 @@ def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_o
         series[tenant] = [per_day.get(d, 0.0) for d in complete]
     table = _table(budgets, spent, series, days_left, len(complete), confidence, elapsed)
     return BudgetReport(m, last, first_day, days_left, len(complete), confidence, table,
-                        daily.reset_index(drop=True), idle)
+                        daily.reset_index(drop=True), idle, seen_from, seen_to)
+
+
+def _observed(con: duckdb.DuckDBPyConnection, first_day: date, last: datetime,
+              as_of: datetime | None) -> tuple[datetime, datetime]:
+    """The time the month's spend so far was logged over (:attr:`BudgetReport.observed_from` and ``observed_to``):
+    a trace that begins at 18:15 and ends at 19:14 spent its dollars in that hour, not over the 20 hours since
+    midnight to the end of its last hour (a run rate 20 times too low). The first and last request are the
+    store's (:func:`finops.store.time_span`), used where they fall on the first observed day and before
+    ``last``."""
+    midnight = datetime.combine(first_day, datetime.min.time())
+    first_ts, last_ts = store.time_span(con)
+    seen_from = first_ts if first_ts is not None and first_ts.date() == first_day and first_ts < last else midnight
+    seen_to = last
+    if as_of is None and last_ts is not None and seen_from <= last_ts <= last:
+        seen_to = last_ts
+    return seen_from, seen_to
 
 
 def _table(budgets: pd.DataFrame, spent: pd.DataFrame, series: dict, days_left: float, n_complete: int,
