@@ -2041,7 +2041,7 @@ SELECT _row, md5(s || ?) AS _hash,
   coalesce(odd, CASE WHEN epoch_us(arrived) % 1000000 = 0 THEN strftime(arrived, '%Y-%m-%d %H:%M:%S')
                      ELSE strftime(arrived, '%Y-%m-%d %H:%M:%S.%f') END) AS ts,
   ? AS tenant, ? AS model, input_length AS input_tokens, output_length AS output_tokens,
-  CASE WHEN reused IS NOT NULL THEN least(input_length, 512 * reused) END AS cached_input_tokens, 'ok' AS status,
+  CASE WHEN reused IS NOT NULL THEN least(input_length, 512 * reused) END AS cached_input_tokens,
   '{"timestamp_ms":' || coalesce(CAST(ts_j AS VARCHAR), 'null') || ',"prefix_blocks_reused":'
     || coalesce(CAST(reused AS VARCHAR), 'null')
     || CASE WHEN rest = '{}' THEN '}' ELSE ',' || rest[2:] END AS attrs
@@ -2093,7 +2093,7 @@ def _read_mooncake(con, p: Probe, options: IngestOptions, fast: bool = True) -> 
                     "ts": _mooncake_time(options.start, rec.get("timestamp"), offset),
                     "tenant": str(tenant) if tenant is not None else options.tenant, "model": options.model,
                     "input_tokens": length, "output_tokens": _int(rec.get("output_length")),
-                    "cached_input_tokens": cached, "status": "ok", "attrs": _json(attrs),
+                    "cached_input_tokens": cached, "attrs": _json(attrs),
                 }
     return _python_source(rows())
 

@@ -284,11 +284,15 @@ def _observed(con: duckdb.DuckDBPyConnection, first_day: date, last: datetime,
               as_of: datetime | None) -> tuple[datetime, datetime]:
     """The time the month's spend so far was logged over (:attr:`BudgetReport.observed_from` and ``observed_to``):
     a trace that begins at 18:15 and ends at 19:14 spent its dollars in that hour, not over the 20 hours since
-    midnight to the end of its last hour (a run rate 20 times too low). The first and last request are the
-    store's (:func:`finops.store.time_span`), used where they fall on the first observed day and before
-    ``last``."""
+    midnight to the end of its last hour (a run rate 20 times too low). The month's first and last request come
+    from the loaded batches' spans (a batch that runs past the month's edge counts from or to that edge), used
+    where they fall on the first observed day and before ``last``."""
     midnight = datetime.combine(first_day, datetime.min.time())
-    first_ts, last_ts = store.time_span(con)
+    start = datetime.combine(month_start(first_day), datetime.min.time())
+    end = datetime.combine(next_month(month_start(first_day)), datetime.min.time())
+    first_ts, last_ts = con.execute(
+        "SELECT min(greatest(min_ts, ?)), max(least(max_ts, ?)) FROM batches WHERE max_ts >= ? AND min_ts < ?",
+        [start, end, start, end]).fetchall()[0]
     seen_from = first_ts if first_ts is not None and first_ts.date() == first_day and first_ts < last else midnight
     seen_to = last
     if as_of is None and last_ts is not None and seen_from <= last_ts <= last:
