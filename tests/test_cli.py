@@ -361,3 +361,25 @@ def test_a_pull_window_that_is_no_time_is_refused_before_any_request(tmp_path, c
     assert main([*argv, "--db", str(tmp_path / "s.duckdb")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_diagnose_and_incidents_on_logs_with_no_latency_say_nothing_was_read(tmp_path):
+    """The Azure trace carries times and tokens only: `diagnose` said "no queue build-up, prefill or decode tail,
+    or P99 spike stands out", as of a healthy fleet, and `incidents` did not say what it could not judge."""
+    db = tmp_path / "az.duckdb"
+    assert cli("ingest", str(DATA / "azure_conv.csv"), "--format", "azure-trace", "--model", "gpt-4o", db=db).returncode == 0
+    rows = len(pd.read_csv(DATA / "azure_conv.csv"))
+    r = cli("diagnose", db=db)
+    assert r.returncode == 0 and r.stdout.strip() == (
+        "no slow-path diagnosis: these logs carry no latency (total, queue, prefill, decode or first token), so there "
+        "is nothing to read for a queue build-up, a decode tail or a P99 spike")
+    r = cli("incidents", db=db)
+    assert r.returncode == 0
+    assert r.stdout.splitlines() == [
+        "no incident: no alert fired and no slow-path finding stands out in this period",
+        f"not judged: Error rate above 1 %: the logs of gpt-4o carry no request status ({rows:,} requests): there is "
+        "nothing to judge",
+        f"not judged: P99 latency above 1.5 x the tier's SLA: the logs of gpt-4o carry no total latency ({rows:,} "
+        "requests): there is nothing to judge",
+        "no slow-path diagnosis: these logs carry no latency (total, queue, prefill, decode or first token), so there "
+        "is nothing to read for a queue build-up, a decode tail or a P99 spike"]

@@ -4,7 +4,7 @@ import streamlit as st
 
 from finops import sql, store
 from finops.fmt import MISSING
-from finops.latency import stats as latency
+from finops.latency import diagnose
 from finops.ops import alerts as alerts_mod
 from finops.ops import incidents
 from views._shared import (
@@ -56,12 +56,9 @@ items = incidents.ordered(query(incidents.incidents, f, window=window, open_aler
 
 if not items:
     no_alert_state(f, leave_out=incidents.COST_RULES)
-    cov = query(latency.coverage, f)
-    if not any(cov.get(field) for field in sql.LATENCY_COLUMNS):
+    if not query(diagnose.carries_latency, f):
         # a trace of tokens and times: the diagnosis reads latencies, so its silence says nothing
-        st.info("No slow-path diagnosis: these logs carry no latency (total, queue, prefill, decode or first "
-                "token), so there is nothing to read for a queue build-up, a decode tail or a P99 spike.",
-                icon=":material/help:")
+        st.info(f"No slow-path diagnosis: {diagnose.NO_LATENCY}.", icon=":material/help:")
     else:
         st.success("And no slow-path finding: no queue build-up, prefill or decode tail, cache collapse or P99 "
                    "spike stands out against each model's usual behaviour.", icon=":material/check_circle:")

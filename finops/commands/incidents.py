@@ -6,7 +6,7 @@ from finops.commands import _common
 from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
 from finops.jsonutil import jsonable
 from finops.latency import diagnose
-from finops.ops import incidents
+from finops.ops import alerts, incidents
 
 NAME = "incidents"
 HELP = ("Group the alerts and the slow-path findings of each model whose hours overlap into incidents and print each "
@@ -35,7 +35,15 @@ def run(args) -> int:
     elif not found and _common.nothing_stored(con):
         print(_common.EMPTY_STORE)
     elif not found:
+        f = filters_from(args)
         print("no incident: no alert fired and no slow-path finding stands out in this period")
+        # what that silence does not cover, as the Incidents page says: the service rules not judged, a
+        # diagnosis with no latency to read
+        for row in alerts.unjudged(con, f).itertuples(index=False):
+            if row.rule not in incidents.COST_RULES:
+                print(f"not judged: {row.title}: {row.why}")
+        if not diagnose.carries_latency(con, f):
+            print(f"no slow-path diagnosis: {diagnose.NO_LATENCY}")
     else:
         for i in found:
             print(f"[{i.severity}] {i.title}\n  {incidents.span_text(i.start, i.end)} · {i.affected:,} of "

@@ -809,6 +809,18 @@ def _flags(m: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+#: what an empty diagnosis means where the logs carry no latency at all (a trace of tokens and times): nothing was
+#: read, so its silence says nothing about health
+NO_LATENCY = ("these logs carry no latency (total, queue, prefill, decode or first token), so there is nothing to "
+              "read for a queue build-up, a decode tail or a P99 spike")
+
+
+def carries_latency(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> bool:
+    """Whether any served request in ``f`` carries a latency the diagnosis reads (from the field coverage)."""
+    cov = latency.coverage(con, f or Filters())
+    return any(cov.get(name) for name in sql.LATENCY_COLUMNS)
+
+
 def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> list[Finding]:
     """Every rule over every model and window; adjacent flagged windows merge into one finding.
 
