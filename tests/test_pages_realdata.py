@@ -277,3 +277,35 @@ def test_capacity_rates_the_azure_traces_busiest_hour_over_the_minutes_it_covers
     assert any("busiest hour 2023-11-16 18:00 UTC, 15,606 served requests in the 44 minutes of it the logs cover "
                f"({len(hour) / seconds:.4g} arrivals per second)" in c.value for c in at.caption), \
         [c.value for c in at.caption]
+
+
+@pytest.fixture(scope="module")
+def azure_db(tmp_path_factory) -> str:
+    # the Azure conversation trace alone (18:15:46 to 19:14:08 on 16 Nov 2023), served by gpt-4o
+    path = str(tmp_path_factory.mktemp("azure") / "azure.duckdb")
+    con = store.connect(path)
+    ingest_path(con, DATA / "azure_conv.csv", IngestOptions(format="azure-trace", model="gpt-4o", tenant="chat"))
+    con.close()
+    return path
+
+
+def test_the_overview_of_a_trace_with_no_status_or_latency_claims_neither(azure_db):
+    # it said "Error rate 0.00 %" of logs that record no outcome, drew the last hour's 14 minutes as a fall in spend
+    # without a word, called the hourly areas "bars" and explained a grey series that was not there
+    at = run_page(azure_db, "views/overview.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert next(m.value for m in at.metric if m.label == "Error rate (%)") == "—"
+    raw = pd.read_csv(DATA / "azure_conv.csv")
+    tokens = int(raw["ContextTokens"].sum() + raw["GeneratedTokens"].sum())
+    assert next(m.value for m in at.metric if m.label == "Requests") == f"{len(raw):,}"
+    assert next(m.value for m in at.metric if m.label == "Tokens (input + output)") == f"{tokens / 1e6:.2f} M"
+    [caption] = [c.value for c in at.caption if "stack each model's spend" in c.value]
+    assert caption.startswith("Areas stack each model's spend per hour. The logs start at 2023-11-16 18:15 and end "
+                              "at 19:14 UTC, inside the first and the last hour shown: those hours are partly "
+                              "covered, so their spend reads low beside whole ones.")
+    assert "Grey" not in caption
+    said = " ".join(w.value for w in at.warning)
+    # the service rules it judges name the two it could not; the spend spike is the Alerts page's
+    assert said.endswith("some rules were not judged: error rate: the logs of gpt-4o carry no request status (19,366 "
+                         "requests): there is nothing to judge; P99 over the tier's SLA: the logs of gpt-4o carry no "
+                         "total latency (19,366 requests): there is nothing to judge.")

@@ -117,8 +117,10 @@ else:
     st.altair_chart(charts.spend_over_time(sot, grain, title=f"Spend per {grain} by model (USD)"))
     edges = query(costviews.partly_covered, f, grain)
     st.caption(f"{charts.spend_over_time_mark(sot, grain).capitalize()} stack each model's spend per {grain}"
-               + (". Grey is idle self-hosted GPU capacity: paid for, used by no request. " if with_idle
-                  else ", idle GPU capacity left out. ") + (edges + " " if edges else "") + source_label())
+               + (". Grey is idle self-hosted GPU capacity: paid for, used by no request. "
+                  if with_idle and (sot["series"] == costviews.IDLE).any()
+                  else ". " if with_idle else ", idle GPU capacity left out. ")
+               + (edges + " " if edges else "") + source_label())
 
 # ---- top tenants
 top = query(costviews.top_tenants, f, 8)
