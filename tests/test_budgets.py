@@ -224,3 +224,33 @@ def test_a_first_day_that_starts_late_runs_its_rate_over_the_time_the_logs_cover
     rep = budgets.status(one, NOV)
     assert rep.observed_hours == 0.0
     assert rep.table.set_index("tenant").loc["a", "forecast_usd"] == pytest.approx(1 + 24 * rep.days_left)
+
+
+def test_a_feed_switched_on_late_in_its_first_day_does_not_average_that_day_as_whole():
+    """A $1 request every hour at :15 from 16 Nov 18:15 to 19 Nov 05:15: 16 Nov logged 6 hours ($6), 17 and 18 Nov
+    $24 each, 19 Nov $6 so far. The days after the first have traffic before 18:00, so 16 Nov is a part day: the
+    mean is over 17 and 18 Nov, $24, and the forecast 60 + 24 x 11.75 days left = $342 (as a whole day it made the
+    mean $18: $271.50). The noon-a-day fixture keeps its first day (no later day has traffic before noon)."""
+    from datetime import timedelta
+    c = store.connect(":memory:")
+    add_test_models(c)
+    t0 = datetime(2026, 11, 16, 18, 15)
+    ingest_frame(c, pd.DataFrame([_row(f"h{h}", t0 + timedelta(hours=h), "a", 1.0) for h in range(60)],
+                                 columns=SPEND_COLS))
+    rep = budgets.status(c, NOV)
+    assert rep.first_day_partial and rep.complete_days == 2
+    assert rep.days_left == pytest.approx(11.75)
+    row = rep.table.set_index("tenant").loc["a"]
+    assert row["spent_usd"] == pytest.approx(60.0) and row["mean_daily_usd"] == pytest.approx(24.0)
+    assert row["forecast_usd"] == pytest.approx(60 + 24 * 11.75)
+    # before the second whole day ends there is no complete day: the run rate over the hours the logs cover
+    early = budgets.status(c, NOV, as_of=datetime(2026, 11, 17, 12))
+    assert early.complete_days == 0 and early.observed_from == t0
+    assert early.observed_hours == pytest.approx(17.75)
+    assert early.table.set_index("tenant").loc["a", "forecast_usd"] == pytest.approx(
+        18 + 18 / 17.75 * 24 * (30 - 16.5))
+
+
+def test_a_store_whose_every_day_starts_at_noon_keeps_its_first_day(con):
+    rep = budgets.status(con, NOV)
+    assert not rep.first_day_partial and rep.complete_days == 10

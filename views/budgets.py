@@ -92,7 +92,8 @@ else:
             hours = report.observed_hours
             span = (f"{counted(max(1, round(hours * 60)), 'minute')}" if hours < 2 else counted(round(hours), "hour"))
             method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the {span} the "
-                      f"logs cover ({report.observed_from:%Y-%m-%d %H:%M} to {report.observed_to:%H:%M} UTC"
+                      f"logs cover ({report.observed_from:%Y-%m-%d %H:%M} to "
+                      f"{report.observed_to:{'%H:%M' if report.observed_to.date() == report.observed_from.date() else '%Y-%m-%d %H:%M'}} UTC"
                       + (", counted as an hour" if hours < 1 else "") + ") to the month end, a rough guide with no "
                       "interval until a day has passed. ")
         elif report.complete_days == 1:
@@ -103,6 +104,9 @@ else:
                       f"days observed to the month end; the interval is a {100 * report.confidence:.0f} % "
                       "prediction interval (t-quantile × daily standard deviation × √(d + d²/n) for d days left "
                       "after n days). ")
+        if report.first_day_partial:
+            method += (f"{report.first_day:%Y-%m-%d} is counted in the spend so far but not as a complete day: the "
+                       f"logs begin at {report.observed_from:%H:%M} that day, later than on the days after it. ")
         st.caption(f"Data through {report.observed_to or report.as_of:%Y-%m-%d %H:%M} UTC; {report.days_left:.1f} days left in {label}. "
                    + method
                    + (f"The store's first request in {label} is on {report.first_day:%Y-%m-%d}: the days of the "

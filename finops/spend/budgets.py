@@ -222,6 +222,9 @@ class BudgetReport:
     # (``as_of`` where one was given); None with no traffic
     observed_from: datetime | None = None
     observed_to: datetime | None = None
+    # the first observed day began part way through (the logs switched on that day, :func:`_begins_late`): in the
+    # spend so far, but not among the complete days
+    first_day_partial: bool = False
 
     @property
     def observed_hours(self) -> float:
@@ -268,6 +271,9 @@ def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_o
     complete = [first_day + timedelta(days=i) for i in range((last_day - first_day).days)]
     days_left = (end_dt - last) / timedelta(days=1)
     seen_from, seen_to = _observed(con, first_day, last, as_of)
+    first_partial = bool(complete) and _begins_late(con, seen_from, last)
+    if first_partial:
+        complete = complete[1:]         # in the spend so far, not a day's spend to average
     # at least an hour: one request alone is no rate per minute
     elapsed = max(seen_to - seen_from, timedelta(hours=1)) / timedelta(days=1)
     spent = daily.groupby("tenant", as_index=False)["spent_usd"].sum()
@@ -277,7 +283,23 @@ def status(con: duckdb.DuckDBPyConnection, month, f: Filters | None = None, as_o
         series[tenant] = [per_day.get(d, 0.0) for d in complete]
     table = _table(budgets, spent, series, days_left, len(complete), confidence, elapsed)
     return BudgetReport(m, last, first_day, days_left, len(complete), confidence, table,
-                        daily.reset_index(drop=True), idle, seen_from, seen_to)
+                        daily.reset_index(drop=True), idle, seen_from, seen_to, first_partial)
+
+
+def _begins_late(con: duckdb.DuckDBPyConnection, seen_from: datetime, last: datetime) -> bool:
+    """Whether the logs begin part way through their first day (:func:`_observed`'s ``seen_from`` after 01:00)
+    while the complete days after it have traffic earlier in the day: a feed switched on at 18:15 logged a quarter
+    of that day, and averaging it as a whole one pulls the daily mean down. A store whose every day starts late
+    (one request at noon a day) keeps its first day. With no complete day after the first, the part of the
+    current day logged so far is the evidence."""
+    midnight = datetime.combine(seen_from.date(), datetime.min.time())
+    if seen_from - midnight <= timedelta(hours=1):
+        return False
+    after = midnight + timedelta(days=1)
+    until = datetime.combine(last.date(), datetime.min.time())
+    return bool(con.execute(
+        "SELECT EXISTS (SELECT 1 FROM rollup_hourly WHERE hour >= ? AND hour < ? AND hour(hour) < ?)",
+        [after, until if until > after else last, seen_from.hour]).fetchall()[0][0])
 
 
 def _observed(con: duckdb.DuckDBPyConnection, first_day: date, last: datetime,
