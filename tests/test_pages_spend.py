@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import duckdb
+import pandas as pd
 import pytest
 
 from finops.spend.costviews import KPI_SPECS, format_value
@@ -396,3 +397,16 @@ def test_the_cost_page_calls_a_fleets_utilisation_unknown_when_its_logs_carry_no
     assert "2.0 GPU-hours in 1 hour. 1 hour of traffic ($4.00 of the fleet cost)" in body    # 0 to 102 s
     assert "of the fleet cost) carries no service or latency time: that cost is allocated to the requests by count" in body
     assert any("No utilisation to draw" in i.value for i in at.info)
+
+
+def test_a_model_with_too_few_requests_an_hour_has_no_hours_over_the_rule_rather_than_zero(tmp_path):
+    # the real tools' fixtures loaded together (a handful of requests per model) showed "0.00" hours over the P99
+    # rule for models none of whose hours reached its 100 requests: a verdict on hours nothing judged
+    rows = [{"request_id": f"{m}{i}", "ts": f"2026-03-02T10:{i * 59 // n:02d}:00Z", "model": m, "input_tokens": 10,
+             "output_tokens": 5, "ttft_ms": 200.0, "total_ms": 900.0, "status": "ok"}
+            for m, n in (("busy", 120), ("quiet", 20)) for i in range(n)]
+    at = run_page(store_of_records(tmp_path, rows), query_params={"from": "2026-03-02", "to": "2026-03-02"})
+    assert not at.exception, [e.value for e in at.exception]
+    lat = next(d.value for d in at.dataframe if "hours_over" in d.value.columns).set_index("model")
+    assert lat.loc["busy", "hours_over"] == 0.0 and pd.isna(lat.loc["quiet", "hours_over"])
+    assert lat.loc["quiet", "sla_p99_s"] == pytest.approx(0.2)         # its P99 is still shown

@@ -79,7 +79,8 @@ if k.idle_share is not None and k.idle_share >= 0.05:
 lat = query(slo.model_latency, f)
 if len(lat.table):
     st.subheader("Latency per model")
-    shown = slo.overview_table(lat, query(alerts.open_alerts, f, leave_out=incidents.COST_RULES))
+    shown = slo.overview_table(lat, query(alerts.open_alerts, f, leave_out=incidents.COST_RULES),
+                               query(alerts.sla_judged_models, f))
     sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
     bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
@@ -94,8 +95,9 @@ if len(lat.table):
                      "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%.2f",
                                                                  help="Hours of the period with an open P99 alert "
                                                                       "on this model (any tenant). " + MISSING
-                                                                      + ": its logs carry no such latency, so no "
-                                                                        "hour was judged.")})
+                                                                      + ": no hour was judged: its logs carry no "
+                                                                        "such latency, or no hour had the rule's "
+                                                                        "fewest requests (below).")})
     st.caption(plain(lat.rule) + (" The rule is switched off." if not lat.enabled else "")
                + " Percentiles over the whole period; the Latency page has them per tier and hour. " + source_label())
 

@@ -589,14 +589,29 @@ GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params).df()
     return out
 
 
-def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
-    metric = sla_metric(con, f)
+def _judged_sla_windows(con, f: Filters, rule: AlertRule, sla: dict, metric: str) -> pd.DataFrame:
+    """The :func:`sla_windows` the P99 rule judges: at least ``min_requests`` requests, a tier with an SLA;
+    with ``sla_ms``."""
     rows = sla_windows(con, f, rule.window, metric)
     rows = rows[rows["requests"] >= max(rule.min_requests, 1)]
+    rows = rows.assign(sla_ms=rows["tier"].map(lambda t: sla.get(t, sla.get("(none)"))))
+    return rows[rows["sla_ms"].notna()]
+
+
+def sla_judged_models(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> set[str]:
+    """The models with at least one window the P99 rule judged in ``f``: elsewhere "0 hours over the rule" would
+    be a verdict on windows too small to judge (or with no SLA latency at all)."""
+    f = f or Filters()
+    rule = next(r for r in rules(con) if r.name == "p99_over_sla")
+    return set(_judged_sla_windows(con, f, rule, sla_targets(con), sla_metric(con, f))["model"])
+
+
+def _p99_over_sla(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    metric = sla_metric(con, f)
+    rows = _judged_sla_windows(con, f, rule, sla, metric)
     if rows.empty:
         return _none()
-    rows = rows.assign(sla_ms=rows["tier"].map(lambda t: sla.get(t, sla.get("(none)"))))
-    rows = rows[rows["sla_ms"].notna()]
+    rows = rows.copy()
     rows["ratio"] = rows["p99"] / rows["sla_ms"]
     hit = rows[rows["ratio"] > rule.threshold]
     return pd.DataFrame({"model": hit["model"], "tenant": hit["tenant"], "window_start": hit["window_start"],

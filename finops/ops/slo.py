@@ -61,12 +61,14 @@ def hours_over_rule(open_alerts: pd.DataFrame) -> dict[str, float]:
             for model, grp in a.groupby("model")}
 
 
-def overview_table(lat: ModelLatency, open_alerts: pd.DataFrame) -> pd.DataFrame:
+def overview_table(lat: ModelLatency, open_alerts: pd.DataFrame, judged: set[str] | None = None) -> pd.DataFrame:
     """The Overview's table: model, requests, sla_p99_s, total_p99_s (seconds) and hours_over (the hours
-    of open P99 alerts on the model; none where the model's logs carry no SLA latency, so no hour was judged)."""
+    of open P99 alerts on the model; none where no hour of the model was judged: its logs carry no SLA latency,
+    or no window had the rule's fewest requests, ``judged`` naming the models with one,
+    :func:`finops.ops.alerts.sla_judged_models`; None: every model with a P99)."""
     over = hours_over_rule(open_alerts)
     t = lat.table
     return pd.DataFrame({"model": t["model"], "requests": t["requests"], "sla_p99_s": t["sla_p99_ms"] / 1000,
                          "total_p99_s": t["total_p99_ms"] / 1000,
-                         "hours_over": [over.get(m, 0.0) if pd.notna(p99) else None
-                                        for m, p99 in zip(t["model"], t["sla_p99_ms"], strict=True)]})
+                         "hours_over": [over.get(m, 0.0) if pd.notna(p99) and (judged is None or m in judged)
+                                        else None for m, p99 in zip(t["model"], t["sla_p99_ms"], strict=True)]})
