@@ -443,7 +443,7 @@ def cost_parts(cost_long: pd.DataFrame, parts: Sequence[str],
         x=alt.X("sum(cost_usd):Q", title="Spend (USD)",
                 axis=alt.Axis(format=usd_axis_format(cost_long.groupby("model")["cost_usd"].sum()
                                                      if len(cost_long) else []))),
-        color=alt.Color("part:N", title="Cost from", legend=alt.Legend(orient="bottom", columns=2, labelLimit=300),
+        color=alt.Color("part:N", title="Cost from", legend=alt.Legend(orient="bottom", columns=1, labelLimit=300),
                         scale=_labelled_scale(parts)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("part:N", title="Cost from"),
                  alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f")],

@@ -44,6 +44,24 @@ def usd(x) -> str:
     return f"{sign}${a:,.{decimals}f}"
 
 
+def usd_column_format(values) -> str:
+    """A table column's printf format for dollars ``values``: cents, unless some amount is not zero but rounds to
+    $0.00 (a fixture's $0.004 request), then enough decimals for its first two significant figures (at most
+    :data:`MAX_DECIMALS`), so no spend reads "$0.00" beside a positive unit cost. The column stays numbers: it
+    still sorts.
+
+    >>> usd_column_format([1200.0, 0.5, 0]), usd_column_format([3.2, 0.0043]), usd_column_format([None, -0.031])
+    ('$%,.2f', '$%,.4f', '$%,.2f')
+    >>> usd_column_format([]), usd_column_format([1e-9, float("nan")])
+    ('$%,.2f', '$%,.6f')
+    """
+    nums = [abs(float(v)) for v in values if not _missing(v)]
+    small = [a for a in nums if 0 < a < 0.005]
+    if not small:
+        return "$%,.2f"
+    return f"$%,.{max(2, min(MAX_DECIMALS, 1 - math.floor(math.log10(min(small)))))}f"
+
+
 def duration_ms(x, decimals: int = 0, fine: bool = False) -> str:
     """Milliseconds as text; 1,000 ms and more in seconds. ``fine``: under a second to three significant digits
     (a queue wait of 0.126 ms is not '0 ms').

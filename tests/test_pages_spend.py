@@ -410,3 +410,18 @@ def test_a_model_with_too_few_requests_an_hour_has_no_hours_over_the_rule_rather
     lat = next(d.value for d in at.dataframe if "hours_over" in d.value.columns).set_index("model")
     assert lat.loc["busy", "hours_over"] == 0.0 and pd.isna(lat.loc["quiet", "hours_over"])
     assert lat.loc["quiet", "sla_p99_s"] == pytest.approx(0.2)         # its P99 is still shown
+
+
+def test_a_spend_column_shows_sub_cent_amounts_rather_than_zero(tmp_path):
+    # the real tools' fixtures cost fractions of a cent each: the unit-cost table read "Spend ($) $0.00" beside a
+    # "$3.221 per 1M tokens"; the column keeps its numbers (it sorts) with enough decimals for the smallest spend
+    rows = [{"request_id": "t", "ts": "2026-03-02T10:00:00Z", "model": "tiny", "input_tokens": 100, "output_tokens": 10,
+             "cost_usd": 0.0043, "status": "ok"},
+            {"request_id": "b", "ts": "2026-03-02T10:05:00Z", "model": "big", "input_tokens": 100_000,
+             "output_tokens": 10_000, "cost_usd": 12.5, "status": "ok"}]
+    at = run_page(store_of_records(tmp_path, rows), "views/cost.py",
+                  query_params={"from": "2026-03-02", "to": "2026-03-02"})
+    assert not at.exception, [e.value for e in at.exception]
+    units = next(d for d in at.dataframe if "served_tokens" in d.value.columns)
+    assert json.loads(units.proto.columns)["cost_usd"]["type_config"]["format"] == "$%,.4f"
+    assert units.value.set_index("model").loc["tiny", "cost_usd"] == pytest.approx(0.0043)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.errors import InputError
-from finops.fmt import MISSING, counted, export_name, usd
+from finops.fmt import MISSING, counted, export_name, usd, usd_column_format
 from finops.spend import costviews, exports, fleets, pricing
 from finops.spend import report as spend
 from finops.spend.costviews import (
@@ -81,7 +81,7 @@ else:
         # medium: a long model name is cut (whole on hover) rather than push the unit costs off the right edge
         "model": st.column_config.TextColumn("Model", width="medium"),
         "kind": kind_column(help="API: a provider bills tokens; self-hosted: a GPU fleet"),
-        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format="$%,.2f"),
+        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format=usd_column_format(units["cost_usd"])),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
         "usd_per_1m": USD("Billed or allocated, $ per 1M tokens", format="$%,.3f",
                           help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + ". "
@@ -244,13 +244,13 @@ else:
         "model": st.column_config.TextColumn("Model"), "provider": st.column_config.TextColumn("Provider"),
         "priced_by": st.column_config.TextColumn("List price from"),
         "recorded_requests": COUNT("Requests with a recorded cost", format="localized"),
-        "recorded_cost_usd": USD("Recorded by the source ($)", format="$%,.2f"),
-        "list_cost_usd": USD("Same requests at list price ($)", format="$%,.2f"),
-        "difference_usd": USD("Recorded − list ($)", format="$%,.2f"),
+        "recorded_cost_usd": USD("Recorded by the source ($)", format=usd_column_format(rec["recorded_cost_usd"])),
+        "list_cost_usd": USD("Same requests at list price ($)", format=usd_column_format(rec["list_cost_usd"])),
+        "difference_usd": USD("Recorded − list ($)", format=usd_column_format(rec["difference_usd"])),
         "difference_pct": USD("Recorded − list (%)", format="%.1f %%"),
         "source_unpriced_requests": COUNT("Source wrote $0 (priced here)", format="localized"),
         "priced_requests": COUNT("Requests priced here", format="localized"),
-        "priced_cost_usd": USD("Priced here ($)", format="$%,.2f")})
+        "priced_cost_usd": USD("Priced here ($)", format=usd_column_format(rec["priced_cost_usd"]))})
     st.caption("Where the logs carry a cost (LiteLLM's spend, a provider's cost field) it counts as billed; this "
                "table prices the same requests at the list price in force for each, so a source that is off shows. "
                "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
@@ -282,9 +282,9 @@ else:
                  placeholder=MISSING, hide_index=True, column_config={
         "model": st.column_config.TextColumn("Model (logged)"), "provider": st.column_config.TextColumn("Provider"),
         "billed_model": st.column_config.TextColumn("Billed as"),
-        "logs_cost_usd": USD("Your logs say ($)", format="$%,.2f"),
-        "billed_usd": USD("The provider billed ($)", format="$%,.2f"),
-        "billed_difference_usd": USD("Logs − bill ($)", format="$%,.2f"),
+        "logs_cost_usd": USD("Your logs say ($)", format=usd_column_format(reconciled["logs_cost_usd"])),
+        "billed_usd": USD("The provider billed ($)", format=usd_column_format(reconciled["billed_usd"])),
+        "billed_difference_usd": USD("Logs − bill ($)", format=usd_column_format(reconciled["billed_difference_usd"])),
         "billed_difference_pct": USD("Logs − bill (% of bill)", format="%.1f %%"),
         "billing": st.column_config.TextColumn("Billing lines")})
     st.caption("The provider's bill comes from its usage and cost reports (`python -m finops billing load`): daily "
@@ -324,7 +324,7 @@ COLUMNS = {
     "priced_tokens": COUNT("Tokens priced", format="localized",
                            help="The $ per 1M tokens divides by these: the tokens a model served (a cache hit "
                                 "reached none), less those of models nothing prices (counted at $0, see the banner)"),
-    "cost_usd": USD("Spend ($)", format="$%,.2f"),
+    "cost_usd": USD("Spend ($)", format=usd_column_format(sb["cost_usd"])),
     "cost_per_1m_tokens": USD("$ per 1M tokens", format="$%,.3f",
                               help="Spend / tokens priced × 1M. " + MISSING + ": no token here has a price"),
     "share": percent_column("Share of total (%)", bar=True)}

@@ -3,7 +3,7 @@ import streamlit as st
 
 from finops import charts, sql, store
 from finops.errors import InputError
-from finops.fmt import MISSING, counted, duration_ms, usd
+from finops.fmt import MISSING, counted, duration_ms, usd, usd_column_format
 from finops.fmt import share as share_text
 from finops.spend import routing
 from finops.spend.costviews import format_value
@@ -81,7 +81,7 @@ bounded_dataframe(mix_total, sort_by="requests", order="the most requests", what
     "series": st.column_config.TextColumn(series_title, width="medium"),
     "requests": st.column_config.NumberColumn("Requests", format="%,d"),
     "tokens": st.column_config.NumberColumn("Tokens", format="%,d"),
-    "cost_usd": st.column_config.NumberColumn("Spend (USD)", format="$%,.2f"),
+    "cost_usd": st.column_config.NumberColumn("Spend (USD)", format=usd_column_format(mix_total["cost_usd"])),
     "request_share": percent_column("Share of requests", bar=True),
     "token_share": percent_column("Share of tokens", bar=True),
     "spend_share": percent_column("Share of spend", bar=True)})
