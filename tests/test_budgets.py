@@ -254,3 +254,27 @@ def test_a_feed_switched_on_late_in_its_first_day_does_not_average_that_day_as_w
 def test_a_store_whose_every_day_starts_at_noon_keeps_its_first_day(con):
     rep = budgets.status(con, NOV)
     assert not rep.first_day_partial and rep.complete_days == 10
+
+
+@pytest.mark.parametrize("times, said", [
+    ([datetime(2026, 11, 16, 18, 15), datetime(2026, 11, 16, 20, 15)],
+     "over the 2 hours the logs cover (2026-11-16 18:15 to 20:15 UTC)"),
+    ([datetime(2026, 11, 16, 18, 15), datetime(2026, 11, 16, 18, 29)],
+     "over an hour (the logs cover 14 minutes, 2026-11-16 18:15 to 18:29 UTC, counted as an hour)"),
+    ([datetime(2026, 11, 16, 18, 15)], "over an hour (the logs hold one moment, 2026-11-16 18:15 UTC, counted as an hour)"),
+])
+def test_the_budgets_page_says_what_a_first_days_run_rate_was_measured_over(tmp_path, times, said):
+    # a single request read "the 1 minute the logs cover (10:52 to 10:52 UTC)"; the spend column read $0.00
+    from helpers import run_page
+    path = str(tmp_path / "b.duckdb")
+    c = store.connect(path)
+    add_test_models(c)
+    ingest_frame(c, pd.DataFrame([_row(f"r{i}", t, "a", 0.00023) for i, t in enumerate(times)], columns=SPEND_COLS))
+    c.close()
+    at = run_page(path, "views/budgets.py", query_params={"month": "2026-11"})
+    assert not at.exception, [e.value for e in at.exception]
+    caption = next(x.value for x in at.caption if x.value.startswith("Data through"))
+    assert f"No complete day observed yet: the forecast runs each tenant's spend rate {said} to the month end" in caption
+    import json
+    status = next(d for d in at.dataframe if "forecast_usd" in d.value.columns)
+    assert json.loads(status.proto.columns)["spent_usd"]["type_config"]["format"] == "$%,.5f"     # $0.00023 each

@@ -73,8 +73,8 @@ def test_a_month_with_no_complete_day_says_its_forecast_is_a_run_rate_of_hours(r
     assert "over the 0 complete days" not in caption and "The store starts on" not in caption
     # over the minutes the run's requests cover, not the 12 hours since midnight (a rate 50 times too low)
     assert caption.startswith("Data through 2023-12-19 11:37 UTC;")
-    assert ("No complete day observed yet: the forecast runs each tenant's spend rate over the 14 minutes the logs "
-            "cover (2023-12-19 11:23 to 11:37 UTC, counted as an hour) to the month end") in caption
+    assert ("No complete day observed yet: the forecast runs each tenant's spend rate over an hour (the logs cover "
+            "14 minutes, 2023-12-19 11:23 to 11:37 UTC, counted as an hour) to the month end") in caption
     assert "The store's first request in December 2023 is on 2023-12-19" in caption
     assert at.metric[0].value == "—"      # not "0 of 0" tenants over budget, nor a phrase the card cuts ("no budget…")
 

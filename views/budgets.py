@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts
-from finops.fmt import MISSING, counted, usd
+from finops.fmt import MISSING, counted, usd, usd_column_format
 from finops.spend import budgets
 from views._shared import (
     bounded_dataframe,
@@ -90,12 +90,17 @@ else:
     if report.as_of is not None:
         if report.complete_days == 0:
             hours = report.observed_hours
-            span = (f"{counted(max(1, round(hours * 60)), 'minute')}" if hours < 2 else counted(round(hours), "hour"))
-            method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over the {span} the "
-                      f"logs cover ({report.observed_from:%Y-%m-%d %H:%M} to "
-                      f"{report.observed_to:{'%H:%M' if report.observed_to.date() == report.observed_from.date() else '%Y-%m-%d %H:%M'}} UTC"
-                      + (", counted as an hour" if hours < 1 else "") + ") to the month end, a rough guide with no "
-                      "interval until a day has passed. ")
+            start, end = report.observed_from, report.observed_to
+            when = f"{start:%Y-%m-%d %H:%M} to {end:{'%H:%M' if end.date() == start.date() else '%Y-%m-%d %H:%M'}} UTC"
+            if hours >= 1:
+                span = counted(round(hours), "hour") if hours >= 2 else counted(round(hours * 60), "minute")
+                over = f"the {span} the logs cover ({when})"
+            elif round(hours * 60) >= 1:
+                over = f"an hour (the logs cover {counted(round(hours * 60), 'minute')}, {when}, counted as an hour)"
+            else:
+                over = f"an hour (the logs hold one moment, {start:%Y-%m-%d %H:%M} UTC, counted as an hour)"
+            method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over {over} to the "
+                      "month end, a rough guide with no interval until a day has passed. ")
         elif report.complete_days == 1:
             method = ("The forecast runs each tenant's spend on the one complete day observed to the month end; "
                       "one day has no spread to measure, so there is no interval yet. ")
@@ -128,13 +133,13 @@ else:
         "forecast_high_usd", "forecast_share", "mean_daily_usd"], column_config={
         "tenant": st.column_config.TextColumn("Tenant"), "status": st.column_config.TextColumn("Status"),
         "budget_usd": st.column_config.NumberColumn("Budget ($)", format="$%,.2f"),
-        "spent_usd": st.column_config.NumberColumn("Spent so far ($)", format="$%,.2f"),
+        "spent_usd": st.column_config.NumberColumn("Spent so far ($)", format=usd_column_format(table["spent_usd"])),
         "used_share": percent_column("Budget used (%)", bar=True),
-        "forecast_usd": st.column_config.NumberColumn("Forecast month end ($)", format="$%,.2f"),
-        "forecast_low_usd": st.column_config.NumberColumn("Forecast low ($)", format="$%,.2f"),
-        "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format="$%,.2f"),
+        "forecast_usd": st.column_config.NumberColumn("Forecast month end ($)", format=usd_column_format(table["forecast_usd"])),
+        "forecast_low_usd": st.column_config.NumberColumn("Forecast low ($)", format=usd_column_format(table["forecast_low_usd"])),
+        "forecast_high_usd": st.column_config.NumberColumn("Forecast high ($)", format=usd_column_format(table["forecast_high_usd"])),
         "forecast_share": percent_column("Forecast / budget (%)"),
-        "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format="$%,.2f")})
+        "mean_daily_usd": st.column_config.NumberColumn("Mean daily spend ($ per day)", format=usd_column_format(table["mean_daily_usd"]))})
     st.caption(budget_source + " " + source_label())
 
     # ---- one tenant's burn

@@ -190,8 +190,8 @@ else:
             "kind": "Candidate", "model": "Served by",
             "requests": st.column_config.NumberColumn("Requests", format="%,d"),
             "share_of_model": percent_column("Share of the model's requests", bar=True),
-            "actual_usd": st.column_config.NumberColumn("Cost as served (USD)", format="$%,.2f"),
-            "on_right_size_usd": st.column_config.NumberColumn("On the other size (USD)", format="$%,.2f"),
+            "actual_usd": st.column_config.NumberColumn("Cost as served (USD)", format=usd_column_format(mis.summary["actual_usd"])),
+            "on_right_size_usd": st.column_config.NumberColumn("On the other size (USD)", format=usd_column_format(mis.summary["on_right_size_usd"])),
             "right_size_model": "Other-size model"})
     st.caption("Size classes come from the price book. 'On the other size' reprices the same tokens on the busiest "
                "model of the other size (self-hosted at its effective $ per 1M tokens). Length alone is a crude "
@@ -284,8 +284,8 @@ st.altair_chart(charts.whatif_by_model(wi.by_model, title=f"Spend by model: actu
 if policy == "per-tier":
     bounded_dataframe(wi.by_tier, what="tiers", file_name="whatif_by_tier", placeholder=MISSING, hide_index=True, column_config={
         "sla_tier": "SLA tier", "strategy": "Strategy",
-        "actual_usd": st.column_config.NumberColumn("Actual (USD)", format="$%,.2f"),
-        "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format="$%,.2f")})
+        "actual_usd": st.column_config.NumberColumn("Actual (USD)", format=usd_column_format(wi.by_tier["actual_usd"])),
+        "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format=usd_column_format(wi.by_tier["counterfactual_usd"]))})
 st.caption(f"The bill for these filters is {usd(wi.billed_usd)}"
            + (" (idle GPU time included)" if not (f.tenants or f.sla_tiers) else " (idle GPU time not included: "
               "tenants or tiers are picked)")
