@@ -946,10 +946,16 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str, legend_colum
     ).properties(autosize=FIT_X, title=title, height=260)
 
 
+#: the fewest requests a concurrency level of :func:`decode_rate` needs to be drawn (a percentile of one or two
+#: requests is noise)
+DECODE_LEVEL_MIN_REQUESTS = 5
+
+
 def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests in service") -> alt.Chart:
-    """Median decode tokens/s per concurrency level (line) with the P10–P90 band, per model."""
-    data, note = keep_top(frame[frame["requests"] >= 5], "grp", "requests", MAX_SERIES, what="models",
-                          by_what="request count")
+    """Median decode tokens/s per concurrency level (line) with the P10–P90 band, per model; levels with fewer
+    than :data:`DECODE_LEVEL_MIN_REQUESTS` requests left out."""
+    data, note = keep_top(frame[frame["requests"] >= DECODE_LEVEL_MIN_REQUESTS], "grp", "requests", MAX_SERIES,
+                          what="models", by_what="request count")
     data, thin_note = thin_points(data, "concurrency", unit="concurrency levels")
     title = _titled(title, note, thin_note)
     scale = _series_scale(list(data["grp"]))

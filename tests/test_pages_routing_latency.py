@@ -1,4 +1,6 @@
 """AppTest smoke tests of the Routing and Latency pages on the sample fleet, an empty store and a gateway log."""
+import json
+
 import pytest
 
 from finops import store
@@ -147,3 +149,18 @@ def test_misrouting_judges_no_model_without_a_size_class(tmp_path):
     # stopped the replay)
     assert at.selectbox(key="wi_large").value == "gpt-4o-mini"
     assert not [w.value for w in at.warning if "is not in the price book" in w.value]
+
+
+def test_decode_speed_with_too_few_requests_per_level_says_so_instead_of_an_empty_chart(tmp_path):
+    # the real tools' fixtures: one request per model in service at a time drew an empty chart with a "0.000000"
+    # axis (levels of fewer than 5 requests are left out of it)
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:0{i}:00Z", "model": "m", "input_tokens": 100,
+             "output_tokens": 50, "ttft_ms": 200.0, "total_ms": 1200.0, "status": "ok"} for i in range(3)]
+    at = run_page(store_of_records(tmp_path, rows), "views/latency.py",
+                  query_params={"from": "2026-03-02", "to": "2026-03-02"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert ("Too few requests to draw: decode speed is drawn for the levels of requests in service with 5 requests or "
+            "more, and here the most at any level is 3 requests (3 requests with a decode time in all). Widen the "
+            "date range.") in [i.value for i in at.info]
+    assert not any("Decode speed against requests in service" in json.dumps(json.loads(c.proto.spec).get("title", ""))
+                   for c in at.get("vega_lite_chart"))

@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns, duration_ms
+from finops.fmt import counted as counted_noun
 from finops.ingest import engine
 from finops.latency import stats as latency
 from finops.ops import incidents
@@ -170,6 +171,13 @@ dec = query(latency.decode_vs_concurrency, f)
 if dec.empty:
     st.info("Decode speed needs output token counts and a decode time (logged, or total latency less the time "
             "to first token): these logs lack them.", icon=":material/info:")
+elif not (dec["requests"] >= charts.DECODE_LEVEL_MIN_REQUESTS).any():
+    # an empty chart with a "0.000000" axis said nothing
+    st.info(f"Too few requests to draw: decode speed is drawn for the levels of requests in service with "
+            f"{charts.DECODE_LEVEL_MIN_REQUESTS} requests or more, and here the most at any level is "
+            f"{counted_noun(int(dec['requests'].max()), 'request')} "
+            f"({counted_noun(int(dec['requests'].sum()), 'request')} "
+            "with a decode time in all). Widen the date range.", icon=":material/info:")
 else:
     st.altair_chart(charts.decode_rate(dec))
     st.caption(f"Requests in service = the mean number of the model's requests (all tenants) in service, from the "
