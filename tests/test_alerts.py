@@ -101,21 +101,25 @@ def test_logs_with_no_status_have_an_unknown_error_rate_not_zero():
 
 
 def test_a_store_younger_than_the_spend_baseline_names_the_spike_rule_as_not_judged():
-    """The spend spike judges a day against the median of the 7 days before it: a store of 10 days from
-    2026-04-01 judges 2026-04-08 on. A period of 04-06 to 04-09 has two days with traffic it cannot judge (04-06,
-    04-07: one request each); a period of 04-01 to 04-03, three, and no day it can: the rule judged nothing."""
+    """The spend spike judges a tenant's day against the median of the 7 days before it: a store of 10 days from
+    2026-04-01 judges 2026-04-08 on. A period of 04-06 to 04-09 has two days of acme it cannot judge (04-06, 04-07:
+    one request each), and one of tenant 'new', whose first request is on 04-09 (a median of $0 before it); a
+    period of 04-01 to 04-03, three, and no day it can: the rule judged nothing."""
     con = _store(*[_rows(1, datetime(2026, 4, 1, 12) + timedelta(days=d), input_tokens=1000, output_tokens=100)
-                   for d in range(10)])
+                   for d in range(10)],
+                 _rows(1, datetime(2026, 4, 9, 13), tenant="new", input_tokens=1000, output_tokens=100))
     f = Filters(since=datetime(2026, 4, 6), until=datetime(2026, 4, 10))
     [row] = alerts.unjudged(con, f).query("rule == 'spend_spike'").to_dict("records")
-    assert (row["windows"], row["requests"], row["reason"]) == (2, 2, "no_history")
-    assert row["why"] == ("2 days of the period (2 requests) have fewer than 7 days of logs before them, the baseline a "
-                          "day is judged against (the logs start on 2026-04-01; the first day that can be judged is "
-                          "2026-04-08)")
-    assert alerts.not_carried(con, f).query("rule == 'spend_spike'").empty      # 04-08 and 04-09 were judged
+    assert (row["windows"], row["requests"], row["reason"]) == (3, 3, "no_history")
+    assert row["why"] == ("3 days of a tenant's spend (3 requests) could not be judged against the 7 days before: 2 "
+                          "with fewer than 7 days of logs before them (the logs start on 2026-04-01; the first day "
+                          "that can be judged is 2026-04-08); 1 after 7 days with no spend of its tenant (a median of "
+                          "$0 is no baseline)")
+    assert alerts.not_carried(con, f).query("rule == 'spend_spike'").empty      # acme's 04-08 and 04-09 were judged
     early = Filters(since=datetime(2026, 4, 1), until=datetime(2026, 4, 4))
     assert alerts.not_carried(con, early).query("rule == 'spend_spike'")["windows"].tolist() == [3]
-    assert alerts.unjudged(con, Filters(since=datetime(2026, 4, 8))).query("rule == 'spend_spike'").empty
+    assert alerts.unjudged(con, Filters(since=datetime(2026, 4, 8), tenants=("acme",))).query(
+        "rule == 'spend_spike'").empty
 
 
 # ---------------------------------------------------------------- P99 vs SLA

@@ -185,9 +185,9 @@ def test_alerts_page_names_every_rule_it_judged_when_none_fired(tmp_path):
     # named among the rules judged (it was: "daily spend spike ... within its threshold")
     [said] = [s.value for s in at.warning if "alert fired" in s.value]
     assert said == ("No alert fired on the windows the rules could judge, but some rules were not judged: daily spend "
-                    "spike: 1 day of the period (5,760 requests) has fewer than 7 days of logs before it, the baseline "
-                    "a day is judged against (the logs start on 2026-04-06; the first day that can be judged is "
-                    "2026-04-13).")
+                    "spike: 1 day of a tenant's spend (5,760 requests) could not be judged against the 7 days before: "
+                    "1 with fewer than 7 days of logs before it (the logs start on 2026-04-06; the first day that can "
+                    "be judged is 2026-04-13).")
     # eight more days of the same traffic: the last two can be judged, so every rule was, and each is named
     con = store.connect(db)
     _more_quiet_days(con, 8, model="gpt-4o-mini", provider="openai", input_tokens=100, output_tokens=20)

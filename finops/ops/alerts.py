@@ -323,26 +323,31 @@ def _no_status_rows(con, f: Filters, rule: AlertRule) -> list[dict]:
 
 
 def _no_history_rows(con, f: Filters, rule: AlertRule, only_if_none_judged: bool = False) -> list[dict]:
-    """The days of the period with traffic that the spend spike rule cannot judge: fewer than
-    :data:`BASELINE_DAYS` days of logs before them, so no baseline (a store of one week judges none of its
-    days). One row (reason "no_history"), or none; ``only_if_none_judged``: only when no day of the period
-    with traffic could be judged (the rule judged nothing at all)."""
-    first = store.time_span(con)[0]
-    if first is None:
+    """The days of a tenant's traffic in the period that the spend spike rule cannot judge (:func:`_spend_spike`):
+    fewer than :data:`BASELINE_DAYS` days of logs before them (a store of one week judges none of its days), or no
+    spend in the days before (a median of $0 is no baseline: a tenant's first spend is no spike). One row (reason
+    "no_history"), or none; ``only_if_none_judged``: only when no day of any tenant could be judged (the rule
+    judged nothing at all)."""
+    days, first_day = _spend_days(con, f)
+    days = days[days["requests"] > 0]
+    blind = days[~(days["baseline"] > 0)]
+    if blind.empty or (only_if_none_judged and len(blind) < len(days)):
         return []
-    judged_from = pd.Timestamp(first).normalize() + pd.Timedelta(days=BASELINE_DAYS)
-    rep = spend.report(con, f, by=["day"], include_idle=False)
-    rep = rep[rep["requests"] > 0]
-    early = rep[pd.to_datetime(rep["day"]) < judged_from]
-    if early.empty or (only_if_none_judged and len(early) < len(rep)):
-        return []
-    days, requests = len(early), int(early["requests"].sum())
-    one = days == 1
-    why = (f"{days:,} day{'' if one else 's'} of the period ({requests:,} request{'' if requests == 1 else 's'}) "
-           f"ha{'s' if one else 've'} fewer than {BASELINE_DAYS} days of logs before {'it' if one else 'them'}, "
-           f"the baseline a day is judged against (the logs start on {pd.Timestamp(first):%Y-%m-%d}; the first "
-           f"day that can be judged is {judged_from:%Y-%m-%d})")
-    return [{"rule": rule.name, "title": rule.title, "windows": days, "requests": requests,
+    early = blind[blind["baseline"].isna()]
+    flat = blind[blind["baseline"].notna()]
+    n, requests = len(blind), int(blind["requests"].sum())
+    parts = []
+    if len(early):
+        judged_from = first_day + pd.Timedelta(days=BASELINE_DAYS)
+        parts.append(f"{len(early):,} with fewer than {BASELINE_DAYS} days of logs before {'it' if len(early) == 1 else 'them'} "
+                     f"(the logs start on {first_day:%Y-%m-%d}; the first day that can be judged is "
+                     f"{judged_from:%Y-%m-%d})")
+    if len(flat):
+        parts.append(f"{len(flat):,} after {BASELINE_DAYS} days with no spend of {'its' if len(flat) == 1 else 'their'} "
+                     "tenant (a median of $0 is no baseline)")
+    why = (f"{n:,} day{'' if n == 1 else 's'} of a tenant's spend ({requests:,} request{'' if requests == 1 else 's'}) "
+           f"could not be judged against the {BASELINE_DAYS} days before: " + "; ".join(parts))
+    return [{"rule": rule.name, "title": rule.title, "windows": n, "requests": requests,
              "min_requests": max(rule.min_requests, 1), "why": why, "reason": "no_history"}]
 
 
@@ -688,31 +693,47 @@ def _queue_growing(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
         columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
 
 
-def _spend_spike(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
-    """A tenant's spend on a day over the median of its :data:`BASELINE_DAYS` days before (a day without
-    traffic counts $0). Judged only on days with that many days of the store before them, and a
-    baseline above $0; ``min_requests`` is the day's fewest requests."""
+def _spend_days(con, f: Filters) -> tuple[pd.DataFrame, pd.Timestamp | None]:
+    """Per tenant and day of ``f``'s period: cost, requests and the :data:`BASELINE_DAYS`-day median before it (a
+    day without traffic counts $0; NaN where the store holds fewer days before it), and the store's first day.
+    Columns: tenant, day, cost, requests, baseline."""
+    cols = ["tenant", "day", "cost", "requests", "baseline"]
     since = f.since - timedelta(days=BASELINE_DAYS) if f.since is not None else None
     rep = spend.report(con, replace(f, since=since), by=["day", "tenant"], include_idle=False)
     rep = rep[rep["tenant"] != spend.IDLE_TENANT]
-    if rep.empty:
-        return _none()
-    rep = rep.assign(day=pd.to_datetime(rep["day"]))
     first = store.time_span(con)[0]
+    if rep.empty:
+        return pd.DataFrame(columns=cols), None
+    rep = rep.assign(day=pd.to_datetime(rep["day"]))
     first_day = pd.Timestamp(first).normalize() if first is not None else rep["day"].min()
     days = pd.date_range(max(first_day, rep["day"].min()), rep["day"].max(), freq="D")
-    out = []
+    parts = []
     for tenant, g in rep.groupby("tenant"):
         cost = g.set_index("day")["cost_usd"].astype(float).reindex(days, fill_value=0.0)
         requests = g.set_index("day")["requests"].reindex(days, fill_value=0)
         baseline = cost.shift(1).rolling(BASELINE_DAYS, min_periods=BASELINE_DAYS).median()
-        for day, c, b, n in zip(days, cost.to_numpy(), baseline.to_numpy(), requests.to_numpy(), strict=True):
-            if f.since is not None and day < pd.Timestamp(f.since).normalize():
-                continue
-            if not (b > 0) or n < rule.min_requests or c / b <= rule.threshold:
-                continue
-            out.append((ALL_MODELS, tenant, day, c / b, rule.threshold,
-                        f"{usd(c)} spent on {day:%Y-%m-%d} against a {BASELINE_DAYS}-day median of {usd(b)} a day"))
+        parts.append(pd.DataFrame({"tenant": tenant, "day": days, "cost": cost.to_numpy(),
+                                   "requests": requests.to_numpy(), "baseline": baseline.to_numpy()}))
+    out = pd.concat(parts, ignore_index=True)
+    if f.since is not None:
+        out = out[out["day"] >= pd.Timestamp(f.since).normalize()]
+    return out.reset_index(drop=True), first_day
+
+
+def _spend_spike(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
+    """A tenant's spend on a day over the median of its :data:`BASELINE_DAYS` days before (a day without
+    traffic counts $0). Judged only on days with that many days of the store before them, and a
+    baseline above $0; ``min_requests`` is the day's fewest requests."""
+    days, _ = _spend_days(con, f)
+    if days.empty:
+        return _none()
+    out = []
+    for r in days.itertuples(index=False):
+        c, b, n = r.cost, r.baseline, r.requests
+        if not (b > 0) or n < rule.min_requests or c / b <= rule.threshold:
+            continue
+        out.append((ALL_MODELS, r.tenant, r.day, c / b, rule.threshold,
+                    f"{usd(c)} spent on {r.day:%Y-%m-%d} against a {BASELINE_DAYS}-day median of {usd(b)} a day"))
     return pd.DataFrame(out, columns=["model", "tenant", "window_start", "value", "threshold", "detail"])
 
 
