@@ -383,3 +383,18 @@ def test_diagnose_and_incidents_on_logs_with_no_latency_say_nothing_was_read(tmp
         "requests): there is nothing to judge",
         "no slow-path diagnosis: these logs carry no latency (total, queue, prefill, decode or first token), so there "
         "is nothing to read for a queue build-up, a decode tail or a P99 spike"]
+
+
+def test_report_shows_sub_cent_spend_rather_than_zero(tmp_path, capsys):
+    # the real tools' fixtures cost fractions of a cent a request: `report` printed cost_usd 0.00 beside a unit
+    # cost of 3.2 $ per 1M tokens; a column with such an amount gets the decimals of its first two figures
+    from helpers import store_of_records
+    rows = [{"request_id": "t", "ts": "2026-03-02T10:00:00Z", "model": "tiny", "input_tokens": 100, "output_tokens": 10,
+             "cost_usd": 0.0043},
+            {"request_id": "b", "ts": "2026-03-02T10:05:00Z", "model": "big", "input_tokens": 1000, "output_tokens": 10,
+             "cost_usd": 12.5}]
+    db = store_of_records(tmp_path, rows)
+    assert main(["report", "--db", db]) == 0
+    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()}
+    header = lines["model"]
+    assert lines["tiny"][header.index("cost_usd")] == "0.0043" and lines["big"][header.index("cost_usd")] == "12.5000"
