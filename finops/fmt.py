@@ -149,6 +149,26 @@ def period(since, until) -> str:
     return f"{since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M}"
 
 
+def span(first, last) -> str:
+    """The first and last request of some logs, to the minute, as people say it: the date once where both are on one
+    day, one time where both are in one minute.
+
+    >>> from datetime import datetime as d
+    >>> span(d(2025, 3, 4, 14, 0, 5), d(2025, 3, 4, 14, 2)), span(d(2025, 6, 1, 12), d(2025, 6, 1, 12, 0, 40))
+    ('2025-03-04 14:00 to 14:02', '2025-06-01 12:00')
+    >>> span(d(2026, 11, 30, 23, 59), d(2026, 12, 1, 0, 1)), span(None, None)
+    ('2026-11-30 23:59 to 2026-12-01 00:01', '—')
+    """
+    import pandas as pd
+
+    if first is None or last is None or pd.isna(first) or pd.isna(last):
+        return MISSING
+    lo, hi = f"{first:%Y-%m-%d %H:%M}", f"{last:%Y-%m-%d %H:%M}"
+    if lo == hi:
+        return lo
+    return f"{lo} to {hi[11:] if lo[:10] == hi[:10] else hi}"
+
+
 def _is_cost(column: str) -> bool:
     return column.endswith("_usd") or (column.endswith("Cost") and column[:1].isupper())
 

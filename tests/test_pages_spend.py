@@ -425,3 +425,12 @@ def test_a_spend_column_shows_sub_cent_amounts_rather_than_zero(tmp_path):
     units = next(d for d in at.dataframe if "served_tokens" in d.value.columns)
     assert json.loads(units.proto.columns)["cost_usd"]["type_config"]["format"] == "$%,.4f"
     assert units.value.set_index("model").loc["tiny", "cost_usd"] == pytest.approx(0.0043)
+
+
+def test_the_data_page_gives_a_batchs_span_once_for_one_day_or_one_minute(tmp_path):
+    # "2025-06-01 12:00 to 2025-06-01 12:00" for a batch of one moment; the date twice for one day
+    rows = [{"request_id": "a", "ts": "2026-03-02T10:00:05Z", "model": "m", "input_tokens": 1, "output_tokens": 1},
+            {"request_id": "b", "ts": "2026-03-02T10:05:00Z", "model": "m", "input_tokens": 1, "output_tokens": 1}]
+    at = run_page(store_of_records(tmp_path, rows), "views/data.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert "2026-03-02 10:00 to 10:05" in [m.value for m in at.markdown]

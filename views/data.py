@@ -10,7 +10,7 @@ import streamlit as st
 from finops import schema, store
 from finops.errors import InputError
 from finops.filters import utc_time
-from finops.fmt import MISSING, counted
+from finops.fmt import MISSING, counted, span
 from finops.ingest import ADAPTERS, IngestOptions, ingest_path, service
 from finops.ingest import uploads as upload_files
 from finops.ingest.preview import TABULAR, preview_path, rejected_rows, suggest_mapping
@@ -371,7 +371,7 @@ else:
         row[1].markdown(f"`{b.format}`")
         row[2].markdown(f"{b.rows_ingested:,} of {b.rows_read:,}")
         row[3].markdown(f"{b.rows_rejected:,} / {b.rows_duplicate:,}")
-        row[4].markdown(f"{b.min_ts:%Y-%m-%d %H:%M} to {b.max_ts:%Y-%m-%d %H:%M}" if b.rows_ingested else "—")
+        row[4].markdown(span(b.min_ts, b.max_ts) if b.rows_ingested else MISSING)
         if can("delete_batch"):
             with row[5].popover("Delete", icon=":material/delete:"):
                 st.markdown(f"Delete batch {b.batch_id} ({counted(b.rows_ingested, 'request')} of {plain(b.file_name)})?")
