@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -143,6 +144,12 @@ def run_page(db_path: str, page: str | None = None, timeout: float = 120, query_
         at.switch_page(page)
         at.run()
     return at
+
+
+def shown(text) -> str:
+    r"""``text`` as Markdown shows it: the backslash escapes of ``views._shared.plain`` taken out
+    ("\(300 requests\)" reads "(300 requests)")."""
+    return re.sub(r"\\(.)", r"\1", str(text))
 
 
 def texts(at) -> str:

@@ -3,7 +3,7 @@ internal, uploads left on disk, and a store whose requests all fail."""
 
 from finops import store
 from finops.ingest import ingest_path
-from helpers import run_page, texts
+from helpers import run_page, shown, texts
 
 HEADER = "request_id,ts,model,tenant,input_tokens,output_tokens,total_ms\n"
 
@@ -141,5 +141,5 @@ def test_a_small_store_whose_requests_all_fail_is_not_called_within_thresholds(t
         at = run_page(db, page)
         assert not at.exception
         assert "within their thresholds" not in texts(at)
-        [w] = [w.value for w in at.warning if "too few requests to judge" in w.value]
+        [w] = [shown(w.value) for w in at.warning if "too few requests to judge" in w.value]
         assert "error rate above 1 %: 1 window with 3 requests in all (a window needs 50)" in w, w

@@ -6,7 +6,7 @@ import pytest
 from finops import store
 from finops.filters import Filters
 from finops.ops import alerts, incidents
-from helpers import run_page, store_of_records, texts
+from helpers import run_page, shown, store_of_records, texts
 from views._shared import plain
 
 pytestmark = pytest.mark.slow
@@ -183,7 +183,7 @@ def test_alerts_page_names_every_rule_it_judged_when_none_fired(tmp_path):
     _ok(at)
     # the spend spike judges a day against the 7 days before it: a store of one day has none, so it is not
     # named among the rules judged (it was: "daily spend spike ... within its threshold")
-    [said] = [s.value for s in at.warning if "alert fired" in s.value]
+    [said] = [shown(s.value) for s in at.warning if "alert fired" in s.value]
     assert said == ("No alert fired on the windows the rules could judge, but some rules were not judged: daily spend "
                     "spike: 1 day of a tenant's spend (5,760 requests) could not be judged against the 7 days before: "
                     "1 with fewer than 7 days of logs before it (the logs start on 2026-04-06; the first day that can "
@@ -238,9 +238,9 @@ def test_the_gpu_rules_name_a_fleet_whose_logs_carry_no_timing_as_not_judged(tmp
     q = {"from": "2025-01-01", "to": "2025-01-01"}
     at = run_page(db, "views/alerts.py", query_params=q)
     assert not at.exception, [e.value for e in at.exception]
-    warned = " ".join(w.value for w in at.warning)
+    warned = shown(" ".join(w.value for w in at.warning))
     assert f"GPU utilisation high and GPU utilisation low: {why}" in warned, warned
     at = run_page(db, "views/overview.py", query_params=q)
     assert not at.exception, [e.value for e in at.exception]
-    warned = " ".join(w.value for w in at.warning)
+    warned = shown(" ".join(w.value for w in at.warning))
     assert f"GPU utilisation high: {why}" in warned and "GPU utilisation low" not in warned, warned

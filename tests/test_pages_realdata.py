@@ -9,7 +9,7 @@ import pytest
 
 from finops import store
 from finops.ingest import IngestOptions, ingest_path
-from helpers import DATA, run_page
+from helpers import DATA, run_page, shown
 
 pytestmark = pytest.mark.slow
 
@@ -225,7 +225,7 @@ def test_the_alerts_page_names_the_rule_it_could_not_judge_beside_the_alerts_tha
     # the Mooncake trace fires the unpriced-traffic alert; its P99 rule has no latency to judge, said beside it
     at = run_page(unpriced_db, "views/alerts.py")
     assert not at.exception, [e.value for e in at.exception]
-    said = "\n".join(i.value for i in at.info)
+    said = shown("\n".join(i.value for i in at.info))
     assert "Not judged: " in said and "the logs of kimi-k1 carry no total latency (300 requests)" in said
 
 
@@ -304,7 +304,7 @@ def test_the_overview_of_a_trace_with_no_status_or_latency_claims_neither(azure_
                               "at 19:14 UTC, inside the first and the last hour shown: those hours are partly "
                               "covered, so their spend reads low beside whole ones.")
     assert "Grey" not in caption
-    said = " ".join(w.value for w in at.warning)
+    said = shown(" ".join(w.value for w in at.warning))
     # the service rules it judges name the two it could not; the spend spike is the Alerts page's
     assert said.endswith("some rules were not judged: error rate: the logs of gpt-4o carry no request status (19,366 "
                          "requests): there is nothing to judge; P99 over the tier's SLA: the logs of gpt-4o carry no "

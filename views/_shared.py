@@ -537,7 +537,7 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
         (st.success if judged else st.warning)(said, icon=":material/notifications_off:" if judged else
                                                ":material/help:")
         return
-    few = [f"{r.title.lower()}: {r.why}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
+    few = [f"{r.title.lower()}: {plain(r.why)}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
     raw = _rules_and_why(blind[blind["reason"] != "too_few"])
     said = []
     if few:
@@ -556,7 +556,8 @@ def _rules_and_why(rows) -> list[str]:
     by_why: dict[str, list[str]] = {}
     for r in rows.itertuples(index=False):
         by_why.setdefault(r.why, []).append(alerts.rule_name(r.rule))
-    return [f"{in_words(names)}: {why}" for why, names in by_why.items()]
+    # a why names models and tenants as logged: Markdown must show them as text
+    return [f"{in_words(names)}: {plain(why)}" for why, names in by_why.items()]
 
 
 def rules_not_judged(f: Filters) -> None:
