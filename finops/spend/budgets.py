@@ -13,8 +13,11 @@ month-end spend is forecast as::
 
 the prediction interval for a sum of ``d`` future days (``d·s²`` for the days themselves, ``d²·s²/n``
 for the uncertainty of ``m``), with ``α = 1 - confidence`` (90 % by default). The lower bound is never
-below ``S``. With fewer than two complete days there is no spread to measure: the forecast is the run
-rate so far and the interval is unknown (NaN). A month that has ended has ``d = 0``.
+below ``S``. With fewer than two complete days there is no spread to measure: with one, the forecast is
+that day's spend a day, and with none, the run rate over the time the logs cover (the month's first request
+to its last, at least an hour), the interval unknown (NaN). A month that has ended has ``d = 0``. A first day
+the logs began part way through (later than the complete days after it have traffic) is in ``S`` but not
+among the ``x_i``: as a whole day it would pull the mean down.
 
 A tenant is **over budget** when the forecast exceeds its budget, **at risk** when only the upper end
 of the interval does, and **on track** otherwise. Idle self-hosted capacity kept apart is a fleet cost, in no
