@@ -152,7 +152,7 @@ def test_derived_tables_follow_loads_deletions_and_rebuilds(con):
 
 # ---------------------------------------------------------------- the Latency page on a rollup-only store
 
-def test_latency_page_on_a_rollup_only_store_shows_the_sketch_percentiles(tmp_path):
+def test_latency_page_on_a_rollup_only_store_shows_the_sketch_percentiles(tmp_path, capsys):
     rows = pd.concat([_frame([300, 200, 100], seed=5), _frame([50, 50, 50], model="llama-3.1-8b", seed=6, prefix="g")],
                      ignore_index=True)
     rows["date"] = rows["ts"].dt.date
@@ -166,6 +166,9 @@ def test_latency_page_on_a_rollup_only_store_shows_the_sketch_percentiles(tmp_pa
     want = latency.percentiles(embedded, Filters())
     embedded.close()
     assert main(["rollup", "--input", str(dataset), "--output", str(tmp_path / "out")]) == 0
+    # the printed line gives the first and last request, not whole hours
+    lo, hi = rows["ts"].min(), rows["ts"].max()
+    assert f", {lo:%Y-%m-%d %H:%M} to {hi:%H:%M} UTC (duckdb)" in capsys.readouterr().out
     db = tmp_path / "attached.duckdb"
     assert main(["attach-rollups", str(tmp_path / "out"), "--db", str(db)]) == 0
 

@@ -1,6 +1,7 @@
 """python -m finops rollup --engine spark --input DATASET --output DIR [--master URL] [--json]"""
 from __future__ import annotations
 
+from finops import fmt
 from finops.commands._common import print_json
 
 NAME = "rollup"
@@ -36,7 +37,11 @@ def run(args) -> int:
     if args.json:
         print_json(result.as_dict())
     else:
-        span = f", {result.min_hour:%Y-%m-%d %H:00} to {result.max_hour:%Y-%m-%d %H:00} UTC" if result.min_hour else ""
+        # the first and last request where the run read them, else its first and last hour
+        if result.first_ts is not None and result.last_ts is not None:
+            span = f", {fmt.span(result.first_ts, result.last_ts)} UTC"
+        else:
+            span = f", {result.min_hour:%Y-%m-%d %H:00} to {result.max_hour:%Y-%m-%d %H:00} UTC" if result.min_hour else ""
         tables = ", ".join(f"{t} {n:,}" for t, n in result.table_rows.items())
         print(f"{args.output}: {result.rows:,} requests{span} ({args.engine}); rows written: {tables}. "
               f"Next: python -m finops attach-rollups {args.output}")
