@@ -298,21 +298,22 @@ def configured(con: duckdb.DuckDBPyConnection) -> bool:
 # ---------------------------------------------------------------- evaluators: rule -> firing windows
 # Each returns a DataFrame: model, tenant, window_start, value, threshold, detail (str)
 
-def _error_windows(con, f: Filters, rule: AlertRule) -> tuple[pd.DataFrame, str]:
-    """Requests and errors per model x tenant x window, and the window column's name. A window none of whose
-    requests carries a status (a trace of tokens and times) is left out: its error rate is unknown, not 0 %
-    (:func:`_no_status_rows` names such models)."""
+def _error_windows(con, f: Filters, rule: AlertRule) -> tuple[pd.DataFrame, str, list[dict]]:
+    """Requests and errors per model x tenant x window, the window column's name, and :func:`_no_status_rows` of
+    the same reading. A window none of whose requests carries a status (a trace of tokens and times) is left
+    out: its error rate is unknown, not 0 %."""
     grain = "hour" if rule.window in ("15min", "hour") else "day"
     rep = spend.report(con, f, by=[grain, "model", "tenant"], include_idle=False)
-    return rep[rep["status_requests"] > 0].reset_index(drop=True), grain
+    return rep[rep["status_requests"] > 0].reset_index(drop=True), grain, _no_status_rows(rep, rule)
 
 
-def _no_status_rows(con, f: Filters, rule: AlertRule) -> list[dict]:
-    """A model none of whose requests in the filters carries a status (ok or error: the Azure and Mooncake
-    traces have none) has no error rate to judge: its quiet is not health. One row naming such models, or none."""
-    rep = spend.report(con, f, by=["model"], include_idle=False)
-    blind = rep[(rep["requests"] > 0) & (rep["status_requests"] == 0)].sort_values(["requests", "model"],
-                                                                                   ascending=[False, True])
+def _no_status_rows(rep: pd.DataFrame, rule: AlertRule) -> list[dict]:
+    """A model none of whose requests in ``rep`` (the error rule's windows) carries a status (ok or error: the Azure
+    and Mooncake traces have none) has no error rate to judge: its quiet is not health. One row naming such
+    models, or none."""
+    per_model = rep.groupby("model", as_index=False)[["requests", "status_requests"]].sum()
+    blind = per_model[(per_model["requests"] > 0) & (per_model["status_requests"] == 0)].sort_values(
+        ["requests", "model"], ascending=[False, True])
     if blind.empty:
         return []
     requests = int(blind["requests"].sum())
@@ -364,7 +365,7 @@ def _pooled_small_windows(rep: pd.DataFrame, grain: str, rule: AlertRule) -> pd.
 
 
 def _error_rate(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFrame:
-    rep, grain = _error_windows(con, f, rule)
+    rep, grain, _ = _error_windows(con, f, rule)
     if rep.empty:
         return _none()
     need = max(rule.min_requests, 1)
@@ -457,8 +458,8 @@ def unjudged(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
             continue
         need = max(rule.min_requests, 1)
         if rule.name == "error_rate":
-            out.extend(_no_status_rows(con, f, rule))
-            rep, grain = _error_windows(con, f, rule)
+            rep, grain, blind = _error_windows(con, f, rule)
+            out.extend(blind)
             if rep.empty:
                 continue
             pooled = _pooled_small_windows(rep, grain, rule)
@@ -490,7 +491,7 @@ def not_carried(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) 
     enabled = [rule for rule in rules(con) if rule.enabled]
     rows = [row for rule in enabled if rule.name == "p99_over_sla"
             for row in _no_field_rows(con, f, rule, sla_metric(con, f))]
-    rows += [row for rule in enabled if rule.name == "error_rate" for row in _no_status_rows(con, f, rule)]
+    rows += [row for rule in enabled if rule.name == "error_rate" for row in _error_windows(con, f, rule)[2]]
     rows += [row for rule in enabled if rule.name == "spend_spike"
              for row in _no_history_rows(con, f, rule, only_if_none_judged=True)]
     rows += _untimed_fleet_rows(con, f, [rule for rule in enabled if rule.name in GPU_RULES])
