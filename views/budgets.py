@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.fmt import MISSING, counted, usd, usd_column_format
+from finops.fmt import span as span_text
 from finops.spend import budgets
 from views._shared import (
     bounded_dataframe,
@@ -91,7 +92,7 @@ else:
         if report.complete_days == 0:
             hours = report.observed_hours
             start, end = report.observed_from, report.observed_to
-            when = f"{start:%Y-%m-%d %H:%M} to {end:{'%H:%M' if end.date() == start.date() else '%Y-%m-%d %H:%M'}} UTC"
+            when = f"{span_text(start, end)} UTC"
             if hours >= 1:
                 span = counted(round(hours), "hour") if hours >= 2 else counted(round(hours * 60), "minute")
                 over = f"the {span} the logs cover ({when})"
