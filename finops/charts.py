@@ -107,6 +107,22 @@ OTHER = "other"
 OTHER_COLOR = "#d9d9d9"        # the folded rest: lighter than idle capacity's grey
 
 
+def sparkline(values) -> list[float]:
+    """The points of a KPI card's sparkline: ``values`` less missing ones, rounded to nine significant digits of
+    the largest. Streamlit scales a sparkline to its own range, so float noise drew as a trend: an idle hour's
+    $80 beside a busy hour's $79.999999999999 (the same GPU-hour, summed another way) drew as a steep rise.
+
+    >>> sparkline([79.999999999999, 80.0, None]), sparkline([0.5, 0.25]), sparkline([])
+    ([80.0, 80.0], [0.5, 0.25], [])
+    """
+    nums = pd.to_numeric(pd.Series(list(values), dtype="object"), errors="coerce").astype("float64")
+    nums = nums[np.isfinite(nums)]
+    top = float(nums.abs().max()) if len(nums) else 0.0
+    if top == 0:
+        return nums.tolist()
+    return nums.round(9 - math.ceil(math.log10(top))).tolist()
+
+
 def keep_top(frame: pd.DataFrame, key: str, weight: str, n: int, *, what: str, by_what: str,
              fold: tuple[str, ...] | None = None, by: tuple[str, ...] = (), keep: tuple[str, ...] = ()
              ) -> tuple[pd.DataFrame, str | None]:
@@ -272,10 +288,16 @@ def usd_axis_format(values) -> str:
 
 # ---------------------------------------------------------------- spend
 
+#: hourly money series of this many hours or more are drawn as areas (a bar an hour would be a hairline); fewer as bars
+AREAS_FROM_HOURS = 48
+
+
 def spend_over_time_mark(frame: pd.DataFrame, grain: str) -> str:
-    """How :func:`spend_over_time` draws ``frame``, for the caption beside it: "areas" for hours, "bars" for days
-    and longer (each bar its bucket), and for a single hour (an hourly area needs two hours to have a width)."""
-    return "bars" if grain != "hour" or frame["period"].nunique() < 2 else "areas"
+    """How an hour's or a day's money is drawn (:func:`spend_over_time`, :func:`gpu_cost`), for the caption beside
+    it: "areas" for :data:`AREAS_FROM_HOURS` hours or more, else "bars", each its bucket: days and longer, and a
+    few hours, where an area between two hours' totals draws a ramp no hour had (a fleet busy one hour and idle
+    the next read as a slow fall through the hour)."""
+    return "areas" if grain == "hour" and frame["period"].nunique() >= AREAS_FROM_HOURS else "bars"
 
 
 def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over time by model") -> alt.Chart:
@@ -474,8 +496,8 @@ def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by m
 
 
 def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
-    """Stacked areas for one self-hosted model: allocated (busy) vs idle GPU cost per bucket (a stacked bar when
-    there is one bucket)."""
+    """Stacked areas for one self-hosted model: allocated (busy) vs idle GPU cost per bucket (stacked bars, each its
+    bucket, where :func:`spend_over_time_mark` says so)."""
     _, per = GRAIN_TITLES.get(grain, GRAIN_TITLES["hour"])
     data = series[series["model"] == model].melt(
         id_vars=["period", "model", "utilization"], value_vars=["allocated_usd", "idle_usd"], var_name="part",
@@ -485,10 +507,10 @@ def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
     data, note = thin_points(data, "period", sums=("cost_usd",), by=("part", "model"), unit=f"{grain}s")
     # an hour whose requests carry no timing has no utilisation: said in words, not drawn as "null"
     data["utilization_text"] = [f"{v:.1f} %" if v == v else "unknown (no service time)" for v in data["utilization_pct"]]
-    # one bucket has no width to fill: a stacked bar then (an area of one hour drew nothing)
-    chart = _chart(data).mark_bar(size=48) if data["period"].nunique() == 1 else _chart(data).mark_area()
+    banded = spend_over_time_mark(data, grain) == "bars"
+    chart = _chart(data).mark_bar() if banded else _chart(data).mark_area()
     return chart.encode(
-        x=_x_time(grain),
+        x=_x_time(grain, banded=banded, periods=data["period"]),
         y=alt.Y("cost_usd:Q", stack=True, title=f"GPU cost (USD {per})",
                 axis=alt.Axis(format=usd_axis_format(data.groupby("period")["cost_usd"].sum()))),
         color=alt.Color("part:N", title="GPU time", legend=alt.Legend(orient="bottom"),
@@ -508,9 +530,13 @@ def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation 
                               by_what="fleet cost")
     data, thin_note = thin_points(data, "period", unit=f"{grain}s")
     title = _titled(title, top_note, thin_note)
-    return _chart(data).mark_line(point=_lone_points(data, ["model"], "period")).encode(
+    # an hour whose utilisation is unknown is no point of the line (Vega leaves nulls out)
+    return _chart(data).mark_line(point=_lone_points(data.dropna(subset=["utilization_pct"]), ["model"],
+                                                     "period")).encode(
         x=_x_time(grain),
-        y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)", scale=alt.Scale(domainMin=0)),
+        # a fleet idle in every hour drawn is 0 % throughout: a domain of [0, 0] labelled its axis "0.000000"
+        y=alt.Y("utilization_pct:Q", title="Busy share of GPU capacity (%)",
+                scale=alt.Scale(domainMin=0) if (data["utilization_pct"] > 0).any() else alt.Scale(domain=[0, 100])),
         color=alt.Color("model:N", title="Model", scale=_series_scale(list(data["model"])),
                         legend=name_legend()),
         tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),

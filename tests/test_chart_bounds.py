@@ -83,7 +83,10 @@ def test_a_fleet_of_cents_in_one_hour_draws_bars_and_points_with_ticks_that_diff
     spec = charts.tenant_trend(trend, "hour").to_dict()
     assert spec["mark"]["point"] and spec["encoding"]["y"]["axis"]["format"] == "$,.4~f"
     two_hours = pd.concat([spend, spend.assign(period=one_hour + pd.Timedelta(hours=1))])
-    assert charts.spend_over_time(two_hours, "hour").to_dict()["mark"]["type"] == "area"
+    assert charts.spend_over_time(two_hours, "hour").to_dict()["mark"]["type"] == "bar"
+    two_days = pd.concat([spend.assign(period=one_hour + pd.Timedelta(hours=h)) for h in range(48)])
+    assert charts.spend_over_time_mark(two_days.iloc[:-3], "hour") == "bars"         # 47 hours
+    assert charts.spend_over_time(two_days, "hour").to_dict()["mark"]["type"] == "area"
 
 
 def test_the_folded_rest_has_a_grey_of_its_own_not_the_first_models_colour():
@@ -422,7 +425,9 @@ def test_an_hourly_axis_reads_the_24_hour_clock_and_a_fleet_billed_by_traffic_is
 
 def test_a_fleet_billed_for_one_hour_draws_its_cost_as_a_bar():
     """The Mooncake trace's hour of a self-hosted model: an area over one hour has no width, and the chart of its
-    $80 (allocated vs idle) was empty. One bucket is a stacked bar; two or more are areas."""
+    $80 (allocated vs idle) was empty. One bucket is a stacked bar. Its schedule's second hour was idle: drawn as
+    areas, the two hours made a ramp from $80 allocated to $80 idle through the hour, so a few hours are bars too,
+    each its hour's full $80 (areas from 48 hours on)."""
     import re
 
     import vl_convert
@@ -436,5 +441,15 @@ def test_a_fleet_billed_for_one_hour_draws_its_cost_as_a_bar():
                                            svg, flags=re.S)]
     assert widths and max(widths) > 10, widths
     assert "Utilisation: unknown (no service time)" in svg and "null" not in svg
-    two = pd.concat([one, one.assign(period=pd.Timestamp(2025, 1, 1, 1))], ignore_index=True)
-    assert charts.gpu_cost(two, "hour", "kimi-k1").to_dict()["mark"]["type"] == "area"
+    idle = one.assign(period=pd.Timestamp(2025, 1, 1, 1), allocated_usd=0.0, idle_usd=80.0, utilization=0.0)
+    two = pd.concat([one, idle], ignore_index=True)
+    chart = charts.gpu_cost(two, "hour", "kimi-k1")
+    assert chart.to_dict()["mark"]["type"] == "bar"
+    svg = vl_convert.vegalite_to_svg(chart.properties(width=500).to_json())
+    bars = re.findall(r'<path[^>]*aria-label="[^"]*Cost \(USD\): \$80\.00[^"]*"[^>]*d="M[\d.]+,[\d.]+h([\d.]+)v([\d.]+)',
+                      svg)
+    assert len(bars) == 2 and all(float(w) > 100 for w, _ in bars), bars       # each hour's band, full height
+    assert bars[0][1] == bars[1][1]
+    day = pd.concat([idle.assign(period=pd.Timestamp(2025, 1, 1) + pd.Timedelta(hours=h)) for h in range(48)],
+                    ignore_index=True)
+    assert charts.gpu_cost(day, "hour", "kimi-k1").to_dict()["mark"]["type"] == "area"

@@ -212,6 +212,28 @@ def test_an_hour_of_requests_without_timing_has_no_utilisation_and_is_left_out_o
     assert only.allocated_usd.tolist() == pytest.approx([4.0]) and only.idle_usd.tolist() == [0.0]
 
 
+def test_gpu_utilisation_of_untimed_traffic_is_not_that_of_the_idle_hours_beside_it():
+    """A declared fleet of $4 an hour from 11:00 to 13:00 whose logs carry no time (a trace of arrivals): the 11:00
+    hour's three requests take its $4 by count, the 12:00 hour served nothing and is $4 idle. The only timed hour is
+    the idle one, so its 0 % is not the fleet's utilisation: unknown, for the period and for the day."""
+    from finops.spend import fleets
+    c = store.connect(":memory:")
+    add_test_models(c)
+    fleets.save_schedule(c, pd.DataFrame([{"model": "gpu-model", "starts_at": "2026-03-02 11:00",
+                                           "ends_at": "2026-03-02 13:00", "replicas": 2}]))
+    ingest_frame(c, pd.DataFrame([dict(request_id=f"u{i}", ts=march(2, 11, 10 * i)) for i in range(3)]).assign(
+        model="gpu-model", tenant="acme", status="ok", input_tokens=100, output_tokens=10))
+    gpu = costviews.gpu_fleet(c, Filters(since=datetime(2026, 3, 2), until=datetime(2026, 3, 2, 23)))
+    s = gpu.summary.set_index("model").loc["gpu-model"]
+    assert (s.fleet_cost_usd, s.allocated_usd, s.idle_usd, s.untimed_hours) == pytest.approx((8.0, 4.0, 4.0, 1))
+    assert pd.isna(s.utilization)
+    hourly = gpu.series.set_index("period")["utilization"]
+    assert pd.isna(hourly.loc[pd.Timestamp(2026, 3, 2, 11)]) and hourly.loc[pd.Timestamp(2026, 3, 2, 12)] == 0.0
+    # the idle hour alone is judged: 0 %, as it was
+    alone = costviews.gpu_fleet(c, Filters(since=datetime(2026, 3, 2, 12), until=datetime(2026, 3, 2, 13))).summary
+    assert alone.utilization.tolist() == [0.0]
+
+
 def test_showback_adds_up_to_the_bill(con):
     sb = costviews.showback(con, MARCH_2)
     assert list(sb.columns) == list(costviews.SHOWBACK_COLUMNS)

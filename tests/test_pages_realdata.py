@@ -300,7 +300,7 @@ def test_the_overview_of_a_trace_with_no_status_or_latency_claims_neither(azure_
     assert next(m.value for m in at.metric if m.label == "Requests") == f"{len(raw):,}"
     assert next(m.value for m in at.metric if m.label == "Tokens (input + output)") == f"{tokens / 1e6:.2f} M"
     [caption] = [c.value for c in at.caption if "stack each model's spend" in c.value]
-    assert caption.startswith("Areas stack each model's spend per hour. The logs start at 2023-11-16 18:15 and end "
+    assert caption.startswith("Bars stack each model's spend per hour. The logs start at 2023-11-16 18:15 and end "
                               "at 19:14 UTC, inside the first and the last hour shown: those hours are partly "
                               "covered, so their spend reads low beside whole ones.")
     assert "Grey" not in caption

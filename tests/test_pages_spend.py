@@ -399,6 +399,35 @@ def test_the_cost_page_calls_a_fleets_utilisation_unknown_when_its_logs_carry_no
     assert any("No utilisation to draw" in i.value for i in at.info)
 
 
+def test_a_declared_fleet_idle_beside_untimed_traffic_is_not_shown_as_zero_utilisation(tmp_path):
+    """The same trace on a fleet declared from 00:00 to 02:00: the second hour served nothing. The card read
+    "Utilisation 0.0 %" (the idle hour's, the only one whose busy time is known) beside $4.00 allocated, and the
+    chart drew the two hours as a ramp from allocated to idle; now unknown, and one bar an hour."""
+    from finops import store
+    from finops.spend import fleets
+    from helpers import untimed_fleet_store
+
+    db = untimed_fleet_store(tmp_path)
+    con = store.connect(db)
+    fleets.save_schedule(con, pd.DataFrame([{"model": "gpu-model", "starts_at": "2025-01-01 00:00",
+                                             "ends_at": "2025-01-01 02:00", "replicas": 2}]))
+    con.close()
+    at = run_page(db, "views/cost.py", query_params={"from": "2025-01-01", "to": "2025-01-01"})
+    assert not at.exception, [e.value for e in at.exception]
+    m = {x.label: x.value for x in at.metric}
+    assert (m["Fleet cost (USD)"], m["Allocated (USD)"], m["Idle (USD)"]) == ("$8.00", "$4.00", "$4.00")
+    assert m["Utilisation (%)"] == "unknown"
+    [gpu] = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")
+             if "allocated vs idle" in json.dumps(json.loads(c.proto.spec).get("title", ""))]
+    assert gpu["mark"]["type"] == "bar"
+    # the idle hour's 0 % is drawn on a 0 to 100 % axis (a [0, 0] domain labelled it "0.000000")
+    [util] = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "utilisation per" in c.proto.spec]
+    assert util["encoding"]["y"]["scale"] == {"domain": [0, 100]}
+    assert util["mark"]["point"]                # its one known hour: a line of one point draws nothing
+    over = run_page(db, query_params={"from": "2025-01-01", "to": "2025-01-01"})
+    assert [list(x.proto.chart_data) for x in over.metric if x.label == "Spend (USD)"] == [[4.0, 4.0]]
+
+
 def test_a_model_with_too_few_requests_an_hour_has_no_hours_over_the_rule_rather_than_zero(tmp_path):
     # the real tools' fixtures loaded together (a handful of requests per model) showed "0.00" hours over the P99
     # rule for models none of whose hours reached its 100 requests: a verdict on hours nothing judged

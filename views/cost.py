@@ -206,7 +206,7 @@ else:
         c4.metric("Utilisation (%)",
                   f"{100 * r.utilization:.1f} %" if r.utilization == r.utilization else "unknown", border=True,
                   help="Busy share of the paid GPU capacity over the period's hours whose busy time the logs give "
-                       "(service time, or latency less queue wait); unknown where no hour has any.")
+                       "(service time, or latency less queue wait); unknown where no hour of traffic has any.")
         unbilled = (f" {r.unbilled_requests:,} of its requests fall in hours its schedule leaves out: they carry no "
                     "GPU cost." if r.unbilled_requests else "")
         if r.untimed_hours:

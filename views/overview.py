@@ -47,7 +47,7 @@ items = [i for i in k.items if i.spec.field != "p99_total_ms"]
 for row in (items[:4], items[4:]):
     cols = st.columns(len(row))
     for col, item in zip(cols, row, strict=True):
-        spark = trends[item.spec.field].dropna().tolist() if item.spec.field in trends else None
+        spark = charts.sparkline(trends[item.spec.field]) if item.spec.field in trends else None
         col.metric(item.spec.label, item.text, delta=item.change_text, delta_color=DELTA_COLOR[item.spec.up_is],
                    help=item.spec.help, border=True, chart_data=spark if spark and len(spark) > 1 else None,
                    delta_description=prev if item.change_text else None)

@@ -615,7 +615,8 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
     Hourly up to 31 days, daily beyond. Utilisation of a bucket is allocated / fleet cost (the busy
     share of paid GPU time) over its hours whose busy time is known: an hour with requests but no timing at all
     (logs without service or latency times) allocates its whole cost by request count and has no utilisation, so
-    it is left out of the utilisation (unknown, NaN, where every hour is such) and counted in ``untimed_hours``
+    it is left out of the utilisation (unknown, NaN, where every hour is such, and where the only timed hours
+    served nothing: their 0 % would stand for the fleet's work) and counted in ``untimed_hours``
     and ``untimed_fleet_usd``. The fleet is shared, so tenant and tier filters do not apply here; model
     filters do. The summary says how each fleet is billed (``billed_by``: declared, inferred or traffic;
     ``how`` in words, :data:`finops.spend.fleets.TRAFFIC_NOTE` where no schedule is declared), its GPU-hours
@@ -632,21 +633,27 @@ def gpu_fleet(con: duckdb.DuckDBPyConnection, f: Filters) -> GpuFleet:
     util = util.assign(period=util["hour"] if g == "hour" else util["hour"].dt.floor("D"),
                        timed_fleet_usd=util["fleet_cost_usd"].where(timed, 0.0),
                        timed_allocated_usd=util["allocated_usd"].where(timed, 0.0),
-                       untimed_fleet_usd=util["fleet_cost_usd"].where(~timed, 0.0), untimed=(~timed).astype("int64"))
+                       untimed_fleet_usd=util["fleet_cost_usd"].where(~timed, 0.0), untimed=(~timed).astype("int64"),
+                       timed_served=util["served"].where(timed, 0))
 
     def busy_share(frame: pd.DataFrame) -> pd.Series:
-        return (frame["timed_allocated_usd"] / frame["timed_fleet_usd"]).where(frame["timed_fleet_usd"] > 0)
+        # where hours of traffic are untimed and every timed hour served nothing, the share would be that of the
+        # idle hours alone (0 %): unknown, not a fleet that did no work
+        known = (frame["timed_fleet_usd"] > 0) & ((frame["untimed"] == 0) | (frame["timed_served"] > 0))
+        return (frame["timed_allocated_usd"] / frame["timed_fleet_usd"]).where(known)
 
-    sums = ["fleet_cost_usd", "allocated_usd", "idle_usd", "timed_fleet_usd", "timed_allocated_usd"]
+    sums = ["fleet_cost_usd", "allocated_usd", "idle_usd", "timed_fleet_usd", "timed_allocated_usd", "untimed",
+            "timed_served"]
     series = util.groupby(["period", "model"], as_index=False)[sums].sum()
     series["utilization"] = busy_share(series)
-    series = series.drop(columns=["timed_fleet_usd", "timed_allocated_usd"])
+    series = series.drop(columns=["timed_fleet_usd", "timed_allocated_usd", "untimed", "timed_served"])
     summary = util.groupby("model", as_index=False).agg(
         **{c: (c, "sum") for c in sums}, gpu_hours=("gpu_hours", "sum"), hours_billed=("hour", "nunique"),
-        untimed_hours=("untimed", "sum"), untimed_fleet_usd=("untimed_fleet_usd", "sum"))
+        untimed_fleet_usd=("untimed_fleet_usd", "sum"))
     summary["idle_share"] = (summary["idle_usd"] / summary["fleet_cost_usd"]).where(summary["fleet_cost_usd"] > 0)
     summary["utilization"] = busy_share(summary)
-    summary = summary.drop(columns=["timed_fleet_usd", "timed_allocated_usd"])
+    summary = summary.rename(columns={"untimed": "untimed_hours"}).drop(
+        columns=["timed_fleet_usd", "timed_allocated_usd", "timed_served"])
     basis = fleets.billing_basis(con)
     unbilled = pd.DataFrame({"model": pd.Series(dtype=object), "unbilled_requests": pd.Series(dtype="int64")})
     if (basis["billed_by"] != "traffic").any():      # billed while serving traffic, no served hour goes unbilled
