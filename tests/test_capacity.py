@@ -113,6 +113,30 @@ def test_observed_load_rates_a_partly_logged_hour_over_the_part_logged(tmp_path)
     con.close()
 
 
+def test_observed_load_takes_the_replicas_gpus_and_rate_of_the_schedule_in_force_at_the_peak(hand_db):
+    """Logs that name no replica, on a fleet whose schedule is declared: the fill read the price book's 7 replicas
+    of 2 GPUs at $1.50 while the Cost page billed the peak hour by the schedule (the Mooncake trace: 4 × 8 GPUs at
+    $2.50 declared, 8 × 4 filled). The period covering most of the hour wins: 3 replicas from 10:00 (45 minutes
+    of it), not the 5 until 10:15."""
+    from finops.spend import fleets
+    hand_db.execute("UPDATE requests SET replica = NULL")
+    fleets.save_schedule(hand_db, pd.DataFrame([
+        {"model": "m-self", "starts_at": PEAK - timedelta(hours=2), "ends_at": PEAK + timedelta(minutes=15),
+         "replicas": 5, "gpus_per_replica": 4, "gpu_hour_usd": 2.5},
+        {"model": "m-self", "starts_at": PEAK + timedelta(minutes=15), "ends_at": None, "replicas": 3,
+         "gpus_per_replica": 8, "gpu_hour_usd": 2.25}]))
+    r = observed.observed_load(hand_db).iloc[0]
+    assert (r["replicas"], r["replicas_source"]) == (3, "the declared fleet schedule")
+    assert (r["gpus_per_replica"], r["gpu_hour_usd"], r["servers"]) == (8, 2.25, 6)     # slots: the book's 2
+    # the hour before the peak, alone: the first period's
+    r = observed.observed_load(hand_db, Filters(since=PEAK - timedelta(hours=1), until=PEAK)).iloc[0]
+    assert (r["replicas"], r["gpus_per_replica"], r["gpu_hour_usd"]) == (5, 4, 2.5)
+    # no schedule: the price book, as before
+    fleets.save_schedule(hand_db, pd.DataFrame(columns=["model", "starts_at", "replicas"]))
+    r = observed.observed_load(hand_db).iloc[0]
+    assert (r["replicas"], r["replicas_source"], r["gpus_per_replica"], r["gpu_hour_usd"]) == (7, "price book", 2, 1.5)
+
+
 def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
     r = observed.observed_load(hand_db).iloc[0]
     # at 0.1 % utilisation the prediction is ~0 ms but 200 ms were observed: fewer slots than the book says

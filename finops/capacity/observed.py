@@ -58,7 +58,8 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
     * ``mean_service_s``, ``cv_service``: mean and std/mean of the completed requests' time on a
       slot in that hour (``service_ms``, else prefill + decode, else total − queue − route);
     * ``cv_arrival``: std/mean of the gaps between those requests' arrivals (1 for Poisson);
-    * ``replicas``: distinct ``replica`` values in that hour, else the price book's;
+    * ``replicas``: distinct ``replica`` values in that hour, else the fleet schedule's period (declared, else
+      inferred) covering most of that hour, else the price book's;
       ``slots_per_replica`` from the price book, else 1 (``*_source`` says which); ``fleet`` reads
       "replicas × slots" and ``servers`` is their product c;
     * ``observed_queue_mean_ms``, ``observed_queue_p99_ms``: queue_ms in that hour (exact P99);
@@ -66,8 +67,8 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
       c = replicas × slots (None where the model is unstable or lacks timing: ``state``, ``note``);
     * ``implied_servers``: the c whose predicted mean wait is nearest the observed mean queue_ms,
       a check of the slot count (None when no request queued);
-    * ``tokens_per_request`` (input + output, served requests, whole period), and the price book's
-      ``gpus_per_replica`` and ``gpu_hour_usd``.
+    * ``tokens_per_request`` (input + output, served requests, whole period), and ``gpus_per_replica`` and
+      ``gpu_hour_usd``: that schedule period's (as the Cost page bills the hour), else the price book's.
 
     The sidebar's date range and models apply; tenants and tiers do not (a fleet is shared).
     """
@@ -79,10 +80,21 @@ pk AS (SELECT model, hour AS peak_hour, served, busy_ms FROM h
        QUALIFY row_number() OVER (PARTITION BY model ORDER BY served DESC, hour) = 1),
 tok AS (SELECT model, sum(input_tokens + output_tokens - cache_uncached_input_tokens - cache_cached_input_tokens
                           - cache_output_tokens) / nullif(sum({sql.served_requests()}), 0) AS tokens_per_request
-        FROM rollup_hourly WHERE {where} GROUP BY model)
+        FROM rollup_hourly WHERE {where} GROUP BY model),
+-- the fleet period (declared, else inferred) covering most of the peak hour, as the Cost page bills it
+sched AS (SELECT s.model, s.replicas AS sched_replicas, s.gpus_per_replica AS sched_gpus_per_replica,
+                 s.gpu_hour_usd AS sched_gpu_hour_usd, s.billed_by AS sched_source
+          FROM ({pricing.FLEET_PERIODS_SQL}) s JOIN pk ON pk.model = s.model
+          WHERE s.billed_by <> 'traffic' AND s.starts_at < pk.peak_hour + INTERVAL 1 HOUR
+            AND (s.ends_at IS NULL OR s.ends_at > pk.peak_hour)
+          QUALIFY row_number() OVER (PARTITION BY s.model ORDER BY
+              least(coalesce(s.ends_at, pk.peak_hour + INTERVAL 1 HOUR), pk.peak_hour + INTERVAL 1 HOUR)
+              - greatest(s.starts_at, pk.peak_hour) DESC, s.starts_at DESC) = 1)
 SELECT pk.model, pk.peak_hour, pk.served, pk.busy_ms, tok.tokens_per_request, p.kind, p.replicas, p.slots_per_replica,
-       p.gpus_per_replica, p.gpu_hour_usd
-FROM pk LEFT JOIN tok USING (model) LEFT JOIN ({pricing.BOOK_ROW_PER_MODEL_SQL}) p USING (model) ORDER BY pk.model""",
+       coalesce(sched.sched_gpus_per_replica, p.gpus_per_replica) AS gpus_per_replica,
+       coalesce(sched.sched_gpu_hour_usd, p.gpu_hour_usd) AS gpu_hour_usd, sched.sched_replicas, sched.sched_source
+FROM pk LEFT JOIN tok USING (model) LEFT JOIN ({pricing.BOOK_ROW_PER_MODEL_SQL}) p USING (model)
+     LEFT JOIN sched USING (model) ORDER BY pk.model""",
                         params + params + [date.max, date.max]).df()
     if peaks.empty:
         return pd.DataFrame(columns=list(OBSERVED_COLUMNS))
@@ -143,6 +155,10 @@ ROLLUP_SERVICE_NOTE = ("mean service time from the hourly rollups: the busy time
                        "busiest hour, failed ones included (no raw rows here to measure the completed ones)")
 
 
+#: where the replicas of a fleet's peak hour came from, when its schedule gave them (``fleet_schedule.source``)
+SCHEDULE_WORDS = {"declared": "the declared fleet schedule", "inferred": "the schedule inferred from the logs' replicas"}
+
+
 def _num(v) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
@@ -152,6 +168,8 @@ def _observed_row(r) -> dict:
     seen = int(r.replicas_seen) if not pd.isna(r.replicas_seen) else 0
     if seen:
         replicas, rep_src = seen, "logs (distinct replica in the peak hour)"
+    elif not pd.isna(r.sched_replicas):
+        replicas, rep_src = int(r.sched_replicas), SCHEDULE_WORDS.get(r.sched_source, "the fleet schedule")
     elif not pd.isna(r.replicas):
         replicas, rep_src = int(r.replicas), "price book"
     else:
