@@ -354,3 +354,28 @@ def test_a_fill_from_logs_without_service_times_says_the_service_time_is_kept_no
                     "is taken as 1 until then)."]
     at.number_input(key="cap_service_s").set_value(2.0).run()
     assert not at.exception and not [w for w in at.warning if "carry no service time" in w.value]
+
+
+def test_a_fill_from_logs_takes_the_fleet_schedule_the_cost_page_bills(tmp_path):
+    """The Mooncake excerpt on a fleet declared as 4 replicas of 8 GPUs at $2.50: the fill took the price book's
+    2 replicas of 1 GPU at $2 (a fleet of $4 an hour beside the Cost page's $80) and said the rate came from the book."""
+    import pandas as pd
+
+    from finops import store
+    from finops.spend import fleets
+    from helpers import untimed_fleet_store
+
+    db = untimed_fleet_store(tmp_path)
+    con = store.connect(db)
+    fleets.save_schedule(con, pd.DataFrame([{"model": "gpu-model", "starts_at": "2025-01-01", "ends_at": None,
+                                             "replicas": 4, "gpus_per_replica": 8, "gpu_hour_usd": 2.5}]))
+    con.close()
+    at = run_page(db, PAGE, query_params={"from": "2025-01-01", "to": "2025-01-01"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert (at.number_input(key="cap_replicas").value, at.number_input(key="cap_gpus").value,
+            at.number_input(key="cap_gpu_hour_usd").value) == (4, 8, 2.5)
+    body = texts(at)
+    assert "replicas from the declared fleet schedule, slots from price book" in body
+    assert ("$ per GPU-hour and GPUs per replica start from the declared fleet schedule of gpu-model at its busiest "
+            "hour (edit the price book or the fleet schedule on the Data page)") in body
+    assert next(m.value for m in at.metric if m.label == "$ per hour") == "$80.00"

@@ -129,7 +129,8 @@ def _fill(model: str, slots: int | None = None) -> None:
     if pd.notna(row["gpu_hour_usd"]):
         values["cap_gpu_hour_usd"] = float(row["gpu_hour_usd"])
         values["cap_gpus"] = int(row["gpus_per_replica"])
-        values["cap_priced_as"] = f"{model}'s row of the price book"
+        values["cap_priced_as"] = (f"{model}'s row of the price book" if row["gpu_source"] == "price book"
+                                   else f"{row['gpu_source']} of {model} at its busiest hour")
     if pd.notna(row["tokens_per_request"]):
         values["cap_tokens"] = round(float(row["tokens_per_request"]), 1)
     else:
@@ -304,7 +305,7 @@ m4.metric("$ per 1M tokens", usd(need.cost_per_1m_tokens), border=True,
 if now.note:
     st.caption(now.note)
 st.caption(f"Source: your inputs; $ per GPU-hour and GPUs per replica start from {st.session_state['cap_priced_as']} "
-           "(edit the book on the Data page). Tokens per request: " + (
+           "(edit the price book or the fleet schedule on the Data page). Tokens per request: " + (
                "your logs' served requests. " if filled else "an illustrative 1,000 until you fill from logs. ")
            + "A self-hosted fleet is paid every hour, busy or idle.")
 
@@ -347,7 +348,8 @@ else:
     })
     for r in table[table["note"] != ""].itertuples(index=False):
         st.markdown(f"- **{r.model}**: {r.note}.")
-    st.caption("Each model at its busiest hour in the filters: arrivals per second = served requests / 3,600 (cache hits excluded); "
+    st.caption("Each model at its busiest hour in the filters: arrivals per second = served requests (cache hits excluded) / "
+               "the seconds of the hour the logs cover (3,600 unless they start or end inside it); "
                "service time = time on a slot of completed requests; predicted waits are Allen–Cunneen at "
                "replicas × slots with the measured variability; observed = the queue wait logged in that same hour. A large "
                "gap says the model's inputs (most often the slots per replica) do not describe this fleet. "

@@ -39,7 +39,7 @@ OBSERVED_COLUMNS = (
     "cv_service", "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source", "fleet", "servers",
     "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms",
     "observed_queue_p99_ms", "queue_samples", "implied_servers", "state", "note",
-    "tokens_per_request", "gpus_per_replica", "gpu_hour_usd",
+    "tokens_per_request", "gpus_per_replica", "gpu_hour_usd", "gpu_source",
 )
 
 
@@ -68,7 +68,8 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
     * ``implied_servers``: the c whose predicted mean wait is nearest the observed mean queue_ms,
       a check of the slot count (None when no request queued);
     * ``tokens_per_request`` (input + output, served requests, whole period), and ``gpus_per_replica`` and
-      ``gpu_hour_usd``: that schedule period's (as the Cost page bills the hour), else the price book's.
+      ``gpu_hour_usd``: that schedule period's (as the Cost page bills the hour), else the price book's
+      (``gpu_source`` says which).
 
     The sidebar's date range and models apply; tenants and tiers do not (a fleet is shared).
     """
@@ -194,6 +195,8 @@ def _observed_row(r) -> dict:
         "implied_servers": None, "state": "ok", "note": "",
         "tokens_per_request": _num(r.tokens_per_request), "gpus_per_replica": _num(r.gpus_per_replica),
         "gpu_hour_usd": _num(r.gpu_hour_usd),
+        "gpu_source": (SCHEDULE_WORDS.get(r.sched_source, "the fleet schedule") if not pd.isna(r.sched_replicas)
+                       else "price book"),
     }
     if mean_s is None:
         out.update(state="no_timing", note="the logs carry no service time for this model: no prediction")
