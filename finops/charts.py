@@ -15,6 +15,7 @@ import pandas as pd
 
 from finops.fmt import MISSING, duration_ms, number, usd
 from finops.schema import IDLE_TENANT
+from finops.store import SEGMENT_EXPRS, SEGMENT_LABELS
 
 IDLE_COLOR = "#b9bec7"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
@@ -611,8 +612,10 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
 # ---------------------------------------------------------------- routing and latency
 
 PERCENTILE_COLORS = {"P50": "#54a24b", "P95": "#f58518", "P99": "#d62728"}
+#: each segment's colour, by its label (finops.store.SEGMENT_LABELS), in the order they stack
 SEGMENT_COLORS = {"route": "#b279a2", "queue": "#e45756", "prefill": "#4c78a8", "decode": "#72b7b2",
-                  "service": "#4c78a8", "other": "#b9bec7"}
+                  "to first token": "#f58518", "after first token": "#54a24b", "service": "#4c78a8",
+                  "other": "#b9bec7"}
 SHARE_TITLES = {"request_share": ("requests", "requests"), "token_share": ("tokens", "tokens"),
                 "spend_share": ("spend", "cost_usd")}
 TIME_FORMAT = {"5min": "%H:%M", "15min": "%b %d %H:%M", "hour": "%b %d %H:%M", "day": "%b %d", "week": "%b %d"}
@@ -854,6 +857,7 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     """Stacked horizontal bars: per model and percentile band, the mean ms of each segment."""
     order = list(SEGMENT_COLORS)
     seg = seg[seg["ms"] > 0.5]        # drop empty segments and float noise ("other" of -1e-11 ms)
+    seg = seg.assign(segment=seg["segment"].map(lambda s: SEGMENT_LABELS.get(s, s)))
     seg, note = keep_top(seg, "grp", "requests_in_band", MAX_ROWS // 3, what="models", by_what="request count")
     title = _titled(title, note)
     # the percentile first and a wide label: a long model name cut short must not hide which band a bar is
@@ -1003,11 +1007,15 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
 
 
 def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segment by segment") -> alt.Chart:
-    """One stacked bar per request: route, queue, prefill, decode (or service) and the unlogged rest."""
-    cols = {"route_ms": "route", "queue_ms": "queue", "prefill_ms": "prefill", "decode_ms": "decode",
-            "service_ms": "service", "other_ms": "other"}
+    """One stacked bar per request: route, queue, prefill and decode, or the time to its first token and after it
+    (where only that is logged), or service, and the unlogged rest (:data:`finops.store.SEGMENT_EXPRS`)."""
+    cols = {f"{name}_ms": SEGMENT_LABELS[name] for name, _ in SEGMENT_EXPRS}
+    cols["other_ms"] = "other"
     data = slow.copy()
-    split = data["prefill_ms"].notna() | data["decode_ms"].notna()
+    for c in cols:
+        if c not in data:
+            data[c] = np.nan
+    split = data["prefill_ms"].notna() | data["decode_ms"].notna() | data["first_token_ms"].notna()
     data["service_ms"] = data["service_ms"].where(~split)
     # the year where the requests fall in another year than this one, or in several (12-19 read as this December)
     when = "%Y-%m-%d %H:%M:%S" if _time_format("day", data["ts"]) != GRAIN_FORMAT["day"] else "%m-%d %H:%M:%S"

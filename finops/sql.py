@@ -36,6 +36,11 @@ Fragments
     ``prefill_ms``, else the time to the first token less the wait (TTFT includes queue and routing).
 :data:`DECODE_MS`
     ``decode_ms``, else everything after the first token (``total_ms - ttft_ms``).
+:data:`TTFT_SPLIT`, :data:`FIRST_TOKEN_MS`, :data:`AFTER_FIRST_TOKEN_MS`
+    A request that logs its time to first token (within its total, after its logged routing and queue) but
+    neither prefill nor decode time, split at its first token for the latency segments: the wait for it less
+    the routing and queue logged (prefill, and the queue where that is not logged), and the rest (decode and
+    streaming). Null for any other request.
 :data:`PREFILL_SHARE`, :data:`PREFILL_SPLIT_MEASURED`
     The share of a request's time on the model spent on its prompt (prefill) rather than its answer
     (decode): ``PREFILL_MS / (PREFILL_MS + DECODE_MS)`` where both are known and not negative (the
@@ -178,6 +183,10 @@ def prefill_share_by_tokens(input_expr: str = "coalesce(input_tokens, 0)",
 PREFILL_SHARE = (f"(CASE WHEN {PREFILL_SPLIT_MEASURED} THEN {PREFILL_MS} / ({PREFILL_MS} + {DECODE_MS}) "
                  f"ELSE {prefill_share_by_tokens()} END)")
 TPOT_MS = "(CASE WHEN output_tokens > 1 THEN coalesce(total_ms - ttft_ms, decode_ms) / (output_tokens - 1) END)"
+TTFT_SPLIT = ("(prefill_ms IS NULL AND decode_ms IS NULL AND ttft_ms IS NOT NULL AND total_ms >= ttft_ms "
+              "AND ttft_ms >= coalesce(route_ms, 0) + coalesce(queue_ms, 0))")
+FIRST_TOKEN_MS = f"(CASE WHEN {TTFT_SPLIT} THEN ttft_ms - coalesce(route_ms, 0) - coalesce(queue_ms, 0) END)"
+AFTER_FIRST_TOKEN_MS = f"(CASE WHEN {TTFT_SPLIT} THEN total_ms - ttft_ms END)"
 
 
 def served(alias: str = "") -> str:

@@ -303,11 +303,21 @@ def _fused_length_latency(con: duckdb.DuckDBPyConnection, where: str, params: li
         con.execute(f"DROP TABLE IF EXISTS {_LENGTH_FINE}")
 
 
-#: the segments of a request (finops.latency.stats.SEGMENTS): name -> per-row SQL, null where not logged
+#: the segments of a request (finops.latency.stats.SEGMENTS): name -> per-row SQL, null where not logged.
+#: ``first_token`` and ``after_first_token`` stand in for prefill and decode where only the time to first token
+#: is logged (:data:`finops.sql.TTFT_SPLIT`: LiteLLM's completionStartTime, Langfuse, OTel, LLMPerf, vLLM's
+#: benchmark); service time where none of these is.
 SEGMENT_EXPRS: tuple[tuple[str, str], ...] = (
     ("route", "route_ms"), ("queue", "queue_ms"), ("prefill", "prefill_ms"), ("decode", "decode_ms"),
-    ("service", "CASE WHEN prefill_ms IS NULL AND decode_ms IS NULL THEN service_ms END"),
+    ("first_token", sql.FIRST_TOKEN_MS), ("after_first_token", sql.AFTER_FIRST_TOKEN_MS),
+    ("service", f"CASE WHEN prefill_ms IS NULL AND decode_ms IS NULL AND NOT coalesce({sql.TTFT_SPLIT}, false) "
+                "THEN service_ms END"),
 )
+
+#: the segments' names in words, for charts and sentences
+SEGMENT_LABELS = {"route": "route", "queue": "queue", "prefill": "prefill", "decode": "decode",
+                  "first_token": "to first token", "after_first_token": "after first token", "service": "service",
+                  "other": "other"}
 
 
 def segment_select_sql(where: str = "TRUE") -> str:
@@ -406,7 +416,7 @@ DERIVED: tuple[tuple[str, str, str, int], ...] = (
      "k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE", "length_latency_version", 1),
     ("segments_daily", "day TIMESTAMP, model VARCHAR, batch_id BIGINT, k INTEGER, n BIGINT, lo DOUBLE, hi DOUBLE, "
      "total_sum DOUBLE, " + ", ".join(f"{name}_sum DOUBLE, {name}_n BIGINT" for name, _ in SEGMENT_EXPRS),
-     "segments_version", 1),
+     "segments_version", 2),
 )
 
 

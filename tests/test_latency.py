@@ -299,6 +299,46 @@ def test_slowest_requests_carry_their_segments(synthetic):
     assert_allclose(seg, top.total_ms, rtol=1e-9)
 
 
+def test_a_request_logging_only_its_time_to_first_token_splits_at_it():
+    """LLMPerf's requests (real rows, tests/data) log ttft_s and end_to_end_latency_s, no segment: 'Where the time
+    goes' and the slowest requests were one grey 'other'. Split at the first token: to it, and after it; with a
+    queue logged, the wait for the first token less the queue; a logged prefill or decode keeps the request's own
+    segments, and a TTFT past the total (bad data) splits nothing."""
+    con = store.connect(":memory:")
+    path = DATA / "llmperf" / "individual" / "fireworks_70b.json"
+    ingest_path(con, path, IngestOptions())
+    import json
+    raw = pd.DataFrame(json.loads(path.read_text()))
+    ok = raw[raw["error_code"].isna() & raw["ttft_s"].notna()]
+    ttft, total = ok["ttft_s"] * 1000, ok["end_to_end_latency_s"] * 1000
+    for exact in (True, False):
+        seg = latency.segments(con, Filters(), exact=exact, band=1.0)           # the band: every request
+        parts = seg[seg.percentile == "P50"].set_index("segment")["ms"]
+        assert set(parts.index) == {"first_token", "after_first_token", "other"}
+        assert_allclose(parts["first_token"], ttft.mean(), rtol=1e-9)
+        assert_allclose(parts["after_first_token"], (total - ttft).mean(), rtol=1e-9)
+        assert abs(parts["other"]) < 1e-6
+    top = latency.slowest(con, Filters(), n=3)
+    slowest = ok.assign(total=total, ttft=ttft).sort_values("total", ascending=False).head(3)
+    assert_allclose(top.first_token_ms, slowest.ttft, rtol=1e-9)
+    assert_allclose(top.after_first_token_ms, slowest.total - slowest.ttft, rtol=1e-9)
+    assert_allclose(top.other_ms, 0.0, atol=1e-6)
+    # the same as SQL over hand-made rows: queue logged; prefill logged; TTFT past the total; service alone
+    c = store.connect(":memory:")
+    rows = [dict(request_id="q", queue_ms=300.0, ttft_ms=1000.0, total_ms=4000.0, service_ms=3700.0),
+            dict(request_id="p", prefill_ms=500.0, ttft_ms=900.0, total_ms=2000.0),
+            dict(request_id="bad", ttft_ms=5000.0, total_ms=4000.0),
+            dict(request_id="s", service_ms=1500.0, total_ms=2000.0)]
+    ingest_frame(c, pd.DataFrame(rows).assign(ts=datetime(2026, 3, 2, 10), model="m", status="ok"))
+    got = c.execute("SELECT request_id, " + ", ".join(f"{e} AS {n}" for n, e in latency.SEGMENTS)
+                    + " FROM requests ORDER BY request_id").df().set_index("request_id")
+    assert (got.loc["q", "first_token"], got.loc["q", "after_first_token"], got.loc["q", "queue"]) == (700.0, 3000.0,
+                                                                                                      300.0)
+    assert pd.isna(got.loc["q", "service"])                       # within the split: not counted twice
+    assert got.loc["p", "prefill"] == 500.0 and got.loc[["p", "bad", "s"], "first_token"].isna().all()
+    assert got.loc["s", "service"] == 1500.0
+
+
 def test_coverage_names_the_missing_fields():
     con = store.connect(":memory:")
     ingest_path(con, DATA / "seed_gateway_verbatim.log", IngestOptions(format="gateway-log"))

@@ -51,6 +51,18 @@ def test_latency_by_prompt_length_draws_the_single_bucket_of_a_fixed_prompt(real
     assert len(by_prompt) == 1 and by_prompt[0]["mark"]["point"]
 
 
+def test_where_the_time_goes_splits_llmperf_requests_at_their_first_token(real_db):
+    # LLMPerf logs the time to first token and the end-to-end latency, no segment: both charts were one grey
+    # 'other' bar per row; now the wait for the first token and the rest, named in the legend and the captions
+    at = run_page(real_db, "views/latency.py")
+    assert not at.exception, [e.value for e in at.exception]
+    for start in ("Where the time goes", "The 15 slowest requests"):
+        [spec] = [s for s in _specs(at) if _title(s).startswith(start)]
+        assert spec["encoding"]["color"]["scale"]["domain"] == ["to first token", "after first token"], start
+    said = [c.value for c in at.caption if "splits at its first token" in c.value]
+    assert len(said) == 2
+
+
 def test_an_unpriced_model_has_no_unit_cost_rather_than_a_free_one(real_db):
     # the LLMPerf runs' models (Fireworks, Together names) are in no price book: counted at $0, said in the banner;
     # their unit cost was "$0.000 per 1M tokens", which a finance manager reads as free

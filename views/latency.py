@@ -29,7 +29,13 @@ LOG_WORDS = {"total_ms": "total latency", "queue_ms": "queue wait", "service_ms"
              "input_tokens": "prompt tokens", "output_tokens": "output tokens"}
 SEGMENT_WORDS = {"total_ms": "Total latency", "route_ms": "Routing", "queue_ms": "Queue wait", "prefill_ms": "Prefill",
                  "decode_ms": "Decode", "service_ms": "Service time", "ttft_ms": "Time to first token",
+                 "first_token_ms": "To first token", "after_first_token_ms": "After first token",
                  "other_ms": "Other (unlogged)"}
+
+#: how a request that logs only its time to first token is split (finops.store.SEGMENT_EXPRS)
+TTFT_SPLIT_NOTE = ("A request whose logs give its time to first token but no prefill or decode time splits at its "
+                   "first token: 'to first token' (that wait, less any routing and queue time logged) and 'after "
+                   "first token' (decode and streaming). ")
 
 st.title("Latency")
 f = current_filters()
@@ -140,7 +146,7 @@ else:
     st.caption("Each bar is the mean of each segment over the requests whose total latency lies within ±0.5 percentage "
                "points of that percentile (P99: between P98.5 and P99.5; the request at the percentile in a small "
                "group), so the segments add up to the bar's total, which is close to the percentile itself. 'other' "
-               "is time no logged segment accounts for (network, gateway). "
+               "is time no logged segment accounts for (network, gateway). " + TTFT_SPLIT_NOTE
                + (f"Read from the table of total-latency buckets written at load time: the bands are cut at bucket "
                   f"edges, so a bar's total is within {seg.attrs['max_rel_error']:.0%} of the exact band's. "
                   if seg.attrs.get("max_rel_error") else "") + source_label())
@@ -264,7 +270,7 @@ st.altair_chart(charts.slowest_traces(shown, title=chart_title))
 table, unit, named = duration_columns(shown, [c for c in shown.columns if c.endswith("_ms")])
 bounded_dataframe(table, what="requests", file_name="slowest_requests", placeholder=MISSING, hide_index=True, column_order=[
     c for c in ("request_id", "ts", "model", "tenant", "sla_tier", "replica", "status", *(named.get(m, m) for m in (
-        "total_ms", "queue_ms", "prefill_ms", "decode_ms", "service_ms")), "input_tokens", "output_tokens")
+        "total_ms", "queue_ms", "ttft_ms", "prefill_ms", "decode_ms", "service_ms")), "input_tokens", "output_tokens")
     if c in table and table[c].notna().any() and not (c == "model" and table[c].nunique() == 1)], column_config={
     "request_id": "Request", "model": "Model", "tenant": "Tenant", "sla_tier": "SLA tier", "route": "Route",
     "replica": "Replica", "status": "Status", "input_tokens": st.column_config.NumberColumn("Input tokens", format="%,d"),
@@ -275,4 +281,4 @@ bounded_dataframe(table, what="requests", file_name="slowest_requests", placehol
                                                format="%,.2f" if unit == "s" else "%,.1f")
        for c in named}})
 st.caption("The P99 'trace': each request's own segments. 'other' is the part no logged segment accounts for. "
-           + source_label())
+           + TTFT_SPLIT_NOTE + source_label())

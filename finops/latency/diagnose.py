@@ -739,17 +739,16 @@ def _prefill_finding(con, f, model, ep, worst, start, end) -> Finding:
 def _tail_finding(con, f, model, ep, worst, start, end) -> Finding:
     where, params = f.where()
     trace = con.execute(
-        f"SELECT ts, total_ms, route_ms, queue_ms, prefill_ms, decode_ms, service_ms, replica FROM requests "
+        f"SELECT ts, total_ms, replica, {', '.join(expr for _, expr in store.SEGMENT_EXPRS)} FROM requests "
         f"WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND total_ms IS NOT NULL AND ({sql.OK}) "
         f"ORDER BY total_ms DESC LIMIT 1", params + [model, start, end]).fetchall()
     parts = ""
     if trace:
         t = trace[0]
-        segs = [(name, v) for name, v in (("route", t[2]), ("queue", t[3]), ("prefill", t[4]), ("decode", t[5]),
-                                          ("service", t[6] if t[4] is None and t[5] is None else None))
+        segs = [(store.SEGMENT_LABELS[name], v) for (name, _), v in zip(store.SEGMENT_EXPRS, t[3:], strict=True)
                 if v is not None]
         segs.append(("unlogged (network, gateway, ...)", t[1] - sum(v for _, v in segs)))
-        parts = (f" The slowest request ({t[0]:%H:%M:%S}{', replica ' + t[7] if t[7] else ''}) took {_ms(t[1])}: "
+        parts = (f" The slowest request ({t[0]:%H:%M:%S}{', replica ' + t[2] if t[2] else ''}) took {_ms(t[1])}: "
                  + ", ".join(f"{k} {_ms(v)}" for k, v in segs) + ".")
     metrics = {"requests": int(ep["n"].sum()), "total_p50_ms": worst.total_p50, "total_p99_ms": worst.total_p99,
                "typical_total_p50_ms": worst.typ_total_p50, "typical_total_p99_ms": worst.typ_total_p99}

@@ -958,12 +958,14 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
 
 
 SLOWEST_COLUMNS = store.SLOWEST_COLUMNS
+#: the segments a request's columns do not hold as they are, computed beside them, and the unlogged rest
+_TRACE_SQL = ", ".join([*(f"{expr} AS {name}_ms" for name, expr in SEGMENTS if name.endswith("first_token")),
+                        "total_ms - " + " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS) + " AS other_ms"])
 
 
 def requests_by_id(con: duckdb.DuckDBPyConnection, request_ids) -> pd.DataFrame:
     """The requests named by ``request_ids`` (an incident's), as :func:`slowest` gives them, slowest first."""
-    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
-    query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms FROM requests "
+    query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, {_TRACE_SQL} FROM requests "
              f"WHERE request_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY total_ms DESC NULLS LAST, request_id")
     return con.execute(query, [[str(r) for r in request_ids]]).df()
 
@@ -973,15 +975,16 @@ def slowest(con: duckdb.DuckDBPyConnection, f: Filters, n: int = 20, exact: bool
 
     Over whole hours without a tenant or tier filter, for ``n`` up to ``store.SLOWEST_KEPT`` and unless
     ``exact``, read from ``store.slowest_hourly`` (the slowest of every hour, model and load, written at load
-    time: the same requests, over the whole period); else from the raw rows of ``store.raw_scope``."""
-    known = " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS)
+    time: the same requests, over the whole period); else from the raw rows of ``store.raw_scope``. Besides
+    the stored columns: ``first_token_ms`` and ``after_first_token_ms`` (:data:`finops.store.SEGMENT_EXPRS`) and
+    ``other_ms``."""
     if (not exact and n <= store.SLOWEST_KEPT and not f.tenants and not f.sla_tiers and store.whole_hours(f)
             and store.derived_ready(con, "slowest_hourly")):
         where, params = f.where(ts_col="hour")
-        return con.execute(f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms FROM slowest_hourly "
+        return con.execute(f"SELECT {', '.join(SLOWEST_COLUMNS)}, {_TRACE_SQL} FROM slowest_hourly "
                            f"WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?", params + [int(n)]).df()
     f = _scoped(con, f)
     where, params = _served_where(f, "total_ms IS NOT NULL")
-    query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, total_ms - {known} AS other_ms "
+    query = (f"SELECT {', '.join(SLOWEST_COLUMNS)}, {_TRACE_SQL} "
              f"FROM requests WHERE {where} ORDER BY total_ms DESC, request_id LIMIT ?")
     return con.execute(query, params + [int(n)]).df()
