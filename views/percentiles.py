@@ -41,6 +41,9 @@ field = st.segmented_control("Latency", fields, default=fields[0], key="pct_fiel
                              format_func=lambda c: FIELD_WORDS.get(c, c)) or fields[0]
 what = FIELD_WORDS.get(field, field)
 
+#: below this many requests a group's P99 is its slowest request or next to it (one in a hundred left out)
+TAIL_REQUESTS = 100
+
 # ---------------------------------------------------------------- the table
 st.header(f"P50, P95 and P99 of {what}")
 by = st.segmented_control("Per", list(GROUP_WORDS), default="model", key="lat_by", bind="query-params",
@@ -56,7 +59,12 @@ bounded_dataframe(table, sort_by="requests", order="the most requests", what="gr
        for c in cols}})
 why = f" ({WHY_MISSING[field]})" if field in WHY_MISSING else ""
 absent = f" {MISSING}: that group's logs carry no {what}{why}." if pct[cols].isna().to_numpy().any() else ""
-st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent} " + source_label())
+# a percentile of a handful of requests is (near) the slowest of them: said, with how many groups are such
+few = int((pct["requests"] < TAIL_REQUESTS).sum())
+tiny = (f" A P99 over fewer than {TAIL_REQUESTS} requests (a P95 over fewer than 20) is at or near the group's "
+        f"slowest request, not a tail: read it with its count ({few:,} of the {len(pct):,} groups here)."
+        if few else "")
+st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent}{tiny} " + source_label())
 
 # ---------------------------------------------------------------- over time, one panel per model
 st.header(f"{what.capitalize()} over time, per model")
