@@ -314,6 +314,9 @@ SEGMENT_EXPRS: tuple[tuple[str, str], ...] = (
                 "THEN service_ms END"),
 )
 
+#: the segments computed from other columns rather than stored as such: a trace reads them beside its columns
+COMPUTED_SEGMENTS = ("first_token", "after_first_token")
+
 #: the segments' names in words, for charts and sentences
 SEGMENT_LABELS = {"route": "route", "queue": "queue", "prefill": "prefill", "decode": "decode",
                   "first_token": "to first token", "after_first_token": "after first token", "service": "service",

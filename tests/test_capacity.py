@@ -116,8 +116,8 @@ def test_observed_load_rates_a_partly_logged_hour_over_the_part_logged(tmp_path)
 def test_observed_load_takes_the_replicas_gpus_and_rate_of_the_schedule_in_force_at_the_peak(hand_db):
     """Logs that name no replica, on a fleet whose schedule is declared: the fill read the price book's 7 replicas
     of 2 GPUs at $1.50 while the Cost page billed the peak hour by the schedule (the Mooncake trace: 4 × 8 GPUs at
-    $2.50 declared, 8 × 4 filled). The period covering most of the hour wins: 3 replicas from 10:00 (45 minutes
-    of it), not the 5 until 10:15."""
+    $2.50 declared, 8 × 4 filled). The period covering most of the hour wins: 3 replicas from 10:15 (45 minutes
+    of it), not the 5 until then."""
     from finops.spend import fleets
     hand_db.execute("UPDATE requests SET replica = NULL")
     fleets.save_schedule(hand_db, pd.DataFrame([

@@ -167,10 +167,11 @@ def _num(v) -> float | None:
 def _observed_row(r) -> dict:
     lam = float(r.served) / r.covered_s
     seen = int(r.replicas_seen) if not pd.isna(r.replicas_seen) else 0
+    scheduled = None if pd.isna(r.sched_replicas) else SCHEDULE_WORDS.get(r.sched_source, "the fleet schedule")
     if seen:
         replicas, rep_src = seen, "logs (distinct replica in the peak hour)"
-    elif not pd.isna(r.sched_replicas):
-        replicas, rep_src = int(r.sched_replicas), SCHEDULE_WORDS.get(r.sched_source, "the fleet schedule")
+    elif scheduled:
+        replicas, rep_src = int(r.sched_replicas), scheduled
     elif not pd.isna(r.replicas):
         replicas, rep_src = int(r.replicas), "price book"
     else:
@@ -195,8 +196,7 @@ def _observed_row(r) -> dict:
         "implied_servers": None, "state": "ok", "note": "",
         "tokens_per_request": _num(r.tokens_per_request), "gpus_per_replica": _num(r.gpus_per_replica),
         "gpu_hour_usd": _num(r.gpu_hour_usd),
-        "gpu_source": (SCHEDULE_WORDS.get(r.sched_source, "the fleet schedule") if not pd.isna(r.sched_replicas)
-                       else "price book"),
+        "gpu_source": scheduled or "price book",
     }
     if mean_s is None:
         out.update(state="no_timing", note="the logs carry no service time for this model: no prediction")

@@ -959,7 +959,7 @@ def ttft_tpot(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "mode
 
 SLOWEST_COLUMNS = store.SLOWEST_COLUMNS
 #: the segments a request's columns do not hold as they are, computed beside them, and the unlogged rest
-_TRACE_SQL = ", ".join([*(f"{expr} AS {name}_ms" for name, expr in SEGMENTS if name.endswith("first_token")),
+_TRACE_SQL = ", ".join([*(f"{expr} AS {name}_ms" for name, expr in SEGMENTS if name in store.COMPUTED_SEGMENTS),
                         "total_ms - " + " - ".join(f"coalesce({expr}, 0)" for _, expr in SEGMENTS) + " AS other_ms"])
 
 
