@@ -1074,10 +1074,11 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
     Every threshold is a faint point (thinned evenly to :data:`CASCADE_MAX_POINTS` when the curve
     is longer), the Pareto frontier a line, its convex hull a dashed line; ``chosen`` (a curve row
     as a dict) is a large red point, ``quality_floor`` a dashed horizontal rule, ``baselines``
-    (name, large_call_rate, avg_cost, avg_quality) labelled diamonds and ``random_line`` a dotted line.
+    (name, large_call_rate, avg_cost, avg_quality) labelled diamonds and ``random_line`` a dotted line. An
+    empty ``curve`` (an eval with no confidence) draws the baselines and the random line alone.
     """
     base = baselines.assign(series=baselines["name"]) if baselines is not None and len(baselines) else None
-    present = {"every threshold", "Pareto frontier", "convex hull"}
+    present = {"every threshold", "Pareto frontier", "convex hull"} if len(curve) else set()
     present |= {"random routing"} if random_line is not None and len(random_line) else set()
     present |= set(base["series"]) if base is not None else set()
     present |= {"chosen threshold"} if chosen is not None else set()
@@ -1096,7 +1097,7 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
             x=x, y=y, color=color, order="avg_cost:Q", tooltip=_cascade_tooltip()),
         _chart(hull.assign(series="convex hull")).mark_line(strokeDash=[6, 4], strokeWidth=2).encode(
             x=x, y=y, color=color, order="avg_cost:Q", tooltip=_cascade_tooltip()),
-    ]
+    ] if len(curve) else []          # no confidence to sweep: the baselines alone
     if "random routing" in present:
         layers.append(_chart(random_line.assign(series="random routing")).mark_line(strokeDash=[2, 3]).encode(
             x=x, y=y, color=color, order="avg_cost:Q",

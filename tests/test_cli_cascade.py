@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from numpy.testing import assert_allclose
 
 from finops.cli import build_parser, main
 
@@ -75,6 +76,29 @@ def test_cascade_parametric_file(tmp_path, capsys):
     f.write_text("threshold,escalation_rate,avg_quality\n0.0,0,0.8\n0.8,0.3,0.93\n1.01,1,0.96\n")
     out = run_json(capsys, "cascade", str(f), "--parametric", "--cost-small", "1", "--cost-large", "8")
     assert out["metrics"]["cpt50"] == pytest.approx(0.3 * (0.08 / 0.13))
+
+
+MMLU = str(Path(__file__).resolve().parent / "data" / "routellm_mmlu_abstract_algebra.csv")
+MMLU_MAP = "small_quality=mistralai/Mixtral-8x7B-Instruct-v0.1,large_quality=gpt-4-1106-preview"
+
+
+def test_cascade_without_a_confidence_gives_the_baselines(capsys):
+    """RouteLLM's MMLU abstract algebra: 100 questions, Mixtral right on 32, GPT-4 on 46, GPT-4 alone right on
+    23 (counted from the file's True/False). At $1 and $8 per 1,000: the oracle cascade pays every small call and
+    23 large ones, 1 + 0.23 x 8 = 2.84; the oracle router 0.77 x 1 + 0.23 x 8 = 2.61; both score 32 + 23 = 55 %."""
+    out = run_json(capsys, "cascade", MMLU, "--map", MMLU_MAP, "--cost-small", "1", "--cost-large", "8")
+    assert set(out) == {"baselines", "random_routing", "note"} and "no confidence column" in out["note"]
+    rows = {b["name"]: (b["large_call_rate"], b["avg_cost"], b["avg_quality"]) for b in out["baselines"]}
+    expected = {"small only": (0, 1, 0.32), "direct to large": (1, 8, 0.46), "oracle cascade": (0.23, 2.84, 0.55),
+                "oracle router": (0.23, 2.61, 0.55)}
+    assert rows.keys() == expected.keys()
+    for name, values in expected.items():
+        assert_allclose(rows[name], values, err_msg=name)
+    half = next(r for r in out["random_routing"] if r["escalation_rate"] == 0.5)
+    assert_allclose((half["avg_cost"], half["avg_quality"]), (1 + 0.5 * 8, 0.39))
+    assert main(["cascade", MMLU, "--map", MMLU_MAP, "--cost-small", "1", "--cost-large", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "no threshold to sweep" in text and "oracle router          23.0%         2.61   0.5500" in text
 
 
 def test_cascade_text_output(capsys):

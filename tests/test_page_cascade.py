@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 
+import pyarrow as pa
 import pytest
 from numpy.testing import assert_allclose
 
@@ -149,3 +150,38 @@ def test_sample_fleet_one_pair_at_flat_prices(demo_db):
     assert "of gpt-4o-mini" in body and "flat prices $1.00 and $8.00 per 1,000" in body
     table = _frame(at, "marginal_cost_per_point")
     assert table["avg_cost"].between(1.0, 9.0).all()          # flat: 1 + rate x 8
+
+
+def _upload(at, name: str, path):
+    at.file_uploader(key="eval_upload").set_value((name, path.read_bytes(), "text/csv")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_an_uploaded_eval_without_a_confidence_shows_the_baselines(empty_db):
+    """RouteLLM's MMLU files grade two models per question and carry no confidence. The page required a
+    confidence column, so such a file could not be used at all; now it shows the two models, random routing and
+    the oracles. Hand-counted on abstract algebra (100 questions): Mixtral right on 32, GPT-4 on 46, GPT-4 alone
+    on 23; at the default $1 and $8 per 1,000 the oracle router costs 0.77 x 1 + 0.23 x 8 = $2.61."""
+    from pathlib import Path
+    at = _upload(_open(empty_db, "upload"), "algebra.csv",
+                 Path(__file__).parent / "data" / "routellm_mmlu_abstract_algebra.csv")
+    boxes = {s.label: s for s in at.selectbox}
+    assert boxes["Small model's confidence"].value is None       # optional now: "(none)"
+    boxes["Small model right / score"].set_value("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    boxes["Large model right / score"].set_value("gpt-4-1106-preview")
+    next(b for b in at.button if b.label == "Use these columns").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    body = texts(at)
+    assert "has no confidence column" in body and not at.select_slider
+    assert ("On these 100 queries the small model alone scores **32.00%** at $1.00 per 1,000 requests and the "
+            "large one **46.00%** at $8.00. The large model does better on **23.00%** of them: a router sending "
+            "exactly those to it would score **55.00%** at $2.61 per 1,000") in body
+    table = _frame(at, "large_call_rate").set_index("name")
+    assert_allclose(table.loc[["small only", "direct to large", "oracle cascade", "oracle router"], "avg_cost"],
+                    [1.0, 8.0, 2.84, 2.61])
+    assert at.number_input(key="floor").value == 39.0             # halfway between 32 % and 46 %
+    chart = at.get("vega_lite_chart")[0]
+    series = {s for named in chart.proto.datasets
+              for s in pa.ipc.open_stream(named.data.data).read_all().to_pydict().get("series", [])}
+    assert series == {"random routing", "small only", "direct to large", "oracle cascade", "oracle router"}

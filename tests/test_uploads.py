@@ -68,7 +68,9 @@ def test_load_eval_csv_mapping_booleans_and_costs(tmp_path):
     ("confidence,small_quality,large_quality\n0.9,1,1\n0.5,maybe,1\n", None,
      r"file .*eval\.csv, row 2, field small_quality: 'maybe' is not a finite number"),
     ("confidence,small_quality,large_quality\n,1,1\n", None, r"row 1, field confidence: '' is empty"),
-    ("c,s,l\n0.9,1,1\n", None, r"column 'confidence' \(for confidence\) is not in the file"),
+    ("c,s,l\n0.9,1,1\n", None, r"column 'small_quality' \(for small_quality\) is not in the file"),
+    ("c,s,l\n0.9,1,1\n", "confidence=conf,small_quality=s,large_quality=l",
+     r"column 'conf' \(for confidence\) is not in the file"),
     ("c,s,l,x\n0.9,1,1,-2\n", "confidence=c,small_quality=s,large_quality=l,cost_small=x",
      r"row 1, field x: '-2' is a negative cost"),
     ("c,s,l\n", "confidence=c,small_quality=s,large_quality=l", "no rows"),
@@ -95,6 +97,35 @@ def test_upload_reads_the_routellm_excerpt():
     mapping = {"confidence": "confidence", "small_quality": "mixtral_correct", "large_quality": "gpt4_correct"}
     data = uploads.eval_from_upload(raw, "gsm8k.csv", mapping)
     assert data.n_queries == 1319 and data.source == "gsm8k.csv" and data.cost_small is None
+
+
+MMLU_SMALL, MMLU_LARGE = "mistralai/Mixtral-8x7B-Instruct-v0.1", "gpt-4-1106-preview"
+
+
+def test_an_eval_of_two_models_alone_has_no_confidence():
+    """RouteLLM's MMLU files grade Mixtral and GPT-4 per question with no confidence: they load (the cascade
+    page and CLI show the baselines), where the confidence was required and no column could be chosen."""
+    raw = (DATA / "routellm_mmlu_abstract_algebra.csv").read_bytes()
+    columns = uploads.eval_csv_columns(raw)
+    assert columns == ["prompt", MMLU_SMALL, MMLU_LARGE]
+    assert uploads.guess_mapping(columns)["confidence"] is None
+    data = uploads.eval_from_upload(raw, "algebra.csv", {"confidence": None, "small_quality": MMLU_SMALL,
+                                                          "large_quality": MMLU_LARGE})
+    # the file's True/False, counted by hand: 9 questions only Mixtral gets, 23 only GPT-4, 23 both, 45 neither
+    assert data.confidence is None and data.n_queries == 100
+    assert (data.small_quality.sum(), data.large_quality.sum()) == (32, 46)
+    assert ((data.large_quality > data.small_quality).sum()) == 23
+
+
+def test_a_confidence_column_is_taken_by_its_name_unless_the_mapping_says_none(tmp_path):
+    f = tmp_path / "eval.csv"
+    f.write_text("confidence,small_quality,large_quality\n0.9,1,1\n0.2,0,1\n")
+    assert_allclose(uploads.load_eval_csv(f).confidence, [0.9, 0.2])
+    assert_allclose(uploads.load_eval_csv(f, "small_quality=small_quality").confidence, [0.9, 0.2])
+    assert uploads.load_eval_csv(f, {"confidence": None}).confidence is None
+    g = tmp_path / "graded.csv"
+    g.write_text("small_quality,large_quality\n1,1\n0,1\n")
+    assert uploads.load_eval_csv(g).confidence is None
 
 
 def test_upload_refuses_qualities_outside_0_1():

@@ -46,6 +46,20 @@ CURVE_COLUMNS = {
                                    help="Money saved per quality point given up, moving from the row above."),
 }
 
+
+def show_baselines(frame: pd.DataFrame, label: str) -> None:
+    """The reference policies' table (finops.cascade.sweep.Baselines) and what each is."""
+    st.dataframe(frame, placeholder=MISSING, hide_index=True, column_config={
+        "name": st.column_config.TextColumn("Policy"),
+        "large_call_rate": percent_column("Requests calling the large model (%)", decimals=2),
+        "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%,.3f"),
+        "avg_quality": percent_column("Quality (% correct)", decimals=2)})
+    st.caption("Small only: never escalate. Direct to large: every request to the large model, no small attempt. "
+               "Oracle cascade: escalate exactly the queries the large model gets right and the small one does "
+               "not (small attempt paid); oracle router: the same choice made before calling the small model. "
+               "Random routing (dotted line on the chart): escalate a random share. " + label)
+
+
 st.title("Cascade thresholds and edge vs cloud")
 st.caption("A cascade sends every request to the small model first and escalates it to the large model when the "
            "small model's confidence is under a threshold. Set the threshold high and cost approaches all-large; set it "
@@ -90,10 +104,11 @@ if source == "store":
         if shadow.only_escalated:
             st.warning(shadow.message, icon=":material/warning:")
 elif source == "upload":
-    up = st.file_uploader("Eval CSV: one row per query", type=["csv"],
-                          help="Columns: the small model's confidence, the small model's correctness or score, the "
-                               "large model's; optionally per-query costs. Quality cells may be 0/1, True/False or "
-                               "any score.")
+    up = st.file_uploader("Eval CSV: one row per query", type=["csv"], key="eval_upload",
+                          help="Columns: the small model's correctness or score, the large model's; optionally the "
+                               "small model's confidence (without it, no threshold to sweep: the two models and the "
+                               "best any router could do) and per-query costs. Quality cells may be 0/1, "
+                               "True/False or any score.")
     if up is None:
         st.info("Upload a CSV with one row per evaluated query, for example RouteLLM's GSM8K excerpt in "
                 "`tests/data/routellm_gsm8k_cascade.csv` (Mixtral vs GPT-4).", icon=":material/upload_file:")
@@ -112,6 +127,11 @@ elif source == "upload":
                 labels = {"confidence": "Small model's confidence", "small_quality": "Small model right / score",
                           "large_quality": "Large model right / score", "cost_small": "Small cost (USD per query)",
                           "cost_large": "Large cost (USD per query)"}
+                helps = {"confidence": "Optional: the small model's own score of each answer. Without it there is "
+                                       "no threshold to sweep: the page shows the two models and the best any "
+                                       "router could do.",
+                         "cost_small": "Optional: else the flat prices below.", "cost_large": "Optional: else the "
+                         "flat prices below."}
                 mapping = {}
                 for i, key in enumerate(uploads.MAPPING_KEYS):
                     optional = key not in uploads.REQUIRED_KEYS
@@ -120,7 +140,7 @@ elif source == "upload":
                     mapping[key] = cols[i].selectbox(
                         labels[key], options, index=None if default is None and not optional else
                         options.index(default), placeholder="choose a column",
-                        format_func=lambda c: "(none)" if c is None else c)
+                        format_func=lambda c: "(none)" if c is None else c, help=helps.get(key))
                 st.form_submit_button("Use these columns")
             missing = [labels[k] for k in uploads.REQUIRED_KEYS if not mapping[k]]
             if missing:
@@ -128,7 +148,8 @@ elif source == "upload":
                         icon=":material/table_chart:")
             else:
                 try:
-                    data = uploads.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items() if v})
+                    data = uploads.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items()
+                                                                   if v or k == "confidence"})
                     origin = f"your data: {data.n_queries:,} queries in {up.name}"
                 except InputError as exc:
                     st.error(plain(exc), icon=":material/error:")
@@ -181,7 +202,12 @@ cost_note = ("per-query costs" if mode == "per_query" else
 # ---------------------------------------------------------------------------------------- analysis
 report = base_frame = random_line = None
 try:
-    if data is not None:
+    if data is not None and data.confidence is None:     # two models' grades, no confidence: the baselines
+        per_query = mode == "per_query"
+        only = cascade.baselines(data.small_quality, data.large_quality, data.cost_small if per_query else c_small,
+                                 data.cost_large if per_query else c_large)
+        base_frame, random_line = only.as_frame(), only.random_routing
+    elif data is not None:
         per_query = mode == "per_query"
         report = cascade.analyse(data.confidence, data.small_quality, data.large_quality,
                                  data.cost_small if per_query else c_small, data.cost_large if per_query else c_large)
@@ -197,7 +223,13 @@ except InputError as exc:
     st.error(str(exc), icon=":material/error:")
 
 # the floor starts where this data can meet it (a link's floor is kept on arrival); new data, new default
-default_floor, floor_how = cascade.default_floor(report.curve if report is not None else pd.DataFrame())
+if report is None and base_frame is not None and data is not None:    # no confidence: between the two models
+    ends_only = base_frame[base_frame["name"].isin(["small only", "direct to large"])]
+    default_floor, _ = cascade.default_floor(ends_only)
+    floor_how = ("halfway between the small model alone ({:.1%}) and the large one ({:.1%}), rounded down to 0.5 %"
+                 .format(*ends_only["avg_quality"]))
+else:
+    default_floor, floor_how = cascade.default_floor(report.curve if report is not None else pd.DataFrame())
 floor_for = (source, origin, len(report.curve) if report is not None else 0)
 if "floor_default_for" not in st.session_state and "floor" in st.query_params:
     st.session_state["floor_default_for"] = floor_for
@@ -213,7 +245,29 @@ if abs(floor - default_floor) < 1e-9:
 if report is not None:
     report = replace(report, quality_floor=floor, choice=cascade.cheapest_meeting(report.curve, floor))
 
-if report is None:
+if report is None and base_frame is not None:        # an eval with no confidence: the baselines alone
+    label = f"Source: {origin}; {cost_note}."
+    rows = base_frame.set_index("name")
+    small, large, oracle = rows.loc["small only"], rows.loc["direct to large"], rows.loc["oracle router"]
+    st.info("This file has no confidence column, so there is no threshold to sweep. Shown: the two models alone, "
+            "routing a random share to the large model, and the best any router could do on these queries (the "
+            "oracles, which know each answer's grade). Map a column holding the small model's confidence in each "
+            "answer (its own score, for example its mean token log-probability) to see the cascade's thresholds.",
+            icon=":material/info:")
+    st.markdown(
+        f"On these {data.n_queries:,} queries the small model alone scores **{small.avg_quality:.2%}** at "
+        f"{usd(small.avg_cost)} per 1,000 requests and the large one **{large.avg_quality:.2%}** at "
+        f"{usd(large.avg_cost)}. The large model does better on **{oracle.large_call_rate:.2%}** of them: a router "
+        f"sending exactly those to it would score **{oracle.avg_quality:.2%}** at {usd(oracle.avg_cost)} per 1,000, "
+        "the ceiling a real router approaches.")
+    no_curve = pd.DataFrame(columns=list(cascade.CURVE_COLUMNS), dtype=float)
+    st.altair_chart(charts.cascade_frontier(
+        no_curve, no_curve, no_curve, quality_floor=floor, baselines=base_frame, random_line=random_line,
+        title="Average cost ($ per 1,000 requests) vs quality (% correct) of each policy"))
+    st.caption("Diamonds: each policy; dotted line: routing a random share; dashed rule: the quality floor above. "
+               + label)
+    show_baselines(base_frame, label)
+elif report is None:
     st.info("No curve to draw yet: choose a data source with data above.", icon=":material/show_chart:")
 else:
     label = f"Source: {origin}; {cost_note}."
@@ -274,16 +328,7 @@ else:
         st.caption(f"Metrics not computed: {m.note}." + (" Enter the small-only and large-only qualities above."
                                                           if source == "example" else ""))
     if base_frame is not None and len(base_frame):
-        st.dataframe(base_frame, placeholder=MISSING, hide_index=True, column_config={
-            "name": st.column_config.TextColumn("Policy"),
-            "large_call_rate": percent_column("Requests calling the large model (%)", decimals=2),
-            "avg_cost": USD("Average cost ($ per 1,000 requests)", format="$%,.3f"),
-            "avg_quality": percent_column("Quality (% correct)", decimals=2)})
-        st.caption("Small only: never escalate. Direct to large: every request to the large model, no small attempt. "
-                   "Oracle cascade: escalate exactly the queries the large model gets right and the small one does "
-                   "not (small attempt paid); oracle router: the same choice made before calling the small model. "
-                   "Random routing (dotted line on the chart): escalate a random share. "
-                   + ("The oracles need per-query data. " if source == "example" else "") + label)
+        show_baselines(base_frame, ("The oracles need per-query data. " if source == "example" else "") + label)
 
     # ------------------------------------------------------------------------------------ floors per tenant
     st.subheader("Quality floors per tenant")

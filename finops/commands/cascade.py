@@ -18,9 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="eval CSV, one row per query (or a tau table with --parametric)")
     parser.add_argument("--map", dest="mapping", metavar="KEY=COL,...", action="append",
-                        help="columns for confidence, small_quality, large_quality and optional per-query "
-                             "cost_small, cost_large, comma-separated or the flag repeated (default: columns with "
-                             "those names)")
+                        help="columns for small_quality, large_quality and optional confidence (none: the "
+                             "baselines only), per-query cost_small, cost_large, comma-separated or the flag "
+                             "repeated (default: columns with those names)")
     parser.add_argument("--cost-small", type=float,
                         help="flat cost of one small-model call (any unit, e.g. USD per query)")
     parser.add_argument("--cost-large", type=float,
@@ -46,8 +46,8 @@ def _flat_cost(value: float | None, column: object, name: str) -> float | object
     return column if column is not None else value
 
 
-def build_report(args) -> cascade.CascadeReport:
-    """The same library calls the cascade page makes."""
+def build_report(args) -> cascade.CascadeReport | cascade.Baselines:
+    """The same library calls the cascade page makes: the baselines alone for an eval with no confidence."""
     if args.example_table or args.parametric:
         if args.example_table:
             table = cascade.example_table()
@@ -65,8 +65,25 @@ def build_report(args) -> cascade.CascadeReport:
     data = uploads.load_eval_csv(args.file, args.mapping)
     cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
     cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")
+    if data.confidence is None:            # two models' grades alone: what any router could reach
+        return cascade.baselines(data.small_quality, data.large_quality, cs, cl)
     return cascade.analyse(data.confidence, data.small_quality, data.large_quality, cs, cl,
                            quality_floor=args.quality_floor)
+
+
+NO_CONFIDENCE = ("the file has no confidence column (map one with --map confidence=COLUMN): no threshold to "
+                 "sweep, only the policies any router is measured against")
+
+
+def _print_baselines(base: cascade.Baselines, as_json: bool) -> None:
+    if as_json:
+        print_json({"baselines": base.as_frame().to_dict(orient="records"),
+                    "random_routing": base.random_routing.to_dict(orient="records"), "note": NO_CONFIDENCE})
+        return
+    print(NO_CONFIDENCE[0].upper() + NO_CONFIDENCE[1:] + "\n")
+    print(f"{'policy':<16} {'large calls':>11} {'avg cost':>12} {'quality':>8}")
+    for row in base.as_frame().itertuples(index=False):
+        print(f"{row.name:<16} {row.large_call_rate:>11.1%} {row.avg_cost:>12.6g} {row.avg_quality:>8.4f}")
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -75,6 +92,9 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def run(args) -> int:
     report = build_report(args)
+    if isinstance(report, cascade.Baselines):
+        _print_baselines(report, args.json)
+        return 0
     if args.json:
         print_json(report.to_json_dict())
         return 0

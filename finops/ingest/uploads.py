@@ -10,9 +10,9 @@
 * **Text CSVs** (:func:`read_text_csv`, :func:`read_csv`): a user's CSV, or a clear
   :class:`~finops.errors.InputError` naming the file.
 * **Eval CSVs** (:func:`load_eval_csv`, :func:`eval_from_upload`, :func:`eval_csv_columns`,
-  :func:`guess_mapping`, :func:`parse_mapping`): one row per query with a confidence, the small and
-  the large model's quality and optionally per-query costs, as :class:`EvalData` for the cascade sweep
-  (:mod:`finops.cascade.sweep`).
+  :func:`guess_mapping`, :func:`parse_mapping`): one row per query with the small and the large model's
+  quality, optionally the small model's confidence (without it, no threshold to sweep) and per-query costs,
+  as :class:`EvalData` for the cascade sweep (:mod:`finops.cascade.sweep`).
 * **Threshold tables** (:func:`load_parametric_csv`): a hand-made tau table.
 * **RTT samples** (:func:`load_rtt_samples`, :func:`rtt_samples_from_upload`): round-trip times in ms
   for the edge-versus-cloud policies (:mod:`finops.cascade.edge`).
@@ -207,10 +207,11 @@ class EvalData:
     """Per-query evaluation data ready for :func:`finops.cascade.sweep.sweep`.
 
     ``cost_small``/``cost_large`` are per-query arrays when the file had cost
-    columns, else ``None`` (use flat prices).
+    columns, else ``None`` (use flat prices). ``confidence`` is ``None`` when the file has none (an eval of
+    two models alone, as RouteLLM's): no threshold to sweep, only :func:`finops.cascade.sweep.baselines`.
     """
 
-    confidence: np.ndarray
+    confidence: np.ndarray | None
     small_quality: np.ndarray
     large_quality: np.ndarray
     cost_small: np.ndarray | None
@@ -219,11 +220,12 @@ class EvalData:
 
     @property
     def n_queries(self) -> int:
-        return int(self.confidence.size)
+        return int(self.small_quality.size)
 
 
 MAPPING_KEYS: tuple[str, ...] = ("confidence", "small_quality", "large_quality", "cost_small", "cost_large")
-REQUIRED_KEYS: tuple[str, ...] = MAPPING_KEYS[:3]
+#: an eval needs the two models' qualities; without a confidence it gives the baselines but no threshold
+REQUIRED_KEYS: tuple[str, ...] = ("small_quality", "large_quality")
 _BOOL_WORDS = {"true": 1.0, "false": 0.0, "t": 1.0, "f": 0.0, "yes": 1.0, "no": 0.0}
 
 
@@ -247,18 +249,23 @@ def mapping_pairs(text: str | list[str] | None, *, named: str = "mapping",
 
 
 def parse_mapping(text: str | list[str] | Mapping[str, str] | None) -> dict[str, str]:
-    """``"confidence=conf,small_quality=mixtral"`` -> a dict (:func:`mapping_pairs`); unmapped keys map to
-    themselves.
+    """``"confidence=conf,small_quality=mixtral"`` -> a dict (:func:`mapping_pairs`); the two qualities
+    unmapped map to columns of their own names; the costs and the confidence only when given (a dict may give
+    the confidence ``None``: no confidence column, even if the file has one named so).
 
     >>> parse_mapping("confidence=c, small_quality=s")["large_quality"]
     'large_quality'
+    >>> sorted(parse_mapping({"small_quality": "s", "large_quality": "l", "confidence": None, "cost_small": None}).items())
+    [('confidence', None), ('large_quality', 'l'), ('small_quality', 's')]
     """
     pairs = dict(text) if isinstance(text, Mapping) else mapping_pairs(text)
     unknown = sorted(set(pairs) - set(MAPPING_KEYS))
     if unknown:
         raise InputError(f"unknown mapping key(s) {unknown}; use {', '.join(MAPPING_KEYS)}", field="map")
-    mapping = {k: pairs.get(k, k) for k in REQUIRED_KEYS}
-    mapping.update({k: pairs[k] for k in MAPPING_KEYS[3:] if k in pairs})
+    mapping = {k: pairs.get(k) or k for k in REQUIRED_KEYS}
+    mapping.update({k: pairs[k] for k in MAPPING_KEYS if k not in REQUIRED_KEYS and pairs.get(k)})
+    if "confidence" in pairs and not pairs["confidence"]:
+        mapping["confidence"] = None
     return mapping
 
 
@@ -286,15 +293,19 @@ def _parse_column(raw: pd.Series, *, file: str, key: str, column: str, cost: boo
 def load_eval_csv(path: str | Path, mapping: str | list[str] | Mapping[str, str] | None = None) -> EvalData:
     """Read an eval CSV: one row per query, columns mapped by ``mapping``.
 
-    ``mapping`` names the columns for ``confidence``, ``small_quality`` and
-    ``large_quality`` (default: columns with those names) and optionally
-    ``cost_small``/``cost_large`` (per-query costs, >= 0). Quality cells may
+    ``mapping`` names the columns for ``small_quality`` and ``large_quality``
+    (default: columns with those names) and optionally ``confidence`` (default:
+    a column named so, if the file has one; else the eval has no confidence)
+    and ``cost_small``/``cost_large`` (per-query costs, >= 0). Quality cells may
     be numbers or True/False. Rows are numbered from 1 = first data row in
     error messages, which name the file, row and column.
     """
     path = Path(path)
     cols = parse_mapping(mapping)
     frame = read_text_csv(path)
+    if "confidence" not in cols and "confidence" in frame.columns:
+        cols["confidence"] = "confidence"
+    cols = {key: column for key, column in cols.items() if column is not None}
     for key, column in cols.items():
         if column not in frame.columns:
             raise InputError(f"column {column!r} (for {key}) is not in the file; columns are "
@@ -303,7 +314,7 @@ def load_eval_csv(path: str | Path, mapping: str | list[str] | Mapping[str, str]
         raise InputError("the file has a header but no rows", file=str(path))
     data = {key: _parse_column(frame[column], file=str(path), key=key, column=column,
                                cost=key.startswith("cost_")) for key, column in cols.items()}
-    return EvalData(data["confidence"], data["small_quality"], data["large_quality"],
+    return EvalData(data.get("confidence"), data["small_quality"], data["large_quality"],
                     data.get("cost_small"), data.get("cost_large"), str(path))
 
 
@@ -324,7 +335,7 @@ def guess_mapping(columns) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for key in MAPPING_KEYS:
         exact = [c for c in cols if c.lower() == key]
-        fuzzy = [c for c in cols if any(h in c.lower() for h in hints[key])] if key in REQUIRED_KEYS else []
+        fuzzy = [c for c in cols if any(h in c.lower() for h in hints[key])] if key in hints else []
         out[key] = (exact or fuzzy or [None])[0]
     return out
 
