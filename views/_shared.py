@@ -86,6 +86,15 @@ def bounded_dataframe(frame, where=None, *, sort_by: str | None = None, order: s
                               on_click="ignore", key=f"full-{file_name}-{total}")
 
 
+def metric_row(n: int, where=None) -> list:
+    """``n`` slots for ``st.metric`` cards side by side in ``where`` (default: the page), each filled once
+    (``slot.metric(...)``). Each card is as wide as its label and value need: the cards share the row and wrap
+    to a new line on a narrow screen, where ``st.columns(n)`` gave each a fixed share and cut its label and value
+    ("Saving (USD) −$43…" at 1,100 px)."""
+    row = (where or st).container(horizontal=True)
+    return [row.empty() for _ in range(n)]
+
+
 def percent_column(label: str, decimals: int = 1, bar: bool = False, **kwargs):
     """A column of shares (0.8965) shown as percents with a fixed number of decimals ("89.7%"; Streamlit's
     "percent" alone trims them, "89.6%" over "89.65%"): its ``step`` sets them. ``bar``: a progress bar from 0 to

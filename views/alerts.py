@@ -12,6 +12,7 @@ from views._shared import (
     current_filters,
     cursor,
     filter_caption,
+    metric_row,
     no_alert_state,
     plain,
     query,
@@ -59,7 +60,7 @@ if frame.empty:
 else:
     rules_not_judged(f)         # what the rules could not judge: no raw rows, or no latency in the logs
     is_open = frame["state"] == "open"
-    c = st.columns(5)
+    c = metric_row(5)
     for col, sev in zip(c, alerts.SEVERITIES, strict=False):
         col.metric(f"Open {sev} alerts", f"{int((is_open & (frame['severity'] == sev)).sum()):,}", border=True)
     c[3].metric("Acknowledged", f"{int((frame['state'] == 'acknowledged').sum()):,}", border=True)

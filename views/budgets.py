@@ -11,6 +11,7 @@ from views._shared import (
     current_filters,
     cursor,
     empty_state,
+    metric_row,
     percent_column,
     query,
     save_edits,
@@ -76,7 +77,7 @@ else:
     elif is_sample:
         st.info("These budgets are examples the sample store was built with; set your own under \"Set budgets\".",
                 icon=":material/info:")
-    c = st.columns(4)
+    c = metric_row(4)
     c[0].metric("Tenants over budget",
                 f"{int(n.get('over budget', 0))} of {len(budgeted)}" if len(budgeted) else MISSING,
                 help="Tenants whose forecast month-end spend is above their budget, of those with a budget this month; — when "

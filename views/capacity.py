@@ -19,6 +19,7 @@ from views._shared import (
     current_filters,
     filter_caption,
     fleet_wide,
+    metric_row,
     percent_column,
     plain,
     query,
@@ -234,7 +235,7 @@ redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5,
 res = calculator.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s, target_utilization=rho_target,
                            redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
 q = res.queue
-k1, k2, k3, k4, k5 = st.columns(5)
+k1, k2, k3, k4, k5 = metric_row(5)
 k1.metric("Utilisation", "no servers" if res.state == "no_servers" else f"{q.utilization:,.1%}", border=True,
           help=f"Utilisation (ρ) = arrivals per second (λ) / (slots c × rate per slot μ), with c = {int(replicas):,} × {int(slots):,} = {res.servers:,} slots.")
 k2.metric("P(wait)", f"{q.p_wait:.1%}", border=True, help="Share of requests that queue at all (Erlang C).")
@@ -290,8 +291,8 @@ need = calculator.fleet_cost(res.required_replicas_with_redundancy, int(gpus), g
 left, right = st.columns(2)
 left.markdown(f"**Your {now.replicas:,} replica{'s' if now.replicas != 1 else ''}**")
 right.markdown(f"**The {need.replicas:,} replica{'s' if need.replicas != 1 else ''} needed** (with redundancy)")
-m1, m2 = left.columns(2)
-m3, m4 = right.columns(2)
+m1, m2 = metric_row(2, left)
+m3, m4 = metric_row(2, right)
 m1.metric("$ per hour", usd(now.cost_per_hour_usd), border=True,
           help=f"{now.replicas:,} replicas × {int(gpus)} GPUs × {usd(gpu_usd)} per GPU-hour, busy or idle.")
 m2.metric("$ per 1M tokens", usd(now.cost_per_1m_tokens), border=True,
@@ -382,7 +383,7 @@ else:
                 continue
             # the span named once above the row (in each label it was cut short)
             st.markdown(f"**{span[0].upper() + span[1:]}**")
-            r1, r2, r3, r4 = st.columns(4)
+            r1, r2, r3, r4 = metric_row(4)
             r1.metric("Replica-hours billed", f"{comparison.replica_hours_billed:,.0f}", border=True,
                       help=f"{span[0].upper() + span[1:]}: {usd(comparison.cost_billed_usd)}, replicas × GPUs × $ per "
                            "GPU-hour of each hour.")
@@ -476,7 +477,7 @@ if points is not None:
     tested = t4.number_input("Instances behind the tested endpoint", min_value=1, max_value=calculator.MAX_INSTANCES, value=1, step=1, key="cap_lt_tested")
     fit = fit_loadtest(points, target_qps=target_qps, p99_target_s=p99_target, redundancy=lt_red / 100,
                                 instances_tested=int(tested))
-    n1, n2, n3, n4 = st.columns(4)
+    n1, n2, n3, n4 = metric_row(4)
     n1.metric("Per instance (req/s)", f"{number(fit.per_instance_qps, 3)}" if fit.per_instance_qps else "none", border=True,
               help=f"The most one instance serves with P99 ≤ {p99_target:g} s (interpolated between the loads "
                    "tested); none when no load meets it.")
@@ -558,7 +559,7 @@ with forecast_box:
             fc = fp.forecast
             if fp.message:
                 st.warning(f"Short history: {fp.message}.", icon=":material/warning:")
-            h1, h2, h3, h4 = st.columns(4)
+            h1, h2, h3, h4 = metric_row(4)
             h1.metric("Peak forecast (req/s)", f"{number(fp.peak_qps)}", border=True)
             h2.metric("Peak replicas", f"{fp.peak_replicas:,}", border=True,
                       help="The most replicas any forecast hour needs, redundancy included.")

@@ -22,6 +22,7 @@ from views._shared import (
     cursor,
     data_origin,
     filter_caption,
+    metric_row,
     percent_column,
     plain,
     query,
@@ -280,7 +281,7 @@ else:
                          format_func=lambda j: f"{thresholds[j]:.4g} (escalate {pts['escalation_rate'].iloc[j]:.0%})",
                          help="Confidence threshold (τ); starts at the cheapest one meeting the quality floor.")
     point = cascade.CascadePoint(*(float(pts[c].iloc[i]) for c in cascade.CURVE_COLUMNS))
-    m1, m2, m3, m4 = st.columns(4)
+    m1, m2, m3, m4 = metric_row(4)
     m1.metric("Confidence threshold", f"{point.threshold:.4g}", border=True, help="Confidence threshold (τ)")
     m2.metric("Escalated", f"{point.escalation_rate:.1%}", border=True,
               help="Share of requests escalated to the large model at this threshold.")
@@ -314,7 +315,7 @@ else:
 
     st.subheader("Routing metrics and baselines")
     m = report.metrics
-    k1, k2, k3 = st.columns(3)
+    k1, k2, k3 = metric_row(3)
     k1.metric("Quality gap recovered (APGR)", MISSING if m.apgr is None else f"{m.apgr:.3f}", border=True,
               help="Average performance gap recovered over all escalation rates (RouteLLM): 0.5 = random routing, "
                    "1 = perfect.")
@@ -400,7 +401,7 @@ except InputError as exc:
     decision = None
 if decision is not None:
     be = decision.break_even
-    d1, d2, d3, d4 = st.columns(4)
+    d1, d2, d3, d4 = metric_row(4)
     d1.metric("Gain worth ($/request)", usd(decision.benefit_usd), border=True)
     d2.metric("Escalating ($/request)", usd(decision.cost_usd), border=True,
               help=f"Cost of escalating one request: inference + network {usd(decision.money_cost_usd)}, latency {usd(decision.latency_cost_usd)}.")

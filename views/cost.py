@@ -20,6 +20,7 @@ from views._shared import (
     filter_caption,
     fleet_wide,
     kind_column,
+    metric_row,
     nothing_priced_state,
     percent_column,
     plain,
@@ -196,7 +197,7 @@ else:
     for r in gpu.summary[gpu.summary["model"].isin(top_panels(gpu.summary["model"], "self-hosted models"))].itertuples(
             index=False):
         st.markdown(f"**{plain(r.model)}**")
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3, c4 = metric_row(4)
         c1.metric("Fleet cost (USD)", usd(r.fleet_cost_usd), border=True,
                   help="Replicas × GPUs per replica × $ per GPU-hour, over the hours the fleet ran in the period.")
         c2.metric("Allocated (USD)", usd(r.allocated_usd), border=True,
@@ -270,7 +271,7 @@ else:
     billed = reconciled.dropna(subset=["billed_usd"])
     if len(billed):
         logs_usd, billed_usd = float(billed["logs_cost_usd"].sum()), float(billed["billed_usd"].sum())
-        b1, b2, b3 = st.columns(3)
+        b1, b2, b3 = metric_row(3)
         b1.metric("Your logs say (USD)", usd(logs_usd), border=True,
                   help="Every request of the billed models in the period, as every page counts it.")
         b2.metric("The provider billed (USD)", usd(billed_usd), border=True,

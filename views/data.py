@@ -22,6 +22,7 @@ from views._shared import (
     cursor,
     ingester_status_frame,
     kind_column,
+    metric_row,
     plain,
     query,
     save_edits,
@@ -236,7 +237,7 @@ if reports:
             st.markdown(f"**{plain(r['file'])}** read as `{r['format']}`"
                         + (f", batch {r['batch_id']}" if r["batch_id"] is not None else "")
                         + (" — already loaded: the same file read the same way adds nothing" if already else ""))
-            c = st.columns(4)
+            c = metric_row(4)
             c[0].metric("Rows read", f"{r['rows_read']:,}")
             c[1].metric("Rows ingested", f"{r['rows_ingested']:,}")
             c[2].metric("Rows rejected", f"{r['rows_rejected']:,}")

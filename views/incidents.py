@@ -12,6 +12,7 @@ from views._shared import (
     current_filters,
     cursor,
     filter_caption,
+    metric_row,
     no_alert_state,
     plain,
     query,
@@ -64,7 +65,7 @@ if not items:
                    "spike stands out against each model's usual behaviour.", icon=":material/check_circle:")
 else:
     counts = {s: sum(1 for i in items if i.severity == s) for s in incidents.SEVERITIES}
-    cols = st.columns(3)
+    cols = metric_row(3)
     for col, sev in zip(cols, incidents.SEVERITIES, strict=True):
         col.metric(f"{sev.capitalize()} incidents", f"{counts[sev]:,}", border=True)
     st.caption("One incident is every alert and diagnosis finding of one model whose hours overlap or touch. "
@@ -90,7 +91,7 @@ else:
                 for line in inc.evidence:
                     st.markdown(f"- {plain(line)}")
             with right:
-                m1, m2, m3 = st.columns(3)
+                m1, m2, m3 = metric_row(3)
                 m1.metric("Lasted", incidents.minutes_text(inc.minutes))
                 m2.metric("Hit", f"{inc.affected:,}",
                           help="Requests hit: failed, answered over their tier's SLA, or (a decode finding) slower in decode "
