@@ -12,6 +12,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    metric_row,
     percent_column,
     plain,
     query,
@@ -98,7 +99,7 @@ else:
     requests_total = int(cache["requests"].sum())
     saved = float(cache["saved_usd"].fillna(0).sum())
     scaled = float(cache["saved_if_fleet_scaled_usd"].fillna(0).sum())
-    m = st.columns(3)
+    m = metric_row(3)
     m[0].metric("Cache hit rate", share_text(hits / requests_total), border=True,
                 help="Requests served from the semantic cache over all requests.")
     m[1].metric("Cache hits", f"{hits:,}", border=True)
@@ -119,7 +120,7 @@ if not casc.cascade_rows:
     st.info("No cascade in these logs (no row with `strategy = 'cascade'` and an `escalated` flag).",
             icon=":material/info:")
 else:
-    m = st.columns(3)
+    m = metric_row(3)
     # as the Overview writes it (its KPI "Cascade escalation rate"): the same figure, the same digits
     m[0].metric("Escalation rate", format_value("pct", casc.escalation_rate),
                 border=True, help="Escalated small-model attempts per cascade request; — with no cascade requests.")
@@ -257,14 +258,15 @@ except InputError as exc:
 if wi is None:
     empty_state("No request served by a model matches these filters.")
     st.stop()
-m = st.columns(3)
+m = metric_row(3)
 m[0].metric("Today's routing (repriced)", usd(wi.actual_usd), border=True,
             help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
 m[1].metric("Answers graded correct today", _share(wi.actual_quality), border=True,
             help="Estimated from the graded requests in these logs; unknown where a model has none.")
 m[2].metric("Mean latency today", duration_ms(wi.actual_mean_ms), border=True,
-            help="— when no request in these filters records a latency.")
-m = st.columns(3)
+            help="Mean time a caller waited for an answer: an escalated cascade request counts its small attempt and "
+                 "its large answer. — when no request in these filters records a latency.")
+m = metric_row(3)
 m[0].metric(f"Spend under {policy}", usd(wi.counterfactual_usd),
             delta=None if wi.delta_pct is None or policy == "as-logged" else
             f"{wi.delta_pct:+.1f}% ({'−' if wi.delta_usd < 0 else '+'}{usd(abs(wi.delta_usd))})",
