@@ -601,8 +601,9 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
         + ("(the escalation rate observed in these logs)." if escalation_rate is None and p_obs is not None
            else "(a common starting point; these logs show no cascade)." if escalation_rate is None
            else "(set by hand)."),
-        "Latency: the mean total latency estimated from each target model's observed per-token rates "
-        "(least squares of service time on input and output tokens, plus its mean wait).",
+        "Latency: the mean time a caller waits per answer (an escalated request waits for both calls); a request "
+        "that stays on its model keeps its logged latency, a moved one is estimated from the target model's observed "
+        "per-token rates (least squares of service time on input and output tokens, plus its mean wait).",
     ]
     priced_models = set(prices.loc[prices["input_usd_per_1m"].notna(), "model"])
     unpriced = basis[~basis["model"].isin(priced_models)].groupby("model")["requests"].sum()
