@@ -194,10 +194,30 @@ def thin_points(frame: pd.DataFrame, x: str, *, max_points: int = MAX_POINTS, su
     return frame[frame[x].isin(kept)], f"one in every {k} of the {len(xs):,} {unit} shown (at most {max_points:,} points a chart)"
 
 
+#: the longest line of a chart's title or subtitle, in characters: Vega cuts a longer line with an ellipsis at the
+#: chart's width, and two charts side by side at 1,280 px wide have room for about 50 ("Share of requests by RTT
+#: (ms): green where escala…"); a longer title wraps to more lines instead
+TITLE_LINE_CHARS = 48
+
+
+def _lines(text: str) -> str | list[str]:
+    """``text`` as it fits a chart's title: itself when short, else lines of at most :data:`TITLE_LINE_CHARS`."""
+    import textwrap
+    lines = textwrap.wrap(text, TITLE_LINE_CHARS, break_long_words=False, break_on_hyphens=False)
+    return text if len(lines) <= 1 else lines
+
+
 def _titled(title, *notes: str | None):
-    """The chart's title, with the bounds applied to its data as a subtitle (said on screen)."""
-    said = [n[0].upper() + n[1:] + "." for n in notes if n]
-    return alt.TitleParams(text=title, subtitle=said) if said else title
+    """The chart's title (wrapped to lines that fit, :func:`_lines`), with the bounds applied to its data as a
+    subtitle (said on screen)."""
+    said = [line for n in notes if n for line in _as_list(_lines(n[0].upper() + n[1:] + "."))]
+    text = _lines(title) if isinstance(title, str) else title
+    return alt.TitleParams(text=text, subtitle=said) if said else (
+        alt.TitleParams(text=text) if isinstance(text, list) else text)
+
+
+def _as_list(lines: str | list[str]) -> list[str]:
+    return lines if isinstance(lines, list) else [lines]
 
 
 def _log_scale(values) -> alt.Scale:
@@ -324,7 +344,7 @@ def spend_over_time(frame: pd.DataFrame, grain: str, title: str = "Spend over ti
                  alt.Tooltip("series:N", title="Model"),
                  alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f"),
                  alt.Tooltip("sum(requests):Q", title="Requests", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=320)
+    ).properties(autosize=FIT_X, title=_titled(title), height=320)
 
 
 def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt.Chart:
@@ -339,7 +359,7 @@ def top_tenants(table: pd.DataFrame, title: str = "Top tenants by spend") -> alt
                  alt.Tooltip("share_pct:Q", title="Share of tenant spend (%)", format=".1f"),
                  _text_tip("previous_cost_usd", "Previous period (USD)"), _text_tip("change_pct", "Change (%)"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=max(140, 30 * len(data)))
+    ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 30 * len(data)))
 
 
 def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of the top tenants") -> alt.Chart:
@@ -357,7 +377,7 @@ def tenant_trend(trend: pd.DataFrame, grain: str, title: str = "Spend trend of t
         tooltip=[_time_tip("period", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("tenant:N", title="Tenant"),
                  alt.Tooltip("cost_usd:Q", title="Spend (USD)", format="$,.2f")],
-    ).properties(autosize=FIT_X, title=title, height=320)
+    ).properties(autosize=FIT_X, title=_titled(title), height=320)
 
 
 def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model and tenant") -> alt.Chart:
@@ -386,7 +406,7 @@ def cost_heatmap(matrix: pd.DataFrame, title: str = "$ per 1M tokens by model an
         text=alt.Text("cost_per_1m_tokens:Q", format="$,.2f"),
         color=alt.condition(f"datum.cost_per_1m_tokens > {_dark_cell_threshold(data)}", alt.value("white"), alt.value("black")),
         tooltip=tooltip)
-    return (cells + labels).properties(autosize=FIT_X, title=title, height=max(160, 40 * data["model"].nunique()))
+    return (cells + labels).properties(autosize=FIT_X, title=_titled(title), height=max(160, 40 * data["model"].nunique()))
 
 
 def log_legend_values(values) -> list[float]:
@@ -451,7 +471,7 @@ def token_mix(tokens_long: pd.DataFrame, classes: Sequence[str], title: str = "T
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("token_class:N", title="Tokens"),
                  alt.Tooltip("sum(tokens):Q", title="Tokens", format=","),
                  alt.Tooltip("share_pct:Q", title="Share (%)", format=".1f")],
-    ).properties(autosize=FIT_X, title=title, height=max(140, 36 * data["model"].nunique()))
+    ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 36 * data["model"].nunique()))
 
 
 def cost_parts(cost_long: pd.DataFrame, parts: Sequence[str],
@@ -470,7 +490,7 @@ def cost_parts(cost_long: pd.DataFrame, parts: Sequence[str],
                         scale=_labelled_scale(parts)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("part:N", title="Cost from"),
                  alt.Tooltip("sum(cost_usd):Q", title="Spend (USD)", format="$,.2f")],
-    ).properties(autosize=FIT_X, title=title, height=max(140, 36 * cost_long["model"].nunique()))
+    ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 36 * cost_long["model"].nunique()))
 
 
 def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by model") -> alt.Chart:
@@ -493,7 +513,7 @@ def cost_per_request(hist: pd.DataFrame, title: str = "Cost of one request, by m
                  alt.Tooltip("bin_hi_usd:Q", title="To (USD)", format="$,.6f"),
                  alt.Tooltip("requests:Q", title="Requests", format=","),
                  alt.Tooltip("share_pct:Q", title="Share (%)", format=".1f")],
-    ).properties(autosize=FIT_X, title=title, height=320)
+    ).properties(autosize=FIT_X, title=_titled(title), height=320)
 
 
 def gpu_cost(series: pd.DataFrame, grain: str, model: str) -> alt.Chart:
@@ -545,7 +565,7 @@ def utilization(series: pd.DataFrame, grain: str, title: str = "GPU utilisation 
                  alt.Tooltip("utilization_pct:Q", title="Utilisation (%)", format=".2f"),
                  alt.Tooltip("fleet_cost_usd:Q", title="Fleet cost (USD)", format="$,.2f"),
                  alt.Tooltip("idle_usd:Q", title="Idle (USD)", format="$,.2f")],
-    ).properties(autosize=FIT_X, title=title, height=240)
+    ).properties(autosize=FIT_X, title=_titled(title), height=240)
 
 
 def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
@@ -576,7 +596,7 @@ def budget_burn(daily: pd.DataFrame, title: str) -> alt.Chart:
             color="#d62728", strokeWidth=2).encode(
             y="budget_usd:Q", tooltip=[alt.Tooltip("budget_usd:Q", title="Budget (USD)", format="$,.2f")])
         layers.append(rule)
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=260)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=260)
 
 
 def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend against budget") -> alt.Chart:
@@ -606,7 +626,7 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
         tooltip=tip)
     tick = _chart(data.dropna(subset=["budget_usd"])).mark_tick(color="#d62728", thickness=3, size=22).encode(
         y=y, x=alt.X("budget_usd:Q", title=x_title), tooltip=tip)
-    return alt.layer(spent, interval, point, tick).properties(autosize=FIT_X, title=title, height=max(160, 34 * len(data)))
+    return alt.layer(spent, interval, point, tick).properties(autosize=FIT_X, title=_titled(title), height=max(160, 34 * len(data)))
 
 
 # ---------------------------------------------------------------- routing and latency
@@ -680,7 +700,7 @@ def share_over_time(mix: pd.DataFrame, grain: str, measure: str = "spend_share",
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
                  alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
                              format="$,.2f" if absolute == "cost_usd" else ",")],
-    ).properties(autosize=FIT_X, title=title, height=260)
+    ).properties(autosize=FIT_X, title=_titled(title), height=260)
 
 
 def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", series_title: str = "Route",
@@ -705,7 +725,7 @@ def share_by_split(mix: pd.DataFrame, split: str, measure: str = "spend_share", 
                  alt.Tooltip("share_pct:Q", title=f"Share of {what} (%)", format=".1f"),
                  alt.Tooltip(f"{absolute}:Q", title=what.capitalize() + (" (USD)" if absolute == "cost_usd" else ""),
                              format="$,.2f" if absolute == "cost_usd" else ",")],
-    ).properties(autosize=FIT_X, title=title, height=max(120, 28 * data[split].nunique()))
+    ).properties(autosize=FIT_X, title=_titled(title), height=max(120, 28 * data[split].nunique()))
 
 
 def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by model") -> alt.Chart:
@@ -737,7 +757,7 @@ def cache_savings(frame: pd.DataFrame, title: str = "Semantic-cache hit rate by 
         scale=alt.Scale(domain=["API (price book)", "self-hosted (paid by the hour)", "not in the price book"],
                         range=[PALETTE[2], PALETTE[0], IDLE_COLOR])))
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="label:N")
-    return (bars + text).properties(autosize=FIT_X, title=title, height=max(120, 36 * len(data)))
+    return (bars + text).properties(autosize=FIT_X, title=_titled(title), height=max(120, 36 * len(data)))
 
 
 def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade escalation rate") -> alt.Chart:
@@ -753,7 +773,7 @@ def escalation_over_time(over: pd.DataFrame, grain: str, title: str = "Cascade e
                  alt.Tooltip("rate_pct:Q", title="Escalation rate (%)", format=".1f"),
                  alt.Tooltip("escalations:Q", title="Escalations", format=","),
                  alt.Tooltip("cascade_requests:Q", title="Cascade rows", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=220)
+    ).properties(autosize=FIT_X, title=_titled(title), height=220)
 
 
 def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
@@ -790,7 +810,7 @@ def prompt_lengths(by_length: pd.DataFrame, threshold: float, unit: str,
     rule = _chart(pd.DataFrame({"t": [max(threshold, 1)], "label": [f"threshold {threshold:,.0f} {unit}"]})
                      ).mark_rule(color="#d62728", strokeWidth=2).encode(
         x=alt.X("t:Q", scale=x_scale), tooltip=[alt.Tooltip("label:N", title="")])
-    return alt.layer(lines, points, rule).properties(autosize=FIT_X, title=title, height=260)
+    return alt.layer(lines, points, rule).properties(autosize=FIT_X, title=_titled(title), height=260)
 
 
 def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual vs what-if") -> alt.Chart:
@@ -811,7 +831,7 @@ def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("scenario:N", title=""),
                  alt.Tooltip("usd:Q", title="Spend (USD)", format="$,.2f"),
                  alt.Tooltip("calls:Q", title="Model calls", format=",.0f")],
-    ).properties(autosize=FIT_X, title=title, height=max(140, 48 * data["model"].nunique()))
+    ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 48 * data["model"].nunique()))
 
 
 def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, field_label: str = "queue_ms",
@@ -843,14 +863,14 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     m = pd.DataFrame([{"percentile": k, "ms": v} for k, v in marks.items()
                       if v is not None and not pd.isna(v) and (scale != "log" or v >= lowest / 1.05 > 0)])
     if m.empty:
-        return bars.properties(autosize=FIT_X, title=title, height=200)
+        return bars.properties(autosize=FIT_X, title=_titled(title), height=200)
     m["label"] = m["percentile"] + " " + m["ms"].map(lambda v: duration_ms(v, fine=True))
     color = alt.Color("percentile:N", title="Percentile", scale=alt.Scale(domain=list(PERCENTILE_COLORS),
                                                                           range=list(PERCENTILE_COLORS.values())),
                       legend=alt.Legend(orient="bottom"))
     rules = _chart(m).mark_rule(strokeWidth=2, strokeDash=[5, 3], clip=True).encode(
         x=alt.X("ms:Q", scale=x_scale, title=x_title), color=color, tooltip=[alt.Tooltip("label:N", title="")])
-    return alt.layer(bars, rules).properties(autosize=FIT_X, title=title, height=200)
+    return alt.layer(bars, rules).properties(autosize=FIT_X, title=_titled(title), height=200)
 
 
 def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P95 and P99") -> alt.Chart:
@@ -881,7 +901,7 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
                  alt.Tooltip("share_pct:Q", title="Share of total (%)", format=".1f"),
                  alt.Tooltip("total_ms:Q", title="Mean total latency of the band (ms)", format=",.1f"),
                  alt.Tooltip("requests_in_band:Q", title="Requests in the band", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=max(140, 22 * data["row"].nunique()))
+    ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 22 * data["row"].nunique()))
 
 
 def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "total_ms",
@@ -907,7 +927,7 @@ def percentiles_over_time(over: pd.DataFrame, grain: str, field_label: str = "to
         tooltip=[_time_tip("ts", "From (UTC)", "%Y-%m-%d %H:%M"), alt.Tooltip("grp:N", title="Model"),
                  alt.Tooltip("percentile:N", title="Percentile"), alt.Tooltip("ms:Q", title="ms", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=300)
+    ).properties(autosize=FIT_X, title=_titled(title), height=300)
 
 
 def _time_unit(ms) -> tuple[float, str]:
@@ -945,7 +965,7 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
                  alt.Tooltip("percentile:N", title="Percentile"),
                  alt.Tooltip("value:Q", title=f"{what} ({unit})", format=",.3~f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=height)
+    ).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str, legend_columns: int = 4) -> alt.Chart:
@@ -973,7 +993,7 @@ def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str, legend_colum
                  alt.Tooltip("percentile:N", title="Percentile"),
                  alt.Tooltip("ms:Q", title="total latency (ms)", format=",.0f"),
                  alt.Tooltip("requests:Q", title="Requests", format=",")],
-    ).properties(autosize=FIT_X, title=title, height=260)
+    ).properties(autosize=FIT_X, title=_titled(title), height=260)
 
 
 #: the fewest requests a concurrency level of :func:`decode_rate` needs to be drawn (a percentile of one or two
@@ -1003,7 +1023,7 @@ def decode_rate(frame: pd.DataFrame, title: str = "Decode speed against requests
     band = base.mark_area(opacity=0.15).encode(y=alt.Y("tokens_per_s_p10:Q", title="Decode tokens/s per request"),
                                                y2="tokens_per_s_p90:Q", color=color)
     line = base.mark_line(point=alt.OverlayMarkDef(size=20)).encode(y="tokens_per_s_p50:Q", tooltip=tip, color=color)
-    return alt.layer(band, line).properties(autosize=FIT_X, title=title, height=280)
+    return alt.layer(band, line).properties(autosize=FIT_X, title=_titled(title), height=280)
 
 
 def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segment by segment") -> alt.Chart:
@@ -1041,8 +1061,8 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
         tooltip=[alt.Tooltip("request_id:N", title="Request"), alt.Tooltip("model:N", title="Model"),
                  alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="ms", format=",.1f"),
                  alt.Tooltip("total_ms:Q", title="Total latency (ms)", format=",.1f")],
-    ).properties(autosize=FIT_X, title=alt.TitleParams(text=title, subtitle=["Each bar is a request: its rank, "
-                 "arrival (UTC) and model."]), height=max(140, 22 * len(data)))
+    ).properties(autosize=FIT_X, title=_titled(title, "each bar is a request: its rank, arrival (UTC) and "
+                                                                  "model"), height=max(140, 22 * len(data)))
 
 
 # ---------------------------------------------------------------- cascade and edge
@@ -1126,9 +1146,10 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
         pick = pd.DataFrame([{**chosen, "series": "chosen threshold", "label": f"threshold {chosen['threshold']:.4g}"}])
         layers.append(_chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
             x=x, y=y, color=color, tooltip=_cascade_tooltip()))
-        layers.append(_chart(pick).mark_text(align="right", dx=-12, dy=-10, fontSize=12, fontWeight="bold",
+        # below right of the point: under a frontier that rises to the right, clear of the floor's label (left)
+        layers.append(_chart(pick).mark_text(align="left", baseline="top", dx=10, dy=8, fontSize=12, fontWeight="bold",
                                                 color=FLOOR_COLOR).encode(x=x, y=y, text="label:N"))
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def edge_net_benefit(curve: pd.DataFrame, *, break_even_ms: float | None = None,
@@ -1169,7 +1190,7 @@ def edge_net_benefit(curve: pd.DataFrame, *, break_even_ms: float | None = None,
         layers.append(_chart(m).mark_text(align="right" if right else "left", baseline="top", dx=-4 if right else 4,
                                              y=4 + 14 * (k % 3), fontSize=11, fontWeight="bold", color=colour).encode(
             x="rtt_ms:Q", text="label:N"))
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool = False, bins: int = 60,
@@ -1209,7 +1230,7 @@ def rtt_histogram(samples_ms, break_even_ms: float | None, *, always_pays: bool 
         layers.append(_chart(pd.DataFrame({"rtt_ms": [float(break_even_ms)]})).mark_rule(
             color=FLOOR_COLOR, strokeDash=[4, 3], strokeWidth=2).encode(
             x="rtt_ms:Q", tooltip=[alt.Tooltip("rtt_ms:Q", title="Break-even RTT (ms)", format=",.0f")]))
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 # ---------------------------------------------------------------- capacity
@@ -1284,7 +1305,7 @@ def p99_wait_vs_replicas(curve: pd.DataFrame, *, slots_per_replica: int, chosen_
     layers += _rule_x(chosen_replicas, f"your replicas: {chosen_replicas}", CHOSEN_COLOR)
     if required_replicas is not None and required_replicas != chosen_replicas:
         layers += _rule_x(required_replicas, f"required with redundancy: {required_replicas}", NEED_COLOR)
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None,
@@ -1328,7 +1349,7 @@ def wait_vs_utilization(curve: pd.DataFrame, *, current_rho: float | None = None
         layers.append(_chart(you).mark_text(align="left" if left else "right", dx=9 if left else -9, dy=-9,
                                                fontSize=12, fontWeight="bold", color=SLA_COLOR)
                       .encode(x=x, y=y, text="label:N"))
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps: float | None,
@@ -1353,7 +1374,7 @@ def loadtest_fit(points: pd.DataFrame, *, p99_target_s: float, per_instance_qps:
     layers += _rule_y(p99_target_s, f"P99 target {p99_target_s:g} s", SLA_COLOR)
     if per_instance_qps is not None:
         layers += _rule_x(per_instance_qps, f"one instance: {number(per_instance_qps, 3)} req/s", NEED_COLOR)
-    return alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def qps_forecast(history: pd.Series, plan: pd.DataFrame, *, interval: float = 0.9, history_days: int = 14,
@@ -1379,7 +1400,7 @@ def qps_forecast(history: pd.Series, plan: pd.DataFrame, *, interval: float = 0.
             x=x, y=y, color=color, tooltip=tip),
         _chart(f).mark_line(strokeWidth=2, point=_lone_points(f, ["series"], "ts")).encode(
             x=x, y=y, color=color, tooltip=tip),
-    ).properties(autosize=FIT_X, title=title, height=height)
+    ).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height: int = 220) -> alt.Chart:
@@ -1398,7 +1419,7 @@ def replica_plan(plan: pd.DataFrame, *, title: str = "Replicas per hour", height
                                                                           range=[[1, 0], [4, 3]])),
         tooltip=[_time_tip("ts", "Hour (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title="Sized"), alt.Tooltip("n:Q", title="Replicas")],
-    ).properties(autosize=FIT_X, title=title, height=height)
+    ).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed against the plan, per hour",
@@ -1426,7 +1447,7 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
         tooltip=[_time_tip("ts", "Short hour (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("replicas_billed:Q", title="Billed", format=",.3~r"),
                  alt.Tooltip("replicas_planned:Q", title="Needed", format=",.3~r")])
-    return alt.layer(lines, short).properties(autosize=FIT_X, title=title, height=height)
+    return alt.layer(lines, short).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
 AUTOSCALE_PANELS = (
@@ -1461,7 +1482,7 @@ def autoscale_timeline(timeline: pd.DataFrame, *, wait_sla_s: float | None = Non
                          alt.Tooltip("arrival_rate_per_s:Q", title="Arrivals λ (req/s)", format=",.3~r")]))
         if field == "p99_wait_s" and wait_sla_s:
             layers += _rule_y(wait_sla_s, f"SLA {wait_sla_s:g} s", SLA_COLOR)
-        out.append(alt.layer(*layers).properties(autosize=FIT_X, title=title, height=height))
+        out.append(alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height))
     return out
 
 
@@ -1506,7 +1527,7 @@ def _engine_lines(long: pd.DataFrame, grain: str, title, y_title: str, domain: l
                         legend=alt.Legend(orient="top")),
         tooltip=[_time_tip("ts", "From (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title="Series"), alt.Tooltip("value:Q", title=y_title, format=value_format)],
-    ).properties(autosize=FIT_X, title=title, height=ENGINE_PANEL_HEIGHT)
+    ).properties(autosize=FIT_X, title=_titled(title), height=ENGINE_PANEL_HEIGHT)
 
 
 def _long(frame: pd.DataFrame, columns: dict[str, str], scale: float = 1.0) -> pd.DataFrame:

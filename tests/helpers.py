@@ -152,6 +152,16 @@ def shown(text) -> str:
     return re.sub(r"\\(.)", r"\1", str(text))
 
 
+def chart_title(chart) -> str:
+    """A chart's title as one line (an AppTest chart element or a spec dict): a long title is lines
+    (finops.charts._lines), a substring may span two of them."""
+    import json
+    spec = json.loads(chart.proto.spec) if hasattr(chart, "proto") else chart
+    title = spec.get("title", "")
+    text = title.get("text", "") if isinstance(title, dict) else title
+    return " ".join(text) if isinstance(text, list) else str(text)
+
+
 def texts(at) -> str:
     """All markdown, captions, titles, headers, info/warning text of a run, joined (for assertions)."""
     parts = []

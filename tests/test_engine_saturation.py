@@ -239,8 +239,8 @@ def plain_db(tmp_path) -> str:
 
 
 def _charts(at) -> list[str]:
-    import json
-    return [json.dumps(json.loads(c.proto.spec).get("title", "")) for c in at.get("vega_lite_chart")]
+    from helpers import chart_title
+    return [chart_title(c) for c in at.get("vega_lite_chart")]
 
 
 def test_latency_page_shows_the_engine_view(engine_db):

@@ -1,11 +1,9 @@
 """AppTest smoke tests of the Routing and Latency pages on the sample fleet, an empty store and a gateway log."""
-import json
-
 import pytest
 
 from finops import store
 from finops.ingest import IngestOptions, ingest_path
-from helpers import DATA, run_page, store_of_records, texts
+from helpers import DATA, chart_title, run_page, store_of_records, texts
 
 pytestmark = pytest.mark.slow
 PAGES = ("views/routing.py", "views/latency.py")
@@ -162,8 +160,7 @@ def test_decode_speed_with_too_few_requests_per_level_says_so_instead_of_an_empt
     assert ("Too few requests to draw: decode speed is drawn for the levels of requests in service with 5 requests or "
             "more, and here the most at any level is 3 requests (3 requests with a decode time in all). Widen the "
             "date range.") in [i.value for i in at.info]
-    assert not any("Decode speed against requests in service" in json.dumps(json.loads(c.proto.spec).get("title", ""))
-                   for c in at.get("vega_lite_chart"))
+    assert not any("Decode speed against requests in service" in chart_title(c) for c in at.get("vega_lite_chart"))
 
 
 def test_the_percentiles_of_a_handful_of_requests_are_said_to_be_near_their_slowest(tmp_path):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from finops.spend.costviews import KPI_SPECS, format_value
-from helpers import ROOT, run_page, store_of_records, texts
+from helpers import ROOT, chart_title, run_page, store_of_records, texts
 
 PAGES = ("views/overview.py", "views/cost.py", "views/budgets.py", "views/data.py")
 NOTHING = {"tenant": "stark-batch", "model": "gpt-4o"}      # a pair with no traffic in the demo fleet
@@ -418,7 +418,7 @@ def test_a_declared_fleet_idle_beside_untimed_traffic_is_not_shown_as_zero_utili
     assert (m["Fleet cost (USD)"], m["Allocated (USD)"], m["Idle (USD)"]) == ("$8.00", "$4.00", "$4.00")
     assert m["Utilisation (%)"] == "unknown"
     [gpu] = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")
-             if "allocated vs idle" in json.dumps(json.loads(c.proto.spec).get("title", ""))]
+             if "allocated vs idle" in chart_title(c)]
     assert gpu["mark"]["type"] == "bar"
     # the idle hour's 0 % is drawn on a 0 to 100 % axis (a [0, 0] domain labelled it "0.000000")
     [util] = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "utilisation per" in c.proto.spec]

@@ -42,6 +42,17 @@ def cut_metrics(pg) -> list[str]:
     return pg.evaluate(CUT_METRICS_JS)
 
 
+#: the lines of chart titles and subtitles Vega cut with an ellipsis (wider than their chart)
+CUT_TITLES_JS = ("() => [...document.querySelectorAll('.role-title-text text, .role-title-subtitle text, "
+                 "text.role-title-text, text.role-title-subtitle')].map(t => t.textContent)"
+                 ".filter(s => s.includes('\u2026'))")
+
+
+def cut_titles(pg) -> list[str]:
+    """The chart title lines shown cut (``…``) in the page as laid out now."""
+    return pg.evaluate(CUT_TITLES_JS)
+
+
 def shoot(pg, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     out = SCREENSHOTS / f"{name}.png"

@@ -2,7 +2,7 @@
 import re
 
 import pytest
-from browser import cut_metrics, exceptions_on, shoot, wait_ready
+from browser import cut_metrics, cut_titles, exceptions_on, shoot, wait_ready
 
 from views import PAGES
 
@@ -27,6 +27,11 @@ def test_page_loads_without_exception(server, page, slug):
     page.set_viewport_size({"width": 1280 if slug == "overview" else 1024, "height": 1000})
     page.wait_for_timeout(500)
     assert cut_metrics(page) == []
+    # nor a chart's title at 1280 pixels (charts.TITLE_LINE_CHARS: "Share of requests by RTT (ms): green where
+    # escala…" beside another chart on Cascade)
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.wait_for_timeout(1000)
+    assert cut_titles(page) == []
 
 
 def test_the_first_page_answers_at_its_own_name_too(server, page):
