@@ -76,6 +76,8 @@ def test_load_eval_csv_mapping_booleans_and_costs(tmp_path):
     ("c,s,l\n", "confidence=c,small_quality=s,large_quality=l", "no rows"),
     ("c,s,l\n0.9,1,1\n", "confidence=c,quality=s", r"unknown mapping key\(s\) \['quality'\]"),
     ("c,s,l\n0.9,1,1\n", "confidence", "is not KEY=COLUMN"),
+    # the same column for both models compared a model with itself: every policy the same quality
+    ("c,s,l\n0.9,1,1\n", "small_quality=s,large_quality=s", "small_quality and large_quality are both column 's'"),
 ])
 def test_load_eval_csv_errors_name_file_row_field(tmp_path, body, mapping, match):
     f = tmp_path / "eval.csv"

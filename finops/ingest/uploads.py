@@ -306,6 +306,9 @@ def load_eval_csv(path: str | Path, mapping: str | list[str] | Mapping[str, str]
     if "confidence" not in cols and "confidence" in frame.columns:
         cols["confidence"] = "confidence"
     cols = {key: column for key, column in cols.items() if column is not None}
+    if cols["small_quality"] == cols["large_quality"]:
+        raise InputError(f"small_quality and large_quality are both column {cols['small_quality']!r}: map each model's "
+                         "grades to its own column", file=str(path), field=cols["small_quality"])
     for key, column in cols.items():
         if column not in frame.columns:
             raise InputError(f"column {column!r} (for {key}) is not in the file; columns are "
