@@ -6,6 +6,7 @@ Sections are grouped by topic; add new ones under their own heading.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -202,9 +203,12 @@ TITLE_LINE_CHARS = 48
 
 def _lines(text: str) -> str | list[str]:
     """``text`` as it fits a chart's title: itself when short, else lines of at most :data:`TITLE_LINE_CHARS`."""
-    import textwrap
     lines = textwrap.wrap(text, TITLE_LINE_CHARS, break_long_words=False, break_on_hyphens=False)
     return text if len(lines) <= 1 else lines
+
+
+def _as_list(lines: str | list[str]) -> list[str]:
+    return lines if isinstance(lines, list) else [lines]
 
 
 def _titled(title, *notes: str | None):
@@ -214,10 +218,6 @@ def _titled(title, *notes: str | None):
     text = _lines(title) if isinstance(title, str) else title
     return alt.TitleParams(text=text, subtitle=said) if said else (
         alt.TitleParams(text=text) if isinstance(text, list) else text)
-
-
-def _as_list(lines: str | list[str]) -> list[str]:
-    return lines if isinstance(lines, list) else [lines]
 
 
 def _log_scale(values) -> alt.Scale:

@@ -246,7 +246,7 @@ if abs(floor - default_floor) < 1e-9:
 if report is not None:
     report = replace(report, quality_floor=floor, choice=cascade.cheapest_meeting(report.curve, floor))
 
-if report is None and base_frame is not None:        # an eval with no confidence: the baselines alone
+if report is None and base_frame is not None and data is not None:    # an eval with no confidence: the baselines
     label = f"Source: {origin}; {cost_note}."
     rows = base_frame.set_index("name")
     small, large, oracle = rows.loc["small only"], rows.loc["direct to large"], rows.loc["oracle router"]
