@@ -101,6 +101,20 @@ def test_cascade_without_a_confidence_gives_the_baselines(capsys):
     assert "no threshold to sweep" in text and "oracle router          23.0%         2.61   0.5500" in text
 
 
+def test_cascade_reads_several_files_of_one_eval_as_one(capsys):
+    """Two MMLU subjects: abstract algebra (100 questions: Mixtral 32 right, GPT-4 46, GPT-4 alone 23) and
+    management (103: Mixtral 87, GPT-4 93, GPT-4 alone 12), counted from the files. 203 queries, 35 that only GPT-4
+    gets; at $1 and $8 the oracle router costs (168 x 1 + 35 x 8) / 203 and scores (119 + 35) / 203."""
+    management = MMLU.replace("abstract_algebra", "management")
+    out = run_json(capsys, "cascade", MMLU, management, "--map", MMLU_MAP, "--cost-small", "1", "--cost-large", "8")
+    rows = {b["name"]: (b["large_call_rate"], b["avg_cost"], b["avg_quality"]) for b in out["baselines"]}
+    assert_allclose(rows["small only"], (0, 1, 119 / 203))
+    assert_allclose(rows["direct to large"], (1, 8, 139 / 203))
+    assert_allclose(rows["oracle router"], (35 / 203, (168 + 35 * 8) / 203, 154 / 203))
+    assert main(["cascade", MMLU, management, "--parametric", "--cost-small", "1", "--cost-large", "8"]) == 1
+    assert "--parametric needs one FILE" in capsys.readouterr().err
+
+
 def test_cascade_text_output(capsys):
     assert main(["cascade", "--example-table", "--quality-floor", "0.9"]) == 0
     text = capsys.readouterr().out

@@ -185,3 +185,23 @@ def test_an_uploaded_eval_without_a_confidence_shows_the_baselines(empty_db):
     series = {s for named in chart.proto.datasets
               for s in pa.ipc.open_stream(named.data.data).read_all().to_pydict().get("series", [])}
     assert series == {"random routing", "small only", "direct to large", "oracle cascade", "oracle router"}
+
+
+def test_several_uploaded_files_of_one_eval_are_read_as_one(empty_db):
+    """RouteLLM's MMLU eval is one file per subject: two uploaded together are 203 queries (counted from the
+    files: Mixtral right on 32 + 87, GPT-4 on 46 + 93, GPT-4 alone on 23 + 12)."""
+    from pathlib import Path
+    data = Path(__file__).parent / "data"
+    at = _open(empty_db, "upload")
+    at.file_uploader(key="eval_upload").set_value(
+        [(name, (data / f"routellm_mmlu_{name}").read_bytes(), "text/csv") for name in ("abstract_algebra.csv",
+                                                                                      "management.csv")]).run()
+    boxes = {s.label: s for s in at.selectbox}
+    boxes["Small model right / score"].set_value("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    boxes["Large model right / score"].set_value("gpt-4-1106-preview")
+    next(b for b in at.button if b.label == "Use these columns").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert ("On these 203 queries the small model alone scores **58.62%** at $1.00 per 1,000 requests and the "
+            "large one **68.47%** at $8.00. The large model does better on **17.24%** of them: a router sending "
+            "exactly those to it would score **75.86%** at $2.21 per 1,000") in texts(at)
+    assert "203 queries in 2 files (abstract_algebra.csv, management.csv)" in texts(at)

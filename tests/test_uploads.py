@@ -119,6 +119,23 @@ def test_an_eval_of_two_models_alone_has_no_confidence():
     assert ((data.large_quality > data.small_quality).sum()) == 23
 
 
+def test_evals_of_several_files_are_one_with_a_confidence_only_where_every_file_has_one(tmp_path):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("confidence,small_quality,large_quality,cs\n0.9,1,1,0.5\n0.2,0,1,0.25\n")
+    b.write_text("confidence,small_quality,large_quality\n0.4,1,0\n")
+    both = uploads.concat_evals([uploads.load_eval_csv(a), uploads.load_eval_csv(b)], "a and b")
+    assert_allclose(both.confidence, [0.9, 0.2, 0.4])
+    assert_allclose(both.small_quality, [1, 0, 1]) and both.source == "a and b" and both.n_queries == 3
+    assert both.cost_small is None                   # one file's costs alone cannot price all queries
+    bare = uploads.concat_evals([uploads.load_eval_csv(a), uploads.load_eval_csv(b, {"confidence": None})], "x")
+    assert bare.confidence is None
+    assert uploads.files_label(["a.csv"]) == "a.csv"
+    assert uploads.files_label(["a.csv", "b.csv", "c.csv", "d.csv", "e.csv"]) == \
+        "5 files (a.csv, b.csv, c.csv and 2 more)"
+    with pytest.raises(InputError, match="no eval file"):
+        uploads.concat_evals([], "none")
+
+
 def test_a_confidence_column_is_taken_by_its_name_unless_the_mapping_says_none(tmp_path):
     f = tmp_path / "eval.csv"
     f.write_text("confidence,small_quality,large_quality\n0.9,1,1\n0.2,0,1\n")

@@ -105,18 +105,19 @@ if source == "store":
         if shadow.only_escalated:
             st.warning(shadow.message, icon=":material/warning:")
 elif source == "upload":
-    up = st.file_uploader("Eval CSV: one row per query", type=["csv"], key="eval_upload",
-                          help="Columns: the small model's correctness or score, the large model's; optionally the "
-                               "small model's confidence (without it, no threshold to sweep: the two models and the "
-                               "best any router could do) and per-query costs. Quality cells may be 0/1, "
-                               "True/False or any score.")
-    if up is None:
+    ups = st.file_uploader("Eval CSV: one row per query", type=["csv"], key="eval_upload", accept_multiple_files=True,
+                           help="Columns: the small model's correctness or score, the large model's; optionally the "
+                                "small model's confidence (without it, no threshold to sweep: the two models and the "
+                                "best any router could do) and per-query costs. Quality cells may be 0/1, "
+                                "True/False or any score. Several files with the same columns are read as one (an "
+                                "eval split by subject).")
+    if not ups:
         st.info("Upload a CSV with one row per evaluated query, for example RouteLLM's GSM8K excerpt in "
                 "`tests/data/routellm_gsm8k_cascade.csv` (Mixtral vs GPT-4).", icon=":material/upload_file:")
     else:
-        raw = up.getvalue()
+        up = ups[0]           # the first file's header offers the columns; every file must have those mapped
         try:
-            columns = uploads.eval_csv_columns(raw)
+            columns = uploads.eval_csv_columns(up.getvalue())
         except InputError as exc:
             st.error(f"{plain(up.name)}: {plain(exc)}", icon=":material/error:")
             columns = []
@@ -149,9 +150,11 @@ elif source == "upload":
                         icon=":material/table_chart:")
             else:
                 try:
-                    data = uploads.eval_from_upload(raw, up.name, {k: v for k, v in mapping.items()
-                                                                   if v or k == "confidence"})
-                    origin = f"your data: {data.n_queries:,} queries in {up.name}"
+                    chosen = {k: v for k, v in mapping.items() if v or k == "confidence"}
+                    names = uploads.files_label([u.name for u in ups])
+                    data = uploads.concat_evals([uploads.eval_from_upload(u.getvalue(), u.name, chosen) for u in ups],
+                                                names)
+                    origin = f"your data: {data.n_queries:,} queries in {names}"
                 except InputError as exc:
                     st.error(plain(exc), icon=":material/error:")
 else:

@@ -15,8 +15,9 @@ HELP = ("Sweep a small->large cascade's confidence threshold over an eval CSV (o
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", nargs="?", metavar="FILE",
-                        help="eval CSV, one row per query (or a tau table with --parametric)")
+    parser.add_argument("file", nargs="*", metavar="FILE",
+                        help="eval CSV, one row per query; several with the same columns are read as one (RouteLLM's "
+                             "MMLU eval is a file per subject); or a tau table with --parametric")
     parser.add_argument("--map", dest="mapping", metavar="KEY=COL,...", action="append",
                         help="columns for small_quality, large_quality and optional confidence (none: the "
                              "baselines only), per-query cost_small, cost_large, comma-separated or the flag "
@@ -54,15 +55,16 @@ def build_report(args) -> cascade.CascadeReport | cascade.Baselines:
             cs = cascade.SEED_COST_SMALL_PER_1K_USD if args.cost_small is None else args.cost_small
             cl = cascade.SEED_COST_LARGE_PER_1K_USD if args.cost_large is None else args.cost_large
         else:
-            if not args.file:
-                raise InputError("--parametric needs FILE, a tau table CSV")
-            table = uploads.load_parametric_csv(args.file)
+            if len(args.file) != 1:
+                raise InputError("--parametric needs one FILE, a tau table CSV")
+            table = uploads.load_parametric_csv(args.file[0])
             cs = _flat_cost(args.cost_small, None, "cost_small")
             cl = _flat_cost(args.cost_large, None, "cost_large")
         return cascade.analyse_curve(cascade.parametric_curve(table, cs, cl), quality_floor=args.quality_floor)
     if not args.file:
         raise InputError("needs FILE (an eval CSV), or --example-table")
-    data = uploads.load_eval_csv(args.file, args.mapping)
+    data = uploads.concat_evals([uploads.load_eval_csv(path, args.mapping) for path in args.file],
+                                uploads.files_label(list(args.file)))
     cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
     cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")
     if data.confidence is None:            # two models' grades alone: what any router could reach

@@ -360,6 +360,30 @@ def eval_from_upload(data: bytes, name: str, mapping: Mapping[str, str]) -> Eval
     return replace(loaded, source=name)
 
 
+def concat_evals(parts: list[EvalData], source: str) -> EvalData:
+    """Evals of the same two models read from several files (RouteLLM's MMLU eval is one file per subject) as
+    one: a confidence or a per-query cost only where every file has it."""
+    if not parts:
+        raise InputError("no eval file given")
+    if len(parts) == 1:
+        return replace(parts[0], source=source)
+
+    def joined(key: str) -> np.ndarray | None:
+        arrays = [getattr(part, key) for part in parts]
+        return None if any(a is None for a in arrays) else np.concatenate(arrays)
+
+    return EvalData(joined("confidence"), joined("small_quality"), joined("large_quality"), joined("cost_small"),
+                    joined("cost_large"), source)
+
+
+def files_label(names: list[str]) -> str:
+    """``a.csv`` or ``3 files (a.csv, b.csv, c.csv)``, the first few named."""
+    if len(names) == 1:
+        return names[0]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
+    return f"{len(names):,} files ({shown})"
+
+
 # ---------------------------------------------------------------- RTT samples
 
 def load_rtt_samples(path, column: str | None = None, *, max_ms: float) -> np.ndarray:
