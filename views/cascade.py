@@ -253,7 +253,7 @@ if report is None and base_frame is not None and data is not None:    # an eval 
     label = f"Source: {origin}; {cost_note}."
     rows = base_frame.set_index("name")
     small, large, oracle = rows.loc["small only"], rows.loc["direct to large"], rows.loc["oracle router"]
-    st.info("This file has no confidence column, so there is no threshold to sweep. Shown: the two models alone, "
+    st.info("This eval has no confidence column, so there is no threshold to sweep. Shown: the two models alone, "
             "routing a random share to the large model, and the best any router could do on these queries (the "
             "oracles, which know each answer's grade). Map a column holding the small model's confidence in each "
             "answer (its own score, for example its mean token log-probability) to see the cascade's thresholds.",
