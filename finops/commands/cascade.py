@@ -73,7 +73,7 @@ def build_report(args) -> cascade.CascadeReport | cascade.Baselines:
                            quality_floor=args.quality_floor)
 
 
-NO_CONFIDENCE = ("the file has no confidence column (map one with --map confidence=COLUMN): no threshold to "
+NO_CONFIDENCE = ("the eval has no confidence column (map one with --map confidence=COLUMN): no threshold to "
                  "sweep, only the policies any router is measured against")
 
 
