@@ -94,11 +94,32 @@ def test_cascade_without_a_confidence_gives_the_baselines(capsys):
     assert rows.keys() == expected.keys()
     for name, values in expected.items():
         assert_allclose(rows[name], values, err_msg=name)
-    half = next(r for r in out["random_routing"] if r["escalation_rate"] == 0.5)
-    assert_allclose((half["avg_cost"], half["avg_quality"]), (1 + 0.5 * 8, 0.39))
+    half = next(r for r in out["random_routing"] if r["escalation_rate"] == 0.5)   # half of each model at random
+    assert_allclose((half["avg_cost"], half["avg_quality"]), (0.5 * 1 + 0.5 * 8, 0.39))
     assert main(["cascade", MMLU, "--map", MMLU_MAP, "--cost-small", "1", "--cost-large", "8"]) == 0
     text = capsys.readouterr().out
     assert "no threshold to sweep" in text and "oracle router          23.0%         2.61   0.5500" in text
+
+
+@pytest.mark.parametrize("floor, expected", [
+    # 0.40 is 8 of the 14 points from Mixtral's 32 % to GPT-4's 46 %: 8/14 of requests to GPT-4, 1 + 7 x 8/14 = 5
+    ("0.4", "quality floor 0.4: sending a random 57.1% of requests to the large model meets it, cost 5;"),
+    ("0.3", "quality floor 0.3: small only meets it, cost 1, quality 0.3200"),
+    ("0.46", "quality floor 0.46: direct to large meets it, cost 8, quality 0.4600"),
+    ("0.5", "quality floor 0.5: neither model alone reaches it; only a router better than random can (the oracle "
+            "router reaches 0.5500)"),
+    ("0.6", "quality floor 0.6: no router reaches it on these queries (the oracle router's ceiling is 0.5500)")])
+def test_cascade_without_a_confidence_answers_the_quality_floor(capsys, floor, expected):
+    """--quality-floor was ignored with no confidence; it now names the cheapest policy needing no signal."""
+    argv = ["cascade", MMLU, "--map", MMLU_MAP, "--cost-small", "1", "--cost-large", "8", "--quality-floor", floor]
+    assert main(argv) == 0
+    assert expected in capsys.readouterr().out
+    choice = run_json(capsys, *argv)["choice"]
+    if floor == "0.4":
+        assert choice["name"] == "random routing"
+        assert_allclose((choice["large_call_rate"], choice["avg_cost"], choice["avg_quality"]), (8 / 14, 5, 0.4))
+    elif float(floor) >= 0.5:
+        assert choice is None
 
 
 def test_cascade_reads_several_files_of_one_eval_as_one(capsys):

@@ -48,8 +48,9 @@ CURVE_COLUMNS = {
 }
 
 
-def show_baselines(frame: pd.DataFrame, label: str) -> None:
-    """The reference policies' table (finops.cascade.sweep.Baselines) and what each is."""
+def show_baselines(frame: pd.DataFrame, label: str, *, router: bool = False) -> None:
+    """The reference policies' table (finops.cascade.sweep.Baselines) and what each is (``router``: random routing
+    sends its share straight to the large model)."""
     st.dataframe(frame, placeholder=MISSING, hide_index=True, column_config={
         "name": st.column_config.TextColumn("Policy"),
         "large_call_rate": percent_column("Requests calling the large model (%)", decimals=2),
@@ -58,7 +59,8 @@ def show_baselines(frame: pd.DataFrame, label: str) -> None:
     st.caption("Small only: never escalate. Direct to large: every request to the large model, no small attempt. "
                "Oracle cascade: escalate exactly the queries the large model gets right and the small one does "
                "not (small attempt paid); oracle router: the same choice made before calling the small model. "
-               "Random routing (dotted line on the chart): escalate a random share. " + label)
+               "Random routing (dotted line on the chart): " + ("send a random share of requests straight to the "
+               "large model and the rest to the small one. " if router else "escalate a random share. ") + label)
 
 
 st.title("Cascade thresholds and edge vs cloud")
@@ -204,12 +206,12 @@ cost_note = ("per-query costs" if mode == "per_query" else
              f"flat prices {usd(c_small)} and {usd(c_large)} per 1,000 (your inputs)")
 
 # ---------------------------------------------------------------------------------------- analysis
-report = base_frame = random_line = None
+report = base_frame = random_line = only = None
 try:
     if data is not None and data.confidence is None:     # two models' grades, no confidence: the baselines
         per_query = mode == "per_query"
         only = cascade.baselines(data.small_quality, data.large_quality, data.cost_small if per_query else c_small,
-                                 data.cost_large if per_query else c_large)
+                                 data.cost_large if per_query else c_large, router=True)
         base_frame, random_line = only.as_frame(), only.random_routing
     elif data is not None:
         per_query = mode == "per_query"
@@ -264,13 +266,28 @@ if report is None and base_frame is not None and data is not None:    # an eval 
         f"{usd(large.avg_cost)}. The large model does better on **{oracle.large_call_rate:.2%}** of them: a router "
         f"sending exactly those to it would score **{oracle.avg_quality:.2%}** at {usd(oracle.avg_cost)} per 1,000, "
         "the ceiling a real router approaches.")
+    pick = only.cheapest_meeting(floor)
+    if pick is None:
+        st.warning(f"Neither model alone reaches the {floor_pct:g} % quality floor. " + (
+            f"Only a router that picks better than at random can: the oracle router reaches {oracle.avg_quality:.2%}."
+            if floor <= oracle.avg_quality + 1e-12 else
+            f"No router reaches it on these queries: the oracle router's ceiling is {oracle.avg_quality:.2%}."),
+            icon=":material/warning:")
+    elif pick.name == "random routing":
+        st.success(f"Sending a random **{pick.large_call_rate:.1%}** of requests to the large model (the rest to the "
+                   f"small one) meets the {floor_pct:g} % floor at **{usd(pick.avg_cost)}** per 1,000 requests: a "
+                   "router is worth buying if it meets the floor for less.", icon=":material/check_circle:")
+    else:
+        st.success(f"The {'small' if pick.name == 'small only' else 'large'} model alone meets the {floor_pct:g} % "
+                   f"floor: **{pick.avg_quality:.2%}** at **{usd(pick.avg_cost)}** per 1,000 requests.",
+                   icon=":material/check_circle:")
     no_curve = pd.DataFrame(columns=list(cascade.CURVE_COLUMNS), dtype=float)
     st.altair_chart(charts.cascade_frontier(
         no_curve, no_curve, no_curve, quality_floor=floor, baselines=base_frame, random_line=random_line,
         title="Average cost ($ per 1,000 requests) vs quality (% correct) of each policy"))
-    st.caption("Diamonds: each policy; dotted line: routing a random share; dashed rule: the quality floor above. "
-               + label)
-    show_baselines(base_frame, label)
+    st.caption("Diamonds: each policy; dotted line: sending a random share of requests to the large model; dashed "
+               "rule: the quality floor above. " + label)
+    show_baselines(base_frame, label, router=True)
 elif report is None:
     st.info("No curve to draw yet: choose a data source with data above.", icon=":material/show_chart:")
 else:

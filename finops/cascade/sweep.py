@@ -107,7 +107,10 @@ class Baselines:
       (RouteLLM's "optimal" router): routed queries pay only the large price.
     * ``random_routing``: escalate a random share r of queries: quality
       ``q_small + r (q_large - q_small)`` and cost ``mean(cs) + r mean(cl)``, a
-      straight line (the PGR of random routing is r, so its APGR is 0.5).
+      straight line (the PGR of random routing is r, so its APGR is 0.5). With
+      ``router`` (an eval with no confidence, so no cascade: the small attempt is
+      not made for the share sent on) the cost is ``(1 - r) mean(cs) + r mean(cl)``,
+      the segment from small only to direct to large (RouteLLM's random router).
     """
 
     small_only: Baseline
@@ -115,6 +118,31 @@ class Baselines:
     oracle_cascade: Baseline
     oracle_router: Baseline
     random_routing: pd.DataFrame
+    router: bool = False
+
+    def random_at(self, rate: float) -> Baseline:
+        """The random policy sending share ``rate`` (0-1) of requests to the large model, exactly."""
+        lo, hi = self.small_only, self.direct_to_large
+        small_paid = lo.avg_cost * (1 - rate if self.router else 1)
+        return Baseline("random routing", rate, small_paid + rate * hi.avg_cost,
+                        lo.avg_quality + rate * (hi.avg_quality - lo.avg_quality))
+
+    def cheapest_meeting(self, floor: float) -> Baseline | None:
+        """The cheapest policy needing no signal (the small model alone, a random share to the large model, the
+        large model alone) whose quality is at least ``floor``; ``None`` when neither model reaches it.
+
+        >>> b = baselines([1, 0, 1, 0], [1, 1, 0, 1], 1.0, 8.0, router=True)     # small 50 %, large 75 %
+        >>> p = b.cheapest_meeting(0.6)
+        >>> (p.name, round(p.large_call_rate, 6), round(p.avg_cost, 6))
+        ('random routing', 0.4, 3.8)
+        >>> b.cheapest_meeting(0.5).name, b.cheapest_meeting(0.8)
+        ('small only', None)
+        """
+        q_lo, q_hi = self.small_only.avg_quality, self.direct_to_large.avg_quality
+        options = [b for b in (self.small_only, self.direct_to_large) if b.avg_quality >= floor - 1e-12]
+        if q_lo < floor <= q_hi:
+            options.append(self.random_at((floor - q_lo) / (q_hi - q_lo)))
+        return min(options, key=lambda b: b.avg_cost, default=None)
 
     def as_frame(self) -> pd.DataFrame:
         rows = [self.small_only, self.direct_to_large, self.oracle_cascade, self.oracle_router]
@@ -589,8 +617,9 @@ def routing_metrics(curve: pd.DataFrame, *, quality_small: float | None = None,
                           call_performance_threshold(r, p, 0.8), float(quality_small), float(quality_large))
 
 
-def baselines(small_quality, large_quality, cost_small, cost_large) -> Baselines:
-    """Reference policies for the same queries (see :class:`Baselines`).
+def baselines(small_quality, large_quality, cost_small, cost_large, *, router: bool = False) -> Baselines:
+    """Reference policies for the same queries (see :class:`Baselines`; ``router``: random routing sends its
+    share straight to the large model, for an eval with no confidence to run a cascade on).
 
     >>> b = baselines([1, 0, 1, 0], [1, 1, 0, 1], 1.0, 8.0)
     >>> (b.oracle_cascade.large_call_rate, b.oracle_cascade.avg_cost, b.oracle_cascade.avg_quality)
@@ -616,8 +645,10 @@ def baselines(small_quality, large_quality, cost_small, cost_large) -> Baselines
         oracle_cascade=Baseline("oracle cascade", rate, float(cs.mean() + np.where(better, cl, 0).mean()),
                                 oracle_quality),
         oracle_router=Baseline("oracle router", rate, float(np.where(better, cl, cs).mean()), oracle_quality),
-        random_routing=pd.DataFrame({"escalation_rate": rates, "avg_cost": cs.mean() + rates * cl.mean(),
+        random_routing=pd.DataFrame({"escalation_rate": rates,
+                                     "avg_cost": cs.mean() * (1 - rates if router else 1) + rates * cl.mean(),
                                      "avg_quality": q_small + rates * (q_large - q_small)}),
+        router=router,
     )
 
 

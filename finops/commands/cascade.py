@@ -27,14 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-large", type=float,
                         help="flat cost of one large-model call, same unit as --cost-small")
     parser.add_argument("--quality-floor", type=float,
-                        help="minimum average quality (0-1 for correctness); picks the cheapest tau meeting it")
+                        help="minimum average quality (0-1 for correctness); picks the cheapest tau meeting it (an eval with "
+                             "no confidence: the cheapest of either model alone and a random share to the large one)")
     parser.add_argument("--parametric", action="store_true",
                         help="FILE is a tau table with columns threshold, escalation_rate (0-1), avg_quality")
     parser.add_argument("--example-table", "--seed-table", dest="example_table", action="store_true",
                         help="use an illustrative threshold table (0.95/60%%/96%%, 0.80/30%%/93%%, "
                              "0.65/12%%/88%%); costs default to 1 and 8 USD per 1,000 queries")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON with keys curve, frontier, choice, metrics")
+                        help="print JSON with keys curve, frontier, choice, metrics (an eval with no confidence: "
+                             "baselines, random_routing, note, and choice with --quality-floor)")
 
 
 def _flat_cost(value: float | None, column: object, name: str) -> float | object:
@@ -68,7 +70,7 @@ def build_report(args) -> cascade.CascadeReport | cascade.Baselines:
     cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
     cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")
     if data.confidence is None:            # two models' grades alone: what any router could reach
-        return cascade.baselines(data.small_quality, data.large_quality, cs, cl)
+        return cascade.baselines(data.small_quality, data.large_quality, cs, cl, router=True)
     return cascade.analyse(data.confidence, data.small_quality, data.large_quality, cs, cl,
                            quality_floor=args.quality_floor)
 
@@ -77,15 +79,36 @@ NO_CONFIDENCE = ("the eval has no confidence column (map one with --map confiden
                  "sweep, only the policies any router is measured against")
 
 
-def _print_baselines(base: cascade.Baselines, as_json: bool) -> None:
+def floor_sentence(base: cascade.Baselines, floor: float) -> str:
+    """What meets ``floor`` with no confidence signal: the cheapest of the two models alone and a random share
+    sent to the large model, or how far a router would have to beat random (the oracle's ceiling)."""
+    pick, ceiling = base.cheapest_meeting(floor), base.oracle_router.avg_quality
+    head = f"quality floor {floor:g}: "
+    if pick is None:
+        return head + (f"neither model alone reaches it; only a router better than random can (the oracle router "
+                       f"reaches {ceiling:.4f})" if floor <= ceiling + 1e-12 else
+                       f"no router reaches it on these queries (the oracle router's ceiling is {ceiling:.4f})")
+    if pick.name == "random routing":
+        return head + (f"sending a random {pick.large_call_rate:.1%} of requests to the large model meets it, cost "
+                       f"{pick.avg_cost:.6g}; a router must beat that")
+    return head + f"{pick.name} meets it, cost {pick.avg_cost:.6g}, quality {pick.avg_quality:.4f}"
+
+
+def _print_baselines(base: cascade.Baselines, floor: float | None, as_json: bool) -> None:
+    pick = base.cheapest_meeting(floor) if floor is not None else None
     if as_json:
-        print_json({"baselines": base.as_frame().to_dict(orient="records"),
-                    "random_routing": base.random_routing.to_dict(orient="records"), "note": NO_CONFIDENCE})
+        out = {"baselines": base.as_frame().to_dict(orient="records"),
+               "random_routing": base.random_routing.to_dict(orient="records"), "note": NO_CONFIDENCE}
+        if floor is not None:
+            out["choice"] = vars(pick) if pick is not None else None
+        print_json(out)
         return
     print(NO_CONFIDENCE[0].upper() + NO_CONFIDENCE[1:] + "\n")
     print(f"{'policy':<16} {'large calls':>11} {'avg cost':>12} {'quality':>8}")
     for row in base.as_frame().itertuples(index=False):
         print(f"{row.name:<16} {row.large_call_rate:>11.1%} {row.avg_cost:>12.6g} {row.avg_quality:>8.4f}")
+    if floor is not None:
+        print(floor_sentence(base, floor))
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -95,7 +118,7 @@ def _fmt(value: float | None, spec: str) -> str:
 def run(args) -> int:
     report = build_report(args)
     if isinstance(report, cascade.Baselines):
-        _print_baselines(report, args.json)
+        _print_baselines(report, args.quality_floor, args.json)
         return 0
     if args.json:
         print_json(report.to_json_dict())
