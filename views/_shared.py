@@ -86,13 +86,25 @@ def bounded_dataframe(frame, where=None, *, sort_by: str | None = None, order: s
                               on_click="ignore", key=f"full-{file_name}-{total}")
 
 
-def metric_row(n: int, where=None) -> list:
-    """``n`` slots for ``st.metric`` cards side by side in ``where`` (default: the page), each filled once
-    (``slot.metric(...)``). Each card is as wide as its label and value need: the cards share the row and wrap
-    to a new line on a narrow screen, where ``st.columns(n)`` gave each a fixed share and cut its label and value
-    ("Saving (USD) −$43…" at 1,100 px)."""
+class _Card:
+    """One place for an ``st.metric`` card in a :func:`metric_row`, as wide as its content unless told."""
+
+    def __init__(self, slot) -> None:
+        self._slot = slot
+
+    def metric(self, *args, **kwargs):
+        kwargs.setdefault("width", "content")
+        return self._slot.metric(*args, **kwargs)
+
+
+def metric_row(n: int, where=None) -> list[_Card]:
+    """``n`` places for ``st.metric`` cards side by side in ``where`` (default: the page), each filled once
+    (``slot.metric(...)``). Each card is as wide as its label and value need (``width="content"``), so none is cut:
+    the cards share the row and wrap to a new line on a narrow screen. ``st.columns(n)`` gave each a fixed share
+    and cut its label and value ("Saving (USD) −$43…" at 1,100 px); a stretched card in a wrapping row is laid out
+    from a 224 px basis and cut a value like "$1,234,567.89" four to a row at 1,400 px."""
     row = (where or st).container(horizontal=True)
-    return [row.empty() for _ in range(n)]
+    return [_Card(row.empty()) for _ in range(n)]
 
 
 def percent_column(label: str, decimals: int = 1, bar: bool = False, **kwargs):

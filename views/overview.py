@@ -11,6 +11,7 @@ from views._shared import (
     current_filters,
     empty_state,
     filter_caption,
+    metric_row,
     no_alert_state,
     nothing_priced_state,
     plain,
@@ -39,18 +40,15 @@ if not k.current.requests and not k.current.spend_usd:
 
 # ---- KPIs, each against the previous period of equal length
 trends = query(costviews.kpi_trends, f, p99=False)
-prev = (f"vs {period_label(k.previous_period)}" if k.previous is not None
-        else "no data in the previous period to compare with")
 DELTA_COLOR = {"worse": "inverse", "better": "normal", "neutral": "off"}
 # one P99 over every model describes none of them: latency is per model below
 items = [i for i in k.items if i.spec.field != "p99_total_ms"]
 for row in (items[:4], items[4:]):
-    cols = st.columns(len(row))
+    cols = metric_row(len(row))
     for col, item in zip(cols, row, strict=True):
         spark = charts.sparkline(trends[item.spec.field]) if item.spec.field in trends else None
         col.metric(item.spec.label, item.text, delta=item.change_text, delta_color=DELTA_COLOR[item.spec.up_is],
-                   help=item.spec.help, border=True, chart_data=spark if spark and len(spark) > 1 else None,
-                   delta_description=prev if item.change_text else None)
+                   help=item.spec.help, border=True, chart_data=spark if spark and len(spark) > 1 else None)
 days = (k.period.until - k.period.since).days or 1 if k.previous_period is not None else None
 if k.previous_period is None:
     notes = ["Period shown: all data."]

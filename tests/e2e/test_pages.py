@@ -20,11 +20,11 @@ def test_page_loads_without_exception(server, page, slug):
     shoot(page, slug)
     assert exceptions_on(page) == []
     assert page.locator("h1").count() >= 1
-    # a laptop's 1280 pixels beside the sidebar: no card's label or value is cut with an ellipsis (21 were, e.g.
-    # "Spent so far in November 20…", "Large-model calls for half the gap (CPT 5…"). The cards of every page but
-    # the Overview wrap to a new line when narrow (views._shared.metric_row), so none is cut at 1024 pixels either
-    # (at 1100 there were "Saving (USD) −$43…" on Capacity); the Overview's sparkline cards keep their grid.
-    page.set_viewport_size({"width": 1280 if slug == "overview" else 1024, "height": 1000})
+    # 1024 pixels beside the sidebar: no card's label or value is cut with an ellipsis (21 were at 1280, e.g.
+    # "Spent so far in November 20…", "Large-model calls for half the gap (CPT 5…"; at 1100 "Saving (USD) −$43…" on
+    # Capacity and the Overview's "$13,608.39" in its 4-column grid). Every page's cards, the Overview's too, are as
+    # wide as their content and wrap to a new line when narrow (views._shared.metric_row).
+    page.set_viewport_size({"width": 1024, "height": 1000})
     page.wait_for_timeout(500)
     assert cut_metrics(page) == []
     # nor a chart's title at 1280 pixels (charts.TITLE_LINE_CHARS: "Share of requests by RTT (ms): green where
@@ -66,3 +66,23 @@ def test_filter_goes_to_url_and_back(server, page):
     assert tenant in chips, chips
     assert page.locator("[data-testid='stMetricValue']").first.inner_text() == filtered
     assert exceptions_on(page) == []
+
+
+def test_seven_figure_spend_is_not_cut(page, tmp_path):
+    """A month of a large fleet costs seven figures: "$1,234,567.89" is 206 pixels wide in a card's value font. The
+    Overview's 4-column grid cut it below ~1,600 pixels, and a stretched card in a wrapping row (laid out from a
+    224-pixel basis, four to a row at 1,400) cut it too: each card is as wide as its content now."""
+    from helpers import dashboard, store_of_records
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T{i // 60:02d}:{i % 60:02d}:00Z", "model": "gpt-4o",
+             "tenant": "acme", "input_tokens": 1000, "output_tokens": 100, "cost_usd": 12_345.6789} for i in range(100)]
+    db = store_of_records(tmp_path, rows)
+    with dashboard(db, log=tmp_path / "streamlit.log") as (url, _):
+        for slug in ("", "cost"):
+            page.goto(f"{url}/{slug}")
+            wait_ready(page)
+            assert exceptions_on(page) == []
+            assert page.get_by_text("$1,234,567.89").count() >= 1, slug
+            for width in (1024, 1280, 1400, 1600):
+                page.set_viewport_size({"width": width, "height": 1000})
+                page.wait_for_timeout(500)
+                assert cut_metrics(page) == [], (slug, width)
