@@ -263,15 +263,15 @@ else:
 curve_c = calculator.p99_wait_by_replicas(lam, mean_s, int(slots), (int(replicas), res.required_replicas_with_redundancy),
                                           cv_service=cv_s, cv_arrival=cv_a)
 left, right = st.columns(2)
-left.altair_chart(charts.p99_wait_vs_replicas(
+left.altair_chart(charts.beside(charts.p99_wait_vs_replicas(
     curve_c, slots_per_replica=int(slots), chosen_replicas=int(replicas),
     required_replicas=res.required_replicas_with_redundancy, wait_sla_s=sla_s or None,
-    title=f"P99 queue wait by replicas, at {number(lam)} arrivals/s"))
+    title=f"P99 queue wait by replicas, at {number(lam)} arrivals/s")))
 if res.servers > 0:
-    right.altair_chart(charts.wait_vs_utilization(
+    right.altair_chart(charts.beside(charts.wait_vs_utilization(
         calculator.wait_by_utilization(mean_s, res.servers, cv_service=cv_s, cv_arrival=cv_a),
         current_rho=float(q.utilization), current_wq_s=float(q.wq_s),
-        title=f"Mean queue wait against utilisation at c = {res.servers:,} slots"))
+        title=f"Mean queue wait against utilisation at c = {res.servers:,} slots")))
 else:
     right.info("With 0 replicas there is no fleet to load: set at least one replica to see the wait against utilisation.")
 filled = st.session_state["cap_filled_from"]
@@ -658,7 +658,7 @@ with auto_box:
             for i in range(0, len(panels), 2):
                 cols = st.columns(2)
                 for col, chart in zip(cols, panels[i:i + 2], strict=False):
-                    col.altair_chart(chart)
+                    col.altair_chart(charts.beside(chart))
             step = f"; the charts show one point per {run.step_s} s" if run.step_s > 1 else ""
             st.caption(f"Traffic: {run.traffic_label}. Source: {origin}. A 1 s fluid simulation (finops.capacity.autoscale): "
                        f"HPA every 15 s with 10 % tolerance and 300 s scale-down stabilisation; new replicas are ready "

@@ -478,12 +478,13 @@ if decision is not None:
         st.caption("Expected values per request ($ per request, mean extra latency), averaged over the RTT draws. "
                    "'When it pays' feeds each request's live RTT into the inequality. Source: " + rtt_origin + ".")
         left, right = st.columns(2)
-        left.altair_chart(charts.edge_net_benefit(
+        left.altair_chart(charts.beside(charts.edge_net_benefit(
             edge.net_benefit_curve(inputs, max_rtt_ms=max_rtt), break_even_ms=be.rtt_ms,
             markers=[(rtt, f"your RTT {duration_ms(rtt)}"), (1500.0, "congested 1.5 s")],
-            title="Net benefit of escalating one request ($) by RTT (ms)"))
-        right.altair_chart(charts.rtt_histogram(samples, be.rtt_ms, always_pays=be.always_pays, max_rtt_ms=max_rtt,
-                                                title="Share of requests by RTT (ms): green where escalation pays"))
+            title="Net benefit of escalating one request ($) by RTT (ms)")))
+        right.altair_chart(charts.beside(charts.rtt_histogram(
+            samples, be.rtt_ms, always_pays=be.always_pays, max_rtt_ms=max_rtt,
+            title="Share of requests by RTT (ms): green where escalation pays")))
         st.caption("Left: the inequality's two sides as RTT grows; green above zero (escalate), red below (stay on "
                    "the edge). Right: the RTT distribution, split at the break-even. Source: your inputs; " +
                    rtt_origin + ".")

@@ -99,13 +99,13 @@ st.subheader("Token mix and what it does to cost")
 mix = query(costviews.token_mix, f, models=models_as)
 tokens_long, cost_long = token_mix_long(mix)
 left, right = st.columns(2)
-left.altair_chart(charts.token_mix(tokens_long, costviews.TOKEN_CLASS_LABELS,
-                                   title="Token mix by model (share of tokens, %)"))
+left.altair_chart(charts.beside(charts.token_mix(tokens_long, costviews.TOKEN_CLASS_LABELS,
+                                                 title="Token mix by model (share of tokens, %)")))
 priced = bool((mix["cost_usd"] > 0).any())        # any spend at all to split
 with right:
     if priced:
-        st.altair_chart(charts.cost_parts(cost_long, costviews.COST_PART_LABELS,
-                                       title="What each model's spend is made of (USD)"))
+        st.altair_chart(charts.beside(charts.cost_parts(cost_long, costviews.COST_PART_LABELS,
+                                                      title="What each model's spend is made of (USD)")))
     else:
         nothing_priced_state("What each model's spend is made of")
 eff = token_effect(mix)
@@ -221,7 +221,8 @@ else:
                    f"{r.gpu_hours:,.1f} GPU-hours in {counted(r.hours_billed, 'hour')}.{unbilled}")
     cols = st.columns(min(len(gpu.summary), 2))
     for i, model in enumerate(gpu.summary["model"].head(MAX_PANELS)):
-        cols[i % len(cols)].altair_chart(charts.gpu_cost(gpu.series, gpu.grain, model))
+        chart = charts.gpu_cost(gpu.series, gpu.grain, model)
+        cols[i % len(cols)].altair_chart(charts.beside(chart) if len(cols) > 1 else chart)
     if gpu.series["utilization"].notna().any():
         st.altair_chart(charts.utilization(gpu.series, gpu.grain, title=f"GPU utilisation per {gpu.grain} (%)"))
     else:

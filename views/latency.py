@@ -117,8 +117,8 @@ else:
                 st.markdown(f"**{plain(model)}**: " + ("its one request did not wait in a queue." if total == 1 else
                                                        f"none of its {total:,} requests waited in a queue."))
                 continue
-            st.altair_chart(charts.queue_histogram(h, marks, scale, field_label="queue wait",
-                                                   title=f"{model}: queue wait per request"))
+            st.altair_chart(charts.beside(charts.queue_histogram(h, marks, scale, field_label="queue wait",
+                                                                 title=f"{model}: queue wait per request")))
             notes = []
             if scale == "log":
                 zero = int(h[h["bin"] == 0]["count"].sum())      # the first bin holds the waits of 0 (stats.histogram_edges)
@@ -161,7 +161,8 @@ with left:
     else:
         b = query(latency.length_buckets, f, prompt_field)
         unit = "prompt tokens" if prompt_field == "input_tokens" else "prompt characters"
-        st.altair_chart(charts.latency_by_bucket(b, unit, title=f"Latency by prompt length ({unit})", legend_columns=2))
+        st.altair_chart(charts.beside(charts.latency_by_bucket(b, unit, title=f"Latency by prompt length ({unit})",
+                                                             legend_columns=2)))
         st.caption("Rising steeply with the prompt: prefill-bound (compute). " + percentile_note(b))
 with right:
     if not cov.get("output_tokens"):
@@ -169,7 +170,8 @@ with right:
                 icon=":material/info:")
     else:
         b = query(latency.length_buckets, f, "output_tokens")
-        st.altair_chart(charts.latency_by_bucket(b, "output tokens", title="Latency by output length (tokens)", legend_columns=2))
+        st.altair_chart(charts.beside(charts.latency_by_bucket(b, "output tokens",
+                                                             title="Latency by output length (tokens)", legend_columns=2)))
         st.caption("Rising with the output: decode-bound (memory bandwidth, KV cache). " + percentile_note(b))
 
 st.subheader("Decode speed against concurrency")

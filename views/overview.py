@@ -131,8 +131,9 @@ elif not (top.table["cost_usd"] > 0).any():
     nothing_priced_state("Tenant spend")
 else:
     left, right = st.columns([2, 3])
-    left.altair_chart(charts.top_tenants(top.table, title="Tenant spend in the period (USD)"))
-    right.altair_chart(charts.tenant_trend(top.trend, top.grain, title=f"Tenant spend per {top.grain} (USD)"))
+    left.altair_chart(charts.beside(charts.top_tenants(top.table, title="Tenant spend in the period (USD)"),
+                                   chars=22))          # two fifths of the page
+    right.altair_chart(charts.beside(charts.tenant_trend(top.trend, top.grain, title=f"Tenant spend per {top.grain} (USD)")))
     extra = f" {top.others} smaller tenants are not shown." if top.others else ""
     idle = (f" Idle GPU capacity ({usd(top.idle_usd)} in the period) is a fleet cost and in no tenant's total."
             if top.idle_usd > 0 else "")

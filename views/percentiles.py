@@ -78,8 +78,8 @@ else:
     grid = st.columns(2)
     for i, model in enumerate(models):
         with grid[i % 2]:
-            st.altair_chart(charts.percentile_panel(over[over["grp"] == model], grain, what,
-                                                    title=f"{model}: {what} per {grain}"))
+            st.altair_chart(charts.beside(charts.percentile_panel(over[over["grp"] == model], grain, what,
+                                                                  title=f"{model}: {what} per {grain}")))
     without = [m for m in query(store.distinct_values, "model") if m not in models and (not f.models or m in f.models)]
     if without:
         st.caption(f"No {what} in the logs of {', '.join(plain(m) for m in without)}{why}.")

@@ -27,9 +27,9 @@ def test_page_loads_without_exception(server, page, slug):
     page.set_viewport_size({"width": 1024, "height": 1000})
     page.wait_for_timeout(500)
     assert cut_metrics(page) == []
-    # nor a chart's title at 1280 pixels (charts.TITLE_LINE_CHARS: "Share of requests by RTT (ms): green where
-    # escala…" beside another chart on Cascade)
-    page.set_viewport_size({"width": 1280, "height": 1000})
+    # nor a chart's title line (charts.TITLE_LINE_CHARS, charts.beside for a chart beside another: "Share of requests
+    # by RTT (ms): green where escala…" on Cascade at 1280, eleven titles on five pages at 1100, among them "Token mix
+    # by model (share of tokens,…" and "Mean queue wait against utilisation a…slots")
     page.wait_for_timeout(1000)
     assert cut_titles(page) == []
 
