@@ -225,8 +225,7 @@ def beside(chart: alt.TopLevelMixin, chars: int = HALF_TITLE_LINE_CHARS) -> alt.
     for key in ("text", "subtitle"):
         if key in spec:
             spec[key] = _lines(" ".join(_as_list(spec[key])), chars)
-    return chart.properties(title=alt.TitleParams.from_dict(spec) if len(spec) > 1 or isinstance(spec["text"], list)
-                            else spec["text"])
+    return chart.properties(title=alt.TitleParams.from_dict(spec))
 
 
 def _as_list(lines: str | list[str]) -> list[str]:
