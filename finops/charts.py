@@ -6,6 +6,7 @@ Sections are grouped by topic; add new ones under their own heading.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -196,18 +197,33 @@ def thin_points(frame: pd.DataFrame, x: str, *, max_points: int = MAX_POINTS, su
 
 
 #: the longest line of a chart's title or subtitle, in characters: Vega cuts a longer line with an ellipsis at the
-#: chart's width, and two charts side by side at 1,280 px wide have room for about 50 ("Share of requests by RTT
-#: (ms): green where escala…"); a longer title wraps to more lines instead
+#: chart's width ("Share of requests by RTT (ms): green where escala…" at 1,280 px); a longer title wraps to more
+#: lines instead
 TITLE_LINE_CHARS = 48
-
-
-#: the same for a chart beside another one (half the page): at 1,024 pixels such a chart's title cut after ~29
+#: the same for a chart beside another one (:func:`beside`): at 1,024 pixels such a chart's title cut after ~29
 HALF_TITLE_LINE_CHARS = 28
+#: where a word longer than a line (a model's name with its path and version) is broken: after one of these
+WORD_BREAKS = "/-_"
 
 
 def _lines(text: str, chars: int = TITLE_LINE_CHARS) -> str | list[str]:
-    """``text`` as it fits a chart's title: itself when short, else lines of at most ``chars``."""
-    lines = textwrap.wrap(text, chars, break_long_words=False, break_on_hyphens=False)
+    """``text`` as it fits a chart's title: itself when short, else lines of at most ``chars``, broken at spaces;
+    a word longer than a line is broken after a ``/``, ``-`` or ``_`` (else anywhere), as textwrap would not.
+
+    >>> _lines("meta/llama-2-13b-chat:f4e2de70d66816a838a89eeeb6219: total latency per day", 28)
+    ['meta/llama-2-13b-', 'chat:f4e2de70d66816a838a89ee', 'eb6219: total latency per', 'day']
+    """
+    if len(text) <= chars:
+        return text
+    lines: list[str] = []
+    for word in text.split():
+        pieces = [p for p in re.split(f"(?<=[{re.escape(WORD_BREAKS)}])", word) if p] if len(word) > chars else [word]
+        for k, piece in enumerate(q for p in pieces for q in textwrap.wrap(p, chars, break_on_hyphens=False)):
+            glue = "" if k else " "            # a piece of the word before it joins without a space
+            if lines and len(lines[-1]) + len(glue) + len(piece) <= chars:
+                lines[-1] += glue + piece
+            else:
+                lines.append(piece)
     return text if len(lines) <= 1 else lines
 
 

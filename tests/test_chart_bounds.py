@@ -58,6 +58,22 @@ def test_a_long_title_wraps_to_lines_that_fit_beside_another_chart():
     assert spec["title"]["text"] == lines
 
 
+def test_a_chart_beside_another_wraps_shorter_and_breaks_a_long_model_name():
+    """Half the page at 1,024 px has room for ~29 characters of title: "Token mix by model (share of tokens,…" was
+    cut at 1,100. A model's name longer than a line (Replicate's names carry a 64-character version) was cut too,
+    as textwrap leaves a long word whole: it breaks after a '/', '-' or '_', else anywhere, and loses no character."""
+    chart = charts.beside(charts.spend_over_time(_spend(models=3), "day", title="Token mix by model (share of tokens, %)"))
+    assert chart.to_dict()["title"]["text"] == ["Token mix by model (share of", "tokens, %)"]
+    name = "meta/llama-2-13b-chat:f4e2de70d66816a838a89eeeb621910adffb0dd0baba3976c96980970978018d"
+    over = pd.DataFrame({"ts": pd.to_datetime(["2023-12-19"]), "grp": [name], "p50": [1.0], "p95": [2.0],
+                         "p99": [3.0], "requests": [150]})
+    lines = charts.beside(charts.percentile_panel(over, "day", "total latency", title=f"{name}: total latency per day")
+                          ).to_dict()["title"]["text"]
+    assert all(len(line) <= charts.HALF_TITLE_LINE_CHARS for line in lines)
+    assert lines[0] == "meta/llama-2-13b-"                     # broken after its last '-' that fits
+    assert "".join(lines[:-2]) + " ".join(lines[-2:]) == f"{name}: total latency per day"
+
+
 def test_segment_bars_name_the_percentile_before_the_model_so_a_cut_name_keeps_it():
     # LLMPerf's models: three names sharing their first 20 characters, each at P50, P95 and P99
     models = [f"accounts/fireworks/models/llama-v2-{s}-chat" for s in ("7b", "13b", "70b")]
