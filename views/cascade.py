@@ -270,7 +270,7 @@ if report is None and base_frame is not None and data is not None:    # an eval 
     if pick is None:
         st.warning(f"Neither model alone reaches the {floor_pct:g} % quality floor. " + (
             f"Only a router that picks better than at random can: the oracle router reaches {oracle.avg_quality:.2%}."
-            if floor <= oracle.avg_quality + 1e-12 else
+            if only.router_can_reach(floor) else
             f"No router reaches it on these queries: the oracle router's ceiling is {oracle.avg_quality:.2%}."),
             icon=":material/warning:")
     elif pick.name == "random routing":

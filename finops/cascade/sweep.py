@@ -139,10 +139,14 @@ class Baselines:
         ('small only', None)
         """
         q_lo, q_hi = self.small_only.avg_quality, self.direct_to_large.avg_quality
-        options = [b for b in (self.small_only, self.direct_to_large) if b.avg_quality >= floor - 1e-12]
+        options = [b for b in (self.small_only, self.direct_to_large) if b.avg_quality >= floor - QUALITY_TOLERANCE]
         if q_lo < floor <= q_hi:
             options.append(self.random_at((floor - q_lo) / (q_hi - q_lo)))
         return min(options, key=lambda b: b.avg_cost, default=None)
+
+    def router_can_reach(self, floor: float) -> bool:
+        """Whether any router could meet ``floor`` on these queries: the oracle router's quality is the ceiling."""
+        return floor <= self.oracle_router.avg_quality + QUALITY_TOLERANCE
 
     def as_frame(self) -> pd.DataFrame:
         rows = [self.small_only, self.direct_to_large, self.oracle_cascade, self.oracle_router]

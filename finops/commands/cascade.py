@@ -86,7 +86,7 @@ def floor_sentence(base: cascade.Baselines, floor: float) -> str:
     head = f"quality floor {floor:g}: "
     if pick is None:
         return head + (f"neither model alone reaches it; only a router better than random can (the oracle router "
-                       f"reaches {ceiling:.4f})" if floor <= ceiling + 1e-12 else
+                       f"reaches {ceiling:.4f})" if base.router_can_reach(floor) else
                        f"no router reaches it on these queries (the oracle router's ceiling is {ceiling:.4f})")
     if pick.name == "random routing":
         return head + (f"sending a random {pick.large_call_rate:.1%} of requests to the large model meets it, cost "

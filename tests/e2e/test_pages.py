@@ -70,8 +70,9 @@ def test_filter_goes_to_url_and_back(server, page):
 
 def test_seven_figure_spend_is_not_cut(page, tmp_path):
     """A month of a large fleet costs seven figures: "$1,234,567.89" is 206 pixels wide in a card's value font. The
-    Overview's 4-column grid cut it below ~1,600 pixels, and a stretched card in a wrapping row (laid out from a
-    224-pixel basis, four to a row at 1,400) cut it too: each card is as wide as its content now."""
+    Overview's 4-column grid cut it below 1,480 pixels (this store's "$11,223,344.45" per 1M tokens below 1,600), and
+    a stretched card in a wrapping row (laid out from a 224-pixel basis, four to a row at 1,400) cut it too: each
+    card is as wide as its content now."""
     from helpers import dashboard, store_of_records
     rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T{i // 60:02d}:{i % 60:02d}:00Z", "model": "gpt-4o",
              "tenant": "acme", "input_tokens": 1000, "output_tokens": 100, "cost_usd": 12_345.6789} for i in range(100)]
