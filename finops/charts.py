@@ -1105,9 +1105,9 @@ def slowest_traces(slow: pd.DataFrame, title: str = "The slowest requests, segme
 # ---------------------------------------------------------------- cascade and edge
 
 CASCADE_SERIES = ("every threshold", "Pareto frontier", "convex hull", "random routing", "small only",
-                  "direct to large", "oracle cascade", "oracle router", "chosen threshold")
+                  "direct to large", "oracle cascade", "oracle router", "chosen threshold", "random at the floor")
 CASCADE_COLORS = ("#b9bec7", PALETTE[0], PALETTE[1], "#7f7f7f", PALETTE[2], PALETTE[3], PALETTE[6], PALETTE[4],
-                  "#d62728")
+                  "#d62728", "#d62728")
 CASCADE_MAX_POINTS = 1500
 PAYS_COLOR, LOSES_COLOR, FLOOR_COLOR = "#54a24b", "#e45756", "#d62728"
 RTT_TITLE = "Network round trip edge ↔ cloud (ms)"
@@ -1124,6 +1124,7 @@ def _cascade_tooltip() -> list[alt.Tooltip]:
 def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataFrame, *,
                      chosen: dict | None = None, quality_floor: float | None = None,
                      baselines: pd.DataFrame | None = None, random_line: pd.DataFrame | None = None,
+                     random_pick: dict | None = None,
                      title: str = "Cascade cost vs quality: every threshold, the Pareto frontier and its hull",
                      height: int = 380) -> alt.LayerChart:
     """Average cost ($ per 1,000 requests) against average quality (share correct) of a cascade.
@@ -1132,13 +1133,16 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
     is longer), the Pareto frontier a line, its convex hull a dashed line; ``chosen`` (a curve row
     as a dict) is a large red point, ``quality_floor`` a dashed horizontal rule, ``baselines``
     (name, large_call_rate, avg_cost, avg_quality) labelled diamonds and ``random_line`` a dotted line. An
-    empty ``curve`` (an eval with no confidence) draws the baselines and the random line alone.
+    empty ``curve`` (an eval with no confidence) draws the baselines and the random line alone; ``random_pick``
+    (large_call_rate, avg_cost, avg_quality: the random share of requests to the large model that meets the floor)
+    is then a large red point on that line.
     """
     base = baselines.assign(series=baselines["name"]) if baselines is not None and len(baselines) else None
     present = {"every threshold", "Pareto frontier", "convex hull"} if len(curve) else set()
     present |= {"random routing"} if random_line is not None and len(random_line) else set()
     present |= set(base["series"]) if base is not None else set()
     present |= {"chosen threshold"} if chosen is not None else set()
+    present |= {"random at the floor"} if random_pick is not None else set()
     domain = [s for s in CASCADE_SERIES if s in present]
     color = alt.Color("series:N", title=None,
                       scale=alt.Scale(domain=domain, range=[CASCADE_COLORS[CASCADE_SERIES.index(s)] for s in domain]),
@@ -1186,6 +1190,18 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
         # below right of the point: under a frontier that rises to the right, clear of the floor's label (left)
         layers.append(_chart(pick).mark_text(align="left", baseline="top", dx=10, dy=8, fontSize=12, fontWeight="bold",
                                                 color=FLOOR_COLOR).encode(x=x, y=y, text="label:N"))
+    if random_pick is not None:
+        share = random_pick["large_call_rate"]
+        pick = pd.DataFrame([{**random_pick, "series": "random at the floor",
+                              "label": f"{share:.1%} at random to the large model"}])
+        layers.append(_chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
+            x=x, y=y, color=color, tooltip=[
+                alt.Tooltip("series:N", title="What"),
+                alt.Tooltip("large_call_rate:Q", title="Requests sent to the large model at random", format=".1%"),
+                alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
+                alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]))
+        layers.append(_chart(pick).mark_text(align="left", baseline="top", dx=10, dy=8, fontSize=12, fontWeight="bold",
+                                             color=FLOOR_COLOR).encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 

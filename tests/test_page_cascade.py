@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from numpy.testing import assert_allclose
@@ -184,7 +185,8 @@ def test_an_uploaded_eval_without_a_confidence_shows_the_baselines(empty_db):
     chart = at.get("vega_lite_chart")[0]
     series = {s for named in chart.proto.datasets
               for s in pa.ipc.open_stream(named.data.data).read_all().to_pydict().get("series", [])}
-    assert series == {"random routing", "small only", "direct to large", "oracle cascade", "oracle router"}
+    assert series == {"random routing", "small only", "direct to large", "oracle cascade", "oracle router",
+                      "random at the floor"}
     # with no cascade to run, random routing sends its share straight to the large model: the segment between the
     # two models' diamonds (was priced as escalation, the small call paid too: $9.00 at 100 %, above the large model)
     line = next(frame for frame in (pa.ipc.open_stream(named.data.data).read_all().to_pandas()
@@ -194,13 +196,25 @@ def test_an_uploaded_eval_without_a_confidence_shows_the_baselines(empty_db):
     # the floor is answered: 39 % is 7 of the 14 points between the models, half the requests to GPT-4 at random
     assert ("Sending a random **50.0%** of requests to the large model (the rest to the small one) meets the 39 % "
             "floor at **$4.50** per 1,000 requests") in body
+    # and the chart marks that point on the random line
+    pick = _series_rows(chart, "random at the floor")
+    assert_allclose(pick[["large_call_rate", "avg_cost", "avg_quality"]].to_numpy()[0], [0.5, 4.5, 0.39])
+    assert pick["label"][0] == "50.0% at random to the large model"
     at.number_input(key="floor").set_value(50.0).run()
+    assert _series_rows(at.get("vega_lite_chart")[0], "random at the floor").empty   # no random share does
     assert "Neither model alone reaches the 50 % quality floor. Only a router that picks better than at random " \
            "can: the oracle router reaches 55.00%." in texts(at)
     at.number_input(key="floor").set_value(60.0).run()
     assert "No router reaches it on these queries: the oracle router's ceiling is 55.00%." in texts(at)
     at.number_input(key="floor").set_value(30.0).run()
     assert "The small model alone meets the 30 % floor: **32.00%** at **$1.00** per 1,000 requests." in texts(at)
+
+
+def _series_rows(chart, name: str) -> pd.DataFrame:
+    """The rows of a chart's datasets whose ``series`` is ``name`` (empty when none)."""
+    frames = [pa.ipc.open_stream(named.data.data).read_all().to_pandas() for named in chart.proto.datasets]
+    hits = [f[f["series"] == name] for f in frames if "series" in f]
+    return pd.concat(hits, ignore_index=True) if hits else pd.DataFrame()
 
 
 def test_several_uploaded_files_of_one_eval_are_read_as_one(empty_db):

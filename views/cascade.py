@@ -284,9 +284,11 @@ if report is None and base_frame is not None and data is not None:    # an eval 
     no_curve = pd.DataFrame(columns=list(cascade.CURVE_COLUMNS), dtype=float)
     st.altair_chart(charts.cascade_frontier(
         no_curve, no_curve, no_curve, quality_floor=floor, baselines=base_frame, random_line=random_line,
+        random_pick=vars(pick) if pick is not None and pick.name == "random routing" else None,
         title="Average cost ($ per 1,000 requests) vs quality (% correct) of each policy"))
-    st.caption("Diamonds: each policy; dotted line: sending a random share of requests to the large model; dashed "
-               "rule: the quality floor above. " + label)
+    st.caption("Diamonds: each policy; dotted line: sending a random share of requests to the large model"
+               + ("; red point: the share that meets the floor" if pick is not None and pick.name == "random routing"
+                  else "") + "; dashed rule: the quality floor above. " + label)
     show_baselines(base_frame, label, router=True)
 elif report is None:
     st.info("No curve to draw yet: choose a data source with data above.", icon=":material/show_chart:")
