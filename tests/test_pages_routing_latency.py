@@ -104,6 +104,32 @@ def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_inclu
     assert "—: that group's logs carry no total latency" in texts(run_page(path, "views/percentiles.py"))
 
 
+def test_percentiles_say_how_many_requests_they_are_over(tmp_path):
+    """A model whose logs time only some requests (an Azure trace of 19,366 untimed requests beside 4 timed
+    LiteLLM calls of the same model) showed "Requests 19,370" beside a P50 of 4 requests, and no small-sample
+    warning: the count was every request served. Now each table says how many carry the latency. Hand-worked:
+    10 requests served, 4 timed (0, 54, 1,503, 1,503 ms): P50 = 54 + 0.5 x (1,503 - 54) = 778.5 ms."""
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:0{i}:00", "model": "gpt-4o", "input_tokens": 10,
+             "output_tokens": 5, **({"total_ms": ms} if ms is not None else {})}
+            for i, ms in enumerate([0.0, 54.0, 1503.0, 1503.0, *[None] * 6])]
+    path = store_of_records(tmp_path, rows)
+    at = run_page(path, "views/percentiles.py")
+    assert not at.exception, [e.value for e in at.exception]
+    table = next(d.value for d in at.dataframe if "requests" in d.value.columns)
+    row = table.set_index("model").loc["gpt-4o"]
+    assert (row["requests"], row["requests_with_total_ms"]) == (10, 4)
+    assert row["total_s_p50"] == pytest.approx(0.7785)      # seconds: the P99 reaches 1,000 ms
+    body = texts(at)
+    assert "In 1 of the groups only some requests carry a total latency" in body
+    assert "A P99 over fewer than 100 requests" in body and "(1 of the 1 groups here)" in body
+    overview = run_page(path, "views/overview.py")
+    assert not overview.exception, [e.value for e in overview.exception]
+    latency = next(d.value for d in overview.dataframe if "sla_requests" in d.value.columns)
+    assert latency[["requests", "sla_requests"]].values.tolist() == [[10, 4]]
+    assert "A P99 over fewer than 100 requests is at or near the slowest of them, not a tail (1 model here)." \
+        in texts(overview)
+
+
 def test_logs_that_name_no_route_are_shared_by_model_first(tmp_path, gateway_db):
     """Logs with no route drew "Share of spend by route" as one 100 % band of '(none)'; they open by model, and
     by route they say why the band is one. Logs that name routes still open by route."""

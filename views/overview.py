@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts
-from finops.fmt import MISSING, in_words, share, usd
+from finops.fmt import MISSING, counted, in_words, share, usd
 from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
@@ -83,10 +83,13 @@ if len(lat.table):
     bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
                  # an SLA on total latency: its column is the total's, shown once
-                 column_order=["model", "requests", "sla_p99_s",
+                 column_order=["model", "requests", "sla_requests", "sla_p99_s",
                                *(["total_p99_s"] if lat.metric != "total_ms" else []), "hours_over"], column_config={
                      "model": st.column_config.TextColumn("Model"),
                      "requests": st.column_config.NumberColumn("Requests served", format="%,d"),
+                     "sla_requests": st.column_config.NumberColumn(
+                         f"With {sla_name}", format="%,d",
+                         help=f"The requests whose logs carry a {sla_name}: its P99 is over these."),
                      "sla_p99_s": st.column_config.NumberColumn(f"P99 {sla_name} (s)", format="%.2f",
                                                                 help="The latency the SLA is on."),
                      "total_p99_s": st.column_config.NumberColumn("P99 total latency (s)", format="%.2f"),
@@ -96,8 +99,11 @@ if len(lat.table):
                                                                       + ": no hour was judged: its logs carry no "
                                                                         "such latency, or no hour had the rule's "
                                                                         "fewest requests (below).")})
+    few = int(((shown["sla_requests"] > 0) & (shown["sla_requests"] < slo.TAIL_REQUESTS)).sum())
     st.caption(plain(lat.rule) + (" The rule is switched off." if not lat.enabled else "")
-               + " Percentiles over the whole period; the Latency page has them per tier and hour. " + source_label())
+               + " Percentiles over the whole period; the Latency page has them per tier and hour."
+               + (f" A P99 over fewer than {slo.TAIL_REQUESTS} requests is at or near the slowest of them, not a "
+                  f"tail ({counted(few, 'model')} here)." if few else "") + " " + source_label())
 
 # ---- spend over time
 st.subheader("Spend over time")

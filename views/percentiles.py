@@ -4,6 +4,7 @@ import streamlit as st
 from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns
 from finops.latency import stats as latency
+from finops.ops import slo
 from views._shared import (
     SERVED_NOTE,
     bounded_dataframe,
@@ -41,8 +42,7 @@ field = st.segmented_control("Latency", fields, default=fields[0], key="pct_fiel
                              format_func=lambda c: FIELD_WORDS.get(c, c)) or fields[0]
 what = FIELD_WORDS.get(field, field)
 
-#: below this many requests a group's P99 is its slowest request or next to it (one in a hundred left out)
-TAIL_REQUESTS = 100
+TAIL_REQUESTS = slo.TAIL_REQUESTS     # below it a P99 is at or near the slowest request
 
 # ---------------------------------------------------------------- the table
 st.header(f"P50, P95 and P99 of {what}")
@@ -52,19 +52,26 @@ pct = query(latency.percentiles, f, by=(by,), fields=(field,))
 cols = [f"{field}_p50", f"{field}_p95", f"{field}_p99"]
 table, unit, named = duration_columns(pct, cols)
 fmt = "%,.2f" if unit == "s" else "%,.0f"
+timed = f"requests_with_{field}"
 bounded_dataframe(table, sort_by="requests", order="the most requests", what="groups", file_name="percentiles",
-                  placeholder=MISSING, hide_index=True, column_order=[by, "requests", *named.values()], column_config={
-    by: GROUP_WORDS[by].capitalize(), "requests": st.column_config.NumberColumn("Requests", format="%,d"),
+                  placeholder=MISSING, hide_index=True, column_order=[by, "requests", timed, *named.values()],
+                  column_config={
+    by: GROUP_WORDS[by].capitalize(), "requests": st.column_config.NumberColumn("Requests served", format="%,d"),
+    timed: st.column_config.NumberColumn(f"With {what}", format="%,d",
+                                         help=f"The requests whose logs carry a {what}: the percentiles are over these."),
     **{named[c]: st.column_config.NumberColumn(f"{c.rsplit('_', 1)[1].upper()} ({unit})", format=fmt)
        for c in cols}})
 why = f" ({WHY_MISSING[field]})" if field in WHY_MISSING else ""
 absent = f" {MISSING}: that group's logs carry no {what}{why}." if pct[cols].isna().to_numpy().any() else ""
+partly = pct[(pct[timed] > 0) & (pct[timed] < pct["requests"])]
+part = (f" In {len(partly):,} of the groups only some requests carry a {what} (\"With {what}\" fewer than served): "
+        "the percentiles are of those." if len(partly) else "")
 # a percentile of a handful of requests is (near) the slowest of them: said, with how many groups are such
-few = int((pct["requests"] < TAIL_REQUESTS).sum())
+few = int(((pct[timed] > 0) & (pct[timed] < TAIL_REQUESTS)).sum())
 tiny = (f" A P99 over fewer than {TAIL_REQUESTS} requests (a P95 over fewer than 20) is at or near the group's "
         f"slowest request, not a tail: read it with its count ({few:,} of the {len(pct):,} groups here)."
         if few else "")
-st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent}{tiny} " + source_label())
+st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent}{part}{tiny} " + source_label())
 
 # ---------------------------------------------------------------- over time, one panel per model
 st.header(f"{what.capitalize()} over time, per model")

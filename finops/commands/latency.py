@@ -7,8 +7,8 @@ from finops.jsonutil import records
 from finops.latency import stats as latency
 
 NAME = "latency"
-HELP = ("Requests and exact P50/P95/P99 of total_ms, ttft_ms, queue_ms and service_ms per group "
-        "(null where the logs lack a field; cache hits excluded).")
+HELP = ("Requests and exact P50/P95/P99 of total_ms, ttft_ms, queue_ms and service_ms per group, with the requests "
+        "each is over (requests_with_<field>; null where the logs lack a field; cache hits excluded).")
 
 
 def add_arguments(p) -> None:
@@ -33,5 +33,6 @@ def run(args) -> int:
     elif frame.empty:
         print("no requests match these filters")
     else:
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.1f}", na_rep="—"))
+        counts = {c: "{:,}".format for c in frame.columns if c == "requests" or c.startswith("requests_with_")}
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.1f}", na_rep="—", formatters=counts))
     return 0

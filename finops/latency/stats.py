@@ -373,18 +373,21 @@ def _p_cols(prefix: str, expr: str, quantiles) -> str:
     return ", ".join(f"{expr}[{i + 1}] AS {sql.quote_ident(prefix + p_label(q))}" for i, q in enumerate(quantiles))
 
 
-def _quantile_cols(fields, quantiles) -> tuple[str, str, list]:
+def _quantile_cols(fields, quantiles, counted: bool = False) -> tuple[str, str, list]:
     """(inner aggregate SQL, outer unpacking SQL, the inner SQL's parameters) for exact percentiles of
-    ``fields``."""
+    ``fields``; ``counted``: each field's ``requests_with_<field>`` too, the requests carrying it."""
     fields = [_check_field(c) for c in fields]
-    inner = ", ".join(f"quantile_cont({c}, ?) AS _q_{c}" for c in fields)
-    outer = ", ".join(_p_cols(f"{c}_", f"_q_{c}", quantiles) for c in fields)
+    inner = ", ".join(f"quantile_cont({c}, ?) AS _q_{c}" + (f", count({c}) AS requests_with_{c}" if counted else "")
+                      for c in fields)
+    outer = ", ".join(_p_cols(f"{c}_", f"_q_{c}", quantiles) + (f", requests_with_{c}" if counted else "")
+                      for c in fields)
     return inner, outer, [_quantile_list(quantiles)] * len(fields)
 
 
 def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), fields=sql.LATENCY_FIELDS,
                 quantiles=QUANTILES, exact: bool = False) -> pd.DataFrame:
-    """Per group: ``requests`` and ``<field>_p50``, ``<field>_p95``, ``<field>_p99`` of each field.
+    """Per group: ``requests`` (served) and, of each field, ``<field>_p50``, ``<field>_p95``, ``<field>_p99`` and
+    ``requests_with_<field>``, the requests carrying it: the count its percentiles are over.
 
     A percentile is null where no request of the group carries the field.
     ``by`` lists dimensions of :data:`finops.sql.GROUP_COLUMNS` and/or one time grain of :data:`TIME_GRAINS`.
@@ -395,11 +398,11 @@ def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), field
     fields = [_check_field(c) for c in fields]
     keys = [sql.column(k, TIME_GRAINS) if k in TIME_GRAINS else _group_key(k) for k in _keys(by)]
     if not exact and all(c in dict(store.SKETCH_FIELDS) for c in fields) and sketch_usable(con, f, keys):
-        return _from_sketch(con, f, keys, fields, quantiles)
+        return _from_sketch(con, f, keys, fields, quantiles, counts={c: f"requests_with_{c}" for c in fields})
     f = _scoped(con, f)
     exprs = [f"{sql.time_bucket(k)} AS {k}" if k in TIME_GRAINS else f"{_group_sql(k)} AS {k}" for k in keys]
     where, params = _served_where(f)
-    inner, outer, q_params = _quantile_cols(fields, quantiles)
+    inner, outer, q_params = _quantile_cols(fields, quantiles, counted=True)
     group = f"GROUP BY {', '.join(str(i + 1) for i in range(len(keys)))}" if keys else ""
     key_list = "".join(f"{k}, " for k in keys)
     query = (f"SELECT {key_list}requests, {outer} FROM ("
@@ -411,7 +414,9 @@ def percentiles(con: duckdb.DuckDBPyConnection, f: Filters, by=("model",), field
     if not keys and len(out) and out["requests"].iloc[0] == 0:
         return out.iloc[0:0]
     for c in out.columns:
-        if c not in keys and c != "requests":
+        if c == "requests" or c.startswith("requests_with_"):
+            out[c] = out[c].astype("int64")
+        elif c not in keys:
             out[c] = out[c].astype("float64")
     return out
 

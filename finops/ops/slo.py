@@ -21,23 +21,28 @@ RULE = "p99_over_sla"
 
 @dataclass(frozen=True)
 class ModelLatency:
-    table: pd.DataFrame    # model, requests, sla_p99_ms, total_p99_ms
+    table: pd.DataFrame    # model, requests, sla_requests (those carrying the SLA latency), sla_p99_ms, total_p99_ms
     metric: str            # the latency the SLA is on: ttft_ms or total_ms
     rule: str              # the rule in one sentence, with its numbers
     enabled: bool
 
+
+#: below this many requests a P99 is the slowest request or next to it (one in a hundred left out)
+TAIL_REQUESTS = 100
 
 WINDOW_WORDS = {"15min": "15 minutes", "hour": "hour", "day": "day"}
 METRIC_NAMES = {"ttft_ms": "time to first token", "total_ms": "total latency"}
 
 
 def model_latency(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> ModelLatency:
-    """Per model: served requests, P99 of the SLA latency and P99 of total latency (ms), busiest first."""
+    """Per model: served requests, the requests carrying the SLA latency (its P99 is over these), P99 of the SLA
+    latency and P99 of total latency (ms), busiest first."""
     f = f or Filters()
     metric = alerts.sla_metric(con, f)
     fields = tuple(dict.fromkeys((metric, "total_ms")))
     p = stats.percentiles(con, f, by=("model",), fields=fields)
     table = pd.DataFrame({"model": p["model"], "requests": p["requests"].astype("int64"),
+                          "sla_requests": p[f"requests_with_{metric}"].astype("int64"),
                           "sla_p99_ms": p[f"{metric}_p99"], "total_p99_ms": p["total_ms_p99"]})
     table = table[table["requests"] > 0].sort_values(["requests", "model"], ascending=[False, True],
                                                       kind="stable").reset_index(drop=True)
@@ -62,13 +67,14 @@ def hours_over_rule(open_alerts: pd.DataFrame) -> dict[str, float]:
 
 
 def overview_table(lat: ModelLatency, open_alerts: pd.DataFrame, judged: set[str] | None = None) -> pd.DataFrame:
-    """The Overview's table: model, requests, sla_p99_s, total_p99_s (seconds) and hours_over (the hours
+    """The Overview's table: model, requests, sla_requests, sla_p99_s, total_p99_s (seconds) and hours_over (the hours
     of open P99 alerts on the model; none where no hour of the model was judged: its logs carry no SLA latency,
     or no window had the rule's fewest requests, ``judged`` naming the models with one,
     :func:`finops.ops.alerts.sla_judged_models`; None: every model with a P99)."""
     over = hours_over_rule(open_alerts)
     t = lat.table
-    return pd.DataFrame({"model": t["model"], "requests": t["requests"], "sla_p99_s": t["sla_p99_ms"] / 1000,
+    return pd.DataFrame({"model": t["model"], "requests": t["requests"], "sla_requests": t["sla_requests"],
+                         "sla_p99_s": t["sla_p99_ms"] / 1000,
                          "total_p99_s": t["total_p99_ms"] / 1000,
                          "hours_over": [over.get(m, 0.0) if pd.notna(p99) and (judged is None or m in judged)
                                         else None for m, p99 in zip(t["model"], t["sla_p99_ms"], strict=True)]})
