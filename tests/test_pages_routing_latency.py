@@ -201,3 +201,37 @@ def test_the_percentiles_of_a_handful_of_requests_are_said_to_be_near_their_slow
     assert len(said) == 1 and "(1 of the 2 groups here)" in said[0]
     table = next(d.value for d in at.dataframe if "requests" in d.value.columns).set_index("model")
     assert table.loc["one", "requests"] == 1 and table.loc["busy", "requests"] == 120
+
+
+def test_todays_routing_repriced_prices_a_catalogue_model_as_the_bill_does(tmp_path):
+    """The exploratory store's what-if showed "Today's routing (repriced) $136.95" under "The bill for these filters
+    is $136.98 ... so unfiltered the two agree", and listed anthropic/claude-sonnet-4 among the models with no
+    price: the replay priced a request only from a price book row of its own name, never through the resolution
+    (aliases, the catalogue's dated and provider-prefixed names) the bill prices it by."""
+    def rows(model, n, tokens_in, tokens_out, **more):
+        return [{"request_id": f"{model}-{i}", "ts": f"2026-04-06T10:{i:02d}:00", "model": model, "tenant": "acme",
+                 "input_tokens": tokens_in, "output_tokens": tokens_out, "status": "ok", **more} for i in range(n)]
+    records = (rows("gpt-4o-mini", 4, 20_000, 5_000)       # 4 x (20,000 x $0.15 + 5,000 x $0.60) / 1M = $0.024
+               + rows("gpt-4o", 2, 20_000, 5_000)          # 2 x (20,000 x $2.50 + 5,000 x $10) / 1M = $0.20
+               # the catalogue's claude-sonnet-4: 3 x (20,000 x $3 + 4,000 x $15) / 1M = $0.36
+               + rows("anthropic/claude-sonnet-4", 3, 20_000, 4_000))
+    query = {"from": "2026-04-06", "to": "2026-04-06"}
+    (tmp_path / "a").mkdir()
+    at = run_page(store_of_records(tmp_path / "a", records), "views/routing.py", query_params=query)
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    # $0.024 + $0.20 + $0.36 = $0.584 (it was $0.224: claude-sonnet-4 at $0), the Cost page's total
+    assert metrics["Today's routing (repriced)"] == metrics["Spend under as-logged"] == "$0.58"
+    text = texts(at)
+    assert "The bill for these filters is $0.58 (idle GPU time included), the same as today's routing repriced." in text
+    assert "No price for" not in text
+    cost = run_page(str(tmp_path / "a" / "s.duckdb"), "views/cost.py", query_params=query)
+    assert "$0.58" in [m.value for m in cost.metric]
+    # a semantic-cache hit whose cost the logs recorded is on the bill, not in the replay: the page says so
+    (tmp_path / "b").mkdir()
+    hit = rows("gpt-4o", 1, 20_000, 5_000, cache_hit=True, cost_usd=0.15, request_id="hit")
+    at = run_page(store_of_records(tmp_path / "b", records + hit), "views/routing.py", query_params=query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert {m.label: m.value for m in at.metric}["Today's routing (repriced)"] == "$0.58"
+    assert ("The bill for these filters is $0.73 (idle GPU time included), $0.15 more than today's routing repriced: "
+            "it counts the $0.15 the logs recorded for 1 semantic-cache hit, which the replay leaves out.") in texts(at)

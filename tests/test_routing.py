@@ -338,6 +338,39 @@ def test_a_model_with_no_price_stays_as_logged_and_only_moving_onto_it_is_refuse
     moved_small = w.by_model.set_index("model").loc[SMALL]
     served = df[~df.cache_hit.fillna(False).astype(bool) & (df.escalated.fillna(False) == False)]  # noqa: E712
     assert moved_small.counterfactual_usd == pytest.approx(_book_cost(served, SMALL).sum() + 3 * 210 / 1e6)
-    assert any("No price for acme-7b (3 requests)" in a for a in w.assumptions)
+    # the bill prices none of the two without a recorded cost (the unpriced banner's count)
+    assert any("No price for acme-7b (2 requests without a recorded cost)" in a for a in w.assumptions)
     with pytest.raises(InputError, match="acme-7b is not in the price book"):
         routing.whatif(con, Filters(), "all-large", small_model="acme-7b", large_model=LARGE)
+
+
+def test_todays_routing_is_priced_as_the_bill_prices_it():
+    """The what-if priced a request only from a price book row of its own name: a provider-prefixed name the
+    catalogue prices (anthropic/claude-sonnet-4) counted $0 as logged and was listed as having no price, a dated
+    book row was the one of the period's last day. Today's routing repriced now equals the bill."""
+    con = store.connect(":memory:")
+    con.execute("INSERT INTO prices (model, kind, size_class, input_usd_per_1m, output_usd_per_1m, effective_from, "
+                "effective_to) VALUES ('acme-large', 'api', 'large', 4.0, 8.0, NULL, DATE '2026-03-03'), "
+                "('acme-large', 'api', 'large', 2.0, 4.0, DATE '2026-03-03', NULL)")
+    store.refresh_resolution(con)
+
+    def rows(model, day, n, tokens_in, tokens_out, **more):
+        return [{"request_id": f"{model}-{day}-{i}", "ts": datetime(2026, 3, day, 10, i), "tenant": "t0",
+                 "model": model, "input_tokens": tokens_in, "output_tokens": tokens_out, "status": "ok", **more}
+                for i in range(n)]
+    df = pd.DataFrame(rows(SMALL, 2, 4, 20_000, 5_000)                     # 4 x (20,000 x 0.15 + 5,000 x 0.60) / 1e6
+                      + rows("anthropic/claude-sonnet-4", 2, 3, 20_000, 4_000)  # 3 x (20,000 x 3 + 4,000 x 15) / 1e6
+                      + rows("acme-large", 2, 2, 10_000, 1_000)             # before the cut: 2 x (10,000 x 4 + 1,000 x 8) / 1e6
+                      + rows("acme-large", 3, 1, 10_000, 1_000)             # after it: 10,000 x 2 + 1,000 x 4, / 1e6
+                      + rows("acme-7b", 3, 2, 1_000, 100)                   # no price anywhere: $0
+                      + rows("acme-7b", 3, 1, 1_000, 100, cost_usd=0.25, request_id="recorded"))
+    ingest_frame(con, df, name="catalogue and dated prices")
+    hand = 4 * 0.006 + 3 * 0.12 + 2 * 0.048 + 0.024 + 0.25      # $0.754
+    w = routing.whatif(con, Filters(), "as-logged", small_model=SMALL, large_model="acme-large")
+    assert_allclose([w.actual_usd, w.counterfactual_usd, w.billed_usd], hand, rtol=1e-12)
+    assert float(spend.report(con, Filters(), by=())["cost_usd"].iloc[0]) == pytest.approx(hand, rel=1e-12)
+    by_model = w.by_model.set_index("model")["actual_usd"]
+    assert by_model["anthropic/claude-sonnet-4"] == pytest.approx(0.36)
+    assert by_model["acme-large"] == pytest.approx(0.12)
+    unpriced = [a for a in w.assumptions if a.startswith("No price for")]
+    assert unpriced and unpriced[0].startswith("No price for acme-7b (2 requests without a recorded cost)")

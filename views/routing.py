@@ -260,7 +260,7 @@ if wi is None:
     st.stop()
 m = metric_row(3)
 m[0].metric("Today's routing (repriced)", usd(wi.actual_usd), border=True,
-            help="The logged routing priced by the same rule as the what-if (self-hosted at its effective price).")
+            help="The logged routing priced as the bill prices it (self-hosted at its effective price).")
 m[1].metric("Answers graded correct today", _share(wi.actual_quality), border=True,
             help="Estimated from the graded requests in these logs; unknown where a model has none.")
 m[2].metric("Mean latency today", duration_ms(wi.actual_mean_ms), border=True,
@@ -288,11 +288,21 @@ if policy == "per-tier":
         "sla_tier": "SLA tier", "strategy": "Strategy",
         "actual_usd": st.column_config.NumberColumn("Actual (USD)", format=usd_column_format(wi.by_tier["actual_usd"])),
         "counterfactual_usd": st.column_config.NumberColumn("What-if (USD)", format=usd_column_format(wi.by_tier["counterfactual_usd"]))})
+picked = bool(f.tenants or f.sla_tiers)
+gap_usd = wi.billed_usd - wi.actual_usd
+if round(wi.billed_usd, 2) == round(wi.actual_usd, 2):
+    gap = ", the same as today's routing repriced"
+else:
+    gap = f", {usd(abs(gap_usd))} {'more' if gap_usd > 0 else 'less'} than today's routing repriced"
+    if round(wi.cache_hits_usd, 2):
+        gap += (f": it counts the {usd(wi.cache_hits_usd)} the logs recorded for "
+                f"{counted(wi.cache_hits_recorded, 'semantic-cache hit')}, which the replay leaves out")
 st.caption(f"The bill for these filters is {usd(wi.billed_usd)}"
-           + (" (idle GPU time included)" if not (f.tenants or f.sla_tiers) else " (idle GPU time not included: "
-              "tenants or tiers are picked)")
+           + (" (idle GPU time included)" if not picked else " (idle GPU time not included: tenants or tiers are "
+              "picked)") + gap
            + ". Repricing self-hosted traffic at its effective $ per 1M tokens spreads each fleet's cost, idle "
-             "time included, over its tokens, so unfiltered the two agree; moving tokens off a fleet saves "
-             "money only if the fleet shrinks with them.")
+             "time included, over its tokens"
+           + (", so the repriced figure carries idle time the bill leaves out" if picked else "")
+           + "; moving tokens off a fleet saves money only if the fleet shrinks with them.")
 st.markdown("**Assumptions**\n" + "\n".join(f"- {plain(a)}" for a in wi.assumptions))
 st.caption(f"{counted(wi.requests, 'request')} replayed. " + source_label())

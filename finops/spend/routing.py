@@ -26,11 +26,12 @@ What-if replay (:func:`whatif`)
   its tokens.
 * Latency is estimated from each target model's observed per-token rates
   (:func:`latency_rates`); the replay reports the mean, not a percentile.
-* The baseline is the actual routing **repriced by the same rule** (recorded costs kept), so
-  the change is policy alone; the bill for the same filters (spend report, with idle GPU time
-  unless tenants or tiers are picked) is reported beside it. Unfiltered, the two agree but for
-  cache hits and the bill's recorded costs: the effective price spreads the fleet's cost, idle
-  time included, over its tokens.
+* The baseline is the actual routing **priced as the bill prices it** (recorded costs, else the
+  price row its model resolves to for the request's day and tiers: :mod:`finops.spend.pricing`),
+  self-hosted traffic at its effective price, so the change is policy alone; the bill for the same
+  filters (spend report, with idle GPU time unless tenants or tiers are picked) is reported beside
+  it. Unfiltered, the two agree but for what the logs recorded for semantic-cache hits (on the bill,
+  not replayed): the effective price spreads the fleet's cost, idle time included, over its tokens.
 """
 from __future__ import annotations
 
@@ -278,24 +279,48 @@ def length_range(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None)
 
 def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None = None) -> pd.DataFrame:
     """Served rows aggregated by sla_tier, model, escalated and prompt length, with the token and
-    recorded-cost sums repricing needs and the observed latency sums."""
+    recorded-cost sums repricing needs and the observed latency sums.
+
+    ``billed_usd`` is what the bill charges the rows for their tokens, by its own rule
+    (:mod:`finops.spend.pricing`): recorded costs, else the price row the model resolves to (an alias, the
+    price book, the catalogue under a dated or provider-prefixed name) for the request's day, service tier and
+    context tier; no GPU time. ``unpriced_requests``: rows without a recorded cost that no price covers."""
     if length is not None and length not in sql.PROMPT_LENGTH_COLUMNS:
         raise InputError(f"prompt length field? choose from {', '.join(sql.PROMPT_LENGTH_COLUMNS)}")
     where, params = f.where()
     length_sql = sql.column(length, sql.PROMPT_LENGTH_COLUMNS, "prompt length field") if length else "CAST(NULL AS BIGINT)"
     uncached = "greatest(coalesce(input_tokens, 0) - coalesce(cached_input_tokens, 0), 0)"
+    # rollup-shaped rows (the bill's keys and token classes) split by the replay's keys, priced as the bill prices
+    measures = (*(m for m in store.ROLLUP_MEASURES if m[0] in ("requests", *_BILLED_MEASURES)),
+                ("uncached_in", "BIGINT", f"sum({uncached})"),
+                ("cached_in", "BIGINT", "sum(coalesce(cached_input_tokens, 0))"),
+                ("out_tokens", "BIGINT", "sum(coalesce(output_tokens, 0))"),
+                ("priced_uncached_in", "BIGINT", f"coalesce(sum({uncached}) FILTER (WHERE cost_usd IS NULL), 0)"),
+                ("priced_cached_in", "BIGINT",
+                 "coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0)"),
+                ("priced_out", "BIGINT", "coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0)"),
+                ("total_ms_sum", "DOUBLE", "coalesce(sum(total_ms), 0)"),
+                ("total_ms_count", "BIGINT", "count(total_ms)"))
+    rows = store.rollup_select_sql("requests", f"{where} AND {sql.SERVED}", with_batch=False, measures_sql=measures,
+                                   extra_keys_sql=(("escalated", "coalesce(escalated, false)"),
+                                                   ("length", f"CAST({length_sql} AS BIGINT)")))
+    sums = ", ".join(f"CAST(sum(r.{c}) AS {t}) AS {c}" for c, t in (
+        ("requests", "BIGINT"), ("uncached_in", "BIGINT"), ("cached_in", "BIGINT"), ("out_tokens", "BIGINT"),
+        ("recorded_cost_usd", "DOUBLE"), ("priced_requests", "BIGINT"), ("priced_uncached_in", "BIGINT"),
+        ("priced_cached_in", "BIGINT"), ("priced_out", "BIGINT"), ("total_ms_sum", "DOUBLE"),
+        ("total_ms_count", "BIGINT")))
     return spend.frame_once(con, f"""
-SELECT coalesce(sla_tier, '(none)') AS sla_tier, model, coalesce(escalated, false) AS escalated,
-       CAST({length_sql} AS BIGINT) AS length, count(*) AS requests,
-       sum({uncached}) AS uncached_in, sum(coalesce(cached_input_tokens, 0)) AS cached_in,
-       sum(coalesce(output_tokens, 0)) AS out_tokens,
-       coalesce(sum(cost_usd), 0) AS recorded_cost_usd,
-       count(*) FILTER (WHERE cost_usd IS NULL) AS priced_requests,
-       coalesce(sum({uncached}) FILTER (WHERE cost_usd IS NULL), 0) AS priced_uncached_in,
-       coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_cached_in,
-       coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0) AS priced_out,
-       coalesce(sum(total_ms), 0) AS total_ms_sum, count(total_ms) AS total_ms_count
-FROM requests WHERE {where} AND {sql.SERVED} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params)
+WITH r AS ({rows}), p AS ({pricing.picked_prices_sql(pricing.PRICE_KEYS_SQL)})
+SELECT coalesce(nullif(r.sla_tier, ''), '(none)') AS sla_tier, r.model, r.escalated, r.length, {sums},
+       CAST(sum(r.recorded_cost_usd + {pricing.TOKEN_COST_SQL}) AS DOUBLE) AS billed_usd,
+       CAST(coalesce(sum(r.priced_requests) FILTER (WHERE p.kind IS NULL), 0) AS BIGINT) AS unpriced_requests
+FROM r LEFT JOIN p ON {pricing.PRICE_JOIN_SQL} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params)
+
+
+#: the rollup measures the bill's token cost (pricing.TOKEN_COST_SQL) reads
+_BILLED_MEASURES = ("recorded_cost_usd", "priced_requests", "priced_uncached_input_tokens",
+                    "priced_cached_input_tokens", "priced_cache_write_tokens", "priced_cache_write_1h_tokens",
+                    "priced_output_tokens")
 
 
 def latency_rates(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
@@ -348,9 +373,11 @@ class WhatIf:
     policy: str
     small_model: str
     large_model: str
-    actual_usd: float                  # actual routing, repriced by the same rule
+    actual_usd: float                  # actual routing, priced as the bill prices it (self-hosted: effective)
     counterfactual_usd: float
     billed_usd: float                  # the bill for the filters (spend report; idle GPU time unless tenants/tiers)
+    cache_hits_usd: float              # of the bill, what the logs recorded for semantic-cache hits (not replayed)
+    cache_hits_recorded: int           # the cache hits with a recorded cost
     requests: int                      # requests replayed (escalated attempts folded into their request)
     unassigned: int                    # requests kept on their model (no prompt length for the threshold)
     escalation_rate: float
@@ -400,11 +427,13 @@ def default_targets(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str | N
 
 
 def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str], targets: set[str]) -> np.ndarray:
-    """Cost of each basis row on each of ``models`` (book / effective prices; own model = repriced actual).
+    """Cost of each basis row on each of ``models``: on its own model what the bill charges it (``billed_usd``:
+    recorded costs and the prices the bill resolves, dated and tiered), a self-hosted model's tokens at its
+    effective price; moved, the model's book / effective prices.
 
-    A model no price covers is costed only where it stays as logged, at what its rows recorded (the $0 every
-    page counts unpriced traffic at, plus any cost the logs carry): a store holding one such model could replay
-    no policy at all. Traffic moved onto one of the ``targets`` needs its price, and is refused without one."""
+    A model the book does not price is costed only where it stays as logged (at what the bill charges, $0 for
+    requests no price covers, as on every page): a store holding one such model could replay no policy at all.
+    Traffic moved onto one of the ``targets`` needs its price, and is refused without one."""
     p = prices.set_index("model")
     out = np.zeros((len(basis), len(models)))
     for j, m in enumerate(models):
@@ -414,14 +443,14 @@ def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str], t
                              if m not in p.index else
                              f"self-hosted model {m} served no tokens in the period: no effective price")
         if not priced:
-            out[:, j] = np.where(basis["model"] == m, basis["recorded_cost_usd"], 0.0)
+            out[:, j] = np.where(basis["model"] == m, basis["billed_usd"], 0.0)
             continue
         pr = p.loc[m]
         moved = (basis["uncached_in"] * pr.input_usd_per_1m + basis["cached_in"] * pr.cached_input_usd_per_1m
                  + basis["out_tokens"] * pr.output_usd_per_1m) / 1e6 + basis["requests"] * pr.request_usd
-        own = basis["recorded_cost_usd"] + (
+        own = basis["billed_usd"] if pr.kind != "self_hosted" else (basis["recorded_cost_usd"] + (
             basis["priced_uncached_in"] * pr.input_usd_per_1m + basis["priced_cached_in"] * pr.cached_input_usd_per_1m
-            + basis["priced_out"] * pr.output_usd_per_1m) / 1e6 + basis["priced_requests"] * pr.request_usd
+            + basis["priced_out"] * pr.output_usd_per_1m) / 1e6 + basis["priced_requests"] * pr.request_usd)
         out[:, j] = np.where(basis["model"] == m, own, moved)
     return out
 
@@ -587,10 +616,15 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
                .groupby(["sla_tier", "strategy"], as_index=False)[["actual_usd", "counterfactual_usd"]].sum())
     billed = spend.report(con, f, by=())
     billed_usd = float(billed["cost_usd"].fillna(0).iloc[0]) if len(billed) else 0.0
+    where, params = f.where()           # the bill counts what the logs recorded for a cache hit; the replay leaves hits out
+    hits_usd, hits_recorded = con.execute(f"SELECT coalesce(sum(cost_usd), 0), count(cost_usd) FROM requests "
+                                          f"WHERE {where} AND {sql.CACHE_HIT}", params).fetchall()[0]
     self_hosted = prices[(prices.kind == "self_hosted") & prices.model.isin(models)]
     assumptions = [
         "Token counts are kept: a moved request reads and writes the same tokens.",
-        "API prices from the price book" + (
+        "As logged, a request costs what the bill charges it (its recorded cost, else the price its model resolves "
+        "to as on the Cost page: an alias, the price book or the catalogue, in force on its day); moved to an API "
+        "model, its price book row" + (
             "; self-hosted models at an effective $ per 1M tokens = fleet cost (busy + idle) / tokens served "
             "in the period: " + ", ".join(f"{r.model} ${r.input_usd_per_1m:,.3f}" for r in self_hosted.itertuples()
                                            if r.input_usd_per_1m is not None and not pd.isna(r.input_usd_per_1m))
@@ -605,13 +639,13 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
         "that stays on its model keeps its logged latency, a moved one is estimated from the target model's observed "
         "per-token rates (least squares of service time on input and output tokens, plus its mean wait).",
     ]
-    priced_models = set(prices.loc[prices["input_usd_per_1m"].notna(), "model"])
-    unpriced = basis[~basis["model"].isin(priced_models)].groupby("model")["requests"].sum()
+    unpriced = basis.groupby("model")["unpriced_requests"].sum()
+    unpriced = unpriced[unpriced > 0]      # the models the bill cannot price either (the unpriced banner's)
     if len(unpriced):
         assumptions.append(
-            f"No price for {some_of(unpriced.index)} ({int(unpriced.sum()):,} requests): as logged they count at what the logs recorded ($0 without a "
-              "recorded cost, as on every page); moved, they cost the target model's price, so a policy that moves "
-              "them looks dearer than it is.")
+            f"No price for {some_of(unpriced.index)} ({int(unpriced.sum()):,} requests without a recorded cost): as "
+            "logged they count at $0, as on every page; moved, they cost the target model's price, so a policy that "
+            "moves them looks dearer than it is.")
     if scope.narrowed:
         assumptions.insert(0, f"Replayed over the latest part of the period, from {f.since:%Y-%m-%d %H:%M} UTC "
                               f"({scope.requests:,} of its {scope.period_requests:,} requests): the most a replay "
@@ -622,7 +656,8 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
                            + (f"; {int((req * no_len).sum()):,} requests without a prompt length stay as logged."
                               if no_len.any() else "."))
     return WhatIf(policy=policy, small_model=small, large_model=large, actual_usd=float(actual_cost.sum()),
-                  counterfactual_usd=float(cf_cost.sum()), billed_usd=billed_usd, requests=requests_total,
+                  counterfactual_usd=float(cf_cost.sum()), billed_usd=billed_usd, cache_hits_usd=float(hits_usd),
+                  cache_hits_recorded=int(hits_recorded), requests=requests_total,
                   unassigned=int((req * no_len).sum()), escalation_rate=p, actual_mean_ms=actual_mean,
                   counterfactual_mean_ms=cf_mean, by_model=by_model, by_tier=by_tier, assumptions=assumptions,
                   actual_quality=q_actual, counterfactual_quality=q_cf, quality_note=quality_note)
