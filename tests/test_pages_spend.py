@@ -463,3 +463,18 @@ def test_the_data_page_gives_a_batchs_span_once_for_one_day_or_one_minute(tmp_pa
     at = run_page(store_of_records(tmp_path, rows), "views/data.py")
     assert not at.exception, [e.value for e in at.exception]
     assert "2026-03-02 10:00 to 10:05" in [m.value for m in at.markdown]
+
+
+def test_the_overview_says_how_many_requests_its_error_rate_knows(tmp_path):
+    """An Azure trace (no status) loaded beside gateway logs showed "Error rate 0.06 %": the trace's requests count
+    as ok. The rate keeps that definition (its help says so) and the caption now gives the split. Hand-counted:
+    10 requests with no status, 4 with one of which 1 failed: 1 / 14 = 7.14 % shown, 1 of 4 = 25.0 % among known."""
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:{i:02d}:00", "model": "gpt-4o", "input_tokens": 10,
+             "output_tokens": 5, **({"status": status} if status else {})}
+            for i, status in enumerate(["ok", "ok", "error", "ok", *[None] * 10])]
+    at = run_page(store_of_records(tmp_path, rows), "views/overview.py")
+    assert not at.exception, [e.value for e in at.exception]
+    rate = next(m for m in at.metric if m.label == "Error rate (%)")
+    assert rate.value == "7.14 %"
+    assert ("Error rate: 10 of the 14 requests carry no status (a trace of tokens and times) and count as ok; of the "
+            "4 that carry one, 1 failed (25.0%).") in texts(at)

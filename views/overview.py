@@ -61,6 +61,12 @@ else:
     if k.previous_coverage is not None and k.previous_coverage < 0.999:
         notes.append(f"The store covers only {100 * k.previous_coverage:.0f} % of that previous period, so the "
                      "changes overstate growth.")
+cur = k.current
+if 0 < cur.status_requests < cur.requests:
+    # a trace of tokens and times beside logs with a status: its requests count as ok, which dilutes the rate
+    notes.append(f"Error rate: {cur.requests - cur.status_requests:,} of the {cur.requests:,} requests carry no "
+                 f"status (a trace of tokens and times) and count as ok; of the {cur.status_requests:,} that carry "
+                 f"one, {cur.errors:,} failed ({share(cur.errors / cur.status_requests)}).")
 notes.append(source_label())
 st.caption(" ".join(notes))
 if k.idle_share is not None and k.idle_share >= 0.05:

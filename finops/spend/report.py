@@ -440,6 +440,8 @@ class Kpis:
     escalation_rate: float | None
     p99_total_ms: float | None
     error_rate: float | None
+    errors: int = 0                 # requests whose status is not ok
+    status_requests: int = 0        # requests that carry a status (the rest count as ok in error_rate)
 
 
 def escalation_rate(escalations: float, cascade_rows: float) -> float | None:
@@ -468,4 +470,5 @@ def kpis(con: duckdb.DuckDBPyConnection, f: Filters, p99: bool = True) -> Kpis:
         tokens=int(num("input_tokens") + num("output_tokens")),
         cost_per_1m_tokens=num("cost_per_1m_tokens", None), cache_saved_usd=num("cache_saved_usd"),
         escalation_rate=escalation_rate(num("escalations"), num("cascade_requests")),
-        p99_total_ms=None if p99_ms is None or pd.isna(p99_ms) else float(p99_ms), error_rate=num("error_rate", None))
+        p99_total_ms=None if p99_ms is None or pd.isna(p99_ms) else float(p99_ms), error_rate=num("error_rate", None),
+        errors=int(num("errors")), status_requests=int(num("status_requests")))
