@@ -37,3 +37,19 @@ def test_escalation_rate_reads_the_same_on_the_overview_and_routing(demo_db):
     # escalated small-model attempts per cascade request: an escalated request is two rows (the rejected attempt,
     # then the large model's answer), so the requests are the rows less the rejected attempts
     assert set(shown.values()) == {f"{100 * escalated / (cascade - escalated):.2f} %"}, shown
+
+
+def test_number_formats_of_the_pages_separate_thousands():
+    """A printf format on a page groups thousands: the Cost page showed a self-hosted model's idle-included price
+    as "$3020.253" per 1M tokens ("$%.3f"). Every "$%..." and whole-number "%.0f" format of views/ has the comma
+    (an input widget's format is left out: Streamlit's number_input takes no grouping)."""
+    import re
+    from pathlib import Path
+    views = Path(__file__).resolve().parent.parent / "views"
+    bad = []
+    for page in sorted(views.glob("*.py")):
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            if "number_input" in line:
+                continue
+            bad += [f"{page.name}:{n}: {fmt}" for fmt in re.findall(r'format="(\$%\.\d+f|%\.0f)"', line)]
+    assert not bad, bad

@@ -409,7 +409,7 @@ else:
                         "qps": st.column_config.NumberColumn("Served (req/s)", format="%.4g"),
                         "replicas_billed": st.column_config.NumberColumn("Replicas billed", format="localized"),
                         "replicas_planned": st.column_config.NumberColumn("Replicas needed", format="%d"),
-                        "usd_per_replica_hour": st.column_config.NumberColumn("$ per replica-hour", format="$%.2f"),
+                        "usd_per_replica_hour": st.column_config.NumberColumn("$ per replica-hour", format="$%,.2f"),
                         "cost_billed_usd": None, "cost_planned_usd": None, "short": None})
         if fleet_plan.ahead_message:
             st.info(f"No forecast ahead: {fleet_plan.ahead_message}.", icon=":material/info:")
@@ -648,11 +648,11 @@ with auto_box:
                 "policy": "Policy",
                 "sla_violation_s": st.column_config.NumberColumn(f"Seconds over the {kwargs['wait_sla_s']:g} s P99 SLA",
                                                                  format="%d"),
-                "shed_requests": st.column_config.NumberColumn("Shed requests", format="%.0f"),
-                "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%.2f"),
+                "shed_requests": st.column_config.NumberColumn("Shed requests", format="%,.0f"),
+                "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%,.2f"),
                 "cost_usd": st.column_config.NumberColumn("GPU cost ($)", format="$%,.2f"),
-                "peak_queue_len": st.column_config.NumberColumn("Peak queue (requests)", format="%.0f"),
-                "peak_p99_wait_s": st.column_config.NumberColumn("Peak P99 wait (s)", format="%.2f"),
+                "peak_queue_len": st.column_config.NumberColumn("Peak queue (requests)", format="%,.0f"),
+                "peak_p99_wait_s": st.column_config.NumberColumn("Peak P99 wait (s)", format="%,.2f"),
                 "peak_replicas": st.column_config.NumberColumn("Peak replicas", format="localized")})
             panels = charts.autoscale_timeline(run.timeline, wait_sla_s=kwargs["wait_sla_s"])
             for i in range(0, len(panels), 2):

@@ -475,7 +475,7 @@ if decision is not None:
             "expected_quality": percent_column("Quality (% right)", decimals=2),
             "money_cost_usd": USD("Inference + network ($)", format="$%,.4f"),
             "latency_cost_usd": USD("Latency ($)", format="$%,.4f"),
-            "extra_latency_ms": USD("Extra latency (ms)", format="%.0f"),
+            "extra_latency_ms": USD("Extra latency (ms)", format="%,.0f"),
             "net_benefit_usd": USD("Net benefit vs never ($)", format="$%,.4f")})
         st.caption("Expected values per request ($ per request, mean extra latency), averaged over the RTT draws. "
                    "'When it pays' feeds each request's live RTT into the inequality. Source: " + rtt_origin + ".")

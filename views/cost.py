@@ -135,10 +135,10 @@ else:
         "model": st.column_config.TextColumn("Model", width="medium"), "kind": kind_column(),
         "input_tokens": COUNT("Input tokens", format="localized"),
         "output_tokens": COUNT("Output tokens", format="localized"),
-        "input_usd_per_1m": USD("Input ($ per 1M)", format="$%.3f"),
-        "output_usd_per_1m": USD("Output ($ per 1M)", format="$%.3f"),
-        "input_usd_per_1m_with_idle": USD("Input, idle included ($ per 1M)", format="$%.3f"),
-        "output_usd_per_1m_with_idle": USD("Output, idle included ($ per 1M)", format="$%.3f"),
+        "input_usd_per_1m": USD("Input ($ per 1M)", format="$%,.3f"),
+        "output_usd_per_1m": USD("Output ($ per 1M)", format="$%,.3f"),
+        "input_usd_per_1m_with_idle": USD("Input, idle included ($ per 1M)", format="$%,.3f"),
+        "output_usd_per_1m_with_idle": USD("Output, idle included ($ per 1M)", format="$%,.3f"),
         "split_measured_share": percent_column("Split measured (%)", bar=True),
         "basis": st.column_config.TextColumn("How", width="large")})
     st.caption("API models: the cost of their priced tokens at the rows in force (prompt-cache prices, tiers and "

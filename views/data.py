@@ -482,7 +482,7 @@ else:
                 "replicas": st.column_config.NumberColumn("Replicas", min_value=0, step=1, format="%d", required=True),
                 "gpus_per_replica": st.column_config.NumberColumn("GPUs per replica", min_value=1, step=1, format="%d",
                                                                   help="empty: the price book's"),
-                "gpu_hour_usd": st.column_config.NumberColumn("$ per GPU-hour", min_value=0.0, format="$%.3f",
+                "gpu_hour_usd": st.column_config.NumberColumn("$ per GPU-hour", min_value=0.0, format="$%,.3f",
                                                               help="empty: the price book's"),
                 "gpu_type": st.column_config.TextColumn("GPU type"), "site": st.column_config.TextColumn("Site"),
                 "source": st.column_config.SelectboxColumn("Source", options=list(fleets.SOURCES),

@@ -99,7 +99,7 @@ if len(lat.table):
                      "sla_p99_s": st.column_config.NumberColumn(f"P99 {sla_name} (s)", format="%.2f",
                                                                 help="The latency the SLA is on."),
                      "total_p99_s": st.column_config.NumberColumn("P99 total latency (s)", format="%.2f"),
-                     "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%.2f",
+                     "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%,.2f",
                                                                  help="Hours of the period with an open P99 alert "
                                                                       "on this model (any tenant). " + MISSING
                                                                       + ": no hour was judged: its logs carry no "
