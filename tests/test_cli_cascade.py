@@ -122,6 +122,16 @@ def test_cascade_without_a_confidence_answers_the_quality_floor(capsys, floor, e
         assert choice is None
 
 
+@pytest.mark.parametrize("argv", [["--example-table"], [MMLU, "--map", MMLU_MAP]])
+def test_a_floor_typed_as_a_percent_is_refused_with_the_share_it_means(capsys, argv):
+    """--quality-floor 80 over qualities that are shares (0-1) answered "no threshold meets it" (and, with no
+    confidence, "no router reaches it"): a percent typed for a share. It is refused, naming the share."""
+    assert main(["cascade", *argv, "--cost-small", "1", "--cost-large", "8", "--quality-floor", "80"]) == 1
+    err = capsys.readouterr().err
+    assert "--quality-floor 80 is above 1, but quality here is a share of answers correct" in err
+    assert "for 80 % give 0.8" in err
+
+
 def test_cascade_reads_several_files_of_one_eval_as_one(capsys):
     """Two MMLU subjects: abstract algebra (100 questions: Mixtral 32 right, GPT-4 46, GPT-4 alone 23) and
     management (103: Mixtral 87, GPT-4 93, GPT-4 alone 12), counted from the files. 203 queries, 35 that only GPT-4

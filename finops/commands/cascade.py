@@ -115,8 +115,23 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _check_floor_scale(report, floor: float | None) -> None:
+    """A floor above 1 over qualities that are shares (0-1) is a percent typed as such (80 for 0.80): refused with
+    the share it likely means, not answered "no threshold meets it"."""
+    if floor is None or floor <= 1:
+        return
+    if isinstance(report, cascade.Baselines):
+        top = max(b.avg_quality for b in (report.small_only, report.direct_to_large, report.oracle_router))
+    else:
+        top = max([*report.curve["avg_quality"].dropna(), 0.0])
+    if top <= 1:
+        raise InputError(f"--quality-floor {floor:g} is above 1, but quality here is a share of answers correct "
+                         f"(0-1, at most {top:.4f} in this data): for {floor:g} % give {floor / 100:g}")
+
+
 def run(args) -> int:
     report = build_report(args)
+    _check_floor_scale(report, args.quality_floor)
     if isinstance(report, cascade.Baselines):
         _print_baselines(report, args.quality_floor, args.json)
         return 0
