@@ -915,7 +915,14 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     order = list(SEGMENT_COLORS)
     seg = seg[seg["ms"] > 0.5]        # drop empty segments and float noise ("other" of -1e-11 ms)
     seg = seg.assign(segment=seg["segment"].map(lambda s: SEGMENT_LABELS.get(s, s)))
-    seg, note = keep_top(seg, "grp", "requests_in_band", MAX_ROWS // 3, what="models", by_what="request count")
+    # ranked by each model's requests with a total latency (those its percentiles are of), counted once: summed over
+    # its rows, the requests in its bands ranked a model of 1 request with 9 rows (3 bands x 3 segments) above one of
+    # 8 requests with 6
+    models, note = keep_top(seg.drop_duplicates("grp")[["grp", "requests"]], "grp", "requests", MAX_ROWS // 3,
+                            what="models", by_what="count of requests that log a total latency")
+    if note:
+        rank = {grp: i for i, grp in enumerate(models["grp"])}
+        seg = seg[seg["grp"].isin(rank)].sort_values("grp", key=lambda g: g.map(rank), kind="stable")
     title = _titled(title, note)
     # the percentile first and a wide label: a long model name cut short must not hide which band a bar is
     data = seg.assign(row=seg["percentile"] + " · " + seg["grp"],
@@ -924,11 +931,14 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
     present = [s for s in order if s in set(data["segment"])]
     div, unit = _time_unit(data["total_ms"])
     data = data.assign(t=data["ms"] / div)
+    # the axis to the longest stacked bar, rounded up to a tick: 'domainMin' alone turned Vega's rounding off and the
+    # axis ended at the longest bar, its last tick before it (a bar of 6.12 s past the axis's "6")
+    top = float(data.groupby("row")["t"].sum().max()) if len(data) else 0.0
     return _chart(data).mark_bar().encode(
         y=alt.Y("row:N", title="Percentile of total latency · model", sort=list(dict.fromkeys(data["row"])),
                 axis=name_axis(46)),
         x=alt.X("t:Q", title=f"Mean time in the band ({unit})", stack="zero", axis=alt.Axis(format=",.3~r"),
-                scale=alt.Scale(domainMin=0)),
+                scale=alt.Scale(domain=[0, top], nice=True) if top > 0 else alt.Scale(domainMin=0)),
         color=alt.Color("segment:N", title="Segment", sort=present,
                         scale=alt.Scale(domain=present, range=[SEGMENT_COLORS[s] for s in present]),
                         legend=alt.Legend(orient="bottom")),
@@ -937,7 +947,8 @@ def segment_bars(seg: pd.DataFrame, title: str = "Where the time goes at P50, P9
                  alt.Tooltip("segment:N", title="Segment"), alt.Tooltip("ms:Q", title="Mean (ms)", format=",.1f"),
                  alt.Tooltip("share_pct:Q", title="Share of total (%)", format=".1f"),
                  alt.Tooltip("total_ms:Q", title="Mean total latency of the band (ms)", format=",.1f"),
-                 alt.Tooltip("requests_in_band:Q", title="Requests in the band", format=",")],
+                 alt.Tooltip("requests_in_band:Q", title="Requests in the band", format=","),
+                 alt.Tooltip("requests:Q", title="Requests with a total latency", format=",")],
     ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 22 * data["row"].nunique()))
 
 
@@ -1005,14 +1016,35 @@ def percentile_panel(over: pd.DataFrame, grain: str, what: str, title: str, heig
     ).properties(autosize=FIT_X, title=_titled(title), height=height)
 
 
+def _not_drawn_on_log(zero: pd.DataFrame, unit: str, most: int = 3) -> str | None:
+    """The note for the percentiles of 0 ms (``zero``: grp, bucket, percentile) a log axis cannot draw, naming the
+    first ``most`` models and buckets.
+
+    >>> _not_drawn_on_log(pd.DataFrame({"grp": ["gpt-4o"] * 2, "bucket": ["0–31"] * 2, "percentile": ["P50", "P95"]}),
+    ...                   "prompt tokens")
+    "not drawn on the log axis (0 ms): gpt-4o's P50 and P95 at 0–31 prompt tokens"
+    """
+    if zero.empty:
+        return None
+    where = [f"{grp}'s {' and '.join(g['percentile'])} at {bucket} {unit}"
+             for (grp, bucket), g in zero.groupby(["grp", "bucket"], sort=False)]
+    more = f" and {len(where) - most:,} more" if len(where) > most else ""
+    # the model's name not first: the subtitle's first letter is capitalised
+    return f"not drawn on the log axis (0 ms): {', '.join(where[:most])}{more}"
+
+
 def latency_by_bucket(buckets: pd.DataFrame, unit: str, title: str, legend_columns: int = 4) -> alt.Chart:
     """P50 (solid) and P95 (dashed) total_ms per power-of-two length bucket, per model (the busiest);
     ``legend_columns`` models side by side under it (2 in a half-width column, :func:`name_legend`)."""
     buckets, note = keep_top(buckets, "grp", "requests", MAX_SERIES, what="models", by_what="request count")
-    title = _titled(title, note)
     long = buckets.melt(id_vars=["grp", "bucket_lo", "bucket_hi", "bucket", "requests"],
                         value_vars=["total_ms_p50", "total_ms_p95"], var_name="percentile", value_name="ms")
     long["percentile"] = long["percentile"].map({"total_ms_p50": "P50", "total_ms_p95": "P95"})
+    # a log axis has no 0: Vega drew a P50 of 0 ms (requests refused at once, LiteLLM's 429s) at the top of the axis.
+    # Left out, and said which
+    zero = long[long["ms"] <= 0]
+    long = long[~(long["ms"] <= 0)].copy()
+    title = _titled(title, note, _not_drawn_on_log(zero, unit))
     long["mid"] = (long["bucket_lo"].clip(lower=1) * long["bucket_hi"]) ** 0.5
     div, t_unit = _time_unit(long["ms"])
     long["t"] = long["ms"] / div

@@ -77,12 +77,55 @@ def test_a_chart_beside_another_wraps_shorter_and_breaks_a_long_model_name():
 def test_segment_bars_name_the_percentile_before_the_model_so_a_cut_name_keeps_it():
     # LLMPerf's models: three names sharing their first 20 characters, each at P50, P95 and P99
     models = [f"accounts/fireworks/models/llama-v2-{s}-chat" for s in ("7b", "13b", "70b")]
-    seg = pd.DataFrame([(m, p, "other", 1000.0, 1000.0, 10) for m in models for p in ("P50", "P95", "P99")],
-                       columns=["grp", "percentile", "segment", "ms", "total_ms", "requests_in_band"])
+    seg = pd.DataFrame([(m, p, "other", 1000.0, 1000.0, 10, 1000) for m in models for p in ("P50", "P95", "P99")],
+                       columns=["grp", "percentile", "segment", "ms", "total_ms", "requests_in_band", "requests"])
     spec = charts.segment_bars(seg).to_dict()
     rows = spec["encoding"]["y"]["sort"]
     assert rows[0] == "P50 · accounts/fireworks/models/llama-v2-7b-chat" and len(set(r[:3] for r in rows)) == 3
     assert spec["encoding"]["y"]["axis"]["labelLimit"] >= 300
+
+
+def test_segment_bars_keep_the_models_with_the_most_requests_and_an_axis_past_the_longest_bar():
+    """The explore store's 'Where the time goes' ranked models by their band rows' requests_in_band summed over
+    segments: a model of 1 request with three segments (3 bands x 3 rows x 1 = 9) above `slow`, 8 requests that
+    queued, with two (3 x 2 x 1 = 6), and Llama (10 requests, 1 segment: 3). Its axis ended at its longest bar, the
+    last tick ("6") before it: a bar of 6.12 s ran past it."""
+    ones = [(f"one-{i:02d}", 1, p, s, 1000.0) for i in range(10) for p in ("P50", "P95", "P99")
+            for s in ("to first token", "after first token", "other")]
+    slow = [("slow", 8, "P50", "service", 2706.6)] + [("slow", 8, p, s, ms) for p in ("P95", "P99")
+                                                      for s, ms in (("queue", 5411.8), ("service", 2706.2))]
+    llama = [("Llama-3.1-8B-Instruct", 10, p, "after first token", 2000.0) for p in ("P50", "P95", "P99")]
+    seg = pd.DataFrame(ones + slow + llama, columns=["grp", "requests", "percentile", "segment", "ms"])
+    seg["total_ms"] = seg.groupby(["grp", "percentile"])["ms"].transform("sum")
+    seg["requests_in_band"] = 1
+    chart = charts.segment_bars(seg)
+    spec = chart.to_dict()
+    shown = {row.split(" · ", 1)[1] for row in spec["encoding"]["y"]["sort"]}
+    assert len(shown) == 10 and {"slow", "Llama-3.1-8B-Instruct"} <= shown      # and 8 of the 10 of 1 request
+    assert spec["encoding"]["y"]["sort"][:3] == [f"{p} · Llama-3.1-8B-Instruct" for p in ("P50", "P95", "P99")]
+    assert " ".join(spec["title"]["subtitle"]) == ("The 10 of 12 models with the highest count of requests that "
+                                                   "log a total latency; the others are left out.")
+    # slow's P95 bar: 5,411.8 + 2,706.2 ms = 8.118 s, the longest; the axis reaches past it, to a tick
+    assert spec["encoding"]["x"]["scale"] == {"domain": [0, 8.118], "nice": True}
+    ticks = [float(t) for t in _svg_texts(chart) if t.replace(".", "", 1).isdigit()]
+    assert max(ticks) >= 8.118, ticks
+
+
+def test_latency_by_bucket_leaves_a_0_ms_percentile_off_its_log_axis_and_says_so():
+    """The explore store's gpt-4o at 0–31 prompt tokens: one LiteLLM 429 of total_ms 0, so P50 and P95 of 0 ms,
+    which Vega drew at the top of the log axis (about 10 s)."""
+    buckets = pd.DataFrame({"grp": ["gpt-4o", "gpt-4o", "gpt-4o-mini"], "bucket_lo": [0, 1024, 512],
+                            "bucket_hi": [32, 2048, 1024], "bucket": ["0–31", "1,024–2,047", "512–1,023"],
+                            "requests": [1, 1, 2], "total_ms_p50": [0.0, 1503.0, 1625.0],
+                            "total_ms_p95": [0.0, 1503.0, 2016.35]})
+    spec = charts.latency_by_bucket(buckets, "prompt tokens", title="Latency by prompt length").to_dict()
+    drawn = next(iter(spec["datasets"].values()))
+    assert sorted(r["ms"] for r in drawn) == [1503.0, 1503.0, 1625.0, 2016.35]
+    assert {r["bucket"] for r in drawn if r["grp"] == "gpt-4o"} == {"1,024–2,047"}
+    assert " ".join(spec["title"]["subtitle"]) == ("Not drawn on the log axis (0 ms): gpt-4o's P50 and P95 at 0–31 "
+                                                   "prompt tokens.")
+    # the axis over the values drawn (in s, from 1,503 ms): 1.503 / 1.3 to 2.01635 * 1.3
+    assert spec["encoding"]["y"]["scale"]["domain"] == pytest.approx([1.503 / 1.3, 2.01635 * 1.3])
 
 
 def test_series_tied_at_zero_are_not_picked_as_the_largest():

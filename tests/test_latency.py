@@ -176,6 +176,7 @@ def test_segments_are_the_band_means_and_add_up(synthetic):
         lo, hi = np.quantile(sub.total_ms, [q - 0.005, q + 0.005])
         band = sub[(sub.total_ms >= lo) & (sub.total_ms <= hi)]
         assert g.requests_in_band.iloc[0] == len(band)
+        assert (g.requests == len(sub)).all()              # the model's requests, those the percentiles are of
         assert_allclose(g.ms.sum(), band.total_ms.mean(), rtol=1e-9)
         parts = dict(zip(g.segment, g.ms, strict=True))
         assert_allclose(parts["queue"], band.queue_ms.mean(), rtol=1e-9)

@@ -62,7 +62,7 @@ def _segments_agree(con, f: Filters) -> pd.DataFrame:
     derived = latency.segments(con, f)
     raw = latency.segments(con, f, exact=True)
     assert derived.attrs["max_rel_error"] == store.SKETCH_GAMMA - 1
-    on = ["grp", "percentile", "segment"]
+    on = ["grp", "requests", "percentile", "segment"]
     assert derived[on].values.tolist() == raw[on].values.tolist()
     m = derived.merge(raw, on=on, suffixes=("", "_raw"))
     assert (abs(m["requests_in_band"] - m["requests_in_band_raw"]) <= 0.01 * m["requests_in_band_raw"] + 1).all()

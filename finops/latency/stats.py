@@ -585,7 +585,7 @@ FROM b GROUP BY ALL"""
 
 # ---------------------------------------------------------------- segments
 
-SEGMENT_COLUMNS = ("grp", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms")
+SEGMENT_COLUMNS = ("grp", "requests", "percentile", "quantile", "requests_in_band", "total_ms", "segment", "ms")
 
 
 def _long_segments(wide: pd.DataFrame) -> pd.DataFrame:
@@ -593,7 +593,7 @@ def _long_segments(wide: pd.DataFrame) -> pd.DataFrame:
     names = [n for n, _ in SEGMENTS] + ["other"]
     if wide.empty:
         return pd.DataFrame({c: [] for c in SEGMENT_COLUMNS})
-    long = wide.melt(id_vars=["grp", "quantile", "requests_in_band", "total_ms"], value_vars=names,
+    long = wide.melt(id_vars=["grp", "requests", "quantile", "requests_in_band", "total_ms"], value_vars=names,
                      var_name="segment", value_name="ms").dropna(subset=["ms"])
     long["percentile"] = long["quantile"].map(lambda q: p_label(q).upper())
     long["order"] = long["segment"].map({n: i for i, n in enumerate(names)})
@@ -636,14 +636,15 @@ def _segments_from_daily(con: duckdb.DuckDBPyConnection, f: Filters, quantiles, 
             mean = {x: float((w * got[f"{x}_sum"][m]).sum()) / count for x in ["total"] + names}
             seg = {x: (mean[x] if int(got[f"{x}_n"][m][w > 0].sum()) else None) for x in names}
             other = mean["total"] - sum(mean[x] for x in names)
-            rows.append((grp, float(q), int(round(count)), mean["total"], *seg.values(), other))
-    wide = pd.DataFrame(rows, columns=["grp", "quantile", "requests_in_band", "total_ms", *names, "other"])
+            rows.append((grp, size, float(q), int(round(count)), mean["total"], *seg.values(), other))
+    wide = pd.DataFrame(rows, columns=["grp", "requests", "quantile", "requests_in_band", "total_ms", *names, "other"])
     if small:
         raw = segments(con, replace(f, models=tuple(m for m in small if m != NONE_LABEL)), quantiles=quantiles,
                        band=band, exact=True) if any(m != NONE_LABEL for m in small) else pd.DataFrame()
         out = pd.concat([_long_segments(wide), raw[raw["grp"].isin(small)] if len(raw) else raw],
                         ignore_index=True)
         out = out.sort_values(["grp", "quantile"], kind="stable").reset_index(drop=True)
+        out["requests"] = out["requests"].astype("int64")      # not float where one side was empty
     else:
         out = _long_segments(wide)
     out.attrs["max_rel_error"] = store.SKETCH_GAMMA - 1
@@ -656,10 +657,11 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
 
     The band of percentile ``q`` is ``[Q(q - band), Q(q + band)]`` of total_ms (``quantile_cont``),
     widened to take in the order statistic at ``q`` (``quantile_disc``) so that even a group of a
-    few requests has one. Long format: ``grp, percentile ('P99'), quantile, requests_in_band,
-    total_ms, segment, ms``. Only segments the band's requests carry appear; ``other`` closes the
-    sum to ``total_ms``. By model over whole days, unless ``exact``, from the daily table written at load time
-    (:func:`_segments_from_daily`: the band's mean total_ms within 2 %; ``attrs['max_rel_error']``, 0 when exact).
+    few requests has one. Long format: ``grp, requests, percentile ('P99'), quantile, requests_in_band,
+    total_ms, segment, ms`` (``requests``: the group's requests with a total_ms, those its percentiles are of).
+    Only segments the band's requests carry appear; ``other`` closes the sum to ``total_ms``. By model over
+    whole days, unless ``exact``, from the daily table written at load time (:func:`_segments_from_daily`: the
+    band's mean total_ms within 2 %; ``attrs['max_rel_error']``, 0 when exact).
     """
     if not exact and derived_usable(con, f, "segments_daily", by):
         return _segments_from_daily(con, f, quantiles, band)
@@ -679,6 +681,7 @@ def segments(con: duckdb.DuckDBPyConnection, f: Filters, by: str | None = "model
     # With n >= 2 / band + 1 requests a band spans over two ranks, so it holds the order statistic at q
     # whatever its rounding: the widening below changes nothing and needs no second pass.
     small = [grp for grp, _, n in found if n < 2 / band + 1] if band > 0 else [grp for grp, _, _ in found]
+    requests = {grp: n for grp, _, n in found}
     disc_of = {}
     if small:
         disc_of = dict(con.execute(
@@ -702,6 +705,8 @@ SELECT * FROM ({per_band}) ORDER BY 1, 2"""
     band_params = [grps] + [v for i in range(len(qs)) for v in (lo[i], hi[i])]
     span = [min(min(v) for v in lo), max(max(v) for v in hi)] if found else [0.0, 0.0]
     wide = con.execute(query, band_params + params + span + qs).df() if found else pd.DataFrame()
+    if found:
+        wide.insert(1, "requests", wide["grp"].map(requests).astype("int64"))
     out = _long_segments(wide)
     out.attrs["max_rel_error"] = 0.0
     return out
