@@ -221,6 +221,33 @@ def test_a_short_log_titles_the_saturated_model_by_its_waits():
     assert slow[0].severity != "critical"          # a handful of requests and no SLA alert
 
 
+def test_the_requests_over_sla_of_an_incident_do_not_depend_on_the_other_models_in_the_filters(tmp_path):
+    """The seed's 8 requests of ``slow`` (13:36 on 11-29; no SLA tier, so the untiered 5 s; no time to first token)
+    beside one request of another model that logs a TTFT, a day before. Counted by hand: total latencies 695.1,
+    701.2, 2,706.7, 2,706.6, 5,408.1, 5,411.3, 8,114.1 and 8,118.0 ms, 4 over 5 s, none failed: 4 of 8 hit. The
+    SLA latency was chosen over every model of the filters: with the other model in them it was TTFT, which
+    ``slow`` never logs, so its incident read 0 of 8 hit (severity info); with ``slow`` alone, 4 of 8 (warning)."""
+    from finops.ingest import IngestOptions, ingest_path
+    from helpers import DATA, store_of_records
+    other = [{"request_id": "o1", "ts": "2026-11-28T10:00:00Z", "model": "chatty", "input_tokens": 100,
+              "output_tokens": 20, "ttft_ms": 300.0, "total_ms": 900.0}]
+    c = store.connect(store_of_records(tmp_path, other))
+    ingest_path(c, DATA / "seed_gateway_injected.log", IngestOptions(format="gateway-log"))
+    seen = []
+    for f in (Filters(), Filters(models=("slow",)), Filters(models=("slow", "chatty")),
+              Filters(since=datetime(2026, 11, 29))):
+        [inc] = [i for i in incidents.incidents(c, f) if i.model == "slow"]
+        assert (inc.affected, inc.over_sla, inc.failed, inc.requests) == (4, 4, 0, 8), f
+        assert inc.evidence[0].endswith(": 4 answered over their tier's SLA on total latency (none carries a time to "
+                                        "first token); tenants: default."), inc.evidence[0]
+        [short] = [i for i in incidents.incidents(c, f, detailed=()) if i.model == "slow"]
+        seen.append((inc.severity, short.severity, short.affected))
+    # impact: the Wilson 99.9 % lower bound of 4 of 8, over 1 %; no SLA alert minute: a warning, whatever the filters
+    assert float(alerts.wilson_lower(4, 8)) >= incidents.WARNING_IMPACT
+    assert seen == [("warning", "warning", 4)] * 4
+    c.close()
+
+
 def test_empty_store(empty_db):
     assert incidents.incidents(store.connect(empty_db)) == []
 
@@ -236,11 +263,17 @@ def test_the_cli_prints_the_same_incidents(con, demo_db, capsys):
 
 # ---------------------------------------------------------------- all the incidents' raw rows in four queries
 
-def _counted_alone(con, f: Filters, inc, sla: dict, metric: str) -> tuple:
+def _counted_alone(con, f: Filters, inc, sla: dict, metric: str | None) -> tuple:
     """One incident's requests, hit (failed, over its tier's SLA, slow decode), failed, over, tenants hit, the
-    first listed ids and the fleet's requests, read here for its span alone with plain SQL."""
+    first listed ids and the fleet's requests, read here for its span alone with plain SQL. ``metric`` None (none
+    saved in the store): TTFT where one of the span's requests carries it, else total_ms."""
     tpot, cut, d0, d1 = incidents._decode_cut(inc.findings)
     where, params = f.where()
+    if metric is None:
+        metric = "ttft_ms" if con.execute(
+            f"SELECT count(ttft_ms) > 0 FROM requests WHERE {where} AND model = ? AND ts >= ? AND ts < ? "
+            "AND NOT coalesce(cache_hit, false)", [*params, inc.model, inc.start, inc.end]).fetchall()[0][0] \
+            else "total_ms"
     fleet_where, fleet_params = diagnose.fleet_filters(f).where()
     flags = f"""
 WITH t AS (SELECT unnest(?::VARCHAR[]) AS tier, unnest(?::DOUBLE[]) AS sla_ms),

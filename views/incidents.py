@@ -111,7 +111,9 @@ else:
                 "until": st.column_config.DatetimeColumn("To", format="MM-DD HH:mm" if other_day else "HH:mm",
                                                          width=95 if other_day else 55),
                 "kind": st.column_config.TextColumn("Source", width=80),
-                "severity": st.column_config.TextColumn("Severity", width=75),
+                "severity": st.column_config.TextColumn(
+                    "Severity", width=75, help="An alert's: its rule's. A diagnosis finding's: "
+                                               + diagnose.SEVERITY_MEANS),
                 "what": st.column_config.TextColumn("What happened", width=820)})
             if inc.affected:
                 shown = incidents.requests_table(inc.hit)

@@ -35,4 +35,5 @@ def run(args) -> int:
     else:
         for fd in findings:
             print(f"[{fd.severity}] {fd.layer} · {fd.model}\n  {fd.evidence}\n  → {fd.action}\n")
+        print(diagnose.SEVERITY_MEANS)
     return 0

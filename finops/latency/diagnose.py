@@ -502,6 +502,13 @@ def _busy_period(con, f: Filters, model: str, start, end) -> dict | None:
 
 PEAK_S = 300.0
 SUSTAINED_MIN = 30             # a queue deep for this many minutes is critical; a shorter burst, a warning
+#: what a finding's severity rates, in words: its symptom, not the requests hit, which an incident's severity
+#: weighs (finops.ops.incidents.severity); a critical finding may sit in a warning or info incident
+SEVERITY_MEANS = ("A finding's severity rates how strongly its symptom stands out (a queue wait as long as the "
+                  "service time or deep for 30 minutes, a decode a second over its baseline or slow on a fifth of the "
+                  "requests), not how many requests it hit: an incident's severity (`python -m finops incidents`) "
+                  "weighs that (the share of the model's requests hit and the minutes of SLA alerts), so a "
+                  "critical finding may sit in a warning or info incident.")
 
 
 def _load_profile(con, f: Filters, model: str, start, end, site: str | None) -> pd.DataFrame:

@@ -252,9 +252,9 @@ def save_sla_targets(con: duckdb.DuckDBPyConnection, targets: dict[str, float]) 
 def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
     """The latency the SLA is on: the store's setting, else ttft_ms where the logs carry it (on a store of attached
     rollups, where their field counts show one), else total_ms."""
-    chosen = store.get_setting(con, "alerts.sla_metric")
-    if chosen in sql.SLA_COLUMNS:
-        return sql.column(chosen, sql.SLA_COLUMNS, "SLA latency")
+    chosen = saved_sla_metric(con)
+    if chosen:
+        return chosen
     f = f or Filters()
     if store.rollup_only(con):
         # no raw rows (attached rollups): the served requests' field counts written with them say it
@@ -267,6 +267,12 @@ def sla_metric(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str:
     has_ttft = con.execute(f"SELECT EXISTS (SELECT 1 FROM requests WHERE {where} AND ttft_ms IS NOT NULL)",
                            params).fetchall()[0][0]
     return "ttft_ms" if has_ttft else "total_ms"
+
+
+def saved_sla_metric(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The latency the SLA is on as the store's setting says (``save_sla_metric``), or None where none is saved."""
+    chosen = store.get_setting(con, "alerts.sla_metric")
+    return sql.column(chosen, sql.SLA_COLUMNS, "SLA latency") if chosen in sql.SLA_COLUMNS else None
 
 
 def save_sla_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:

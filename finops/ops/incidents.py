@@ -8,9 +8,10 @@ An incident is what an SRE on call reads first::
     evidence   a few sentences of numbers: the cause, who was hit, the alerts that fired
     action     one thing to do
     timeline   its alerts and findings in time order
-    requests   the requests it hurt: failed, over their tier's SLA on the SLA latency
-               (:func:`finops.ops.alerts.sla_metric`), or (a decode finding) over the decode time
-               their output predicts by the finding's own cut
+    requests   the requests it hurt: failed, over their tier's SLA on the SLA latency (the store's
+               setting, else the time to first token where the incident's own requests carry it, else
+               total_ms: :data:`OVER_SLA_SQL`), or (a decode finding) over the decode time their output
+               predicts by the finding's own cut
 
 Grouping: per model, the alerts (:func:`finops.ops.alerts.open_alerts`) and findings
 (:func:`finops.latency.diagnose.diagnose`) sorted by start; one whose window starts at or before the
@@ -328,26 +329,25 @@ def _decode_cut(findings: list[Finding]) -> tuple:
     return None, None, None, None
 
 
-def _affected_sql(metric: str, where: str) -> str:
+def _affected_sql(where: str) -> str:
     """One span's served requests (bound: the span's position, the SLA of a tier the table lacks, the decode
     cut's ms per token, excess, start and end, ``where``'s values, the model, start and end) with ``i``,
-    :data:`AFFECTED_COLUMNS` and whether each failed, broke its tier's SLA or decoded slowly."""
-    metric = sql.column(metric, sql.SLA_COLUMNS, "SLA latency")
+    :data:`AFFECTED_COLUMNS`, whether each failed or decoded slowly, and its tier's SLA (``sla_ms``; judged
+    against the span's SLA latency by :data:`OVER_SLA_SQL`)."""
     return f"""
   SELECT CAST(? AS BIGINT) AS i, {', '.join(AFFECTED_COLUMNS)}, NOT ({sql.OK}) AS failed,
-         coalesce({metric} > coalesce(t_sla, ?), false) AS over_sla,
+         coalesce(t_sla, ?) AS sla_ms,
          coalesce({sql.DECODE_MS} - output_tokens * ? > ? AND ts >= ? AND ts < ?, false) AS slow_decode
   FROM requests LEFT JOIN t ON coalesce(sla_tier, '(none)') = t_tier
   WHERE {where} AND model = ? AND ts >= ? AND ts < ? AND {sql.SERVED}"""
 
 
-def _affected_join_sql(metric: str, where: str) -> str:
+def _affected_join_sql(where: str) -> str:
     """:func:`_affected_sql` for every span at once, a join against the spans' table (bound: the SLA of a tier
     the table lacks, the spans' lists with their decode cuts, ``where``'s values, the envelope's start and end)."""
-    metric = sql.column(metric, sql.SLA_COLUMNS, "SLA latency")
     return f"""
   SELECT s_i AS i, {', '.join(AFFECTED_COLUMNS)}, NOT ({sql.OK}) AS failed,
-         coalesce({metric} > coalesce(t_sla, ?), false) AS over_sla,
+         coalesce(t_sla, ?) AS sla_ms,
          coalesce({sql.DECODE_MS} - output_tokens * s_tpot > s_excess AND ts >= s_cut_from AND ts < s_cut_to,
                   false) AS slow_decode
   FROM requests JOIN ({SPANS_SQL}, unnest(?::DOUBLE[]) AS s_tpot, unnest(?::DOUBLE[]) AS s_excess,
@@ -383,28 +383,31 @@ def affected_of_spans(con: duckdb.DuckDBPyConnection, f: Filters, spans: list[tu
     where, params = f.where()
     fallback = float(sla.get("(none)", alerts.DEFAULT_SLA_P99_MS["(none)"]))
     if len(spans) > PER_SPAN_UNION_MAX:
-        rows_sql = _affected_join_sql(metric, where)
+        rows_sql = _affected_join_sql(where)
         table, envelope = _as_table([(m, a, b) for m, a, b, _ in spans])
         cuts = [_decode_cut(fds) for *_, fds in spans]
         rows_params = ([fallback] + table + [[c[0] for c in cuts], [c[1] for c in cuts], [_when(c[2]) for c in cuts],
                                              [_when(c[3]) for c in cuts]] + params + envelope)
     else:
-        rows_sql = _per_span_sql(_affected_sql(metric, where), len(spans))
+        rows_sql = _per_span_sql(_affected_sql(where), len(spans))
         rows_params = _per_span_params([[k, fallback, *_decode_cut(fds), *params, m, a, b]
                                         for k, (m, a, b, fds) in enumerate(spans)])
-    head_sql = (f"WITH t AS (SELECT unnest(?::VARCHAR[]) AS t_tier, unnest(?::DOUBLE[]) AS t_sla), r AS ({rows_sql})")
-    bind = [list(sla), [float(v) for v in sla.values()]] + rows_params
+    head_sql = (f"WITH t AS (SELECT unnest(?::VARCHAR[]) AS t_tier, unnest(?::DOUBLE[]) AS t_sla), "
+                f"r0 AS ({rows_sql}), r AS ({OVER_SLA_SQL})")
+    on_ttft = None if metric is None else metric == "ttft_ms"
+    bind = [list(sla), [float(v) for v in sla.values()]] + rows_params + [on_ttft]
     hourly = con.execute(head_sql + f"""
 SELECT i, {sql.time_bucket('hour')} AS h, count(*) AS n,
        count(*) FILTER (WHERE failed OR over_sla OR slow_decode) AS k,
        count(*) FILTER (WHERE failed) AS failed, count(*) FILTER (WHERE over_sla AND NOT failed) AS over,
+       bool_or(on_ttft) AS on_ttft,
        list(DISTINCT tenant) FILTER (WHERE (failed OR over_sla OR slow_decode) AND tenant IS NOT NULL) AS tenants
 FROM r GROUP BY 1, 2 ORDER BY 1, 2""", bind).df()
     by_hour = dict(tuple(hourly.groupby("i", sort=False)))
     if not listed:
         return [_affected_frame(None, by_hour.get(k, hourly.iloc[0:0]), metric) for k in range(len(spans))]
     listed = con.execute(head_sql + """
-SELECT * FROM r WHERE failed OR over_sla OR slow_decode
+SELECT * EXCLUDE (sla_ms, on_ttft, sla_latency_ms) FROM r WHERE failed OR over_sla OR slow_decode
 QUALIFY row_number() OVER (PARTITION BY i ORDER BY failed DESC, total_ms DESC NULLS LAST, request_id) <= ?
 ORDER BY i, failed DESC, total_ms DESC NULLS LAST, request_id""", bind + [int(limit) if limit else 2**62]).df()
     by_span = dict(tuple(listed.groupby("i", sort=False)))
@@ -412,8 +415,23 @@ ORDER BY i, failed DESC, total_ms DESC NULLS LAST, request_id""", bind + [int(li
             for k in range(len(spans))]
 
 
-def _affected_frame(rows: pd.DataFrame | None, hourly: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """One span's listed requests with ``why`` (None: none listed), and its counts in ``attrs``."""
+#: the rows ``r0`` of :func:`_affected_sql` with the SLA latency of their span (``sla_latency_ms``) and whether it
+#: is over their tier's SLA (``over_sla``). The latency is the store's setting where one is saved (bound: true for
+#: ttft_ms, false for total_ms), else, as :func:`finops.ops.alerts.sla_metric` chooses it, the time to first token
+#: where the span's own requests carry it, else total_ms: chosen from the incident's requests alone, so that
+#: which other models or days the filters hold never changes an incident's count (over the whole period, one
+#: model's TTFT judged a model without any on TTFT: none of its requests was over, all were unjudged)
+OVER_SLA_SQL = """
+  SELECT *, coalesce(sla_latency_ms > sla_ms, false) AS over_sla
+  FROM (SELECT r0.*, o.on_ttft, CASE WHEN o.on_ttft THEN ttft_ms ELSE total_ms END AS sla_latency_ms
+        FROM r0 JOIN (SELECT i, coalesce(?::BOOLEAN, bool_or(ttft_ms IS NOT NULL)) AS on_ttft FROM r0 GROUP BY i) o
+             USING (i))"""
+
+
+def _affected_frame(rows: pd.DataFrame | None, hourly: pd.DataFrame, metric: str | None) -> pd.DataFrame:
+    """One span's listed requests with ``why`` (None: none listed), and its counts in ``attrs``; ``metric``: the
+    SLA latency saved in the store, None where the span's own requests chose it (:data:`OVER_SLA_SQL`)."""
+    own = "ttft_ms" if len(hourly) and bool(hourly["on_ttft"].any()) else "total_ms"
     rows = rows.drop(columns="i").reset_index(drop=True) if rows is not None else pd.DataFrame()
     for c in rows.columns:      # a text column with no value in this span: None, as the span's own query gives
         if pd.api.types.is_string_dtype(rows[c]) and rows[c].dtype != object and len(rows) and rows[c].isna().all():
@@ -429,13 +447,15 @@ def _affected_frame(rows: pd.DataFrame | None, hourly: pd.DataFrame, metric: str
     tenants = sorted({t for ts in hourly["tenants"] if isinstance(ts, list | np.ndarray) for t in ts})
     rows.attrs.update(peak_impact=peak, requests=int(hourly["n"].sum()), affected=int(hourly["k"].sum()),
                       failed=int(hourly["failed"].sum()), over_sla=int(hourly["over"].sum()), tenants=tenants,
-                      sla_metric=metric)
+                      sla_metric=metric or own, sla_metric_own=metric is None)
     return rows
 
 
-def sla_basis(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str, dict]:
-    """(the latency the SLA is on, the P99 SLA in ms per tier): read once for all the incidents of a period."""
-    return alerts.sla_metric(con, f), alerts.sla_targets(con)
+def sla_basis(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str | None, dict]:
+    """(the latency the SLA is on where the store sets one, else None: each incident's own requests choose it,
+    :data:`OVER_SLA_SQL`; the P99 SLA in ms per tier): read once for all the incidents of a period. Not
+    :func:`finops.ops.alerts.sla_metric` of ``f``: that reads every model and day of the filters."""
+    return alerts.saved_sla_metric(con), alerts.sla_targets(con)
 
 
 def fleet_requests_of_spans(con, f: Filters, spans: list[tuple]) -> list[int]:
@@ -740,7 +760,11 @@ def _build(con, f: Filters, g: dict, found: pd.DataFrame, units: dict[str, str],
         if a["failed"]:
             parts.append(f"{a['failed']:,} failed")
         if a["over_sla"]:
-            parts.append(f"{a['over_sla']:,} answered over their tier's SLA")
+            # on total latency by default only where none of the incident's requests carries a time to first token
+            latency = alerts.METRIC_NAMES.get(a["sla_metric"], a["sla_metric"])
+            parts.append(f"{a['over_sla']:,} answered over their tier's SLA on {latency}"
+                         + (" (none carries a time to first token)" if a["sla_metric_own"]
+                            and a["sla_metric"] == "total_ms" else ""))
         slow = a["affected"] - a["failed"] - a["over_sla"]
         if slow > 0:
             parts.append(f"{slow:,} decoded slowly")
