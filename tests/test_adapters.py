@@ -330,6 +330,10 @@ def test_a_failed_load_stores_no_run(con, tmp_path):
     [r] = ingest_path(con, bad)                      # without --strict the good rows and the run go in
     assert (r.rows_ingested, r.rows_rejected) == (149, 1)
     assert len(benchruns.benchmark_runs(con)) == 1
+    # and --strict again refuses it: stored already, it still has a bad row (it passed, exit 0, the second time)
+    with pytest.raises(InputError, match=r"1 bad row \(--strict\): this file was loaded before without --strict"):
+        ingest_path(con, bad, IngestOptions(strict=True))
+    assert store.row_count(con) == 149
 
 
 # ---------------------------------------------------------------- llmperf

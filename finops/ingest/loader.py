@@ -583,6 +583,7 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
     if prior is not None:
         # the same bytes, read the same way, are already stored: nothing new can come of them
         read, rejected = prior
+        _strict_on_prior(options, rejected, name)
         step(1.0, "already loaded")
         return IngestResult(name, adapter.name, None, read, 0, rejected, read - rejected, [])
 
@@ -651,6 +652,16 @@ def _stage(con, source, legacy: bool = False) -> list[str]:
                 f"{validated_sql(con, source.sql, source.params, decimal_comma=source.decimal_comma, legacy=legacy)}",
                 source.params)
     return ["TABLE _stage"]
+
+
+def _strict_on_prior(options: IngestOptions, rejected: int, name: str) -> None:
+    """--strict refuses a file with bad rows even when it is stored already (loaded before without --strict): a
+    script that checks its files by their exit code must not see it pass the second time."""
+    if options.strict and rejected:
+        rows = f"{rejected:,} bad row{'s' if rejected != 1 else ''}"
+        raise InputError(f"{rows} (--strict): this file was loaded before without --strict, its good rows are in "
+                         "the store and its bad rows were left out; nothing new loaded. The Data page lists them",
+                         file=name)
 
 
 def _prior(con, sha: str, fmt: str, opts_json: str) -> tuple[int, int] | None:
@@ -829,6 +840,7 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     if sha and (prior := _prior(con, sha, fmt, opts_json)) is not None:
         # the same file loaded by another tab or thread while this one read it: it is stored once
         read, rejected = prior
+        _strict_on_prior(options, rejected, name)
         step(1.0, "already loaded")
         return IngestResult(name, fmt, None, read, 0, rejected, read - rejected, [])
     step(0.05, "staging")
