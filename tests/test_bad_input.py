@@ -76,6 +76,15 @@ def test_cached_input_tokens_above_input_tokens_is_rejected(con, tmp_path):
     assert r.rejects[0]["field"] == "cached_input_tokens" and "exceeds input_tokens 1000" in r.rejects[0]["reason"]
 
 
+def test_a_negative_whole_is_rejected_as_negative_alone(con, tmp_path):
+    # input_tokens -5 with cached_input_tokens 0: the reason said "negative value -5" and "cached_input_tokens = 0
+    # exceeds input_tokens -5" beside it, which sent the reader to the cached tokens
+    r = _load(con, tmp_path, "b1,2026-11-20T11:00:00Z,gpt-4o,acme,-5,100,0,900,0.1\n")
+    assert (r.rows_ingested, r.rows_rejected) == (1, 1)
+    reason = r.rejects[0]["reason"]
+    assert r.rejects[0]["field"] == "input_tokens" and "-5" in reason and "exceeds" not in reason, reason
+
+
 def test_a_token_count_past_a_billion_is_rejected(con, tmp_path):
     r = _load(con, tmp_path, "b1,2026-11-20T11:00:00Z,gpt-4o,acme,2000000000,100,0,900,0.1\n")
     assert r.rows_rejected == 1 and r.rejects[0]["field"] == "input_tokens"

@@ -383,10 +383,11 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
             continue
         total = " + ".join(f"coalesce({typed_of[n]}, 0)" for n in present)
         label = " + ".join(present)
-        # only where a part is given: a row with none has nothing to exceed its whole (a negative whole is
-        # rejected as negative, not as exceeded by parts the file never held)
+        # only where a part is given: a row with none has nothing to exceed its whole; and only where the whole is
+        # not negative (a negative whole is rejected as negative: "0 exceeds input_tokens -5" beside it said nothing)
         given = f"coalesce({', '.join(typed_of[n] for n in present)}) IS NOT NULL"
-        checks.append(f"CASE WHEN {given} AND ({total}) > ({typed_of[whole]}) THEN '{present[0]}: {label} = ' "
+        checks.append(f"CASE WHEN {given} AND ({typed_of[whole]}) >= 0 AND ({total}) > ({typed_of[whole]}) "
+                      f"THEN '{present[0]}: {label} = ' "
                       f"|| CAST(({total}) AS VARCHAR) || ' exceeds {whole} ' || CAST(({typed_of[whole]}) AS VARCHAR) "
                       f"|| ' ({whole} counts them too)' END")
     if "_shape" in src_types:
