@@ -121,6 +121,27 @@ def _unknown_in_url(options: dict[str, list]) -> dict[str, list[str]]:
     return out
 
 
+def _bad_period_in_url(first, last) -> list[str]:
+    """What the URL's period keys hold that the fields cannot show (read before the widgets drop it): a from or
+    to that is no date (YYYY-MM-DD) or lies outside the stored days, a period that is no preset."""
+    out = []
+    for key, label in (("from", "From"), ("to", "To")):
+        raw = st.query_params.get(key)
+        if not raw:
+            continue
+        try:
+            day = datetime.strptime(raw, "%Y-%m-%d").date()
+        except ValueError:
+            out.append(f"{key}={plain(raw[:40])} is no date (YYYY-MM-DD): '{label}' ignored it")
+            continue
+        if first is not None and not first <= day <= last:
+            out.append(f"{key}={raw} is outside the stored days ({first:%Y-%m-%d} to {last:%Y-%m-%d})")
+    raw = st.query_params.get("period")
+    if raw and raw not in PRESETS:
+        out.append(f"period={plain(raw[:40])} is none of {', '.join(PRESETS)}: 'Period' ignored it")
+    return out
+
+
 # Enter in a date field applies the typed date at once (the field applies it when it loses focus)
 ENTER_APPLIES_DATE = """<script>
 const doc = window.parent.document;
@@ -155,6 +176,7 @@ def _sidebar(who: access.Access):
                        "the Data page (its time span says which).")
         first = lo.date() if lo else None
         last = hi.date() if hi else None
+        bad_period = _bad_period_in_url(first, last)
         preset = st.selectbox("Period", PRESETS, key="period", bind="query-params", disabled=lo is None,
                               help="Counted back from the newest stored request. Editing From or To makes it custom.")
         exact = preset_range(preset, hi) if hi is not None else None
@@ -168,6 +190,8 @@ def _sidebar(who: access.Access):
                             bind="query-params", disabled=lo is None, on_change=_to_custom,
                             help="Included: the period ends at the end of this day (UTC).")
         st.iframe(ENTER_APPLIES_DATE, height=1)
+        if bad_period:
+            st.warning("The link's period: " + "; ".join(bad_period) + ".", icon=":material/link_off:")
         if start and end and start > end:
             st.warning("'From' is after 'To': showing the single day 'From'.")
             end = start

@@ -48,3 +48,20 @@ def test_an_unknown_tenant_in_the_url_is_named_and_left_out(demo_db):
     assert any("models this store does not hold, left out: no-such-model" in w for w in warnings)
     f = at.session_state["_filters"]
     assert f.tenants == () and f.models == ()
+
+
+def test_a_period_in_the_url_the_fields_cannot_show_is_named(demo_db):
+    """?from=garbage&to=2099-13-01&period=foo showed the whole store with no word: the fields dropped what they
+    could not take. Each is named now; the test fleet's days are 2026-11-15 to 2026-11-23."""
+    at = run_page(demo_db, query_params={"from": "garbage", "to": "2099-13-01", "period": "foo"})
+    assert not at.exception, [e.value for e in at.exception]
+    [warning] = [w.value for w in at.sidebar.warning if "The link's period" in w.value]
+    assert warning == ("The link's period: from=garbage is no date (YYYY-MM-DD): 'From' ignored it; to=2099-13-01 is "
+                       "no date (YYYY-MM-DD): 'To' ignored it; period=foo is none of custom, last 24 h, last 7 days, "
+                       "last 30 days, this month, last month: 'Period' ignored it.")
+    outside = run_page(demo_db, query_params={"from": "2020-01-01"})
+    assert not outside.exception, [e.value for e in outside.exception]
+    assert ("The link's period: from=2020-01-01 is outside the stored days (2026-11-15 to 2026-11-23)."
+            in [w.value for w in outside.sidebar.warning])
+    assert not [w for w in run_page(demo_db, query_params={"from": "2026-11-17"}).sidebar.warning
+                if "The link's period" in w.value]
