@@ -90,7 +90,8 @@ if len(lat.table):
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
                  # an SLA on total latency: its column is the total's, shown once
                  column_order=["model", "requests", "sla_requests", "sla_p99_s",
-                               *(["total_p99_s"] if lat.metric != "total_ms" else []), "hours_over"], column_config={
+                               *(["total_requests", "total_p99_s"] if lat.metric != "total_ms" else []), "hours_over"],
+                 column_config={
                      "model": st.column_config.TextColumn("Model"),
                      "requests": st.column_config.NumberColumn("Requests served", format="%,d"),
                      "sla_requests": st.column_config.NumberColumn(
@@ -98,6 +99,9 @@ if len(lat.table):
                          help=f"The requests whose logs carry a {sla_name}: its P99 is over these."),
                      "sla_p99_s": st.column_config.NumberColumn(f"P99 {sla_name} (s)", format="%.2f",
                                                                 help="The latency the SLA is on."),
+                     "total_requests": st.column_config.NumberColumn(
+                         "With total latency", format="%,d",
+                         help="The requests whose logs carry a total latency: its P99 is over these."),
                      "total_p99_s": st.column_config.NumberColumn("P99 total latency (s)", format="%.2f"),
                      "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%,.2f",
                                                                  help="Hours of the period with an open P99 alert "
@@ -105,7 +109,8 @@ if len(lat.table):
                                                                       + ": no hour was judged: its logs carry no "
                                                                         "such latency, or no hour had the rule's "
                                                                         "fewest requests (below).")})
-    few = int(((shown["sla_requests"] > 0) & (shown["sla_requests"] < slo.TAIL_REQUESTS)).sum())
+    counts = ["sla_requests", *(["total_requests"] if lat.metric != "total_ms" else [])]
+    few = int(((shown[counts] > 0) & (shown[counts] < slo.TAIL_REQUESTS)).any(axis=1).sum())
     st.caption(plain(lat.rule) + (" The rule is switched off." if not lat.enabled else "")
                + " Percentiles over the whole period; the Latency page has them per tier and hour."
                + (f" A P99 over fewer than {slo.TAIL_REQUESTS} requests is at or near the slowest of them, not a "

@@ -21,7 +21,7 @@ RULE = "p99_over_sla"
 
 @dataclass(frozen=True)
 class ModelLatency:
-    table: pd.DataFrame    # model, requests, sla_requests (those carrying the SLA latency), sla_p99_ms, total_p99_ms
+    table: pd.DataFrame    # model, requests, sla_requests / total_requests (those carrying it), sla_p99_ms, total_p99_ms
     metric: str            # the latency the SLA is on: ttft_ms or total_ms
     rule: str              # the rule in one sentence, with its numbers
     enabled: bool
@@ -43,6 +43,7 @@ def model_latency(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> M
     p = stats.percentiles(con, f, by=("model",), fields=fields)
     table = pd.DataFrame({"model": p["model"], "requests": p["requests"].astype("int64"),
                           "sla_requests": p[f"requests_with_{metric}"].astype("int64"),
+                          "total_requests": p["requests_with_total_ms"].astype("int64"),
                           "sla_p99_ms": p[f"{metric}_p99"], "total_p99_ms": p["total_ms_p99"]})
     table = table[table["requests"] > 0].sort_values(["requests", "model"], ascending=[False, True],
                                                       kind="stable").reset_index(drop=True)
@@ -67,13 +68,14 @@ def hours_over_rule(open_alerts: pd.DataFrame) -> dict[str, float]:
 
 
 def overview_table(lat: ModelLatency, open_alerts: pd.DataFrame, judged: set[str] | None = None) -> pd.DataFrame:
-    """The Overview's table: model, requests, sla_requests, sla_p99_s, total_p99_s (seconds) and hours_over (the hours
+    """The Overview's table: model, requests, sla_requests, total_requests, sla_p99_s, total_p99_s (seconds) and hours_over (the hours
     of open P99 alerts on the model; none where no hour of the model was judged: its logs carry no SLA latency,
     or no window had the rule's fewest requests, ``judged`` naming the models with one,
     :func:`finops.ops.alerts.sla_judged_models`; None: every model with a P99)."""
     over = hours_over_rule(open_alerts)
     t = lat.table
     return pd.DataFrame({"model": t["model"], "requests": t["requests"], "sla_requests": t["sla_requests"],
+                         "total_requests": t["total_requests"],
                          "sla_p99_s": t["sla_p99_ms"] / 1000,
                          "total_p99_s": t["total_p99_ms"] / 1000,
                          "hours_over": [over.get(m, 0.0) if pd.notna(p99) and (judged is None or m in judged)
