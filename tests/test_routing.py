@@ -215,6 +215,23 @@ def test_whatif_mean_latency_is_per_answer_and_as_logged_is_today(fleet):
     assert_allclose(same.counterfactual_mean_ms, same.actual_mean_ms, rtol=1e-12)
 
 
+def test_as_logged_mean_latency_is_today_beside_a_model_that_logs_none(tmp_path):
+    """A trace with no latency (an Azure trace's gpt-4o) beside timed requests: today's mean counted the timed ones
+    (1.18 s on a store of real-tool files) and "as logged" read "—", unknown, though it moves nothing. Both are now
+    over the same requests: (100 + 300) / 2 = 200 ms."""
+    from helpers import store_of_records
+    rows = [{"request_id": f"t{i}", "ts": f"2026-03-02T10:0{i}:00", "model": "gpt-4o-mini", "input_tokens": 10 + i,
+             "output_tokens": 5 + i, "total_ms": ms} for i, ms in enumerate([100.0, 300.0])]
+    rows += [{"request_id": f"u{i}", "ts": f"2026-03-02T11:0{i}:00", "model": "gpt-4o", "input_tokens": 10,
+              "output_tokens": 5} for i in range(3)]
+    con = store.connect(store_of_records(tmp_path, rows))
+    w = routing.whatif(con, Filters(), "as-logged", small_model="gpt-4o-mini", large_model="gpt-4o")
+    assert_allclose([w.actual_mean_ms, w.counterfactual_mean_ms], [200.0, 200.0], rtol=1e-12)
+    # moving the timed requests onto a model with no latency to estimate from: unknown, not a partial mean
+    assert routing.whatif(con, Filters(), "all-large", small_model="gpt-4o-mini",
+                          large_model="gpt-4o").counterfactual_mean_ms is None
+
+
 def test_latency_rates_recover_a_linear_model(fleet):
     con, _ = fleet
     r = routing.latency_rates(con, Filters()).set_index("model")

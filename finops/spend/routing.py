@@ -580,8 +580,10 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     requests_total = int(answered.sum())
     actual_mean = (float(act_lat_rows[act_known].sum() / answered[act_known].sum())
                    if answered[act_known].sum() > 0 else None)
-    cf_mean = (float(cf_lat_rows[lat_known].sum() / answered[lat_known].sum())
-               if lat_known.all() and answered.sum() > 0 else None)
+    # over the same requests as today's mean (a model that logs no latency is left out of both); unknown when a
+    # request today's mean counts cannot be estimated under the policy (moved to a model with no rates)
+    cf_mean = (float(cf_lat_rows[act_known].sum() / answered[act_known].sum())
+               if (lat_known | ~act_known).all() and answered[act_known].sum() > 0 else None)
 
     by_model = pd.DataFrame({
         "model": models,
