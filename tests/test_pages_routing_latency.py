@@ -70,9 +70,15 @@ def test_readiness_tick_is_stored(tmp_path, demo_db):
     db = str(tmp_path / "copy.duckdb")
     shutil.copy(demo_db, db)
     at = run_page(db, "views/readiness.py", timeout=300)
+    check = readiness.checklist(store.connect(db))
+    by_store = int((check["status"] == "pass").sum())
+    # the count says which items the store proves (their boxes stay unticked: a box is a person's confirmation)
+    progress = at.get("progress")[0].proto.text
+    assert progress == f"{by_store} of {len(check)} items done: {by_store} judged from the store, 0 ticked by a person"
     at.checkbox(key="ready_canary").check().run()
     assert not at.exception, [e.value for e in at.exception]
     assert readiness.ticks(store.connect(db))["canary"]["ticked"]
+    assert at.get("progress")[0].proto.text.endswith("1 ticked by a person")
 
 
 def test_the_latency_pages_say_failed_requests_count_and_their_percentiles_include_them(tmp_path):
