@@ -82,7 +82,9 @@ else:
         # medium: a long model name is cut (whole on hover) rather than push the unit costs off the right edge
         "model": st.column_config.TextColumn("Model", width="medium"),
         "kind": kind_column(help="API: a provider bills tokens; self-hosted: a GPU fleet"),
-        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend ($)", format=usd_column_format(units["cost_usd"])),
+        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend on its requests ($)", format=usd_column_format(units["cost_usd"]),
+                          help="Billed for an API model; for a self-hosted one, the GPU time its requests used (idle "
+                               "capacity is apart: the fleet's cost, on the Data page and in the spend by model)."),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,
         "usd_per_1m": USD("Billed or allocated, $ per 1M tokens", format="$%,.3f",
                           help=spend.UNIT_COSTS["billed"] + ". " + spend.UNIT_COSTS["allocated"] + ". "
