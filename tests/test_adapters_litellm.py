@@ -102,6 +102,74 @@ def test_the_four_shapes_hold_the_same_rows(con):
     assert seen[0] == seen[1] == seen[2] == seen[3]
 
 
+# the 429 of the six calls: request_id "None" in every export, so each load hashes it (loader._insert_general)
+FAILED = (datetime(2025, 3, 4, 14, 0, 2, 252000), "team-search", "gpt-4o", "openai", 0, 0, 0.0, "error",
+          "RateLimitError")
+FAILED_COLS = "ts, tenant, model, provider, input_tokens, output_tokens, cost_usd, status, error_type"
+
+
+def test_a_failed_call_without_an_id_is_stored_once_whichever_exports_hold_it(con, tmp_path):
+    """The 429 (request_id "None", 14:00:02.252, gpt-4o, team-search) was hashed from every field of its row, and
+    the exports of the same row differ in fields that are not the request (1.65's CSV lacks session_id and status,
+    the JSON spells its JSON columns and times otherwise): a CSV backfill then GET /spend/logs then the 1.65 CSV
+    stored it three times ("1 ingested, 5 duplicates skipped" each), tripling the error count."""
+    got = []
+    for name in ("spendlogs_v1_74.csv", "spend_logs.json", "spendlogs_v1_65.csv", "spend_logs_ui.json"):
+        [r] = ingest_path(con, LITELLM / name)
+        got.append((r.rows_read, r.rows_ingested, r.duplicates_skipped))
+    # each export holds the same six calls: five with an id, the 429 without
+    assert got == [(6, 6, 0), (6, 0, 6), (6, 0, 6), (6, 0, 6)]
+    assert con.execute(f"SELECT {FAILED_COLS} FROM requests WHERE status = 'error'").fetchall() == [FAILED]
+    assert store.row_count(con) == 6
+    # loading any of them again adds nothing: as it is, and read anew (other bytes: JSON Lines, keys reversed)
+    for name in SHAPES:
+        [r] = ingest_path(con, LITELLM / name)
+        assert (r.rows_ingested, r.duplicates_skipped) == (0, 6)
+    lines = tmp_path / "spend_logs.jsonl"
+    lines.write_text("".join(json.dumps(dict(reversed(list(r.items())))) + "\n" for r in _raw("spend_logs.json")))
+    [r] = ingest_path(con, lines)
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (6, 0, 6) and store.row_count(con) == 6
+
+
+def test_failed_calls_without_an_id_that_differ_are_stored_apart(con, tmp_path):
+    """Two more 429s without an id: one a second later, one of another team at the same time. Each is a call of
+    its own; the same call twice in one file is two calls too (numbered), as for any row without an id."""
+    rows = _raw("spend_logs.json")
+    [fail] = [r for r in rows if r["request_id"] == "None"]
+    later = {**fail, "startTime": "2025-03-04T14:00:03.252000Z", "endTime": "2025-03-04T14:00:03.252000Z",
+             "completionStartTime": "2025-03-04T14:00:03.252000Z"}
+    other_team = {**fail, "team_id": "team-research"}
+    (tmp_path / "more.json").write_text(json.dumps([*rows, later, other_team, fail]))
+    [r] = ingest_path(con, tmp_path / "more.json")
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (9, 9, 0)
+    assert con.execute("SELECT ts, tenant, count(*) FROM requests WHERE status = 'error' GROUP BY ALL "
+                       "ORDER BY ALL").fetchall() == [(FAILED[0], "team-research", 1), (FAILED[0], "team-search", 2),
+                                                      (datetime(2025, 3, 4, 14, 0, 3, 252000), "team-search", 1)]
+    [r] = ingest_path(con, LITELLM / "spendlogs_v1_74.csv")     # the first 429 and the five calls: all stored
+    assert (r.rows_ingested, r.duplicates_skipped) == (0, 6)
+
+
+def test_a_failed_call_stored_by_an_earlier_version_is_not_stored_again(con, tmp_path, monkeypatch):
+    """A store an earlier version loaded holds the 429 under the hash of its every field (ecosystem._litellm_row's
+    ``_legacy_hash``; that version noted no first batch of this hash): the CSV grown by another 429 adds that one
+    only, the first known by its earlier hash."""
+    from finops.ingest import ecosystem
+    from finops.ingest.base import LITELLM_HASHES_SINCE
+    with monkeypatch.context() as m:
+        m.setattr(ecosystem, "_litellm_identity_hash", lambda rec, meta, got: got["_legacy_hash"])
+        ingest_path(con, LITELLM / "spendlogs_v1_74.csv")
+    con.execute("DELETE FROM settings WHERE key = ?", [LITELLM_HASHES_SINCE])     # an earlier version notes none
+    [old_id] = con.execute("SELECT request_id FROM requests WHERE status = 'error'").fetchone()
+    header, rows = _csv_rows("spendlogs_v1_74.csv")
+    i = header.index("startTime")
+    [fail] = [r for r in rows if r[0] == "None"]
+    later = [*fail[:i], "2025-03-04 14:00:03.252", "2025-03-04 14:00:03.252", "2025-03-04 14:00:03.252", *fail[i + 3:]]
+    [r] = ingest_path(con, _write_csv(tmp_path / "grown.csv", header, [*rows, later]))
+    assert (r.rows_read, r.rows_ingested, r.duplicates_skipped) == (7, 1, 6)
+    assert con.execute("SELECT ts FROM requests WHERE status = 'error' AND request_id <> ? ",
+                       [old_id]).fetchall() == [(datetime(2025, 3, 4, 14, 0, 3, 252000),)]
+
+
 def test_litellm_own_fixture_loads(con):
     """BerriAI/litellm tests/logging_callback_tests/gcs_pub_sub_body/spend_logs_payload.json: cache_hit "None",
     metadata as JSON text, times naive UTC with microseconds."""

@@ -96,6 +96,15 @@ class Source:
     # numbers written with a decimal comma (``0,0012``): a semicolon-separated CSV, as spreadsheets in much of
     # Europe write it; set by the loader from the file (:func:`decimal_comma`), read by its checks
     decimal_comma: bool = False
+    # the settings key of the first batch whose rows without an id were hashed as this reading hashes them, where
+    # that is not ``loader.CONTENT_HASHES_SINCE`` (:data:`LITELLM_HASHES_SINCE`): a store holding an earlier batch
+    # is looked up by ``_legacy_hash`` too
+    hashes_since: str | None = None
+
+
+#: the settings key of the first batch whose LiteLLM rows without an id were hashed from the fields that identify
+#: the request (``ecosystem._litellm_identity_hash``); rows of earlier batches carry the hash of every field
+LITELLM_HASHES_SINCE = "litellm_hashes_since_batch"
 
 
 def decimal_comma(p: Probe) -> bool:

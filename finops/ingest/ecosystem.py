@@ -46,6 +46,7 @@ from finops.ingest import (
 )
 from finops.ingest.base import (
     BLANK_JSON_LINE,
+    LITELLM_HASHES_SINCE,
     UNIX_EPOCH,
     Adapter,
     IngestOptions,
@@ -89,6 +90,8 @@ ROW_COLUMNS: dict[str, pa.DataType] = {
 # the same columns as text, for a reader that passes the source's values on for the loader to check
 # (so a bad value is rejected with its row and field rather than read as missing)
 RAW_COLUMNS: dict[str, pa.DataType] = {k: (v if k == "_row" else pa.string()) for k, v in ROW_COLUMNS.items()}
+# and the hash an earlier version gave a row without an id (LiteLLM's, :func:`_litellm_row`)
+LEGACY_RAW_COLUMNS: dict[str, pa.DataType] = {**RAW_COLUMNS, "_legacy_hash": pa.string()}
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -409,7 +412,30 @@ def _litellm_row(row: int, rec: dict, options: IngestOptions) -> dict:
         "status": status, "error_type": (_text(error.get("error_class")) or None) if status != "ok" else None,
         "cost_usd": spend_text if spend_text is not None else cost, "attrs": _json(attrs),
     }
-    return {"_row": row, **{k: None if v is None else str(v) for k, v in out.items()}}
+    got = {"_row": row, **{k: None if v is None else str(v) for k, v in out.items()}}
+    if got["request_id"] is None:
+        # the hash earlier versions gave the row: every field of it, attrs among them, which differ between
+        # exports of the same row (a 1.65 and a 1.74 CSV, GET /spend/logs): a store they loaded is looked up by it
+        got["_legacy_hash"] = hashlib.md5(_json({k: v for k, v in got.items() if k != "_row"}).encode()).hexdigest()
+        got["_hash"] = _litellm_identity_hash(rec, meta, got)
+    return got
+
+
+def _litellm_identity_hash(rec: dict, meta: dict, got: dict) -> str:
+    """The content hash of a spend-log row without a request_id (LiteLLM writes ``"None"`` for a failed call):
+    of the fields that identify the request, which every export of LiteLLM_SpendLogs carries alike (a psql CSV
+    of 1.65's or 1.74's columns, GET /spend/logs, GET /spend/logs/ui, a pull), times read as UTC and numbers
+    as numbers. Not of attrs (the columns a version has, ``session_id`` or ``status`` missing from 1.65) nor of
+    what the options decide (``--tenant-field``, ``--model``): the same row hashes the same from any export."""
+    spend = _num(rec.get("spend"))
+    ident = {"start": got["ts"], "end": _utc(rec.get("endTime")),
+             "model": _text(rec.get("model")) or _text(rec.get("model_group")), "team_id": _text(rec.get("team_id")),
+             "api_key": _text(rec.get("api_key")) or _text(meta.get("user_api_key")), "user": _text(rec.get("user")),
+             "end_user": _text(rec.get("end_user")), "call_type": _text(rec.get("call_type")),
+             "cache_key": _text(rec.get("cache_key")), "input_tokens": got["input_tokens"],
+             "output_tokens": got["output_tokens"], "spend": spend if spend is not None else _number_text(rec.get("spend")),
+             "status": got["status"], "error_type": got["error_type"]}
+    return hashlib.md5(_json(ident).encode()).hexdigest()
 
 
 # ---- the typed fast path of LiteLLM_SpendLogs (a psql \copy CSV, GET /spend/logs JSON): _litellm_row in SQL;
@@ -830,14 +856,18 @@ def _read_litellm(con, p: Probe, options: IngestOptions, fast: bool = True) -> S
             if not isinstance(rec, dict):
                 raise InputError("expected a spend-log row (an object)", file=p.name, row=row)
             yield _litellm_row(row, rec, options)
-    return _python_source(rows(), columns=RAW_COLUMNS)
+    src = _python_source(rows(), columns=LEGACY_RAW_COLUMNS)
+    src.hashes_since = LITELLM_HASHES_SINCE
+    return src
 
 
 def litellm_source(records: Iterator[dict], options: IngestOptions) -> Source:
     """LiteLLM_SpendLogs rows already read as dicts (a pull from LiteLLM's database: JSON columns as
     objects, times as ISO text), through the same row reader as the file exports."""
-    return _python_source((_litellm_row(row, rec, options) for row, rec in enumerate(records, 1)),
-                          columns=RAW_COLUMNS)
+    src = _python_source((_litellm_row(row, rec, options) for row, rec in enumerate(records, 1)),
+                         columns=LEGACY_RAW_COLUMNS)
+    src.hashes_since = LITELLM_HASHES_SINCE
+    return src
 
 
 register(Adapter(

@@ -31,6 +31,7 @@ from finops import access, schema, sql, store
 from finops.errors import InputError
 from finops.ingest.base import (
     ADAPTERS,
+    LITELLM_HASHES_SINCE,
     IngestOptions,
     Probe,
     Source,
@@ -825,16 +826,22 @@ def _insert_general(con, source, name: str, batch_id: int, has_rows: bool, count
 #: the settings key of the first batch whose rows without an id were hashed from their fields that hold a value
 #: (tabular.content_text_sql); rows of earlier batches may carry the hash earlier versions gave them
 CONTENT_HASHES_SINCE = "content_hashes_since_batch"
+#: every such key: each noted at the first load of the version that brought it, whatever the file
+HASHES_SINCE = (CONTENT_HASHES_SINCE, LITELLM_HASHES_SINCE)
 
 
-def _earlier_hashes(con, batch_id: int) -> bool:
-    """Whether the store may hold rows an earlier version hashed otherwise (a batch loaded before this version's
-    first): the load then looks its rows up by that hash too. Noted at this version's first load, inside it."""
-    since = store.get_setting(con, CONTENT_HASHES_SINCE)
-    if since is None:
-        since = batch_id
-        con.execute("INSERT INTO settings VALUES (?, ?)", [CONTENT_HASHES_SINCE, json.dumps(since)])
-    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM batches WHERE batch_id < ?)", [int(since)]).fetchall()[0][0])
+def _earlier_hashes(con, batch_id: int, key: str = CONTENT_HASHES_SINCE) -> bool:
+    """Whether the store may hold rows an earlier version hashed otherwise than the source's hashes (a batch loaded
+    before the first of the version that hashes as ``key`` says): the load then looks its rows up by that hash too.
+    Each of :data:`HASHES_SINCE` is noted at this version's first load, inside it."""
+    since = {}
+    for k in HASHES_SINCE:
+        since[k] = store.get_setting(con, k)
+        if since[k] is None:
+            since[k] = batch_id
+            con.execute("INSERT INTO settings VALUES (?, ?)", [k, json.dumps(batch_id)])
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM batches WHERE batch_id < ?)",
+                            [int(since[key])]).fetchall()[0][0])
 
 
 def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: IngestOptions, step) -> IngestResult:
@@ -847,7 +854,7 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     step(0.05, "staging")
     batch_id = con.execute("SELECT coalesce(max(batch_id), 0) + 1 FROM batches").fetchall()[0][0]
     has_rows = con.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchall()[0][0]
-    legacy = _earlier_hashes(con, batch_id) and has_rows
+    legacy = _earlier_hashes(con, batch_id, source.hashes_since or CONTENT_HASHES_SINCE) and has_rows
     staged = _stage(con, source, legacy)
     if staged == ["VIEW _stage"]:
         counts, inserted = _insert_first(con, source, name, batch_id, has_rows, step)
