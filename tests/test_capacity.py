@@ -137,11 +137,89 @@ def test_observed_load_takes_the_replicas_gpus_and_rate_of_the_schedule_in_force
     assert (r["replicas"], r["replicas_source"], r["gpus_per_replica"], r["gpu_hour_usd"]) == (7, "price book", 2, 1.5)
 
 
-def test_observed_load_implied_servers_flags_a_wrong_slot_count(hand_db):
+def _fit_store(tmp_path, rows: list[dict], *, replicas: int = 7, slots: int = 2):
+    """A store of ``rows`` with m-self in the price book (``replicas`` × ``slots``); an API model's request two hours
+    after the peak so the logs cover all 3,600 s of it."""
+    con = store.connect(str(tmp_path / "fit.duckdb"))
+    pricing.save_price_book(con, pd.concat([pricing.price_book(con), pd.DataFrame([{
+        "model": "m-self", "provider": "self-hosted", "publisher": "x", "kind": "self_hosted", "size_class": "small",
+        "gpu_hour_usd": 1.5, "gpus_per_replica": 2, "replicas": replicas, "slots_per_replica": slots,
+        "price_as_of": "2026-01-01", "source": "test"}])], ignore_index=True))
+    ingest_frame(con, pd.DataFrame([*rows, _row("a2", PEAK + timedelta(hours=2), model="api-model", service_ms=500)]),
+                 name="fit")
+    return con
+
+
+def _queued(n: int) -> list[dict]:
+    """n requests of m-self 36 s apart from 10:00 on replicas r0 and r1, each 200 ms queued, 1 s and 3 s by turns."""
+    return [_row(f"q{i}", PEAK + timedelta(seconds=36 * i), service_ms=1000 if i % 2 == 0 else 3000, queue_ms=200,
+                 replica=f"r{i % 2}") for i in range(n)]
+
+
+def test_observed_load_implied_servers_flags_a_wrong_slot_count(tmp_path):
+    """100 requests (the fewest that judge the slots) 36 s apart, each queued 200 ms, on 2 replicas × 2 slots of a
+    mean 2 s: at λ = 100 / 3,600 per s the 4 slots predict ~0 ms. One slot (M/G/1, ρ = 0.0556, arrivals regular:
+    CV 0, service CV 0.5) predicts by Allen–Cunneen ρ / (μ − λ) · (0² + 0.5²) / 2 = 0.0556 / 0.4722 · 0.125 = 14.7 ms,
+    the nearest of any c to the 200 ms logged (2 slots predict far less): 1 slot."""
+    con = _fit_store(tmp_path, _queued(observed.FIT_MIN_REQUESTS))
+    r = observed.observed_load(con).iloc[0]
+    assert (r["requests_peak_hour"], r["queue_samples"], r["service_samples"]) == (100, 100, 100)
+    assert_allclose((r["cv_service"], r["cv_arrival"]), (0.5, 0.0), atol=1e-12)
+    assert_allclose(ggc(100 / 3600, 0.5, 1, cv_arrival=0.0, cv_service=0.5).wq_s, 0.0147, atol=1e-4)   # by hand, s
+    assert r["implied_servers"] == 1
+    assert r["note"].startswith("requests waited longer than 4 slots predict: the waits match about 1 slot "
+                                "(0.5 per replica). Check the slots per replica in the price book")
+    con.close()
+
+
+def test_observed_load_from_fewer_requests_than_judge_the_slots_says_so(tmp_path, hand_db):
+    """99 such requests, or the hand store's 5: the waits logged are shown with their count, but no slot count is
+    implied and the note says why instead of a verdict."""
+    con = _fit_store(tmp_path, _queued(observed.FIT_MIN_REQUESTS - 1))
+    r = observed.observed_load(con).iloc[0]
+    assert (r["queue_samples"], r["observed_queue_mean_ms"], r["observed_queue_p99_ms"]) == (99, 200.0, 200.0)
+    assert r["implied_servers"] is None
+    assert r["note"] == ("too few requests to judge the slots: 99 requests logged a queue wait in the busiest hour; "
+                         "at least 100 needed")
+    con.close()
     r = observed.observed_load(hand_db).iloc[0]
-    # at 0.1 % utilisation the prediction is ~0 ms but 200 ms were observed: fewer slots than the book says
-    assert r["implied_servers"] is not None and r["implied_servers"] <= 4
-    assert "Check the slots per replica in the price book" in r["note"]
+    assert r["queue_samples"] == 5 and r["implied_servers"] is None and "Check the slots" not in r["note"]
+    assert "too few requests to judge the slots: 5 requests logged a queue wait" in r["note"]
+
+
+def test_observed_load_from_one_request_judges_nothing_and_has_no_variability(tmp_path):
+    """The explorer's store: llama-3.1-70b's busiest hour held 1 request (5.21 s on a slot, 812.3 ms queued) on the
+    book's 3 × 2 slots, and read 'requests waited longer than 6 slots predict: the waits match about 1 slot' with a
+    service variability of 0.00, a std over one request. Its figures stand; the CV is undefined (None, taken as
+    1 in the prediction) and the fit says it cannot judge."""
+    con = _fit_store(tmp_path, [_row("one", PEAK + timedelta(minutes=20), service_ms=5210, queue_ms=812.3)],
+                     replicas=3, slots=2)
+    r = observed.observed_load(con).iloc[0]
+    assert (r["requests_peak_hour"], r["service_samples"], r["queue_samples"], r["servers"]) == (1, 1, 1, 6)
+    assert r["mean_service_s"] == pytest.approx(5.21) and r["observed_queue_mean_ms"] == pytest.approx(812.3)
+    assert r["cv_service"] is None and r["cv_arrival"] == 1.0          # no gap between arrivals either
+    # M/M/6 at λ = 1 / 3,600 per s: the CVs taken as 1, not the 0 a std over one request gave (half the wait)
+    q = ggc(1 / 3600, 1 / 5.21, 6, cv_arrival=1.0, cv_service=1.0)
+    assert r["predicted_wq_ms"] == pytest.approx(q.wq_s * 1000)
+    assert r["implied_servers"] is None and "waited longer" not in r["note"]
+    assert r["note"] == ("service variability taken as 1 in the prediction: 1 completed request with a service "
+                         "time, and a variability needs at least 2; too few requests to judge the slots: 1 request "
+                         "logged a queue wait in the busiest hour; at least 100 needed")
+    # the plan of that fleet sizes with the same variability of 1 (not 0, and no NaN)
+    fp = plans.fleet_against_plan(con, Filters(), "m-self", wait_sla_s=2.0)
+    ones = plans.fleet_against_plan(con, Filters(), "m-self", wait_sla_s=2.0, cv_service=1.0, cv_arrival=1.0)
+    assert fp.state == "ok"
+    pd.testing.assert_frame_equal(fp.past.hours, ones.past.hours)
+    con.close()
+
+
+def test_observed_load_variability_of_two_requests_is_measured_but_one_gap_is_not(tmp_path):
+    # 1 s and 3 s: mean 2 s, population std 1 s, CV 0.5; their one gap has no spread to measure: taken as 1
+    con = _fit_store(tmp_path, _queued(2))
+    r = observed.observed_load(con).iloc[0]
+    assert r["service_samples"] == 2 and r["cv_service"] == pytest.approx(0.5) and r["cv_arrival"] == 1.0
+    assert r["note"].startswith("too few requests to judge the slots: 2 requests logged")
+    con.close()
 
 
 def test_observed_load_follows_the_date_range_and_ignores_tenants(hand_db):

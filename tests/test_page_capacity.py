@@ -379,3 +379,37 @@ def test_a_fill_from_logs_takes_the_fleet_schedule_the_cost_page_bills(tmp_path)
     assert ("$ per GPU-hour and GPUs per replica start from the declared fleet schedule of gpu-model at its busiest "
             "hour (edit the price book or the fleet schedule on the Data page)") in body
     assert next(m.value for m in at.metric if m.label == "$ per hour") == "$80.00"
+
+
+def test_a_fleet_seen_through_one_request_is_not_judged(tmp_path):
+    """The explorer's store: llama-3.1-70b's busiest hour held one request (5.21 s on a slot, 812.3 ms queued) on
+    the book's 3 × 2 slots, and the page said 'requests waited longer than 6 slots predict: the waits match about
+    1 slot' beside a service variability of 0.00 (a std over one request), and offered to fill 1 slot per replica.
+    Its figures stand with their counts; the variability is missing, the fit says it cannot judge."""
+    from datetime import datetime
+
+    import pandas as pd
+
+    from finops import store
+    from finops.ingest import ingest_frame
+
+    db = str(tmp_path / "one.duckdb")
+    con = store.connect(db)
+    ingest_frame(con, pd.DataFrame({
+        "request_id": ["one", "later"], "ts": [datetime(2026, 4, 6, 10, 20), datetime(2026, 4, 6, 12)],
+        "model": ["llama-3.1-70b", "gpt-4o-mini"], "tenant": "acme", "status": "ok",
+        "queue_ms": [812.3, None], "service_ms": [5210.0, 400.0], "total_ms": [6022.3, 400.0]}))
+    con.close()
+    at = run_page(db, PAGE, query_params={"from": "2026-04-06", "to": "2026-04-06"})
+    assert not at.exception, [e.value for e in at.exception]
+    body = texts(at)
+    assert "waited longer" not in body and "waits match" not in body
+    assert ("too few requests to judge the slots: 1 request logged a queue wait in the busiest hour; at least 100 "
+            "needed") in body
+    assert "cap_fill_implied" not in {b.key for b in at.button}
+    assert at.number_input(key="cap_cv_service").value == 1.0      # the fill takes the prediction's 1, not 0
+    row = next(df.value for df in at.dataframe if "implied_servers" in df.value.columns).set_index("model").loc[
+        "llama-3.1-70b"]
+    assert (row["requests_peak_hour"], row["service_samples"], row["queue_samples"]) == (1, 1, 1)
+    assert row["observed_queue_mean_ms"] == pytest.approx(812.3) and row["fleet"] == "3 × 2"
+    assert pd.isna(row["cv_service"]) and pd.isna(row["implied_servers"])        # shown as the placeholder

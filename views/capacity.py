@@ -9,7 +9,7 @@ from finops.capacity import calculator, plans, queueing
 from finops.capacity.calculator import BINDING_LABELS, format_seconds
 from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.capacity.loadtest import fit_loadtest
-from finops.capacity.observed import observed_load, self_hosted_models
+from finops.capacity.observed import FIT_MIN_REQUESTS, observed_load, self_hosted_models
 from finops.errors import InputError
 from finops.fmt import MISSING, counted, duration_columns, number, usd
 from finops.ingest import loadtests
@@ -115,7 +115,9 @@ def _fill(model: str, slots: int | None = None) -> None:
     """Put a model's measured peak hour into the calculator's inputs."""
     row = observed_by_model.loc[model]
     values = {"cap_lambda": round(float(row["arrival_rate_per_s"]), 4), "cap_cv_arrival": round(float(row["cv_arrival"]), 2),
-              "cap_cv_service": round(float(row["cv_service"]), 2), "cap_service_as": MEAN,
+              # a variability of fewer than 2 requests is undefined (None): taken as 1, as the table's prediction
+              "cap_cv_service": round(float(row["cv_service"]), 2) if pd.notna(row["cv_service"]) else 1.0,
+              "cap_service_as": MEAN,
               "cap_filled_from": f"{model}'s busiest hour, {row['peak_hour']:%Y-%m-%d %H:00} UTC",
               "cap_filled_model": model}
     # what the logs do not carry keeps the calculator's value, said beside the inputs while it stands unedited
@@ -328,12 +330,16 @@ else:
     wait_fmt = "%.3f" if unit == "s" else "%.1f"
     bounded_dataframe(table, sort_by="arrival_rate_per_s", order="the highest arrival rate", what="models",
                       file_name="observed_fleets", placeholder=MISSING, hide_index=True, column_order=(
-        "model", "arrival_rate_per_s", "mean_service_s", "cv_service", "fleet", "utilization", *w.values(),
-        "implied_servers"), column_config={
+        "model", "requests_peak_hour", "arrival_rate_per_s", "mean_service_s", "cv_service", "service_samples", "fleet",
+        "utilization", *w.values(), "queue_samples", "implied_servers"), column_config={
         "model": st.column_config.TextColumn("Model"),
+        "requests_peak_hour": MS("Requests", format="localized", help="Served requests in the busiest hour (cache hits excluded)."),
         "arrival_rate_per_s": MS("Arrivals per second", format="%.4g", help="Arrivals per second (λ): served requests in the busiest hour / the seconds of it the logs cover (3,600 unless they start or end inside it)."),
         "mean_service_s": MS("Service (s)", format="localized", help="Mean time on a slot of completed requests."),
-        "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean."),
+        "cv_service": MS("Service variability", format="%.2f", help="Service-time coefficient of variation (CV): std / mean; "
+                         "none under 2 completed requests (the prediction then takes 1)."),
+        "service_samples": MS("Completed", format="localized", help="Completed requests with a service time: the "
+                              "service time and its variability are over these."),
         "fleet": st.column_config.TextColumn("Replicas × slots", help="Slots in all (c) = replicas × slots per replica"),
         "utilization": percent_column("Utilisation", help="Utilisation (ρ)"),
         w["predicted_wq_ms"]: MS(f"Mean wait, predicted ({unit})", format=wait_fmt,
@@ -344,8 +350,11 @@ else:
                                     help=f"Predicted P99 queue wait at these arrivals (λ) and slots (c), in {unit}."),
         w["observed_queue_p99_ms"]: MS(f"P99 queue, logged ({unit})", format=wait_fmt,
                                     help=f"P99 of queue_ms logged in that hour (exact), in {unit}."),
+        "queue_samples": MS("Waits logged", format="localized", help="Requests of the busiest hour that log a queue "
+                            f"wait: the logged waits are over these; under {FIT_MIN_REQUESTS:,} they are too few to judge the slots."),
         "implied_servers": MS("Slots implied", format="%d",
-                              help="The slot count (c) whose predicted mean wait is nearest the observed mean queue_ms."),
+                              help="The slot count (c) whose predicted mean wait is nearest the observed mean queue_ms "
+                                   f"(none under {FIT_MIN_REQUESTS:,} waits logged: too few to judge)."),
     })
     for r in table[table["note"] != ""].itertuples(index=False):
         st.markdown(f"- **{r.model}**: {r.note}.")

@@ -20,7 +20,7 @@ from finops.filters import Filters
 from finops.fmt import counted
 from finops.spend import pricing
 
-__all__ = ["OBSERVED_COLUMNS", "fleet_filters", "observed_load", "self_hosted_models"]
+__all__ = ["FIT_MIN_REQUESTS", "OBSERVED_COLUMNS", "fleet_filters", "observed_load", "self_hosted_models"]
 
 
 def self_hosted_models(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -34,9 +34,16 @@ SERVICE_MS_SQL = f"nullif({sql.SERVICE_MS}, 0)"
 SERVED_SQL = sql.SERVED
 COMPLETED_SQL = sql.OK
 
+#: below this many requests logging a queue wait in the busiest hour, the fit of the waits (the slots they imply and
+#: the verdict on the slot count) says nothing: the mean wait rests on the few requests that waited, and the logged
+#: P99 beside the prediction is the slowest request or next to it (as the SLO's ``TAIL_REQUESTS``). One request
+#: read "the waits match about 1 slot" against the book's 6.
+FIT_MIN_REQUESTS = 100
+
 OBSERVED_COLUMNS = (
     "model", "peak_hour", "requests_peak_hour", "peak_hour_covered_s", "arrival_rate_per_s", "mean_service_s",
-    "cv_service", "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source", "fleet", "servers",
+    "cv_service", "service_samples", "cv_arrival", "replicas", "replicas_source", "slots_per_replica", "slots_source",
+    "fleet", "servers",
     "utilization", "predicted_wq_ms", "observed_queue_mean_ms", "predicted_wait_p99_ms",
     "observed_queue_p99_ms", "queue_samples", "implied_servers", "state", "note",
     "tokens_per_request", "gpus_per_replica", "gpu_hour_usd", "gpu_source",
@@ -56,8 +63,10 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
       of the rollups, / ``peak_hour_covered_s``, the seconds of that hour the logs cover
       (:func:`covered_s`: 3,600 unless the logs start or end inside it);
     * ``mean_service_s``, ``cv_service``: mean and std/mean of the completed requests' time on a
-      slot in that hour (``service_ms``, else prefill + decode, else total − queue − route);
-    * ``cv_arrival``: std/mean of the gaps between those requests' arrivals (1 for Poisson);
+      slot in that hour (``service_ms``, else prefill + decode, else total − queue − route), over
+      ``service_samples`` requests; the CV of fewer than 2 is undefined: None, and the prediction takes it as 1;
+    * ``cv_arrival``: std/mean of the gaps between those requests' arrivals (1 for Poisson; taken as 1 with
+      fewer than 2 gaps);
     * ``replicas``: distinct ``replica`` values in that hour, else the fleet schedule's period (declared, else
       inferred) covering most of that hour, else the price book's;
       ``slots_per_replica`` from the price book, else 1 (``*_source`` says which); ``fleet`` reads
@@ -66,7 +75,8 @@ def observed_load(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> p
     * ``predicted_wq_ms``, ``predicted_wait_p99_ms``: Allen–Cunneen at that λ, μ, CVs and
       c = replicas × slots (None where the model is unstable or lacks timing: ``state``, ``note``);
     * ``implied_servers``: the c whose predicted mean wait is nearest the observed mean queue_ms,
-      a check of the slot count (None when no request queued);
+      a check of the slot count (None when no request queued, or fewer than :data:`FIT_MIN_REQUESTS` of the
+      hour's requests log a queue wait, ``queue_samples``: the note then says there are too few to judge);
     * ``tokens_per_request`` (input + output, served requests, whole period), and ``gpus_per_replica`` and
       ``gpu_hour_usd``: that schedule period's (as the Cost page bills the hour), else the price book's
       (``gpu_source`` says which).
@@ -111,7 +121,7 @@ SELECT model,
        avg(svc_ms) FILTER (WHERE completed) / 1000 AS mean_service_s,
        stddev_pop(svc_ms) FILTER (WHERE completed) / nullif(avg(svc_ms) FILTER (WHERE completed), 0) AS cv_service,
        count(svc_ms) FILTER (WHERE completed) AS service_samples,
-       stddev_pop(gap_ms) / nullif(avg(gap_ms), 0) AS cv_arrival,
+       stddev_pop(gap_ms) / nullif(avg(gap_ms), 0) AS cv_arrival, count(gap_ms) AS gap_samples,
        count(DISTINCT replica) AS replicas_seen,
        avg(queue_ms) AS observed_queue_mean_ms, quantile_cont(queue_ms, 0.99) AS observed_queue_p99_ms,
        count(queue_ms) AS queue_samples
@@ -181,12 +191,16 @@ def _observed_row(r) -> dict:
     else:
         slots, slot_src = 1, "assumed 1 (not in the price book)"
     mean_s, cv_s, cv_a = _num(r.mean_service_s), _num(r.cv_service), _num(r.cv_arrival)
-    cv_s = 1.0 if cv_s is None else cv_s
-    cv_a = 1.0 if cv_a is None else cv_a
+    # a std / mean over one request (or one gap) is 0 by arithmetic, not a measured variability: undefined
+    service_n = 0 if pd.isna(r.service_samples) else int(r.service_samples)
+    cv_shown = cv_s if service_n >= 2 else None
+    cv_s = 1.0 if cv_shown is None else cv_s
+    cv_a = 1.0 if cv_a is None or pd.isna(r.gap_samples) or r.gap_samples < 2 else cv_a
     out = {
         "model": r.model, "peak_hour": r.peak_hour, "requests_peak_hour": int(r.served),
         "peak_hour_covered_s": float(r.covered_s), "arrival_rate_per_s": lam,
-        "mean_service_s": mean_s, "cv_service": cv_s, "cv_arrival": cv_a, "replicas": replicas,
+        "mean_service_s": mean_s, "cv_service": cv_shown, "service_samples": service_n, "cv_arrival": cv_a,
+        "replicas": replicas,
         "replicas_source": rep_src, "slots_per_replica": slots, "slots_source": slot_src,
         "fleet": None if replicas is None else f"{replicas} × {slots}",
         "servers": None if replicas is None else replicas * slots, "utilization": None,
@@ -207,28 +221,36 @@ def _observed_row(r) -> dict:
     q = ggc(lam, 1.0 / mean_s, replicas * slots, cv_arrival=cv_a, cv_service=cv_s)
     out["utilization"] = float(q.utilization)
     out["state"] = str(q.state)
+    notes = []
     if q.stable:
         out["predicted_wq_ms"] = float(q.wq_s) * 1000
         out["predicted_wait_p99_ms"] = float(q.wait_p99_s) * 1000
     else:
-        out["note"] = q.message
+        notes.append(q.message)
+    if cv_shown is None:
+        notes.append(f"service variability taken as 1 in the prediction: {counted(service_n, 'completed request')} "
+                     "with a service time, and a variability needs at least 2")
     observed = out["observed_queue_mean_ms"]
     if observed is None:
-        out["note"] = (out["note"] + "; " if out["note"] else "") + "the logs carry no queue_ms: nothing to compare"
-        return out
-    implied = _implied_servers(lam, mean_s, cv_a, cv_s, observed / 1000, replicas * slots)
-    out["implied_servers"] = implied
-    if implied is not None and q.stable:
-        pred = out["predicted_wq_ms"]
-        if observed > 2 * pred + 1 and implied < replicas * slots:
-            out["note"] = (f"requests waited longer than {counted(replicas * slots, 'slot')} predict: the waits match "
-                           f"about {counted(implied, 'slot')} ({implied / replicas:.1f} per replica). Check the slots "
-                           "per replica in the price book, and "
-                           "whether every replica serves one shared queue (M/M/c assumes so; replicas at another "
-                           "site with their own queue wait longer)")
-        elif pred > 2 * observed + 1 and implied > replicas * slots:
-            out["note"] = (f"requests waited less than predicted: the waits match about {counted(implied, 'slot')} "
-                           f"({implied / replicas:.1f} per replica)")
+        notes.append("the logs carry no queue_ms: nothing to compare")
+    elif out["queue_samples"] < FIT_MIN_REQUESTS:
+        notes.append(f"too few requests to judge the slots: {counted(out['queue_samples'], 'request')} logged a "
+                     f"queue wait in the busiest hour; at least {FIT_MIN_REQUESTS:,} needed")
+    else:
+        implied = _implied_servers(lam, mean_s, cv_a, cv_s, observed / 1000, replicas * slots)
+        out["implied_servers"] = implied
+        if implied is not None and q.stable:
+            pred = out["predicted_wq_ms"]
+            if observed > 2 * pred + 1 and implied < replicas * slots:
+                notes.append(f"requests waited longer than {counted(replicas * slots, 'slot')} predict: the waits "
+                             f"match about {counted(implied, 'slot')} ({implied / replicas:.1f} per replica). Check "
+                             "the slots per replica in the price book, and "
+                             "whether every replica serves one shared queue (M/M/c assumes so; replicas at another "
+                             "site with their own queue wait longer)")
+            elif pred > 2 * observed + 1 and implied > replicas * slots:
+                notes.append(f"requests waited less than predicted: the waits match about {counted(implied, 'slot')} "
+                             f"({implied / replicas:.1f} per replica)")
+    out["note"] = "; ".join(notes)
     return out
 
 

@@ -402,7 +402,7 @@ def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model:
     need_kwargs = dict(mean_service_s=float(mean_s), slots_per_replica=slots, wait_sla_s=wait_sla_s,
                        target_utilization=target_utilization, redundancy=redundancy,
                        cv_service=cv_service if cv_service is not None else (
-                           float(row["cv_service"]) if row is not None else 1.0),
+                           float(row["cv_service"]) if row is not None and pd.notna(row["cv_service"]) else 1.0),
                        cv_arrival=cv_arrival if cv_arrival is not None else (
                            float(row["cv_arrival"]) if row is not None else 1.0))
     floor = check_whole("min_replicas", min_replicas, 0)
