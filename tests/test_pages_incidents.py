@@ -155,7 +155,8 @@ def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisatio
         assert said == ("No service alert fired in this period. Rules judged, each within its threshold: error rate, "
                         "P99 over the tier's SLA, GPU utilisation high and queue growing. The other rules (GPU "
                         "utilisation low, daily spend spike, budget forecast passed and unpriced traffic) are judged "
-                        "on the Alerts page.")
+                        "on the Alerts page. 1 info cost alert is open in this period (GPU utilisation low): see the "
+                        "Alerts page.")
     at = run_page(db, "views/alerts.py", query_params=period)
     _ok(at)
     assert next(m.value for m in at.metric if m.label == "Open info alerts") == "1"
@@ -170,6 +171,28 @@ def test_pages_that_judge_only_the_service_rules_do_not_vouch_for_gpu_utilisatio
     [said] = [s.value for s in at.success if "alert fired" in s.value]
     assert ("within its threshold: error rate, P99 over the tier's SLA and GPU utilisation high. Turned off (on the "
             "Incidents page): queue growing. The other rules") in said
+
+
+def test_the_overview_names_the_cost_alerts_open_beside_no_service_alert(tmp_path):
+    # 100 requests of gpt-4o-mini and 20 of acme-private-7b, which nothing prices, on one day: 20 of 120 (16.7 %)
+    # is over the unpriced traffic rule's 5 %, one day window of at least 100 requests, so 1 warning alert is open
+    # on the Alerts page. The Overview said "No alert fired on the windows the rules could judge" beside it
+    records = [{"request_id": f"{model}-{i}", "ts": f"2026-04-06T10:{i % 60:02d}:{i // 60:02d}", "model": model,
+                "tenant": "acme", "input_tokens": 1_000, "output_tokens": 100, "status": "ok"}
+               for model, n in (("gpt-4o-mini", 100), ("acme-private-7b", 20)) for i in range(n)]
+    db = store_of_records(tmp_path, records)
+    period = {"from": "2026-04-06", "to": "2026-04-06"}
+    at = run_page(db, "views/alerts.py", query_params=period)
+    _ok(at)
+    open_ = {m.label: m.value for m in at.metric if m.label.startswith("Open ")}
+    assert open_ == {"Open critical alerts": "0", "Open warning alerts": "1", "Open info alerts": "0"}
+    for page in ("views/overview.py", "views/incidents.py"):
+        at = run_page(db, page, query_params=period)
+        _ok(at)
+        [said] = [shown(w.value) for w in [*at.warning, *at.success] if "alert fired" in w.value]
+        assert said.startswith("No service alert fired"), said
+        assert said.endswith(" 1 warning cost alert is open in this period (unpriced traffic): see the Alerts "
+                             "page."), said
 
 
 def test_alerts_page_names_every_rule_it_judged_when_none_fired(tmp_path):

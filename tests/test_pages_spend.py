@@ -319,9 +319,40 @@ def test_one_unpriced_request_in_thousands_is_no_zero_share(tmp_path):
     con.close()
     at = run_page(db, "views/routing.py", query_params={"from": "2026-04-06", "to": "2026-04-06"})
     assert not at.exception, [e.value for e in at.exception]
-    assert any("No price for 1 model(s), < 0.1% of all requests," in w.value for w in at.warning)
+    assert any("No price for 1 model(s), < 0.1% of the requests in these filters," in w.value for w in at.warning)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Cache hit rate"] == "< 0.1%" and metrics["Cache hits"] == "1"
+
+
+def test_the_unpriced_banner_speaks_of_the_requests_in_view(tmp_path):
+    """acme-private-7b (nothing prices it) has 1 request on 6 April beside 3 of gpt-4o-mini; 7 April has 4 of
+    gpt-4o-mini only. The banner read the whole store whatever the filters: "1 model(s), 12.5% of all requests" on
+    7 April and under a gpt-4o-mini filter too, where no request in view is unpriced. Now: 1 of 4 requests on
+    6 April is 25.0 %, 1 of 8 in April 12.5 %, and nothing on 7 April or for gpt-4o-mini."""
+    def rows(model, day, n):
+        return [{"request_id": f"{model}-{day}-{i}", "ts": f"2026-04-{day:02d}T10:{i:02d}:00", "model": model,
+                 "tenant": "acme", "input_tokens": 1_000, "output_tokens": 100, "status": "ok"} for i in range(n)]
+    db = store_of_records(tmp_path, rows("gpt-4o-mini", 6, 3) + rows("acme-private-7b", 6, 1)
+                          + rows("gpt-4o-mini", 7, 4))
+
+    def banner(at) -> list[str]:
+        assert not at.exception, [e.value for e in at.exception]
+        return [w.value for w in at.warning if w.value.startswith("No price for")]
+
+    said = ("No price for 1 model(s), {} of {}, counted at $0.00 in every spend figure here and left out of every "
+            "$ per 1M tokens (as $0 they would read as free):")
+    day6 = {"from": "2026-04-06", "to": "2026-04-06"}
+    assert banner(run_page(db, "views/overview.py", query_params=day6)) == [
+        said.format("25.0%", "the requests in these filters")]
+    for page in ("views/overview.py", "views/cost.py", "views/routing.py"):
+        assert banner(run_page(db, page, query_params={"from": "2026-04-07", "to": "2026-04-07"})) == [], page
+        assert banner(run_page(db, page, query_params={"model": "gpt-4o-mini"})) == [], page
+    at = run_page(db, "views/cost.py", query_params={"from": "2026-04-06", "to": "2026-04-07"})
+    assert banner(at) == [said.format("12.5%", "the requests in these filters")]
+    assert "acme-private-7b (1 request)" in [t.value for t in at.text]
+    # a budget covers a tenant's month whatever the dates and models: the banner speaks of that month
+    assert banner(run_page(db, "views/budgets.py", query_params={"model": "gpt-4o-mini"})) == [
+        said.format("12.5%", "the requests of April 2026")]
 
 
 def test_the_overview_unit_cost_leaves_unpriced_tokens_out_and_says_so(tmp_path):
@@ -349,7 +380,8 @@ def test_the_overview_unit_cost_leaves_unpriced_tokens_out_and_says_so(tmp_path)
     assert metrics["Spend (USD)"].value == "$0.45" and metrics["Tokens (input + output)"].value == "11.50 M"
     assert metrics["$ per 1M tokens"].value == "$0.30"
     assert "Tokens of a model nothing prices are left out" in metrics["$ per 1M tokens"].help
-    assert any("No price for 1 model(s), 50.0% of all requests, counted at $0.00 in every spend figure here and "
+    assert any("No price for 1 model(s), 50.0% of the requests in these filters, counted at $0.00 in every spend "
+               "figure here and "
                "left out of every $ per 1M tokens" in w.value for w in at.warning)
 
 

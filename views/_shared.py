@@ -374,12 +374,12 @@ def empty_state(message: str = "No requests match these filters.") -> None:
             icon=":material/filter_alt_off:")
 
 
-def nothing_priced_state(what: str = "This chart") -> None:
-    """Said where a spend chart would be drawn at $0.00 everywhere: every request in the filters is of a model
+def nothing_priced_state(f: Filters, what: str = "This chart") -> None:
+    """Said where a spend chart would be drawn at $0.00 everywhere: every request in the filters ``f`` is of a model
     nothing prices (the banner above lists them), so there is no spend to draw, which is not the same as free; with
     every model priced, the requests really cost nothing (cache hits, free models) and it says that."""
-    from finops.spend import pricing
-    if query(pricing.unpriced_models).empty:
+    from finops.spend import report
+    if query(report.unpriced_models, f).empty:
         st.info(f"{what} has nothing to show: the requests in these filters cost $0.00 (cache hits, or models "
                 "priced at $0).", icon=":material/money_off:")
         return
@@ -537,6 +537,27 @@ def rules_judged(f: Filters, leave_out: tuple[str, ...] = ()) -> tuple[list[str]
     return judged, off, elsewhere
 
 
+def open_elsewhere(f: Filters, leave_out: tuple[str, ...]) -> str:
+    """The sentence naming the open alerts of the rules a page left out (``leave_out``: the Overview's and the
+    Incidents page's ``incidents.COST_RULES``), counted as the Alerts page counts them for the same filters (its
+    'Open <severity> alerts'); '' when none is open. Only those rules are evaluated here."""
+    from finops.ops import alerts
+
+    if not leave_out:
+        return ""
+    others = tuple(r for r in alerts.EVALUATORS if r not in leave_out)
+    fired = alerts.annotate(query(alerts.open_alerts, f, leave_out=others), query(alerts.alert_states),
+                            alerts.utc_now())
+    fired = fired[fired["state"] == "open"]
+    if fired.empty:
+        return ""
+    counts = fired["severity"].value_counts()
+    rules = in_words(list(dict.fromkeys(alerts.rule_name(r) for r in fired["rule"])))
+    return (" " + " · ".join(f"{counts[s]:,} {s}" for s in alerts.SEVERITIES if counts.get(s))
+            + f" cost alert{'s' if len(fired) != 1 else ''} {'are' if len(fired) != 1 else 'is'} open in this period "
+            f"({rules}): see the Alerts page.")
+
+
 def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
     """"No alert fired", said only of the rules judged and the windows they could judge; the rest are named.
     ``leave_out``: the rules the page did not evaluate (the same ``leave_out`` it gave ``open_alerts``: the
@@ -555,6 +576,7 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
             said += f" Turned off (on the Incidents page): {in_words(off)}."
         if elsewhere:
             said += f" The other rules ({in_words(elsewhere)}) are judged on the Alerts page."
+        said += open_elsewhere(f, leave_out)
         (st.success if judged else st.warning)(said, icon=":material/notifications_off:" if judged else
                                                ":material/help:")
         return
@@ -566,8 +588,8 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
                     "fine: widen the period, or lower the rule's minimum requests per window on the Incidents page")
     if raw:
         said.append(("and " if few else "") + "some rules were not judged: " + "; ".join(raw))
-    st.warning("No alert fired on the windows the rules could judge, but " + "; ".join(said) + ".",
-               icon=":material/help:")
+    st.warning(f"No {'service ' if leave_out else ''}alert fired on the windows the rules could judge, but "
+               + "; ".join(said) + "." + open_elsewhere(f, leave_out), icon=":material/help:")
 
 
 def _rules_and_why(rows) -> list[str]:
@@ -601,21 +623,21 @@ def rules_not_judged(f: Filters) -> None:
         st.info("Not judged: " + "; ".join(blind) + ".", icon=":material/help:")
 
 
-def unpriced_banner() -> None:
-    """Traffic no price book row, alias or catalogue entry prices counts at $0: say so, never in silence."""
-    from finops.spend import pricing
-    unpriced = query(pricing.unpriced_models)
+def unpriced_banner(f: Filters, of: str = "the requests in these filters") -> None:
+    """Traffic no price book row, alias or catalogue entry prices counts at $0: say so, never in silence. Said of
+    the requests of ``f``, the page's view (``of`` names them in the sentence): a model nothing prices outside it
+    changes no figure here, and nothing is said when every request in it is priced. A login's scope is in ``f``:
+    the counts are its tenants' own."""
+    from finops.spend import report
+    unpriced = query(report.unpriced_models, f)
     if unpriced.empty:
         return
     names = ", ".join(f"{m} ({counted(n, 'request')})" for m, n in zip(unpriced["model"], unpriced["requests"],
                                                                    strict=True))
-    of_all = f", {share(float(unpriced['share_of_requests'].sum()))} of all requests,"
-    if current_access().scoped:         # the counts add up every tenant's requests: the names only
-        names, of_all = ", ".join(unpriced["model"]), ""
     with st.container(border=True):
-        st.warning(f"No price for {len(unpriced)} model(s){of_all} counted at $0.00 in every spend "
-                   "figure here and left out of every $ per 1M tokens (as $0 they would read as free):",
-                   icon=":material/money_off:")
+        st.warning(f"No price for {len(unpriced)} model(s), {share(float(unpriced['share_of_requests'].sum()))} of "
+                   f"{of}, counted at $0.00 in every spend figure here and left out of every $ per 1M tokens (as $0 "
+                   "they would read as free):", icon=":material/money_off:")
         st.text(names)
         st.page_link("views/data.py", label="Add a price or an alias on the Data page", icon=":material/sell:")
 

@@ -47,7 +47,6 @@ st.title("Budgets")
 st.caption("Monthly budgets per tenant. The sidebar's tenant filter applies; its dates, models and tiers do not: "
            "a budget covers all of a tenant's spend in its month.")
 stop_if_store_empty("the budget page")
-unpriced_banner()               # spend, forecasts and what-ifs count unpriced traffic at $0
 f = current_filters()
 
 months = [m.strftime("%Y-%m") for m in query(budgets.months)]
@@ -55,6 +54,9 @@ month = st.selectbox("Month", months, format_func=lambda m: budgets.month_start(
                      bind="query-params")
 if month is None:
     month = months[0]
+# spend and forecasts count the month's unpriced traffic at $0
+unpriced_banner(budgets.month_filters(month, f), of=f"the requests of {budgets.month_start(month):%B %Y}"
+                + (" of these tenants" if f.tenants else ""))
 # not cached: budgets change on this page and must show at once (these queries read the rollups only)
 report = query(budgets.status, month, f)
 table = report.table

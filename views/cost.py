@@ -37,7 +37,7 @@ st.title("Cost")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the cost page")
-unpriced_banner()
+unpriced_banner(f)
 models_as = st.segmented_control(
     "Models", list(costviews.MODEL_NAMES), default="model", format_func=costviews.MODEL_NAMES.get,
     key="showback_models", bind="query-params",
@@ -66,7 +66,7 @@ else:
         if (matrix["cost_per_1m_tokens"].fillna(0) > 0).any():
             st.altair_chart(charts.cost_heatmap(matrix, title="$ per 1M tokens (input + output) by model and tenant"))
         else:
-            nothing_priced_state("The heatmap")
+            nothing_priced_state(f, "The heatmap")
     wide = cost_matrix_wide(matrix)
     bounded_dataframe(wide, table, sort_by=None, what="models", file_name="cost_per_1m_by_model_tenant",
                       placeholder=MISSING, hide_index=True, column_config={
@@ -109,7 +109,7 @@ with right:
         st.altair_chart(charts.beside(charts.cost_parts(cost_long, costviews.COST_PART_LABELS,
                                                       title="What each model's spend is made of (USD)")))
     else:
-        nothing_priced_state("What each model's spend is made of")
+        nothing_priced_state(f, "What each model's spend is made of")
 eff = token_effect(mix)
 if eff.output_token_share is not None and eff.output_cost_share is not None:
     st.caption(f"On API models, output tokens are {100 * eff.output_token_share:.1f} % of the tokens but "
@@ -128,7 +128,7 @@ classes = query(costviews.token_class_prices, f)
 if not fleet_wide("This table"):           # a shared fleet: tenant filters do not apply
     pass
 elif classes.empty and not priced:
-    nothing_priced_state("This table")
+    nothing_priced_state(f, "This table")
 elif classes.empty:
     empty_state("No priced tokens in these filters.")
 else:

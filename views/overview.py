@@ -14,6 +14,7 @@ from views._shared import (
     metric_row,
     no_alert_state,
     nothing_priced_state,
+    open_elsewhere,
     plain,
     query,
     raw_rows_notice,
@@ -30,7 +31,7 @@ st.title("Overview")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the overview")
-unpriced_banner()
+unpriced_banner(f)
 
 # the fleet-wide P99 is not read: the Overview shows latency per model (below)
 k = query(costviews.kpis_with_change, f, p99=False)
@@ -129,7 +130,7 @@ models_as = names_col.segmented_control(
 sot = query(costviews.spend_over_time, f, include_idle=with_idle, models=models_as)
 grain = query(costviews.grain, f)
 if len(sot) and not (sot["cost_usd"] > 0).any():
-    nothing_priced_state("Spend over time")
+    nothing_priced_state(f, "Spend over time")
 else:
     st.altair_chart(charts.spend_over_time(sot, grain, title=f"Spend per {grain} by model (USD)"))
     edges = query(costviews.partly_covered, f, grain)
@@ -145,7 +146,7 @@ st.subheader("Top tenants by spend")
 if top.table.empty:
     empty_state("No tenant spend matches these filters.")
 elif not (top.table["cost_usd"] > 0).any():
-    nothing_priced_state("Tenant spend")
+    nothing_priced_state(f, "Tenant spend")
 else:
     left, right = st.columns([2, 3])
     left.altair_chart(charts.beside(charts.top_tenants(top.table, title="Tenant spend in the period (USD)"),
@@ -179,7 +180,8 @@ else:
         st.markdown(" · ".join(f"{counts[s]:,} {s}" for s in incidents.SEVERITIES if counts.get(s))
                     + f" service alert{'s' if len(service) != 1 else ''} open in this period on "
                     + ", ".join(plain(m) for m in models[:SHORT_LIST])
-                    + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + ".",
+                    + (f" and {len(models) - SHORT_LIST:,} more models" if len(models) > SHORT_LIST else "") + "."
+                    + open_elsewhere(f, incidents.COST_RULES),
                     help=f"The service rules, judged here: {in_words(judged)}."
                          + (f" The other rules ({in_words(elsewhere)}) are judged on the Alerts page." if elsewhere else ""))
     # the grouping reads the period's requests: at once up to INCIDENTS_AT_ONCE of them, on request above

@@ -34,7 +34,7 @@ st.title("Routing")
 f = current_filters()
 st.caption(filter_caption(f))
 stop_if_store_empty("the routing page")
-unpriced_banner()               # spend, forecasts and what-ifs count unpriced traffic at $0
+unpriced_banner(f)              # spend, forecasts and what-ifs count unpriced traffic at $0
 
 # ---------------------------------------------------------------- mix
 st.header("Where requests go")

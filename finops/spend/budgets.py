@@ -71,6 +71,19 @@ def next_month(m: date) -> date:
     return date(m.year + (m.month == 12), m.month % 12 + 1, 1)
 
 
+def month_filters(month, f: Filters | None = None) -> Filters:
+    """The requests a month's budgets read (:func:`status`): the month, ``f``'s tenants (and its scope); its
+    dates, models and tiers do not apply.
+
+    >>> month_filters("2026-02", Filters(tenants=("acme",), models=("gpt-4o",))).since
+    datetime.datetime(2026, 2, 1, 0, 0)
+    """
+    f = f or Filters()
+    m = month_start(month)
+    return Filters(since=datetime.combine(m, datetime.min.time()),
+                   until=datetime.combine(next_month(m), datetime.min.time()), tenants=f.tenants, scoped=f.scoped)
+
+
 def months(con: duckdb.DuckDBPyConnection) -> list[date]:
     """Months with traffic in the store, newest first."""
     rows = con.execute(f"SELECT DISTINCT CAST({sql.time_bucket('month', 'hour')} AS DATE) FROM rollup_hourly "

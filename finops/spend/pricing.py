@@ -181,16 +181,21 @@ def save_price_book(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
 UNPRICED_COLUMNS = ("model", "provider", "requests", "tokens", "share_of_requests")
 
 
-def unpriced_models(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def unpriced_models(con: duckdb.DuckDBPyConnection, source: str = "SELECT * FROM rollup_hourly",
+                    params: list | None = None) -> pd.DataFrame:
     """Models with traffic to price (requests without a recorded cost) that no price book row, alias or
-    catalogue entry prices: model, provider, requests, tokens, share of all requests."""
-    return con.execute("""
+    catalogue entry prices, among the rollup rows of ``source`` (by default the whole store;
+    :func:`finops.spend.report.unpriced_models` gives a filters' rows): model, provider, requests, tokens, share
+    of the requests in ``source``."""
+    return con.execute(f"""
+WITH r AS ({source})
 SELECT r.model, r.provider, sum(r.priced_requests) AS requests,
        sum(r.priced_uncached_input_tokens + r.priced_cached_input_tokens + r.priced_cache_write_tokens
            + r.priced_cache_write_1h_tokens + r.priced_output_tokens) AS tokens,
-       sum(r.priced_requests) / (SELECT nullif(sum(requests), 0) FROM rollup_hourly) AS share_of_requests
-FROM rollup_hourly r JOIN model_resolution m ON m.model = r.model AND m.provider = r.provider
-WHERE m.price_source = '' GROUP BY 1, 2 HAVING sum(r.priced_requests) > 0 ORDER BY requests DESC, 1""").df()
+       sum(r.priced_requests) / (SELECT nullif(sum(requests), 0) FROM r) AS share_of_requests
+FROM r JOIN model_resolution m ON m.model = r.model AND m.provider = r.provider
+WHERE m.price_source = '' GROUP BY 1, 2 HAVING sum(r.priced_requests) > 0 ORDER BY requests DESC, 1""",
+                       list(params or [])).df()
 
 
 def resolution(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -42,6 +42,14 @@ def rollup_source(f: Filters) -> tuple[str, list]:
     return store.rollup_select_sql("requests", where, with_batch=False), params
 
 
+def unpriced_models(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> pd.DataFrame:
+    """The models nothing prices among the requests of ``f`` (every request when None), which its spend figures
+    count at $0 (:func:`finops.spend.pricing.unpriced_models`): model, provider, requests, tokens and
+    share_of_requests, each model's share of the requests of ``f``."""
+    src, params = rollup_source(f or Filters())
+    return pricing.unpriced_models(con, src, params)
+
+
 def costed(con: duckdb.DuckDBPyConnection, f: Filters, include_idle: bool | None = None,
            idle_policy: pricing.IdlePolicy | None = None) -> tuple[str, list]:
     """SQL of costed rollup rows for the filters (see pricing.costed_rollup_sql) and its parameters.
