@@ -1153,6 +1153,15 @@ def _cascade_tooltip() -> list[alt.Tooltip]:
             alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]
 
 
+def _policy_tooltip(what: str, share_title: str) -> list[alt.Tooltip]:
+    """The tooltip of a policy's point (a baseline, the random share meeting the floor): its share of requests to
+    the large model, cost and quality."""
+    return [alt.Tooltip("series:N", title=what),
+            alt.Tooltip("large_call_rate:Q", title=share_title, format=".1%"),
+            alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
+            alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]
+
+
 def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataFrame, *,
                      chosen: dict | None = None, quality_floor: float | None = None,
                      baselines: pd.DataFrame | None = None, random_line: pd.DataFrame | None = None,
@@ -1199,10 +1208,7 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
                      alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
                      alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]))
     if base is not None:
-        tip = [alt.Tooltip("series:N", title="Baseline"),
-               alt.Tooltip("large_call_rate:Q", title="Requests calling the large model", format=".1%"),
-               alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
-               alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]
+        tip = _policy_tooltip("Baseline", "Requests calling the large model")
         layers.append(_chart(base).mark_point(shape="diamond", size=120, filled=True, opacity=1).encode(
             x=x, y=y, color=color, tooltip=tip))
         for k, row in enumerate(base.to_dict("records")):   # stagger labels: oracles often coincide
@@ -1227,11 +1233,7 @@ def cascade_frontier(curve: pd.DataFrame, frontier: pd.DataFrame, hull: pd.DataF
         pick = pd.DataFrame([{**random_pick, "series": "random at the floor",
                               "label": f"{share:.1%} at random to the large model"}])
         layers.append(_chart(pick).mark_point(size=260, filled=True, opacity=0.9).encode(
-            x=x, y=y, color=color, tooltip=[
-                alt.Tooltip("series:N", title="What"),
-                alt.Tooltip("large_call_rate:Q", title="Requests sent to the large model at random", format=".1%"),
-                alt.Tooltip("avg_cost:Q", title="Average cost ($ per 1,000 requests)", format="$,.3f"),
-                alt.Tooltip("avg_quality:Q", title="Quality (% correct)", format=".2%")]))
+            x=x, y=y, color=color, tooltip=_policy_tooltip("What", "Requests sent to the large model at random")))
         layers.append(_chart(pick).mark_text(align="left", baseline="top", dx=10, dy=8, fontSize=12, fontWeight="bold",
                                              color=FLOOR_COLOR).encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers).properties(autosize=FIT_X, title=_titled(title), height=height)

@@ -42,7 +42,6 @@ field = st.segmented_control("Latency", fields, default=fields[0], key="pct_fiel
                              format_func=lambda c: FIELD_WORDS.get(c, c)) or fields[0]
 what = FIELD_WORDS.get(field, field)
 
-TAIL_REQUESTS = slo.TAIL_REQUESTS     # below it a P99 is at or near the slowest request
 
 # ---------------------------------------------------------------- the table
 st.header(f"P50, P95 and P99 of {what}")
@@ -67,8 +66,8 @@ partly = pct[(pct[timed] > 0) & (pct[timed] < pct["requests"])]
 part = (f" In {len(partly):,} of the groups only some requests carry a {what} (\"With {what}\" fewer than served): "
         "the percentiles are of those." if len(partly) else "")
 # a percentile of a handful of requests is (near) the slowest of them: said, with how many groups are such
-few = int(((pct[timed] > 0) & (pct[timed] < TAIL_REQUESTS)).sum())
-tiny = (f" A P99 over fewer than {TAIL_REQUESTS} requests (a P95 over fewer than 20) is at or near the group's "
+few = int(((pct[timed] > 0) & (pct[timed] < slo.TAIL_REQUESTS)).sum())
+tiny = (f" A P99 over fewer than {slo.TAIL_REQUESTS} requests (a P95 over fewer than 20) is at or near the group's "
         f"slowest request, not a tail: read it with its count ({few:,} of the {len(pct):,} groups here)."
         if few else "")
 st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent}{part}{tiny} " + source_label())
