@@ -70,7 +70,7 @@ def test_an_unpriced_model_has_no_unit_cost_rather_than_a_free_one(real_db):
     at = run_page(real_db, "views/cost.py")
     assert not at.exception, [e.value for e in at.exception]
     units = next(d.value for d in at.dataframe if "usd_per_1m" in d.value.columns)
-    assert units["cost_usd"].is_monotonic_decreasing and units["model"].iloc[0] == "gpt-4o"     # costliest first
+    assert units["request_cost_usd"].is_monotonic_decreasing and units["model"].iloc[0] == "gpt-4o"     # costliest first
     units = units.set_index("model")
     unpriced = ["accounts/fireworks/models/llama-v2-70b-chat", "together_ai/togethercomputer/llama-2-13b-chat"]
     assert units.loc[unpriced, ["usd_per_1m", "billed_usd_per_1m", "fully_loaded_usd_per_1m"]].isna().all().all()

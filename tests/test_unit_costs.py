@@ -34,7 +34,15 @@ def test_every_page_and_the_cli_quote_the_same_unit_costs(sample, capsys):
     by_model = spend.report(con, f, by=["model"]).set_index("model")["cost_per_1m_tokens"]
     assert main(["report", "--db", str(path), "--unit-costs", "--json"]) == 0
     cli = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
+    # the spend beside the unit costs is the requests' own (idle apart), named apart from `report`'s cost_usd,
+    # which holds a self-hosted fleet's idle inside its model (both were "cost_usd" in the CLI's JSON)
+    busy = spend.report(con, f, by=["model"], include_idle=False).set_index("model")["cost_usd"]
+    with_idle = spend.report(con, f, by=["model"]).set_index("model")["cost_usd"]
+    assert "cost_usd" not in units.columns
     for model, u in units.iterrows():
+        assert cli[model]["request_cost_usd"] == pytest.approx(busy[model], rel=1e-12)
+        if u.kind == "self_hosted":
+            assert cli[model]["request_cost_usd"] < with_idle[model]
         usage = u.billed_usd_per_1m if u.kind == "api" else u.allocated_usd_per_1m
         assert wide[model] == pytest.approx(usage, rel=1e-12), model
         assert cli[model]["billed_usd_per_1m" if u.kind == "api" else "allocated_usd_per_1m"] == pytest.approx(usage)

@@ -77,12 +77,13 @@ else:
                "capacity is left out). A model nothing prices has none (—, and no cell): its spend counts at $0 and its tokens "
                "are left out of every $ per 1M tokens, as the banner says. " + source_label())
     # the costliest model first, as a finance reader scans it (the query's order is by model name)
-    units = query(spend.unit_costs, f).sort_values(["cost_usd", "model"], ascending=[False, True], kind="stable")
-    bounded_dataframe(units, sort_by="cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
+    units = query(spend.unit_costs, f).sort_values(["request_cost_usd", "model"], ascending=[False, True],
+                                                       kind="stable")
+    bounded_dataframe(units, sort_by="request_cost_usd", what="models", file_name="unit_costs", placeholder=MISSING, hide_index=True, column_config={
         # medium: a long model name is cut (whole on hover) rather than push the unit costs off the right edge
         "model": st.column_config.TextColumn("Model", width="medium"),
         "kind": kind_column(help="API: a provider bills tokens; self-hosted: a GPU fleet"),
-        "served_tokens": COUNT("Tokens served", format="localized"), "cost_usd": USD("Spend on its requests ($)", format=usd_column_format(units["cost_usd"]),
+        "served_tokens": COUNT("Tokens served", format="localized"), "request_cost_usd": USD("Spend on its requests ($)", format=usd_column_format(units["request_cost_usd"]),
                           help="Billed for an API model; for a self-hosted one, the GPU time its requests used (idle "
                                "capacity is apart: the fleet's cost, on the Data page and in the spend by model)."),
         "billed_usd_per_1m": None, "allocated_usd_per_1m": None,

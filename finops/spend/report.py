@@ -231,15 +231,16 @@ UNIT_COSTS: dict[str, str] = {
     "allocated": "self-hosted models: the busy share of the fleet's GPU cost per 1M tokens (idle left out)",
     "fully_loaded": "self-hosted models: the whole fleet's GPU cost, idle included, per 1M tokens the fleet served",
 }
-UNIT_COST_COLUMNS = ("model", "kind", "served_tokens", "cost_usd", "billed_usd_per_1m", "allocated_usd_per_1m",
+UNIT_COST_COLUMNS = ("model", "kind", "served_tokens", "request_cost_usd", "billed_usd_per_1m", "allocated_usd_per_1m",
                      "usd_per_1m", "fleet_served_tokens", "fleet_cost_usd", "fully_loaded_usd_per_1m")
 
 
 def unit_costs(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     """Each model's unit cost in the variants of :data:`UNIT_COSTS`, the one function every page and the CLI use.
 
-    * ``billed_usd_per_1m`` (API models) and ``allocated_usd_per_1m`` (self-hosted): ``cost_usd`` of the
-      filtered requests (idle left out) / ``served_tokens`` × 1e6;
+    * ``billed_usd_per_1m`` (API models) and ``allocated_usd_per_1m`` (self-hosted): ``request_cost_usd`` (the
+      spend on the filtered requests, idle left out: not :func:`report`'s ``cost_usd``, which holds a fleet's
+      idle inside its model) / ``served_tokens`` × 1e6;
     * ``usd_per_1m``: the one of those two that applies to the model's kind;
     * ``fully_loaded_usd_per_1m`` (self-hosted): the fleet's whole cost in the period, idle included
       (``fleet_cost_usd``), / the tokens it served for every tenant (``fleet_served_tokens``) × 1e6 — a property
