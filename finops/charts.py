@@ -657,8 +657,9 @@ def budget_status(status: pd.DataFrame, title: str = "Forecast month-end spend a
     point = _chart(data).mark_point(filled=True, size=80).encode(
         y=y, x=alt.X("forecast_usd:Q", title=x_title),
         color=alt.Color("status:N", title="Status",
-                        scale=alt.Scale(domain=["over budget", "at risk", "on track", "no budget"],
-                                        range=["#d62728", "#ff7f0e", "#2ca02c", "#7f7f7f"]),
+                        scale=alt.Scale(domain=["over budget", "forecast over budget", "at risk", "on track",
+                                                "no budget"],
+                                        range=["#7b1113", "#d62728", "#ff7f0e", "#2ca02c", "#7f7f7f"]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=tip)
     tick = _chart(data.dropna(subset=["budget_usd"])).mark_tick(color="#d62728", thickness=3, size=22).encode(

@@ -98,11 +98,11 @@ def test_burn_forecast_and_flags(con):
     assert rep.complete_days == 10 and rep.first_day == date(2026, 11, 1)
     assert rep.days_left == pytest.approx(30 - 10.25)
     t = rep.table.set_index("tenant")
-    # a: flat $10/day -> no spread; 103 + 10 x 19.75 = 300.5 > 250: over budget
+    # a: flat $10/day -> no spread; 103 + 10 x 19.75 = 300.5 > 250 while 103 spent < 250: forecast over budget
     assert t.loc["a", "spent_usd"] == pytest.approx(103.0)
     assert t.loc["a", "forecast_usd"] == pytest.approx(103 + 10 * 19.75)
     assert t.loc["a", "forecast_low_usd"] == pytest.approx(t.loc["a", "forecast_high_usd"])
-    assert t.loc["a", "status"] == "over budget"
+    assert t.loc["a", "status"] == "forecast over budget"
     assert t.loc["a", "used_share"] == pytest.approx(103 / 250)
     # b: mean 10, sd of 5/15 alternating; 101 + 197.5 = 298.5 > 290 -> over; with 320 the interval crosses: at risk
     s = pd.Series([5.0, 15.0] * 5).std(ddof=1)
@@ -110,12 +110,19 @@ def test_burn_forecast_and_flags(con):
     assert t.loc["b", "forecast_usd"] == pytest.approx(298.5)
     assert (t.loc["b", "forecast_low_usd"], t.loc["b", "forecast_high_usd"]) == pytest.approx(
         (298.5 - half, 298.5 + half))
-    assert t.loc["b", "status"] == "over budget"
+    assert t.loc["b", "status"] == "forecast over budget"
+    # spent already past the budget (101 > 100): over budget, not merely forecast to be
+    budgets.set_budget(con, "b", NOV, 100.0)
+    assert budgets.status(con, NOV).table.set_index("tenant").loc["b", "status"] == "over budget"
+    assert list(budgets.status(con, NOV).table["tenant"])[0] == "b"          # the most urgent first
+    # spent exactly the budget is not over it
+    budgets.set_budget(con, "b", NOV, 101.0)
+    assert budgets.status(con, NOV).table.set_index("tenant").loc["b", "status"] == "forecast over budget"
     budgets.set_budget(con, "b", NOV, 320.0)
     assert budgets.status(con, NOV).table.set_index("tenant").loc["b", "status"] == "at risk"
     budgets.set_budget(con, "b", NOV, 298.5 + half + 1)
     assert budgets.status(con, NOV).table.set_index("tenant").loc["b", "status"] == "on track"
-    assert list(budgets.status(con, NOV).table["status"])[0] == "over budget"     # most urgent first
+    assert list(budgets.status(con, NOV).table["status"])[0] == "forecast over budget"     # most urgent first
 
 
 def test_tenants_without_budget_and_the_tenant_filter(con):
@@ -191,10 +198,10 @@ def test_sample_budgets_put_one_tenant_over_and_one_at_risk():
     demo.build_demo(con, days=3)
     (month,) = budgets.months(con)
     table = budgets.status(con, month).table.set_index("tenant")
-    assert (table["status"] == "over budget").sum() == 1 and (table["status"] == "at risk").sum() == 1
+    assert table["status"].isin(budgets.FORECAST_OVER).sum() == 1 and (table["status"] == "at risk").sum() == 1
     assert table["budget_usd"].notna().all()
     top = table["forecast_usd"].idxmax()
-    assert table.loc[top, "status"] == "over budget"
+    assert table.loc[top, "status"] in budgets.FORECAST_OVER
     assert table.loc[top, "budget_usd"] % 100 == 0 and table.loc[top, "budget_usd"] < table.loc[top, "forecast_usd"]
     assert budgets.sample_months(con) == [month.strftime("%Y-%m")]
     assert demo.sample_budgets(con) == {}                        # built once: a month with budgets is left alone

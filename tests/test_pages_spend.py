@@ -108,7 +108,7 @@ def test_budgets_on_the_demo_store(demo_db):
     at = run_page(demo_db, "views/budgets.py")
     assert not at.exception
     assert at.selectbox(key="month").value is not None
-    assert [m.label for m in at.metric][:2] == ["Tenants over budget", "Tenants at risk"]
+    assert [m.label for m in at.metric][:2] == ["Forecast over budget", "Tenants at risk"]
     assert at.metric[1].value == "1" and at.metric[0].value.startswith("1 of ")
     assert _subheaders(at)[:2] == ["Forecast against budget", "Burn through the month"]
     assert _kinds(at).get("vega_lite_chart", 0) == 2

@@ -62,7 +62,7 @@ report = query(budgets.status, month, f)
 table = report.table
 label = budgets.month_start(month).strftime("%B %Y")
 is_sample = month in query(budgets.sample_months)
-budget_source = ("Budgets: examples the sample store was built with (one tenant over, one at risk), until you save "
+budget_source = ("Budgets: examples the sample store was built with (one tenant forecast over its budget, one at risk), until you save "
                  "your own." if is_sample else "Budgets: your inputs (stored in the store's budgets table).")
 
 if table.empty:
@@ -80,10 +80,13 @@ else:
         st.info("These budgets are examples the sample store was built with; set your own under \"Set budgets\".",
                 icon=":material/info:")
     c = metric_row(4)
-    c[0].metric("Tenants over budget",
-                f"{int(n.get('over budget', 0))} of {len(budgeted)}" if len(budgeted) else MISSING,
+    already = int(n.get("over budget", 0))
+    c[0].metric("Forecast over budget",
+                f"{sum(int(n.get(s, 0)) for s in budgets.FORECAST_OVER)} of {len(budgeted)}" if len(budgeted) else MISSING,
                 help="Tenants whose forecast month-end spend is above their budget, of those with a budget this month; — when "
-                     "no tenant has one.", border=True)
+                     "no tenant has one. Status \"over budget\": already spent more than it"
+                     + (f" ({counted(already, 'tenant')})" if len(budgeted) else "")
+                     + "; \"forecast over budget\": not yet, but on course to.", border=True)
     c[1].metric("Tenants at risk", f"{int(n.get('at risk', 0))}", border=True,
                 help=f"Forecast within budget, but the upper end of the {100 * report.confidence:.0f} % "
                      "interval above it.")

@@ -19,8 +19,9 @@ to its last, at least an hour), the interval unknown (NaN). A month that has end
 the logs began part way through (later than the complete days after it have traffic) is in ``S`` but not
 among the ``x_i``: as a whole day it would pull the mean down.
 
-A tenant is **over budget** when the forecast exceeds its budget, **at risk** when only the upper end
-of the interval does, and **on track** otherwise. Idle self-hosted capacity kept apart is a fleet cost, in no
+A tenant is **over budget** when it has already spent more than its budget, **forecast over budget** when
+the forecast exceeds it (the spend so far does not yet), **at risk** when only the upper end of the interval
+does, and **on track** otherwise. Idle self-hosted capacity kept apart is a fleet cost, in no
 tenant's budget; where the store's idle policy charges it out (:func:`finops.spend.fleets.default_policy`),
 each tenant's share counts in its spend, as on its chargeback.
 
@@ -45,7 +46,9 @@ from finops.filters import Filters
 from finops.spend import report as spend
 
 DEFAULT_CONFIDENCE = 0.9
-STATUSES = ("over budget", "at risk", "on track", "no budget")
+STATUSES = ("over budget", "forecast over budget", "at risk", "on track", "no budget")
+#: the statuses whose forecast is above the budget (the Budgets page counts them together)
+FORECAST_OVER = STATUSES[:2]
 
 
 def month_start(value) -> date:
@@ -351,8 +354,10 @@ def _table(budgets: pd.DataFrame, spent: pd.DataFrame, series: dict, days_left: 
         b = None if b is None or (isinstance(b, float) and math.isnan(b)) else float(b)
         if b is None:
             st = "no budget"
-        elif fc.forecast_usd > b:
+        elif s > b:
             st = "over budget"
+        elif fc.forecast_usd > b:
+            st = "forecast over budget"
         elif not math.isnan(fc.high_usd) and fc.high_usd > b:
             st = "at risk"
         else:
