@@ -3,6 +3,7 @@ import streamlit as st
 
 from finops import charts
 from finops.fmt import MISSING, counted, in_words, share, usd
+from finops.latency.stats import TAIL_REQUESTS
 from finops.ops import alerts, incidents, slo
 from finops.spend import costviews, fleets
 from finops.spend.costviews import period_label
@@ -111,10 +112,10 @@ if len(lat.table):
                                                                         "such latency, or no hour had the rule's "
                                                                         "fewest requests (below).")})
     counts = ["sla_requests", *(["total_requests"] if lat.metric != "total_ms" else [])]
-    few = int(((shown[counts] > 0) & (shown[counts] < slo.TAIL_REQUESTS)).any(axis=1).sum())
+    few = int(((shown[counts] > 0) & (shown[counts] < TAIL_REQUESTS)).any(axis=1).sum())
     st.caption(plain(lat.rule) + (" The rule is switched off." if not lat.enabled else "")
                + " Percentiles over the whole period; the Latency page has them per tier and hour."
-               + (f" A P99 over fewer than {slo.TAIL_REQUESTS} requests is at or near the slowest of them, not a "
+               + (f" A P99 over fewer than {TAIL_REQUESTS} requests is at or near the slowest of them, not a "
                   f"tail ({counted(few, 'model')} here)." if few else "") + " " + source_label())
 
 # ---- spend over time

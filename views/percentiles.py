@@ -4,7 +4,6 @@ import streamlit as st
 from finops import charts, sql, store
 from finops.fmt import MISSING, duration_columns
 from finops.latency import stats as latency
-from finops.ops import slo
 from views._shared import (
     SERVED_NOTE,
     bounded_dataframe,
@@ -66,8 +65,8 @@ partly = pct[(pct[timed] > 0) & (pct[timed] < pct["requests"])]
 part = (f" In {len(partly):,} of the groups only some requests carry a {what} (\"With {what}\" fewer than served): "
         "the percentiles are of those." if len(partly) else "")
 # a percentile of a handful of requests is (near) the slowest of them: said, with how many groups are such
-few = int(((pct[timed] > 0) & (pct[timed] < slo.TAIL_REQUESTS)).sum())
-tiny = (f" A P99 over fewer than {slo.TAIL_REQUESTS} requests (a P95 over fewer than 20) is at or near the group's "
+few = int(((pct[timed] > 0) & (pct[timed] < latency.TAIL_REQUESTS)).sum())
+tiny = (f" A P99 over fewer than {latency.TAIL_REQUESTS} requests (a P95 over fewer than 20) is at or near the group's "
         f"slowest request, not a tail: read it with its count ({few:,} of the {len(pct):,} groups here)."
         if few else "")
 st.caption(percentile_note(pct) + f" {SERVED_NOTE}{absent}{part}{tiny} " + source_label())

@@ -18,6 +18,7 @@ from finops import sql, store
 from finops.capacity.queueing import ggc
 from finops.filters import Filters
 from finops.fmt import counted
+from finops.latency import stats
 from finops.spend import pricing
 
 __all__ = ["FIT_MIN_REQUESTS", "OBSERVED_COLUMNS", "fleet_filters", "observed_load", "self_hosted_models"]
@@ -36,9 +37,9 @@ COMPLETED_SQL = sql.OK
 
 #: below this many requests logging a queue wait in the busiest hour, the fit of the waits (the slots they imply and
 #: the verdict on the slot count) says nothing: the mean wait rests on the few requests that waited, and the logged
-#: P99 beside the prediction is the slowest request or next to it (as the SLO's ``TAIL_REQUESTS``). One request
-#: read "the waits match about 1 slot" against the book's 6.
-FIT_MIN_REQUESTS = 100
+#: P99 beside the prediction is the slowest request or next to it (the latency module's ``TAIL_REQUESTS``, which the
+#: SLO's small-sample notes use too). One request read "the waits match about 1 slot" against the book's 6.
+FIT_MIN_REQUESTS = stats.TAIL_REQUESTS
 
 OBSERVED_COLUMNS = (
     "model", "peak_hour", "requests_peak_hour", "peak_hour_covered_s", "arrival_rate_per_s", "mean_service_s",

@@ -68,6 +68,9 @@ from finops.errors import InputError
 from finops.filters import Filters
 
 QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
+#: below this many requests a P99 is the slowest request or next to it (one in a hundred left out): the SLO's
+#: small-sample notes and the capacity fit of the logged waits both stop judging under it
+TAIL_REQUESTS = 100
 # the time buckets (sql.time_bucket over ts) latency groups by
 TIME_GRAINS: tuple[str, ...] = ("minute", "5min", "15min", "hour", "day", "week")
 NONE_LABEL = "(none)"

@@ -27,8 +27,6 @@ class ModelLatency:
     enabled: bool
 
 
-#: below this many requests a P99 is the slowest request or next to it (one in a hundred left out)
-TAIL_REQUESTS = 100
 
 WINDOW_WORDS = {"15min": "15 minutes", "hour": "hour", "day": "day"}
 METRIC_NAMES = {"ttft_ms": "time to first token", "total_ms": "total latency"}
