@@ -872,6 +872,21 @@ def whatif_by_model(by_model: pd.DataFrame, title: str = "Spend by model: actual
     ).properties(autosize=FIT_X, title=_titled(title), height=max(140, 48 * data["model"].nunique()))
 
 
+def marks_off_log_axis(hist: pd.DataFrame, marks: dict[str, float], scale: str) -> list[str]:
+    """The percentiles of ``marks`` :func:`queue_histogram` draws no rule for: on a log scale, those left of its
+    first drawn bin (a wait of 0, or between 0 and the lowest wait above it), more than 5 % below its edge.
+
+    >>> h = pd.DataFrame({"lo": [0.0, 2700.0], "hi": [2700.0, 5410.0], "count": [4, 4]})
+    >>> marks_off_log_axis(h, {"P50": 1350.0, "P95": 5410.0, "P99": 2650.0}, "log"), marks_off_log_axis(h, {"P50": 0.0}, "linear")
+    (['P50'], [])
+    """
+    if scale != "log":
+        return []
+    drawn = hist["lo"][hist["lo"] > 0]
+    lowest = float(drawn.min()) if len(drawn) else 0.0
+    return [k for k, v in marks.items() if v is not None and not pd.isna(v) and not v >= lowest / 1.05 > 0]
+
+
 def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, field_label: str = "queue_ms",
                     title: str = "Queue time") -> alt.Chart:
     """Bars of one group's histogram (``lo``, ``hi``, ``count``) with P50/P95/P99 rules.
@@ -897,9 +912,9 @@ def queue_histogram(hist: pd.DataFrame, marks: dict[str, float], scale: str, fie
     # a percentile left of a log axis (P50 of 1.35 s where half the requests did not wait and the axis starts at
     # the lowest wait above 0, 2.7 s) is not drawn: a rule outside the domain squeezed the plot and cut its title
     # to two letters. The caption gives every percentile. One at the edge (a sketch's, within 2 %) is drawn, clipped.
-    lowest = float(data["lo"].min()) if scale == "log" and len(data) else 0.0
+    off = set(marks_off_log_axis(hist, marks, scale))
     m = pd.DataFrame([{"percentile": k, "ms": v} for k, v in marks.items()
-                      if v is not None and not pd.isna(v) and (scale != "log" or v >= lowest / 1.05 > 0)])
+                      if v is not None and not pd.isna(v) and k not in off])
     if m.empty:
         return bars.properties(autosize=FIT_X, title=_titled(title), height=200)
     m["label"] = m["percentile"] + " " + m["ms"].map(lambda v: duration_ms(v, fine=True))

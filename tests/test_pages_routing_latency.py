@@ -241,3 +241,19 @@ def test_todays_routing_repriced_prices_a_catalogue_model_as_the_bill_does(tmp_p
     assert {m.label: m.value for m in at.metric}["Today's routing (repriced)"] == "$0.58"
     assert ("The bill for these filters is $0.73 (idle GPU time included), $0.15 more than today's routing repriced: "
             "it counts the $0.15 the logs recorded for 1 semantic-cache hit, which the replay leaves out.") in texts(at)
+
+
+def test_queue_waits_of_zero_are_said_off_the_log_axis_and_a_near_total_share_is_not_100_percent(tmp_path):
+    """The sample's llama-3.1-8b: 247,352 of 247,359 requests did not wait, and the caption read "(100%)" beside a
+    count that says 7 did; its P50, P95 and P99 of 0 ms have no dashed line on a log axis, while the page's note
+    said "Dashed lines: P50, P95 and P99". Here 2,000 requests, 3 of them queued (100, 200, 300 ms): every
+    percentile is 0 ms (P99 at rank 0.99 x 1,999 = 1,979 of 2,000, the first queued is rank 1,997)."""
+    rows = [{"request_id": f"r{i}", "ts": f"2026-03-02T10:{i % 60:02d}:{i // 60:02d}", "model": "m",
+             "input_tokens": 10, "output_tokens": 5, "total_ms": 500.0,
+             "queue_ms": {1997: 100.0, 1998: 200.0, 1999: 300.0}.get(i, 0.0)} for i in range(2000)]
+    path = store_of_records(tmp_path, rows)
+    at = run_page(path, "views/latency.py")
+    assert not at.exception, [e.value for e in at.exception]
+    body = texts(at)
+    assert "1,997 of 2,000 requests (99.9%) did not wait" in body
+    assert "Queue wait P50 0 ms, P95 0 ms, P99 0 ms (P50, P95 and P99: left of the log axis, no dashed line)." in body

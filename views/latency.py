@@ -2,7 +2,7 @@
 import streamlit as st
 
 from finops import charts, sql, store
-from finops.fmt import MISSING, duration_columns, duration_ms
+from finops.fmt import MISSING, duration_columns, duration_ms, in_words, share
 from finops.fmt import counted as counted_noun
 from finops.ingest import engine
 from finops.latency import stats as latency
@@ -123,12 +123,15 @@ else:
             if scale == "log":
                 zero = int(h[h["bin"] == 0]["count"].sum())      # the first bin holds the waits of 0 (stats.histogram_edges)
                 if zero:
-                    notes.append(f"{zero:,} of {total:,} requests ({zero / total:.0%}) did not wait and are not drawn "
+                    notes.append(f"{zero:,} of {total:,} requests ({share(zero / total)}) did not wait and are not drawn "
                                  f"on the log axis, which starts at the lowest wait above 0, "
                                  f"{duration_ms(h['hi'].iloc[0], fine=True)}.")
             marks_text = ", ".join(f"{k} {duration_ms(v, fine=True)}" for k, v in marks.items())
             if marks_text:
-                notes.append(f"Queue wait {marks_text}.")
+                # a percentile below the log axis's first bin (a wait of 0) has no dashed line: said, not left missing
+                off = charts.marks_off_log_axis(h, marks, scale)
+                notes.append(f"Queue wait {marks_text}"
+                             + (f" ({in_words(off)}: left of the log axis, no dashed line)." if off else "."))
             st.caption(" ".join(notes))
     counted = (f"Counted from the hourly latency sketch written at load time: a wait within "
                f"{hist.attrs['edge_tolerance'] - 1:.0%} of a bin edge may be counted in the bin beside it. "
