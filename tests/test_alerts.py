@@ -274,6 +274,31 @@ def test_rules_are_configurable_and_can_be_disabled():
     assert store.get_setting(con, "alerts.rules") == {}          # each refusal left the rules as they were
 
 
+def test_a_changed_threshold_is_the_one_the_alert_names():
+    """An error rate rule set to 5 % said "Error rate above 1 %: ... 11.1% (threshold 5.0%)" in every alert, e-mail
+    and page: the title kept the default's threshold."""
+    con = _store(_rows(200, T0, status=["error"] * 30 + ["ok"] * 170))      # 15 % of 200 failed
+    alerts.save_rules(con, [r if r.name != "error_rate" else alerts.AlertRule(**{**r.__dict__, "threshold": 0.05})
+                            for r in alerts.rules(con)])
+    [msg] = _fired(con, "error_rate")["message"]
+    assert msg.startswith("Error rate above 5 %: gpt-4o for tenant acme, 15.0% (threshold 5.0%)")
+    titles = {r.name: r.title for r in alerts.rules(con)}
+    assert titles["error_rate"] == "Error rate above 5 %"
+    assert titles["p99_over_sla"] == "P99 latency above 1.5 x the tier's SLA"          # at its default
+    changed = {"p99_over_sla": 2.0, "gpu_util_high": 0.85, "gpu_util_low": 0.025, "spend_spike": 3.0,
+               "budget_forecast": 0.9, "unpriced_share": 0.1, "kv_cache_saturated": 0.8}
+    alerts.save_rules(con, [alerts.AlertRule(**{**r.__dict__, "threshold": changed.get(r.name, r.threshold)})
+                            for r in alerts.rules(con)])
+    titles = {r.name: r.title for r in alerts.rules(con)}
+    assert [titles[n] for n in changed] == [
+        "P99 latency above 2 x the tier's SLA", "GPU utilisation above 85 %, sustained",
+        "GPU utilisation below 2.5 %, sustained", "Daily spend above 3 x its 7-day median",
+        "Tenant forecast to pass 0.9 x its monthly budget", "Unpriced traffic above 10 % of requests",
+        "KV cache over 80 % full for half a window or more"]
+    # each default title is what its own threshold renders
+    assert all(alerts.rule_title(r) == r.title for r in alerts.DEFAULT_RULES)
+
+
 def test_every_rule_has_an_evaluator():
     assert {r.name for r in alerts.DEFAULT_RULES} == set(alerts.EVALUATORS)
 

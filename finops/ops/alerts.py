@@ -171,14 +171,39 @@ def scope_words(tenant: str) -> str:
     return f" on replica {replica}" if replica is not None else f" for tenant {tenant}"
 OVERRIDABLE = ("threshold", "window", "sustained", "min_requests", "enabled", "severity")
 
+#: the title of a rule whose threshold is not the default's, from the threshold (a % rule's as a percentage,
+#: a multiple as it is): an error rate rule set to 0.05 reads "Error rate above 5 %", never its default's "1 %"
+RETITLED = {"error_rate": "Error rate above {pct}", "p99_over_sla": "P99 latency above {x} x the tier's SLA",
+            "gpu_util_high": "GPU utilisation above {pct}, sustained",
+            "gpu_util_low": "GPU utilisation below {pct}, sustained",
+            "spend_spike": f"Daily spend above {{x}} x its {BASELINE_DAYS}-day median",
+            "budget_forecast": "Tenant forecast to pass {x} x its monthly budget",
+            "unpriced_share": "Unpriced traffic above {pct} of requests",
+            "kv_cache_saturated": "KV cache over {pct} full for half a window or more"}
+
+
+def rule_title(rule: AlertRule) -> str:
+    """``rule``'s title naming its threshold: the default's title at the default threshold, else one that says
+    the threshold in force.
+
+    >>> rule_title(replace(DEFAULT_RULES[0], threshold=0.05)), rule_title(DEFAULT_RULES[0])
+    ('Error rate above 5 %', 'Error rate above 1 %')
+    """
+    default = next((r for r in DEFAULT_RULES if r.name == rule.name), None)
+    if default is None or rule.threshold == default.threshold or rule.name not in RETITLED:
+        return rule.title
+    t = float(rule.threshold)
+    return RETITLED[rule.name].format(pct=f"{100 * t:.4g} %", x=f"{t:.4g}")
+
 
 def rules(con: duckdb.DuckDBPyConnection) -> list[AlertRule]:
-    """The default rules with the store's overrides applied."""
+    """The default rules with the store's overrides applied (a changed threshold changes the title too)."""
     overrides = store.get_setting(con, "alerts.rules", {}) or {}
     out = []
     for r in DEFAULT_RULES:
         o = {k: v for k, v in (overrides.get(r.name) or {}).items() if k in OVERRIDABLE}
-        out.append(replace(r, **o))
+        r = replace(r, **o)
+        out.append(replace(r, title=rule_title(r)))
     return out
 
 
