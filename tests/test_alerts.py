@@ -265,7 +265,7 @@ def test_rules_are_configurable_and_can_be_disabled():
     for column, value, message in (("sustained", None, "sustained must be a whole number from 1 to 10,000, not empty"),
                                    ("sustained", 2.5, "not 2.5"), ("sustained", 1e300, "not 1e+300"),
                                    ("min_requests", float("nan"), "min_requests must be a whole number"),
-                                   ("threshold", float("inf"), "threshold must be a number from 0 to 1,000,000, not inf"),
+                                   ("threshold", float("inf"), "threshold must be a number from 0 to 1 (a fraction: 0.05 is 5 %), not inf"),
                                    ("threshold", None, "not empty")):
         bad = frame.astype({column: object})
         bad.loc[bad.name == "error_rate", column] = value
@@ -297,6 +297,24 @@ def test_a_changed_threshold_is_the_one_the_alert_names():
         "KV cache over 80 % full for half a window or more"]
     # each default title is what its own threshold renders
     assert all(alerts.rule_title(r) == r.title for r in alerts.DEFAULT_RULES)
+
+
+def test_a_percent_rule_refuses_a_threshold_above_one():
+    """Typing 5 for an error rate of 5 % stored 500 %: the rule could never fire (and 20 for GPU utilisation
+    below 20 % fired on every hour), with nothing said."""
+    con = _store(_rows(200, T0))
+    for name, value in (("error_rate", 5), ("gpu_util_low", 20), ("unpriced_share", 1.5)):
+        bad = [r if r.name != name else alerts.AlertRule(**{**r.__dict__, "threshold": value})
+               for r in alerts.rules(con)]
+        with pytest.raises(InputError, match=re.escape(f"field threshold: {name}: threshold must be a number from 0 "
+                                                       f"to 1 (a fraction: 0.05 is 5 %), not {value}")):
+            alerts.save_rules(con, bad)
+    assert not store.get_setting(con, "alerts.rules")
+    # 100 % is still a threshold; a multiple of the SLA may be above 1
+    ok = {"error_rate": 1.0, "p99_over_sla": 4.0, "queue_growing": 12.0}
+    alerts.save_rules(con, [alerts.AlertRule(**{**r.__dict__, "threshold": ok.get(r.name, r.threshold)})
+                            for r in alerts.rules(con)])
+    assert store.get_setting(con, "alerts.rules") == {k: {"threshold": v} for k, v in ok.items()}
 
 
 def test_every_rule_has_an_evaluator():

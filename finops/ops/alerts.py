@@ -215,7 +215,7 @@ MAX_MIN_REQUESTS = 1_000_000_000
 MAX_SLA_MS = 3_600_000.0
 
 
-def _rule_number(rule: AlertRule, name: str, lowest: float, highest: float, whole: bool = True):
+def _rule_number(rule: AlertRule, name: str, lowest: float, highest: float, whole: bool = True, hint: str = ""):
     """The rule's field ``name`` as a number from ``lowest`` to ``highest`` (a whole one when ``whole``)."""
     value = getattr(rule, name)
     try:
@@ -224,7 +224,7 @@ def _rule_number(rule: AlertRule, name: str, lowest: float, highest: float, whol
         number = math.nan
     if not (lowest <= number <= highest and (not whole or number == int(number))):
         kind = "a whole number" if whole else "a number"
-        raise InputError(f"{rule.name}: {name} must be {kind} from {lowest:,} to {highest:,}, not "
+        raise InputError(f"{rule.name}: {name} must be {kind} from {lowest:,} to {highest:,}{hint}, not "
                          f"{'empty' if value is None or value != value else value}", field=name)
     return int(number) if whole else number
 
@@ -246,7 +246,11 @@ def save_rules(con: duckdb.DuckDBPyConnection, changed: list[AlertRule] | pd.Dat
             raise InputError(f"severity of {r.name} must be one of {', '.join(SEVERITIES)}", field="severity")
         # a cell emptied in the page's editor is None or NaN: int() of it stopped the page with a traceback, and a
         # threshold of inf was stored as null
-        r = replace(r, threshold=_rule_number(r, "threshold", 0, MAX_RULE_THRESHOLD, whole=False),
+        # a % rule's threshold is a fraction: 5 (meant as 5 %) is 500 %, an error rate never reached and a GPU
+        # utilisation always below it
+        pct = defaults[r.name].unit == "%"
+        r = replace(r, threshold=_rule_number(r, "threshold", 0, 1 if pct else MAX_RULE_THRESHOLD, whole=False,
+                                              hint=" (a fraction: 0.05 is 5 %)" if pct else ""),
                     sustained=_rule_number(r, "sustained", 1, MAX_SUSTAINED), min_requests=_rule_number(
                         r, "min_requests", 0, MAX_MIN_REQUESTS))
         diff = {k: jsonable(getattr(r, k)) for k in OVERRIDABLE if getattr(r, k) != getattr(defaults[r.name], k)}
