@@ -271,6 +271,24 @@ def test_a_missing_secret_is_a_failure_that_names_it_and_secrets_toml_is_read(re
     assert res.ok and receiver.posts[0]["path"] == "/from-toml"
 
 
+@pytest.mark.parametrize("recipients", ["sre@example.org oncall@example.org", "sre@@example.org",
+                                        "sre@example.org\toncall@example.org", "sre@example.org, @example.org"])
+def test_a_mangled_recipient_list_is_refused_naming_the_field(recipients):
+    """A space for a comma (``a@b.c d@e.f``) was saved as the one address ``@e.f``: the page said "Saved", and
+    every delivery then failed at the SMTP server."""
+    con = store.connect(":memory:")
+    with pytest.raises(InputError, match=r"row 1, field recipients: .* is not a list of e-mail addresses "
+                                         r"\(name@example.org, separated by commas\)") as err:
+        delivery.save_targets(con, [{"name": "oncall", "kind": "email", "smtp_host": "127.0.0.1",
+                                     "sender": "finops@example.org", "recipients": recipients}])
+    assert err.value.field == "recipients" and delivery.targets(con) == []
+    delivery.save_targets(con, [{"name": "oncall", "kind": "email", "smtp_host": "127.0.0.1",
+                                 "sender": "Finops <finops@example.org>",
+                                 "recipients": "SRE <sre@example.org>; oncall@example.org,"}])
+    [t] = delivery.targets(con)
+    assert (t.sender, t.recipients) == ("finops@example.org", "sre@example.org, oncall@example.org")
+
+
 @pytest.mark.parametrize("target", [
     {"kind": "http", "url": "http://exa mple.org/hook"},
     {"kind": "http", "url": "http://" + "a" * 80 + ".example/hook"},

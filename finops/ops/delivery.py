@@ -189,10 +189,15 @@ def _severities(v, row: int) -> tuple[str, ...]:
 
 
 def _addresses(text: str, row: int, name: str) -> str:
+    """The addresses of ``text`` (comma-separated, display names allowed) as ``a@b, c@d``; each is one local
+    part, one ``@`` and a domain. ``a@b.c d@e.f`` (a space for a comma) is refused: the parser reads it as
+    ``@e.f`` alone, which was saved and then refused by every SMTP server."""
     pairs = getaddresses([text])
     found = [a for _, a in pairs if a]
-    if not found or any("@" not in a or any(c in a for c in " \r\n<>") for a in found):
-        raise InputError(f"{text!r} is not a list of e-mail addresses", row=row, field=name)
+    if not found or any(a.count("@") != 1 or not all(a.split("@")) or any(c in a for c in " \t\r\n<>")
+                        for a in found):
+        raise InputError(f"{text!r} is not a list of e-mail addresses (name@example.org, separated by commas)",
+                         row=row, field=name)
     return ", ".join(found)
 
 
