@@ -128,3 +128,34 @@ def test_the_view_chosen_is_kept_in_the_url(db):
     assert not at.exception
     assert len(at.expander) == 0
     assert "No alert is acknowledged or snoozed in this period." in texts(at)
+
+
+def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db):
+    """A viewer scoped to tenant beta saw every message of the delivery log (acme's alerts, their count and
+    severity): what another tenant did reached a scoped login."""
+    from streamlit.testing.v1 import AppTest
+
+    from helpers import APP
+
+    con = store.connect(db)
+    delivery.deliver(con, alerts.open_alerts(con), now=datetime(2026, 4, 7))
+    full = delivery.delivery_log(con)
+    con.close()
+    # three messages: gpt-4o acme+beta 00:00 (2 alerts), gpt-4o acme 03:00, gpt-4o-mini acme 00:00
+    assert sorted(full["alerts"]) == [1, 1, 2]
+    import os
+    os.environ["FINOPS_DB"] = db
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
+                          "redirect_uri": "http://localhost:8501/oauth2callback",
+                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
+    at.user = {"is_logged_in": True, "email": "bea@x", "groups": ["finops-viewer"], "tenants": ["beta"]}
+    for k, v in PERIOD.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception
+    [log] = [d.value for d in at.dataframe if "outcome" in d.value.columns]
+    # beta's one alert, in the one message that carried it
+    assert log[["what", "alerts", "severity", "outcome"]].values.tolist() == [["alerts", 1, "critical", "sent"]]

@@ -184,7 +184,7 @@ if saved_targets and not frame.empty and can("deliver_alerts"):
 
 # ---------------------------------------------------------------- delivery log
 st.header("Delivery log")
-log = query(delivery.delivery_log)
+log = query(delivery.delivery_log, tenants=current_access().tenants)    # a scoped login: its tenants' alerts only
 if log.empty:
     st.info("Nothing delivered yet.", icon=":material/history:")
 else:

@@ -527,16 +527,23 @@ def _log_rows(con, rows: list[tuple]) -> None:
         store.bump_data_version(con)
 
 
-def delivery_log(con: duckdb.DuckDBPyConnection, limit: int = 200) -> pd.DataFrame:
+def delivery_log(con: duckdb.DuckDBPyConnection, limit: int = 200,
+                 tenants: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The latest attempts, one row per message: attempted_at, target, kind, what (alerts, digest, test),
-    alerts (count), severity (the worst), outcome (sent / failed), detail."""
-    return con.execute("""
+    alerts (count), severity (the worst), outcome (sent / failed), detail.
+
+    With ``tenants`` (a tenant-scoped login's), only the messages that carried an alert of those tenants, each
+    counting those alerts alone: another tenant's alerts, the fleet's, digests and tests are not shown."""
+    scoped = tenants is not None
+    where = "WHERE list_contains(?, tenant)" if scoped else ""
+    params = [list(tenants)] if scoped else []
+    return con.execute(f"""
 SELECT attempted_at, target, kind,
        CASE WHEN alert_id = 'test' THEN 'test' WHEN alert_id LIKE 'digest:%' THEN 'digest' ELSE 'alerts' END AS what,
        count(*) FILTER (WHERE alert_id <> 'test' AND alert_id NOT LIKE 'digest:%') AS alerts,
        arg_min(severity, CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END) AS severity, outcome, any_value(detail) AS detail
-FROM alert_deliveries GROUP BY message_id, attempted_at, target, kind, what, outcome
-ORDER BY attempted_at DESC, target LIMIT ?""", [int(limit)]).df()
+FROM alert_deliveries {where} GROUP BY message_id, attempted_at, target, kind, what, outcome
+ORDER BY attempted_at DESC, target LIMIT ?""", [*params, int(limit)]).df()
 
 
 def sent_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
