@@ -159,3 +159,26 @@ def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db):
     [log] = [d.value for d in at.dataframe if "outcome" in d.value.columns]
     # beta's one alert, in the one message that carried it
     assert log[["what", "alerts", "severity", "outcome"]].values.tolist() == [["alerts", 1, "critical", "sent"]]
+
+
+def test_a_viewer_is_not_told_to_use_a_table_it_is_not_shown(tmp_path):
+    """A viewer read "No delivery target yet: add one in the table above and save it." with no table above."""
+    from streamlit.testing.v1 import AppTest
+
+    from helpers import APP
+
+    path = str(tmp_path / "alerts.duckdb")
+    alert_store(path).close()
+    import os
+    os.environ["FINOPS_DB"] = path
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
+                          "redirect_uri": "http://localhost:8501/oauth2callback",
+                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
+    at.user = {"is_logged_in": True, "email": "vic@x", "groups": ["finops-viewer"]}
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception and not at.data_editor
+    assert "No delivery target yet: an admin sets them here." in texts(at)
+    assert "table above" not in texts(at)

@@ -168,7 +168,8 @@ if can("edit_delivery"):
 
 saved_targets = query(delivery.targets)
 if not saved_targets:
-    st.info("No delivery target yet: add one in the table above and save it.", icon=":material/send:")
+    st.info("No delivery target yet: add one in the table above and save it." if can("edit_delivery") else
+            "No delivery target yet: an admin sets them here.", icon=":material/send:")
 for i, t in enumerate(saved_targets):
     c1, c2 = st.columns([4, 1], vertical_alignment="center")
     c1.markdown(f"**{plain(t.name)}** ({t.kind}{'' if t.enabled else ', disabled'}): {plain(t.address)} · "
