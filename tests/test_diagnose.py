@@ -230,3 +230,27 @@ def test_a_store_made_before_engine_metrics_diagnoses_as_before():
     assert engine.engine_queue(con, "big", T0, T0 + timedelta(hours=HOURS)) is None
     (q,) = _at(diagnose.diagnose(con), "queue")
     assert "queue-bound" in q.evidence and "vllm:" not in q.evidence
+
+
+def test_a_tenant_with_no_traffic_is_said_so_not_that_the_logs_carry_no_latency(tmp_path, capsys):
+    """`diagnose --tenant acme-suport` (a typo, or a tenant with no traffic) said "these logs carry no latency"
+    of logs that carry it: the reader went looking for a missing field instead of the filter."""
+    import pandas as pd
+
+    from finops import store as store_mod
+    from finops.cli import main
+    from finops.ingest import ingest_frame
+
+    db = tmp_path / "s.duckdb"
+    con = store_mod.connect(str(db))
+    ingest_frame(con, pd.DataFrame({"request_id": [f"r{i}" for i in range(50)],
+                                    "ts": pd.date_range("2026-04-06", periods=50, freq="min"),
+                                    "model": "gpt-4o", "tenant": "acme", "total_ms": 800.0, "status": "ok"}))
+    con.close()
+    for command in ("diagnose", "incidents"):
+        assert main([command, "--db", str(db), "--tenant", "acme-suport"]) == 0
+        out = capsys.readouterr().out
+        assert ("no slow-path diagnosis: no served request matches these filters (a tenant, model or period with "
+                "no traffic)") in out and "carry no latency" not in out
+    assert main(["diagnose", "--db", str(db), "--tenant", "acme"]) == 0
+    assert capsys.readouterr().out.startswith("no slow-path finding:")

@@ -57,9 +57,9 @@ items = incidents.ordered(query(incidents.incidents, f, window=window, open_aler
 
 if not items:
     no_alert_state(f, leave_out=incidents.COST_RULES)
-    if not query(diagnose.carries_latency, f):
-        # a trace of tokens and times: the diagnosis reads latencies, so its silence says nothing
-        st.info(f"No slow-path diagnosis: {diagnose.NO_LATENCY}.", icon=":material/help:")
+    if why := query(diagnose.silent_why, f):
+        # no request in the filters, or a trace of tokens and times: the diagnosis's silence says nothing
+        st.info(f"No slow-path diagnosis: {why}.", icon=":material/help:")
     else:
         st.success("And no slow-path finding: no queue build-up, prefill or decode tail, cache collapse or P99 "
                    "spike stands out against each model's usual behaviour.", icon=":material/check_circle:")

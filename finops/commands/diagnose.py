@@ -28,8 +28,8 @@ def run(args) -> int:
         print_json(diagnose.as_json(findings))
     elif not findings and _common.nothing_stored(con):
         print(_common.EMPTY_STORE)
-    elif not findings and not diagnose.carries_latency(con, filters_from(args)):
-        print(f"no slow-path diagnosis: {diagnose.NO_LATENCY}")
+    elif not findings and (why := diagnose.silent_why(con, filters_from(args))):
+        print(f"no slow-path diagnosis: {why}")
     elif not findings:
         print("no slow-path finding: no queue build-up, prefill or decode tail, or P99 spike stands out")
     else:

@@ -42,8 +42,8 @@ def run(args) -> int:
         for row in alerts.unjudged(con, f).itertuples(index=False):
             if row.rule not in incidents.COST_RULES:
                 print(f"not judged: {row.title}: {row.why}")
-        if not diagnose.carries_latency(con, f):
-            print(f"no slow-path diagnosis: {diagnose.NO_LATENCY}")
+        if why := diagnose.silent_why(con, f):
+            print(f"no slow-path diagnosis: {why}")
     else:
         for i in found:
             print(f"[{i.severity}] {i.title}\n  {incidents.span_text(i.start, i.end)} · {i.affected:,} of "

@@ -821,10 +821,17 @@ NO_LATENCY = ("these logs carry no latency (total, queue, prefill, decode or fir
               "read for a queue build-up, a decode tail or a P99 spike")
 
 
-def carries_latency(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> bool:
-    """Whether any served request in ``f`` carries a latency the diagnosis reads (from the field coverage)."""
+NO_REQUESTS = "no served request matches these filters (a tenant, model or period with no traffic)"
+
+
+def silent_why(con: duckdb.DuckDBPyConnection, f: Filters | None = None) -> str | None:
+    """Why a diagnosis of ``f`` that found nothing says nothing: :data:`NO_REQUESTS` when no served request
+    matches (a tenant with no traffic, a mistyped one), :data:`NO_LATENCY` when those requests carry no latency,
+    None when it read latencies and nothing stood out."""
     cov = latency.coverage(con, f or Filters())
-    return any(cov.get(name) for name in sql.LATENCY_COLUMNS)
+    if not cov.get("request_id"):
+        return NO_REQUESTS
+    return None if any(cov.get(name) for name in sql.LATENCY_COLUMNS) else NO_LATENCY
 
 
 def diagnose(con: duckdb.DuckDBPyConnection, f: Filters | None = None, window: str = "hour") -> list[Finding]:
