@@ -130,9 +130,10 @@ def test_the_view_chosen_is_kept_in_the_url(db):
     assert "No alert is acknowledged or snoozed in this period." in texts(at)
 
 
-def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db):
+def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db, monkeypatch):
     """A viewer scoped to tenant beta saw every message of the delivery log (acme's alerts, their count and
-    severity): what another tenant did reached a scoped login."""
+    severity): what another tenant did reached a scoped login. Nor does it see the targets' addresses (an e-mail
+    target's recipients and mail server were shown)."""
     from streamlit.testing.v1 import AppTest
 
     from helpers import APP
@@ -143,8 +144,12 @@ def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db):
     con.close()
     # three messages: gpt-4o acme+beta 00:00 (2 alerts), gpt-4o acme 03:00, gpt-4o-mini acme 00:00
     assert sorted(full["alerts"]) == [1, 1, 2]
-    import os
-    os.environ["FINOPS_DB"] = db
+    con = store.connect(db)
+    delivery.save_targets(con, [*[vars(t) for t in delivery.targets(con)],
+                                {"name": "oncall", "kind": "email", "recipients": "sre@example.org", "sender": "finops@example.org",
+                                 "smtp_host": "127.0.0.1", "smtp_port": 8625}])
+    con.close()
+    monkeypatch.setenv("FINOPS_DB", db)
     at = AppTest.from_file(APP, default_timeout=120)
     at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
                           "redirect_uri": "http://localhost:8501/oauth2callback",
@@ -159,6 +164,9 @@ def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db):
     [log] = [d.value for d in at.dataframe if "outcome" in d.value.columns]
     # beta's one alert, in the one message that carried it
     assert log[["what", "alerts", "severity", "outcome"]].values.tolist() == [["alerts", 1, "critical", "sent"]]
+    shown = texts(at)
+    assert "**oncall** (email)" in shown and "address shown to the team's own logins" in shown
+    assert "sre@example.org" not in shown and "8625" not in shown
 
 
 def test_a_viewer_is_not_told_to_use_a_table_it_is_not_shown(tmp_path):

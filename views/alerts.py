@@ -170,9 +170,12 @@ saved_targets = query(delivery.targets)
 if not saved_targets:
     st.info("No delivery target yet: add one in the table above and save it." if can("edit_delivery") else
             "No delivery target yet: an admin sets them here.", icon=":material/send:")
+# a tenant-scoped login sees that a target exists and what it takes, not the team's addresses and mail servers
+hide_addresses = current_access().scoped
 for i, t in enumerate(saved_targets):
     c1, c2 = st.columns([4, 1], vertical_alignment="center")
-    c1.markdown(f"**{plain(t.name)}** ({t.kind}{'' if t.enabled else ', disabled'}): {plain(t.address)} · "
+    c1.markdown(f"**{plain(t.name)}** ({t.kind}{'' if t.enabled else ', disabled'}): "
+                + ("address shown to the team's own logins" if hide_addresses else plain(t.address)) + " · "
                 f"{', '.join(t.severities)}")
     if can("edit_delivery") and c2.button("Send a test", key=f"test_{i}", icon=":material/send:"):
         result = delivery.send_test(cursor(), t.name)
