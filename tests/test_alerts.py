@@ -206,6 +206,9 @@ def test_gpu_low_fires_after_six_quiet_hours_and_not_before():
     a = _fired(con, "gpu_util_low")
     assert len(a) == 1 and a.iloc[0].severity == "info"
     assert_allclose(a.iloc[0].value, 0.1)
+    # one figure, the same places twice (was "10.0% ... worst: busy 10%")
+    assert a.iloc[0].message.endswith("10.0% (threshold 20.0%) from 2026-04-06 00:00 to 2026-04-06 06:00 UTC, "
+                                      "6 windows of an hour; worst: busy 10.0% of paid GPU capacity.")
     con = _gpu_hours([0.1] * 5 + [0.5, 0.1])
     assert _fired(con, "gpu_util_low").empty
 

@@ -60,7 +60,16 @@ FROM requests WHERE model = ? AND replica IS NOT NULL AND ts >= ? AND ts < ? GRO
     assert inc.cause == "replica_outage" and [o.replica for o in inc.outages] == down
     # it starts with the outage; alerts of the backlog's drain that touch it may carry it on
     assert inc.start == OUTAGE[0] and inc.end >= OUTAGE[1] and inc.severity == "critical"
-    assert "Bring llama-3.1-70b-r1 and llama-3.1-70b-r2 back" in inc.action
+    assert "Bring llama-3.1-70b-r1 and llama-3.1-70b-r2 back (or replace them)" in inc.action
+
+
+def test_one_replica_out_is_brought_back_as_it(fortnight):
+    # the sample's 11-17 llama-3.1-8b outage of one replica read "Bring llama-3.1-8b-r3 back (or replace them)"
+    found = incidents.incidents(fortnight, Filters(datetime(2026, 11, 15), datetime(2026, 11, 29)))
+    [one] = [i for i in found if i.cause == "replica_outage" and i.start.date() == datetime(2026, 11, 17).date()]
+    assert one.title == "1 of 4 llama-3.1-8b replicas served nothing from 19:05 to 19:10"
+    assert [o.replica for o in one.outages] == ["llama-3.1-8b-r3"]
+    assert one.action.startswith("Bring llama-3.1-8b-r3 back (or replace it); until then")
 
 
 def test_the_outage_incident_carries_its_error_rate_alerts_and_its_requests(con):

@@ -580,12 +580,15 @@ def no_alert_state(f: Filters, leave_out: tuple[str, ...] = ()) -> None:
         (st.success if judged else st.warning)(said, icon=":material/notifications_off:" if judged else
                                                ":material/help:")
         return
-    few = [f"{r.title.lower()}: {plain(r.why)}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
+    # the title as the rule names it ("P99 latency above 1.5 x the tier's SLA"): lower-cased, it read "p99 ... sla"
+    few = [f"{plain(r.title)}: {plain(r.why)}" for r in blind.itertuples(index=False) if r.reason == "too_few"]
     raw = _rules_and_why(blind[blind["reason"] != "too_few"])
     said = []
     if few:
         said.append("some had too few requests to judge: " + "; ".join(few) + ". Their health is unknown, not "
-                    "fine: widen the period, or lower the rule's minimum requests per window on the Incidents page")
+                    "fine: widen the period, or "
+                    + ("lower the rule's minimum requests per window on the Incidents page" if can("edit_alert_rules")
+                       else "ask an admin to lower the rule's minimum requests per window"))
     if raw:
         said.append(("and " if few else "") + "some rules were not judged: " + "; ".join(raw))
     st.warning(f"No {'service ' if leave_out else ''}alert fired on the windows the rules could judge, but "

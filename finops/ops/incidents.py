@@ -522,7 +522,8 @@ def _outage_action(c: Context) -> str:
     q = c.finding("queue")
     need = q.metrics.get("slots_needed_at_rho_0_7") if q else None
     more = f"; the load needs about {need} slots in all for a utilisation (ρ) of 0.7" if need else ""
-    return (f"Bring {_names([o.replica for o in c.outages])} back (or replace them){more}; until then shed "
+    them = "it" if len(c.outages) == 1 else "them"
+    return (f"Bring {_names([o.replica for o in c.outages])} back (or replace {them}){more}; until then shed "
             "low-tier and long requests from this model.")
 
 
