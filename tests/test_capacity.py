@@ -574,6 +574,32 @@ def test_the_forecast_ahead_is_set_against_the_schedule_still_in_force():
     assert fp.ahead.saving_usd == pytest.approx(2.0 * (96 - ahead["replicas_planned"].sum()))
 
 
+def test_a_forecast_ahead_from_one_day_of_history_says_what_it_cannot_know(capsys, tmp_path):
+    """One day of logs (24 hours) and `plan --days 1`: the forecast is a damped trend with no daily pattern and no
+    backtest, yet the plan ahead read "scaling to the plan would have saved $X over the next 1 day" with no word of
+    it, on the page and on the command line, while the Forecast section of the same page warned."""
+    from finops.cli import main
+    from finops.spend import fleets
+    con = fleet_day_store(4)
+    fleets.save_schedule(con, pd.DataFrame([{"model": "m-self", "starts_at": "2026-03-01", "ends_at": None,
+                                             "replicas": 4}]))
+    fp = plans.fleet_against_plan(con, Filters(), "m-self", days_ahead=1, **SIZING)
+    assert fp.ahead is not None
+    assert fp.ahead_warning is not None
+    assert "history is 24 hours (1.0 days)" in fp.ahead_warning and "damped trend only" in fp.ahead_warning
+    assert "no backtest" in fp.ahead_warning
+    # the past alone forecasts nothing and warns of nothing
+    assert plans.fleet_against_plan(con, Filters(), "m-self", **SIZING).ahead_warning is None
+    db = tmp_path / "day.duckdb"
+    con.execute(f"ATTACH '{db}' AS out")
+    con.execute("COPY FROM DATABASE memory TO out")
+    con.execute("DETACH out")
+    assert main(["plan", "--model", "m-self", "--db", str(db), "--days", "1", "--target-utilization", "0.5",
+                 "--wait-sla-s", "0", "--redundancy", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "ahead: what the forecast cannot know: history is 24 hours (1.0 days)" in out
+
+
 def _chart_layers(chart):
     spec = chart.to_dict()
     return spec["layer"], spec.get("datasets", {})

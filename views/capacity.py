@@ -392,6 +392,9 @@ else:
                 continue
             # the span named once above the row (in each label it was cut short)
             st.markdown(f"**{span[0].upper() + span[1:]}**")
+            if part == "ahead" and fleet_plan.ahead_warning:
+                st.warning(f"What the forecast behind this plan cannot know: {fleet_plan.ahead_warning}.",
+                           icon=":material/warning:")
             r1, r2, r3, r4 = metric_row(4)
             r1.metric("Replica-hours billed", f"{comparison.replica_hours_billed:,.0f}", border=True,
                       help=f"{span[0].upper() + span[1:]}: {usd(comparison.cost_billed_usd)}, replicas × GPUs × $ per "

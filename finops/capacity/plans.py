@@ -329,7 +329,9 @@ class FleetPlan:
     service time to size with) or ``no_hours`` (nothing billed and no traffic in the filters);
     ``message`` says why. ``past`` compares the period's hours sized on their own traffic; ``ahead``
     the forecast's hours against the schedule in force then (None unless asked, or when the
-    forecast cannot be made: ``ahead_message``). ``billed_by`` says how the fleet is billed.
+    forecast cannot be made: ``ahead_message``); ``ahead_warning`` says what that forecast cannot know
+    (a history too short for a daily or weekly pattern, no held-out week to backtest on), None when
+    nothing. ``billed_by`` says how the fleet is billed.
     """
 
     state: str
@@ -343,6 +345,7 @@ class FleetPlan:
     slots_per_replica: int | None
     gpus_per_replica: int | None
     gpu_hour_usd: float | None
+    ahead_warning: str | None = None
 
 
 def _size(qps: np.ndarray, need_kwargs: dict, min_replicas: int) -> np.ndarray:
@@ -424,7 +427,7 @@ def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model:
     billed, lam = billed.reindex(index), lam.reindex(index)
     usd = (util["fleet_cost_usd"] / util["replicas"].where(util["replicas"] > 0)).reindex(index).fillna(book_usd)
     past = compare_plan(billed, _size(lam.to_numpy(), need_kwargs, floor), usd, lam.to_numpy())
-    ahead, ahead_message = None, None
+    ahead, ahead_message, ahead_warning = None, None, None
     if days_ahead:
         from finops.capacity.forecast import forecast_qps
         try:
@@ -432,6 +435,11 @@ def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model:
         except InputError as exc:
             ahead_message = str(exc)
         else:
+            # a plan ahead on a day of history is a damped trend no backtest checked: said beside it
+            caveats = [fc.warning] if fc.warning else []
+            if fc.backtest_mape_pct is None:
+                caveats.append(fc.backtest_note)
+            ahead_warning = "; ".join(caveats) or None
             hours = fc.frame.index
             if hours.tz is not None:                        # the forecast's hours are UTC; the store's naive UTC
                 hours = hours.tz_convert("UTC").tz_localize(None)
@@ -450,4 +458,4 @@ def fleet_against_plan(con: duckdb.DuckDBPyConnection, f: Filters | None, model:
             q_ahead = fc.frame["qps"].to_numpy(dtype=float)
             b_ahead.index = u_ahead.index = hours.rename("ts")
             ahead = compare_plan(b_ahead, _size(q_ahead, need_kwargs, floor), u_ahead, q_ahead)
-    return FleetPlan("ok", None, model, past, ahead, ahead_message, billed_by, **out)
+    return FleetPlan("ok", None, model, past, ahead, ahead_message, billed_by, **out, ahead_warning=ahead_warning)

@@ -67,6 +67,7 @@ def run(args) -> int:
                 "over the period" if name == "past" else f"over the next {args.days} days"),
                 "hours": records(c.hours.reset_index())}
         out["ahead_message"] = fp.ahead_message
+        out["ahead_warning"] = fp.ahead_warning
         print_json(out)
         return 0 if fp.state == "ok" else 1
     if fp.state != "ok":
@@ -80,6 +81,8 @@ def run(args) -> int:
         c = getattr(fp, name)
         if c is None:
             continue
+        if name == "ahead" and fp.ahead_warning:
+            print(f"ahead: what the forecast cannot know: {fp.ahead_warning}")
         print(f"{name}: {_hours(c.replica_hours_billed)} replica-hours billed (${c.cost_billed_usd:,.2f}), "
               f"{_hours(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
         shown = c.hours if args.hours else c.hours[c.hours["short"]]
