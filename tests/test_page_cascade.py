@@ -235,3 +235,42 @@ def test_several_uploaded_files_of_one_eval_are_read_as_one(empty_db):
             "large one **68.47%** at $8.00. The large model does better on **17.24%** of them: a router sending "
             "exactly those to it would score **75.86%** at $2.21 per 1,000") in texts(at)
     assert "203 queries in 2 files (abstract_algebra.csv, management.csv)" in texts(at)
+
+
+
+def _upload_gsm8k_with_costs(db):
+    """The Cascade page with RouteLLM's GSM8K excerpt uploaded and its four columns mapped."""
+    from pathlib import Path
+    at = _upload(_open(db, "upload"), "gsm8k.csv", Path(__file__).parent / "data" / "routellm_gsm8k_cascade.csv")
+    boxes = {s.label: s for s in at.selectbox}
+    boxes["Small model right / score"].set_value("mixtral_correct")
+    boxes["Large model right / score"].set_value("gpt4_correct")
+    boxes["Small cost (USD per query)"].set_value("mixtral_cost_usd_est")
+    boxes["Large cost (USD per query)"].set_value("gpt4_cost_usd_est")
+    next(b for b in at.button if b.label == "Use these columns").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _costs_radio(at):
+    return next(r for r in at.radio if any("Flat price" in str(o) for o in r.options))
+
+
+def test_an_uploaded_evals_cost_columns_read_per_1000_requests_as_labelled(empty_db):
+    """The file's cost columns are USD per query; every cost on the page is labelled "$ per 1,000 requests". Priced
+    per query, GSM8K's small-only row read $0.000 per 1,000 and direct-to-large $0.004 (8.16e-05 and 3.75e-03: the
+    per-query figures under the per-1,000 label), 1,000 times too cheap. The columns' means times 1,000: Mixtral
+    $0.0816 and GPT-4 $3.7534 per 1,000."""
+    at = _upload_gsm8k_with_costs(empty_db)
+    _costs_radio(at).set_value("per_query").run()
+    assert "1,319 queries in gsm8k.csv; per-query costs." in texts(at)
+    table = _frame(at, "large_call_rate").set_index("name")
+    assert_allclose(table.loc[["small only", "direct to large"], "avg_cost"], [0.0815982, 3.7534041], rtol=1e-6)
+    # every threshold costs the small call and, escalated, the large one: between $0.08 and $3.84 per 1,000
+    curve = _frame(at, "marginal_cost_per_point")
+    assert curve["avg_cost"].between(0.0815, 0.0816 + 3.7535).all()
+    # the flat prices are per 1,000 already
+    _costs_radio(at).set_value("flat").run()
+    assert "flat prices $1.00 and $8.00 per 1,000 (your inputs)" in texts(at)
+    assert_allclose(_frame(at, "large_call_rate").set_index("name").loc[["small only", "direct to large"], "avg_cost"],
+                    [1.0, 8.0])

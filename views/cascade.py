@@ -154,8 +154,9 @@ elif source == "upload":
                 try:
                     chosen = {k: v for k, v in mapping.items() if v or k == "confidence"}
                     names = uploads.files_label([u.name for u in ups])
+                    # the file's costs are USD per query; every cost on this page is per 1,000 requests
                     data = uploads.concat_evals([uploads.eval_from_upload(u.getvalue(), u.name, chosen) for u in ups],
-                                                names)
+                                                names).per_1k_queries()
                     origin = f"your data: {data.n_queries:,} queries in {names}"
                 except InputError as exc:
                     st.error(plain(exc), icon=":material/error:")

@@ -222,6 +222,18 @@ class EvalData:
     def n_queries(self) -> int:
         return int(self.small_quality.size)
 
+    def per_1k_queries(self) -> EvalData:
+        """The same data with its per-query costs in USD per 1,000 queries (the Cascade page's unit, as the store's
+        shadow evaluation gives them); a file's cost columns are USD per query.
+
+        >>> d = EvalData(None, np.array([1.0]), np.array([1.0]), np.array([0.002]), np.array([0.03]), "f")
+        >>> d.per_1k_queries().cost_small.tolist(), d.per_1k_queries().cost_large.tolist()
+        ([2.0], [30.0])
+        """
+        def scaled(cost):
+            return None if cost is None else cost * 1000.0
+        return replace(self, cost_small=scaled(self.cost_small), cost_large=scaled(self.cost_large))
+
 
 MAPPING_KEYS: tuple[str, ...] = ("confidence", "small_quality", "large_quality", "cost_small", "cost_large")
 #: an eval needs the two models' qualities; without a confidence it gives the baselines but no threshold
