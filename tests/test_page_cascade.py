@@ -145,7 +145,7 @@ def test_sample_fleet_one_pair_at_flat_prices(demo_db):
     at = _open(demo_db)
     pair = next(sb for sb in at.selectbox if sb.label == "Cascade pair")
     pair.set_value("gpt-4o-mini").run()
-    at.radio(key="costs_store").set_value("flat").run()
+    _costs_radio(at).set_value("flat").run()
     assert not at.exception
     body = texts(at)
     assert "of gpt-4o-mini" in body and "flat prices $1.00 and $8.00 per 1,000" in body
@@ -274,3 +274,15 @@ def test_an_uploaded_evals_cost_columns_read_per_1000_requests_as_labelled(empty
     assert "flat prices $1.00 and $8.00 per 1,000 (your inputs)" in texts(at)
     assert_allclose(_frame(at, "large_call_rate").set_index("name").loc[["small only", "direct to large"], "avg_cost"],
                     [1.0, 8.0])
+
+
+def test_an_uploaded_eval_with_cost_columns_starts_priced_by_them(empty_db):
+    """The costs radio starts on "per query" where the data carries per-query costs (as the store's shadow evaluation
+    does). For an upload it was first drawn before the file, with "flat" alone, kept that value once the file's cost
+    columns were mapped, and the page priced GSM8K at the illustrative $1 and $8 per 1,000 ($2.69 at the chosen
+    threshold) though the file gives each query's cost."""
+    at = _upload_gsm8k_with_costs(empty_db)
+    assert _costs_radio(at).value == "per_query"
+    assert "1,319 queries in gsm8k.csv; per-query costs." in texts(at)
+    assert_allclose(_frame(at, "large_call_rate").set_index("name").loc["direct to large", "avg_cost"], 3.7534041,
+                    rtol=1e-6)

@@ -187,8 +187,10 @@ if source == "store" and data is not None and data.cost_small is not None:
     cost_modes["per_query"] = "Per query, from the price book"
 if source == "upload" and data is not None and data.cost_small is not None and data.cost_large is not None:
     cost_modes["per_query"] = "Per query, from the file's cost columns (USD per query)"
-mode = st.radio("Costs", list(cost_modes), format_func=cost_modes.get, horizontal=True, key=f"costs_{source}",
-                index=len(cost_modes) - 1, label_visibility="collapsed")
+# keyed by the modes offered: drawn before an upload with "flat" alone, one key kept "flat" once the file's cost
+# columns offered "per query", and the page priced the eval at the illustrative $1 and $8
+mode = st.radio("Costs", list(cost_modes), format_func=cost_modes.get, horizontal=True,
+                key=f"costs_{source}_{'_'.join(cost_modes)}", index=len(cost_modes) - 1, label_visibility="collapsed")
 c1, c2 = st.columns(2)
 c_small = c1.number_input("Small model ($ per 1,000 requests)", min_value=0.0, max_value=edge.MAX_USD, value=cascade.SEED_COST_SMALL_PER_1K_USD,
                           step=0.1, format="%.3f", disabled=mode != "flat", help="Default: an illustrative $1 per 1,000.")
