@@ -93,6 +93,20 @@ def test_empty_store_calculator_still_works(empty_db):
     assert _metrics(at)["Utilisation"] == "70.0%"       # the seed's worked problem by default
 
 
+def test_a_wait_sla_of_0_is_no_sla_in_the_calculator_as_in_the_plan_below_it(empty_db):
+    """The P99 wait SLA field at 0: the plan below ("by the calculator's rule above"), its chart and `plan
+    --wait-sla-s 0` read it as no SLA, but the calculator read it as "no request may wait" and asked for 19 replicas
+    (15 + 25 %) where the same rule with no SLA asks for 13. Hand count at the defaults (14 req/s, 0.5 s, 1 slot):
+    ρ ≤ 0.7 needs ⌈14 × 0.5 / 0.7⌉ = 10 replicas, ⌈10 × 1.25⌉ = 13 with redundancy."""
+    at = run_page(empty_db, PAGE)
+    at.number_input(key="cap_sla_s").set_value(0.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metrics(at)["Replicas needed"] == "13"
+    body = texts(at)
+    assert "within the 0 s SLA" not in body and "held by the P99 wait SLA" not in body
+    assert "no P99 wait SLA (0 s)" in body
+
+
 def test_scenario_comes_from_the_url(empty_db):
     """The scenario's inputs are bound to the URL: a shared link opens the same scenario."""
     import os

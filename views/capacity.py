@@ -212,7 +212,8 @@ c1, c2, c3, c4 = st.columns(4)
 lam = c1.number_input("Arrivals per second", min_value=0.0, max_value=1_000_000.0, step=1.0, format="%.7g", key="cap_lambda", bind="query-params",
                       help="Arrivals per second (λ): requests reaching the fleet at the hour you size for (e.g. the peak hour).")
 sla_s = c1.number_input("P99 wait SLA (s)", min_value=0.0, max_value=3_600.0, step=0.5, format="%.4g", key="cap_sla_s", bind="query-params",
-                        help="99 % of requests must wait in the queue less than this, in seconds.")
+                        help="99 % of requests must wait in the queue less than this, in seconds; 0: no wait SLA "
+                             "(the target utilisation alone sizes the fleet, as in the plan below).")
 service_as = c2.radio("Service given as", [MEAN, RATE], key="cap_service_as")
 if service_as == MEAN:
     mean_s = c2.number_input("Mean service time (s)", min_value=0.001, max_value=3_600.0, step=0.1, format="%.4g", key="cap_service_s", bind="query-params",
@@ -234,7 +235,9 @@ rho_target = d1.slider("Target utilisation", min_value=0.30, max_value=0.95, ste
 redundancy_pct = d2.slider("Redundancy (%)", min_value=0, max_value=100, step=5, key="cap_redundancy_pct", bind="query-params",
                            help="Extra replicas on top of the sizing, for bursts and scale-out delay (20–30 % usual).")
 
-res = calculator.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s, target_utilization=rho_target,
+# 0 is no SLA, as in the chart, the plan below and `plan --wait-sla-s 0` (read as "no request may wait", it asked
+# for 19 replicas where the plan's rule asks 13)
+res = calculator.calculate(lam, mean_s, int(replicas), int(slots), wait_sla_s=sla_s or None, target_utilization=rho_target,
                            redundancy=redundancy_pct / 100, cv_service=cv_s, cv_arrival=cv_a)
 q = res.queue
 k1, k2, k3, k4, k5 = metric_row(5)
@@ -246,7 +249,7 @@ k3.metric("Mean wait", format_seconds(q.wq_s), border=True,
 k4.metric("P99 wait", format_seconds(q.wait_p99_s), border=True,
           help="P99 queue wait, from P(W > t) = C · e^{−(cμ − λ) t} (λ arrivals per second, c slots, μ rate per slot), scaled like the mean for non-exponential service.")
 k5.metric("Replicas needed", f"{res.required_replicas_with_redundancy:,}", border=True,
-          help=f"{res.required_replicas:,} replicas meet utilisation (ρ) ≤ {rho_target:.0%} and the P99 wait SLA, "
+          help=f"{res.required_replicas:,} replicas meet utilisation (ρ) ≤ {rho_target:.0%}" + (" and the P99 wait SLA" if sla_s else "") + ", "
                f"+{redundancy_pct} % redundancy, rounded up.")
 need_text = (f"Needed: {res.required_replicas:,} replica{'s' if res.required_replicas != 1 else ''} (held by {BINDING_LABELS[res.binding_constraint]}), "
              f"{res.required_replicas_with_redundancy:,} with {redundancy_pct} % redundancy.")
@@ -259,7 +262,8 @@ elif res.wait_sla_met is False:
     st.warning(f"**Stable but over the SLA:** P99 wait {format_seconds(q.wait_p99_s)} > {sla_s:g} s at "
                f"{int(replicas)} replicas. {need_text}", icon=":material/warning:")
 else:
-    st.success(f"**{res.message}**; P99 wait {format_seconds(q.wait_p99_s)} within the {sla_s:g} s SLA. {need_text}",
+    st.success(f"**{res.message}**; P99 wait {format_seconds(q.wait_p99_s)}"
+               + (f" within the {sla_s:g} s SLA" if sla_s else ", no P99 wait SLA (0 s)") + f". {need_text}",
                icon=":material/check_circle:")
 
 curve_c = calculator.p99_wait_by_replicas(lam, mean_s, int(slots), (int(replicas), res.required_replicas_with_redundancy),
