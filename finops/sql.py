@@ -274,6 +274,16 @@ INPUT_BANDS: tuple[int, ...] = (0, 32_000, 100_000, 128_000, 199_999, 200_000, 2
 IDLE_LABEL = "'" + schema.IDLE_TENANT.replace("'", "''") + "'"
 
 
+def idle_labelled(column: str) -> str:
+    """``column`` of costed rows (a checked identifier) reading :data:`IDLE_LABEL` on the idle rows, which leave
+    the request fields they lack (tier, route, status, ...) blank.
+
+    >>> idle_labelled("sla_tier")
+    "CASE WHEN is_idle THEN '(idle capacity)' ELSE sla_tier END"
+    """
+    return f"CASE WHEN is_idle THEN {IDLE_LABEL} ELSE {column} END"
+
+
 def input_band(expr: str = "input_tokens") -> str:
     """The largest of :data:`INPUT_BANDS` that the request's input tokens exceed (0 for none or null)."""
     cases = " ".join(f"WHEN {expr} > {b} THEN {b}" for b in sorted(INPUT_BANDS, reverse=True) if b)

@@ -417,3 +417,21 @@ def test_the_spend_chart_says_when_the_logs_start_or_end_inside_its_first_or_las
     assert costviews.partly_covered(c, Filters(until=datetime(2026, 3, 3)), "day") == ""
     c = _span_store(datetime(2026, 3, 1, 0, 0), datetime(2026, 3, 1, 23, 59, 59))
     assert costviews.partly_covered(c, Filters(), "hour") == ""
+
+
+@pytest.mark.parametrize("by, usage_key", [("sla_tier", ""), ("route", ""), ("status", "ok")])
+def test_a_report_by_a_request_field_names_the_idle_capacity_row(by, usage_key):
+    """m-self declared at 4 replicas for a day ($2 a replica-hour: $192) serves 9,360 requests of 10 s (26 GPU-hours
+    busy: $52), so $140 is idle. `report --by sla_tier` printed that $140 in a row whose tier was blank, or, where
+    the requests carry no tier, folded into their blank row ($192 for 9,360 requests): the idle rows have no tier,
+    route or status. By tenant it is "(idle capacity)"; by any request field it is now too."""
+    from helpers import fleet_day_store
+    con = fleet_day_store(4)
+    rows = spend.report(con, Filters(), by=[by]).set_index(by)
+    assert rows.loc[spend.IDLE_TENANT, "cost_usd"] == pytest.approx(140.0)
+    assert rows.loc[spend.IDLE_TENANT, "requests"] == 0
+    assert rows.loc[usage_key, "cost_usd"] == pytest.approx(52.0) and rows.loc[usage_key, "requests"] == 9360
+    assert rows["cost_usd"].sum() == pytest.approx(192.0)
+    # the model the idle GPU time belongs to stays named, and a time grain stays a time
+    by_model = spend.report(con, Filters(), by=["model", by]).set_index(["model", by])
+    assert by_model.loc[("m-self", spend.IDLE_TENANT), "cost_usd"] == pytest.approx(140.0)

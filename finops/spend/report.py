@@ -194,6 +194,12 @@ MEASURES_SQL = f"""
   sum(escalations) AS escalations, sum(cascade_requests) AS cascade_requests"""
 
 
+#: the idle rows' own values: the fleet's model (and its price) and the idle tenant; the request fields they lack
+#: (tier, route, status, provider, service tier) are '' there, a blank group the idle dollars shared with requests
+#: that log no tier, so those read ``(idle capacity)`` on them (:func:`finops.sql.idle_labelled`)
+_IDLE_HAS = ("model", "tenant", PRICED_AS)
+
+
 def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str, ...] = ("model",),
            include_idle: bool | None = None, idle_policy: pricing.IdlePolicy | None = None) -> pd.DataFrame:
     """One row per group: requests, tokens, cost_usd, cost_per_1m_tokens, error_rate, ...
@@ -213,7 +219,8 @@ def report(con: duckdb.DuckDBPyConnection, f: Filters, by: list[str] | tuple[str
         raise InputError(f"cannot group by {', '.join(bad)}; choose from {', '.join(GROUPABLE)}")
     costed_sql, params = costed(con, f, include_idle, idle_policy)
     names = [sql.column(b, GROUPABLE) for b in by]
-    keys = "".join(f"{sql.time_bucket(b, 'hour') if b in TIME_GRAINS else b} AS {b}, " for b in names)
+    keys = "".join(f"{sql.time_bucket(b, 'hour') if b in TIME_GRAINS else b if b in _IDLE_HAS else sql.idle_labelled(b)}"
+                   f" AS {b}, " for b in names)
     grouping = f"GROUP BY {', '.join(str(i + 1) for i in range(len(by)))}" if by else ""
     order = ", ".join(str(i + 1) for i in range(len(by))) or "1"
     out = con.execute(f"SELECT {keys}{MEASURES_SQL} FROM ({costed_sql}) {grouping} ORDER BY {order}", params).df()
