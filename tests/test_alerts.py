@@ -417,6 +417,29 @@ def test_budget_forecast_fires_for_a_tenant_forecast_over_its_budget():
     assert _fired(con, "budget_forecast", Filters(since=datetime(2026, 5, 1), until=datetime(2026, 6, 1))).empty
 
 
+def test_a_budget_forecast_from_less_than_a_day_of_logs_says_it_is_a_rough_guide():
+    """One request of $1 at noon on 1 April, the store's first: no complete day, so the month-end forecast is the
+    run rate of one moment counted as an hour ($1 an hour) over the 707 hours left: $708 against a $100 budget. The
+    alert said "forecast $708.00 for April 2026" as if measured, where the Budgets page calls it a rough guide with
+    no interval; one complete day has no interval either."""
+    from finops.spend import budgets
+
+    con = _store(_spend_rows("acme", [1.0]))
+    budgets.save_budgets(con, "2026-04", pd.DataFrame({"tenant": ["acme"], "budget_usd": [100.0]}))
+    row = _fired(con, "budget_forecast").iloc[0]
+    assert "forecast $708.00 for April 2026 against a budget of $100.00 ($1.00 spent so far" in row.message
+    assert "no complete day yet: the run rate of an hour of logs, a rough guide with no interval" in row.message
+    # two days, the first one complete: one day's spend a day, no spread to measure
+    con = _store(_spend_rows("acme", [50.0, 1.0], start=datetime(2026, 4, 1, 0, 0)))
+    budgets.save_budgets(con, "2026-04", pd.DataFrame({"tenant": ["acme"], "budget_usd": [100.0]}))
+    row = _fired(con, "budget_forecast").iloc[0]
+    assert "one complete day: its spend a day, with no interval" in row.message
+    # three complete days or more: as the test above, no caveat
+    con = _store(_spend_rows("acme", [10.0, 12.0, 8.0, 10.0]))
+    budgets.save_budgets(con, "2026-04", pd.DataFrame({"tenant": ["acme"], "budget_usd": [300.0]}))
+    assert "rough guide" not in _fired(con, "budget_forecast").iloc[0].message
+
+
 def test_unpriced_share_fires_above_five_percent_of_a_day_s_requests():
     """6 Apr: 6 of 100 requests on a model nothing prices (6 % > 5 %): fires. 7 Apr: 5 of 100 (5 %, not above)."""
     def day(d, unpriced):

@@ -786,6 +786,15 @@ def _budget_forecast(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFram
         if (f.since is not None and end <= f.since) or (f.until is not None and start >= f.until):
             continue
         rep = budgets.status(con, m, Filters(tenants=f.tenants))
+        # what the Budgets page says of a forecast from under two complete days, said in the alert too
+        if rep.complete_days == 0:
+            hours = rep.observed_hours
+            span = "an hour" if round(hours) <= 1 else f"{round(hours):,} hours"
+            caveat = f"; no complete day yet: the run rate of {span} of logs, a rough guide with no interval"
+        elif rep.complete_days == 1:
+            caveat = "; one complete day: its spend a day, with no interval"
+        else:
+            caveat = ""
         t = rep.table.dropna(subset=["budget_usd"])
         t = t[(t["budget_usd"] > 0) & (t["forecast_usd"] > rule.threshold * t["budget_usd"])]
         for r in t.itertuples(index=False):
@@ -793,7 +802,7 @@ def _budget_forecast(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFram
                         "window_end": pd.Timestamp(rep.as_of or end), "value": r.forecast_usd / r.budget_usd,
                         "threshold": rule.threshold,
                         "detail": f"forecast {usd(r.forecast_usd)} for {m:%B %Y} against a budget of "
-                                  f"{usd(r.budget_usd)} ({usd(r.spent_usd)} spent so far)"})
+                                  f"{usd(r.budget_usd)} ({usd(r.spent_usd)} spent so far{caveat})"})
     return pd.DataFrame(out, columns=["model", "tenant", "window_start", "window_end", "value", "threshold", "detail"])
 
 
