@@ -146,7 +146,8 @@ def run(args) -> int:
     if report.quality_floor is not None:
         c = report.choice
         print(f"quality floor {report.quality_floor:g}: " + (
-            "no threshold meets it" if c is None else
+            f"no threshold meets it; the best any threshold reaches is {report.curve['avg_quality'].max():.4f}"
+            if c is None else
             f"tau {c.threshold:.6g}, escalate {c.escalation_rate:.1%}, cost {c.avg_cost:.6g}, "
             f"quality {c.avg_quality:.4f}"))
     long = len(report.frontier) > MAX_TEXT_ROWS
