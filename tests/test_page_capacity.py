@@ -370,6 +370,24 @@ def test_a_fill_from_logs_without_service_times_says_the_service_time_is_kept_no
     assert not at.exception and not [w for w in at.warning if "carry no service time" in w.value]
 
 
+def test_the_plan_of_a_fleet_whose_logs_carry_no_service_time_takes_the_calculators(tmp_path):
+    """The Mooncake excerpt (no service time) on the self-hosted gpu-model: the calculator, filled from it, says every
+    figure below rests on its mean service time, but the plan below said "No plan: the logs carry no service time
+    for gpu-model ... (give a mean service time)", with no field on the page to give it. It now sizes with the
+    calculator's figure, for the model the calculator was filled from, and says so."""
+    from helpers import untimed_fleet_store
+
+    db = untimed_fleet_store(tmp_path)
+    at = run_page(db, PAGE, query_params={"from": "2025-01-01", "to": "2025-01-01"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="cap_plan_model").value == "gpu-model"
+    assert not [i.value for i in at.info if "carry no service time" in i.value]
+    assert any(k.startswith("Replica-hours billed") for k in _metrics(at))
+    assert "slots of 0.5 s (the calculator's mean service time: the logs carry none)" in texts(at)
+    at.number_input(key="cap_service_s").set_value(2.0).run()
+    assert "slots of 2 s (the calculator's mean service time: the logs carry none)" in texts(at)
+
+
 def test_a_fill_from_logs_takes_the_fleet_schedule_the_cost_page_bills(tmp_path):
     """The Mooncake excerpt on a fleet declared as 4 replicas of 8 GPUs at $2.50: the fill took the price book's
     2 replicas of 1 GPU at $2 (a fleet of $4 an hour beside the Cost page's $80) and said the rate came from the book."""

@@ -385,8 +385,13 @@ else:
     plan_model = q1.selectbox("Self-hosted model", plan_models, key="cap_plan_model")
     ahead_days = q2.number_input("And the next days, from the forecast", min_value=0, max_value=MAX_FORECAST_DAYS, value=0, step=1,
                                  key="cap_plan_days", help="0: only the period shown. The forecast takes seconds.")
+    # logs with no service time (a Mooncake trace): the calculator's, when it was filled from this model (its
+    # warning says every figure below rests on it); the plan said "give a mean service time" with no field to give it
+    plan_mean_s = (mean_s if pd.isna(observed_by_model.loc[plan_model, "mean_service_s"])
+                   and st.session_state.get("cap_filled_model") == plan_model else None)
     fleet_plan = query(plans.fleet_against_plan, f, plan_model, target_utilization=rho_target,
-                       wait_sla_s=sla_s or None, redundancy=redundancy_pct / 100, days_ahead=int(ahead_days))
+                       wait_sla_s=sla_s or None, redundancy=redundancy_pct / 100, days_ahead=int(ahead_days),
+                       mean_service_s=plan_mean_s)
     if fleet_plan.state != "ok":
         st.info(f"No plan: {fleet_plan.message}.", icon=":material/info:")
     else:
@@ -431,7 +436,8 @@ else:
             st.info(f"No forecast ahead: {fleet_plan.ahead_message}.", icon=":material/info:")
         st.caption(f"{plain(plan_model)}: {fleet_plan.billed_by}. One replica = {fleet_plan.slots_per_replica} slots of "
                    f"{number(fleet_plan.mean_service_s)} s ("
-                   + ("the hourly rollups' busy time over the requests served in the busiest hour: this store holds "
+                   + ("the calculator's mean service time: the logs carry none" if plan_mean_s is not None else
+                      "the hourly rollups' busy time over the requests served in the busiest hour: this store holds "
                       "no raw rows" if rollup_only() else "measured in the busiest hour")
                    + f"), sized for ρ ≤ {rho_target:.0%}"
                    + (f" and a P99 wait under {sla_s:g} s" if sla_s else "") + f", +{redundancy_pct} % redundancy, "
