@@ -505,6 +505,20 @@ def test_compare_plan_by_hand():
         plans.compare_plan([1.0], [1.0, 2.0], [1.0])
 
 
+def test_a_plan_sentence_reads_replica_hours_with_separators_never_an_exponent():
+    """A month of a 20-replica fleet is 14,400 replica-hours: the sentence read "(4.32e+03 of 1.44e+04
+    replica-hours)" (``,.4g``), on the page and on the command line."""
+    r = plans.compare_plan([20.0] * 720, [14.0] * 720, [2.0] * 720)
+    assert r.sentence() == ("scaling to the plan would have saved $8,640.00 over the period at the same SLA "
+                            "(4,320 of 14,400 replica-hours)")
+    short = plans.compare_plan([10.0] * 720, [24.5] * 720, [2.0] * 720)
+    assert short.sentence() == ("meeting the SLA in every hour would have cost $20,880.00 more over the period "
+                                "(10,440 replica-hours); the fleet was short in 720 hours (10,440 replica-hours "
+                                "under the plan)")
+    assert "e+" not in plans.compare_plan([1.5] * 3, [1.0] * 3, [1.0] * 3).sentence()
+    assert "(1.50 of 4.50 replica-hours)" in plans.compare_plan([1.5] * 3, [1.0] * 3, [1.0] * 3).sentence()
+
+
 SIZING = dict(mean_service_s=10.0, target_utilization=0.5, wait_sla_s=None, redundancy=0.0, cv_service=1.0,
               cv_arrival=1.0)
 

@@ -273,18 +273,27 @@ class PlanComparison:
     surplus_usd: float
     saving_usd: float
 
+    @staticmethod
+    def hours_text(v: float) -> str:
+        """Replica-hours with separators: whole as whole, else to two places (``,.4g`` read 1.44e+04).
+
+        >>> PlanComparison.hours_text(14400.0), PlanComparison.hours_text(4.5)
+        ('14,400', '4.50')
+        """
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+
     def sentence(self, span: str = "over the period") -> str:
         """The result in one line, e.g. "scaling to the plan would have saved $64.00 over the period at the
         same SLA (32 replica-hours of 96)"."""
         short = (f"; the fleet was short in {self.short_hours:,} hour{'s' if self.short_hours != 1 else ''} "
-                 f"({self.short_replica_hours:,.4g} replica-hours under the plan)") if self.short_hours else ""
+                 f"({self.hours_text(self.short_replica_hours)} replica-hours under the plan)") if self.short_hours else ""
         if self.saving_usd >= 0.005:
             head = (f"scaling to the plan would have saved ${self.saving_usd:,.2f} {span} at the same SLA "
-                    f"({self.replica_hours_billed - self.replica_hours_planned:,.4g} of "
-                    f"{self.replica_hours_billed:,.4g} replica-hours)")
+                    f"({self.hours_text(self.replica_hours_billed - self.replica_hours_planned)} of "
+                    f"{self.hours_text(self.replica_hours_billed)} replica-hours)")
         elif self.saving_usd <= -0.005:
             head = (f"meeting the SLA in every hour would have cost ${-self.saving_usd:,.2f} more {span} "
-                    f"({self.replica_hours_planned - self.replica_hours_billed:,.4g} replica-hours)")
+                    f"({self.hours_text(self.replica_hours_planned - self.replica_hours_billed)} replica-hours)")
         else:
             head = f"the fleet matched the plan {span}"
         return head + short

@@ -43,9 +43,6 @@ def _summary(c) -> dict:
                                        "surplus_usd", "saving_usd")}
 
 
-def _hours(v: float) -> str:
-    """Replica-hours with separators: whole as whole, else to two places (``,.4g`` printed 9.6e+06)."""
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
 
 
 def run(args) -> int:
@@ -83,8 +80,8 @@ def run(args) -> int:
             continue
         if name == "ahead" and fp.ahead_warning:
             print(f"ahead: what the forecast cannot know: {fp.ahead_warning}")
-        print(f"{name}: {_hours(c.replica_hours_billed)} replica-hours billed (${c.cost_billed_usd:,.2f}), "
-              f"{_hours(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
+        print(f"{name}: {plans.PlanComparison.hours_text(c.replica_hours_billed)} replica-hours billed (${c.cost_billed_usd:,.2f}), "
+              f"{plans.PlanComparison.hours_text(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
         shown = c.hours if args.hours else c.hours[c.hours["short"]]
         if len(shown):
             print(shown.drop(columns=["cost_billed_usd", "cost_planned_usd"]).to_string(
