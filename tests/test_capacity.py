@@ -519,6 +519,23 @@ def test_a_plan_sentence_reads_replica_hours_with_separators_never_an_exponent()
     assert "(1.50 of 4.50 replica-hours)" in plans.compare_plan([1.5] * 3, [1.0] * 3, [1.0] * 3).sentence()
 
 
+def test_plan_hours_print_with_separators_and_cents_never_an_exponent(capsys, tmp_path):
+    """`plan --hours` printed its table with ``,.4g``: a fleet of 10,000 replicas read "1e+04" an hour and its $2 a
+    replica-hour "2"."""
+    from finops.cli import main
+    con = fleet_day_store(10_000)
+    db = tmp_path / "big.duckdb"
+    con.execute(f"ATTACH '{db}' AS out")
+    con.execute("COPY FROM DATABASE memory TO out")
+    con.execute("DETACH out")
+    assert main(["plan", "--model", "m-self", "--db", str(db), "--hours"]) == 0
+    out = capsys.readouterr().out
+    assert "e+" not in out
+    line = next(x for x in out.splitlines() if x.startswith("2026-03-01 12:00"))
+    # evenly spaced arrivals of 10 s each (both CVs 0: no wait): ⌈0.175 × 10 / 0.7⌉ = 3 replicas, ⌈3 × 1.25⌉ = 4
+    assert line.split()[2:5] == ["0.175", "10,000", "4"] and line.split()[5] == "$2.00"
+
+
 SIZING = dict(mean_service_s=10.0, target_utilization=0.5, wait_sla_s=None, redundancy=0.0, cv_service=1.0,
               cv_arrival=1.0)
 

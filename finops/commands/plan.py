@@ -7,6 +7,7 @@ from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.commands._common import add_db, parse_time, print_json, stored_path
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.fmt import number
 from finops.jsonutil import records
 
 NAME = "plan"
@@ -84,8 +85,11 @@ def run(args) -> int:
               f"{plans.PlanComparison.hours_text(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
         shown = c.hours if args.hours else c.hours[c.hours["short"]]
         if len(shown):
-            print(shown.drop(columns=["cost_billed_usd", "cost_planned_usd"]).to_string(
-                float_format=lambda v: f"{v:,.4g}"))
+            # separators and cents, never an exponent (``,.4g`` read a fleet of 10,000 replicas "1e+04")
+            hours = plans.PlanComparison.hours_text
+            print(shown.drop(columns=["cost_billed_usd", "cost_planned_usd"]).to_string(formatters={
+                "qps": number, "replicas_billed": hours, "replicas_planned": hours,
+                "usd_per_replica_hour": lambda v: f"${v:,.2f}"}))
     if fp.ahead_message:
         print(f"ahead: no forecast ({fp.ahead_message})")
     return 0
