@@ -629,6 +629,7 @@ def test_a_forecast_ahead_from_one_day_of_history_says_what_it_cannot_know(capsy
                  "--wait-sla-s", "0", "--redundancy", "0"]) == 0
     out = capsys.readouterr().out
     assert "ahead: what the forecast cannot know: history is 24 hours (1.0 days)" in out
+    assert "over the next 1 day at" in out and "1 days" not in out.replace("(1.0 days)", "")
 
 
 def _chart_layers(chart):

@@ -7,7 +7,7 @@ from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.commands._common import add_db, parse_time, print_json, stored_path
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import number
+from finops.fmt import counted, number
 from finops.jsonutil import records
 
 NAME = "plan"
@@ -62,7 +62,7 @@ def run(args) -> int:
         for name in ("past", "ahead"):
             c = getattr(fp, name)
             out[name] = None if c is None else {**_summary(c), "sentence": c.sentence(
-                "over the period" if name == "past" else f"over the next {args.days} days"),
+                "over the period" if name == "past" else f"over the next {counted(args.days, 'day')}"),
                 "hours": records(c.hours.reset_index())}
         out["ahead_message"] = fp.ahead_message
         out["ahead_warning"] = fp.ahead_warning
@@ -75,7 +75,7 @@ def run(args) -> int:
           f"sized for rho <= {args.target_utilization:g}"
           + (f" and a P99 wait under {args.wait_sla_s:g} s" if args.wait_sla_s else "")
           + f", +{args.redundancy:.0%} redundancy")
-    for name, span in (("past", "over the period"), ("ahead", f"over the next {args.days} days")):
+    for name, span in (("past", "over the period"), ("ahead", f"over the next {counted(args.days, 'day')}")):
         c = getattr(fp, name)
         if c is None:
             continue
