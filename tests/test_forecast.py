@@ -155,3 +155,20 @@ def test_replica_plan_matches_required_servers(six_weeks):
 def test_replica_plan_acceptance_numbers():
     plan = replica_plan(pd.DataFrame({"qps": [50.0]}), service_rate=2.0)
     assert plan.loc[0, ["servers", "replicas", "replicas_at_qps_hi"]].tolist() == [36, 45, 45]
+
+
+def test_a_forecast_with_no_daily_pattern_says_it_does_not_carry_the_daily_peak():
+    """Two days of traffic at 1 req/s all day and 10 req/s from 14:00 to 21:59 (the sample fleet's large model's
+    shape): with no daily pattern the forecast is a damped trend near the mean, 4 req/s, and the Capacity page's
+    "Peak forecast" read about that, under half the 10 req/s of every afternoon in the history. The warning said
+    "a damped trend only"; it now says the history's busiest hour is above every forecast hour."""
+    ts = pd.date_range("2026-01-05", periods=48, freq="h", tz="UTC")
+    qps = pd.Series(np.where((ts.hour >= 14) & (ts.hour < 22), 10.0, 1.0), index=ts)
+    f = forecast_qps(qps, days=1)
+    assert f.seasonal_periods_h == ()
+    assert f.frame["qps"].max() < 10.0
+    assert ("the history's busiest hour (10 req/s) is above every forecast hour: plan on the upper end of the "
+            "interval or that peak") in f.warning
+    # a flat history has no peak to lose
+    flat = forecast_qps(pd.Series(3.0, index=ts), days=1)
+    assert "busiest hour" not in flat.warning

@@ -34,6 +34,7 @@ from statsmodels.tsa.seasonal import MSTL
 
 from finops.capacity.queueing import required_servers
 from finops.errors import InputError
+from finops.fmt import number
 
 __all__ = ["ForecastResult", "forecast_qps", "replica_plan", "hourly_history"]
 
@@ -200,6 +201,11 @@ def forecast_qps(history: pd.Series, days: int = 7, *, interval: float = 0.9) ->
     start = hourly.index[-1] + pd.Timedelta(hours=1)
     index = pd.date_range(start, periods=horizon, freq="h", name="ts")
     frame = pd.DataFrame({"qps": _to_qps(mean), "qps_lo": _to_qps(lo), "qps_hi": _to_qps(hi)}, index=index)
+    peak = float(hourly.max())
+    if not periods and peak > 1.01 * float(frame["qps"].max()):
+        # a damped trend runs near the mean: "peak forecast" read under half of every afternoon of the history
+        notes.append(f"the history's busiest hour ({number(peak)} req/s) is above every forecast hour: plan on the "
+                     "upper end of the interval or that peak")
     seasons = " + ".join({24: "daily", 168: "weekly"}[p] for p in periods) or "none"
     return ForecastResult(
         frame=frame, interval=interval, seasonal_periods_h=periods, history_hours=n,
