@@ -147,3 +147,13 @@ def test_plan_refuses_a_figure_past_what_it_can_mean(demo_db, tmp_path, capsys, 
     assert main(["plan", "--model", "llama-3.1-8b", "--db", str(db), flag, value]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
+
+
+def test_text_lines_count_in_words_with_separators(capsys):
+    # "c = 1 servers" (mmc) and "of 100000 requests" (edge's jitter policies)
+    assert main(["mmc", "--arrival-rate", "0.5", "--service-rate", "1", "--servers", "1"]) == 0
+    assert "c = 1 server, offered load A = 0.5 erlangs" in capsys.readouterr().out
+    assert main(["mmc", "--arrival-rate", "10", "--service-rate", "2", "--servers", "8"]) == 0
+    assert "c = 8 servers, offered load A = 5 erlangs" in capsys.readouterr().out
+    assert main(["edge", "--rtt-dist", "normal", "--jitter-ms", "20", "--samples", "100000"]) == 0
+    assert "of 100,000 requests" in capsys.readouterr().out

@@ -73,6 +73,6 @@ def run(args) -> int:
     print(decision.verdict)
     print(f"break-even: {decision.break_even.note}")
     if policies is not None:
-        print(f"\nescalation pays for {policies.share_pays:.1%} of {policies.n_samples} requests")
+        print(f"\nescalation pays for {policies.share_pays:.1%} of {policies.n_samples:,} requests")
         print(policies.as_frame().to_string(index=False, float_format=lambda v: f"{v:.5g}"))
     return 0

@@ -7,6 +7,7 @@ import math
 from finops.capacity import queueing
 from finops.commands._common import print_json
 from finops.errors import InputError
+from finops.fmt import counted
 from finops.fmt import number as figure
 
 NAME = "mmc"
@@ -88,6 +89,6 @@ def run(args) -> int:
         print_json(out)
         return 0
     print(f"{model_name(args)}: lambda = {figure(args.arrival_rate)} req/s, mu = {figure(mu)} req/s per server, "
-          f"c = {args.servers:,} servers, offered load A = {fmt(args.arrival_rate / mu if mu else math.inf)} erlangs")
+          f"c = {counted(args.servers, 'server')}, offered load A = {fmt(args.arrival_rate / mu if mu else math.inf)} erlangs")
     print_queue_table(result)
     return 0

@@ -71,7 +71,7 @@ def run(args) -> int:
     if fp.state != "ok":
         print(f"no plan: {fp.message}")
         return 1
-    print(f"{fp.model}: {fp.billed_by}; one replica = {fp.slots_per_replica} slots of {fp.mean_service_s:.4g} s, "
+    print(f"{fp.model}: {fp.billed_by}; one replica = {counted(fp.slots_per_replica, 'slot')} of {number(fp.mean_service_s)} s, "
           f"sized for rho <= {args.target_utilization:g}"
           + (f" and a P99 wait under {args.wait_sla_s:g} s" if args.wait_sla_s else "")
           + f", +{args.redundancy:.0%} redundancy")
