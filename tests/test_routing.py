@@ -137,6 +137,18 @@ def test_cascade_escalation_rate_and_rejected_attempt_cost(fleet):
     assert_allclose(s.over_time.escalation_rate.dropna().iloc[0], s.escalation_rate)
 
 
+def test_one_model_on_both_sides_is_refused_by_every_policy_that_moves_traffic(fleet):
+    # the sample with only llama-3.1-8b in the model filter: the page offered it as small and large, and "all-large"
+    # showed a saving ($3,360.00 -> $2,596.42) that was only the cascade attempts the replay leaves out
+    con, _ = fleet
+    for policy in routing.POLICIES:
+        if policy == "as-logged":
+            assert routing.whatif(con, Filters(), policy, small_model=SMALL, large_model=SMALL) is not None
+            continue
+        with pytest.raises(InputError, match=f"the small and the large model are both {SMALL}"):
+            routing.whatif(con, Filters(), policy, small_model=SMALL, large_model=SMALL)
+
+
 def test_whatif_all_small_and_all_large_by_hand(fleet):
     con, df = fleet
     served = df[~df.cache_hit.fillna(False).astype(bool)]

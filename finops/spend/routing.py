@@ -512,6 +512,10 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
     small, large = small_model or d_small, large_model or d_large
     if small is None or large is None:
         raise InputError("the replay needs a small and a large model: mark models small/large in the price book")
+    if small == large and policy != "as-logged":
+        # one model on both sides moves nothing: its "saving" was only the cascade attempts the replay drops
+        raise InputError(f"the small and the large model are both {small}: a routing policy moves traffic between "
+                         "two models. Widen the model filter, or mark another model small or large in the price book")
     length = length or length_field(con, f)
     if threshold is None:
         threshold = default_threshold(con, f, length)
