@@ -139,15 +139,16 @@ def test_a_corrupt_parquet_is_a_sentence_without_the_server_path(con, tmp_path, 
 
 
 def test_a_reader_error_is_a_sentence_and_the_detail_is_logged(con, tmp_path, caplog):
-    """A JSON Lines file broken in the middle: DuckDB's message (with the server path) stays in the log."""
+    """A JSON Lines file broken in the middle: DuckDB's message (with the server path) stays in the log; the person
+    is told the line to mend (Python's reading of it: DuckDB's own names a line after the record it lost)."""
     good = '{"request_id": "r%d", "ts": "2026-11-20T10:00:00Z", "model": "m", "input_tokens": 1}\n'
     f = tmp_path / "broken.jsonl"
     f.write_text(good % 1 + '{"request_id": "r2", "ts": broken\n' + good % 3)
     with caplog.at_level(logging.WARNING, logger="finops"), pytest.raises(InputError) as exc:
         ingest_path(con, f)
-    assert str(exc.value) == ("file broken.jsonl: cannot read it as JSON: the file does not parse. Check that it "
-                              "is complete and valid JSON (quotes closed, the same fields on every line), or pick "
-                              "another format; the reader's own message is in the server log")
+    assert str(exc.value) == ("file broken.jsonl, row 2: line 2 is not valid JSON (Expecting value at character 28): "
+                              "fix or remove that line, then load the file again; nothing was loaded")
+    assert str(f) not in str(exc.value)
     assert str(f) in caplog.text and "Malformed JSON" in caplog.text
     _unchanged(con)
 
@@ -594,3 +595,22 @@ def test_the_scan_finds_blank_json_lines_and_names_the_line_of_a_fault_across_bl
         monkeypatch.setitem(base.LINE_LIMITS, "jsonl", 30)
         with pytest.raises(InputError, match=rf"(line {before + 1} is longer|\(line {before + 1}\))"):
             scan_text(clean)
+
+
+@pytest.mark.parametrize("late", [False, True])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_json_lines_line_that_does_not_parse_refuses_the_file_naming_its_line(con, tmp_path, late, gz):
+    """A canonical JSON Lines file with one cut-off line in the middle (a writer killed mid-line) was refused as
+    "the file does not parse ... (quotes closed, the same fields on every line)", naming no line: in a file of
+    30,000 lines the person could not find it. The refusal names the line; the store is as it was."""
+    lines = [CANONICAL_LINE.format(i=i % 10).replace(f'"r{i % 10}"', f'"r{i}"') for i in range(30_000 if late else 5)]
+    bad = len(lines) - 2 if late else 2
+    lines[bad] = '{"request_id": "r2", "ts"'       # 25 characters: the writer stopped there
+    text = "\n".join(lines) + "\n"
+    f = tmp_path / ("requests.jsonl.gz" if gz else "requests.jsonl")
+    f.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    err = _refused_naming(con, tmp_path, f)
+    assert (err.file, err.row) == (f.name, bad + 1)
+    assert str(err) == (f"file {f.name}, row {bad + 1}: line {bad + 1:,} is not valid JSON (Expecting ':' delimiter "
+                        "at character 26): fix or remove that line, then load the file again; nothing "
+                        "was loaded")

@@ -269,13 +269,37 @@ SCAN_CHUNK = 1 << 20
 log = logging.getLogger("finops")
 
 
-def unreadable(exc: BaseException, *, file: str, what: str) -> InputError:
+def unreadable(exc: BaseException, *, file: str, what: str, p: Probe | None = None) -> InputError:
     """An unexpected reader error (DuckDB's, Arrow's) as a sentence saying what to do; the original,
-    with any server path in it, goes to the ``finops`` log only."""
+    with any server path in it, goes to the ``finops`` log only. For JSON Lines (``p``) the first line that is
+    no JSON is named (:func:`bad_json_line`): DuckDB's reader names none a person can act on."""
     log.warning("reading %s as %s failed", file, what, exc_info=exc)
+    if p is not None and p.kind == "jsonl":
+        bad = bad_json_line(p)
+        if bad is not None:
+            return bad
     return InputError(f"cannot read it as {what}: the file does not parse. Check that it is complete "
                       f"and valid {what} (quotes closed, the same fields on every line), or pick another format; "
                       "the reader's own message is in the server log", file=file)
+
+
+def bad_json_line(p: Probe) -> InputError | None:
+    """The refusal naming the first line of a JSON Lines file that does not parse as JSON, or None when every
+    line does. Streamed a line at a time (lines are at most :data:`MAX_JSON_LINE_BYTES`, :func:`scan_text`)."""
+    import gzip
+
+    opener = gzip.open if p.container == "gzip" else open
+    with opener(p.path, "rt", encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                json.loads((line.lstrip("\ufeff") if lineno == 1 else line).rstrip("\r\n"))
+            except json.JSONDecodeError as exc:
+                return InputError(f"line {lineno:,} is not valid JSON ({exc.msg} at character {exc.pos + 1}): fix "
+                                  "or remove that line, then load the file again; nothing was loaded",
+                                  file=p.name, row=lineno)
+    return None
 
 
 def _nul_error(name: str, offset: int, line: int, container: str) -> InputError:

@@ -593,7 +593,7 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
     try:
         source = adapter.read(con, p, options)
     except (duckdb.Error, pa.ArrowException) as exc:
-        raise unreadable(exc, file=name, what=adapter.name) from None
+        raise unreadable(exc, file=name, what=adapter.name, p=p) from None
     while True:
         source.decimal_comma = decimal_comma(p)
         current = source        # the reading this attempt used: the one to clean up, whatever comes next
@@ -610,7 +610,7 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
                 source = adapter.read(con, p, options)
                 continue
             if source.fallback is None:
-                raise unreadable(exc, file=name, what=adapter.name) from None
+                raise unreadable(exc, file=name, what=adapter.name, p=p) from None
             # the fast typed read met a value it cannot take: read again untyped, row by row checks
             source = source.fallback()
         finally:

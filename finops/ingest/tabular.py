@@ -90,7 +90,7 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
         try:
             described = [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {call}", [path, fmt]).fetchall()]
         except duckdb.Error as exc:
-            raise unreadable(exc, file=p.name, what="JSON") from None
+            raise unreadable(exc, file=p.name, what="JSON", p=p) from None
         cols = [c for c, _ in described]
         if len(described) == 1 and described[0][0] == "json":
             # DuckDB reads records that are not all objects as one column of values: read the objects field by
@@ -125,7 +125,7 @@ def _mixed_records_sql(con: duckdb.DuckDBPyConnection, p: Probe, call: str,
         (structure,) = con.execute(f"SELECT json_group_structure(json) FROM {objects} "
                                    "WHERE json_type(json) = 'OBJECT'", params).fetchone()
     except duckdb.Error as exc:
-        raise unreadable(exc, file=p.name, what="JSON") from None
+        raise unreadable(exc, file=p.name, what="JSON", p=p) from None
     keys = json.loads(structure) if structure else {}
     if not isinstance(keys, dict) or not keys or MIXED_ORDINAL in keys:
         _not_object(con, p, call, params)
@@ -144,7 +144,7 @@ def _not_object(con: duckdb.DuckDBPyConnection, p: Probe, call: str, params: lis
                             "WHERE json_type(json) IS DISTINCT FROM 'OBJECT' ORDER BY ordinality LIMIT 1",
                             params).fetchall()
     except duckdb.Error as exc:
-        raise unreadable(exc, file=p.name, what="JSON") from None
+        raise unreadable(exc, file=p.name, what="JSON", p=p) from None
     if found:
         row, kind = found[0]
         raise InputError(f"expected a record (a JSON object), found {_kind(kind)}", file=p.name, row=int(row))
