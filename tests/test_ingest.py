@@ -779,3 +779,28 @@ def test_a_request_id_of_a_no_break_space_is_no_id(tmp_path):
     assert (r.rows_ingested, r.rows_rejected) == (2, 0)
     ids = dict(c.execute("SELECT input_tokens, request_id FROM requests").fetchall())
     assert ids[6] == "b" and re.fullmatch(r"[0-9a-f]{32}-1", ids[5])
+
+
+EPOCHS = {"s": "1767603600", "ms": "1767603600123", "us": "1767603600123456", "ns": "1767603600123456789",
+          "ns_late": "1767603600999999999"}
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_time_in_epoch_nanoseconds_is_read_as_nanoseconds(tmp_path, kind):
+    """OpenTelemetry, Go and pandas write times as nanoseconds since 1970: 1767603600123456789 was read as
+    microseconds, the year 57983, and every row rejected "outside 2015-01-01 to ...". Seconds, milliseconds,
+    microseconds and nanoseconds are told apart by magnitude; a whole count is read as a whole number (through a
+    double, .123456789 s became .123457 and .999999999 the next second)."""
+    if kind == "csv":
+        text = "request_id,ts,model\n" + "".join(f"{k},{v},gpt-4o\n" for k, v in EPOCHS.items())
+    else:
+        text = "".join(f'{{"request_id": "{k}", "ts": {v}, "model": "gpt-4o"}}\n' for k, v in EPOCHS.items())
+    f = tmp_path / f"epochs.{kind}"
+    f.write_text(text)
+    c = store.connect(":memory:")
+    [r] = ingest_path(c, f)
+    assert (r.rows_ingested, r.rows_rejected) == (5, 0), r.rejects
+    got = dict(c.execute("SELECT request_id, strftime(ts, '%Y-%m-%d %H:%M:%S.%f') FROM requests").fetchall())
+    assert got == {"s": "2026-01-05 09:00:00.000000", "ms": "2026-01-05 09:00:00.123000",
+                   "us": "2026-01-05 09:00:00.123456", "ns": "2026-01-05 09:00:00.123456",
+                   "ns_late": "2026-01-05 09:00:00.999999"}

@@ -152,13 +152,16 @@ def _ts_expr(x: str, src_type: str) -> str:
         return f"timezone('UTC', {x})"
     if t.startswith("TIMESTAMP") or t == "DATE":
         return f"CAST({x} AS TIMESTAMP)"
-    if t in ("BIGINT", "INTEGER", "DOUBLE", "FLOAT", "HUGEINT", "UBIGINT", "DECIMAL") or t.startswith("DECIMAL"):
+    if t in ("BIGINT", "INTEGER", "HUGEINT", "UBIGINT", "SMALLINT", "TINYINT", "UINTEGER"):
+        return f"finops_epoch_whole(TRY_CAST({x} AS BIGINT), CAST({x} AS DOUBLE))"
+    if t in ("DOUBLE", "FLOAT", "DECIMAL") or t.startswith("DECIMAL"):
         return f"finops_epoch(CAST({x} AS DOUBLE))"
     s = f"trim(CAST({x} AS VARCHAR))"
     # the common ISO forms parse in one cast; epochs, comma decimals ("10:00:00,123") and
     # more than 6 fractional digits take the slower path, only for the rows that need it
     return (f"coalesce(timezone('UTC', TRY_CAST({s} AS TIMESTAMPTZ)), "
             f"CASE WHEN {s} = '' THEN NULL "
+            f"WHEN regexp_full_match({s}, '-?\\d+') THEN finops_epoch_whole(TRY_CAST({s} AS BIGINT), CAST({s} AS DOUBLE)) "
             f"WHEN regexp_full_match({s}, '-?\\d+(\\.\\d+)?([eE][+-]?\\d+)?') THEN finops_epoch(CAST({s} AS DOUBLE)) "
             f"ELSE timezone('UTC', TRY_CAST(regexp_replace(replace({s}, ',', '.'), '(\\.\\d{{6}})\\d+', '\\1') "
             f"AS TIMESTAMPTZ)) END)")
@@ -331,13 +334,24 @@ def _install_macros(con: duckdb.DuckDBPyConnection) -> None:
     lo, hi = timestamp_window()
     con.execute("SET VARIABLE finops_ts_min = CAST(? AS TIMESTAMP)", [lo])
     con.execute("SET VARIABLE finops_ts_max = CAST(? AS TIMESTAMP)", [hi])
-    # seconds, milliseconds or microseconds since the epoch, told apart by magnitude; NULL (the row rejected: "cannot
-    # read ... as a time") for one no microsecond count holds (1e300, NaN: the cast to BIGINT stopped the whole load)
+    # seconds, milliseconds, microseconds or nanoseconds since the epoch, told apart by magnitude (under 1e11 s is
+    # before the year 5138, as 1e14 ms and 1e17 us are; nanoseconds since 1973 are past 1e17); NULL (the row rejected:
+    # "cannot read ... as a time") for one no microsecond count holds (1e300, NaN: the cast to BIGINT stopped the
+    # whole load)
     con.execute("""CREATE OR REPLACE TEMP MACRO finops_epoch(v) AS
         CASE WHEN v IS NULL OR NOT isfinite(v) OR abs(v) >= 9223372036854775808.0 THEN NULL
              WHEN abs(v) < 1e11 THEN make_timestamp(CAST(v * 1e6 AS BIGINT))
              WHEN abs(v) < 1e14 THEN make_timestamp(CAST(v * 1e3 AS BIGINT))
-             ELSE make_timestamp(CAST(v AS BIGINT)) END""")
+             WHEN abs(v) < 1e17 THEN make_timestamp(CAST(v AS BIGINT))
+             ELSE make_timestamp(CAST(trunc(v / 1e3) AS BIGINT)) END""")
+    # the same for a whole count ``n`` (``v`` the same as a double, for one past BIGINT): read exactly, not through
+    # a double (1767603600123456789 ns is 1767603600123456768 as one, and rounded up a microsecond)
+    con.execute("""CREATE OR REPLACE TEMP MACRO finops_epoch_whole(n, v) AS
+        CASE WHEN n IS NULL THEN finops_epoch(v)
+             WHEN abs(v) < 1e11 THEN make_timestamp(n * 1000000)
+             WHEN abs(v) < 1e14 THEN make_timestamp(n * 1000)
+             WHEN abs(v) < 1e17 THEN make_timestamp(n)
+             ELSE make_timestamp(n // 1000) END""")
 
 
 def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list, checks_on: bool = True,
