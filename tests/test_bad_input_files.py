@@ -614,3 +614,46 @@ def test_a_json_lines_line_that_does_not_parse_refuses_the_file_naming_its_line(
     assert str(err) == (f"file {f.name}, row {bad + 1}: line {bad + 1:,} is not valid JSON (Expecting ':' delimiter "
                         "at character 26): fix or remove that line, then load the file again; nothing "
                         "was loaded")
+
+
+# ---------------------------------------------------------------- text that is not UTF-8
+
+EXCEL_ROWS = [("e1", "2026-11-20 10:00:00", "gpt-4o", "Zürich ops", "812", "143"),      # HEADER's order
+              ("e2", "2026-11-20 10:00:01", "gpt-4o-mini", "東京", "450", "96")]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_a_utf16_file_as_excel_saves_unicode_text_loads_as_its_utf8_twin(con, tmp_path, encoding):
+    """Excel's "Unicode Text" (and PowerShell's Out-File) write UTF-16 with a byte-order mark, tab-separated: it was
+    refused as "the file is binary, not CSV, JSON(L), Parquet or log text". Its text is read as written."""
+    bom = {"utf-16": "", "utf-16-le": "\ufeff", "utf-16-be": "\ufeff"}[encoding]
+    text = "\r\n".join("\t".join(r) for r in [tuple(HEADER.strip().split(",")), *EXCEL_ROWS]) + "\r\n"
+    f = tmp_path / "excel.txt"
+    f.write_bytes((bom + text).encode(encoding))
+    [r] = ingest_path(con, f)
+    assert (r.file, r.format, r.rows_read, r.rows_ingested, r.rows_rejected) == ("excel.txt", "canonical", 2, 2, 0)
+    got = con.execute("SELECT request_id, strftime(ts, '%Y-%m-%d %H:%M:%S'), model, tenant, input_tokens, "
+                      "output_tokens FROM requests ORDER BY request_id").fetchall()
+    assert got == [(a, b, c, d, int(e), int(g)) for a, b, c, d, e, g in EXCEL_ROWS]
+    again = ingest_path(con, f)[0]
+    assert (again.rows_ingested, again.duplicates_skipped) == (0, 2) and store.row_count(con) == 2
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_a_latin1_file_is_refused_naming_the_line_of_its_first_byte_that_is_not_utf8(con, tmp_path, late):
+    """Excel's "CSV (Comma delimited)" writes the Windows code page: "Zürich" as 0xFC. Early in the file it was
+    refused as "binary"; past the first 256 KiB as "the file does not parse ... quotes closed". The refusal names
+    the byte and its line and says how to save the file; the store is as it was."""
+    rows = [_row(i) for i in range(1, (12_000 if late else 4))]
+    at = len(rows) - 2
+    rows[at] = rows[at].replace("acme", "Zürich")
+    f = tmp_path / "excel.csv"
+    f.write_bytes((HEADER + "".join(rows)).encode("cp1252"))
+    offset = len((HEADER + "".join(rows[:at])).encode("cp1252")) + rows[at].index("ü")
+    assert late == (offset > HEAD_BYTES)
+    err = _refused_naming(con, tmp_path, f)
+    assert (err.file, err.row) == ("excel.csv", at + 2)
+    assert str(err) == (f"file excel.csv, row {at + 2}: the file is not UTF-8 text: byte 0xFC at byte {offset:,} "
+                        f"(line {at + 2:,}) is not UTF-8 (a Latin-1 / Windows-1252 file, as Excel's \"CSV (Comma "
+                        "delimited)\" saves it). Save it as UTF-8 (Excel: \"CSV UTF-8 (Comma delimited)\") and load "
+                        "it again")

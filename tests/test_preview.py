@@ -123,3 +123,14 @@ def test_unreadable_files_are_refused_by_name(con, tmp_path, content, match):
     f.write_bytes(content)
     with pytest.raises(InputError, match=f"file upload.bin: .*{match}"):
         preview_path(con, f)
+
+
+def test_a_utf16_upload_previews_as_its_text(con, tmp_path):
+    """Excel's "Unicode Text" (UTF-16, tab-separated) was refused as binary by the preview as by the load; it
+    previews as the canonical CSV it is, its container the file itself (not a zip)."""
+    f = tmp_path / "excel.txt"
+    f.write_bytes("request_id\tts\tmodel\ttenant\ne1\t2026-11-20 10:00:00\tgpt-4o\tZürich\n".encode("utf-16"))
+    p = preview_path(con, f)
+    assert (p.container, p.kind, p.format, p.ready) == ("text", "csv", "canonical", True)
+    assert list(p.rows["tenant"]) == ["Zürich"] and list(p.rows["model"]) == ["gpt-4o"]
+    assert _nothing_written(con)

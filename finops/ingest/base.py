@@ -274,6 +274,11 @@ def unreadable(exc: BaseException, *, file: str, what: str, p: Probe | None = No
     with any server path in it, goes to the ``finops`` log only. For JSON Lines (``p``) the first line that is
     no JSON is named (:func:`bad_json_line`): DuckDB's reader names none a person can act on."""
     log.warning("reading %s as %s failed", file, what, exc_info=exc)
+    if p is not None and p.kind in ("csv", "jsonl", "json", "text"):
+        # a reader stops at a byte that is no UTF-8 (past the head the probe read) without naming its line
+        bad = not_utf8(p)
+        if bad is not None:
+            return bad
     if p is not None and p.kind == "jsonl":
         bad = bad_json_line(p)
         if bad is not None:
@@ -299,6 +304,45 @@ def bad_json_line(p: Probe) -> InputError | None:
                 return InputError(f"line {lineno:,} is not valid JSON ({exc.msg} at character {exc.pos + 1}): fix "
                                   "or remove that line, then load the file again; nothing was loaded",
                                   file=p.name, row=lineno)
+    return None
+
+
+#: the bytes of a text file besides printable ones (tab, newline, carriage return, form feed, escape)
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\x1b")
+
+
+def looks_like_text(head: bytes) -> bool:
+    """No control byte but a text file's: not UTF-8 maybe, but text (a Latin-1 CSV), not binary."""
+    return not any(c < 0x20 and c not in _TEXT_CONTROLS or c == 0x7f for c in head[:4096])
+
+
+def not_utf8(p: Probe) -> InputError | None:
+    """The refusal naming the first byte of a text file that is not UTF-8, with its offset and line, or None when
+    every byte is. Streamed a MiB at a time (decompressed)."""
+    import gzip
+
+    opener = gzip.open if p.container == "gzip" else open
+    offset, line, carry = 0, 1, b""
+    with opener(p.path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            data = carry + chunk
+            try:
+                data.decode("utf-8")
+                carry = b""
+            except UnicodeDecodeError as exc:
+                if exc.reason == "unexpected end of data" and len(data) - exc.start < 4:
+                    carry = data[exc.start:]            # a character cut by the chunk's end
+                    data = data[:exc.start]
+                else:
+                    at = offset + exc.start
+                    line += data.count(b"\n", 0, exc.start)
+                    return InputError(
+                        f"the file is not UTF-8 text: byte 0x{data[exc.start]:02X} at byte {at:,} (line {line:,}) "
+                        "is not UTF-8 (a Latin-1 / Windows-1252 file, as Excel's \"CSV (Comma delimited)\" saves "
+                        "it). Save it as UTF-8 (Excel: \"CSV UTF-8 (Comma delimited)\") and load it again",
+                        file=p.name, row=line)
+            offset += len(data)
+            line += data.count(b"\n")
     return None
 
 

@@ -8,6 +8,7 @@ that cannot be read at all (empty, binary, truncated, unknown format) raises
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import json
@@ -38,7 +39,9 @@ from finops.ingest.base import (
     TextScan,
     adapter_named,
     decimal_comma,
+    looks_like_text,
     missing_id_sql,
+    not_utf8,
     probe,
     scan_text,
     unreadable,
@@ -126,6 +129,10 @@ def detect(p: Probe, forced: str | None = None, mapped: bool = False):
     if p.kind == "empty":
         raise InputError("the file is empty", file=p.name)
     if p.kind == "binary":
+        if looks_like_text(p.head):
+            refusal = not_utf8(p)
+            if refusal is not None:
+                raise refusal
         raise InputError("the file is binary, not CSV, JSON(L), Parquet or log text", file=p.name)
     if forced:
         return adapter_named(forced)
@@ -481,6 +488,30 @@ def _zip_limit() -> int:
     return int(text) if text and text.isdigit() else MAX_UNZIPPED_BYTES
 
 
+def utf8_text(path: Path, workdir: Path, name: str) -> Path:
+    """A UTF-16 text file (its byte-order mark first: Excel's "Unicode Text", PowerShell's ``Out-File``) copied to
+    ``workdir`` as UTF-8, the text every reader takes; any other file is itself. At most 1.5 bytes of UTF-8 per
+    2 of UTF-16: refused when the temporary folder has not that much free."""
+    with open(path, "rb") as fh:
+        bom = fh.read(2)
+    if bom not in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return path
+    need = path.stat().st_size * 3 // 2
+    free = shutil.disk_usage(workdir).free
+    if need > free:
+        raise InputError(f"the UTF-16 file needs {need:,} bytes as UTF-8 and the temporary folder has {free:,} "
+                         "free: save it as UTF-8", file=name)
+    target = workdir / f"utf8-{len(list(workdir.iterdir())):04d}-{path.name}"
+    try:
+        with open(path, encoding="utf-16", newline="") as src, open(target, "w", encoding="utf-8", newline="") as dst:
+            for chunk in iter(lambda: src.read(1 << 20), ""):
+                dst.write(chunk)
+    except UnicodeError:
+        raise InputError("the file starts as UTF-16 text (its byte-order mark) but holds bytes that are not: save it "
+                         "again as UTF-8", file=name) from None
+    return target
+
+
 def expand(path: Path, workdir: Path) -> list[tuple[Path, str]]:
     """A zip becomes its members (extracted to ``workdir``); anything else is itself.
 
@@ -547,7 +578,7 @@ def ingest_path(con: duckdb.DuckDBPyConnection, path: str | Path, options: Inges
     if path.is_dir():
         raise InputError(f"is a folder: give the files in it (e.g. {path / '*.csv'})", file=str(path))
     with tempfile.TemporaryDirectory(prefix="finops-") as tmp:
-        members = expand(path, Path(tmp))
+        members = [(utf8_text(m, Path(tmp), name), name) for m, name in expand(path, Path(tmp))]
         label = options.file_label or path.name
         results = []
         for member, name in members:

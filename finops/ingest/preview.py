@@ -139,8 +139,9 @@ def preview_path(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | N
     with tempfile.TemporaryDirectory(prefix="finops-preview-") as tmp:
         members = loader.expand(path, Path(tmp))
         member, member_name = members[0]
+        zipped = len(members) > 1 or member != path
         shown_name = name if len(members) == 1 else f"{name}:{member_name.split(':', 1)[-1]}"
-        p = probe(member, shown_name)
+        p = probe(loader.utf8_text(member, Path(tmp), shown_name), shown_name)
         mapped = bool(options.mapping or options.tenant_field)
         needs_mapping = False
         try:
@@ -162,7 +163,7 @@ def preview_path(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | N
                 rows = _canonical_rows(con, adapter, p, options, n)
             except InputError as exc:      # e.g. "names no model": the form asks for what is missing
                 message = str(exc)
-        container = "zip" if len(members) > 1 or member != path else p.container
+        container = "zip" if zipped else p.container
         return Preview(name, p.kind, container, adapter.name, adapter.label, cols, raw, rows, needs_mapping,
                        [m for _, m in members] if container == "zip" else [], message)
 
