@@ -657,3 +657,35 @@ def test_a_latin1_file_is_refused_naming_the_line_of_its_first_byte_that_is_not_
                         f"(line {at + 2:,}) is not UTF-8 (a Latin-1 / Windows-1252 file, as Excel's \"CSV (Comma "
                         "delimited)\" saves it). Save it as UTF-8 (Excel: \"CSV UTF-8 (Comma delimited)\") and load "
                         "it again")
+
+
+# ---------------------------------------------------------------- a file too wide to read
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "json"])
+def test_a_file_of_more_columns_than_the_limit_is_refused_before_it_is_read(con, tmp_path, kind):
+    """Three rows of 10,000 columns (300 KB): as CSV the load ran out of its 768 MB and was refused as "the file
+    does not parse ... (quotes closed ...)"; as JSON Lines it loaded after 610 s at 1.3 GB. A file of more than
+    MAX_COLUMNS columns is refused at once, saying how many it has; the store is as it was."""
+    import json
+
+    from finops.ingest.base import MAX_COLUMNS
+    assert MAX_COLUMNS == 1_000
+    recs = [{"request_id": f"w{k}", "ts": "2026-11-20T10:00:00Z", "model": "gpt-4o",
+             **{f"c{i}": i for i in range(10_000)}} for k in range(3)]
+    f = tmp_path / f"wide.{kind}"
+    if kind == "csv":
+        f.write_text(",".join(recs[0]) + "\n" + "".join(",".join(map(str, r.values())) + "\n" for r in recs))
+    else:
+        f.write_text("".join(json.dumps(r) + "\n" for r in recs) if kind == "jsonl" else json.dumps(recs))
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == (f"file wide.{kind}: the file has 10,003 columns, more than the 1,000 a log file may have "
+                        "(each is read for every row): keep the columns the requests need and load it again")
+
+
+def test_a_file_of_as_many_columns_as_the_limit_loads(con, tmp_path):
+    from finops.ingest.base import MAX_COLUMNS
+    names = ["request_id", "ts", "model"] + [f"c{i}" for i in range(MAX_COLUMNS - 3)]
+    f = tmp_path / "wide.csv"
+    f.write_text(",".join(names) + "\n" + "r1,2026-11-20T10:00:00Z,gpt-4o," + ",".join("7" * (MAX_COLUMNS - 3)) + "\n")
+    [r] = ingest_path(con, f)
+    assert (r.rows_ingested, r.rows_rejected) == (1, 0)

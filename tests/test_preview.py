@@ -134,3 +134,11 @@ def test_a_utf16_upload_previews_as_its_text(con, tmp_path):
     assert (p.container, p.kind, p.format, p.ready) == ("text", "csv", "canonical", True)
     assert list(p.rows["tenant"]) == ["Zürich"] and list(p.rows["model"]) == ["gpt-4o"]
     assert _nothing_written(con)
+
+
+def test_a_file_of_more_columns_than_the_limit_is_refused_by_the_preview_too(con, tmp_path):
+    f = tmp_path / "wide.csv"
+    f.write_text(",".join(["ts", "model"] + [f"c{i}" for i in range(5_000)]) + "\n")
+    with pytest.raises(InputError, match="file wide.csv: the file has 5,002 columns, more than the 1,000"):
+        preview_path(con, f)
+    assert _nothing_written(con)

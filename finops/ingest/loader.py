@@ -44,6 +44,7 @@ from finops.ingest.base import (
     not_utf8,
     probe,
     scan_text,
+    too_wide,
     unreadable,
 )
 
@@ -602,6 +603,9 @@ def _ingest_one(con, path: Path, name: str, options: IngestOptions, progress: Pr
         raise InputError(f"--records-path reaches into a JSON document or JSON lines; this file is "
                          f"{ {'csv': 'a CSV', 'parquet': 'Parquet', 'text': 'text'}[p.kind]}", file=name,
                          field="records_path")
+    wide = too_wide(p)
+    if wide is not None:
+        raise wide
     # a column mapping implies generic; --tenant-field alone does not (every format may take one)
     adapter = detect(p, options.format, bool(options.mapping))
     # the file's hash on a thread (hashlib lets go of the GIL) while the checks below read it: 0.45 s of a

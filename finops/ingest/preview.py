@@ -15,7 +15,7 @@ import pandas as pd
 
 from finops.errors import InputError
 from finops.ingest import loader
-from finops.ingest.base import IngestOptions, Probe, adapter_named, decimal_comma, probe
+from finops.ingest.base import IngestOptions, Probe, adapter_named, decimal_comma, probe, too_wide
 from finops.ingest.tabular import relation_sql
 
 TABULAR = ("csv", "jsonl", "json", "parquet")
@@ -142,6 +142,9 @@ def preview_path(con: duckdb.DuckDBPyConnection, path: str | Path, name: str | N
         zipped = len(members) > 1 or member != path
         shown_name = name if len(members) == 1 else f"{name}:{member_name.split(':', 1)[-1]}"
         p = probe(loader.utf8_text(member, Path(tmp), shown_name), shown_name)
+        wide = too_wide(p)
+        if wide is not None:
+            raise wide
         mapped = bool(options.mapping or options.tenant_field)
         needs_mapping = False
         try:
