@@ -145,3 +145,28 @@ def test_a_small_store_whose_requests_all_fail_is_not_called_within_thresholds(t
         # the rule's title as it is written, not lower-cased; an admin (local mode) is told where to lower the minimum
         assert "Error rate above 1 %: 1 window with 3 requests in all (a window needs 50)" in w, w
         assert "lower the rule's minimum requests per window on the Incidents page" in w
+
+
+def test_an_excel_upload_in_utf16_loads_and_one_in_latin1_is_refused_in_a_sentence(empty_db):
+    """Excel's "Unicode Text" (UTF-16) and "CSV (Comma delimited)" (Windows-1252) uploads were both refused as
+    "the file is binary"; the first loads now, the second names its byte, line and how to save it."""
+    at = run_page(empty_db, "views/data.py")
+    at.file_uploader(key="uploads").set_value(
+        ("unicode.txt", "request_id\tts\tmodel\ttenant\nr1\t2026-11-20T10:00:00Z\tgpt-4o\tZürich\n".encode("utf-16"),
+         "text/plain"))
+    at.run()
+    [load] = [b for b in at.button if b.label == "Load unicode.txt into the store"]
+    load.click()
+    at.run()
+    assert not at.exception and not at.error and "unicode.txt is loaded" in texts(at)
+    con = store.connect(empty_db)
+    assert con.execute("SELECT tenant, model FROM requests").fetchall() == [("Zürich", "gpt-4o")]
+    con.close()
+    at.file_uploader(key="uploads").set_value(
+        ("excel.csv", "request_id,ts,model,tenant\nr2,2026-11-20T10:00:00Z,gpt-4o,Zürich\n".encode("cp1252"),
+         "text/csv"))
+    at.run()
+    assert not at.exception
+    [err] = at.error
+    assert err.value.startswith(r"Cannot load this file: file excel.csv, row 2: the file is not UTF-8 text: byte 0xFC "
+                                r"at byte 59 \(line 2\)")      # 27 bytes of header, 31 to the tenant, its Z
