@@ -689,3 +689,13 @@ def test_a_file_of_as_many_columns_as_the_limit_loads(con, tmp_path):
     f.write_text(",".join(names) + "\n" + "r1,2026-11-20T10:00:00Z,gpt-4o," + ",".join("7" * (MAX_COLUMNS - 3)) + "\n")
     [r] = ingest_path(con, f)
     assert (r.rows_ingested, r.rows_rejected) == (1, 0)
+
+
+def test_a_csv_header_that_repeats_a_column_name_names_it_and_both_places(con, tmp_path):
+    """A spreadsheet export with two "model" columns was refused as "the CSV header repeats a column name": in a
+    header of 40 columns the person had to find which. The refusal names the column, both its places and the fix."""
+    f = tmp_path / "dup.csv"
+    f.write_text("request_id,ts,model,tenant,model\nr1,2026-11-20T10:00:00Z,gpt-4o,acme,other\n")
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == ("file dup.csv, row 1, field model: the CSV header repeats the column 'model' (columns 3 and "
+                        "5): rename or remove one and load the file again")

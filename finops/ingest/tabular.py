@@ -66,8 +66,12 @@ def _reader(con: duckdb.DuckDBPyConnection, p: Probe, typed: bool) -> tuple[str,
                 "file_row_number", "file_row_number + 1", {})
     if p.kind == "csv":
         cols = list(p.columns)
-        if len(set(cols)) != len(cols):
-            raise InputError("the CSV header repeats a column name", file=p.name, row=1)
+        seen: dict[str, int] = {}
+        for i, c in enumerate(cols, start=1):
+            if c in seen:
+                raise InputError(f"the CSV header repeats the column {c!r} (columns {seen[c]} and {i}): rename or "
+                                 "remove one and load the file again", file=p.name, row=1, field=c)
+            seen[c] = i
         spec = {c: "VARCHAR" for c in cols + ["_extra"]}
         if typed:
             # canonical names read as numbers and times by the CSV reader itself (a fifth less CPU than text
