@@ -699,3 +699,19 @@ def test_a_csv_header_that_repeats_a_column_name_names_it_and_both_places(con, t
     err = _refused_naming(con, tmp_path, f)
     assert str(err) == ("file dup.csv, row 1, field model: the CSV header repeats the column 'model' (columns 3 and "
                         "5): rename or remove one and load the file again")
+
+
+def test_canonical_columns_named_in_another_case_are_named_with_the_mapping_that_loads_them(con, tmp_path):
+    """A canonical CSV whose header a spreadsheet capitalised ("Model", "Input_Tokens") was refused as "no known log
+    format recognised ... use --format generic with --map", naming neither column. The refusal names them and
+    gives the --map that loads the file (it does: the same rows as the lower-case header gives)."""
+    from finops.ingest import IngestOptions
+    f = tmp_path / "caps.csv"
+    f.write_text("request_id,TS,Model,Input_Tokens\nc1,2026-11-20T10:00:00Z,gpt-4o,812\n")
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == ("file caps.csv: no known log format recognised, but the columns TS, Model, Input_Tokens are "
+                        "the canonical ts, model, input_tokens written in another case: rename them, or load it with "
+                        "--map ts=TS,model=Model,input_tokens=Input_Tokens")
+    [r] = ingest_path(con, f, IngestOptions(mapping={"ts": "TS", "model": "Model", "input_tokens": "Input_Tokens"}))
+    assert r.rows_ingested == 1
+    assert con.execute("SELECT model, input_tokens FROM requests WHERE request_id = 'c1'").fetchall() == [("gpt-4o", 812)]

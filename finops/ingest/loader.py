@@ -142,6 +142,13 @@ def detect(p: Probe, forced: str | None = None, mapped: bool = False):
     scored = sorted(((a.sniff(p), a) for a in ADAPTERS), key=lambda t: -t[0])
     scored = [(s, a) for s, a in scored if s > 0]
     if not scored:
+        cased = [(schema_name, c) for c in p.columns for schema_name in schema.NAMES
+                 if c != schema_name and c.lower() == schema_name]
+        if cased:
+            raise InputError("no known log format recognised, but the columns " + ", ".join(c for _, c in cased)
+                             + " are the canonical " + ", ".join(n for n, _ in cased) + " written in another case: "
+                             "rename them, or load it with --map " + ",".join(f"{n}={c}" for n, c in cased),
+                             file=p.name)
         raise InputError("no known log format recognised; supported formats: "
                          + ", ".join(a.name for a in ADAPTERS)
                          + ". For any other CSV/JSONL/Parquet use --format generic with --map", file=p.name)
