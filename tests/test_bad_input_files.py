@@ -715,3 +715,14 @@ def test_canonical_columns_named_in_another_case_are_named_with_the_mapping_that
     [r] = ingest_path(con, f, IngestOptions(mapping={"ts": "TS", "model": "Model", "input_tokens": "Input_Tokens"}))
     assert r.rows_ingested == 1
     assert con.execute("SELECT model, input_tokens FROM requests WHERE request_id = 'c1'").fetchall() == [("gpt-4o", 812)]
+
+
+@pytest.mark.parametrize("text", ["[]", " [ \n ]\n", '{"data": []}'])
+def test_an_empty_json_array_is_refused_as_holding_no_rows(con, tmp_path, text):
+    """An export of no requests (``[]``, or a page ``{"data": []}``) was refused as "no known log format recognised;
+    supported formats: ... use --format generic with --map": there is no format to pick. It says the file holds
+    no rows, as a CSV of a header only does."""
+    f = tmp_path / "none.json"
+    f.write_text(text)
+    err = _refused_naming(con, tmp_path, f)
+    assert str(err) == "file none.json: the file holds no rows (an empty JSON array)"

@@ -125,6 +125,18 @@ class IngestResult:
 
 # ---------------------------------------------------------------- detection
 
+def _empty_json_array(head: bytes) -> bool:
+    """The whole file (its head) is ``[]`` or an object whose only array is empty (``{"data": []}``)."""
+    try:
+        doc = json.loads(head.decode("utf-8").lstrip("\ufeff"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    if isinstance(doc, dict):
+        arrays = [v for v in doc.values() if isinstance(v, list)]
+        return len(arrays) == 1 and not arrays[0]
+    return doc == []
+
+
 def detect(p: Probe, forced: str | None = None, mapped: bool = False):
     """Pick the adapter for a probed file, or raise with the candidates."""
     if p.kind == "empty":
@@ -142,6 +154,8 @@ def detect(p: Probe, forced: str | None = None, mapped: bool = False):
     scored = sorted(((a.sniff(p), a) for a in ADAPTERS), key=lambda t: -t[0])
     scored = [(s, a) for s, a in scored if s > 0]
     if not scored:
+        if p.kind in ("json", "jsonl") and _empty_json_array(p.head):
+            raise InputError("the file holds no rows (an empty JSON array)", file=p.name)
         cased = [(schema_name, c) for c in p.columns for schema_name in schema.NAMES
                  if c != schema_name and c.lower() == schema_name]
         if cased:
