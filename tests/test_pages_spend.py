@@ -484,8 +484,8 @@ def test_a_spend_column_shows_sub_cent_amounts_rather_than_zero(tmp_path):
                   query_params={"from": "2026-03-02", "to": "2026-03-02"})
     assert not at.exception, [e.value for e in at.exception]
     units = next(d for d in at.dataframe if "served_tokens" in d.value.columns)
-    assert json.loads(units.proto.columns)["cost_usd"]["type_config"]["format"] == "$%,.4f"
-    assert units.value.set_index("model").loc["tiny", "cost_usd"] == pytest.approx(0.0043)
+    assert json.loads(units.proto.columns)["request_cost_usd"]["type_config"]["format"] == "$%,.4f"
+    assert units.value.set_index("model").loc["tiny", "request_cost_usd"] == pytest.approx(0.0043)
 
 
 def test_the_data_page_gives_a_batchs_span_once_for_one_day_or_one_minute(tmp_path):
