@@ -131,6 +131,16 @@ def number(x, digits: int = 4) -> str:
     return f"{x:,.{digits}g}"
 
 
+def whole_or_places(v) -> str:
+    """A count that may be fractional (replica-hours) with separators: whole as whole, else to two places
+    (``,.4g`` read 1.44e+04).
+
+    >>> whole_or_places(14400.0), whole_or_places(4.5)
+    ('14,400', '4.50')
+    """
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+
+
 def period(since, until) -> str:
     """A period ``[since, until)`` as people say it: the last day included, times only when not whole days.
 

@@ -34,7 +34,7 @@ from finops.capacity.calculator import required_replicas as calculator_required
 from finops.capacity.observed import covered_s, fleet_filters, observed_load
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import number
+from finops.fmt import number, whole_or_places
 
 if TYPE_CHECKING:                    # statsmodels takes seconds to import: only when forecasting
     from finops.capacity.forecast import ForecastResult
@@ -273,27 +273,18 @@ class PlanComparison:
     surplus_usd: float
     saving_usd: float
 
-    @staticmethod
-    def hours_text(v: float) -> str:
-        """Replica-hours with separators: whole as whole, else to two places (``,.4g`` read 1.44e+04).
-
-        >>> PlanComparison.hours_text(14400.0), PlanComparison.hours_text(4.5)
-        ('14,400', '4.50')
-        """
-        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
-
     def sentence(self, span: str = "over the period") -> str:
         """The result in one line, e.g. "scaling to the plan would have saved $64.00 over the period at the
         same SLA (32 replica-hours of 96)"."""
         short = (f"; the fleet was short in {self.short_hours:,} hour{'s' if self.short_hours != 1 else ''} "
-                 f"({self.hours_text(self.short_replica_hours)} replica-hours under the plan)") if self.short_hours else ""
+                 f"({whole_or_places(self.short_replica_hours)} replica-hours under the plan)") if self.short_hours else ""
         if self.saving_usd >= 0.005:
             head = (f"scaling to the plan would have saved ${self.saving_usd:,.2f} {span} at the same SLA "
-                    f"({self.hours_text(self.replica_hours_billed - self.replica_hours_planned)} of "
-                    f"{self.hours_text(self.replica_hours_billed)} replica-hours)")
+                    f"({whole_or_places(self.replica_hours_billed - self.replica_hours_planned)} of "
+                    f"{whole_or_places(self.replica_hours_billed)} replica-hours)")
         elif self.saving_usd <= -0.005:
             head = (f"meeting the SLA in every hour would have cost ${-self.saving_usd:,.2f} more {span} "
-                    f"({self.hours_text(self.replica_hours_planned - self.replica_hours_billed)} replica-hours)")
+                    f"({whole_or_places(self.replica_hours_planned - self.replica_hours_billed)} replica-hours)")
         else:
             head = f"the fleet matched the plan {span}"
         return head + short

@@ -7,7 +7,7 @@ from finops.capacity.forecast import MAX_FORECAST_DAYS
 from finops.commands._common import add_db, parse_time, print_json, stored_path
 from finops.errors import InputError
 from finops.filters import Filters
-from finops.fmt import counted, number
+from finops.fmt import counted, number, whole_or_places
 from finops.jsonutil import records
 
 NAME = "plan"
@@ -81,12 +81,12 @@ def run(args) -> int:
             continue
         if name == "ahead" and fp.ahead_warning:
             print(f"ahead: what the forecast cannot know: {fp.ahead_warning}")
-        print(f"{name}: {plans.PlanComparison.hours_text(c.replica_hours_billed)} replica-hours billed (${c.cost_billed_usd:,.2f}), "
-              f"{plans.PlanComparison.hours_text(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
+        print(f"{name}: {whole_or_places(c.replica_hours_billed)} replica-hours billed (${c.cost_billed_usd:,.2f}), "
+              f"{whole_or_places(c.replica_hours_planned)} planned (${c.cost_planned_usd:,.2f}): {c.sentence(span)}")
         shown = c.hours if args.hours else c.hours[c.hours["short"]]
         if len(shown):
             # separators and cents, never an exponent (``,.4g`` read a fleet of 10,000 replicas "1e+04")
-            hours = plans.PlanComparison.hours_text
+            hours = whole_or_places
             print(shown.drop(columns=["cost_billed_usd", "cost_planned_usd"]).to_string(formatters={
                 "qps": number, "replicas_billed": hours, "replicas_planned": hours,
                 "usd_per_replica_hour": lambda v: f"${v:,.2f}"}))

@@ -316,13 +316,17 @@ def too_wide(p: Probe) -> InputError | None:
                       "read for every row): keep the columns the requests need and load it again", file=p.name)
 
 
+def open_probed(p: Probe, mode: str = "rb", **kwargs):
+    """The probed file's (decompressed) content, opened in ``mode``: a gzip file through :mod:`gzip`."""
+    import gzip
+
+    return (gzip.open if p.container == "gzip" else open)(p.path, mode, **kwargs)
+
+
 def bad_json_line(p: Probe) -> InputError | None:
     """The refusal naming the first line of a JSON Lines file that does not parse as JSON, or None when every
     line does. Streamed a line at a time (lines are at most :data:`MAX_JSON_LINE_BYTES`, :func:`scan_text`)."""
-    import gzip
-
-    opener = gzip.open if p.container == "gzip" else open
-    with opener(p.path, "rt", encoding="utf-8", errors="replace") as fh:
+    with open_probed(p, "rt", encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -347,11 +351,8 @@ def looks_like_text(head: bytes) -> bool:
 def not_utf8(p: Probe) -> InputError | None:
     """The refusal naming the first byte of a text file that is not UTF-8, with its offset and line, or None when
     every byte is. Streamed a MiB at a time (decompressed)."""
-    import gzip
-
-    opener = gzip.open if p.container == "gzip" else open
     offset, line, carry = 0, 1, b""
-    with opener(p.path, "rb") as fh:
+    with open_probed(p, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             data = carry + chunk
             try:
@@ -606,15 +607,12 @@ def scan_text(p: Probe, stop: threading.Event | None = None, lines: bool = True,
     first before reading a file and the second beside it: :class:`TextScan`). ``stop``, once set, ends
     the reading at the next block with :class:`ScanStopped`.
     """
-    import gzip
-
     limit = LINE_LIMITS.get(p.kind)
     if limit is None or p.container not in ("text", "gzip"):
         return
     quotes = quotes and p.kind == "csv"
     if not (lines or quotes):
         return
-    opener = gzip.open if p.container == "gzip" else open
     chunk_size = min(SCAN_CHUNK, limit)
     offset, since_nl = 0, 0
     follow = CsvQuotes(p.name, p.columns, p.delimiter) if quotes else None
@@ -622,7 +620,7 @@ def scan_text(p: Probe, stop: threading.Event | None = None, lines: bool = True,
     blanks = lines and p.kind == "jsonl" and p.container == "text"
     blank, pending = False, True        # pending: only white space since the last newline
     try:
-        with opener(p.path, "rb") as fh:
+        with open_probed(p, "rb") as fh:
             for chunk in iter(lambda: fh.read(chunk_size), b""):
                 if stop is not None and stop.is_set():
                     raise ScanStopped
@@ -666,11 +664,8 @@ _WHITE = re.compile(rb"[ \t\r]*")
 def _line_at(p: Probe, offset: int) -> int:
     """The number of the line that holds byte ``offset`` of the (decompressed) text: its newlines before it are
     counted only where a message needs them (a refused file), not on every scan."""
-    import gzip
-
-    opener = gzip.open if p.container == "gzip" else open
     line, left = 1, offset
-    with opener(p.path, "rb") as fh:
+    with open_probed(p, "rb") as fh:
         while left > 0:
             chunk = fh.read(min(SCAN_CHUNK, left))
             if not chunk:
