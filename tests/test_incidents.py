@@ -5,6 +5,7 @@ replicas that began no service in the outage, the requests that failed or broke 
 the premium SLA stayed broken on 11-27.
 """
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -63,13 +64,60 @@ FROM requests WHERE model = ? AND replica IS NOT NULL AND ts >= ? AND ts < ? GRO
     assert "Bring llama-3.1-70b-r1 and llama-3.1-70b-r2 back (or replace them)" in inc.action
 
 
-def test_one_replica_out_is_brought_back_as_it(fortnight):
-    # the sample's 11-17 llama-3.1-8b outage of one replica read "Bring llama-3.1-8b-r3 back (or replace them)"
-    found = incidents.incidents(fortnight, Filters(datetime(2026, 11, 15), datetime(2026, 11, 29)))
-    [one] = [i for i in found if i.cause == "replica_outage" and i.start.date() == datetime(2026, 11, 17).date()]
-    assert one.title == "1 of 4 llama-3.1-8b replicas served nothing from 19:05 to 19:10"
-    assert [o.replica for o in one.outages] == ["llama-3.1-8b-r3"]
-    assert one.action.startswith("Bring llama-3.1-8b-r3 back (or replace it); until then")
+def _round_robin(gap_from: datetime, gap_to: datetime) -> list[dict]:
+    """``m`` on four replicas, one request every 2 s from 09:00 to 12:00 of 2026-12-01, request i on replica
+    ``m-r{i % 4}``; in [gap_from, gap_to) the requests of m-r3 fail and name no replica (it is out)."""
+    rows = []
+    for i in range(5400):
+        ts = datetime(2026, 12, 1, 9) + timedelta(seconds=2 * i)
+        out = i % 4 == 3 and gap_from <= ts < gap_to
+        rows.append({"request_id": f"q{i}", "ts": ts.isoformat() + "Z", "model": "m", "tenant": "t",
+                     "input_tokens": 100, "output_tokens": 10, "queue_ms": 0.0, "total_ms": 400.0,
+                     "replica": None if out else f"m-r{i % 4}", "status": "error" if out else "ok"})
+    return rows
+
+
+def test_one_replica_out_for_half_an_hour_is_an_incident_and_is_brought_back_as_it(tmp_path):
+    """m-r3 out 10:00-10:30 (its requests there fail: a quarter of the traffic, an error-rate alert). Worked by
+    hand: its last start is request 1799 at 09:59:58, its next request 2703 at 10:30:06. The model's starts
+    inside that gap: the 900 requests of 10:00-10:30 less m-r3's 225 failed ones, and 2700-2702: 678. Its share
+    within an hour either side: 09:00-09:59:58 holds 1,800 starts (450 of m-r3), 10:30:06-11:30:06 holds 1,801
+    (451 of m-r3): 901 / 3,601, so the gap should have held 901 / 3,601 x 678 = 169.6 of its starts."""
+    from helpers import store_of_records
+    c = store.connect(store_of_records(tmp_path, _round_robin(datetime(2026, 12, 1, 10), datetime(2026, 12, 1, 10, 30))))
+    [one] = [i for i in incidents.incidents(c) if i.cause == "replica_outage"]
+    assert one.title == "1 of 4 m replicas served nothing from 10:00 to 10:30"
+    [o] = one.outages
+    assert (o.replica, o.idle_from, o.idle_to) == ("m-r3", datetime(2026, 12, 1, 9, 59, 58),
+                                                   datetime(2026, 12, 1, 10, 30, 6))
+    assert o.expected == pytest.approx(901 / 3601 * 678)
+    assert one.action.startswith("Bring m-r3 back (or replace it); until then")
+    c.close()
+
+
+def test_a_replica_quiet_in_its_busy_hours_is_judged_by_the_hours_around_its_gap_whatever_the_period(fortnight):
+    """The sample's llama-3.1-8b-r3 takes half of its model's starts at dawn and 2 % at the evening peak. Its
+    13-minute gap on 11-17 (19:01:44-19:14:34) was called an outage over the fortnight (its share read over the
+    incident's 14:00-21:00 and 3 h around: about 10 %, 24.8 starts expected) but not over that day alone (the
+    day's incident was 19:00-20:00: 4.3 %). Its share within an hour of the gap, counted here: about 3 %, 7 of
+    the gap's 231 starts: no outage, whatever period it is read in; the planted 70b outage of 11-23 stays one."""
+    g0, g1 = datetime(2026, 11, 17, 19, 1, 44, 457000), datetime(2026, 11, 17, 19, 14, 34, 341000)
+    near, r3, inside = fortnight.execute(f"""
+WITH s AS (SELECT replica, {START_OF_SERVICE} AS start_ms FROM requests WHERE model = 'llama-3.1-8b'
+           AND replica IS NOT NULL AND NOT coalesce(cache_hit, false) AND ts >= ? AND ts < ?)
+SELECT count(*) FILTER (WHERE NOT (start_ms > epoch_us(?::TIMESTAMP) / 1e3 AND start_ms < epoch_us(?::TIMESTAMP) / 1e3)
+                        AND start_ms >= epoch_us(?::TIMESTAMP) / 1e3 - 3600e3 AND start_ms <= epoch_us(?::TIMESTAMP) / 1e3 + 3600e3),
+       count(*) FILTER (WHERE replica = 'llama-3.1-8b-r3' AND NOT (start_ms > epoch_us(?::TIMESTAMP) / 1e3
+                        AND start_ms < epoch_us(?::TIMESTAMP) / 1e3) AND start_ms >= epoch_us(?::TIMESTAMP) / 1e3 - 3600e3
+                        AND start_ms <= epoch_us(?::TIMESTAMP) / 1e3 + 3600e3),
+       count(*) FILTER (WHERE start_ms > epoch_us(?::TIMESTAMP) / 1e3 AND start_ms < epoch_us(?::TIMESTAMP) / 1e3)
+FROM s""", [g0 - timedelta(hours=3), g1 + timedelta(hours=3)] + [g0, g1] * 5).fetchall()[0]
+    assert r3 / near * inside < incidents.OUTAGE_EXPECTED / 2        # 7.1: a quiet replica, not one out
+    seen = {}
+    for f in (Filters(), Filters(datetime(2026, 11, 17), datetime(2026, 11, 18)), Filters(DAY, DAY + timedelta(days=1))):
+        seen[f] = sorted((o.replica, o.idle_from) for i in incidents.incidents(fortnight, f) for o in i.outages)
+    assert {tuple(v) for v in seen.values()} == {(), tuple(seen[Filters()])}
+    assert [r for r, _ in seen[Filters()]] == ["llama-3.1-70b-r1", "llama-3.1-70b-r2"]
 
 
 def test_the_outage_incident_carries_its_error_rate_alerts_and_its_requests(con):
@@ -283,7 +331,7 @@ def _counted_alone(con, f: Filters, inc, sla: dict, metric: str | None) -> tuple
             f"SELECT count(ttft_ms) > 0 FROM requests WHERE {where} AND model = ? AND ts >= ? AND ts < ? "
             "AND NOT coalesce(cache_hit, false)", [*params, inc.model, inc.start, inc.end]).fetchall()[0][0] \
             else "total_ms"
-    fleet_where, fleet_params = diagnose.fleet_filters(f).where()
+    fleet_where, fleet_params = replace(diagnose.fleet_filters(f), models=()).where()
     flags = f"""
 WITH t AS (SELECT unnest(?::VARCHAR[]) AS tier, unnest(?::DOUBLE[]) AS sla_ms),
 r AS (SELECT request_id, tenant, total_ms, coalesce(status, 'ok') <> 'ok' AS failed,
@@ -318,6 +366,18 @@ def test_the_requests_hit_read_for_all_incidents_at_once_are_each_incidents_own(
         assert (inc.requests, inc.affected, inc.failed, inc.over_sla) == (n, k, failed, over), inc.key
         assert inc.tenants == hit_tenants and inc.hit["request_id"].tolist() == listed, inc.key
         assert inc.fleet_share == pytest.approx(n / fleet), inc.key
+
+
+def test_a_model_filter_does_not_make_the_model_the_whole_fleet(con):
+    # filtered to llama-3.1-70b, the outage's evidence read "llama-3.1-70b carried 100% of the fleet's requests in
+    # those hours": the fleet was counted over the filtered models only
+    f = Filters(DAY, DAY + timedelta(days=1))
+    alone = _outage_incident(incidents.incidents(con, replace(f, models=(MODEL,))))
+    every = con.execute("SELECT count(*) FROM requests WHERE ts >= ? AND ts < ? AND NOT coalesce(cache_hit, false)",
+                        [alone.start, alone.end]).fetchall()[0][0]
+    assert alone.fleet_share == pytest.approx(alone.requests / every) and alone.fleet_share < 0.5
+    assert alone.fleet_share == _outage_incident(incidents.incidents(con, f)).fleet_share
+    assert f"{MODEL} carried {alone.fleet_share:.0%} of the fleet's requests in those hours" in alone.evidence[1]
 
 
 def test_the_outages_read_at_once_are_each_spans_own(con):
