@@ -489,6 +489,28 @@ def test_simulate_policies_in_slots_and_downsampled():
         plans.policies_for(("no such policy",))
 
 
+def test_autoscaling_without_a_wait_sla_counts_no_seconds_over_one():
+    """No P99 wait SLA (``None``; the page's field at 0, as the calculator reads it) judges no second: the
+    autoscaling table had "Seconds over the 2 s P99 SLA", an SLA nobody set. Hand count: 1 req/s for the 900 s run on
+    replicas of 2 req/s, the HPA keeping ⌈1 / (2 × 0.7)⌉ = 1 replica: ρ = 0.5, Erlang C = ρ = 0.5, and the P99 wait
+    ln(0.5 / 0.01) / (2 − 1) = ln 50 = 3.912 s every second; 900 replica-seconds = 0.25 GPU-hours."""
+    kw = dict(base_qps=1.0, peak_qps=1.0, service_rate_per_replica=2.0, policy_names=("reactive HPA",),
+              warm_pool_replicas=0, gpu_hour_usd=2.0)
+    two = plans.simulate_policies(**kw, wait_sla_s=2.0)
+    assert two.summary["sla_violation_s"].tolist() == [900]                  # 3.912 s > 2 s every second
+    assert "misses the 2 s P99 wait SLA" in two.note
+    assert plans.simulate_policies(**kw, wait_sla_s=4.0).summary["sla_violation_s"].tolist() == [0]
+    none = plans.simulate_policies(**kw, wait_sla_s=None)
+    s = none.summary.iloc[0]
+    assert s["sla_violation_s"] is None                                      # not judged, as wait_sla_met
+    assert s["peak_p99_wait_s"] == pytest.approx(math.log(50))
+    assert (s["gpu_hours"], s["cost_usd"], s["peak_replicas"]) == pytest.approx((0.25, 0.5, 1))
+    assert none.note == ""                                                   # no SLA to miss
+    assert_allclose(none.timeline["p99_wait_s"], math.log(50))
+    direct = autoscale.simulate(np.full(900, 1.0), 2.0, wait_sla_s=None)
+    assert direct.summary["sla_violation_s"] is None and not direct.timeline["sla_violated"].any()
+
+
 # ---------------------------------------------------------------- capacity meets cost
 
 def test_compare_plan_by_hand():

@@ -215,6 +215,25 @@ def test_forecast_and_autoscaling_sections_when_opened(demo_page):
     assert "forecast: the" in texts(at)
 
 
+def test_autoscaling_with_the_wait_sla_at_0_judges_no_sla_as_the_calculator_does(empty_db):
+    """The P99 wait SLA field at 0 is no SLA in the calculator and the plan; the autoscaling table took it as 2 s
+    ("Seconds over the 2 s P99 SLA"). Now its table has no such column and its caption says there is no SLA."""
+    at = run_page(empty_db, PAGE)
+    at.session_state["cap_autoscale"] = True
+    at.number_input(key="cap_sla_s").set_value(0.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    summary = next(df.value for df in at.dataframe if "peak_replicas" in df.value.columns)
+    assert "sla_violation_s" not in summary.columns
+    assert set(summary["policy"]) >= {"reactive HPA", "predictive + warm pool"}
+    body = texts(at)
+    assert "No P99 wait SLA (the field above is 0)" in body
+    assert "2 s P99" not in body and "SLA 2 s" not in body
+    at.number_input(key="cap_sla_s").set_value(1.5).run()                 # an SLA is counted against, as before
+    summary = next(df.value for df in at.dataframe if "peak_replicas" in df.value.columns)
+    assert summary.set_index("policy").loc["reactive HPA", "sla_violation_s"] > 0
+    assert "No P99 wait SLA" not in texts(at)
+
+
 def test_empty_store_sections_say_they_need_logs(empty_db):
     at = run_page(empty_db, PAGE)
     at.session_state["cap_forecast"] = True

@@ -659,16 +659,19 @@ with auto_box:
             warm_pool_replicas=int(b2.number_input("Warm pool (replicas)", min_value=0, max_value=calculator.MAX_INSTANCES, value=10, key="cap_as_pool")),
             policy_names=tuple(b3.multiselect("Policies", list(plans.POLICY_NAMES), default=list(plans.POLICY_NAMES),
                                               key="cap_as_policies")),
-            wait_sla_s=sla_s or 2.0, target_utilization=rho_target)
+            # 0 is no SLA, as in the calculator above (it was taken as 2 s here, a figure nobody set)
+            wait_sla_s=sla_s or None, target_utilization=rho_target)
         if not kwargs["policy_names"]:
             st.info("Pick at least one policy.")
         else:
             run = _simulate(**kwargs)
             if run.note:
                 st.warning(run.note, icon=":material/warning:")
-            st.dataframe(run.summary, placeholder=MISSING, hide_index=True, column_config={
+            no_sla = kwargs["wait_sla_s"] is None
+            st.dataframe(run.summary.drop(columns="sla_violation_s") if no_sla else run.summary,
+                         placeholder=MISSING, hide_index=True, column_config={
                 "policy": "Policy",
-                "sla_violation_s": st.column_config.NumberColumn(f"Seconds over the {kwargs['wait_sla_s']:g} s P99 SLA",
+                "sla_violation_s": st.column_config.NumberColumn(f"Seconds over the {number(sla_s)} s P99 SLA",
                                                                  format="%d"),
                 "shed_requests": st.column_config.NumberColumn("Shed requests", format="%,.0f"),
                 "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%,.2f"),
@@ -682,6 +685,10 @@ with auto_box:
                 for col, chart in zip(cols, panels[i:i + 2], strict=False):
                     col.altair_chart(charts.beside(chart))
             step = f"; the charts show one point per {run.step_s} s" if run.step_s > 1 else ""
+            if no_sla:
+                st.caption("No P99 wait SLA (the field above is 0): no second is counted as over an SLA, so the "
+                           "policies compare on shed requests, queue, peak P99 wait, replicas and GPU cost; enter an "
+                           "SLA above to count the seconds each policy spends over it.")
             st.caption(f"Traffic: {run.traffic_label}. Source: {origin}. A 1 s fluid simulation (finops.capacity.autoscale): "
                        f"HPA every 15 s with 10 % tolerance and 300 s scale-down stabilisation; new replicas are ready "
                        f"after the cold start, warm-pool ones after 5 s; predictive policies see a perfect forecast "

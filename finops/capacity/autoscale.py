@@ -101,9 +101,10 @@ class SimulationResult:
 
     timeline columns: t_s, arrival_rate_per_s, admitted_rate_per_s, shed_per_s,
     ready_replicas, provisioned_replicas (ready + starting), warm_pool_ready, queue_len
-    (requests), p99_wait_s, sla_violated.
-    summary keys: policy, sla_violation_s, shed_requests, gpu_hours, cost_usd (None without
-    a price), peak_queue_len, peak_p99_wait_s (None if unbounded), peak_replicas.
+    (requests), p99_wait_s, sla_violated (False throughout without an SLA).
+    summary keys: policy, sla_violation_s (None without an SLA: nothing judged), shed_requests,
+    gpu_hours, cost_usd (None without a price), peak_queue_len, peak_p99_wait_s (None if
+    unbounded), peak_replicas.
     """
 
     policy: Policy
@@ -191,14 +192,17 @@ def _p99_wait_s(admitted: np.ndarray, queue_len: np.ndarray, ready: np.ndarray, 
 
 
 def simulate(arrival_rate_per_s, service_rate: float, policy: Policy = DEFAULT_POLICIES[0], *,
-             cold_start_s: int = 90, wait_sla_s: float = 2.0, initial_replicas: int | None = None,
+             cold_start_s: int = 90, wait_sla_s: float | None = 2.0, initial_replicas: int | None = None,
              forecast_per_s=None, sheddable_share: float = 0.3, usd_per_gpu_hour: float | None = None,
              gpus_per_replica: int = 1) -> SimulationResult:
     """Run one policy over λ per second (see the module docstring for the model).
 
     ``initial_replicas`` defaults to the steady-state fleet for λ at t = 0 at the policy's
     target utilisation; ``forecast_per_s`` (for ``scaler="predictive"``) defaults to the
-    traffic itself, i.e. a perfect forecast. ``wait_sla_s`` is the P99 queue-wait SLA.
+    traffic itself, i.e. a perfect forecast. ``wait_sla_s`` is the P99 queue-wait SLA; ``None`` is no
+    SLA, as in :func:`finops.capacity.calculator.calculate`: no second is judged (``sla_violation_s``
+    None) and the policies size for their target utilisation alone, as they always do (0 is an SLA
+    that no request may wait).
 
     >>> lam = ramp_traffic()
     >>> simulate(lam, 2.0).summary["sla_violation_s"] > 60
@@ -212,7 +216,7 @@ def simulate(arrival_rate_per_s, service_rate: float, policy: Policy = DEFAULT_P
     _validate(lam, mu, policy, cold_start_s)
     if not 0 <= sheddable_share <= 1:
         raise InputError(f"must be in [0, 1], got {sheddable_share}", field="sheddable_share")
-    if wait_sla_s < 0:
+    if wait_sla_s is not None and not wait_sla_s >= 0:
         raise InputError(f"must be >= 0, got {wait_sla_s}", field="wait_sla_s")
     n = lam.size
     forecast = lam if forecast_per_s is None else np.asarray(forecast_per_s, dtype=float)
@@ -303,7 +307,7 @@ def simulate(arrival_rate_per_s, service_rate: float, policy: Policy = DEFAULT_P
 
     admitted = lam - t_shed
     p99 = _p99_wait_s(admitted, t_queue, t_ready, mu)
-    violated = p99 > wait_sla_s
+    violated = p99 > wait_sla_s if wait_sla_s is not None else np.zeros(n, dtype=bool)
     timeline = pd.DataFrame({
         "t_s": np.arange(n), "arrival_rate_per_s": lam, "admitted_rate_per_s": admitted,
         "shed_per_s": t_shed, "ready_replicas": t_ready, "provisioned_replicas": t_prov,
@@ -313,7 +317,7 @@ def simulate(arrival_rate_per_s, service_rate: float, policy: Policy = DEFAULT_P
     peak_p99 = float(p99.max())
     summary = {
         "policy": policy.name,
-        "sla_violation_s": int(violated.sum()),
+        "sla_violation_s": int(violated.sum()) if wait_sla_s is not None else None,
         "shed_requests": float(t_shed.sum()),
         "gpu_hours": gpu_hours,
         "cost_usd": None if usd_per_gpu_hour is None else gpu_hours * usd_per_gpu_hour,

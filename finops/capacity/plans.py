@@ -193,13 +193,15 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
                       base_qps: float = 14.0, peak_qps: float = 28.0, ramp_start_s: int = RAMP_START_S, ramp_s: int = 30,
                       duration_s: int = RAMP_RUN_S, forecast_qps_hourly: tuple[float, ...] = (),
                       service_rate_per_replica: float = 2.0, slots_per_replica: int = 1,
-                      cold_start_s: int = 90, wait_sla_s: float = 2.0,
+                      cold_start_s: int = 90, wait_sla_s: float | None = 2.0,
                       warm_pool_replicas: int = 10, target_utilization: float = 0.7, gpus_per_replica: int = 1,
                       gpu_hour_usd: float | None = None, max_points: int = 900) -> AutoscaleRun:
     """Run the policies on the seed's ramp (``traffic="ramp"``) or on forecast hours
     (``"forecast"``: the climb to the peak, :func:`forecast_window`, at 1 s steps by interpolation).
 
-    The predictive policies see the traffic itself as their forecast (a perfect forecast).
+    The predictive policies see the traffic itself as their forecast (a perfect forecast). ``wait_sla_s``
+    None is no P99 wait SLA, as in the calculator: the summary's ``sla_violation_s`` is None (no second
+    judged) and there is no note about missing it.
 
     :mod:`finops.capacity.autoscale` treats a replica as one server. A replica of ``slots_per_replica``
     slots is simulated as that many servers of ``service_rate_per_replica / slots`` req/s each (so
@@ -209,6 +211,8 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
     # each input within what a what-if can mean: a cold start of 1e12 s asked numpy for 7.28 TiB
     check_whole("cold_start_s", cold_start_s, 0, MAX_COLD_START_S)
     check_whole("warm_pool_replicas", warm_pool_replicas, 0, MAX_INSTANCES)
+    if wait_sla_s is not None:
+        check_positive("wait_sla_s", wait_sla_s, allow_zero=True, most=MAX_TARGET_S)
     if traffic == "ramp":
         for name, value in (("base_qps", base_qps), ("peak_qps", peak_qps)):
             check_positive(name, value, allow_zero=True, most=MAX_ARRIVAL_RATE)
@@ -241,7 +245,7 @@ def simulate_policies(*, traffic: str = "ramp", policy_names: tuple[str, ...] = 
         queue_len=("queue_len", "max"), p99_wait_s=("p99_wait_s", "max"), shed_per_s=("shed_per_s", "mean"),
         ready_replicas=("ready_replicas", "min")).reset_index().rename(columns={"bucket": "t_s"})
     note = ""
-    if (summary["sla_violation_s"] > lam.size / 2).all():
+    if wait_sla_s is not None and (summary["sla_violation_s"] > lam.size / 2).all():
         note = (f"Every policy misses the {wait_sla_s:g} s P99 wait SLA most of the time. The policies size for "
                 f"ρ ≤ {target_utilization:.0%} alone, and at that ρ this fleet's steady-state P99 wait is already "
                 "over the SLA (long requests on few slots): lower the target utilisation, or plan with the "
