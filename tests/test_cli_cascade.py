@@ -49,7 +49,9 @@ def test_cascade_json_choice_null_when_floor_unreachable(capsys):
 def test_cascade_json_per_query_costs(capsys):
     out = run_json(capsys, "cascade", GSM8K, "--map",
                    MAP + ",cost_small=mixtral_cost_usd_est,cost_large=gpt4_cost_usd_est")
-    assert out["curve"][0]["avg_cost"] < out["curve"][-1]["avg_cost"] < 0.01     # USD per query
+    # the file's USD per query, returned per 1,000 queries as the page and the text give them: Mixtral alone at
+    # its column's mean 0.0000816 $ a query, every query escalated at both calls' 0.003835 $
+    assert (out["curve"][0]["avg_cost"], out["curve"][-1]["avg_cost"]) == pytest.approx((0.0815982, 3.835002), rel=1e-6)
     assert out["choice"] is None                                               # no floor given
 
 
@@ -98,14 +100,15 @@ def test_cascade_without_a_confidence_gives_the_baselines(capsys):
     assert_allclose((half["avg_cost"], half["avg_quality"]), (0.5 * 1 + 0.5 * 8, 0.39))
     assert main(["cascade", MMLU, "--map", MMLU_MAP, "--cost-small", "1", "--cost-large", "8"]) == 0
     text = capsys.readouterr().out
-    assert "no threshold to sweep" in text and "oracle router          23.0%         2.61   0.5500" in text
+    assert "no threshold to sweep" in text and "oracle router          23.0%        $2.61   0.5500" in text
 
 
 @pytest.mark.parametrize("floor, expected", [
     # 0.40 is 8 of the 14 points from Mixtral's 32 % to GPT-4's 46 %: 8/14 of requests to GPT-4, 1 + 7 x 8/14 = 5
-    ("0.4", "quality floor 0.4: sending a random 57.1% of requests to the large model meets it, cost 5;"),
-    ("0.3", "quality floor 0.3: small only meets it, cost 1, quality 0.3200"),
-    ("0.46", "quality floor 0.46: direct to large meets it, cost 8, quality 0.4600"),
+    ("0.4", "quality floor 0.4: sending a random 57.1% of requests to the large model meets it, cost $5.00 per 1,000 "
+            "queries;"),
+    ("0.3", "quality floor 0.3: small only meets it, cost $1.00 per 1,000 queries, quality 0.3200"),
+    ("0.46", "quality floor 0.46: direct to large meets it, cost $8.00 per 1,000 queries, quality 0.4600"),
     ("0.5", "quality floor 0.5: neither model alone reaches it; only a router better than random can (the oracle "
             "router reaches 0.5500)"),
     ("0.6", "quality floor 0.6: no router reaches it on these queries (the oracle router's ceiling is 0.5500)")])
@@ -149,7 +152,34 @@ def test_cascade_reads_several_files_of_one_eval_as_one(capsys):
 def test_cascade_text_output(capsys):
     assert main(["cascade", "--example-table", "--quality-floor", "0.9"]) == 0
     text = capsys.readouterr().out
-    assert "tau 0.8, escalate 30.0%, cost 3.4" in text and "0.288" in text
+    # the seed's table at $1 and $8 per 1,000: (3.40 − 1.96) / 5 points = $0.288 a point, shown with cents
+    assert "tau 0.8, escalate 30.0%, cost $3.40 per 1,000 queries" in text and "$0.29" in text
+
+
+def test_cascade_text_prints_money_per_1000_queries_never_an_exponent(capsys):
+    """GSM8K with its per-query cost columns (USD per query): the text printed "8.15982e-05" and "5.429e-05". It
+    now prints dollars per 1,000 queries, the Cascade page's unit (``EvalData.per_1k_queries``), through fmt.usd.
+    Hand count from the file: Mixtral alone costs its column's mean, 0.0000815982 $ a query = $0.082 per 1,000;
+    escalating every query pays both calls, 0.003835002 $ = $3.84 per 1,000."""
+    import re
+
+    import pandas as pd
+
+    from finops.fmt import usd
+    argv = ["cascade", GSM8K, "--map", MAP + ",cost_small=mixtral_cost_usd_est,cost_large=gpt4_cost_usd_est",
+            "--quality-floor", "0.75"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert not re.search(r"\d[eE][+-]?\d", text), text
+    assert "costs in USD per 1,000 queries" in text
+    rows = {line.split()[1]: line.split()[2] for line in text.splitlines() if re.match(r"\s+[\d.]+\s+[\d.]+%", line)}
+    assert rows["0.0%"] == "$0.082" and rows["100.0%"] == "$3.84"
+    evals = pd.read_csv(GSM8K)
+    out = run_json(capsys, *argv)                        # the same unit in JSON, as raw numbers
+    assert out["curve"][0]["avg_cost"] == pytest.approx(evals["mixtral_cost_usd_est"].mean() * 1000)
+    assert out["curve"][0]["avg_cost"] == pytest.approx(0.0815982, rel=1e-6)
+    assert out["curve"][-1]["avg_cost"] == pytest.approx(3.835002, rel=1e-6)
+    assert f"cost {usd(out['choice']['avg_cost'])} per 1,000 queries, quality 0.7506" in text
 
 
 @pytest.mark.parametrize("argv, message", [

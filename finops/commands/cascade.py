@@ -3,15 +3,20 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from finops.cascade import sweep as cascade
 from finops.commands._common import print_json
 from finops.errors import InputError
+from finops.fmt import MISSING, number, usd
 from finops.ingest import uploads
 
 NAME = "cascade"
 MAX_TEXT_ROWS = 25
 HELP = ("Sweep a small->large cascade's confidence threshold over an eval CSV (or a tau table): "
         "curve, Pareto frontier, cheapest tau meeting a quality floor, APGR/CPT.")
+#: every cost this command prints or returns, as on the Cascade page (a file's cost columns are USD per query)
+COST_UNIT = "USD per 1,000 queries"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,12 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "MMLU eval is a file per subject); or a tau table with --parametric")
     parser.add_argument("--map", dest="mapping", metavar="KEY=COL,...", action="append",
                         help="columns for small_quality, large_quality and optional confidence (none: the "
-                             "baselines only), per-query cost_small, cost_large, comma-separated or the flag "
-                             "repeated (default: columns with those names)")
+                             "baselines only), per-query cost_small, cost_large (USD per query), comma-separated or "
+                             "the flag repeated (default: columns with those names)")
     parser.add_argument("--cost-small", type=float,
-                        help="flat cost of one small-model call (any unit, e.g. USD per query)")
+                        help="flat cost of the small model in USD per 1,000 queries (the Cascade page's unit)")
     parser.add_argument("--cost-large", type=float,
-                        help="flat cost of one large-model call, same unit as --cost-small")
+                        help="flat cost of the large model in USD per 1,000 queries")
     parser.add_argument("--quality-floor", type=float,
                         help="minimum average quality (0-1 for correctness); picks the cheapest tau meeting it (an eval with "
                              "no confidence: the cheapest of either model alone and a random share to the large one)")
@@ -36,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "0.65/12%%/88%%); costs default to 1 and 8 USD per 1,000 queries")
     parser.add_argument("--json", action="store_true",
                         help="print JSON with keys curve, frontier, choice, metrics (an eval with no confidence: "
-                             "baselines, random_routing, note, and choice with --quality-floor)")
+                             "baselines, random_routing, note, and choice with --quality-floor); costs as numbers "
+                             "in USD per 1,000 queries")
 
 
 def _flat_cost(value: float | None, column: object, name: str) -> float | object:
@@ -65,8 +71,9 @@ def build_report(args) -> cascade.CascadeReport | cascade.Baselines:
         return cascade.analyse_curve(cascade.parametric_curve(table, cs, cl), quality_floor=args.quality_floor)
     if not args.file:
         raise InputError("needs FILE (an eval CSV), or --example-table")
+    # a file's cost columns are USD per query; this command's unit is the page's, USD per 1,000 queries
     data = uploads.concat_evals([uploads.load_eval_csv(path, args.mapping) for path in args.file],
-                                uploads.files_label(list(args.file)))
+                                uploads.files_label(list(args.file))).per_1k_queries()
     cs = _flat_cost(args.cost_small, data.cost_small, "cost_small")
     cl = _flat_cost(args.cost_large, data.cost_large, "cost_large")
     if data.confidence is None:            # two models' grades alone: what any router could reach
@@ -83,15 +90,15 @@ def floor_sentence(base: cascade.Baselines, floor: float) -> str:
     """What meets ``floor`` with no confidence signal: the cheapest of the two models alone and a random share
     sent to the large model, or how far a router would have to beat random (the oracle's ceiling)."""
     pick, ceiling = base.cheapest_meeting(floor), base.oracle_router.avg_quality
-    head = f"quality floor {floor:g}: "
+    head = f"quality floor {figure(floor)}: "
     if pick is None:
         return head + (f"neither model alone reaches it; only a router better than random can (the oracle router "
                        f"reaches {ceiling:.4f})" if base.router_can_reach(floor) else
                        f"no router reaches it on these queries (the oracle router's ceiling is {ceiling:.4f})")
     if pick.name == "random routing":
         return head + (f"sending a random {pick.large_call_rate:.1%} of requests to the large model meets it, cost "
-                       f"{pick.avg_cost:.6g}; a router must beat that")
-    return head + f"{pick.name} meets it, cost {pick.avg_cost:.6g}, quality {pick.avg_quality:.4f}"
+                       f"{money(pick.avg_cost)}; a router must beat that")
+    return head + f"{pick.name} meets it, cost {money(pick.avg_cost)}, quality {pick.avg_quality:.4f}"
 
 
 def _print_baselines(base: cascade.Baselines, floor: float | None, as_json: bool) -> None:
@@ -104,15 +111,39 @@ def _print_baselines(base: cascade.Baselines, floor: float | None, as_json: bool
         print_json(out)
         return
     print(NO_CONFIDENCE[0].upper() + NO_CONFIDENCE[1:] + "\n")
+    print(f"(costs in {COST_UNIT})")
     print(f"{'policy':<16} {'large calls':>11} {'avg cost':>12} {'quality':>8}")
     for row in base.as_frame().itertuples(index=False):
-        print(f"{row.name:<16} {row.large_call_rate:>11.1%} {row.avg_cost:>12.6g} {row.avg_quality:>8.4f}")
+        print(f"{row.name:<16} {row.large_call_rate:>11.1%} {usd(row.avg_cost):>12} {row.avg_quality:>8.4f}")
     if floor is not None:
         print(floor_sentence(base, floor))
 
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
+
+
+def money(cost: float) -> str:
+    """A cost of this command as text: dollars with cents (fmt.usd) per 1,000 queries.
+
+    >>> money(3.4), money(0.0815982)
+    ('$3.40 per 1,000 queries', '$0.082 per 1,000 queries')
+    """
+    return f"{usd(cost)} per 1,000 queries"
+
+
+def figure(x: float, digits: int = 4) -> str:
+    """A threshold or floor as text, never an exponent: :func:`finops.fmt.number`, and under 0.0001 its significant
+    digits written out (a confidence of 3.2e-05 is a threshold to set, not "< 0.0001").
+
+    >>> figure(0.8428), figure(0), figure(1.01), figure(3.2e-05), figure(1e6)
+    ('0.8428', '0', '1.01', '0.000032', '1,000,000')
+    """
+    if x != x:
+        return MISSING
+    if x == 0 or abs(x) >= 1e-4:
+        return number(x, digits)
+    return np.format_float_positional(x, precision=digits, unique=False, fractional=False, trim="-")
 
 
 def _check_floor_scale(report, floor: float | None) -> None:
@@ -125,8 +156,8 @@ def _check_floor_scale(report, floor: float | None) -> None:
     else:
         top = max([*report.curve["avg_quality"].dropna(), 0.0])
     if top <= 1:
-        raise InputError(f"--quality-floor {floor:g} is above 1, but quality here is a share of answers correct "
-                         f"(0-1, at most {top:.4f} in this data): for {floor:g} % give {floor / 100:g}")
+        raise InputError(f"--quality-floor {figure(floor)} is above 1, but quality here is a share of answers correct "
+                         f"(0-1, at most {top:.4f} in this data): for {figure(floor)} % give {figure(floor / 100)}")
 
 
 def run(args) -> int:
@@ -145,18 +176,17 @@ def run(args) -> int:
           + (f"   ({m.note})" if m.note else ""))
     if report.quality_floor is not None:
         c = report.choice
-        print(f"quality floor {report.quality_floor:g}: " + (
+        print(f"quality floor {figure(report.quality_floor)}: " + (
             f"no threshold meets it; the best any threshold reaches is {report.curve['avg_quality'].max():.4f}"
             if c is None else
-            f"tau {c.threshold:.6g}, escalate {c.escalation_rate:.1%}, cost {c.avg_cost:.6g}, "
+            f"tau {figure(c.threshold, 6)}, escalate {c.escalation_rate:.1%}, cost {money(c.avg_cost)}, "
             f"quality {c.avg_quality:.4f}"))
     long = len(report.frontier) > MAX_TEXT_ROWS
     table = cascade.marginal_table(report.hull if long else report.curve)
     print("\nconvex-hull points (the frontier is long; --json has all of it)" if long else "\nfrontier")
+    print(f"(costs in {COST_UNIT}; $/point: the extra cost of one more quality point)")
     print(f"{'tau':>10} {'escalate':>9} {'avg cost':>12} {'quality':>8} {'$/point':>10}")
     for row in table.itertuples(index=False):
-        marginal = "-" if row.marginal_cost_per_point != row.marginal_cost_per_point else \
-            f"{row.marginal_cost_per_point:.4g}"
-        print(f"{row.threshold:>10.4g} {row.escalation_rate:>9.1%} {row.avg_cost:>12.6g} "
-              f"{row.avg_quality:>8.4f} {marginal:>10}")
+        print(f"{figure(row.threshold):>10} {row.escalation_rate:>9.1%} {usd(row.avg_cost):>12} "
+              f"{row.avg_quality:>8.4f} {usd(row.marginal_cost_per_point):>10}")
     return 0
