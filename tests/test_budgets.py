@@ -285,3 +285,35 @@ def test_the_budgets_page_says_what_a_first_days_run_rate_was_measured_over(tmp_
     import json
     status = next(d for d in at.dataframe if "forecast_usd" in d.value.columns)
     assert json.loads(status.proto.columns)["spent_usd"]["type_config"]["format"] == "$%,.5f"     # $0.00023 each
+
+
+@pytest.mark.parametrize("times, costs, complete_days, caveat", [
+    # one request at 18:15: no complete day, the run rate of a moment counted as an hour
+    ([datetime(2026, 11, 16, 18, 15)], [1.0], 0, "a rough guide with no interval until a day has passed"),
+    # midnight 1 and 2 November: 1 November is complete, one day's spend a day and no spread to measure
+    ([datetime(2026, 11, 1), datetime(2026, 11, 2)], [50.0, 1.0], 1,
+     "with no interval: one day has no spread to measure"),
+])
+def test_the_page_and_the_alert_say_one_caveat_for_a_forecast_from_under_two_complete_days(
+        tmp_path, times, costs, complete_days, caveat):
+    """The Budgets page's caption and the budget alert wrote the caveat of a forecast from fewer than two complete
+    days as two strings of their own; both now take it from ``budgets.forecast_caveat``, pinned here in each."""
+    from finops.ops import alerts
+    from helpers import run_page
+    assert budgets.forecast_caveat(complete_days) == caveat
+    assert budgets.forecast_caveat(2) == "" and budgets.forecast_caveat(10) == ""
+    path = str(tmp_path / "b.duckdb")
+    c = store.connect(path)
+    add_test_models(c)
+    ingest_frame(c, pd.DataFrame([_row(f"r{i}", t, "a", x) for i, (t, x) in enumerate(zip(times, costs, strict=True))],
+                                 columns=SPEND_COLS))
+    budgets.save_budgets(c, "2026-11", pd.DataFrame({"tenant": ["a"], "budget_usd": [10.0]}))
+    assert budgets.status(c, NOV).complete_days == complete_days
+    fired = alerts.open_alerts(c)
+    message = fired[fired.rule == "budget_forecast"].iloc[0].message
+    c.close()
+    assert caveat in message
+    at = run_page(path, "views/budgets.py", query_params={"month": "2026-11"})
+    assert not at.exception, [e.value for e in at.exception]
+    caption = next(x.value for x in at.caption if x.value.startswith("Data through"))
+    assert caveat in caption

@@ -107,10 +107,10 @@ else:
             else:
                 over = f"an hour (the logs hold one moment, {start:%Y-%m-%d %H:%M} UTC, counted as an hour)"
             method = (f"No complete day observed yet: the forecast runs each tenant's spend rate over {over} to the "
-                      "month end, a rough guide with no interval until a day has passed. ")
+                      f"month end, {budgets.forecast_caveat(0)}. ")
         elif report.complete_days == 1:
-            method = ("The forecast runs each tenant's spend on the one complete day observed to the month end; "
-                      "one day has no spread to measure, so there is no interval yet. ")
+            method = ("The forecast runs each tenant's spend on the one complete day observed to the month end, "
+                      f"{budgets.forecast_caveat(1)}. ")
         else:
             method = (f"The forecast runs each tenant's mean daily spend over the {report.complete_days} complete "
                       f"days observed to the month end; the interval is a {100 * report.confidence:.0f} % "

@@ -786,13 +786,13 @@ def _budget_forecast(con, f: Filters, rule: AlertRule, sla: dict) -> pd.DataFram
         if (f.since is not None and end <= f.since) or (f.until is not None and start >= f.until):
             continue
         rep = budgets.status(con, m, Filters(tenants=f.tenants))
-        # what the Budgets page says of a forecast from under two complete days, said in the alert too
+        # the Budgets page's caveat of a forecast from under two complete days (one function: the same words)
         if rep.complete_days == 0:
             hours = rep.observed_hours
             span = "an hour" if round(hours) <= 1 else f"{round(hours):,} hours"
-            caveat = f"; no complete day yet: the run rate of {span} of logs, a rough guide with no interval"
+            caveat = f"; no complete day yet: the run rate of {span} of logs, {budgets.forecast_caveat(0)}"
         elif rep.complete_days == 1:
-            caveat = "; one complete day: its spend a day, with no interval"
+            caveat = f"; one complete day: its spend a day, {budgets.forecast_caveat(1)}"
         else:
             caveat = ""
         t = rep.table.dropna(subset=["budget_usd"])

@@ -194,6 +194,23 @@ def t_quantile(confidence: float, dof: int) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, dof))
 
 
+def forecast_caveat(complete_days: int) -> str:
+    """What a month-end forecast from fewer than two complete days cannot tell, in the words the Budgets page and the
+    budget alert both use (one string, so they cannot drift); "" from two complete days on, which have a spread and
+    an interval. The caller says what the forecast ran on (the hours the logs cover, the one day) before it.
+
+    >>> forecast_caveat(0)
+    'a rough guide with no interval until a day has passed'
+    >>> forecast_caveat(1), forecast_caveat(2)
+    ('with no interval: one day has no spread to measure', '')
+    """
+    if complete_days <= 0:
+        return "a rough guide with no interval until a day has passed"
+    if complete_days == 1:
+        return "with no interval: one day has no spread to measure"
+    return ""
+
+
 @dataclass(frozen=True)
 class Forecast:
     forecast_usd: float
