@@ -190,3 +190,41 @@ def test_a_viewer_is_not_told_to_use_a_table_it_is_not_shown(tmp_path):
     assert not at.exception and not at.data_editor
     assert "No delivery target yet: an admin sets them here." in texts(at)
     assert "table above" not in texts(at)
+
+
+@pytest.mark.parametrize("groups, told, not_told", [
+    (["finops-viewer"], "ask an admin to lower the rule's minimum requests per window",
+     "lower the rule's minimum requests per window on the Incidents page"),
+    (["finops-admin"], "lower the rule's minimum requests per window on the Incidents page", "ask an admin"),
+])
+def test_too_few_requests_tell_a_viewer_to_ask_an_admin_and_an_admin_where_to_lower_the_minimum(
+        tmp_path, monkeypatch, groups, told, not_told):
+    """Three failed requests of acme (a window needs 50) leave the error-rate rule unjudged. Only local mode (an
+    admin) was tested; a viewer, who cannot edit the rules, is told to ask an admin, and a logged-in admin where to
+    lower the minimum."""
+    from streamlit.testing.v1 import AppTest
+
+    from finops.ingest import ingest_path
+    from helpers import APP, shown
+
+    f = tmp_path / "failing.csv"
+    f.write_text("request_id,ts,model,tenant,input_tokens,output_tokens,total_ms,status\n"
+                 + "".join(f"e{i},2026-11-20T10:0{i}:00Z,gpt-4o,acme,1000,100,900,error\n" for i in range(3)))
+    db = str(tmp_path / "failing.duckdb")
+    con = store.connect(db)
+    ingest_path(con, f)
+    con.close()
+    monkeypatch.setenv("FINOPS_DB", db)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
+                          "redirect_uri": "http://localhost:8501/oauth2callback",
+                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
+    at.user = {"is_logged_in": True, "email": "val@x", "groups": groups}
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    [w] = [shown(w.value) for w in at.warning if "too few requests to judge" in w.value]
+    assert "Error rate above 1 %: 1 window with 3 requests in all (a window needs 50)" in w, w
+    assert f"Their health is unknown, not fine: widen the period, or {told}" in w, w
+    assert not_told not in w
