@@ -1543,6 +1543,11 @@ def billed_vs_planned(hours: pd.DataFrame, *, title: str = "Replicas billed agai
         color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(names.values()),
                                                                 range=[PALETTE[0], PALETTE[1]]),
                         legend=alt.Legend(orient="bottom")),
+        # the plan dashed over a wider billed line: where they agree (most hours) both stay visible
+        strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(domain=list(names.values()),
+                                                                          range=[[1, 0], [4, 3]])),
+        strokeWidth=alt.StrokeWidth("series:N", legend=None, scale=alt.Scale(domain=list(names.values()),
+                                                                            range=[3.5, 1.5])),
         tooltip=[_time_tip("ts", "Hour (UTC)", "%Y-%m-%d %H:%M"),
                  alt.Tooltip("series:N", title="Replicas"), alt.Tooltip("n:Q", title="Replicas", format=",.3~r")])
     short = _chart(frame[frame["short"]]).mark_tick(color="#d62728", thickness=2).encode(
