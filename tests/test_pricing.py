@@ -107,3 +107,22 @@ def test_unpriced_models_are_listed(con):
     unpriced = pricing.unpriced_models(con)
     assert unpriced["model"].tolist() == ["mystery-model"]
     assert (int(unpriced["requests"].iloc[0]), int(unpriced["tokens"].iloc[0])) == (1, 10)
+
+
+def test_a_period_that_starts_inside_an_hour_bills_the_part_of_it_and_loses_nothing(con):
+    # from 10:05:30 (after g1 at 10:05, before g2 at 10:06) to 13:00: hour 10 is covered for 54.5 minutes
+    f = Filters(since=datetime(2026, 3, 2, 10, 5, 30), until=datetime(2026, 3, 2, 13), models=("gpu-model",))
+    rep = spend.report(con, f, by=["hour", "tenant"]).set_index(["hour", "tenant"])["cost_usd"]
+    h10, h11, h12 = (pd.Timestamp(2026, 3, 2, h) for h in (10, 11, 12))
+    part = 54.5 / 60                                   # of an hour at $4
+    # g2's 0.9e6 ms of the part's capacity (2 slots x 3.6e6 ms x part): 0.9e6 / 7.2e6 of $4 = $0.50 whatever the part
+    assert rep[(h10, "b")] == pytest.approx(0.5)
+    assert rep[(h10, spend.IDLE_TENANT)] == pytest.approx(4 * part - 0.5)
+    assert (h10, "a") not in rep.index                 # g1 is before the period
+    assert rep[(h11, spend.IDLE_TENANT)] == pytest.approx(4.0)
+    assert rep[(h12, "a")] == pytest.approx(0.4)
+    # the period's GPU hours x $2: 2 GPUs x (54.5/60 + 2) hours = $11.633..., as the fleet's own figures say
+    assert rep.sum() == pytest.approx(4 * part + 8.0)
+    util = pricing.fleet_utilization(con, f.since, f.until).query("model == 'gpu-model'")
+    assert util["fleet_cost_usd"].sum() == pytest.approx(4 * part + 8.0)
+    assert util["idle_usd"].sum() + 0.5 + 0.4 == pytest.approx(rep.sum())

@@ -474,8 +474,8 @@ def costed_rollup_sql(source: str, hours_sql: str, weights_sql: str | None = Non
     ``gpu_hour_usd`` (the fleet's rate that hour) and ``charge`` (:data:`CHARGES`), plus the idle GPU time
     of each self-hosted model and hour.
 
-    ``source`` is a rollup-shaped relation already filtered; ``hours_sql`` a query yielding the ``hour``
-    values of the period (the fleet is paid for those it ran in). The allocation uses each hour's busy
+    ``source`` is a rollup-shaped relation already filtered; ``hours_sql`` the period's hours
+    (:func:`hours_sql`: the fleet is paid for those it ran in, for the part of each the period covers). The allocation uses each hour's busy
     time of *all* traffic of the model, so a tenant filter does not inflate its share. Without
     ``weights_sql`` idle is one row per model and hour (tenant ``(idle capacity)``, ``is_idle``); with it
     (an idle policy's, :meth:`IdlePolicy.weights_sql`) it is split over the weights' tenants as
@@ -558,22 +558,28 @@ FROM prices p JOIN (
 WHERE p.kind = 'self_hosted'
   AND p.model NOT IN (SELECT model FROM fleet_schedule WHERE model IS NOT NULL AND starts_at IS NOT NULL)"""
 
-#: how many hours of [hour, hour + 1 h) a period ``s`` covers (1.0 for a whole hour)
-_OVERLAP_H = ("date_diff('microsecond', greatest(s.starts_at, h.hour), "
-              "least(coalesce(s.ends_at, h.hour + INTERVAL 1 HOUR), h.hour + INTERVAL 1 HOUR)) / 3.6e9")
+#: how many hours of the paid part [starts, ends) of an hour ``h`` (:func:`hours_sql`) a period ``s`` covers (1.0 for
+#: a whole hour)
+_OVERLAP_H = ("date_diff('microsecond', greatest(s.starts_at, h.starts), "
+              "least(coalesce(s.ends_at, h.ends), h.ends)) / 3.6e9")
+#: an hour of :func:`hours_sql` the period covers only part of (it starts or ends inside it)
+_PART_HOUR = "(h.starts > h.hour OR h.ends < h.hour + INTERVAL 1 HOUR)"
 
 
 def alloc_sql(hours_sql: str) -> str:
-    """Per self-hosted model and hour of ``hours_sql`` in which its fleet ran (:data:`FLEET_PERIODS_SQL`):
-    fleet_cost_usd, gpu_hours, gpu_hour_usd (its rate, or the blend of its periods' rates), replicas
-    (replica-hours in the hour), billed_by (declared before inferred before traffic), busy_ms, served,
-    utilization, allocated_usd."""
+    """Per self-hosted model and hour of ``hours_sql`` (:func:`hours_sql`) in which its fleet ran
+    (:data:`FLEET_PERIODS_SQL`): fleet_cost_usd, gpu_hours, gpu_hour_usd (its rate, or the blend of its periods'
+    rates), replicas (replica-hours in the hour), billed_by (declared before inferred before traffic), busy_ms,
+    served, utilization, allocated_usd. Of an hour the period covers in part, only that part is paid for, and
+    its busy time and served requests are those of the part (read from the raw rows), so the requests of the
+    period carry the whole allocated cost and the rest is idle: nothing is lost at the period's edges."""
     return f"""
 WITH periods AS MATERIALIZED ({FLEET_PERIODS_SQL}),
+h AS MATERIALIZED ({hours_sql}),
 covered AS (
   SELECT h.hour, s.*, {_OVERLAP_H} AS hours
-  FROM ({hours_sql}) h JOIN periods s
-    ON s.starts_at < h.hour + INTERVAL 1 HOUR AND (s.ends_at IS NULL OR s.ends_at > h.hour)),
+  FROM h JOIN periods s
+    ON s.starts_at < h.ends AND (s.ends_at IS NULL OR s.ends_at > h.starts)),
 fleet AS (
   SELECT hour, model, sum(replicas * gpus_per_replica * gpu_hour_usd * hours) AS fleet_cost_usd,
          sum(replicas * slots_per_replica * 3.6e6 * hours) AS capacity_ms,
@@ -587,7 +593,15 @@ busy AS (
   -- busy_ms of a rollup row is whole microseconds / 1000: summed as integers, the same every run
   SELECT b.hour, b.model, sum(CAST(round(b.busy_ms * 1000) AS BIGINT)) / 1000.0 AS busy_ms,
          sum({sql.served_requests('b')}) AS served
-  FROM rollup_hourly b WHERE b.model IN (SELECT model FROM periods) GROUP BY ALL)
+  FROM rollup_hourly b WHERE b.model IN (SELECT model FROM periods)
+    AND b.hour NOT IN (SELECT h.hour FROM h WHERE {_PART_HOUR}) GROUP BY ALL
+  UNION ALL
+  -- the part of an hour the period covers: its own requests, as the rollup rows of the part are read (raw rows)
+  SELECT h.hour, coalesce(q.model, '') AS model,
+         coalesce(sum(CAST(round({sql.BUSY_MS} * 1000) AS BIGINT)) FILTER (WHERE {sql.SERVED}), 0) / 1000.0 AS busy_ms,
+         count(*) FILTER (WHERE {sql.SERVED}) AS served
+  FROM requests q JOIN h ON q.ts >= h.starts AND q.ts < h.ends
+  WHERE {_PART_HOUR} AND q.model IN (SELECT model FROM periods) GROUP BY ALL)
 SELECT f.hour, f.model, f.fleet_cost_usd, f.gpu_hours, f.gpu_hour_usd, f.replicas, f.billed_by, b.busy_ms,
        coalesce(b.served, 0) AS served,
        CASE WHEN coalesce(b.busy_ms, 0) > 0 THEN least(b.busy_ms / f.capacity_ms, 1.0)
@@ -614,13 +628,18 @@ def store_span(con: duckdb.DuckDBPyConnection):
 
 
 def hours_sql(since=None, until=None) -> tuple[str, list]:
-    """The paid hours of a period: [since, until) floored to hours, else the store's span (:data:`SPAN_SQL`)."""
+    """The paid hours of a period: each ``hour`` of [since, until) floored to hours (else of the store's span,
+    :data:`SPAN_SQL`) with the part of it the period covers, [``starts``, ``ends``): the whole hour but where
+    ``since`` or ``until`` falls inside it."""
     lo = sql.time_bucket("hour", "CAST(? AS TIMESTAMP)") if since is not None else f"(SELECT lo FROM ({SPAN_SQL}))"
     hi = (sql.time_bucket("hour", "CAST(? AS TIMESTAMP) - INTERVAL 1 MICROSECOND") if until is not None
           else f"(SELECT hi FROM ({SPAN_SQL}))")
+    starts = "greatest(hour, CAST(? AS TIMESTAMP))" if since is not None else "hour"
+    ends = "least(hour + INTERVAL 1 HOUR, CAST(? AS TIMESTAMP))" if until is not None else "hour + INTERVAL 1 HOUR"
     params = [v for v in (since, until) if v is not None]
-    return (f"SELECT unnest(generate_series({lo}, {hi}, INTERVAL 1 HOUR)) AS hour "
-            f"WHERE {lo} IS NOT NULL AND {hi} IS NOT NULL"), params + params
+    return (f"SELECT hour, {starts} AS starts, {ends} AS ends FROM ("
+            f"SELECT unnest(generate_series({lo}, {hi}, INTERVAL 1 HOUR)) AS hour "
+            f"WHERE {lo} IS NOT NULL AND {hi} IS NOT NULL)"), params + params + params
 
 
 def fleet_utilization(con: duckdb.DuckDBPyConnection, since=None, until=None) -> pd.DataFrame:
