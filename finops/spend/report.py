@@ -18,6 +18,7 @@ import pandas as pd
 from finops import catalogue, sql, store
 from finops.errors import InputError
 from finops.filters import Filters
+from finops.fmt import usd
 from finops.latency import stats as latency
 from finops.schema import IDLE_TENANT  # noqa: F401  (re-exported: spend reports name idle capacity so)
 from finops.spend import pricing
@@ -331,8 +332,8 @@ def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
       (a bound inside a day counts that whole day: billing lines are daily), ``billed_model`` the name the
       provider billed it under. Logged and billed names are matched by :func:`billing_key`; where several
       logged names are one billed model (a dated and an undated name), the row of the billed name (else the
-      first) carries the comparison,
-      ``logs_cost_usd`` summing them all, and the others say whose row it is in;
+      first) carries the comparison, ``logs_cost_usd`` summing them all; the others say whose row counts their
+      cost and leave ``logs_cost_usd`` empty, so the column adds up to the logs' total;
     * ``billed_difference_usd`` = logs − billed, ``billed_difference_pct`` that as a share of billed (None
       where the provider billed 0);
     * ``billing``: ``billed``; ``not on the provider's bill`` (lines of the provider in the period, none for
@@ -407,9 +408,10 @@ FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
             if lines:
                 billing_cols["billing"][first] = "billed"
             for i in (i for i in rows if i != first):
+                # its cost is in the first row's total: listed here too, the column would count it twice
                 billing_cols["billed_model"][i] = names
-                billing_cols["logs_cost_usd"][i] = float(cost[i])
-                billing_cols["billing"][i] = f"compared in {logged[first][0]}'s row"
+                billing_cols["logs_cost_usd"][i] = None
+                billing_cols["billing"][i] = f"compared in {logged[first][0]}'s row, which counts its {usd(cost[i])}"
         for key, lines in billed.items():
             if key in rows_of or (f.models and not any(b.model in f.models for b in lines)):
                 continue
@@ -438,11 +440,13 @@ def billing_sentences(rec: pd.DataFrame) -> list[str]:
         if r.billed_usd == r.billed_usd and r.billed_usd is not None:
             pct = "" if r.billed_difference_pct != r.billed_difference_pct or r.billed_difference_pct is None \
                 else f", {r.billed_difference_pct:+.1f} %"
-            out.append(f"{name}: your logs say ${r.logs_cost_usd:,.2f}, the provider billed ${r.billed_usd:,.2f} "
-                       f"(difference {'-' if r.billed_difference_usd < 0 else '+'}${abs(r.billed_difference_usd):,.2f}{pct}; "
-                       f"{r.billing})")
+            diff = r.billed_difference_usd
+            out.append(f"{name}: your logs say {usd(r.logs_cost_usd)}, the provider billed {usd(r.billed_usd)} "
+                       f"(difference {'+' if diff >= 0 else ''}{usd(diff)}{pct}; {r.billing})")
+        elif r.logs_cost_usd != r.logs_cost_usd or r.logs_cost_usd is None:
+            out.append(f"{name}: {r.billing}")
         else:
-            out.append(f"{name}: your logs say ${r.logs_cost_usd:,.2f}; {r.billing}")
+            out.append(f"{name}: your logs say {usd(r.logs_cost_usd)}; {r.billing}")
     return out
 
 
