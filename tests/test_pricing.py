@@ -126,3 +126,81 @@ def test_a_period_that_starts_inside_an_hour_bills_the_part_of_it_and_loses_noth
     util = pricing.fleet_utilization(con, f.since, f.until).query("model == 'gpu-model'")
     assert util["fleet_cost_usd"].sum() == pytest.approx(4 * part + 8.0)
     assert util["idle_usd"].sum() + 0.5 + 0.4 == pytest.approx(rep.sum())
+
+
+@pytest.fixture()
+def recorded_fleet_store(tmp_path):
+    """A self-hosted model whose log source recorded a cost (LiteLLM's spend for a model behind a local vLLM,
+    OpenLIT's gen_ai.usage.cost) beside an API model: hour 10 of 2 March 2026 only, so gpu-model's fleet is
+    billed for that one hour, 2 GPUs x $2 = $4."""
+    from helpers import add_test_models, store_of_records
+    t = "2026-03-02T10:{:02d}:00Z"
+    rows = [
+        # gpu-model: busy 1.8e6 + 0.9e6 of 2 x 3.6e6 ms -> $1.50 allocated ($1.00 a, $0.50 b), $2.50 idle;
+        # g1's recorded $1 is not a cost: the fleet's GPU hours are, paid once
+        dict(request_id="g1", ts=t.format(5), tenant="a", model="gpu-model", input_tokens=100, output_tokens=10,
+             service_ms=1.8e6, cost_usd=1.0, status="ok"),
+        dict(request_id="g2", ts=t.format(6), tenant="b", model="gpu-model", input_tokens=100, output_tokens=10,
+             service_ms=0.9e6, status="ok"),
+        # api-model: 1M input + 500k output at $1 / $4 + $0.001 a request = $3.001; a recorded $0.50 counts
+        dict(request_id="a1", ts=t.format(7), tenant="a", model="api-model", input_tokens=1_000_000,
+             output_tokens=500_000, service_ms=50.0, status="ok"),
+        dict(request_id="a2", ts=t.format(8), tenant="b", model="api-model", input_tokens=1_000, output_tokens=0,
+             service_ms=50.0, cost_usd=0.5, status="ok"),
+    ]
+    path = store_of_records(tmp_path, rows)
+    c = store.connect(path)
+    add_test_models(c)
+    yield c
+    c.close()
+
+
+FLEET_BILL_USD = 2 * 1 * 2.0 * 1        # replicas x GPUs a replica x $ per GPU-hour x hours
+API_USD = 3.001 + 0.5
+
+
+def test_a_self_hosted_request_s_recorded_cost_is_not_added_to_its_fleet_s_gpu_hours(recorded_fleet_store):
+    from finops.spend import costviews, exports, routing
+    con, f = recorded_fleet_store, Filters()
+    total = spend.report(con, f, by=[])["cost_usd"].iloc[0]
+    assert total == pytest.approx(FLEET_BILL_USD + API_USD, abs=1e-9)         # $7.501, not $8.501
+    tenants = spend.report(con, f, by=["tenant"]).set_index("tenant")["cost_usd"]
+    assert tenants["a"] == pytest.approx(1.0 + 3.001, abs=1e-9)
+    assert tenants["b"] == pytest.approx(0.5 + 0.5, abs=1e-9)
+    assert tenants[spend.IDLE_TENANT] == pytest.approx(2.5, abs=1e-9)
+    sb = costviews.showback_by_tenant(costviews.showback(con, f)).set_index("tenant")["cost_usd"]
+    assert sb["a"] == pytest.approx(4.001, abs=1e-9) and sb.sum() == pytest.approx(7.501, abs=1e-9)
+    # the FOCUS file bills the fleet's GPU hours once: 0.5 h of busy share for a, 0.25 h for b, 1.25 h idle
+    focus = exports.focus_frame(con, f)
+    assert focus["BilledCost"].sum() == pytest.approx(FLEET_BILL_USD + API_USD, abs=1e-9)
+    gpu = focus[focus["SkuId"] == "gpu-model"]
+    assert gpu["BilledCost"].sum() == pytest.approx(FLEET_BILL_USD, abs=1e-9)
+    assert (gpu["SkuMeter"] == "GPU-Hours").all() and gpu["PricingQuantity"].sum() == pytest.approx(2.0, abs=1e-9)
+    # the token mix: gpu-model's $1.50 of busy share is all GPU time, nothing "recorded by the logs"
+    mix = costviews.token_mix(con, f).set_index("model")
+    assert mix.loc["gpu-model", "recorded_cost_usd"] == 0
+    assert mix.loc["gpu-model", "gpu_time_usd"] == pytest.approx(1.5, abs=1e-9)
+    assert mix.loc["gpu-model", "cost_usd"] == pytest.approx(1.5, abs=1e-9)
+    assert mix.loc["api-model", "recorded_cost_usd"] == pytest.approx(0.5, abs=1e-9)
+    assert mix.loc["api-model", "gpu_time_usd"] == 0
+    # the routing what-if as logged: gpu-model's 220 tokens at its effective $4 / 220 tokens, the API as billed
+    w = routing.whatif(con, f, "as-logged")
+    assert w.actual_usd == pytest.approx(FLEET_BILL_USD + API_USD, abs=1e-9)
+    assert w.billed_usd == pytest.approx(FLEET_BILL_USD + API_USD, abs=1e-9)
+    unit = spend.unit_costs(con, f).set_index("model")
+    assert unit.loc["gpu-model", "fully_loaded_usd_per_1m"] == pytest.approx(FLEET_BILL_USD / 220 * 1e6)
+
+
+def test_reconcile_still_shows_a_self_hosted_model_s_recorded_cost_and_says_its_gpu_hours_count(
+        recorded_fleet_store):
+    rec = spend.reconcile(recorded_fleet_store, Filters()).set_index("model")
+    gpu, api = rec.loc["gpu-model"], rec.loc["api-model"]
+    assert (gpu["recorded_requests"], gpu["recorded_cost_usd"]) == (1, pytest.approx(1.0))
+    assert gpu["priced_by"] == pricing.RECORDED_NOT_COUNTED
+    # no token list price to set it against: no list cost and no difference, never a $1 "markup" over $0
+    assert pd.isna(gpu["list_cost_usd"]) and pd.isna(gpu["difference_usd"]) and pd.isna(gpu["difference_pct"])
+    # what is counted for its requests: their $1.50 of busy GPU time (idle left out), as on every page
+    assert gpu["priced_cost_usd"] == pytest.approx(1.5) and gpu["logs_cost_usd"] == pytest.approx(1.5)
+    # an API model's recorded cost is its cost, against $0.001 list for 1,000 input tokens + $0.001 a request
+    assert api["recorded_cost_usd"] == pytest.approx(0.5) and api["list_cost_usd"] == pytest.approx(0.002)
+    assert api["priced_by"] == "price book" and api["logs_cost_usd"] == pytest.approx(3.501)

@@ -259,7 +259,8 @@ else:
     st.caption("Where the logs carry a cost (LiteLLM's spend, a provider's cost field) it counts as billed; this "
                "table prices the same requests at the list price in force for each, so a source that is off shows. "
                "A source that wrote $0 for a request with tokens could not price it: those requests are priced "
-               "here from the price book or the catalogue instead. " + source_label())
+               "here from the price book or the catalogue instead. A self-hosted model's recorded cost is shown but "
+               "not counted: its fleet's GPU hours are its cost. " + source_label())
 
 st.subheader("Your logs against the provider's bill")
 if reconciled.empty:

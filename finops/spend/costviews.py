@@ -367,8 +367,9 @@ def token_mix(con: duckdb.DuckDBPyConnection, f: Filters, models: str = "model")
     1-hour), ``output_tokens``. Cost columns split ``cost_usd`` (idle left out) into ``input_cost_usd``,
     ``cached_input_cost_usd``, ``cache_write_cost_usd``, ``output_cost_usd`` and ``request_fee_usd``
     (token-priced requests of API models, at the price row each hour's requests were priced by: book or
-    catalogue, its dates and tiers), ``recorded_cost_usd`` (costs the logs carry) and ``gpu_time_usd``
-    (self-hosted GPU hours allocated by busy time); they add up to ``cost_usd``.
+    catalogue, its dates and tiers), ``recorded_cost_usd`` (costs the logs carry, as the bill counts them: none
+    of a self-hosted model's) and ``gpu_time_usd`` (self-hosted GPU hours allocated by busy time); they add up
+    to ``cost_usd``.
     ``prompt_cache_saving_usd`` is what the cached prompt tokens would have cost more at the uncached
     input price.
     """
@@ -390,7 +391,7 @@ SELECT c.{key} AS model, coalesce(any_value(c.price_kind) FILTER (WHERE c.price_
       + c.priced_cache_write_1h_tokens * {price["cache_write_1h"]}) / 1e6 ELSE 0 END) AS cache_write_cost_usd,
   sum(CASE WHEN {api} THEN c.priced_output_tokens * {price["output"]} / 1e6 ELSE 0 END) AS output_cost_usd,
   sum(CASE WHEN {api} THEN c.priced_requests * {price["request"]} ELSE 0 END) AS request_fee_usd,
-  sum(c.recorded_cost_usd) AS recorded_cost_usd,
+  sum(c.recorded_counted_usd) AS recorded_cost_usd,
   sum(CASE WHEN {api} THEN c.priced_cached_input_tokens * greatest({inp} - {cached}, 0) / 1e6 ELSE 0 END)
     AS prompt_cache_saving_usd,
   sum(c.cost_usd) AS cost_usd

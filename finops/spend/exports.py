@@ -165,7 +165,8 @@ def invoice_id(account_id: str, provider: str, billing_period_start) -> str:
 
 def _usage_sql(con, period, idle_policy=None) -> tuple[str, list]:
     """Costed rollup rows summed per UTC day, tenant, model, tier, charge and GPU rate, with each meter's
-    served and priced quantity (one implementation of the costs: ``spend.report.costed``)."""
+    served and priced quantity (one implementation of the costs: ``spend.report.costed``); ``recorded_cost_usd``
+    is the recorded cost the bill counts (none of a self-hosted model's: its GPU hours are its cost)."""
     from finops.spend import report as spend
     costed_sql, params = spend.costed(con, period, idle_policy=idle_policy)
     meters = ", ".join(f"coalesce(sum({m.served_sql}), 0) AS served_{m.key}, "
@@ -174,7 +175,7 @@ def _usage_sql(con, period, idle_policy=None) -> tuple[str, list]:
                                               "cache_write_1h_usd_per_1m", "output_usd_per_1m", "request_usd"))
     return (f"SELECT {sql.time_bucket('day', 'hour')} AS day, tenant, model, sla_tier, is_idle, charge, gpu_hour_usd, "
             f"price_kind, {prices}, "
-            f"coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(recorded_cost_usd), 0) AS recorded_cost_usd, "
+            f"coalesce(sum(cost_usd), 0) AS cost_usd, coalesce(sum(recorded_counted_usd), 0) AS recorded_cost_usd, "
             f"{meters} FROM ({costed_sql}) GROUP BY ALL ORDER BY 1, 2, 3, 4", params)
 
 
@@ -257,8 +258,9 @@ def focus_frame(con, f, billing_account: tuple[str, str] = DEFAULT_ACCOUNT, idle
       not carried as one "Recorded Cost" meter: FOCUS needs a PricingQuantity and a ListUnitPrice
       whose product is the ListCost on every row, which only real meters have, and this keeps one row
       per token class whose ListCost - BilledCost is the discount (or markup) the provider gave. A
-      recorded cost with nothing at list price to split over (a self-hosted or unpriced model) is
-      carried on the "Requests" meter. The file's BilledCost adds up to ``spend.report``'s total.
+      recorded cost with nothing at list price to split over (an unpriced model) is carried on the
+      "Requests" meter. A self-hosted model's recorded cost is not billed: its GPU hours are its cost
+      (:mod:`finops.spend.pricing`). The file's BilledCost adds up to ``spend.report``'s total.
     * ChargePeriodStart/End: the UTC day, clipped to the filter's range; BillingPeriod: its calendar month.
     * InvoiceId: ``finops-<account>-<issuer>-<YYYY-MM>`` (:func:`invoice_id`), a provisional invoice per
       showback account, invoice issuer and billing month, stable across exports.

@@ -6,6 +6,10 @@ Rules
   wrote 0 for a request with tokens (LiteLLM when it cannot price a model) recorded nothing: its
   adapter leaves ``cost_usd`` empty, and the request is priced below and counted as
   ``source_unpriced_requests``.
+* A self-hosted model's requests cost their share of its fleet's GPU hours (below) and nothing else: a cost
+  the source recorded for one (LiteLLM's spend for a model behind a local vLLM, OpenLIT's
+  ``gen_ai.usage.cost``) is not added, or the fleet would be paid twice; it is still shown against list
+  (:func:`finops.spend.report.reconcile`, priced by :data:`RECORDED_NOT_COUNTED`).
 * Otherwise the request is priced at the row in force at its time. Which rows apply to a logged
   model (``model_resolution``, :func:`finops.store.refresh_resolution`): an alias, then the price
   book's own row for the name (ours override the catalogue), then the catalogue (genai-prices, dated
@@ -355,6 +359,10 @@ PRICED_OUTPUT_COST_SQL = f"({_output_cost('priced')} / 1e6)"
 
 # SQL fragments over a rollup-shaped relation ``r`` joined to its picked prices ``p``.
 TOKEN_COST_SQL = _classes_cost("priced", "r.priced_requests")
+# the recorded cost a request's cost counts: all of it, but for a self-hosted model, whose GPU hours are its cost
+COUNTED_RECORDED_SQL = "(CASE WHEN p.kind = 'self_hosted' THEN 0 ELSE r.recorded_cost_usd END)"
+#: the ``priced_by`` of a self-hosted model whose logs record a cost (:func:`finops.spend.report.reconcile`)
+RECORDED_NOT_COUNTED = "price book (fleet GPU hours counted, not the recorded cost)"
 # what the requests whose cost was recorded cost at list prices (the reconciliation view)
 LIST_COST_OF_RECORDED_SQL = _classes_cost("recorded", "r.recorded_served_requests")
 
@@ -472,7 +480,8 @@ CHARGES = ("usage", "idle", "idle_share")
 def costed_rollup_sql(source: str, hours_sql: str, weights_sql: str | None = None) -> str:
     """Rollup rows with ``cost_usd`` (recorded + token-priced + allocated GPU time), ``cache_saved_usd``,
     ``gpu_hour_usd`` (the fleet's rate that hour) and ``charge`` (:data:`CHARGES`), plus the idle GPU time
-    of each self-hosted model and hour.
+    of each self-hosted model and hour. ``recorded_counted_usd`` is the part of ``recorded_cost_usd`` that
+    ``cost_usd`` counts (:data:`COUNTED_RECORDED_SQL`: none of a self-hosted model's).
 
     ``source`` is a rollup-shaped relation already filtered; ``hours_sql`` the period's hours
     (:func:`hours_sql`: the fleet is paid for those it ran in, for the part of each the period covers). The allocation uses each hour's busy
@@ -484,8 +493,9 @@ def costed_rollup_sql(source: str, hours_sql: str, weights_sql: str | None = Non
     """
     usage = f"""
 SELECT r.*, 'usage' AS charge, false AS is_idle,
-       CAST(r.recorded_cost_usd + {TOKEN_COST_SQL}
+       CAST({COUNTED_RECORDED_SQL} + {TOKEN_COST_SQL}
             + coalesce({allocated_sql('r.busy_ms', sql.served_requests('r'))}, 0) AS DECIMAL(38,12)) AS cost_usd,
+       CAST({COUNTED_RECORDED_SQL} AS DECIMAL(38,12)) AS recorded_counted_usd,
        CAST({CACHE_SAVED_SQL} AS DECIMAL(38,12)) AS cache_saved_usd,
        CAST({LIST_COST_OF_RECORDED_SQL} AS DECIMAL(38,12)) AS list_cost_of_recorded_usd,
        a.gpu_hour_usd, p.how AS priced_by, p.kind AS price_kind,

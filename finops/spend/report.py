@@ -323,6 +323,10 @@ def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
       from the book or catalogue instead, with ``priced_requests`` and their ``priced_cost_usd``;
     * ``priced_by``: how the model's price was found (price book, alias, catalogue, unpriced).
 
+    A self-hosted model's recorded cost is shown but not counted (:mod:`finops.spend.pricing`): its ``priced_by``
+    is :data:`~finops.spend.pricing.RECORDED_NOT_COUNTED`, it has no list cost nor difference (no token price), and
+    ``priced_cost_usd`` is its requests' share of the fleet's GPU hours, all its cost.
+
     Against the bill (the stored billing lines, :mod:`finops.ingest.billing`), "your logs say $X, the provider
     billed $Y":
 
@@ -348,14 +352,21 @@ def reconcile(con: duckdb.DuckDBPyConnection, f: Filters) -> pd.DataFrame:
     from finops.ingest import billing
     costed_sql, params = costed(con, f, include_idle=False)
     out = con.execute(f"""
-SELECT model, provider, any_value(priced_by) AS priced_by, sum(recorded_served_requests) AS recorded_requests,
-       sum(recorded_cost_usd) AS recorded_cost_usd, sum(list_cost_of_recorded_usd) AS list_cost_usd,
-       sum(recorded_cost_usd) - sum(list_cost_of_recorded_usd) AS difference_usd,
-       (sum(recorded_cost_usd) - sum(list_cost_of_recorded_usd)) / nullif(sum(list_cost_of_recorded_usd), 0)
-         * 100 AS difference_pct,
-       sum(source_unpriced_requests) AS source_unpriced_requests, sum(priced_requests) AS priced_requests,
-       sum(cost_usd) - sum(recorded_cost_usd) AS priced_cost_usd
-FROM ({costed_sql}) GROUP BY 1, 2 ORDER BY 1, 2""", params).df()
+SELECT model, provider, CASE WHEN hosted AND any_recorded > 0 THEN ? ELSE priced_by END AS priced_by,
+       recorded_requests, recorded_cost_usd,
+       -- a self-hosted model has no token price to set its recorded cost against
+       CASE WHEN NOT hosted THEN list_cost_usd END AS list_cost_usd,
+       CASE WHEN NOT hosted THEN recorded_cost_usd - list_cost_usd END AS difference_usd,
+       CASE WHEN NOT hosted THEN (recorded_cost_usd - list_cost_usd) / nullif(list_cost_usd, 0) * 100
+            END AS difference_pct,
+       source_unpriced_requests, priced_requests, priced_cost_usd
+FROM (SELECT model, provider, coalesce(bool_or(price_kind = 'self_hosted'), false) AS hosted,
+             any_value(priced_by) AS priced_by, sum(recorded_requests) AS any_recorded,
+             sum(recorded_served_requests) AS recorded_requests, sum(recorded_cost_usd) AS recorded_cost_usd,
+             sum(list_cost_of_recorded_usd) AS list_cost_usd,
+             sum(source_unpriced_requests) AS source_unpriced_requests, sum(priced_requests) AS priced_requests,
+             sum(cost_usd) - sum(recorded_counted_usd) AS priced_cost_usd
+      FROM ({costed_sql}) GROUP BY 1, 2) ORDER BY 1, 2""", [pricing.RECORDED_NOT_COUNTED, *params]).df()
     logs_cost = {(m, p): Decimal(c or 0) for m, p, c in con.execute(
         f"SELECT model, provider, sum(cost_usd) FROM ({costed_sql}) GROUP BY 1, 2", params).fetchall()}
     for c in ("recorded_requests", "source_unpriced_requests", "priced_requests"):

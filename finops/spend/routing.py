@@ -284,7 +284,9 @@ def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None 
     ``billed_usd`` is what the bill charges the rows for their tokens, by its own rule
     (:mod:`finops.spend.pricing`): recorded costs, else the price row the model resolves to (an alias, the
     price book, the catalogue under a dated or provider-prefixed name) for the request's day, service tier and
-    context tier; no GPU time. ``unpriced_requests``: rows without a recorded cost that no price covers."""
+    context tier; no GPU time, and so nothing for a self-hosted model's rows (a cost recorded for them is not
+    counted: its fleet's GPU hours are). ``unpriced_requests``: rows without a recorded cost that no price
+    covers."""
     if length is not None and length not in sql.PROMPT_LENGTH_COLUMNS:
         raise InputError(f"prompt length field? choose from {', '.join(sql.PROMPT_LENGTH_COLUMNS)}")
     where, params = f.where()
@@ -295,10 +297,6 @@ def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None 
                 ("uncached_in", "BIGINT", f"sum({uncached})"),
                 ("cached_in", "BIGINT", "sum(coalesce(cached_input_tokens, 0))"),
                 ("out_tokens", "BIGINT", "sum(coalesce(output_tokens, 0))"),
-                ("priced_uncached_in", "BIGINT", f"coalesce(sum({uncached}) FILTER (WHERE cost_usd IS NULL), 0)"),
-                ("priced_cached_in", "BIGINT",
-                 "coalesce(sum(coalesce(cached_input_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0)"),
-                ("priced_out", "BIGINT", "coalesce(sum(coalesce(output_tokens, 0)) FILTER (WHERE cost_usd IS NULL), 0)"),
                 ("total_ms_sum", "DOUBLE", "coalesce(sum(total_ms), 0)"),
                 ("total_ms_count", "BIGINT", "count(total_ms)"))
     rows = store.rollup_select_sql("requests", f"{where} AND {sql.SERVED}", with_batch=False, measures_sql=measures,
@@ -306,13 +304,12 @@ def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None 
                                                    ("length", f"CAST({length_sql} AS BIGINT)")))
     sums = ", ".join(f"CAST(sum(r.{c}) AS {t}) AS {c}" for c, t in (
         ("requests", "BIGINT"), ("uncached_in", "BIGINT"), ("cached_in", "BIGINT"), ("out_tokens", "BIGINT"),
-        ("recorded_cost_usd", "DOUBLE"), ("priced_requests", "BIGINT"), ("priced_uncached_in", "BIGINT"),
-        ("priced_cached_in", "BIGINT"), ("priced_out", "BIGINT"), ("total_ms_sum", "DOUBLE"),
+        ("recorded_cost_usd", "DOUBLE"), ("priced_requests", "BIGINT"), ("total_ms_sum", "DOUBLE"),
         ("total_ms_count", "BIGINT")))
     return spend.frame_once(con, f"""
 WITH r AS ({rows}), p AS ({pricing.picked_prices_sql(pricing.PRICE_KEYS_SQL)})
 SELECT coalesce(nullif(r.sla_tier, ''), '(none)') AS sla_tier, r.model, r.escalated, r.length, {sums},
-       CAST(sum(r.recorded_cost_usd + {pricing.TOKEN_COST_SQL}) AS DOUBLE) AS billed_usd,
+       CAST(sum({pricing.COUNTED_RECORDED_SQL} + {pricing.TOKEN_COST_SQL}) AS DOUBLE) AS billed_usd,
        CAST(coalesce(sum(r.priced_requests) FILTER (WHERE p.kind IS NULL), 0) AS BIGINT) AS unpriced_requests
 FROM r LEFT JOIN p ON {pricing.PRICE_JOIN_SQL} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", params)
 
@@ -429,7 +426,8 @@ def default_targets(con: duckdb.DuckDBPyConnection, f: Filters) -> tuple[str | N
 def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str], targets: set[str]) -> np.ndarray:
     """Cost of each basis row on each of ``models``: on its own model what the bill charges it (``billed_usd``:
     recorded costs and the prices the bill resolves, dated and tiered), a self-hosted model's tokens at its
-    effective price; moved, the model's book / effective prices.
+    effective price (all of them: a cost recorded for one is not counted, its fleet's GPU hours are); moved, the
+    model's book / effective prices.
 
     A model the book does not price is costed only where it stays as logged (at what the bill charges, $0 for
     requests no price covers, as on every page): a store holding one such model could replay no policy at all.
@@ -448,9 +446,7 @@ def _cost_matrix(basis: pd.DataFrame, prices: pd.DataFrame, models: list[str], t
         pr = p.loc[m]
         moved = (basis["uncached_in"] * pr.input_usd_per_1m + basis["cached_in"] * pr.cached_input_usd_per_1m
                  + basis["out_tokens"] * pr.output_usd_per_1m) / 1e6 + basis["requests"] * pr.request_usd
-        own = basis["billed_usd"] if pr.kind != "self_hosted" else (basis["recorded_cost_usd"] + (
-            basis["priced_uncached_in"] * pr.input_usd_per_1m + basis["priced_cached_in"] * pr.cached_input_usd_per_1m
-            + basis["priced_out"] * pr.output_usd_per_1m) / 1e6 + basis["priced_requests"] * pr.request_usd)
+        own = moved if pr.kind == "self_hosted" else basis["billed_usd"]
         out[:, j] = np.where(basis["model"] == m, own, moved)
     return out
 
@@ -622,18 +618,22 @@ def whatif(con: duckdb.DuckDBPyConnection, f: Filters, policy: str = "as-logged"
                .groupby(["sla_tier", "strategy"], as_index=False)[["actual_usd", "counterfactual_usd"]].sum())
     billed = spend.report(con, f, by=())
     billed_usd = float(billed["cost_usd"].fillna(0).iloc[0]) if len(billed) else 0.0
-    where, params = f.where()           # the bill counts what the logs recorded for a cache hit; the replay leaves hits out
-    hits_usd, hits_recorded = con.execute(f"SELECT coalesce(sum(cost_usd), 0), count(cost_usd) FROM requests "
-                                          f"WHERE {where} AND {sql.CACHE_HIT}", params).fetchall()[0]
+    # the bill counts what the logs recorded for a cache hit (not of a self-hosted model: its GPU hours are its
+    # cost); the replay leaves hits out
+    where, params = f.where()
+    hits_usd, hits_recorded = con.execute(
+        f"SELECT coalesce(sum(cost_usd), 0), count(cost_usd) FROM requests WHERE {where} AND {sql.CACHE_HIT} "
+        "AND model NOT IN (SELECT model FROM prices WHERE kind = 'self_hosted')", params).fetchall()[0]
     self_hosted = prices[(prices.kind == "self_hosted") & prices.model.isin(models)]
     assumptions = [
         "Token counts are kept: a moved request reads and writes the same tokens.",
         "As logged, a request costs what the bill charges it (its recorded cost, else the price its model resolves "
         "to as on the Cost page: an alias, the price book or the catalogue, in force on its day); moved to an API "
         "model, its price book row" + (
-            "; self-hosted models at an effective $ per 1M tokens = fleet cost (busy + idle) / tokens served "
-            "in the period: " + ", ".join(f"{r.model} ${r.input_usd_per_1m:,.3f}" for r in self_hosted.itertuples()
-                                           if r.input_usd_per_1m is not None and not pd.isna(r.input_usd_per_1m))
+            "; self-hosted models, as logged or moved, at an effective $ per 1M tokens = fleet cost (busy + idle) "
+            "/ tokens served in the period (a cost the logs recorded for one is not counted: its GPU hours are): "
+            + ", ".join(f"{r.model} ${r.input_usd_per_1m:,.3f}" for r in self_hosted.itertuples()
+                        if r.input_usd_per_1m is not None and not pd.isna(r.input_usd_per_1m))
             + " (the fleet is assumed to scale with its tokens)" if len(self_hosted) else "") + ".",
         "Semantic-cache hits are left out: they stay cache hits under any policy.",
         "A rejected cascade attempt disappears under a policy that does not cascade.",
