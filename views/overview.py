@@ -88,6 +88,8 @@ if len(lat.table):
     shown = slo.overview_table(lat, query(alerts.open_alerts, f, leave_out=incidents.COST_RULES),
                                query(alerts.sla_judged_models, f))
     sla_name = slo.METRIC_NAMES.get(lat.metric, lat.metric)
+    # whole hours where the alerts are hourly ("8", not "8.00"); quarter hours where they are judged per 15 minutes
+    hours_format = "%,d" if (shown["hours_over"].dropna() % 1 == 0).all() else "%,.2f"
     bounded_dataframe(shown, sort_by="requests", order="the most requests", what="models",
                       file_name="latency_per_model", placeholder=MISSING, hide_index=True,
                  # an SLA on total latency: its column is the total's, shown once
@@ -105,7 +107,7 @@ if len(lat.table):
                          "With total latency", format="%,d",
                          help="The requests whose logs carry a total latency: its P99 is over these."),
                      "total_p99_s": st.column_config.NumberColumn("P99 total latency (s)", format="%.2f"),
-                     "hours_over": st.column_config.NumberColumn("Hours over the rule", format="%,.2f",
+                     "hours_over": st.column_config.NumberColumn("Hours over the rule", format=hours_format,
                                                                  help="Hours of the period with an open P99 alert "
                                                                       "on this model (any tenant). " + MISSING
                                                                       + ": no hour was judged: its logs carry no "
