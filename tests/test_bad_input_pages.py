@@ -170,3 +170,29 @@ def test_an_excel_upload_in_utf16_loads_and_one_in_latin1_is_refused_in_a_senten
     [err] = at.error
     assert err.value.startswith(r"Cannot load this file: file excel.csv, row 2: the file is not UTF-8 text: byte 0xFC "
                                 r"at byte 59 \(line 2\)")      # 27 bytes of header, 31 to the tenant, its Z
+
+
+def test_an_upload_whose_every_row_is_rejected_says_nothing_loaded_with_the_rows_and_fields(empty_db):
+    """Such a load leaves the store as it was (no batch): its report said neither "already loaded" nor loaded."""
+    at = run_page(empty_db, "views/data.py")
+    rows = (HEADER + "b1,2026-11-20T10:00:00Z,gpt-4o,acme,-5,100,900\n"
+            "b2,2026-11-20T10:01:00Z,,acme,1000,100,900\n").encode()
+    at.file_uploader(key="uploads").set_value(("bad.csv", rows, "text/csv"))
+    at.run()
+    [load] = [b for b in at.button if b.label == "Load bad.csv into the store"]
+    load.click()
+    at.run()
+    assert not at.exception
+    page = shown(texts(at))
+    assert "already loaded" not in page and "bad.csv** read as `canonical`" in page, page
+    assert "bad.csv** read as `canonical`, batch" not in page
+    [err] = [shown(e.value) for e in at.error if "bad.csv" in e.value]
+    assert err == ("Nothing loaded from bad.csv: every one of its 2 rows was rejected (the reasons by row and field "
+                   "below); the store is as it was. Pick another format or map its columns, then load it again.")
+    [table] = [d.value for d in at.dataframe if list(d.value.columns) == ["row", "field", "reason"]]
+    assert [(r["row"], r["field"]) for r in table.to_dict("records")] == [(2, "input_tokens"), (3, "model")]
+    # the file stays to be loaded again another way
+    assert [b.label for b in at.button if b.label == "Load bad.csv into the store"] == ["Load bad.csv into the store"]
+    con = store.connect(empty_db)
+    assert store.row_count(con) == 0 and len(store.batches(con)) == 0
+    con.close()

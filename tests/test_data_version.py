@@ -123,3 +123,36 @@ def test_a_new_store_starts_at_a_version_and_a_write_counts_once(con):
     before = store.data_version(con)
     store.set_setting(con, "k", 1)
     assert store.data_version(con) == before + 1
+
+
+def test_a_file_whose_every_row_is_rejected_leaves_the_store_as_it_was(con, tmp_path):
+    """It wrote a batch of 0 rows and bumped the version (every cached page read again for nothing); now it is a
+    failed load: no batch, no new version, no setting, while its rejects still name the row and field."""
+    _loaded(con)
+    before = (store.data_version(con), store.row_count(con), len(store.batches(con)),
+              con.execute("SELECT count(*) FROM settings").fetchall()[0][0])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("request_id,ts,model,input_tokens\n"
+                   "x1,2026-03-02T10:00:00Z,gpt-4o,-5\n"
+                   "x2,2026-03-02T10:01:00Z,,7\n")
+    [r] = ingest_path(con, bad)
+    assert (r.batch_id, r.rows_read, r.rows_ingested, r.rows_rejected, r.duplicates_skipped) == (None, 2, 0, 2, 0)
+    assert [(x["row"], x["field"]) for x in r.rejects] == [(2, "input_tokens"), (3, "model")]
+    after = (store.data_version(con), store.row_count(con), len(store.batches(con)),
+             con.execute("SELECT count(*) FROM settings").fetchall()[0][0])
+    assert after == before
+    # loaded again: rejected again the same way, the store still untouched
+    [again] = ingest_path(con, bad)
+    assert (again.batch_id, again.rows_rejected, len(again.rejects)) == (None, 2, 2)
+    assert store.data_version(con) == before[0]
+
+
+def test_a_file_loaded_again_still_reads_as_already_loaded(con, tmp_path):
+    """Every row a duplicate (0 new) is not a failed load: the first load's batch stays the only one."""
+    f = tmp_path / "ok.csv"
+    f.write_text("request_id,ts,model\nk1,2026-03-02T10:00:00Z,gpt-4o\n")
+    [first] = ingest_path(con, f)
+    version = store.data_version(con)
+    [again] = ingest_path(con, f)
+    assert (first.rows_ingested, again.batch_id, again.rows_ingested, again.duplicates_skipped) == (1, None, 0, 1)
+    assert store.data_version(con) == version and len(store.batches(con)) == 1

@@ -209,7 +209,7 @@ def _file_panel(upload) -> None:
                 for r in results:
                     rej = rejected_rows(cursor(), path, upload.name, r.rejects) if r.rejects else None
                     reports.append({"result": r.as_dict(), "rejected_csv": exports.safe_csv(rej) if rej is not None
-                                    else None})
+                                    else None, "every_row_rejected": r.every_row_rejected})
             except InputError as exc:
                 bar.empty()
                 st.error(f"Nothing loaded: {plain(exc)}", icon=":material/error:")
@@ -221,8 +221,10 @@ def _file_panel(upload) -> None:
                          "report it.", icon=":material/error:")
             else:
                 st.session_state["_load_reports"] = reports + st.session_state.get("_load_reports", [])
-                st.session_state["_loaded_uploads"].add(key)
-                _discard(key)
+                if not all(rep["every_row_rejected"] for rep in reports):
+                    st.session_state["_loaded_uploads"].add(key)
+                    _discard(key)
+                # else nothing loaded (the store is as it was): the file stays here to load again another way
                 st.rerun()
 
 
@@ -233,10 +235,16 @@ if reports:
     for i, rep in enumerate(reports):
         r = rep["result"]
         with st.container(border=True):
-            already = r["batch_id"] is None and r["duplicates_skipped"] == r["rows_read"] - r["rows_rejected"]
+            already = (r["batch_id"] is None and not rep.get("every_row_rejected")
+                       and r["duplicates_skipped"] == r["rows_read"] - r["rows_rejected"])
             st.markdown(f"**{plain(r['file'])}** read as `{r['format']}`"
                         + (f", batch {r['batch_id']}" if r["batch_id"] is not None else "")
                         + (" — already loaded: the same file read the same way adds nothing" if already else ""))
+            if rep.get("every_row_rejected"):
+                st.error(f"Nothing loaded from {plain(r['file'])}: every one of its {r['rows_read']:,} "
+                         f"row{'s' if r['rows_read'] != 1 else ''} was rejected (the reasons by row and field below); "
+                         "the store is as it was. Pick another format or map its columns, then load it again.",
+                         icon=":material/error:")
             c = metric_row(4)
             c[0].metric("Rows read", f"{r['rows_read']:,}")
             c[1].metric("Rows ingested", f"{r['rows_ingested']:,}")

@@ -78,7 +78,7 @@ def run(args) -> int:
     total = {k: sum(getattr(r, k) for r in results)
              for k in ("rows_read", "rows_ingested", "rows_rejected", "duplicates_skipped")}
     rejects = [dict(r_, file=r.file) for r in results for r_ in r.rejects][:50]
-    nothing = [r for r in results if r.rows_read and r.rows_rejected == r.rows_read]
+    nothing = [r for r in results if r.every_row_rejected]
     if args.json:
         print_json(total | {"rejects": rejects, "files": [r.as_dict() | {"rejects": r.rejects[:20]}
                                                           for r in results], "errors": errors})

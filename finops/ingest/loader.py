@@ -3,7 +3,8 @@
 A load is one transaction. Bad rows are rejected with their row number, field and
 reason while good rows load (``strict`` fails the whole batch instead). A file
 that cannot be read at all (empty, binary, truncated, unknown format) raises
-:class:`~finops.errors.InputError` and leaves the store as it was. Rows whose
+:class:`~finops.errors.InputError` and leaves the store as it was. A file whose every row
+is rejected leaves it as it was too (no batch, no new data version): its result reports the rejects. Rows whose
 ``request_id`` is already stored are skipped, so loading a file twice adds nothing.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -116,11 +118,36 @@ class IngestResult:
     duplicates_skipped: int
     rejects: list[dict] = field(default_factory=list)   # {row, field, reason}
 
+    @property
+    def every_row_rejected(self) -> bool:
+        """A failed load: the file had rows and none was kept (the store is as it was, ``batch_id`` None); a file
+        loaded again (every row already stored) is not one."""
+        return bool(self.rows_read) and self.rows_rejected == self.rows_read
+
     def as_dict(self) -> dict:
         return {"file": self.file, "format": self.format, "batch_id": self.batch_id,
                 "rows_read": self.rows_read, "rows_ingested": self.rows_ingested,
                 "rows_rejected": self.rows_rejected, "duplicates_skipped": self.duplicates_skipped,
                 "rejects": self.rejects}
+
+
+class NothingKept(Exception):
+    """Raised inside a load's transaction where every row of the file was rejected: a load that keeps no row is a
+    failed load, rolled back (no batch, no new data version). ``result`` reports its rejects (file, row, field)."""
+
+    def __init__(self, result: IngestResult):
+        super().__init__(f"file {result.file}: every row was rejected, nothing loaded")
+        self.result = result
+
+
+def _committed(con, load: Callable[[], IngestResult]) -> IngestResult:
+    """``load()`` in one transaction, with the load's memory limit; one that raised :class:`NothingKept` is rolled
+    back (the store as it was) and its result, the rejects, returned."""
+    try:
+        with load_memory(con), store.transaction(con):
+            return load()
+    except NothingKept as nothing:
+        return nothing.result
 
 
 # ---------------------------------------------------------------- detection
@@ -668,9 +695,8 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
         source.decimal_comma = decimal_comma(p)
         current = source        # the reading this attempt used: the one to clean up, whatever comes next
         try:
-            with load_memory(con), store.transaction(con):
-                result = _load(con, adapter.name, source, name, sha, opts_json, options, step)
-                scan.result()   # a file the text checks refuse is refused whole: the load rolls back
+            result = _committed(con, partial(_load_scanned, con, scan, adapter.name, source, name, sha, opts_json,
+                                             options, step))
             break
         except (duckdb.Error, pa.ArrowException) as exc:
             if p.kind == "csv" and not p.serial_csv and "quoted new line" in str(exc):
@@ -687,6 +713,18 @@ def _read_and_load(con, p: Probe, adapter, name: str, options: IngestOptions, st
             if current.cleanup:
                 current.cleanup()
     step(1.0, f"{result.rows_ingested:,} rows ingested")
+    return result
+
+
+def _load_scanned(con, scan: TextScan, *load_args) -> IngestResult:
+    """:func:`_load` of a file whose text checks run beside it (``scan``): a file they refuse is refused whole
+    (the load rolls back), whether its rows loaded or were every one rejected."""
+    try:
+        result = _load(con, *load_args)
+    except NothingKept:
+        scan.result()
+        raise
+    scan.result()
     return result
 
 
@@ -943,6 +981,9 @@ def _load(con, fmt: str, source, name: str, sha: str, opts_json: str, options: I
     if options.strict and rows_rejected:
         first = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejects[:3])
         raise InputError(f"{rows_rejected:,} bad rows, nothing loaded (--strict). First: {first}", file=name)
+    if rows_rejected == rows_read:
+        # nothing to keep: no batch of 0 rows, no new data version (every cached page read again for nothing)
+        raise NothingKept(IngestResult(name, fmt, None, rows_read, 0, rows_rejected, 0, rejects))
     if inserted is None:
         inserted = _insert_general(con, source, name, batch_id, has_rows, counts, staged, step, legacy)
     n_ingested, min_ts, max_ts = inserted
@@ -972,8 +1013,8 @@ def ingest_frame(con: duckdb.DuckDBPyConnection, frame, name: str = "frame", fmt
         content = ", ".join(f"{c} := {c}" for c in cols)
         src = (f"SELECT row_number() OVER () AS _row, CASE WHEN {no_id} THEN md5(CAST(struct_pack({content}) AS VARCHAR)) "
                f"END AS _hash, {', '.join(cols)} FROM _frame_in")
-        with load_memory(con), store.transaction(con):
-            result = _load(con, fmt, Source(src), name, "", "{}", IngestOptions(), lambda f, w: None)
+        result = _committed(con, lambda: _load(con, fmt, Source(src), name, "", "{}", IngestOptions(),
+                                               lambda f, w: None))
     finally:
         con.unregister("_frame_in")
     return result
@@ -984,8 +1025,7 @@ def ingest_source(con: duckdb.DuckDBPyConnection, source: Source, name: str, fmt
     ``langfuse_source``), in one transaction, idempotently by ``request_id`` as a file load is."""
     _install_macros(con)
     try:
-        with load_memory(con), store.transaction(con):
-            return _load(con, fmt, source, name, "", "{}", IngestOptions(), lambda f, w: None)
+        return _committed(con, lambda: _load(con, fmt, source, name, "", "{}", IngestOptions(), lambda f, w: None))
     finally:
         if source.cleanup:
             source.cleanup()
