@@ -252,3 +252,26 @@ def test_an_extreme_capacity_url_is_clamped_and_said_and_a_zero_is_a_zero(tmp_pa
         assert values[key] == value
     if any(float(v) > 1e6 for v in params.values()) or params.get("cap_slots"):
         assert "does not take" in texts(at)
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+@pytest.mark.parametrize("value", ["9223372036854775807", "9223372036854775808", "100000000000000000000",
+                                   "-100000000000000000000"])
+def test_a_token_count_past_what_a_bigint_holds_is_above_the_limit_not_unreadable(con, tmp_path, kind, value):
+    """2**63-1 and more were "cannot read 9223372036854775807 as a whole number" in a CSV (and 2**63 in JSON
+    Lines too): a whole number it is, above the store's limit of a billion tokens (schema.RANGES)."""
+    f = tmp_path / f"big.{kind}"
+    if kind == "csv":
+        f.write_text("request_id,ts,model,input_tokens\nb1,2026-11-20T11:00:00Z,gpt-4o,1000\n"
+                     f"b2,2026-11-20T11:00:00Z,gpt-4o,{value}\n")
+    else:
+        f.write_text('{"request_id":"b1","ts":"2026-11-20T11:00:00Z","model":"gpt-4o","input_tokens":1000}\n'
+                     f'{{"request_id":"b2","ts":"2026-11-20T11:00:00Z","model":"gpt-4o","input_tokens":{value}}}\n')
+    [r] = ingest_path(con, f)
+    assert (r.file, r.rows_ingested, r.rows_rejected) == (f"big.{kind}", 1, 1)
+    [rej] = r.rejects
+    if kind == "jsonl" and value.endswith("0" * 20):
+        value = value.replace("100000000000000000000", "1e+20")     # DuckDB's JSON reader holds it as a double
+    reason = (f"input_tokens: negative value {value}" if value.startswith("-") else
+              f"input_tokens: {value} is above the limit of 1,000,000,000")
+    assert (rej["row"], rej["field"], rej["reason"]) == (3 if kind == "csv" else 2, "input_tokens", reason)

@@ -255,15 +255,26 @@ def _typed_expr(name: str, x: str, src_type: str, comma: bool = False) -> str:
     if t == "BOOLEAN":
         # true or false is no count, time or price: rejected as unreadable (a cast would read it as 1 or 0)
         return f"CAST(NULL AS {target})"
-    def number_sql(value_sql: str) -> str:  # a decimal comma read as the point it stands for
-        blank_sql = f"nullif(trim({value_sql}), '')"
-        return f"replace({blank_sql}, ',', '.')" if comma else blank_sql
     if target in ("BIGINT", "INTEGER"):
-        d = f"TRY_CAST({number_sql(f'CAST({x} AS VARCHAR)')} AS DOUBLE)" if t == "VARCHAR" else f"TRY_CAST({x} AS DOUBLE)"
+        d = _double_sql(x, t, comma)
         return f"CASE WHEN {d} = floor({d}) THEN TRY_CAST({d} AS {target}) END"
     if t == "VARCHAR":
-        return f"TRY_CAST({number_sql(x)} AS {target})"
+        return f"TRY_CAST({_number_sql(x, comma)} AS {target})"
     return f"TRY_CAST({x} AS {target})"
+
+
+def _number_sql(value_sql: str, comma: bool) -> str:
+    """Text of a number, blank as NULL; ``comma``: a decimal comma read as the point it stands for."""
+    blank_sql = f"nullif(trim({value_sql}), '')"
+    return f"replace({blank_sql}, ',', '.')" if comma else blank_sql
+
+
+def _double_sql(x: str, src_type: str, comma: bool) -> str:
+    """The source's ``x`` (of type ``src_type``, upper case) as a DOUBLE, NULL where it is no number: what a
+    whole-number column is cast through."""
+    if src_type == "VARCHAR":
+        return f"TRY_CAST({_number_sql(f'CAST({x} AS VARCHAR)', comma)} AS DOUBLE)"
+    return f"TRY_CAST({x} AS DOUBLE)"
 
 
 #: each range's upper bound as a person reads it ("604,800,000"), written into the reject reason
@@ -286,12 +297,23 @@ TYPE_WORDS = {"BIGINT": "a whole number", "INTEGER": "a whole number", "DOUBLE":
               "BOOLEAN": "true or false", "JSON": "JSON", "VARCHAR": "text"}
 
 
-def _checks(name: str, raw: str, typed: str, src_type: str) -> list[str]:
-    """SQL expressions yielding a reason string (or NULL) for one column: unreadable, not finite, out of range."""
+def _checks(name: str, raw: str, typed: str, src_type: str, comma: bool = False) -> list[str]:
+    """SQL expressions yielding a reason string (or NULL) for one column: unreadable, not finite, out of range.
+    ``comma`` as for :func:`_typed_expr`."""
     name = sql.column(name, sql.CANONICAL_COLUMNS)
     target = schema.TYPES[name]
-    out = [] if src_type.upper() == target and name != "ts" else [f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' "
-           f"THEN '{name}: cannot read ' || {_shown_sql(raw)} || ' as {TYPE_WORDS[target]}' END"]
+    t = src_type.upper()
+    unreadable = f"'{name}: cannot read ' || {_shown_sql(raw)} || ' as {TYPE_WORDS[target]}'"
+    if target in ("BIGINT", "INTEGER") and name in schema.RANGES and t not in (target, "BOOLEAN"):
+        # a whole number past what the column's type holds (2**63 - 1 and more for a count) is no unreadable value:
+        # it is past the column's range, said as a number within the type is (below)
+        d = _double_sql(raw, t, comma)
+        unreadable = (f"CASE WHEN isfinite({d}) AND {d} = floor({d}) AND {d} > {sql.literal(schema.RANGES[name][1])} "
+                      f"THEN '{name}: ' || {_shown_sql(raw)} || ' is above the limit of {RANGE_LABELS[name]}' "
+                      f"WHEN isfinite({d}) AND {d} = floor({d}) AND {d} < 0 THEN '{name}: negative value ' "
+                      f"|| {_shown_sql(raw)} ELSE {unreadable} END")
+    out = [] if t == target and name != "ts" else [
+        f"CASE WHEN {raw} IS NOT NULL AND {typed} IS NULL AND trim(CAST({raw} AS VARCHAR)) <> '' THEN {unreadable} END"]
     if target == "DOUBLE":
         out.append(f"CASE WHEN NOT isfinite({typed}) THEN '{name}: ' || CAST({typed} AS VARCHAR) "
                    f"|| ' is not a finite number' END")
@@ -436,7 +458,7 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
                 x, src_types[name] = f"CAST(to_json(s.{name}) AS VARCHAR)", "VARCHAR"
             raws[name] = x
             exprs[name] = _typed_expr(name, x, src_types[name], decimal_comma)
-            checks.extend(_checks(name, x, exprs[name], src_types[name]))
+            checks.extend(_checks(name, x, exprs[name], src_types[name], decimal_comma))
         else:
             exprs[name] = f"CAST(NULL AS {schema.TYPES[name]})"
     typed = [f"{expr} AS {name}" for name, expr in exprs.items() if absent or name in src_types]
