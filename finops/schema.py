@@ -100,6 +100,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "prompt_chars": (0, 2_000_000_000),
     "cost_usd": (0.0, 100_000.0),
 }
+#: The longest model name a load keeps, in characters (a row with a longer one is rejected naming the field): a chosen
+#: limit, no source's own. Real names are under 100 (``accounts/fireworks/models/llama-v3p1-405b-instruct``); a 100 kB
+#: "name" is a column mapped wrongly, and would be stored, grouped and shown whole.
+MAX_MODEL_CHARS = 256
 #: Timestamps outside [TS_MIN, now + TS_MAX_AHEAD_DAYS] are rejected (a row dated 9999 would stretch every
 #: period to millennia); FINOPS_TS_MIN / FINOPS_TS_MAX (ISO dates) override the window.
 TS_MIN = "2015-01-01"

@@ -275,3 +275,25 @@ def test_a_token_count_past_what_a_bigint_holds_is_above_the_limit_not_unreadabl
     reason = (f"input_tokens: negative value {value}" if value.startswith("-") else
               f"input_tokens: {value} is above the limit of 1,000,000,000")
     assert (rej["row"], rej["field"], rej["reason"]) == (3 if kind == "csv" else 2, "input_tokens", reason)
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_model_name_past_256_characters_is_a_rejected_row_not_stored_whole(con, tmp_path, kind):
+    """A 100 kB model name was stored whole (and then shown, grouped and priced by); a name of 256 characters
+    loads, one of 257 or 100,000 is rejected naming the row, the field model and the limit."""
+    names = ["m" * 256, "n" * 257, "x" * 100_000]
+    f = tmp_path / f"names.{kind}"
+    if kind == "csv":
+        f.write_text("request_id,ts,model\n" + "".join(f"k{i},2026-11-20T11:00:00Z,{n}\n" for i, n in enumerate(names)))
+    else:
+        f.write_text("".join(f'{{"request_id":"k{i}","ts":"2026-11-20T11:00:00Z","model":"{n}"}}\n'
+                             for i, n in enumerate(names)))
+    [r] = ingest_path(con, f)
+    assert (r.rows_read, r.rows_ingested, r.rows_rejected) == (3, 1, 2)
+    first = 2 if kind == "csv" else 1
+    assert r.rejects == [
+        {"row": first + 1, "field": "model",
+         "reason": f"model: {'n' * 60}... is 257 characters long, above the limit of 256"},
+        {"row": first + 2, "field": "model",
+         "reason": f"model: {'x' * 60}... is 100,000 characters long, above the limit of 256"}]
+    assert con.execute("SELECT request_id, length(model) FROM requests").fetchall() == [("k0", 256)]

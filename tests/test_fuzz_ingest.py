@@ -1464,3 +1464,34 @@ def test_fuzzed_mapped_files_store_the_same_by_sql_and_by_python(tmp_path_factor
     azure.write_text(_csv_text([AZURE_HEADER, *(r[:3] for r in rows)]))
     _same_by_sql_and_python(azure, monkeypatch, "read:azure-trace", format="azure-trace", model="m1", tenant=tenant,
                             compare=lambda r: _spelt_alike(_without_ids(r)))
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_model_name_past_the_limit_is_rejected_by_name_by_sql_and_by_python(tmp_path, monkeypatch, kind):
+    """A model name of 300 characters was stored whole by every reading; now each rejects its row naming the field
+    model and the limit (256, schema.MAX_MODEL_CHARS), the same mapped in SQL as read a record at a time, and the
+    same by the canonical typed reading as by its checked one."""
+    long_name = "g" * 300
+    recs = [{"id": "a1", "TIMESTAMP": "2026-11-20T11:00:00Z", "Model": long_name, "ContextTokens": 10},
+            {"id": "a2", "TIMESTAMP": "2026-11-20T11:00:01Z", "Model": "gpt-4o", "ContextTokens": 10}]
+    f = tmp_path / f"trace.{kind}"
+    f.write_text(_csv_text([list(recs[0]), *(list(r.values()) for r in recs)]) if kind == "csv"
+                 else "".join(json.dumps(r) + "\n" for r in recs))
+    mapped = {"format": "generic", "mapping": {"ts": "TIMESTAMP", "model": "Model", "input_tokens": "ContextTokens",
+                                               "request_id": "id"}}
+    _same_by_sql_and_python(f, monkeypatch, "read:generic", **mapped)
+    (read, ingested, rejected, _, rejects), rows = _stored_rows(f, monkeypatch, False, "read:generic", **mapped)
+    assert (read, ingested, rejected) == (2, 1, 1) and [r["model"] for r in rows] == ["gpt-4o"]
+    assert [(r["field"], r["reason"]) for r in rejects] == [
+        ("model", f"model: {'g' * 60}... is 300 characters long, above the limit of 256")]
+    canonical = tmp_path / f"canonical.{kind}"
+    canonical.write_text(f.read_text().replace("TIMESTAMP", "ts").replace("Model", "model").replace(
+        "ContextTokens", "input_tokens").replace('"id"', '"request_id"').replace("id,", "request_id,", 1))
+    from finops.ingest import formats
+    from finops.ingest.tabular import mapped_source
+    typed = _stored_rows(canonical, monkeypatch, False)
+    with monkeypatch.context() as m:        # the canonical reading's checked fallback alone
+        m.setattr(formats, "_read_canonical", lambda con, p, o: mapped_source(con, p, o, hash_as_typed=True))
+        checked = _stored_rows(canonical, monkeypatch, False)
+    assert typed == checked, _differs(typed, checked)
+    assert [r["field"] for r in typed[0][4]] == ["model"] and typed[0][1] == 1

@@ -469,6 +469,9 @@ def validated_sql(con: duckdb.DuckDBPyConnection, source_sql: str, params: list,
     spaces = f" OR trim({ts_raw}) = ''" if src_types.get("ts", "").upper() == "VARCHAR" else ""
     checks.append(f"CASE WHEN {ts_raw} IS NULL{spaces} THEN 'ts: missing' END")
     checks.append(f"CASE WHEN ({model_expr}) IS NULL THEN 'model: missing (give one with --model)' END")
+    checks.append(f"CASE WHEN length({model_expr}) > {sql.literal(schema.MAX_MODEL_CHARS)} THEN 'model: ' "
+                  f"|| {_shown_sql(model_expr)} || ' is ' || format('{{:,}}', length({model_expr})) "
+                  f"|| ' characters long, above the limit of {schema.MAX_MODEL_CHARS}' END")
     typed_of = exprs
     for whole, parts in (("input_tokens", schema.INPUT_PARTS), ("output_tokens", schema.OUTPUT_PARTS)):
         present = [n for n in parts if n in src_types]
