@@ -297,3 +297,30 @@ def test_a_model_name_past_256_characters_is_a_rejected_row_not_stored_whole(con
         {"row": first + 2, "field": "model",
          "reason": f"model: {'x' * 60}... is 100,000 characters long, above the limit of 256"}]
     assert con.execute("SELECT request_id, length(model) FROM requests").fetchall() == [("k0", 256)]
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
+def test_a_cost_of_minus_zero_is_stored_as_zero(con, tmp_path, kind):
+    """-0.0 passed the checks (it is not below 0) and was stored as -0.0: a table's printf format showed it as
+    "$-0.00". It is stored as 0.0 now, as is a latency of -0.0; a cost of -0.01 is still rejected as negative."""
+    import math
+
+    import pandas as pd
+    rows = [("z1", "-0.0", "-0.0"), ("z2", "-0", "0.5"), ("z3", "-0.01", "1")]
+    f = tmp_path / f"zero.{kind}"
+    if kind == "csv":
+        f.write_text("request_id,ts,model,cost_usd,queue_ms\n"
+                     + "".join(f"{i},2026-11-20T11:00:00Z,gpt-4o,{c},{q}\n" for i, c, q in rows))
+    elif kind == "jsonl":
+        f.write_text("".join(f'{{"request_id":"{i}","ts":"2026-11-20T11:00:00Z","model":"gpt-4o","cost_usd":{c},'
+                             f'"queue_ms":{q}}}\n' for i, c, q in rows))
+    else:
+        pd.DataFrame({"request_id": [i for i, _, _ in rows], "ts": pd.to_datetime(["2026-11-20T11:00:00"] * 3),
+                      "model": ["gpt-4o"] * 3, "cost_usd": [float(c) for _, c, _ in rows],
+                      "queue_ms": [float(q) for _, _, q in rows]}).to_parquet(f)
+    [r] = ingest_path(con, f)
+    assert (r.rows_ingested, r.rows_rejected) == (2, 1)
+    assert [(x["field"], x["reason"]) for x in r.rejects] == [("cost_usd", "cost_usd: negative value -0.01")]
+    stored = con.execute("SELECT request_id, cost_usd, queue_ms FROM requests ORDER BY 1").fetchall()
+    assert stored == [("z1", 0.0, 0.0), ("z2", 0.0, 0.5)]
+    assert [(math.copysign(1, c), math.copysign(1, q)) for _, c, q in stored] == [(1.0, 1.0), (1.0, 1.0)]

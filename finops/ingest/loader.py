@@ -250,7 +250,7 @@ def _typed_expr(name: str, x: str, src_type: str, comma: bool = False) -> str:
                     f"WHEN 'yes' THEN true WHEN 'y' THEN true WHEN 'false' THEN false WHEN 'f' THEN false "
                     f"WHEN '0' THEN false WHEN 'no' THEN false WHEN 'n' THEN false END")
         return f"(TRY_CAST({x} AS DOUBLE) <> 0)"
-    if t == target:
+    if t == target and target != "DOUBLE":
         return x
     if t == "BOOLEAN":
         # true or false is no count, time or price: rejected as unreadable (a cast would read it as 1 or 0)
@@ -258,9 +258,15 @@ def _typed_expr(name: str, x: str, src_type: str, comma: bool = False) -> str:
     if target in ("BIGINT", "INTEGER"):
         d = _double_sql(x, t, comma)
         return f"CASE WHEN {d} = floor({d}) THEN TRY_CAST({d} AS {target}) END"
-    if t == "VARCHAR":
-        return f"TRY_CAST({_number_sql(x, comma)} AS {target})"
-    return f"TRY_CAST({x} AS {target})"
+    if t == target:
+        value = x
+    elif t == "VARCHAR":
+        value = f"TRY_CAST({_number_sql(x, comma)} AS {target})"
+    else:
+        value = f"TRY_CAST({x} AS {target})"
+    # + 0.0 turns -0.0 into 0.0 (IEEE 754) and leaves every other value as it is: a cost or latency of -0.0 passes the
+    # checks (it is not below 0) and was stored as -0.0, which a table's format shows as "$-0.00"
+    return f"({value} + 0.0)" if target == "DOUBLE" else value
 
 
 def _number_sql(value_sql: str, comma: bool) -> str:
