@@ -42,6 +42,20 @@ def _states(path):
         con.close()
 
 
+def logged_in(user: dict):
+    """The app under AppTest as the login ``user`` (its claims: email, groups, tenants), with OIDC configured for a
+    provider nobody calls: the test sets the logged-in user itself."""
+    from streamlit.testing.v1 import AppTest
+
+    from helpers import APP
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
+                          "redirect_uri": "http://localhost:8501/oauth2callback",
+                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
+    at.user = {"is_logged_in": True, **user}
+    return at
+
+
 def test_alerts_page_groups_acknowledges_snoozes_and_sends_a_test(db, receiver):
     con = store.connect(db)
     groups = delivery.group_alerts(alerts.open_alerts(con))
@@ -134,9 +148,7 @@ def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db, monkeypatch)
     """A viewer scoped to tenant beta saw every message of the delivery log (acme's alerts, their count and
     severity): what another tenant did reached a scoped login. Nor does it see the targets' addresses (an e-mail
     target's recipients and mail server were shown)."""
-    from streamlit.testing.v1 import AppTest
 
-    from helpers import APP
 
     con = store.connect(db)
     delivery.deliver(con, alerts.open_alerts(con), now=datetime(2026, 4, 7))
@@ -150,11 +162,7 @@ def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db, monkeypatch)
                                  "smtp_host": "127.0.0.1", "smtp_port": 8625}])
     con.close()
     monkeypatch.setenv("FINOPS_DB", db)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
-                          "redirect_uri": "http://localhost:8501/oauth2callback",
-                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
-    at.user = {"is_logged_in": True, "email": "bea@x", "groups": ["finops-viewer"], "tenants": ["beta"]}
+    at = logged_in({"email": "bea@x", "groups": ["finops-viewer"], "tenants": ["beta"]})
     for k, v in PERIOD.items():
         at.query_params[k] = v
     at.run()
@@ -171,19 +179,13 @@ def test_a_tenant_scoped_login_sees_only_its_tenants_deliveries(db, monkeypatch)
 
 def test_a_viewer_is_not_told_to_use_a_table_it_is_not_shown(tmp_path):
     """A viewer read "No delivery target yet: add one in the table above and save it." with no table above."""
-    from streamlit.testing.v1 import AppTest
 
-    from helpers import APP
 
     path = str(tmp_path / "alerts.duckdb")
     alert_store(path).close()
     import os
     os.environ["FINOPS_DB"] = path
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
-                          "redirect_uri": "http://localhost:8501/oauth2callback",
-                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
-    at.user = {"is_logged_in": True, "email": "vic@x", "groups": ["finops-viewer"]}
+    at = logged_in({"email": "vic@x", "groups": ["finops-viewer"]})
     at.run()
     at.switch_page(PAGE)
     at.run()
@@ -202,10 +204,8 @@ def test_too_few_requests_tell_a_viewer_to_ask_an_admin_and_an_admin_where_to_lo
     """Three failed requests of acme (a window needs 50) leave the error-rate rule unjudged. Only local mode (an
     admin) was tested; a viewer, who cannot edit the rules, is told to ask an admin, and a logged-in admin where to
     lower the minimum."""
-    from streamlit.testing.v1 import AppTest
-
     from finops.ingest import ingest_path
-    from helpers import APP, shown
+    from helpers import shown
 
     f = tmp_path / "failing.csv"
     f.write_text("request_id,ts,model,tenant,input_tokens,output_tokens,total_ms,status\n"
@@ -215,11 +215,7 @@ def test_too_few_requests_tell_a_viewer_to_ask_an_admin_and_an_admin_where_to_lo
     ingest_path(con, f)
     con.close()
     monkeypatch.setenv("FINOPS_DB", db)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.secrets["auth"] = {"client_id": "x", "client_secret": "y", "cookie_secret": "z",
-                          "redirect_uri": "http://localhost:8501/oauth2callback",
-                          "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
-    at.user = {"is_logged_in": True, "email": "val@x", "groups": groups}
+    at = logged_in({"email": "val@x", "groups": groups})
     at.run()
     at.switch_page(PAGE)
     at.run()
