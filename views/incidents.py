@@ -73,7 +73,10 @@ else:
                "bound of a 99.9 % interval) and SLA or error-rate alerts lasted 30 minutes or more; a warning "
                "for 1 % or any SLA minute; info when decode only ran slower than usual with no alert (a batch "
                "growing at a peak does that within every SLA). GPU under-use, spend and budget alerts are cost "
-               "matters and stay on the alerts list.")
+               "matters and stay on the alerts list. The slow-path findings compare each model with its usual "
+               "behaviour in the period shown, so a shorter period can judge the same hours differently; the "
+               "alerts' thresholds and a replica's usual share of the traffic (read in the hours around its gap) do "
+               "not depend on the period.")
     for n, inc in enumerate(items):
         label = (f":{SEVERITY_COLOUR[inc.severity]}[**{inc.severity}**] {plain(inc.title)} · {inc.start:%a %Y-%m-%d}"
                  + incidents.hit_suffix(inc.title, inc.affected, inc.requests))
