@@ -265,3 +265,48 @@ def duration_columns(frame, columns):
     for c in cols:
         out[c] = out[c] / 1000.0
     return out.rename(columns=names), "s", names
+
+
+# (test on a column's name, formatter): the first that matches writes a table column's values for people
+_COLUMN_FORMATS = (
+    (lambda name: "usd" in name, usd),
+    (lambda name: name.endswith("_ms") or "_ms_" in name, lambda v: duration_ms(v, fine=True)),
+    (lambda name: name.endswith("share"), share),
+)
+
+
+def table(frame, missing: str = MISSING) -> str:
+    """``frame`` as a terminal table for people, each column by its name: dollars (``*usd*``) through :func:`usd`,
+    milliseconds (``*_ms``, ``*_ms_*``) through :func:`duration_ms` (seconds from 1,000 ms), shares (``*share``)
+    through :func:`share`, whole counts with separators, other figures through :func:`number` (never an exponent);
+    text as it is; a value the data does not give (None, NaN, NaT, NA) as ``missing``.
+
+    >>> import pandas as pd
+    >>> print(table(pd.DataFrame({"policy": ["always", None], "escalation_share": [1.0, 0.5],
+    ...                           "net_benefit_usd": [2.6387e-05, -0.069], "extra_latency_ms": [2307.9, 190.0],
+    ...                           "requests": [14200, 3], "quality": [0.95, float("nan")]})))
+    policy escalation_share net_benefit_usd extra_latency_ms requests quality
+    always           100.0%       $0.000026           2.31 s   14,200    0.95
+         —            50.0%         −$0.069           190 ms        3       —
+    """
+    import pandas as pd
+
+    def column(name, values):
+        fmt = next((f for test, f in _COLUMN_FORMATS if test(str(name))), None)
+        if fmt is None and pd.api.types.is_bool_dtype(values):
+            fmt = str
+        elif fmt is None and pd.api.types.is_integer_dtype(values):
+            fmt = lambda v: f"{int(v):,}"      # noqa: E731
+        elif fmt is None and pd.api.types.is_float_dtype(values):
+            fmt = number
+        elif fmt is None:
+            fmt = lambda v: str(v) if isinstance(v, str) else number(v) if isinstance(v, float) else str(v)  # noqa: E731
+        return [missing if _absent(v) else fmt(v) for v in values]
+
+    def _absent(v) -> bool:
+        try:
+            return v is None or bool(pd.isna(v))
+        except (TypeError, ValueError):
+            return False
+    shown = pd.DataFrame({c: column(c, frame[c]) for c in frame.columns}, index=frame.index)
+    return shown.to_string(index=False)

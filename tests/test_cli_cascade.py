@@ -290,3 +290,31 @@ def test_an_unreachable_floor_names_the_best_quality_a_threshold_reaches(capsys)
     text = capsys.readouterr().out
     assert "quality floor 0.95: no threshold meets it; the best any threshold reaches is 0.8567" in text
     assert 1130 / 1319 == pytest.approx(0.8567, abs=5e-5)
+
+
+def test_edge_policies_table_writes_money_shares_and_times_for_people(tmp_path, capsys):
+    # two measured RTTs, V_lat $0.10 a second, the other inputs at their defaults (dQ 0.15 x V_q $0.5 = $0.075,
+    # dC_infer + C_net = $0.010, T_cloud 300 ms, T_edge 0): at 80 ms the extra time is 380 ms ($0.038, pays:
+    # 0.075 - 0.010 - 0.038 = 0.027); at 2,000 ms it is 2,300 ms ($0.23, does not pay).
+    # always: share 1, quality 0.8 + 0.15 = 0.95, money $0.010, latency (0.038 + 0.23) / 2 = $0.134,
+    #   extra (380 + 2300) / 2 = 1,340 ms, net 0.075 - 0.010 - 0.134 = -$0.069
+    # when it pays: share 0.5, quality 0.875, money $0.005, latency $0.019, extra 190 ms
+    rtts = tmp_path / "rtt.csv"
+    rtts.write_text("rtt_ms\n80\n2000\n")
+    assert main(["edge", "--rtt-samples", str(rtts), "--latency-value-usd-per-s", "0.1"]) == 0
+    out = capsys.readouterr().out
+    rows = {next(p for p in ("never", "always", "when it pays") if line.strip().startswith(p)): line.split()
+            for line in out.splitlines()[5:]}
+    assert out.splitlines()[4].split() == ["policy", "escalation_share", "expected_quality", "money_cost_usd",
+                                           "latency_cost_usd", "extra_latency_ms", "net_benefit_usd"]
+    assert rows["always"] == ["always", "100.0%", "0.95", "$0.010", "$0.13", "1.34", "s", "−$0.069"]
+    assert rows["when it pays"][3:9] == ["50.0%", "0.875", "$0.0050", "$0.019", "190", "ms"]
+    assert rows["never"] == ["never", "0.0%", "0.8", "$0.00", "$0.00", "0", "ms", "$0.00"]
+
+
+def test_edge_policies_table_has_no_exponent_near_break_even(capsys):
+    # at the break-even RTT the net benefit of escalating is a few hundred-thousandths of a dollar: %g wrote 2.6387e-05
+    assert main(["edge", "--rtt-dist", "normal", "--rtt-ms", "523", "--jitter-ms", "1"]) == 0
+    table = capsys.readouterr().out.split("requests\n", 1)[1]
+    assert "e-0" not in table and "e+0" not in table
+    assert "$0.000026" in table.splitlines()[2]

@@ -6,6 +6,7 @@ from dataclasses import asdict, fields
 
 from finops.cascade import edge
 from finops.commands._common import print_json
+from finops.fmt import table
 from finops.ingest import uploads
 
 NAME = "edge"
@@ -74,5 +75,5 @@ def run(args) -> int:
     print(f"break-even: {decision.break_even.note}")
     if policies is not None:
         print(f"\nescalation pays for {policies.share_pays:.1%} of {policies.n_samples:,} requests")
-        print(policies.as_frame().to_string(index=False, float_format=lambda v: f"{v:.5g}"))
+        print(table(policies.as_frame()))
     return 0
