@@ -279,7 +279,7 @@ def table(frame, missing: str = MISSING) -> str:
     """``frame`` as a terminal table for people, each column by its name: dollars (``*usd*``) through :func:`usd`,
     milliseconds (``*_ms``, ``*_ms_*``) through :func:`duration_ms` (seconds from 1,000 ms), shares (``*share``)
     through :func:`share`, whole counts with separators, other figures through :func:`number` (never an exponent);
-    text as it is; a value the data does not give (None, NaN, NaT, NA) as ``missing``.
+    times to the second (dates alone where every one is a whole day); text as it is; a value the data does not give (None, NaN, NaT, NA) as ``missing``.
 
     >>> import pandas as pd
     >>> print(table(pd.DataFrame({"policy": ["always", None], "escalation_share": [1.0, 0.5],
@@ -293,7 +293,10 @@ def table(frame, missing: str = MISSING) -> str:
 
     def column(name, values):
         fmt = next((f for test, f in _COLUMN_FORMATS if test(str(name))), None)
-        if fmt is None and pd.api.types.is_bool_dtype(values):
+        if fmt is None and pd.api.types.is_datetime64_any_dtype(values):
+            whole_days = bool((values.dropna() == values.dropna().dt.normalize()).all())
+            fmt = (lambda v: f"{v:%Y-%m-%d}") if whole_days else (lambda v: f"{v:%Y-%m-%d %H:%M:%S}")
+        elif fmt is None and pd.api.types.is_bool_dtype(values):
             fmt = str
         elif fmt is None and pd.api.types.is_integer_dtype(values):
             fmt = lambda v: f"{int(v):,}"      # noqa: E731

@@ -214,3 +214,20 @@ def test_aliases_do_not_chain_or_name_themselves_and_a_refused_table_keeps_the_o
     assert pricing.aliases(con)["alias"].tolist() == ["acme-mini"]
     # the same name with a provider pins where it is priced: kept
     assert pricing.save_aliases(con, pd.DataFrame([{"alias": "gpt-4o", "model": "gpt-4o", "provider": "azure"}])) == 1
+
+
+def test_prices_list_and_show_write_dollars_and_no_none(tmp_path, capsys):
+    # the seed price book: gpt-4o $2.50 / $1.25 cached / $10.00 output per 1M; the sample fleet's GPU-hour $2.50;
+    # the reference gateway's "fast" $0.001 a request. A price the row does not set is blank, never None or <NA>
+    db = str(tmp_path / "p.duckdb")
+    store.connect(db).close()
+    assert main(["prices", "list", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "<NA>" not in out and "NaN" not in out
+    row = next(line.split() for line in out.splitlines() if line.split()[:2] == ["gpt-4o", "OpenAI"])
+    assert row[5:8] == ["$2.50", "$10.00", "$1.25"]
+    assert "$0.0010" in next(line for line in out.splitlines() if line.split()[0] == "fast")
+    assert main(["prices", "show", "gpt-4o", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "<NA>" not in out
+    assert [v for v in out.splitlines()[2].split() if v.startswith("$")] == ["$2.50", "$1.25", "$10.00"]

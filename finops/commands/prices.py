@@ -8,6 +8,7 @@ import pandas as pd
 from finops import catalogue, store
 from finops.commands._common import add_db, db_path, print_json, stored_path
 from finops.errors import InputError
+from finops.fmt import table as text_table
 from finops.jsonutil import records
 from finops.spend import pricing
 
@@ -62,7 +63,7 @@ def run(args) -> int:
         if args.json:
             print_json(records(frame))
         else:
-            print(frame.to_string(index=False, na_rep=""))
+            print(text_table(frame, missing=""))
         return 0
     if args.action == "alias":
         table = pricing.aliases(con)
@@ -81,7 +82,7 @@ def run(args) -> int:
     else:
         print(f"{args.model}: {out['how']}")
         if len(out["rows"]):
-            print(out["rows"].to_string(index=False, na_rep=""))
+            print(text_table(out["rows"], missing=""))
         else:
             print("no price row applies: its requests count at $0 until a price book row or an alias is added",
                   file=sys.stderr)
