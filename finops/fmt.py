@@ -269,6 +269,7 @@ def duration_columns(frame, columns):
 
 # (test on a column's name, formatter): the first that matches writes a table column's values for people
 _COLUMN_FORMATS = (
+    (lambda name: name.startswith("requests"), lambda v: f"{int(v):,}"),     # requests_with_total_ms: a count
     (lambda name: "usd" in name, usd),
     (lambda name: name.endswith("_ms") or "_ms_" in name, lambda v: duration_ms(v, fine=True)),
     (lambda name: name.endswith("share"), share),
@@ -278,7 +279,7 @@ _COLUMN_FORMATS = (
 def table(frame, missing: str = MISSING) -> str:
     """``frame`` as a terminal table for people, each column by its name: dollars (``*usd*``) through :func:`usd`,
     milliseconds (``*_ms``, ``*_ms_*``) through :func:`duration_ms` (seconds from 1,000 ms), shares (``*share``)
-    through :func:`share`, whole counts with separators, other figures through :func:`number` (never an exponent);
+    through :func:`share`, whole counts (and ``requests*``) with separators, other figures through :func:`number` (never an exponent);
     times to the second (dates alone where every one is a whole day); text as it is; a value the data does not give (None, NaN, NaT, NA) as ``missing``.
 
     >>> import pandas as pd

@@ -398,3 +398,19 @@ def test_report_shows_sub_cent_spend_rather_than_zero(tmp_path, capsys):
     lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()}
     header = lines["model"]
     assert lines["tiny"][header.index("cost_usd")] == "0.0043" and lines["big"][header.index("cost_usd")] == "12.5000"
+
+
+def test_latency_text_writes_a_second_and_more_in_seconds(tmp_path, capsys):
+    # canonical_sample.csv has one request per model, so each percentile is that request's time: llama-3.1-70b
+    # total 6,031.1 ms (6.03 s), ttft 902.7 ms, queue 812.3 ms, service 5,210.0 ms (5.21 s); llama-3.1-8b's queue
+    # 0.2 ms is not "0"; the counts (requests, requests_with_*) stay counts
+    db = tmp_path / "s.duckdb"
+    assert main(["ingest", str(DATA / "canonical_sample.csv"), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["latency", "--db", str(db)]) == 0
+    rows = {line.split()[0]: " ".join(line.split()) for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["llama-3.1-70b"] == ("llama-3.1-70b 1 6.03 s 6.03 s 6.03 s 1 903 ms 903 ms 903 ms 1 "
+                                     "812 ms 812 ms 812 ms 1 5.21 s 5.21 s 5.21 s 1")
+    assert rows["llama-3.1-8b"] == ("llama-3.1-8b 1 885 ms 885 ms 885 ms 1 120 ms 120 ms 120 ms 1 "
+                                    "0.2 ms 0.2 ms 0.2 ms 1 880 ms 880 ms 880 ms 1")
+    assert rows["gpt-4o"] == "gpt-4o 1 1.50 s 1.50 s 1.50 s 1 — — — 0 — — — 0 — — — 0"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from finops import sql, store
 from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
+from finops.fmt import table
 from finops.jsonutil import records
 from finops.latency import stats as latency
 
@@ -33,6 +34,5 @@ def run(args) -> int:
     elif frame.empty:
         print("no requests match these filters")
     else:
-        counts = {c: "{:,}".format for c in frame.columns if c == "requests" or c.startswith("requests_with_")}
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:,.1f}", na_rep="—", formatters=counts))
+        print(table(frame))
     return 0
