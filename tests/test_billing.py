@@ -335,3 +335,19 @@ def test_a_report_count_past_any_count_refuses_the_file_naming_it(con, tmp_path,
     assert (err.value.row, err.value.field) == (1, "results[0].output_tokens")
     assert "is not a count of tokens or requests" in str(err.value)
     assert con.execute("SELECT count(*) FROM billing_lines").fetchall()[0][0] == 0
+
+
+def test_cli_show_writes_billed_money_in_cents(tmp_path, capsys):
+    # the two cost reports' lines (openai_costs.json, anthropic_cost_report.json) per day, provider and model:
+    # haiku's 12.3456 cents are $0.12, sonnet's 249.3 cents $2.49, and the $11.585056 of it all $11.59; the text
+    # wrote every amount to the micro-dollar ($2.493000), unlike every other money figure of the CLI and the pages
+    db = str(tmp_path / "b.duckdb")
+    assert main(["billing", "load", str(P / "openai_costs.json"), str(P / "anthropic_cost_report.json"),
+                 "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["billing", "show", "--db", db]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert lines[0] == ["2025-03-04", "anthropic", "claude-3-5-haiku-20241022", "$0.12"]
+    assert lines[1] == ["2025-03-04", "anthropic", "claude-sonnet-4-20250514", "$2.49"]
+    assert lines[4][-1] == "$0.25" and lines[6][-1] == "$0.075"
+    assert lines[-1] == ["total", "$11.59"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from finops import store
 from finops.commands._common import add_db, db_path, parse_time, parse_until, print_json, stored_path
+from finops.fmt import usd
 from finops.jsonutil import records
 
 NAME = "billing"
@@ -53,6 +54,6 @@ def run(args) -> int:
         return 0
     for r in frame.itertuples():
         model = r.model if isinstance(r.model, str) else "(no model: tools, storage)"
-        print(f"{str(r.day)[:10]}  {r.provider:10} {model:40} ${float(r.amount_usd):,.6f}")
-    print(f"total  ${float(frame.amount_usd.sum()):,.6f}")
+        print(f"{str(r.day)[:10]}  {r.provider:10} {model:40} {usd(r.amount_usd):>12}")
+    print(f"total  {usd(frame.amount_usd.sum())}")
     return 0
