@@ -295,6 +295,19 @@ def test_a_period_that_ends_before_it_starts_is_refused(demo_db, tmp_path, capsy
     assert main(["report", "--db", demo_db, "--since", "2026-12-01", "--until", "2026-12-01", "--json"]) == 0
 
 
+@pytest.mark.parametrize("argv, end", [
+    # billing show read it as "no billing lines with an amount in this period", exit 0; plan as "the logs carry no
+    # service time for llama-3.1-8b" (its --until is an instant, excluded)
+    (["billing", "show", "--since", "2026-12-05", "--until", "2026-12-01"], "2026-12-02 00:00"),
+    (["plan", "--model", "llama-3.1-8b", "--since", "2026-12-05", "--until", "2026-12-01"], "2026-12-01 00:00"),
+])
+def test_every_command_refuses_a_period_that_ends_before_it_starts(demo_db, tmp_path, capsys, argv, end):
+    demo_db = str(shutil.copy(demo_db, tmp_path / "demo.duckdb"))
+    assert main([*argv, "--db", demo_db]) == 1
+    assert capsys.readouterr().err == (f"error: field since: --since 2026-12-05 00:00 is not before --until's end "
+                                       f"{end}: the period holds no time\n")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--days", "100000"], "field days: must be a whole number of days from 1 to 31, got 100000"),
     (["--days", "0"], "field days: must be a whole number of days from 1 to 31, got 0"),

@@ -88,11 +88,17 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
                         help="SLA tiers, comma-separated or the flag repeated")
 
 
+def check_period(since: datetime | None, until: datetime | None) -> None:
+    """An InputError naming ``--since`` when it is not before ``--until``'s end: every command that takes the two
+    refuses such a period, rather than reading it as "no requests match" (the period asked for is empty, not the
+    logs)."""
+    if since is not None and until is not None and since >= until:
+        raise InputError(f"--since {since:%Y-%m-%d %H:%M} is not before --until's end "
+                         f"{until:%Y-%m-%d %H:%M}: the period holds no time", field="since")
+
+
 def filters_from(args) -> Filters:
-    if args.since is not None and args.until is not None and args.since >= args.until:
-        # read as "no requests match": the period asked for is empty, not the logs
-        raise InputError(f"--since {args.since:%Y-%m-%d %H:%M} is not before --until's end "
-                         f"{args.until:%Y-%m-%d %H:%M}: the period holds no time", field="since")
+    check_period(args.since, args.until)
     return Filters(since=args.since, until=args.until, tenants=tuple(args.tenant),
                    models=tuple(args.models), sla_tiers=tuple(args.sla_tier))
 

@@ -3,7 +3,15 @@ API reports), kept apart from requests for reconciliation (see :mod:`finops.inge
 from __future__ import annotations
 
 from finops import store
-from finops.commands._common import add_db, db_path, parse_time, parse_until, print_json, stored_path
+from finops.commands._common import (
+    add_db,
+    check_period,
+    db_path,
+    parse_time,
+    parse_until,
+    print_json,
+    stored_path,
+)
 from finops.fmt import usd
 from finops.jsonutil import records
 
@@ -44,6 +52,7 @@ def run(args) -> int:
                 print(f"{r.file} [{r.source or 'empty'}]: {r.lines_read:,} lines read, {r.lines_added:,} added, "
                       f"{r.lines_replaced:,} replaced")
         return 0
+    check_period(args.since, args.until)
     con = store.connect(stored_path(args))        # show reads: a mistyped --db makes no store
     frame = billing.billed_by_day_model(con, args.since, args.until)
     if args.json:

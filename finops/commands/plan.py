@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from finops import store
 from finops.capacity.forecast import MAX_FORECAST_DAYS
-from finops.commands._common import add_db, parse_time, print_json, stored_path
+from finops.commands._common import add_db, check_period, parse_time, print_json, stored_path
 from finops.errors import InputError
 from finops.filters import Filters
 from finops.fmt import counted, number, whole_or_places
@@ -51,6 +51,7 @@ def run(args) -> int:
 
     if not 0 <= args.days <= MAX_FORECAST_DAYS:
         raise InputError(f"must be a whole number from 0 to {MAX_FORECAST_DAYS}, got {args.days}", field="days")
+    check_period(args.since, args.until)
     con = store.connect(stored_path(args))
     fp = plans.fleet_against_plan(
         con, Filters(since=args.since, until=args.until), args.model, mean_service_s=args.mean_service_s, slots_per_replica=args.slots,
