@@ -145,3 +145,13 @@ def test_the_example_schedule_loads_and_bills_by_hand(tmp_path, capsys):
     # no traffic at all: every dollar is idle; 21 Nov 24 h x 30 $/h, 22 Nov 24 h x 20 $/h; 8b 48 h x 4 x $2.50
     assert {r["model"]: r["cost_usd"] for r in rows} == pytest.approx({"llama-3.1-70b": 24 * 30 + 24 * 20,
                                                                        "llama-3.1-8b": 48 * 10.0})
+
+
+@pytest.mark.parametrize("name, message", [
+    ("missing.csv", "no such file"),            # it said "[Errno 2] No such file or directory: '...'"
+    (".", "is a folder: give the CSV file"),     # and "[Errno 21] Is a directory: '...'"
+])
+def test_fleet_load_of_no_file_says_so_in_a_sentence(db, tmp_path, capsys, name, message):
+    path = tmp_path / name
+    assert main(["fleet", "load", str(path), "--db", db]) == 1
+    assert capsys.readouterr().err == f"error: file {path}: {message}\n"

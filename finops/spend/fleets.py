@@ -192,10 +192,10 @@ def save_schedule(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> int:
 def read_schedule_csv(path) -> pd.DataFrame:
     """A schedule CSV (columns model, from, to, replicas, gpus_per_replica, gpu_hour_usd, gpu_type, site;
     ``starts_at``/``ends_at`` for from/to also read) as a frame of SCHEDULE_COLUMNS."""
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"cannot read the fleet schedule: {exc}", file=str(path)) from None
+    from finops.ingest.uploads import read_csv
+
+    # a missing file or a folder in a sentence naming it, as every other file flag's (it printed "[Errno 2] ...")
+    frame = read_csv(path, dtype=str, keep_default_na=False)
     frame.columns = [CSV_NAMES.get(c.strip().lower(), c.strip().lower()) for c in frame.columns]
     return frame
 
