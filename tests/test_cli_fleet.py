@@ -155,3 +155,14 @@ def test_fleet_load_of_no_file_says_so_in_a_sentence(db, tmp_path, capsys, name,
     path = tmp_path / name
     assert main(["fleet", "load", str(path), "--db", db]) == 1
     assert capsys.readouterr().err == f"error: file {path}: {message}\n"
+
+
+def test_fleet_show_writes_the_gpu_hour_in_dollars(db, tmp_path, capsys):
+    # a period at $2.50 a GPU-hour read "2.5000" (no $, four places) beside a blank one; times as the loader stores them
+    (tmp_path / "priced.csv").write_text("model,from,to,replicas,gpus_per_replica,gpu_hour_usd,gpu_type,site\n"
+                                         "gpu-model,2026-03-02,2026-03-03,2,4,2.5,H100,cloud\n")
+    assert main(["fleet", "load", str(tmp_path / "priced.csv"), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["fleet", "show", "--db", db]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.endswith("declared"))
+    assert line.split() == ["gpu-model", "2026-03-02", "2026-03-03", "2", "4", "$2.50", "H100", "cloud", "declared"]

@@ -9,6 +9,7 @@ import pandas as pd
 from finops import store
 from finops.commands._common import add_db, db_path, print_json, stored_path
 from finops.errors import InputError
+from finops.fmt import table as text_table
 from finops.jsonutil import records
 from finops.spend import fleets, pricing
 
@@ -69,7 +70,7 @@ def run(args) -> int:
         elif frame.empty:
             print("no served request of a self-hosted model names its replica: nothing to infer")
         else:
-            print(frame.drop(columns=["gpus_per_replica", "gpu_hour_usd", "gpu_type"]).to_string(index=False))
+            print(text_table(frame.drop(columns=["gpus_per_replica", "gpu_hour_usd", "gpu_type"])))
         return 0
     if args.action == "reserve":
         table = fleets.reservations(con)
@@ -80,7 +81,7 @@ def run(args) -> int:
             table = pd.concat([table, pd.DataFrame([{"model": args.model, "tenant": args.tenant,
                                                      "replicas": args.replicas}])], ignore_index=True)
         fleets.save_reservations(con, table)
-        print(fleets.reservations(con).to_string(index=False) if len(table) else "no reservations")
+        print(text_table(fleets.reservations(con)) if len(table) else "no reservations")
         return 0
     if args.action == "policy":
         if args.policy:
@@ -98,10 +99,10 @@ def run(args) -> int:
         print(f"{r.model}: {r.how}")
     if len(periods):
         print()
-        print(periods.to_string(index=False, na_rep=""))
+        print(text_table(periods, missing=""))
     if len(reserved):
         print()
-        print(reserved.to_string(index=False))
+        print(text_table(reserved))
     print()
     print(_policy_line(con))
     return 0
