@@ -206,3 +206,25 @@ def test_raw_client_gets_the_same_answers_as_httpx(gateway):
         assert report.by_route == {"fast": report.ok} and report.overhead_ms["p50"] is not None
     with pytest.raises(InputError, match="plain http"):
         run_load(LoadSpec(url="https://127.0.0.1:1", rate_per_s=1, duration_s=1, client="raw"))
+
+
+def test_cli_text_writes_a_second_and_more_in_seconds_and_no_python_dicts(monkeypatch, capsys):
+    # a run's client-side latency P99 of 1,170.6 ms read "p99=1170.6" under "latency_ms", and its counts as Python
+    # dicts ("status: {'200': 47}"); each time now carries its unit (seconds from 1,000 ms), the counts are words
+    from finops.cli import main
+    from finops.gateway import loadgen
+
+    pcts = {"p50": 3.8, "p90": 703.4, "p95": 883.3, "p99": 1170.6, "max": 1323.1, "mean": 133.8}
+    report = loadgen.LoadReport(
+        url="http://127.0.0.1:1", pattern="steady", requested_rate_per_s=20.0, duration_s=3.0, scheduled=47, sent=47,
+        completed=47, ok=46, unfinished=0, achieved_rate_per_s=15.667, last_send_s=2.9, throughput_per_s=15.0,
+        send_lag_ms={"p50": 0.8, "max": 3.7}, latency_ms=pcts, overhead_ms={"p50": None, "max": None},
+        route_ms={}, by_status={"200": 46, "503": 1}, by_route={"cache": 32, "fast": 8, "slow": 6})
+    monkeypatch.setattr(loadgen, "run_load", lambda spec: report)
+    assert main(["load", "--url", "http://127.0.0.1:1", "--rate", "20", "--duration", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "status: 46 × 200, 1 × 503   routes: 32 cache, 8 fast, 6 slow"
+    assert lines[2].split() == ["latency", "p50=3.8", "ms", "p90=703", "ms", "p95=883", "ms", "p99=1.17", "s",
+                                "max=1.32", "s", "mean=134", "ms"]
+    assert lines[3].split()[:3] == ["overhead", "p50=—", "max=—"]
+    assert lines[4].split() == ["send", "lag", "p50=0.8", "ms", "max=3.7", "ms"]

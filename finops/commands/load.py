@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from finops.commands._common import _csv_list, print_json
 from finops.errors import InputError
+from finops.fmt import MISSING, duration_ms
 
 NAME = "load"
 HELP = "Send open-loop Poisson load to a gateway and report achieved rate and latency percentiles."
@@ -41,7 +42,13 @@ def add_arguments(parser) -> None:
 
 
 def _fmt(stats: dict) -> str:
-    return "  ".join(f"{k}={v:.1f}" if v is not None else f"{k}=-" for k, v in stats.items())
+    """Percentiles of milliseconds, each with its unit: seconds from 1,000 ms (:func:`finops.fmt.duration_ms`)."""
+    return "  ".join(f"{k}={duration_ms(v, fine=True)}" for k, v in stats.items())
+
+
+def _counts(counts: dict) -> str:
+    """``{'200': 46, '503': 1}`` as ``46 × 200, 1 × 503``."""
+    return ", ".join(f"{n:,} × {k}" for k, n in counts.items()) or MISSING
 
 
 def _print_preset(report: dict) -> None:
@@ -91,8 +98,9 @@ def run(args) -> int:
     print(f"{report.sent}/{report.scheduled} sent in {report.duration_s:g} s ({report.pattern}): "
           f"achieved {report.achieved_rate_per_s:.1f} req/s of {report.requested_rate_per_s:g} requested; "
           f"{report.ok} ok, {report.completed - report.ok} HTTP errors, {report.unfinished} unfinished")
-    print(f"status: {report.by_status}   routes: {report.by_route}")
-    print(f"latency_ms   {_fmt(report.latency_ms)}")
-    print(f"overhead_ms  {_fmt(report.overhead_ms)}   (latency - queue - service)")
-    print(f"send_lag_ms  {_fmt(report.send_lag_ms)}")
+    routes = ", ".join(f"{n:,} {k}" for k, n in report.by_route.items()) or MISSING
+    print(f"status: {_counts(report.by_status)}   routes: {routes}")
+    print(f"latency   {_fmt(report.latency_ms)}")
+    print(f"overhead  {_fmt(report.overhead_ms)}   (latency - queue - service)")
+    print(f"send lag  {_fmt(report.send_lag_ms)}")
     return 0
