@@ -228,3 +228,33 @@ def test_cli_text_writes_a_second_and_more_in_seconds_and_no_python_dicts(monkey
                                 "max=1.32", "s", "mean=134", "ms"]
     assert lines[3].split()[:3] == ["overhead", "p50=—", "max=—"]
     assert lines[4].split() == ["send", "lag", "p50=0.8", "ms", "max=3.7", "ms"]
+
+
+def test_cli_preset_text_writes_times_with_units_and_no_python_lists(monkeypatch, capsys):
+    # the dual-model preset's table read "5412.6" under queue_ms and its summary Python reprs
+    # ("routes {'slow': 6}, queue_ms sorted [0.002, 2706.061, ...]")
+    from finops.cli import main
+    from finops.gateway import loadgen
+
+    def row(phase, chars, inject, queue_ms, service_ms):
+        return {"phase": phase, "prompt_chars": chars, "slow_inject": inject, "http_status": 200, "error": None,
+                "route": "slow", "queue_ms": queue_ms, "service_ms": service_ms,
+                "total_ms": None if queue_ms is None else queue_ms + service_ms}
+    report = {"requests": [row("baseline", 49, False, 0.0, 694.2), row("injected", 51, True, 5412.6, 2706.4),
+                           row("injected", 51, True, None, None)],
+              "summary": {"injected_routes": {"slow": 2}, "injected_queue_ms_sorted": [0.002, 5412.6],
+                          "baseline_service_ms": 694.2, "injected_service_ms_mean": 2706.4,
+                          "service_over_baseline_ms": 2012.2}}
+
+    class Run:
+        def to_dict(self):
+            return report
+    monkeypatch.setitem(loadgen.PRESETS, "dual-model", lambda *a, **k: Run())
+    assert main(["load", "--url", "http://127.0.0.1:1", "--preset", "dual-model"]) == 0
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0] == "phase chars inject status route queue service total"
+    assert lines[1] == "baseline 49 False 200 slow 0 ms 694 ms 694 ms"
+    assert lines[2] == "injected 51 True 200 slow 5.41 s 2.71 s 8.12 s"
+    assert lines[3] == "injected 51 True 200 slow — — —"
+    assert lines[4] == "injected: routes 2 slow; queue waits sorted 0.002 ms, 5.41 s"
+    assert lines[5] == "service time: baseline 694 ms, injected mean 2.71 s, over baseline 2.01 s"

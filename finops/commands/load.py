@@ -52,17 +52,21 @@ def _counts(counts: dict) -> str:
 
 
 def _print_preset(report: dict) -> None:
-    print(f"{'phase':9} {'chars':>5} {'inject':>6} {'status':>6} {'route':>6} {'queue_ms':>9} "
-          f"{'service_ms':>10} {'total_ms':>9}")
+    """The preset's requests and summary, each time with its unit (seconds from 1,000 ms)."""
+    def t(v) -> str:
+        return duration_ms(v, fine=True)
+    print(f"{'phase':9} {'chars':>5} {'inject':>6} {'status':>6} {'route':>6} {'queue':>9} {'service':>9} {'total':>9}")
     for r in report["requests"]:
-        cells = [f"{r[k]:.1f}" if r[k] is not None else "-" for k in ("queue_ms", "service_ms", "total_ms")]
+        cells = [t(r[k]) for k in ("queue_ms", "service_ms", "total_ms")]
         print(f"{r['phase']:9} {r['prompt_chars']:>5} {str(r['slow_inject']):>6} "
-              f"{r['http_status'] or r['error']!s:>6} {r['route'] or '-':>6} {cells[0]:>9} {cells[1]:>10} "
+              f"{r['http_status'] or r['error']!s:>6} {r['route'] or '-':>6} {cells[0]:>9} {cells[1]:>9} "
               f"{cells[2]:>9}")
     s = report["summary"]
-    print(f"injected: routes {s['injected_routes']}, queue_ms sorted {s['injected_queue_ms_sorted']}")
-    print(f"service_ms: baseline {s['baseline_service_ms']}, injected mean {s['injected_service_ms_mean']}, "
-          f"over baseline {s['service_over_baseline_ms']}")
+    routes = ", ".join(f"{n:,} {k}" for k, n in s["injected_routes"].items()) or MISSING
+    waits = ", ".join(t(v) for v in s["injected_queue_ms_sorted"]) or MISSING
+    print(f"injected: routes {routes}; queue waits sorted {waits}")
+    print(f"service time: baseline {t(s['baseline_service_ms'])}, injected mean {t(s['injected_service_ms_mean'])}, "
+          f"over baseline {t(s['service_over_baseline_ms'])}")
 
 
 def run(args) -> int:
