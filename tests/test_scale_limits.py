@@ -228,3 +228,15 @@ def test_incidents_of_a_period_over_the_budget_are_those_of_its_latest_hours_ale
     got = incidents.incidents(c, Filters(), open_alerts=whole)
     assert all(i.start >= scoped.since for i in got)
     assert [i.key for i in got] == [i.key for i in incidents.incidents(c, scoped)]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("missing", "no such folder"),         # it said "holds no .parquet files", as if the folder were there
+    ("rows.csv", "is a file: give the dataset's folder (date=YYYY-MM-DD/ folders of .parquet files)"),
+])
+def test_rollup_of_no_folder_says_so(tmp_path, capsys, name, message):
+    from finops.cli import main
+    (tmp_path / "rows.csv").write_text("ts\n")
+    path = tmp_path / name
+    assert main(["rollup", "--input", str(path), "--output", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == f"error: file {path}: {message}\n"

@@ -41,6 +41,11 @@ def canonical_sql(con: duckdb.DuckDBPyConnection, files: list[str]) -> tuple[str
 
 def _canonical_view(con: duckdb.DuckDBPyConnection, dataset: str) -> None:
     """A view ``requests`` over the dataset's Parquet files (:func:`canonical_sql`)."""
+    if not Path(dataset).exists():
+        raise InputError("no such folder", file=str(dataset))
+    if not Path(dataset).is_dir():
+        raise InputError("is a file: give the dataset's folder (date=YYYY-MM-DD/ folders of .parquet files)",
+                         file=str(dataset))
     files = [str(p) for p in sorted(Path(dataset).rglob("*.parquet"))]
     if not files:
         raise InputError(f"{dataset} holds no .parquet files")
