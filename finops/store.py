@@ -734,7 +734,10 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         text = str(exc)
         log.warning("opening store %s failed: %s", path, text)
-        name = os.path.basename(path)
+        name = os.path.basename(os.path.normpath(path))     # "DIR/" named too, not ""
+        if os.path.isdir(path):
+            raise StoreError(f"{name} is a folder, not a store file: give the store's file with --db or FINOPS_DB "
+                             f"(e.g. {name}/finops.duckdb).") from None
         if "lock" in text.lower():
             pid = _LOCK_PID.search(text)
             who = f"process {pid.group(1)}" if pid else "another process"

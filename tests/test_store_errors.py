@@ -68,3 +68,16 @@ def test_a_file_that_is_no_store_is_a_sentence(tmp_path):
     at = run_page(str(bad))
     assert not at.exception and "could not be opened as a finops store" in at.error[0].value
     assert bad.read_text().startswith("these are my notes")      # left as it was
+
+
+@pytest.mark.parametrize("command", [["report"], ["ingest", str(ROOT / "tests" / "data" / "canonical_sample.csv")]])
+def test_a_folder_given_as_the_store_is_said_to_be_one(tmp_path, capsys, command):
+    # --db DIR/ (a trailing slash) read "error:  could not be opened as a finops store": the name was empty, and
+    # a folder is not "maybe damaged"
+    from finops.cli import main
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    assert main([*command, "--db", f"{folder}/"]) == 1
+    assert capsys.readouterr().err == ("error: stores is a folder, not a store file: give the store's file with --db "
+                                       "or FINOPS_DB (e.g. stores/finops.duckdb).\n")
+    assert list(folder.iterdir()) == []
