@@ -728,7 +728,24 @@ class StoreError(InputError):
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 
 
+DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8 to 11 of every DuckDB database file (after the header's checksum)."""
+
+
+def _not_duckdb(path: str) -> bool:
+    """True for a file that holds something other than a DuckDB database: DuckDB opens a CSV or JSON file given as one
+    (read-only, its tables kept in memory), so a store that writes there would store nothing."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False                    # not there yet, a folder, unreadable: DuckDB's own error says which
+    return len(head) > 0 and head[8:12] != DUCKDB_MAGIC
+
+
 def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    if path != ":memory:" and _not_duckdb(path):
+        raise _not_a_store(os.path.basename(path))
     try:
         return duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
@@ -750,8 +767,12 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         if read_only and not os.path.exists(path):
             raise StoreError(f"There is no store at {name}: load logs into it first (python -m finops ingest).") \
                 from None
-        raise StoreError(f"{name} could not be opened as a finops store (it may not be a DuckDB file, or be damaged "
-                         "or unreadable): check the path given with --db or FINOPS_DB.") from None
+        raise _not_a_store(name) from None
+
+
+def _not_a_store(name: str) -> StoreError:
+    return StoreError(f"{name} could not be opened as a finops store (it may not be a DuckDB file, or be damaged "
+                      "or unreadable): check the path given with --db or FINOPS_DB.")
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,

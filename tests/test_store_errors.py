@@ -81,3 +81,17 @@ def test_a_folder_given_as_the_store_is_said_to_be_one(tmp_path, capsys, command
     assert capsys.readouterr().err == ("error: stores is a folder, not a store file: give the store's file with --db "
                                        "or FINOPS_DB (e.g. stores/finops.duckdb).\n")
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["report"], ["ingest", str(ROOT / "tests" / "data" / "canonical_sample.csv")]])
+def test_a_log_file_given_as_the_store_is_refused(tmp_path, capsys, command):
+    # DuckDB opens a CSV or JSON file given as a database: --db requests.csv (the file meant to be loaded) read
+    # "The store holds no requests yet", and an ingest into it said "4 ingested", exit 0, and stored nothing
+    from finops.cli import main
+    given = tmp_path / "requests.csv"
+    given.write_bytes((ROOT / "tests" / "data" / "canonical_sample.csv").read_bytes())
+    assert main([*command, "--db", str(given)]) == 1
+    assert capsys.readouterr().err == ("error: requests.csv could not be opened as a finops store (it may not be a "
+                                       "DuckDB file, or be damaged or unreadable): check the path given with --db or "
+                                       "FINOPS_DB.\n")
+    assert given.read_bytes() == (ROOT / "tests" / "data" / "canonical_sample.csv").read_bytes()
