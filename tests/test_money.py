@@ -231,3 +231,11 @@ def test_prices_list_and_show_write_dollars_and_no_none(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "None" not in out and "<NA>" not in out
     assert [v for v in out.splitlines()[2].split() if v.startswith("$")] == ["$2.50", "$1.25", "$10.00"]
+
+
+def test_prices_list_of_no_rows_is_a_sentence(tmp_path, capsys):
+    # a provider with no catalogue rows printed pandas' "Empty DataFrame / Columns: [...] / Index: []"
+    db = str(tmp_path / "p.duckdb")
+    store.connect(db).close()
+    assert main(["prices", "list", "--source", "catalogue", "--provider", "no-such-provider", "--db", db]) == 0
+    assert capsys.readouterr().out == "no catalogue price rows for provider no-such-provider\n"

@@ -62,6 +62,9 @@ def run(args) -> int:
         frame = _rows(con, args.source, args.provider)
         if args.json:
             print_json(records(frame))
+        elif frame.empty:
+            which = {"book": "price book", "catalogue": "catalogue price", "all": "price"}[args.source]
+            print(f"no {which} rows" + (f" for provider {args.provider}" if args.provider else ""))
         else:
             print(text_table(frame, missing=""))
         return 0
