@@ -530,3 +530,20 @@ def test_a_source_it_cannot_read_is_its_error_in_words(tmp_path):
     src = service.add_source(con, "follow", str(odd))
     assert _ingester(con).tick().errors == {src.id: "cannot read gateway.jsonl: Is a directory"}
     assert service.status_frame(con).loc[0, "state"] == "failing"
+
+
+@pytest.mark.parametrize("flag, given, message", [
+    # a folder to follow was added ("added source 1: follow ...", exit 0) and failed at every tick after
+    ("--add-follow", "folder", "is a folder: watch it (a watch source), or follow one of its files"),
+    # a file to watch was "no such folder", though it is there
+    ("--add-watch", "file.jsonl", "is a file: follow it (a follow source), or watch its folder"),
+])
+def test_a_source_of_the_wrong_kind_is_refused_saying_which_it_is(tmp_path, capsys, flag, given, message):
+    from finops.cli import main
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.jsonl").write_text("")
+    db = str(tmp_path / "s.duckdb")
+    assert main(["serve-ingest", "--db", db, flag, str(tmp_path / given)]) == 1
+    assert capsys.readouterr().err == f"error: file {tmp_path / given}: {message}\n"
+    assert main(["serve-ingest", "--db", db, "--list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

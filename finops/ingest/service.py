@@ -203,7 +203,11 @@ def add_source(con: duckdb.DuckDBPyConnection, kind: str, target: str = "", *, f
         if not target:
             raise InputError(f"a {kind} source needs a {'file' if kind == 'follow' else 'folder'} path")
         target = str(Path(target).expanduser().resolve())
+        if kind == "follow" and Path(target).is_dir():
+            raise InputError("is a folder: watch it (a watch source), or follow one of its files", file=target)
         if kind == "watch":
+            if Path(target).is_file():
+                raise InputError("is a file: follow it (a follow source), or watch its folder", file=target)
             if not Path(target).is_dir():
                 raise InputError("no such folder", file=target)
             pattern = (pattern or "*").strip()
