@@ -441,3 +441,21 @@ def test_report_json_and_csv_give_the_same_dollars(demo_db, tmp_path, capsys):
         as_csv = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index(by)["cost_usd"].to_dict()
         assert as_json == as_csv
         assert all(round(v, 6) == v for v in as_json.values())
+
+
+def test_report_text_writes_an_error_rate_a_count_says_exists_as_a_share(tmp_path, capsys):
+    # 1 failed request in 20,001 read "0.0000" (four places), as if none failed; as a share it is "< 0.1%", and
+    # 2 in 200 are "1.0%"
+    rows = ["request_id,ts,tenant,model,input_tokens,output_tokens,status"]
+    rows += [f"a{i},2026-01-05 09:{i // 3600 % 60:02d}:{i % 60:02d},t,gpt-4o,10,5,{'error' if i == 0 else 'ok'}"
+             for i in range(20_001)]
+    rows += [f"b{i},2026-01-05 10:00:{i % 60:02d},t,gpt-4o-mini,10,5,{'error' if i < 2 else 'ok'}" for i in range(200)]
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(rows) + "\n")
+    db = str(tmp_path / "s.duckdb")
+    assert main(["ingest", str(path), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["report", "--db", db]) == 0
+    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert lines["gpt-4o"][1] == "20,001" and lines["gpt-4o"][-2:] == ["<", "0.1%"]
+    assert lines["gpt-4o-mini"][1] == "200" and lines["gpt-4o-mini"][-1] == "1.0%"

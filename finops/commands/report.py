@@ -8,7 +8,7 @@ import pandas as pd
 from finops import store
 from finops.commands import _common
 from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
-from finops.fmt import counted, round_costs, usd_column_format
+from finops.fmt import counted, round_costs, share, usd_column_format
 from finops.jsonutil import records
 from finops.spend import pricing
 from finops.spend import report as spend
@@ -80,9 +80,9 @@ def render(con, args) -> tuple[str, str]:
 
 def _text(frame) -> str:
     """``frame`` as the terminal shows it: dollars (``*_usd``) in cents (more decimals in a column where some amount
-    is not zero but would read 0.00, :func:`finops.fmt.usd_column_format`), counts with separators, other numbers
-    (unit costs per 1M tokens, rates) to four decimals, a value the data does not give (None or NaN, such as the
-    unit cost of a model nothing prices) as a dash."""
+    is not zero but would read 0.00, :func:`finops.fmt.usd_column_format`), counts with separators, rates (``*_rate``)
+    as shares (:func:`finops.fmt.share`), other numbers (unit costs per 1M tokens) to four decimals, a value the data
+    does not give (None or NaN, such as the unit cost of a model nothing prices) as a dash."""
     def money_of(column):
         pattern = usd_column_format(frame[column]).lstrip("$").replace("%", "{:") + "}"
         return lambda v: "—" if pd.isna(v) else pattern.format(v)
@@ -90,10 +90,13 @@ def _text(frame) -> str:
     def whole(v) -> str:
         return "—" if pd.isna(v) else f"{int(v):,}"
     money = {c: money_of(c) for c in frame.columns if str(c).endswith("_usd")}
+    # a rate of requests as a share (fmt.share): one failure in 20,001 is "< 0.1%", not "0.0000", as if none failed
+    rates = {c: (lambda v: "—" if pd.isna(v) else share(v)) for c in frame.columns if str(c).endswith("_rate")}
     # counts (requests, tokens) with separators, as the pages show them: 22,363,372, not 22363372
-    counts = {c: whole for c in frame.columns if c not in money and pd.api.types.is_integer_dtype(frame[c])}
+    counts = {c: whole for c in frame.columns
+              if c not in money and c not in rates and pd.api.types.is_integer_dtype(frame[c])}
     return frame.fillna(float("nan")).to_string(index=False, na_rep="—", float_format=lambda v: f"{v:,.4f}",
-                                                formatters={**money, **counts})
+                                                formatters={**money, **rates, **counts})
 
 
 def _render(con, args, stdout, stderr) -> None:
