@@ -71,9 +71,13 @@ def test_break_even_degenerate_cases_are_answers():
     far = edge.break_even_rtt(edge.EdgeInputs(latency_value_usd_per_s=1e-9))
     assert far.always_pays and far.rtt_ms is None and "600,000 ms" in far.note
     assert edge.decide(edge.EdgeInputs(rtt_ms=600_000, latency_value_usd_per_s=1e-9)).escalate
-    # within it, the note's milliseconds carry separators: (0.075 - 0.01) / 0.0002 - 0.3 s = 324.7 s
+    # within it, the note's time is in seconds from 1,000 ms (fmt.duration_ms; it read "324,700 ms"):
+    # (0.075 - 0.01) / 0.0002 - 0.3 s = 324.7 s; the default inputs' 523.3 ms stays in ms
     near = edge.break_even_rtt(edge.EdgeInputs(latency_value_usd_per_s=0.0002))
-    assert near.rtt_ms == pytest.approx(324_700) and "RTT < 324,700 ms" in near.note
+    assert near.rtt_ms == pytest.approx(324_700) and near.note == "escalation pays while RTT < 325 s"
+    # (0.75 - 0.01) / (0.03 / 0.38 s) - 0.3 s = 9.0733 s
+    assert edge.break_even_rtt(edge.EdgeInputs(value_usd=5.0)).note == "escalation pays while RTT < 9.07 s"
+    assert edge.break_even_rtt(edge.EdgeInputs()).note == "escalation pays while RTT < 523 ms"
 
 
 @pytest.mark.parametrize("kwargs, field", [

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from finops.errors import InputError
-from finops.fmt import usd
+from finops.fmt import duration_ms, usd
 
 SEED_LATENCY_VALUE_USD_PER_S = 0.03 / 0.380
 """The seed prices 80 ms RTT + 300 ms cloud time at about 0.03 $."""
@@ -201,7 +201,7 @@ def break_even_rtt(inputs: EdgeInputs = EdgeInputs()) -> BreakEven:
         return BreakEven(None, True, False, f"escalation pays at any RTT up to {MAX_RTT_MS:,.0f} ms (ten minutes): "
                                             "the latency it adds costs less than the gain")
     return BreakEven(rtt_s * 1000.0, False, False,
-                     f"escalation pays while RTT < {rtt_s * 1000.0:,.0f} ms")
+                     f"escalation pays while RTT < {duration_ms(rtt_s * 1000.0)}")
 
 
 def latency_value_for_break_even(inputs: EdgeInputs, rtt_ms: float) -> float | None:
