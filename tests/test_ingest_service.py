@@ -526,8 +526,8 @@ def test_a_scheduled_langfuse_pull_reads_its_keys_by_name(tmp_path, monkeypatch)
 def test_a_source_it_cannot_read_is_its_error_in_words(tmp_path):
     con = store.connect(":memory:")
     odd = tmp_path / "gateway.jsonl"
-    odd.mkdir()                                    # a folder where the log should be: open() fails (OSError)
     src = service.add_source(con, "follow", str(odd))
+    odd.mkdir()       # then a folder where the log should be (adding one is refused): open() fails (OSError)
     assert _ingester(con).tick().errors == {src.id: "cannot read gateway.jsonl: Is a directory"}
     assert service.status_frame(con).loc[0, "state"] == "failing"
 
