@@ -8,7 +8,7 @@ import pandas as pd
 from finops import store
 from finops.commands import _common
 from finops.commands._common import add_db, add_filters, filters_from, print_json, stored_path
-from finops.fmt import counted, round_costs, share, usd_column_format
+from finops.fmt import counted, share, usd_column_format
 from finops.jsonutil import records
 from finops.spend import pricing
 from finops.spend import report as spend
@@ -123,8 +123,7 @@ def _render(con, args, stdout, stderr) -> None:
                 "reasoning_tokens", "served_tokens", "cost_usd", "cost_per_1m_tokens", "error_rate"]
         frame = frame[cols]
     if args.json:
-        # costs to micro-dollars, as --csv and every export writes them: the same figure in both
-        print_json(records(round_costs(frame)), file=stdout)
+        print_json(records(frame), file=stdout)
     elif args.csv:
         from finops.spend.exports import safe_csv
         stdout.write(safe_csv(frame))
