@@ -110,6 +110,23 @@ def store_of_records(folder: Path, rows: list[dict], name: str = "s.duckdb") -> 
     return path
 
 
+def failing_store(folder: Path) -> str:
+    """A store at ``folder/failing.duckdb`` of three failed gpt-4o requests of tenant acme (2026-11-20 10:00-10:02):
+    too few for any alert rule's minimum requests per window; its path."""
+    from finops import store
+    from finops.ingest import ingest_path
+    f = folder / "failing.csv"
+    f.write_text("request_id,ts,model,tenant,input_tokens,output_tokens,total_ms,status\n"
+                 + "".join(f"e{i},2026-11-20T10:0{i}:00Z,gpt-4o,acme,1000,100,900,error\n" for i in range(3)))
+    path = str(folder / "failing.duckdb")
+    con = store.connect(path)
+    try:
+        ingest_path(con, f)
+    finally:
+        con.close()
+    return path
+
+
 def untimed_fleet_store(folder: Path) -> str:
     """A store of the committed Mooncake excerpt (tests/data/mooncake_conversation_head300.jsonl: 300 real requests
     over 102 s from 2025-01-01 00:00, arrivals and tokens, no time of any kind) served by the self-hosted

@@ -3,7 +3,7 @@ internal, uploads left on disk, and a store whose requests all fail."""
 
 from finops import store
 from finops.ingest import ingest_path
-from helpers import run_page, shown, texts
+from helpers import failing_store, run_page, shown, texts
 
 HEADER = "request_id,ts,model,tenant,input_tokens,output_tokens,total_ms\n"
 
@@ -130,13 +130,7 @@ def test_a_corrupt_parquet_upload_names_the_upload_never_the_temp_path(empty_db)
 # ---------------------------------------------------------------- a store whose requests all fail
 
 def test_a_small_store_whose_requests_all_fail_is_not_called_within_thresholds(tmp_path):
-    f = tmp_path / "failing.csv"
-    f.write_text("request_id,ts,model,tenant,input_tokens,output_tokens,total_ms,status\n"
-                 + "".join(f"e{i},2026-11-20T10:0{i}:00Z,gpt-4o,acme,1000,100,900,error\n" for i in range(3)))
-    db = str(tmp_path / "failing.duckdb")
-    con = store.connect(db)
-    ingest_path(con, f)
-    con.close()
+    db = failing_store(tmp_path)
     for page in ("views/overview.py", "views/incidents.py"):
         at = run_page(db, page)
         assert not at.exception

@@ -204,16 +204,9 @@ def test_too_few_requests_tell_a_viewer_to_ask_an_admin_and_an_admin_where_to_lo
     """Three failed requests of acme (a window needs 50) leave the error-rate rule unjudged. Only local mode (an
     admin) was tested; a viewer, who cannot edit the rules, is told to ask an admin, and a logged-in admin where to
     lower the minimum."""
-    from finops.ingest import ingest_path
-    from helpers import shown
+    from helpers import failing_store, shown
 
-    f = tmp_path / "failing.csv"
-    f.write_text("request_id,ts,model,tenant,input_tokens,output_tokens,total_ms,status\n"
-                 + "".join(f"e{i},2026-11-20T10:0{i}:00Z,gpt-4o,acme,1000,100,900,error\n" for i in range(3)))
-    db = str(tmp_path / "failing.duckdb")
-    con = store.connect(db)
-    ingest_path(con, f)
-    con.close()
+    db = failing_store(tmp_path)
     monkeypatch.setenv("FINOPS_DB", db)
     at = logged_in({"email": "val@x", "groups": groups})
     at.run()
