@@ -291,6 +291,7 @@ def _outages(reps: np.ndarray, at: np.ndarray, start, end) -> list[Outage]:
     lo, hi = pd.Timestamp(start) - OUTAGE_CONTEXT, pd.Timestamp(end) + OUTAGE_CONTEXT
     lo_ms, hi_ms = lo.value / 1e6, hi.value / 1e6
     s_ms, e_ms = pd.Timestamp(start).value / 1e6, pd.Timestamp(end).value / 1e6
+    near_ms = OUTAGE_NEAR.total_seconds() * 1000
     out = []
     for rep in sorted(set(reps)):
         mine = at[reps == rep]
@@ -303,7 +304,6 @@ def _outages(reps: np.ndarray, at: np.ndarray, start, end) -> list[Outage]:
         if g1 - g0 < OUTAGE_MIN_GAP.total_seconds() * 1000:
             continue
         inside = (at > g0) & (at < g1)
-        near_ms = OUTAGE_NEAR.total_seconds() * 1000
         near = ~inside & (at >= g0 - near_ms) & (at <= g1 + near_ms)
         near_all = int(near.sum())
         share = int((near & (reps == rep)).sum()) / near_all if near_all else 0.0

@@ -304,8 +304,7 @@ def replay_basis(con: duckdb.DuckDBPyConnection, f: Filters, length: str | None 
                                                    ("length", f"CAST({length_sql} AS BIGINT)")))
     sums = ", ".join(f"CAST(sum(r.{c}) AS {t}) AS {c}" for c, t in (
         ("requests", "BIGINT"), ("uncached_in", "BIGINT"), ("cached_in", "BIGINT"), ("out_tokens", "BIGINT"),
-        ("recorded_cost_usd", "DOUBLE"), ("priced_requests", "BIGINT"), ("total_ms_sum", "DOUBLE"),
-        ("total_ms_count", "BIGINT")))
+        ("total_ms_sum", "DOUBLE"), ("total_ms_count", "BIGINT")))
     return spend.frame_once(con, f"""
 WITH r AS ({rows}), p AS ({pricing.picked_prices_sql(pricing.PRICE_KEYS_SQL)})
 SELECT coalesce(nullif(r.sla_tier, ''), '(none)') AS sla_tier, r.model, r.escalated, r.length, {sums},
